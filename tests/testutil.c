@@ -1,0 +1,64 @@
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+void tt_rng_seed(tt_rng *r, uint64_t seed) { r->s = seed * 0x9E3779B97F4A7C15ull + 1; }
+
+uint64_t tt_rng_next(tt_rng *r)
+{
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+double tt_rng_uniform(tt_rng *r, double lo, double hi)
+{
+    return lo + (hi - lo) * ((double)(tt_rng_next(r) >> 11) * 0x1.0p-53);
+}
+
+int64_t tt_rng_int(tt_rng *r, int64_t n) { return n <= 0 ? 0 : (int64_t)(tt_rng_next(r) % (uint64_t)n); }
+
+void tt_fill_f32(tt_rng *r, float *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        double v = tt_rng_uniform(r, -1.0, 1.0);
+        p[i] = (float)(v == 0.0 ? 0.5 : v);
+    }
+}
+
+void tt_fill_f64(tt_rng *r, double *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        double v = tt_rng_uniform(r, -1.0, 1.0);
+        p[i] = v == 0.0 ? 0.5 : v;
+    }
+}
+
+void tt_poison_f32(float *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = NAN;
+}
+
+double tt_max_rel_err_f32(const float *got, const double *want, size_t n)
+{
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(got[i]) != isnan(want[i]))
+            return INFINITY;
+        if (isnan(want[i]))
+            continue;
+        double e = fabs((double)got[i] - want[i]) / fmax(1.0, fabs(want[i]));
+        if (!(e <= worst))
+            worst = e;
+    }
+    return worst;
+}
+
+uint64_t tt_seed(uint64_t dflt)
+{
+    const char *z = getenv("TESSERA_TEST_SEED");
+    return z ? strtoull(z, NULL, 0) : dflt;
+}

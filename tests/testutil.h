@@ -1,0 +1,29 @@
+/* Helpers shared by the cmocka tests. */
+#ifndef TESSERA_TESTS_TESTUTIL_H
+#define TESSERA_TESTS_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A small deterministic PRNG (splitmix64) so failures reproduce from a printed seed. */
+typedef struct {
+    uint64_t s;
+} tt_rng;
+
+void tt_rng_seed(tt_rng *r, uint64_t seed);
+uint64_t tt_rng_next(tt_rng *r);
+/* Uniform in [lo, hi). */
+double tt_rng_uniform(tt_rng *r, double lo, double hi);
+/* Uniform integer in [0, n). */
+int64_t tt_rng_int(tt_rng *r, int64_t n);
+/* Fills n floats with uniform values in [-1, 1), never exactly zero. */
+void tt_fill_f32(tt_rng *r, float *p, size_t n);
+void tt_fill_f64(tt_rng *r, double *p, size_t n);
+/* Fills n floats with NaN so that an output a kernel forgot to write is caught. */
+void tt_poison_f32(float *p, size_t n);
+/* Max over elements of |got - want| / max(1, |want|); NaN in got returns INFINITY. */
+double tt_max_rel_err_f32(const float *got, const double *want, size_t n);
+/* Seed from $TESSERA_TEST_SEED when set, else `dflt`. */
+uint64_t tt_seed(uint64_t dflt);
+
+#endif

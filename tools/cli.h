@@ -1,0 +1,9 @@
+/* Subcommands of the `tessera` CLI. Each returns the process exit status: 0 ok, 1 failed,
+ * 2 bad usage. argv[0] is the subcommand's name. */
+#ifndef TESSERA_TOOLS_CLI_H
+#define TESSERA_TOOLS_CLI_H
+
+int te_cmd_db(int argc, char **argv);
+int te_cmd_bench(int argc, char **argv);
+
+#endif

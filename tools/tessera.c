@@ -1,0 +1,45 @@
+/* The `tessera` command line: a table of subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tessera/status.h"
+#include "tools/cli.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+} commands[] = {
+    {"db", te_cmd_db, "query and maintain the tuning database"},
+    {"bench", te_cmd_bench, "benchmark Tessera kernels beside OpenBLAS"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tessera [--version] [--help] <command> [<args>]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\n'tessera <command> --help' describes one command.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("tessera %s\n", te_version());
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "tessera: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
