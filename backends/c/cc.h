@@ -1,0 +1,56 @@
+/*
+ * backends/c/cc.h (private): turn C source text into loaded native code.
+ *
+ * Source is written into a cache directory keyed by a hash of (source, compiler, flags),
+ * compiled with the system C compiler into a shared object, and loaded with dlopen. A second
+ * request for the same key reuses the shared object without compiling.
+ */
+#ifndef TESSERA_BACKENDS_C_CC_H
+#define TESSERA_BACKENDS_C_CC_H
+
+#include <stddef.h>
+
+/* Compiler settings. NULL fields take the defaults:
+ *   cc:    $CC, else "cc"
+ *   flags: $TESSERA_CFLAGS, else "-O3 -march=native -fPIC -shared -fopenmp -std=gnu11"
+ *   cache_dir: $TESSERA_CACHE_DIR, else $XDG_CACHE_HOME/tessera, else ~/.cache/tessera,
+ *              else /tmp/tessera-cache-$UID */
+typedef struct te__cc_opts {
+    const char *cc;
+    const char *flags;
+    const char *cache_dir;
+} te__cc_opts;
+
+/* A loaded shared object. */
+typedef struct te__cc_lib te__cc_lib;
+
+/* Compiles `source` (NUL-terminated C) unless the cache already holds it, then dlopens it.
+ * On success returns TE_OK and stores a new handle in *out (free with te__cc_lib_free).
+ * On failure returns TE_ERR_COMPILE (compiler diagnostics, the command line and the path of
+ * the source file are copied into errbuf), TE_ERR_IO (cache directory not writable) or
+ * TE_ERR_LOAD (dlopen failed, dlerror() in errbuf); *out is set to NULL. errbuf may be NULL.
+ * Thread-safe and safe against concurrent processes sharing the cache (write to a temporary
+ * name, then rename). */
+int te__cc_build(const char *source, const te__cc_opts *opts, te__cc_lib **out, char *errbuf,
+                 size_t errbuf_size);
+
+/* Compiles several sources with one compiler invocation per source, running up to `jobs`
+ * compiles at once (jobs <= 0: one per online core). results[i] receives the status of
+ * source i, libs[i] the handle or NULL, errbufs (may be NULL) each errbuf_size bytes. Returns
+ * TE_OK when every source built, else the first failing status. */
+int te__cc_build_many(int n, const char *const *sources, const te__cc_opts *opts, int jobs,
+                      te__cc_lib **libs, int *results, char **errbufs, size_t errbuf_size);
+
+/* Looks up a symbol; NULL if absent. */
+void *te__cc_lib_sym(te__cc_lib *lib, const char *name);
+/* Path of the cached source file / shared object (owned by the handle). */
+const char *te__cc_lib_source_path(const te__cc_lib *lib);
+const char *te__cc_lib_so_path(const te__cc_lib *lib);
+/* dlcloses and frees. Accepts NULL. */
+void te__cc_lib_free(te__cc_lib *lib);
+
+/* 64-bit FNV-1a hash of n bytes continuing from h (start with TE__HASH_INIT). */
+#define TE__HASH_INIT 0xcbf29ce484222325ull
+unsigned long long te__hash_bytes(unsigned long long h, const void *p, size_t n);
+
+#endif
