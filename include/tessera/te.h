@@ -1,0 +1,207 @@
+/*
+ * tessera/te.h: tensor expressions.
+ *
+ * A te_ctx is an arena that owns every expression, tensor and schedule object built in it;
+ * te_ctx_free releases them all at once. Expressions are immutable once built.
+ *
+ *     te_ctx *ctx = te_ctx_create();
+ *     te_tensor *A = te_placeholder(ctx, "A", TE_F32, 2, (int64_t[]){M, K});
+ *     te_tensor *B = te_placeholder(ctx, "B", TE_F32, 2, (int64_t[]){K, N});
+ *     te_expr *i = te_axis(ctx, "i", M), *j = te_axis(ctx, "j", N);
+ *     te_expr *k = te_reduce_axis(ctx, "k", K);
+ *     te_expr *prod = te_mul(ctx, TE_AT(ctx, A, i, k), TE_AT(ctx, B, k, j));
+ *     te_tensor *C = te_compute(ctx, "C", 2, (te_expr *[]){i, j}, te_sum(ctx, prod, 1, &k));
+ *     if (!C) fprintf(stderr, "%s\n", te_ctx_errmsg(ctx));
+ *
+ * Errors: constructors return NULL on bad input and leave a message on the context that
+ * names the tensor, axis or argument at fault. A constructor given a NULL operand returns NULL
+ * without replacing the first message, so a whole expression can be built and checked once.
+ *
+ * Index arithmetic is in i64: axes and integer constants made with te_int are TE_I64.
+ */
+#ifndef TESSERA_TE_H
+#define TESSERA_TE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tessera/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct te_ctx te_ctx;
+typedef struct te_expr te_expr;
+typedef struct te_tensor te_tensor;
+typedef struct te_reducer te_reducer;
+
+/* Largest rank of a tensor. */
+#define TE_MAX_DIMS 8
+
+/* ---- Context ------------------------------------------------------------------------ */
+
+/* Creates an empty context. Returns NULL only when out of memory. Free with te_ctx_free. */
+te_ctx *te_ctx_create(void);
+/* Frees the context and every object built in it. Accepts NULL. */
+void te_ctx_free(te_ctx *ctx);
+/* Message of the first error since the last te_ctx_clear_error ("" when none). Owned by ctx. */
+const char *te_ctx_errmsg(const te_ctx *ctx);
+/* Status code of that error (TE_OK when none). */
+int te_ctx_errcode(const te_ctx *ctx);
+/* Forgets the current error so the next failure records its own message. */
+void te_ctx_clear_error(te_ctx *ctx);
+/* Records an error on ctx (printf-style) unless one is already recorded; returns `code`.
+ * Useful for code built on top of the library (operator libraries) to report like it does. */
+int te_ctx_set_error(te_ctx *ctx, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- Expressions ----------------------------------------------------------------------- */
+
+/* Binary operators. DIV and MOD follow C (truncate toward zero) on integers; FLOORDIV and
+ * FLOORMOD round toward negative infinity. Comparisons and AND/OR produce TE_BOOL. */
+typedef enum te_binop {
+    TE_ADD, TE_SUB, TE_MUL, TE_DIV, TE_MOD, TE_FLOORDIV, TE_FLOORMOD, TE_MIN, TE_MAX,
+    TE_EQ, TE_NE, TE_LT, TE_LE, TE_GT, TE_GE, TE_AND, TE_OR
+} te_binop;
+
+/* Math intrinsics on floating-point values. POW takes two arguments, the rest one. */
+typedef enum te_intrin {
+    TE_EXP, TE_LOG, TE_SQRT, TE_RSQRT, TE_TANH, TE_ERF, TE_SIGMOID, TE_FABS, TE_FLOOR,
+    TE_CEIL, TE_POW, TE_INTRIN_COUNT
+} te_intrin;
+
+/* Constants. te_const converts `v` to dtype; te_int makes an i64; te_f32 an f32. */
+te_expr *te_const(te_ctx *ctx, te_dtype dtype, double v);
+te_expr *te_int(te_ctx *ctx, int64_t v);
+te_expr *te_f32(te_ctx *ctx, double v);
+
+/* A data-parallel axis with range [0, extent), used as the output axes of te_compute. */
+te_expr *te_axis(te_ctx *ctx, const char *name, int64_t extent);
+/* A reduction axis with range [0, extent), valid only inside te_reduce over that axis. */
+te_expr *te_reduce_axis(te_ctx *ctx, const char *name, int64_t extent);
+/* A free scalar variable (for user-defined reducers). */
+te_expr *te_var(te_ctx *ctx, const char *name, te_dtype dtype);
+
+/* Binary operation. Operands must have the same dtype, except that a constant operand is
+ * converted to the other operand's dtype. */
+te_expr *te_binary(te_ctx *ctx, te_binop op, te_expr *a, te_expr *b);
+te_expr *te_add(te_ctx *ctx, te_expr *a, te_expr *b);
+te_expr *te_sub(te_ctx *ctx, te_expr *a, te_expr *b);
+te_expr *te_mul(te_ctx *ctx, te_expr *a, te_expr *b);
+te_expr *te_div(te_ctx *ctx, te_expr *a, te_expr *b);
+te_expr *te_mod(te_ctx *ctx, te_expr *a, te_expr *b);
+te_expr *te_floordiv(te_ctx *ctx, te_expr *a, te_expr *b);
+te_expr *te_floormod(te_ctx *ctx, te_expr *a, te_expr *b);
+te_expr *te_min(te_ctx *ctx, te_expr *a, te_expr *b);
+te_expr *te_max(te_ctx *ctx, te_expr *a, te_expr *b);
+te_expr *te_eq(te_ctx *ctx, te_expr *a, te_expr *b);
+te_expr *te_ne(te_ctx *ctx, te_expr *a, te_expr *b);
+te_expr *te_lt(te_ctx *ctx, te_expr *a, te_expr *b);
+te_expr *te_le(te_ctx *ctx, te_expr *a, te_expr *b);
+te_expr *te_gt(te_ctx *ctx, te_expr *a, te_expr *b);
+te_expr *te_ge(te_ctx *ctx, te_expr *a, te_expr *b);
+te_expr *te_and(te_ctx *ctx, te_expr *a, te_expr *b);
+te_expr *te_or(te_ctx *ctx, te_expr *a, te_expr *b);
+te_expr *te_not(te_ctx *ctx, te_expr *a);
+te_expr *te_neg(te_ctx *ctx, te_expr *a);
+
+/* select evaluates both branches (like a vector blend); if_then_else evaluates only the taken
+ * one, so it may guard an access that would be out of bounds (padding). `cond` is TE_BOOL and
+ * the branches have one dtype. */
+te_expr *te_select(te_ctx *ctx, te_expr *cond, te_expr *t, te_expr *f);
+te_expr *te_if_then_else(te_ctx *ctx, te_expr *cond, te_expr *t, te_expr *f);
+/* Converts a value to dtype (C conversion rules). */
+te_expr *te_cast(te_ctx *ctx, te_dtype dtype, te_expr *a);
+/* Math intrinsic; args must be floating point; nargs must match (2 for POW, else 1). */
+te_expr *te_call(te_ctx *ctx, te_intrin fn, int nargs, te_expr *const *args);
+te_expr *te_exp(te_ctx *ctx, te_expr *a);
+te_expr *te_log(te_ctx *ctx, te_expr *a);
+te_expr *te_sqrt(te_ctx *ctx, te_expr *a);
+te_expr *te_rsqrt(te_ctx *ctx, te_expr *a);
+te_expr *te_tanh(te_ctx *ctx, te_expr *a);
+te_expr *te_erf(te_ctx *ctx, te_expr *a);
+te_expr *te_sigmoid(te_ctx *ctx, te_expr *a);
+te_expr *te_fabs(te_ctx *ctx, te_expr *a);
+te_expr *te_floor(te_ctx *ctx, te_expr *a);
+te_expr *te_ceil(te_ctx *ctx, te_expr *a);
+te_expr *te_pow(te_ctx *ctx, te_expr *a, te_expr *b);
+/* Name of an intrinsic ("exp"), or "?" */
+const char *te_intrin_name(te_intrin fn);
+
+/* Element of a tensor: t[idx[0], ..., idx[n-1]]. n must equal the tensor's rank and each
+ * index must be an integer expression. When every index has a constant range (axes and
+ * constants), an index that can leave [0, shape) is an error naming the tensor and axis;
+ * accesses guarded by if_then_else are checked at run time by the reference instead. */
+te_expr *te_read(te_ctx *ctx, te_tensor *t, int n, te_expr *const *idx);
+#define TE__NARGS(...) ((int)(sizeof((te_expr *[]){__VA_ARGS__}) / sizeof(te_expr *)))
+/* TE_AT(ctx, T, i, j) is te_read(ctx, T, 2, (te_expr *[]){i, j}). */
+#define TE_AT(ctx, t, ...) te_read((ctx), (t), TE__NARGS(__VA_ARGS__), (te_expr *[]){__VA_ARGS__})
+
+/* ---- Reductions ------------------------------------------------------------------------ */
+
+typedef enum te_reduce_kind { TE_RSUM, TE_RMAX, TE_RMIN, TE_RPROD, TE_RCUSTOM } te_reduce_kind;
+
+/* A user-defined commutative, associative reducer: combine(x, y) over free variables x and y
+ * (made with te_var, both of dtype `identity`'s dtype) and its identity element. */
+te_reducer *te_reducer_create(te_ctx *ctx, const char *name, te_expr *x, te_expr *y,
+                              te_expr *combine, te_expr *identity);
+/* Reduction of `src` over reduction axes. A reduction must be the whole body of a compute. */
+te_expr *te_reduce(te_ctx *ctx, te_reduce_kind kind, te_reducer *custom, te_expr *src,
+                   int naxes, te_expr *const *axes);
+te_expr *te_sum(te_ctx *ctx, te_expr *src, int naxes, te_expr *const *axes);
+te_expr *te_rmax(te_ctx *ctx, te_expr *src, int naxes, te_expr *const *axes);
+te_expr *te_rmin(te_ctx *ctx, te_expr *src, int naxes, te_expr *const *axes);
+te_expr *te_prod(te_ctx *ctx, te_expr *src, int naxes, te_expr *const *axes);
+
+/* ---- Tensors --------------------------------------------------------------------------- */
+
+/* An input tensor of constant shape. Extents must be positive and the element count must fit
+ * in int64 (TE_ERR_OVERFLOW otherwise). */
+te_tensor *te_placeholder(te_ctx *ctx, const char *name, te_dtype dtype, int ndim,
+                          const int64_t *shape);
+/* A computed tensor: out[axes] = body. axes are distinct te_axis variables, in order; the
+ * shape is their extents. body may use only these axes, and reduction axes only inside its
+ * top-level reduction. */
+te_tensor *te_compute(te_ctx *ctx, const char *name, int ndim, te_expr *const *axes,
+                      te_expr *body);
+/* Like te_compute, but the axes are created (named i0, i1, ...) and passed to fn, which
+ * returns the body (or NULL on error). */
+typedef te_expr *(*te_compute_fn)(te_ctx *ctx, te_expr *const *axes, void *user);
+te_tensor *te_compute_shape(te_ctx *ctx, const char *name, int ndim, const int64_t *shape,
+                            te_compute_fn fn, void *user);
+
+const char *te_tensor_name(const te_tensor *t);
+te_dtype te_tensor_dtype(const te_tensor *t);
+int te_tensor_ndim(const te_tensor *t);
+/* Shape array of ndim entries, owned by the context. */
+const int64_t *te_tensor_shape(const te_tensor *t);
+/* Number of elements. */
+int64_t te_tensor_numel(const te_tensor *t);
+/* 1 for placeholders, 0 for computed tensors. */
+int te_tensor_is_placeholder(const te_tensor *t);
+/* Attaches a free-form operator tag ("matmul") used in provenance comments; copied. */
+void te_tensor_set_tag(te_ctx *ctx, te_tensor *t, const char *tag);
+const char *te_tensor_tag(const te_tensor *t);
+
+/* Prints an expression in readable infix form. */
+void te_expr_print(const te_expr *e, FILE *f);
+/* Prints a tensor's definition: "C[i, j] = sum(A[i, k] * B[k, j], k)". */
+void te_tensor_print(const te_tensor *t, FILE *f);
+
+/* ---- Reference interpreter ------------------------------------------------------------- */
+
+/* Evaluates output tensors directly from their definitions, in float64: the oracle every
+ * schedule and backend is checked against. in_data[i] points at the contiguous row-major data
+ * of inputs[i], in that placeholder's dtype. out_data[i] receives te_tensor_numel(outputs[i])
+ * doubles. Every placeholder the outputs depend on must be among inputs. Returns TE_OK, or an
+ * error (missing input, out-of-bounds read at run time, integer division by zero) with a
+ * message naming the tensor and axis. */
+int te_reference_eval(te_ctx *ctx, int n_in, te_tensor *const *inputs,
+                      const void *const *in_data, int n_out, te_tensor *const *outputs,
+                      double *const *out_data);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TESSERA_TE_H */

@@ -1,0 +1,273 @@
+/*
+ * te/internal.h (private): the node structures behind the public handles, shared by te/,
+ * schedule/ and backends/. Nothing here is installed.
+ *
+ * One expression type serves both tensor expressions (te/) and the lowered loop IR
+ * (schedule/): tensor expressions use READ (a tensor element) and REDUCE; the lowered IR
+ * replaces them by LOAD (a buffer element) and adds RAMP/BROADCAST for vector lanes.
+ */
+#ifndef TESSERA_TE_INTERNAL_H
+#define TESSERA_TE_INTERNAL_H
+
+#include <assert.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tessera/te.h"
+
+/* ---- Arena ------------------------------------------------------------------------------ */
+
+/* Zeroed allocation owned by ctx; NULL (with TE_ERR_NOMEM recorded) when out of memory. */
+void *te__alloc(te_ctx *ctx, size_t size);
+char *te__strdup(te_ctx *ctx, const char *s);
+/* printf into the arena. */
+char *te__sprintf(te_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A new unique id for variables, tensors, buffers. */
+int te__next_id(te_ctx *ctx);
+
+/* Growable array of pointers in the arena (old blocks stay in the arena). */
+typedef struct te__vec {
+    void **v;
+    int n, cap;
+} te__vec;
+int te__vec_push(te_ctx *ctx, te__vec *vec, void *p);
+
+/* ---- Expressions ------------------------------------------------------------------------ */
+
+typedef enum te_expr_kind {
+    TE_E_INT,   /* u.i */
+    TE_E_FLOAT, /* u.f */
+    TE_E_VAR,   /* u.var */
+    TE_E_BINARY, /* u.bin */
+    TE_E_NOT,   /* u.un */
+    TE_E_NEG,   /* u.un */
+    TE_E_SELECT, /* u.sel: both sides evaluated */
+    TE_E_IF,    /* u.sel: if_then_else, only the taken side evaluated */
+    TE_E_CAST,  /* u.un */
+    TE_E_CALL,  /* u.call */
+    TE_E_READ,  /* u.read: element of a te_tensor (tensor expressions only) */
+    TE_E_REDUCE, /* u.red (tensor expressions only) */
+    TE_E_LOAD,  /* u.load: element of a te_buf (lowered IR only) */
+    TE_E_RAMP,  /* u.ramp: base, base + stride, ... (lanes) */
+    TE_E_BCAST, /* u.un: value repeated in every lane */
+} te_expr_kind;
+
+typedef enum te_var_kind {
+    TE_VAR_FREE,   /* te_var: a scalar variable (reducer operands, lets) */
+    TE_VAR_AXIS,   /* te_axis: data-parallel axis of a compute */
+    TE_VAR_REDUCE, /* te_reduce_axis */
+    TE_VAR_LOOP,   /* a loop variable made by scheduling or lowering */
+} te_var_kind;
+
+typedef struct te_buf te_buf;
+
+struct te_expr {
+    te_expr_kind kind;
+    te_dtype dtype;
+    int lanes; /* 1 for scalars; vector width after vectorization */
+    union {
+        int64_t i;
+        double f;
+        struct {
+            const char *name;
+            int64_t extent; /* axes: range [0, extent); 0 for free variables */
+            te_var_kind vkind;
+            int id;
+        } var;
+        struct {
+            te_binop op;
+            te_expr *a, *b;
+        } bin;
+        struct {
+            te_expr *a;
+        } un;
+        struct {
+            te_expr *c, *t, *f;
+        } sel;
+        struct {
+            te_intrin fn;
+            int n;
+            te_expr *args[2];
+        } call;
+        struct {
+            te_tensor *t;
+            int n;
+            te_expr **idx;
+        } read;
+        struct {
+            te_reduce_kind rkind;
+            te_reducer *custom;
+            te_expr *src;
+            int n;
+            te_expr **axes;
+        } red;
+        struct {
+            te_buf *buf;
+            int n; /* rank of the index before storage flattening, 1 after */
+            te_expr **idx;
+        } load;
+        struct {
+            te_expr *base;
+            int64_t stride;
+        } ramp;
+    } u;
+};
+
+struct te_reducer {
+    const char *name;
+    te_expr *x, *y, *combine, *identity;
+};
+
+typedef enum te_tensor_kind { TE_T_PLACEHOLDER, TE_T_COMPUTE } te_tensor_kind;
+
+struct te_tensor {
+    te_tensor_kind kind;
+    const char *name;
+    const char *tag;
+    te_dtype dtype;
+    int ndim;
+    int64_t shape[TE_MAX_DIMS];
+    te_expr *axes[TE_MAX_DIMS]; /* compute only */
+    te_expr *body;              /* compute only */
+    int id;
+};
+
+/* Expression helpers (te/expr.c). */
+te_expr *te__new_expr(te_ctx *ctx, te_expr_kind kind, te_dtype dtype);
+te_expr *te__loop_var(te_ctx *ctx, const char *name, int64_t extent);
+te_expr *te__load(te_ctx *ctx, te_buf *buf, int n, te_expr *const *idx);
+te_expr *te__ramp(te_ctx *ctx, te_expr *base, int64_t stride, int lanes);
+te_expr *te__bcast(te_ctx *ctx, te_expr *v, int lanes);
+/* Identity element of a built-in or custom reducer for dtype. */
+te_expr *te__reduce_identity(te_ctx *ctx, te_reduce_kind kind, te_reducer *custom,
+                             te_dtype dtype);
+/* combine(acc, v) for a reducer. */
+te_expr *te__reduce_combine(te_ctx *ctx, te_reduce_kind kind, te_reducer *custom,
+                            te_expr *acc, te_expr *v);
+int te__is_const_int(const te_expr *e, int64_t *out);
+bool te__expr_equal(const te_expr *a, const te_expr *b);
+
+/* Substitution: a map from variables to expressions. */
+typedef struct te__subst {
+    int n;
+    const te_expr *const *from; /* TE_E_VAR nodes */
+    te_expr *const *to;
+} te__subst;
+/* Returns e with every var in map replaced; shares unchanged subtrees. */
+te_expr *te__substitute(te_ctx *ctx, te_expr *e, const te__subst *map);
+
+/* Generic rebuild: calls fn on every child first and rebuilds when a child changed.
+ * fn(ctx, e, user) returns the replacement for e (or e itself). Post-order. */
+typedef te_expr *(*te__expr_mutator)(te_ctx *ctx, te_expr *e, void *user);
+te_expr *te__expr_mutate(te_ctx *ctx, te_expr *e, te__expr_mutator fn, void *user);
+/* Visits every node, pre-order. Returning false from fn skips the node's children. */
+typedef bool (*te__expr_visitor)(const te_expr *e, void *user);
+void te__expr_visit(const te_expr *e, te__expr_visitor fn, void *user);
+/* Whether e mentions variable v. */
+bool te__expr_uses_var(const te_expr *e, const te_expr *v);
+
+/* ---- Lowered statements ------------------------------------------------------------------ */
+
+typedef enum te_scope {
+    TE_SCOPE_GLOBAL, /* function arguments and root-level intermediates (heap) */
+    TE_SCOPE_LOCAL,  /* per-thread scratch: stack arrays / registers */
+    TE_SCOPE_SHARED, /* GPU shared memory */
+} te_scope;
+
+struct te_buf {
+    const char *name;
+    te_dtype dtype;
+    int ndim;
+    int64_t shape[TE_MAX_DIMS]; /* extents of the allocation (region for compute_at) */
+    te_scope scope;
+    int arg_index; /* position in the kernel's argument list, -1 for allocations */
+    te_tensor *tensor; /* the tensor it stores (NULL for scratch) */
+    int id;
+};
+
+typedef enum te_stmt_kind {
+    TE_S_FOR,     /* u.loop */
+    TE_S_SEQ,     /* u.seq */
+    TE_S_IF,      /* u.cond */
+    TE_S_STORE,   /* u.store */
+    TE_S_ALLOC,   /* u.alloc: buffer live inside body */
+    TE_S_BARRIER, /* GPU: __syncthreads */
+    TE_S_LET,     /* u.let: var = value inside body */
+    TE_S_COMMENT, /* u.comment: marks producer/consumer regions in the printed IR */
+} te_stmt_kind;
+
+typedef enum te_for_kind {
+    TE_FOR_SERIAL,
+    TE_FOR_PARALLEL,
+    TE_FOR_VECTORIZED,
+    TE_FOR_UNROLLED,
+    TE_FOR_THREAD, /* bound to a GPU thread/block index (thread_tag) */
+} te_for_kind;
+
+typedef struct te_stmt te_stmt;
+struct te_stmt {
+    te_stmt_kind kind;
+    union {
+        struct {
+            te_expr *var;
+            te_expr *min, *extent;
+            te_for_kind fkind;
+            int thread_tag;
+            te_stmt *body;
+        } loop;
+        struct {
+            int n;
+            te_stmt **v;
+        } seq;
+        struct {
+            te_expr *cond;
+            te_stmt *then_s, *else_s;
+        } cond;
+        struct {
+            te_buf *buf;
+            int n;
+            te_expr **idx;
+            te_expr *value;
+            bool nontemporal;
+        } store;
+        struct {
+            te_buf *buf;
+            te_stmt *body;
+        } alloc;
+        struct {
+            te_expr *var, *value;
+            te_stmt *body;
+        } let;
+        struct {
+            const char *text;
+        } comment;
+    } u;
+};
+
+te_stmt *te__for(te_ctx *ctx, te_expr *var, te_expr *min, te_expr *extent, te_for_kind kind,
+                 te_stmt *body);
+te_stmt *te__seq(te_ctx *ctx, int n, te_stmt *const *v);
+/* Sequence of two, flattening nested sequences and dropping NULLs. */
+te_stmt *te__seq2(te_ctx *ctx, te_stmt *a, te_stmt *b);
+te_stmt *te__if(te_ctx *ctx, te_expr *cond, te_stmt *then_s, te_stmt *else_s);
+te_stmt *te__store(te_ctx *ctx, te_buf *buf, int n, te_expr *const *idx, te_expr *value);
+te_stmt *te__alloc_stmt(te_ctx *ctx, te_buf *buf, te_stmt *body);
+te_stmt *te__let(te_ctx *ctx, te_expr *var, te_expr *value, te_stmt *body);
+te_stmt *te__comment(te_ctx *ctx, const char *text);
+te_buf *te__buf_new(te_ctx *ctx, const char *name, te_dtype dtype, int ndim,
+                    const int64_t *shape, te_scope scope);
+
+/* Generic statement rebuild: fs is called on every statement after its children were
+ * rebuilt, fe (may be NULL) on every expression. */
+typedef te_stmt *(*te__stmt_mutator)(te_ctx *ctx, te_stmt *s, void *user);
+te_stmt *te__stmt_mutate(te_ctx *ctx, te_stmt *s, te__stmt_mutator fs, te__expr_mutator fe,
+                         void *user);
+/* Substitutes variables in every expression of a statement. */
+te_stmt *te__stmt_substitute(te_ctx *ctx, te_stmt *s, const te__subst *map);
+
+/* Printing (te/print.c). */
+void te__stmt_print(const te_stmt *s, FILE *f, int indent);
+
+#endif /* TESSERA_TE_INTERNAL_H */
