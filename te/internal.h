@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tessera/schedule.h"
 #include "tessera/te.h"
 
 /* ---- Arena ------------------------------------------------------------------------------ */
@@ -170,12 +171,6 @@ bool te__expr_uses_var(const te_expr *e, const te_expr *v);
 
 /* ---- Lowered statements ------------------------------------------------------------------ */
 
-typedef enum te_scope {
-    TE_SCOPE_GLOBAL, /* function arguments and root-level intermediates (heap) */
-    TE_SCOPE_LOCAL,  /* per-thread scratch: stack arrays / registers */
-    TE_SCOPE_SHARED, /* GPU shared memory */
-} te_scope;
-
 struct te_buf {
     const char *name;
     te_dtype dtype;
@@ -266,6 +261,17 @@ te_stmt *te__stmt_mutate(te_ctx *ctx, te_stmt *s, te__stmt_mutator fs, te__expr_
                          void *user);
 /* Substitutes variables in every expression of a statement. */
 te_stmt *te__stmt_substitute(te_ctx *ctx, te_stmt *s, const te__subst *map);
+
+/* A lowered function: the loop program one kernel runs. Arguments are the inputs and then the
+ * outputs, in the order given to te_lower; each is a global buffer with arg_index set. */
+typedef struct te_lowered {
+    const char *name;
+    int n_args;
+    te_buf **args;
+    te_stmt *body;
+    const char *header; /* provenance: operator, shapes and schedule trace, several lines */
+    int n_outputs;      /* the last n_outputs args are written */
+} te_lowered;
 
 /* Printing (te/print.c). */
 void te__stmt_print(const te_stmt *s, FILE *f, int indent);

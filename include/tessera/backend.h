@@ -1,0 +1,85 @@
+/*
+ * tessera/backend.h: lowering a schedule and building it into runnable code.
+ *
+ *     te_target tgt = te_target_host();
+ *     te_module *m = NULL;
+ *     if (te_build(s, 3, (te_tensor *[]){A, B, C}, "matmul", &tgt, &m) != TE_OK)
+ *         fprintf(stderr, "%s\n", te_ctx_errmsg(ctx));
+ *     te_module_run(m, (void *[]){a, b, c});   // a, b, c: row-major contiguous data
+ *     puts(te_module_source(m));
+ *     te_module_free(m);
+ *
+ * Arguments are the placeholders a kernel reads and the tensors it writes, in the order the
+ * caller lists them; generated code reads and writes contiguous row-major arrays.
+ */
+#ifndef TESSERA_BACKEND_H
+#define TESSERA_BACKEND_H
+
+#include <stdio.h>
+
+#include "tessera/schedule.h"
+#include "tessera/te.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum te_backend_kind { TE_BACKEND_C, TE_BACKEND_CUDA } te_backend_kind;
+
+/* Facts about the machine code is generated for. Algorithms read these, never constants. */
+typedef struct te_target {
+    te_backend_kind backend;
+    int vector_bits;      /* widest native vector register (512 with AVX-512) */
+    int num_cores;        /* threads for parallel loops */
+    char cpu_model[96];   /* "AMD EPYC 9R14 96-Core Processor" */
+    char isa[256];        /* comma-separated ISA features the code may use ("avx512f,fma") */
+    const char *cc;       /* C compiler; NULL: $CC or "cc" */
+    const char *cflags;   /* NULL: $TESSERA_CFLAGS or the default "-O3 -march=native ..." */
+    int sm;               /* CUDA: compute capability x10 (90 for sm_90); 0 for the C target */
+} te_target;
+
+/* Detects the host CPU (model, ISA features, core count) for the C backend. */
+te_target te_target_host(void);
+/* Canonical key of a target for the tuning database, written into buf (at most n bytes).
+ * Returns buf. */
+char *te_target_key(const te_target *t, char *buf, size_t n);
+
+/* A lowered function (loop IR after every pass). Lives in the context's arena. */
+typedef struct te_lowered te_lowered;
+
+/* Lowers a schedule for a target: bound inference, loop nests, then the pass list. args lists
+ * the placeholders read and the tensors written (the outputs of the schedule, last). Returns
+ * NULL on error with a message on the schedule's context. */
+te_lowered *te_lower(te_schedule *s, int n_args, te_tensor *const *args, const char *name,
+                     const te_target *target);
+/* Prints lowered IR in readable form. */
+void te_lowered_print(const te_lowered *f, FILE *out);
+
+/* A compiled, loaded kernel. */
+typedef struct te_module te_module;
+
+/* Lowers, emits source, compiles (with the on-disk cache) and loads. On success stores a new
+ * module in *out (free with te_module_free). On failure returns a negative status with the
+ * message on the schedule's context: TE_ERR_COMPILE carries the compiler's diagnostics and
+ * the path of the source file. */
+int te_build(te_schedule *s, int n_args, te_tensor *const *args, const char *name,
+             const te_target *target, te_module **out);
+/* Emits C source for a lowered function without compiling it. The string is owned by the
+ * context's arena. Returns NULL on error. */
+const char *te_emit_c(te_ctx *ctx, const te_lowered *f, const te_target *target);
+/* Runs the kernel: args[i] is the data of the i-th tensor given to te_build. Returns TE_OK. */
+int te_module_run(te_module *m, void *const *args);
+/* The generated source (owned by the module). */
+const char *te_module_source(const te_module *m);
+/* Path of the cached source file (owned by the module). */
+const char *te_module_source_path(const te_module *m);
+/* The packed entry `int <name>_packed(void **args)`, for callers that time kernels. */
+typedef int (*te_packed_fn)(void **args);
+te_packed_fn te_module_entry(const te_module *m);
+/* Unloads and frees. Accepts NULL. */
+void te_module_free(te_module *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TESSERA_BACKEND_H */

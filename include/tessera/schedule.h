@@ -1,0 +1,137 @@
+/*
+ * tessera/schedule.h: TVM-style schedules over tensor expressions.
+ *
+ * A schedule has one stage per computed tensor that its outputs depend on. Each stage owns
+ * iteration variables (te_iter): the root axes of its tensor, its reduction axes, and the new
+ * ones that split/fuse make. Primitives change how a stage is computed, never what: the
+ * tensor expressions stay as they were built, and te_reference_eval on them remains the
+ * oracle.
+ *
+ *     te_schedule *s = te_schedule_create(ctx, 1, &C);
+ *     te_stage *sc = te_schedule_stage(s, C);
+ *     te_iter *io, *jo, *ii, *ji;
+ *     te_tile(sc, te_stage_axis(sc, 0), te_stage_axis(sc, 1), 8, 32, &io, &jo, &ii, &ji);
+ *     te_vectorize(sc, ji);
+ *     te_parallel(sc, io);
+ *
+ * Every primitive validates its arguments first. On an illegal request it returns a negative
+ * status (usually TE_ERR_SCHEDULE or TE_ERR_ARG), leaves a message on the context naming the
+ * stage and axis, and leaves the schedule unchanged. Schedule objects live in the context's
+ * arena: there is nothing to free.
+ *
+ * Each successful primitive is appended to the schedule's trace (te_schedule_trace), a text
+ * form that names stages and iterators and can be replayed.
+ */
+#ifndef TESSERA_SCHEDULE_H
+#define TESSERA_SCHEDULE_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "tessera/te.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct te_schedule te_schedule;
+typedef struct te_stage te_stage;
+typedef struct te_iter te_iter;
+
+/* Where a buffer lives. */
+typedef enum te_scope {
+    TE_SCOPE_GLOBAL, /* function arguments and root-level intermediates (heap) */
+    TE_SCOPE_LOCAL,  /* per-thread scratch: stack arrays, promoted to registers when small */
+    TE_SCOPE_SHARED, /* GPU shared memory (the CUDA backend) */
+} te_scope;
+
+/* GPU thread axes for te_bind. */
+typedef enum te_thread_tag {
+    TE_BLOCK_X, TE_BLOCK_Y, TE_BLOCK_Z, TE_THREAD_X, TE_THREAD_Y, TE_THREAD_Z
+} te_thread_tag;
+
+/* Creates a schedule computing `outs` (each a computed tensor). Every compute the outputs
+ * depend on gets a stage attached at the root. Returns NULL on error (message on ctx). */
+te_schedule *te_schedule_create(te_ctx *ctx, int n_out, te_tensor *const *outs);
+/* The context a schedule was made in. */
+te_ctx *te_schedule_ctx(const te_schedule *s);
+/* Stage computing tensor t, or NULL (with a message) if t is not computed in this schedule. */
+te_stage *te_schedule_stage(te_schedule *s, const te_tensor *t);
+/* Stage whose tensor is named `name`, or NULL. */
+te_stage *te_schedule_stage_by_name(te_schedule *s, const char *name);
+/* Number of stages and the i-th one, producers before consumers. */
+int te_schedule_nstages(const te_schedule *s);
+te_stage *te_schedule_stage_at(const te_schedule *s, int i);
+/* The trace of primitives applied so far, one per line. Owned by the schedule; valid until the
+ * next primitive. */
+const char *te_schedule_trace(te_schedule *s);
+/* Prints every stage: attach point, loop order, annotations. */
+void te_schedule_print(const te_schedule *s, FILE *f);
+
+/* The tensor a stage computes. */
+te_tensor *te_stage_tensor(const te_stage *st);
+const char *te_stage_name(const te_stage *st);
+/* Root data-parallel axis i (0 <= i < rank) and reduction axis i; NULL when out of range. */
+te_iter *te_stage_axis(te_stage *st, int i);
+te_iter *te_stage_reduce_axis(te_stage *st, int i);
+int te_stage_nreduce(const te_stage *st);
+/* Current loop order, outermost first. */
+int te_stage_nleaves(const te_stage *st);
+te_iter *te_stage_leaf(te_stage *st, int i);
+/* Iterator of this stage named `name` ("i", "i_o", ...), or NULL. */
+te_iter *te_stage_iter(te_stage *st, const char *name);
+const char *te_iter_name(const te_iter *it);
+int64_t te_iter_extent(const te_iter *it);
+bool te_iter_is_reduce(const te_iter *it);
+
+/* ---- Loop transformations ----------------------------------------------------------------
+ * Split: x -> (outer, inner) with inner extent `factor`, outer = ceil(extent / factor); a
+ * non-divisible split guards the tail. Names: "<x>_o" and "<x>_i". outer/inner may be NULL. */
+int te_split(te_stage *st, te_iter *x, int64_t factor, te_iter **outer, te_iter **inner);
+/* Split into `nparts` outer iterations: factor = ceil(extent / nparts). */
+int te_split_nparts(te_stage *st, te_iter *x, int64_t nparts, te_iter **outer, te_iter **inner);
+/* Tile two adjacent loops: split both and order (xo, yo, xi, yi). */
+int te_tile(te_stage *st, te_iter *x, te_iter *y, int64_t x_factor, int64_t y_factor,
+            te_iter **xo, te_iter **yo, te_iter **xi, te_iter **yi);
+/* Fuse two adjacent leaf loops (outer directly outside inner) into one named "<o>_<i>_f". */
+int te_fuse(te_stage *st, te_iter *outer, te_iter *inner, te_iter **fused);
+/* Reorders the listed leaf loops among the positions they occupy; others stay put. */
+int te_reorder(te_stage *st, int n, te_iter *const *order);
+
+/* ---- Placement --------------------------------------------------------------------------
+ * Compute this stage inside loop `at` of stage `parent`, for just the region that one
+ * iteration of `at` needs. parent must (transitively) consume this stage. */
+int te_compute_at(te_stage *st, te_stage *parent, te_iter *at);
+/* Substitute this stage's expression into its consumers. Not for reductions or outputs. */
+int te_compute_inline(te_stage *st);
+/* Compute the whole tensor at the root, before its consumers (the default). */
+int te_compute_root(te_stage *st);
+/* Adds a stage that copies tensor t into a buffer of `scope` and makes `readers` (stages that
+ * read t) read the copy. Returns the copy's tensor (named "<t>_<scope>"), NULL on error. */
+te_tensor *te_cache_read(te_schedule *s, te_tensor *t, te_scope scope, int n_readers,
+                         te_stage *const *readers);
+/* Adds a stage that computes t into a buffer of `scope`; t's stage then copies from it.
+ * Apply before other primitives on t's stage. Returns the new tensor ("<t>_<scope>"). */
+te_tensor *te_cache_write(te_schedule *s, te_tensor *t, te_scope scope);
+
+/* ---- Annotations -------------------------------------------------------------------------
+ * Vectorize the innermost leaf loop `x` of constant extent (lanes = extent). Where the body
+ * cannot be vectorized, lowering falls back to a scalar loop. */
+int te_vectorize(te_stage *st, te_iter *x);
+/* Fully unroll loop x (constant extent at most 1024). */
+int te_unroll(te_stage *st, te_iter *x);
+/* Run the iterations of x in parallel (OpenMP). Not for reduction loops or loops nested in a
+ * parallel loop. */
+int te_parallel(te_stage *st, te_iter *x);
+/* Unroll every innermost loop nest of this stage whose total constant trip count is at most
+ * max_steps (TVM's auto_unroll_max_step). 0 turns it off. */
+int te_pragma_unroll_max(te_stage *st, int max_steps);
+/* Use non-temporal (streaming) stores for this stage's output. */
+int te_stage_nontemporal(te_stage *st, bool on);
+/* Bind loop x to a GPU block or thread index (CUDA backend). */
+int te_bind(te_stage *st, te_iter *x, te_thread_tag tag);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TESSERA_SCHEDULE_H */
