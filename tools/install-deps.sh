@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs everything a fresh Debian 12 machine needs to build and test Tessera.
+#
+#   bash tools/install-deps.sh
+#
+# Idempotent and quick: when every package is already installed it does not touch apt at all.
+# Runs apt-get as root, through sudo when started by another user and sudo exists.
+set -euo pipefail
+
+packages=(
+    build-essential        # gcc, make, libc headers; gcc brings the ASan/UBSan runtimes
+    cmake
+    pkg-config
+    libopenblas-openmp-dev # reference BLAS for tests and benchmarks, OpenMP build: one threading runtime
+    libsqlite3-dev         # the tuning database
+    sqlite3                # the sqlite3 shell, for inspecting tuning databases
+    libcmocka-dev          # the unit test framework
+    clang                  # the libFuzzer target is built with clang
+    libclang-rt-dev        # clang's runtimes (libFuzzer, sanitizers); only recommended by clang
+    libomp-dev             # clang's OpenMP runtime: a clang build of the library needs -fopenmp
+)
+
+missing=()
+for p in "${packages[@]}"; do
+    if [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" != installed ]; then
+        missing+=("$p")
+    fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "install-deps: all ${#packages[@]} packages already installed"
+    exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+    as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+    as_root=(sudo)
+else
+    echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2
+    exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
