@@ -1,0 +1,337 @@
+/*
+ * tessera/ops.h: the operator library (TVM's topi, for Tessera).
+ *
+ * Every operator here is built only from the public tensor-expression API (tessera/te.h): it
+ * checks its inputs, then returns the output te_tensor of one or more te_compute stages, all
+ * owned by the context. Nothing is computed; evaluate the result with te_reference_eval or
+ * schedule, lower and build it like any hand-written expression.
+ *
+ *     te_ctx *ctx = te_ctx_create();
+ *     te_tensor *X = te_placeholder(ctx, "X", TE_F32, 2, (int64_t[]){128, 256});
+ *     te_tensor *W = te_placeholder(ctx, "W", TE_F32, 2, (int64_t[]){256, 512});
+ *     te_tensor *b = te_placeholder(ctx, "b", TE_F32, 1, (int64_t[]){512});
+ *     te_tensor *Y = te_op_matmul_bias_act(ctx, X, W, b, TE_ACT_GELU, "Y");
+ *     if (!Y) fprintf(stderr, "%s\n", te_ctx_errmsg(ctx));
+ *     te_tensor *mm = te_op_find(Y, "Y_mm");   // the matmul stage, to tile it
+ *
+ * Conventions shared by every operator:
+ *
+ *  - Errors. On bad input an operator returns NULL (or a negative status) and leaves a message
+ *    on the context (te_ctx_errmsg) that names the operator, the output, the input tensor and
+ *    the axis at fault, e.g. "conv2d 'Y': input 'X' channel axis 1 has 3 channels but weight
+ *    'W' axis 1 expects 4 (= 8 channels / 2 groups)". Shape errors are TE_ERR_SHAPE, bad
+ *    parameters TE_ERR_ARG, dtype errors TE_ERR_DTYPE. A NULL tensor argument is an error too
+ *    ("matmul 'C': input 'A' is NULL"); as in te.h, an earlier message is never replaced, so a
+ *    chain of operators can be built and checked once at the end.
+ *  - Names. `name` is the output tensor's name (a C identifier of at most 48 characters;
+ *    NULL picks the operator's name, e.g. "matmul"). Intermediate stages are named
+ *    "<name>_<suffix>"; each operator documents its suffixes, and te_op_find finds them. Give
+ *    operators in one graph distinct names.
+ *  - Tags. Every tensor an operator produces is tagged (te_tensor_set_tag) with the operator's
+ *    name ("matmul", "conv2d", ...); intermediate stages get "<op>_<suffix>" ("softmax_max").
+ *  - Dtypes. Outputs have the inputs' dtype; all tensor inputs of one operator must share it.
+ *    Arithmetic operators accept any non-bool dtype; operators using exp/erf/sqrt (softmax,
+ *    norms, gelu, silu, sigmoid, tanh, avg pooling) need f32 or f64. Floating-point constants
+ *    (eps, 1/sqrt(2), ...) are constants of the operator's dtype, i.e. rounded to f32 for f32.
+ *  - Reductions are whole stages (te_compute whose body is a te_reduce); epilogues (bias,
+ *    activation, scaling) are separate elementwise stages so a schedule can compute_at or
+ *    inline them. Padding is a separate stage "<name>_pad" whose reads are guarded with
+ *    te_if_then_else, created only when some padding is non-zero.
+ *  - Negative axis arguments count from the end (-1 is the last axis).
+ */
+#ifndef TESSERA_OPS_H
+#define TESSERA_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tessera/te.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Linear algebra ------------------------------------------------------------------- */
+
+/* C = op(A) op(B), where op(A) is A (trans_a == 0, A[m, k]) or A transposed (A[k, m]), and
+ * op(B) is B ([k, n]) or B transposed ([n, k]). Returns C[m, n], one reduction stage over
+ * "k" with output axes "i", "j". Tag "matmul". */
+te_tensor *te_op_matmul(te_ctx *ctx, te_tensor *A, te_tensor *B, int trans_a, int trans_b,
+                        const char *name);
+
+/* Batched matmul: C[b, m, n] = op(A[b]) op(B[b]) with A [ba, m, k] (or [ba, k, m] when
+ * trans_a) and B [bb, k, n] (or [bb, n, k] when trans_b). The batch extents ba and bb must be
+ * equal, or one of them 1 (broadcast). One reduction stage. Tag "batch_matmul". */
+te_tensor *te_op_batch_matmul(te_ctx *ctx, te_tensor *A, te_tensor *B, int trans_a,
+                              int trans_b, const char *name);
+
+/* Fully connected layer with bias: Y[m, n] = sum_k X[m, k] * W[k, n] + bias[n].
+ * Layout: the weight is input-major, W[k, n] (the transpose of PyTorch's Linear.weight);
+ * bias has n elements. Stages: "<name>_mm" (the reduction) and <name> (bias add).
+ * Tag "dense". */
+te_tensor *te_op_dense_bias(te_ctx *ctx, te_tensor *X, te_tensor *W, te_tensor *bias,
+                            const char *name);
+
+/* ---- Convolution and pooling --------------------------------------------------------- */
+
+typedef enum te_op_layout { TE_LAYOUT_NCHW, TE_LAYOUT_NHWC } te_op_layout;
+
+/* Parameters of a 2-D convolution. Padding is symmetric: pad_h rows on top and on the bottom,
+ * pad_w columns on the left and on the right. Strides and dilations must be >= 1, paddings
+ * >= 0, groups >= 1 and must divide both the input and the output channels. A zeroed struct
+ * is invalid (stride 0); start from te_conv2d_params_default(). */
+typedef struct te_conv2d_params {
+    int32_t stride_h, stride_w;
+    int32_t pad_h, pad_w;
+    int32_t dilation_h, dilation_w;
+    int32_t groups;
+    te_op_layout layout;
+} te_conv2d_params;
+
+/* Stride 1, no padding, dilation 1, one group, NCHW. */
+te_conv2d_params te_conv2d_params_default(void);
+
+/* 2-D convolution (cross-correlation, as in every deep-learning framework).
+ *   NCHW: X[n, c, h, w], W[oc, c / groups, kh, kw] -> Y[n, oc, oh, ow]
+ *   NHWC: X[n, h, w, c], W[kh, kw, c / groups, oc] -> Y[n, oh, ow, oc]
+ * with oh = (h + 2 pad_h - dilation_h (kh - 1) - 1) / stride_h + 1 (likewise ow), which must
+ * be >= 1. Stages: "<name>_pad" (only when pad_h or pad_w > 0: the zero-padded input, reads
+ * guarded by te_if_then_else) and <name>, a reduction over "rc" (input channels of the
+ * group), "ry", "rx" (kernel rows and columns). Output axes are named "n", "oc", "oh", "ow"
+ * (in layout order). p == NULL means te_conv2d_params_default(). Tag "conv2d". */
+te_tensor *te_op_conv2d(te_ctx *ctx, te_tensor *X, te_tensor *W, const te_conv2d_params *p,
+                        const char *name);
+
+/* Depthwise 2-D convolution, NCHW only: X[n, c, h, w], W[c, mult, kh, kw] ->
+ * Y[n, c * mult, oh, ow], output channel oc = ic * mult + m reads input channel ic with
+ * W[ic, m]. Uses stride, pad and dilation from p; p->groups and p->layout must be left at 1
+ * and TE_LAYOUT_NCHW. Stages as te_op_conv2d ("<name>_pad", <name> reducing "ry", "rx").
+ * Tag "depthwise_conv2d". */
+te_tensor *te_op_depthwise_conv2d(te_ctx *ctx, te_tensor *X, te_tensor *W,
+                                  const te_conv2d_params *p, const char *name);
+
+typedef enum te_pool_kind { TE_POOL_MAX, TE_POOL_AVG } te_pool_kind;
+
+/* Parameters of 2-D pooling: window kernel_h x kernel_w (>= 1), stride >= 1, symmetric
+ * padding 0 <= pad < kernel (so every window holds at least one real element). For average
+ * pooling, count_include_pad != 0 divides by kernel_h * kernel_w, else by the number of
+ * window elements inside the unpadded input (PyTorch's count_include_pad). */
+typedef struct te_pool2d_params {
+    int32_t kernel_h, kernel_w;
+    int32_t stride_h, stride_w;
+    int32_t pad_h, pad_w;
+    int32_t count_include_pad;
+} te_pool2d_params;
+
+/* 2-D pooling over NCHW X[n, c, h, w] -> Y[n, c, oh, ow], oh = (h + 2 pad_h - kernel_h) /
+ * stride_h + 1. Max pooling pads with -infinity (the dtype's lowest value for integers), average
+ * pooling with 0 and needs a float dtype. Stages: "<name>_pad" (only with padding); for max,
+ * <name> is the max reduction over "ry", "rx"; for avg, "<name>_sum" is the sum reduction and
+ * <name> divides it by the window count. Tag "max_pool2d" or "avg_pool2d". */
+te_tensor *te_op_pool2d(te_ctx *ctx, te_tensor *X, te_pool_kind kind,
+                        const te_pool2d_params *p, const char *name);
+
+/* ---- Normalization and softmax -------------------------------------------------------- */
+
+/* Numerically stable softmax along `axis` of X (any rank). Four stages, each with X's shape
+ * except that the reductions keep the softmax axis with extent 1:
+ *   "<name>_max" = max over the axis (reduction axis "k"),
+ *   "<name>_exp" = exp(X - max),
+ *   "<name>_sum" = sum of exp over the axis (reduction axis "k"),
+ *   <name>       = exp / sum.
+ * Needs a float dtype. Tag "softmax". */
+te_tensor *te_op_softmax(te_ctx *ctx, te_tensor *X, int axis, const char *name);
+
+/* Layer normalization over one axis of X (pass -1 for the usual last axis):
+ *   Y = (X - mean) / sqrt(var + eps) * gamma + beta
+ * where gamma and beta have one axis with X's extent on `axis` (either may be NULL: scale 1,
+ * shift 0), eps >= 0. Two-pass statistics, each a reduction keeping the axis with extent 1:
+ *   "<name>_mean" = sum(X / N), "<name>_var" = sum((X - mean)^2 / N), then <name>.
+ * Needs a float dtype. Tag "layer_norm". */
+te_tensor *te_op_layer_norm(te_ctx *ctx, te_tensor *X, te_tensor *gamma, te_tensor *beta,
+                            double eps, int axis, const char *name);
+
+/* RMS normalization over the last axis: Y = X / sqrt(mean(X^2) + eps) * gamma, gamma with
+ * the last axis' extent (NULL: no scale). Stages "<name>_ms" = sum(X * X / N) (keeps the axis
+ * with extent 1) and <name>. Needs a float dtype. Tag "rms_norm". */
+te_tensor *te_op_rms_norm(te_ctx *ctx, te_tensor *X, te_tensor *gamma, double eps,
+                          const char *name);
+
+/* Reduction of X over naxes distinct axes with a built-in reducer (TE_RSUM, TE_RMAX, TE_RMIN,
+ * TE_RPROD). keepdims != 0 keeps the reduced axes with extent 1, else they are dropped (a
+ * full reduction then gives shape [1]). One stage; reduction axes are named "k0", "k1", ...
+ * Tag "sum", "max", "min" or "prod". */
+te_tensor *te_op_reduce(te_ctx *ctx, te_tensor *X, te_reduce_kind kind, int naxes,
+                        const int *axes, int keepdims, const char *name);
+
+/* Mean over axes: "<name>_sum" (te_op_reduce with TE_RSUM) then <name> = sum / count.
+ * Needs a float dtype. Tag "mean". */
+te_tensor *te_op_mean(te_ctx *ctx, te_tensor *X, int naxes, const int *axes, int keepdims,
+                      const char *name);
+
+/* ---- Elementwise ---------------------------------------------------------------------- */
+
+/* Activation functions, used by the activation operators and the fused epilogues. */
+typedef enum te_op_act {
+    TE_ACT_NONE,      /* identity */
+    TE_ACT_RELU,      /* max(x, 0) */
+    TE_ACT_GELU,      /* 0.5 x (1 + erf(x / sqrt(2))) */
+    TE_ACT_GELU_TANH, /* 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) */
+    TE_ACT_SILU,      /* x sigmoid(x) */
+    TE_ACT_SIGMOID,   /* 1 / (1 + exp(-x)) */
+    TE_ACT_TANH,      /* tanh(x) */
+    TE_ACT_COUNT
+} te_op_act;
+
+/* Name of an activation ("gelu"), or NULL for a value that is not one. */
+const char *te_op_act_name(te_op_act act);
+/* Parses "none", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh". TE_OK or TE_ERR_ARG. */
+int te_op_act_parse(const char *s, te_op_act *out);
+/* The activation as a scalar expression of x (for writing custom epilogues). RELU works for
+ * every non-bool dtype, the others need a float dtype. */
+te_expr *te_op_act_expr(te_ctx *ctx, te_op_act act, te_expr *x);
+
+/* Y = act(X), elementwise over any rank; one stage. Tagged with the activation's name. */
+te_tensor *te_op_activation(te_ctx *ctx, te_tensor *X, te_op_act act, const char *name);
+te_tensor *te_op_relu(te_ctx *ctx, te_tensor *X, const char *name);
+te_tensor *te_op_gelu(te_ctx *ctx, te_tensor *X, const char *name);
+te_tensor *te_op_gelu_tanh(te_ctx *ctx, te_tensor *X, const char *name);
+te_tensor *te_op_silu(te_ctx *ctx, te_tensor *X, const char *name);
+te_tensor *te_op_sigmoid(te_ctx *ctx, te_tensor *X, const char *name);
+te_tensor *te_op_tanh(te_ctx *ctx, te_tensor *X, const char *name);
+
+/* Broadcasting binary operator with numpy rules: shapes are aligned on the right, and on each
+ * axis the extents must be equal or one of them 1 (that operand is repeated). The output has
+ * the larger rank. op is one of TE_ADD, TE_SUB, TE_MUL, TE_DIV, TE_MIN, TE_MAX (TE_DIV follows
+ * te_div: C truncation on integers). One stage; tag "add", "sub", "mul", "div", "min" or
+ * "max". */
+te_tensor *te_op_binary(te_ctx *ctx, te_binop op, te_tensor *A, te_tensor *B,
+                        const char *name);
+
+/* ---- Layout --------------------------------------------------------------------------- */
+
+/* Constant padding: Y has extent pad_before[d] + X.shape[d] + pad_after[d] on axis d, X's
+ * values inside and `value` (converted to X's dtype) around. ndim must equal X's rank and
+ * pads must be >= 0. Reads are guarded with te_if_then_else. One stage; tag "pad". */
+te_tensor *te_op_pad(te_ctx *ctx, te_tensor *X, int ndim, const int64_t *pad_before,
+                     const int64_t *pad_after, double value, const char *name);
+
+/* Permutes axes: Y.shape[d] = X.shape[perm[d]], Y[i_0, ...] = X[j] with j[perm[d]] = i_d.
+ * perm holds each of 0 .. rank-1 once. One stage; tag "transpose". */
+te_tensor *te_op_transpose(te_ctx *ctx, te_tensor *X, const int *perm, const char *name);
+
+/* Row-major reshape to ndim (1 .. TE_MAX_DIMS) extents; one extent may be -1 (inferred). The
+ * element counts must match. Index math uses floordiv/floormod of the flat index. One stage;
+ * tag "reshape". */
+te_tensor *te_op_reshape(te_ctx *ctx, te_tensor *X, int ndim, const int64_t *shape,
+                         const char *name);
+
+/* ---- Fused operators ------------------------------------------------------------------ */
+
+/* Y[m, n] = act(sum_k X[m, k] W[k, n] + bias[n]); bias may be NULL. Stages "<name>_mm" (the
+ * matmul reduction) and <name> (the epilogue). Tag "matmul_bias_act". */
+te_tensor *te_op_matmul_bias_act(te_ctx *ctx, te_tensor *X, te_tensor *W, te_tensor *bias,
+                                 te_op_act act, const char *name);
+
+/* Gated MLP (SwiGLU): Y[m, n] = silu(X W1) * (X W3), X[m, k], W1 and W3 [k, n]. Stages
+ * "<name>_gate" (X W1), "<name>_up" (X W3) and <name>. Needs a float dtype. Tag "mlp_gate". */
+te_tensor *te_op_mlp_gate(te_ctx *ctx, te_tensor *X, te_tensor *W1, te_tensor *W3,
+                          const char *name);
+
+/* Convolution with folded batch norm and ReLU: Y = max(conv2d(X, W) * scale[oc] + shift[oc],
+ * 0), scale and shift with oc elements, the conv as te_op_conv2d (either layout). Stages
+ * "<name>_pad" (only with padding), "<name>_conv" and <name>. Tag "conv2d_bn_relu". */
+te_tensor *te_op_conv2d_bn_relu(te_ctx *ctx, te_tensor *X, te_tensor *W, te_tensor *scale,
+                                te_tensor *shift, const te_conv2d_params *p,
+                                const char *name);
+
+/* Q, K and V projections sharing one input: out[0] = X Wq, out[1] = X Wk, out[2] = X Wv with
+ * X[m, k] and each W [k, n_i] (the n_i may differ, as with grouped-query attention). Three
+ * reduction stages named "<name>_q", "<name>_k", "<name>_v" (name NULL: "qkv"). Returns
+ * TE_OK, or an error status with out[] set to NULL. Tag "qkv_projection". */
+int te_op_qkv_projection(te_ctx *ctx, te_tensor *X, te_tensor *Wq, te_tensor *Wk,
+                         te_tensor *Wv, te_tensor *out[3], const char *name);
+
+/* ---- Finding stages ------------------------------------------------------------------- */
+
+/* Walks the producers of `out` (out itself, then every tensor its definition reads,
+ * transitively) and returns the computed tensor named `name`, or NULL when there is none.
+ * Placeholders are never returned. Typical use: te_op_find(Y, "Y_pad") to inline padding. */
+te_tensor *te_op_find(te_tensor *out, const char *name);
+
+/* Fills stages[] (capacity cap) with the computed tensors out depends on, producers before
+ * consumers, out last. Returns the total number of such stages (which may exceed cap). */
+int te_op_stages(te_tensor *out, te_tensor **stages, int cap);
+
+/* ---- Registry (for the `tessera ops` CLI and the tuner) -------------------------------- */
+
+#define TE_OP_MAX_PARAMS 24
+#define TE_OP_MAX_IO 8
+
+/* A parsed KEY=VAL list: "m=1024,n=1024,k=1024". Values are kept as text; is_int says the
+ * value is a decimal integer (ival holds it). The special key "dtype" sets `dtype` instead of
+ * adding an entry (default TE_F32). */
+typedef struct te_op_param {
+    char key[32];
+    char val[32];
+    int64_t ival;
+    int is_int;
+} te_op_param;
+
+typedef struct te_op_params {
+    int n;
+    te_op_param p[TE_OP_MAX_PARAMS];
+    te_dtype dtype;
+} te_op_params;
+
+/* Parses "k1=v1,k2=v2" (spaces around items allowed; empty string gives no entries) into
+ * *out. Errors (TE_ERR_ARG with a message on ctx): an item without '=', an empty key or
+ * value, a key or value too long, a repeated key, too many entries, an unknown dtype. */
+int te_op_params_parse(te_ctx *ctx, const char *text, te_op_params *out);
+
+/* One key an operator takes. dflt == NULL means the key is required. Integer keys must be
+ * integers; string keys (is_str) take one of the words listed in help. */
+typedef struct te_op_key {
+    const char *name;
+    const char *dflt;
+    int is_str;
+    const char *help;
+} te_op_key;
+
+/* Makes placeholders and the operator from parsed parameters. inputs and outputs must hold
+ * TE_OP_MAX_IO entries; *n_in and *n_out receive the counts. Placeholders are named as in the
+ * operator's documentation ("A", "B"; "X", "W", ...) and outputs after the operator. Unknown
+ * keys, missing required keys and non-integer values are TE_ERR_ARG errors naming the key. */
+typedef int (*te_op_build_fn)(te_ctx *ctx, const te_op_params *kv, te_tensor **inputs,
+                              int *n_in, te_tensor **outputs, int *n_out);
+
+typedef struct te_op_info {
+    const char *name; /* "matmul" */
+    const char *description; /* one line */
+    int nkeys;
+    const te_op_key *keys;
+    te_op_build_fn build;
+} te_op_info;
+
+/* The operator named `name`, or NULL. The table is static; nothing to free. */
+const te_op_info *te_op_lookup(const char *name);
+/* All operators; *n receives their count. */
+const te_op_info *te_op_list(int *n);
+
+/* Checks kv against op's keys (unknown, missing, non-integer) and writes the canonical
+ * workload key "matmul;k=1024,m=1024,n=1024;f32": every key of the operator with defaults
+ * filled in, sorted by name, then the dtype. Returns the key's length (like snprintf; the
+ * text is truncated to size) or a negative status with a message on ctx. */
+int te_op_workload_key(te_ctx *ctx, const te_op_info *op, const te_op_params *kv, char *buf,
+                       size_t size);
+
+/* Looks the operator up, parses `params` and builds it: te_op_lookup + te_op_params_parse +
+ * op->build. Returns TE_OK or an error status with a message on ctx (TE_ERR_NOT_FOUND for an
+ * unknown operator). */
+int te_op_build(te_ctx *ctx, const char *op, const char *params, te_tensor **inputs, int *n_in,
+                te_tensor **outputs, int *n_out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TESSERA_OPS_H */

@@ -1,0 +1,262 @@
+/* Reductions and the operators built on them: softmax, layer norm, RMS norm, sum/max/mean. */
+#include <string.h>
+
+#include "te/ops/ops_internal.h"
+
+/* Axes for a reduction of X along `axis` that keeps the axis with extent 1: out[] are the
+ * output axes (extent 1 at `axis`), in[] the index into X (the reduction axis *k at `axis`). */
+static bool keep_axes(te_ctx *ctx, const te_tensor *X, int axis, te_expr **out, te_expr **in,
+                      te_expr **k)
+{
+    int r = te_tensor_ndim(X);
+    int64_t shape[TE_MAX_DIMS];
+    memcpy(shape, te_tensor_shape(X), sizeof(int64_t) * (size_t)r);
+    shape[axis] = 1;
+    if (!op__axes(ctx, r, shape, NULL, out) ||
+        !(*k = te_reduce_axis(ctx, "k", te_tensor_shape(X)[axis])))
+        return false;
+    for (int d = 0; d < r; d++)
+        in[d] = d == axis ? *k : out[d];
+    return true;
+}
+
+/* Elementwise axes over X's shape: ax[] and idx1[] = ax with 0 at `axis` (to read a
+ * keepdims statistic). */
+static bool elem_axes(te_ctx *ctx, const te_tensor *X, int axis, te_expr **ax, te_expr **idx1)
+{
+    int r = te_tensor_ndim(X);
+    if (!op__axes(ctx, r, te_tensor_shape(X), NULL, ax))
+        return false;
+    for (int d = 0; d < r; d++)
+        idx1[d] = d == axis ? te_int(ctx, 0) : ax[d];
+    return true;
+}
+
+static te_tensor *stage(te_ctx *ctx, const op_site *s, const char *suffix, int r,
+                        te_expr *const *axes, te_expr *body, const char *tag)
+{
+    const char *nm = suffix ? op__stage_name(ctx, s->name, suffix) : s->name;
+    return op__tag(ctx, te_compute(ctx, nm, r, axes, body), tag);
+}
+
+te_tensor *te_op_softmax(te_ctx *ctx, te_tensor *X, int axis, const char *name)
+{
+    if (!ctx)
+        return NULL;
+    op_site s = {ctx, "softmax", name ? name : "softmax"};
+    if (!op__need(&s, X, "input 'X'") || !op__float(&s, X, "input 'X'") ||
+        !op__axis(&s, X, &axis))
+        return NULL;
+    int r = te_tensor_ndim(X);
+    te_expr *oa[TE_MAX_DIMS], *ia[TE_MAX_DIMS], *k;
+    if (!keep_axes(ctx, X, axis, oa, ia, &k))
+        return NULL;
+    te_tensor *M = stage(ctx, &s, "max", r, oa, te_rmax(ctx, te_read(ctx, X, r, ia), 1, &k),
+                         "softmax_max");
+    te_expr *ax[TE_MAX_DIMS], *i1[TE_MAX_DIMS];
+    if (!M || !elem_axes(ctx, X, axis, ax, i1))
+        return NULL;
+    te_expr *e = te_exp(ctx, te_sub(ctx, te_read(ctx, X, r, ax), te_read(ctx, M, r, i1)));
+    te_tensor *E = stage(ctx, &s, "exp", r, ax, e, "softmax_exp");
+    if (!E || !keep_axes(ctx, X, axis, oa, ia, &k))
+        return NULL;
+    te_tensor *S = stage(ctx, &s, "sum", r, oa, te_sum(ctx, te_read(ctx, E, r, ia), 1, &k),
+                         "softmax_sum");
+    if (!S || !elem_axes(ctx, X, axis, ax, i1))
+        return NULL;
+    te_expr *y = te_div(ctx, te_read(ctx, E, r, ax), te_read(ctx, S, r, i1));
+    return stage(ctx, &s, NULL, r, ax, y, "softmax");
+}
+
+/* Checks that a per-channel parameter (gamma, beta) is 1-D with extent n. */
+static bool check_vec(const op_site *s, const te_tensor *X, const te_tensor *v, const char *role,
+                      int axis)
+{
+    if (!v)
+        return true;
+    if (!op__rank(s, v, role, 1, "[features]") || !op__same_dtype(s, X, v, role))
+        return false;
+    int64_t n = te_tensor_shape(X)[axis];
+    if (te_tensor_shape(v)[0] != n) {
+        op__fail(s, TE_ERR_SHAPE, "%s '%s' axis 0 has %lld elements but input '%s' axis %d has "
+                 "%lld", role, te_tensor_name(v), (long long)te_tensor_shape(v)[0],
+                 te_tensor_name(X), axis, (long long)n);
+        return false;
+    }
+    return true;
+}
+
+te_tensor *te_op_layer_norm(te_ctx *ctx, te_tensor *X, te_tensor *gamma, te_tensor *beta,
+                            double eps, int axis, const char *name)
+{
+    if (!ctx)
+        return NULL;
+    op_site s = {ctx, "layer_norm", name ? name : "layer_norm"};
+    if (!op__need(&s, X, "input 'X'") || !op__float(&s, X, "input 'X'") ||
+        !op__axis(&s, X, &axis) || !check_vec(&s, X, gamma, "gamma", axis) ||
+        !check_vec(&s, X, beta, "beta", axis))
+        return NULL;
+    if (!(eps >= 0))
+        return op__fail(&s, TE_ERR_ARG, "eps %g must be >= 0", eps);
+    int r = te_tensor_ndim(X);
+    te_dtype dt = te_tensor_dtype(X);
+    te_expr *N = te_const(ctx, dt, (double)te_tensor_shape(X)[axis]);
+    te_expr *oa[TE_MAX_DIMS], *ia[TE_MAX_DIMS], *k;
+    if (!keep_axes(ctx, X, axis, oa, ia, &k))
+        return NULL;
+    te_tensor *mean = stage(ctx, &s, "mean", r, oa,
+                            te_sum(ctx, te_div(ctx, te_read(ctx, X, r, ia), N), 1, &k),
+                            "layer_norm_mean");
+    te_expr *mi[TE_MAX_DIMS];
+    if (!mean || !keep_axes(ctx, X, axis, oa, ia, &k))
+        return NULL;
+    for (int d = 0; d < r; d++)
+        mi[d] = d == axis ? te_int(ctx, 0) : oa[d];
+    te_expr *dev = te_sub(ctx, te_read(ctx, X, r, ia), te_read(ctx, mean, r, mi));
+    te_tensor *var = stage(ctx, &s, "var", r, oa,
+                           te_sum(ctx, te_div(ctx, te_mul(ctx, dev, dev), N), 1, &k),
+                           "layer_norm_var");
+    te_expr *ax[TE_MAX_DIMS], *i1[TE_MAX_DIMS];
+    if (!var || !elem_axes(ctx, X, axis, ax, i1))
+        return NULL;
+    te_expr *y = te_mul(ctx, te_sub(ctx, te_read(ctx, X, r, ax), te_read(ctx, mean, r, i1)),
+                        te_rsqrt(ctx, te_add(ctx, te_read(ctx, var, r, i1),
+                                             te_const(ctx, dt, eps))));
+    if (gamma)
+        y = te_mul(ctx, y, TE_AT(ctx, gamma, ax[axis]));
+    if (beta)
+        y = te_add(ctx, y, TE_AT(ctx, beta, ax[axis]));
+    return stage(ctx, &s, NULL, r, ax, y, "layer_norm");
+}
+
+te_tensor *te_op_rms_norm(te_ctx *ctx, te_tensor *X, te_tensor *gamma, double eps,
+                          const char *name)
+{
+    if (!ctx)
+        return NULL;
+    op_site s = {ctx, "rms_norm", name ? name : "rms_norm"};
+    int axis = -1;
+    if (!op__need(&s, X, "input 'X'") || !op__float(&s, X, "input 'X'") ||
+        !op__axis(&s, X, &axis) || !check_vec(&s, X, gamma, "gamma", axis))
+        return NULL;
+    if (!(eps >= 0))
+        return op__fail(&s, TE_ERR_ARG, "eps %g must be >= 0", eps);
+    int r = te_tensor_ndim(X);
+    te_dtype dt = te_tensor_dtype(X);
+    te_expr *N = te_const(ctx, dt, (double)te_tensor_shape(X)[axis]);
+    te_expr *oa[TE_MAX_DIMS], *ia[TE_MAX_DIMS], *k;
+    if (!keep_axes(ctx, X, axis, oa, ia, &k))
+        return NULL;
+    te_expr *x = te_read(ctx, X, r, ia);
+    te_tensor *ms = stage(ctx, &s, "ms", r, oa, te_sum(ctx, te_div(ctx, te_mul(ctx, x, x), N), 1, &k),
+                          "rms_norm_ms");
+    te_expr *ax[TE_MAX_DIMS], *i1[TE_MAX_DIMS];
+    if (!ms || !elem_axes(ctx, X, axis, ax, i1))
+        return NULL;
+    te_expr *y = te_mul(ctx, te_read(ctx, X, r, ax),
+                        te_rsqrt(ctx, te_add(ctx, te_read(ctx, ms, r, i1), te_const(ctx, dt, eps))));
+    if (gamma)
+        y = te_mul(ctx, y, TE_AT(ctx, gamma, ax[axis]));
+    return stage(ctx, &s, NULL, r, ax, y, "rms_norm");
+}
+
+static const char *reduce_tag(te_reduce_kind kind)
+{
+    switch (kind) {
+    case TE_RSUM:
+        return "sum";
+    case TE_RMAX:
+        return "max";
+    case TE_RMIN:
+        return "min";
+    case TE_RPROD:
+        return "prod";
+    default:
+        return NULL;
+    }
+}
+
+/* Reduction with the checks of te_op_reduce, reported through s, output named `nm`. */
+static te_tensor *reduce_impl(const op_site *s, te_tensor *X, te_reduce_kind kind, int naxes,
+                              const int *axes_in, int keepdims, const char *nm, const char *tag)
+{
+    te_ctx *ctx = s->ctx;
+    if (!op__need(s, X, "input 'X'") || !op__same_dtype(s, X, X, "input 'X'"))
+        return NULL;
+    int r = te_tensor_ndim(X);
+    if (naxes < 1 || naxes > r || !axes_in)
+        return op__fail(s, TE_ERR_ARG, "needs 1 to %d axes of input '%s' to reduce, got %d", r,
+                        te_tensor_name(X), naxes);
+    bool red[TE_MAX_DIMS] = {0};
+    for (int a = 0; a < naxes; a++) {
+        int ax = axes_in[a];
+        if (!op__axis(s, X, &ax))
+            return NULL;
+        if (red[ax])
+            return op__fail(s, TE_ERR_ARG, "axis %d of input '%s' is listed twice", ax,
+                            te_tensor_name(X));
+        red[ax] = true;
+    }
+    const int64_t *xs = te_tensor_shape(X);
+    int64_t shape[TE_MAX_DIMS];
+    int ro = 0;
+    for (int d = 0; d < r; d++)
+        if (!red[d] || keepdims)
+            shape[ro++] = red[d] ? 1 : xs[d];
+    bool full = ro == 0;
+    if (full)
+        shape[ro++] = 1;
+    te_expr *oa[TE_MAX_DIMS], *ka[TE_MAX_DIMS], *idx[TE_MAX_DIMS];
+    if (!op__axes(ctx, ro, shape, NULL, oa))
+        return NULL;
+    int nk = 0, o = 0;
+    for (int d = 0; d < r; d++) {
+        if (red[d]) {
+            char nmk[16];
+            snprintf(nmk, sizeof nmk, "k%d", nk);
+            if (!(ka[nk] = te_reduce_axis(ctx, nmk, xs[d])))
+                return NULL;
+            idx[d] = ka[nk++];
+            if (keepdims)
+                o++;
+        } else {
+            idx[d] = oa[o++];
+        }
+    }
+    te_expr *body = te_reduce(ctx, kind, NULL, te_read(ctx, X, r, idx), nk, ka);
+    return op__tag(ctx, te_compute(ctx, nm, ro, oa, body), tag);
+}
+
+te_tensor *te_op_reduce(te_ctx *ctx, te_tensor *X, te_reduce_kind kind, int naxes,
+                        const int *axes, int keepdims, const char *name)
+{
+    if (!ctx)
+        return NULL;
+    const char *tag = reduce_tag(kind);
+    op_site s = {ctx, tag ? tag : "reduce", name ? name : tag ? tag : "reduce"};
+    if (!tag)
+        return op__fail(&s, TE_ERR_ARG, "reduction kind %d is not TE_RSUM, TE_RMAX, TE_RMIN or "
+                        "TE_RPROD", (int)kind);
+    return reduce_impl(&s, X, kind, naxes, axes, keepdims, s.name, tag);
+}
+
+te_tensor *te_op_mean(te_ctx *ctx, te_tensor *X, int naxes, const int *axes, int keepdims,
+                      const char *name)
+{
+    if (!ctx)
+        return NULL;
+    op_site s = {ctx, "mean", name ? name : "mean"};
+    if (!op__need(&s, X, "input 'X'") || !op__float(&s, X, "input 'X'"))
+        return NULL;
+    te_tensor *S = reduce_impl(&s, X, TE_RSUM, naxes, axes, keepdims,
+                               op__stage_name(ctx, s.name, "sum"), "mean_sum");
+    if (!S)
+        return NULL;
+    double count = (double)te_tensor_numel(X) / (double)te_tensor_numel(S);
+    int r = te_tensor_ndim(S);
+    te_expr *ax[TE_MAX_DIMS];
+    if (!op__axes(ctx, r, te_tensor_shape(S), NULL, ax))
+        return NULL;
+    te_expr *y = te_div(ctx, te_read(ctx, S, r, ax), te_const(ctx, te_tensor_dtype(X), count));
+    return op__tag(ctx, te_compute(ctx, s.name, r, ax, y), "mean");
+}

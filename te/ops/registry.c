@@ -1,0 +1,639 @@
+/* The operator registry: KEY=VAL parsing, per-operator builders and canonical workload keys,
+ * for the `tessera ops` CLI and the tuner. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "te/ops/ops_internal.h"
+
+/* ---- KEY=VAL parsing ----------------------------------------------------------------- */
+
+static int parse_int(const char *z, int64_t *out)
+{
+    if (!*z)
+        return 0;
+    errno = 0;
+    char *end;
+    long long v = strtoll(z, &end, 10);
+    if (*end || errno)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+int te_op_params_parse(te_ctx *ctx, const char *text, te_op_params *out)
+{
+    if (!ctx || !out)
+        return TE_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    out->dtype = TE_F32;
+    if (!text)
+        return TE_OK;
+    const char *p = text;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (!*p)
+        return TE_OK;
+    for (bool last = false; !last; ) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        last = !end;
+        char item[80];
+        if (len >= sizeof item)
+            return te_ctx_set_error(ctx, TE_ERR_ARG, "parameters: item '%.20s...' is too long",
+                                    p);
+        memcpy(item, p, len);
+        item[len] = 0;
+        p = end ? end + 1 : p + len;
+        /* Trim spaces. */
+        char *a = item, *b = item + len;
+        while (*a == ' ' || *a == '\t')
+            a++;
+        while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
+            *--b = 0;
+        if (!*a)
+            return te_ctx_set_error(ctx, TE_ERR_ARG, "parameters: empty item in '%s'", text);
+        char *eq = strchr(a, '=');
+        if (!eq)
+            return te_ctx_set_error(ctx, TE_ERR_ARG, "parameters: item '%s' is not KEY=VAL", a);
+        *eq = 0;
+        char *key = a, *val = eq + 1;
+        for (char *q = eq; q > key && (q[-1] == ' ' || q[-1] == '\t');)
+            *--q = 0;
+        while (*val == ' ' || *val == '\t')
+            val++;
+        if (!*key || !*val)
+            return te_ctx_set_error(ctx, TE_ERR_ARG, "parameters: item '%s=%s' has an empty %s",
+                                    key, val, *key ? "value" : "key");
+        if (strlen(key) >= sizeof out->p[0].key || strlen(val) >= sizeof out->p[0].val)
+            return te_ctx_set_error(ctx, TE_ERR_ARG, "parameters: key or value of '%s' is too "
+                                    "long", key);
+        if (strcmp(key, "dtype") == 0) {
+            if (te_dtype_parse(val, &out->dtype) != TE_OK)
+                return te_ctx_set_error(ctx, TE_ERR_ARG, "parameters: unknown dtype '%s' (use "
+                                        "f32, f64, i32, ...)", val);
+            continue;
+        }
+        for (int i = 0; i < out->n; i++)
+            if (strcmp(out->p[i].key, key) == 0)
+                return te_ctx_set_error(ctx, TE_ERR_ARG, "parameters: key '%s' is given twice",
+                                        key);
+        if (out->n == TE_OP_MAX_PARAMS)
+            return te_ctx_set_error(ctx, TE_ERR_ARG, "parameters: more than %d keys",
+                                    TE_OP_MAX_PARAMS);
+        te_op_param *e = &out->p[out->n++];
+        strcpy(e->key, key);
+        strcpy(e->val, val);
+        e->is_int = parse_int(val, &e->ival);
+    }
+    return TE_OK;
+}
+
+/* ---- Resolving an operator's keys ------------------------------------------------------ */
+
+typedef struct resolved {
+    int64_t iv[TE_OP_MAX_PARAMS];
+    const char *sv[TE_OP_MAX_PARAMS];
+} resolved;
+
+static bool word_in(const char *word, const char *choices)
+{
+    size_t n = strlen(word);
+    for (const char *c = choices; c && *c;) {
+        const char *bar = strchr(c, '|');
+        size_t len = bar ? (size_t)(bar - c) : strlen(c);
+        if (len == n && strncmp(c, word, n) == 0)
+            return true;
+        c = bar ? bar + 1 : c + len;
+    }
+    return false;
+}
+
+static int resolve(te_ctx *ctx, const te_op_info *op, const te_op_params *kv, resolved *r)
+{
+    if (!kv)
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "%s: parameters are NULL", op->name);
+    for (int i = 0; i < kv->n; i++) {
+        int k = 0;
+        while (k < op->nkeys && strcmp(op->keys[k].name, kv->p[i].key) != 0)
+            k++;
+        if (k == op->nkeys) {
+            char list[256] = "";
+            for (int j = 0; j < op->nkeys; j++) {
+                strncat(list, op->keys[j].name, sizeof list - strlen(list) - 1);
+                if (j + 1 < op->nkeys)
+                    strncat(list, ", ", sizeof list - strlen(list) - 1);
+            }
+            return te_ctx_set_error(ctx, TE_ERR_ARG, "%s: unknown key '%s' (keys: %s)",
+                                    op->name, kv->p[i].key, list);
+        }
+    }
+    for (int k = 0; k < op->nkeys; k++) {
+        const te_op_key *key = &op->keys[k];
+        const char *val = key->dflt;
+        int64_t iv = 0;
+        int isint = val ? parse_int(val, &iv) : 0;
+        for (int i = 0; i < kv->n; i++) {
+            if (strcmp(kv->p[i].key, key->name) == 0) {
+                val = kv->p[i].val;
+                isint = kv->p[i].is_int;
+                iv = kv->p[i].ival;
+            }
+        }
+        if (!val)
+            return te_ctx_set_error(ctx, TE_ERR_ARG, "%s: missing key '%s' (%s)", op->name,
+                                    key->name, key->help);
+        if (key->is_str) {
+            if (!word_in(val, key->help))
+                return te_ctx_set_error(ctx, TE_ERR_ARG, "%s: key '%s' has value '%s'; use one "
+                                        "of %s", op->name, key->name, val, key->help);
+        } else if (!isint) {
+            return te_ctx_set_error(ctx, TE_ERR_ARG, "%s: key '%s' has value '%s', which is not "
+                                    "an integer", op->name, key->name, val);
+        }
+        r->iv[k] = iv;
+        r->sv[k] = val;
+    }
+    return TE_OK;
+}
+
+/* Resolved value of key `name` (the builders know their keys exist). */
+static int64_t I(const te_op_info *op, const resolved *r, const char *name)
+{
+    for (int k = 0; k < op->nkeys; k++)
+        if (strcmp(op->keys[k].name, name) == 0)
+            return r->iv[k];
+    return 0;
+}
+
+static const char *S(const te_op_info *op, const resolved *r, const char *name)
+{
+    for (int k = 0; k < op->nkeys; k++)
+        if (strcmp(op->keys[k].name, name) == 0)
+            return r->sv[k];
+    return "";
+}
+
+/* Values that must fit the int32 parameter structs. */
+static int check_i32(te_ctx *ctx, const te_op_info *op, const resolved *r)
+{
+    for (int k = 0; k < op->nkeys; k++)
+        if (!op->keys[k].is_str && (r->iv[k] > INT32_MAX || r->iv[k] < INT32_MIN))
+            return te_ctx_set_error(ctx, TE_ERR_ARG, "%s: key '%s' value %lld is out of range",
+                                    op->name, op->keys[k].name, (long long)r->iv[k]);
+    return TE_OK;
+}
+
+#define PH(nm, ...)                                                                            \
+    te_placeholder(ctx, nm, kv->dtype, TE__NARGS64(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
+#define TE__NARGS64(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
+
+/* Common prologue of a builder: find the op's table entry, resolve its keys. */
+#define BUILD_BEGIN(opname)                                                                    \
+    const te_op_info *op = te_op_lookup(opname);                                               \
+    resolved r;                                                                                \
+    if (!ctx || !op || !inputs || !n_in || !outputs || !n_out)                                 \
+        return TE_ERR_ARG;                                                                     \
+    *n_in = *n_out = 0;                                                                        \
+    int rc_ = resolve(ctx, op, kv, &r);                                                        \
+    if (!rc_)                                                                                  \
+        rc_ = check_i32(ctx, op, &r);                                                          \
+    if (rc_)                                                                                   \
+        return rc_;
+
+static int finish(te_ctx *ctx, te_tensor **inputs, int *n_in, te_tensor *const *ins, int nin,
+                  te_tensor **outputs, int *n_out, te_tensor *const *outs, int nout)
+{
+    for (int i = 0; i < nin; i++)
+        if (!ins[i])
+            return te_ctx_errcode(ctx) ? te_ctx_errcode(ctx) : TE_ERR_INTERNAL;
+    for (int i = 0; i < nout; i++)
+        if (!outs[i])
+            return te_ctx_errcode(ctx) ? te_ctx_errcode(ctx) : TE_ERR_INTERNAL;
+    for (int i = 0; i < nin; i++)
+        inputs[i] = ins[i];
+    for (int i = 0; i < nout; i++)
+        outputs[i] = outs[i];
+    *n_in = nin;
+    *n_out = nout;
+    return TE_OK;
+}
+
+#define BUILD_ARGS                                                                             \
+    te_ctx *ctx, const te_op_params *kv, te_tensor **inputs, int *n_in, te_tensor **outputs,   \
+        int *n_out
+#define FINISH(ins, outs)                                                                      \
+    finish(ctx, inputs, n_in, ins, (int)(sizeof ins / sizeof ins[0]), outputs, n_out, outs,    \
+           (int)(sizeof outs / sizeof outs[0]))
+
+static int build_matmul(BUILD_ARGS)
+{
+    BUILD_BEGIN("matmul")
+    int64_t m = I(op, &r, "m"), n = I(op, &r, "n"), k = I(op, &r, "k");
+    int ta = I(op, &r, "trans_a") != 0, tb = I(op, &r, "trans_b") != 0;
+    te_tensor *A = ta ? PH("A", k, m) : PH("A", m, k);
+    te_tensor *B = tb ? PH("B", n, k) : PH("B", k, n);
+    te_tensor *ins[] = {A, B}, *outs[] = {te_op_matmul(ctx, A, B, ta, tb, "matmul")};
+    return FINISH(ins, outs);
+}
+
+static int build_batch_matmul(BUILD_ARGS)
+{
+    BUILD_BEGIN("batch_matmul")
+    int64_t b = I(op, &r, "b"), m = I(op, &r, "m"), n = I(op, &r, "n"), k = I(op, &r, "k");
+    int ta = I(op, &r, "trans_a") != 0, tb = I(op, &r, "trans_b") != 0;
+    te_tensor *A = ta ? PH("A", b, k, m) : PH("A", b, m, k);
+    te_tensor *B = tb ? PH("B", b, n, k) : PH("B", b, k, n);
+    te_tensor *ins[] = {A, B}, *outs[] = {te_op_batch_matmul(ctx, A, B, ta, tb, "batch_matmul")};
+    return FINISH(ins, outs);
+}
+
+static int build_dense_bias(BUILD_ARGS)
+{
+    BUILD_BEGIN("dense_bias")
+    int64_t m = I(op, &r, "m"), n = I(op, &r, "n"), k = I(op, &r, "k");
+    te_tensor *X = PH("X", m, k), *W = PH("W", k, n), *b = PH("bias", n);
+    te_tensor *ins[] = {X, W, b}, *outs[] = {te_op_dense_bias(ctx, X, W, b, "dense")};
+    return FINISH(ins, outs);
+}
+
+static te_conv2d_params conv_params(const te_op_info *op, const resolved *r)
+{
+    te_conv2d_params p = te_conv2d_params_default();
+    p.stride_h = p.stride_w = (int32_t)I(op, r, "stride");
+    p.pad_h = p.pad_w = (int32_t)I(op, r, "pad");
+    p.dilation_h = p.dilation_w = (int32_t)I(op, r, "dilation");
+    p.groups = (int32_t)I(op, r, "groups");
+    p.layout = strcmp(S(op, r, "layout"), "NHWC") == 0 ? TE_LAYOUT_NHWC : TE_LAYOUT_NCHW;
+    return p;
+}
+
+/* Placeholders X and W of a (grouped) convolution. */
+static void conv_inputs(te_ctx *ctx, const te_op_params *kv, const te_op_info *op,
+                        const resolved *r, const te_conv2d_params *p, te_tensor **X,
+                        te_tensor **W)
+{
+    int64_t n = I(op, r, "n"), c = I(op, r, "c"), h = I(op, r, "h"), w = I(op, r, "w");
+    int64_t oc = I(op, r, "oc"), kh = I(op, r, "kh"), kw = I(op, r, "kw");
+    int64_t cg = p->groups > 0 ? c / p->groups : c;
+    if (cg < 1)
+        cg = 1;
+    if (p->layout == TE_LAYOUT_NHWC) {
+        *X = PH("X", n, h, w, c);
+        *W = PH("W", kh, kw, cg, oc);
+    } else {
+        *X = PH("X", n, c, h, w);
+        *W = PH("W", oc, cg, kh, kw);
+    }
+}
+
+static int build_conv2d(BUILD_ARGS)
+{
+    BUILD_BEGIN("conv2d")
+    te_conv2d_params p = conv_params(op, &r);
+    te_tensor *X, *W;
+    conv_inputs(ctx, kv, op, &r, &p, &X, &W);
+    te_tensor *ins[] = {X, W}, *outs[] = {te_op_conv2d(ctx, X, W, &p, "conv2d")};
+    return FINISH(ins, outs);
+}
+
+static int build_conv2d_bn_relu(BUILD_ARGS)
+{
+    BUILD_BEGIN("conv2d_bn_relu")
+    te_conv2d_params p = conv_params(op, &r);
+    te_tensor *X, *W;
+    conv_inputs(ctx, kv, op, &r, &p, &X, &W);
+    te_tensor *sc = PH("scale", I(op, &r, "oc")), *sh = PH("shift", I(op, &r, "oc"));
+    te_tensor *ins[] = {X, W, sc, sh},
+              *outs[] = {te_op_conv2d_bn_relu(ctx, X, W, sc, sh, &p, "conv2d_bn_relu")};
+    return FINISH(ins, outs);
+}
+
+static int build_depthwise(BUILD_ARGS)
+{
+    BUILD_BEGIN("depthwise_conv2d")
+    te_conv2d_params p = te_conv2d_params_default();
+    p.stride_h = p.stride_w = (int32_t)I(op, &r, "stride");
+    p.pad_h = p.pad_w = (int32_t)I(op, &r, "pad");
+    p.dilation_h = p.dilation_w = (int32_t)I(op, &r, "dilation");
+    int64_t c = I(op, &r, "c");
+    te_tensor *X = PH("X", I(op, &r, "n"), c, I(op, &r, "h"), I(op, &r, "w"));
+    te_tensor *W = PH("W", c, I(op, &r, "mult"), I(op, &r, "kh"), I(op, &r, "kw"));
+    te_tensor *ins[] = {X, W}, *outs[] = {te_op_depthwise_conv2d(ctx, X, W, &p, "depthwise")};
+    return FINISH(ins, outs);
+}
+
+static int build_pool(te_ctx *ctx, const te_op_params *kv, te_tensor **inputs, int *n_in,
+                      te_tensor **outputs, int *n_out, te_pool_kind kind)
+{
+    BUILD_BEGIN(kind == TE_POOL_MAX ? "max_pool2d" : "avg_pool2d")
+    te_pool2d_params p = {(int32_t)I(op, &r, "kh"), (int32_t)I(op, &r, "kw"),
+                          (int32_t)I(op, &r, "stride"), (int32_t)I(op, &r, "stride"),
+                          (int32_t)I(op, &r, "pad"), (int32_t)I(op, &r, "pad"),
+                          (int32_t)I(op, &r, "include_pad")};
+    te_tensor *X = PH("X", I(op, &r, "n"), I(op, &r, "c"), I(op, &r, "h"), I(op, &r, "w"));
+    te_tensor *ins[] = {X}, *outs[] = {te_op_pool2d(ctx, X, kind, &p, op->name)};
+    return FINISH(ins, outs);
+}
+
+static int build_max_pool(BUILD_ARGS)
+{
+    return build_pool(ctx, kv, inputs, n_in, outputs, n_out, TE_POOL_MAX);
+}
+
+static int build_avg_pool(BUILD_ARGS)
+{
+    return build_pool(ctx, kv, inputs, n_in, outputs, n_out, TE_POOL_AVG);
+}
+
+static int build_pad(BUILD_ARGS)
+{
+    BUILD_BEGIN("pad")
+    int64_t pd = I(op, &r, "pad");
+    te_tensor *X = PH("X", I(op, &r, "n"), I(op, &r, "c"), I(op, &r, "h"), I(op, &r, "w"));
+    te_tensor *ins[] = {X},
+              *outs[] = {te_op_pad(ctx, X, 4, (int64_t[]){0, 0, pd, pd}, (int64_t[]){0, 0, pd, pd},
+                                   0.0, "pad")};
+    return FINISH(ins, outs);
+}
+
+static int build_softmax(BUILD_ARGS)
+{
+    BUILD_BEGIN("softmax")
+    te_tensor *X = PH("X", I(op, &r, "m"), I(op, &r, "n"));
+    te_tensor *ins[] = {X}, *outs[] = {te_op_softmax(ctx, X, -1, "softmax")};
+    return FINISH(ins, outs);
+}
+
+static int build_layer_norm(BUILD_ARGS)
+{
+    BUILD_BEGIN("layer_norm")
+    int64_t n = I(op, &r, "n");
+    te_tensor *X = PH("X", I(op, &r, "m"), n), *g = PH("gamma", n), *b = PH("beta", n);
+    te_tensor *ins[] = {X, g, b}, *outs[] = {te_op_layer_norm(ctx, X, g, b, 1e-5, -1, "layer_norm")};
+    return FINISH(ins, outs);
+}
+
+static int build_rms_norm(BUILD_ARGS)
+{
+    BUILD_BEGIN("rms_norm")
+    int64_t n = I(op, &r, "n");
+    te_tensor *X = PH("X", I(op, &r, "m"), n), *g = PH("gamma", n);
+    te_tensor *ins[] = {X, g}, *outs[] = {te_op_rms_norm(ctx, X, g, 1e-6, "rms_norm")};
+    return FINISH(ins, outs);
+}
+
+#define BUILD_ACT(fn, opname, ACT)                                                             \
+    static int fn(BUILD_ARGS)                                                                  \
+    {                                                                                          \
+        BUILD_BEGIN(opname)                                                                    \
+        te_tensor *X = PH("X", I(op, &r, "m"), I(op, &r, "n"));                                \
+        te_tensor *ins[] = {X}, *outs[] = {te_op_activation(ctx, X, ACT, opname)};             \
+        return FINISH(ins, outs);                                                              \
+    }
+BUILD_ACT(build_relu, "relu", TE_ACT_RELU)
+BUILD_ACT(build_gelu, "gelu", TE_ACT_GELU)
+BUILD_ACT(build_gelu_tanh, "gelu_tanh", TE_ACT_GELU_TANH)
+BUILD_ACT(build_silu, "silu", TE_ACT_SILU)
+BUILD_ACT(build_sigmoid, "sigmoid", TE_ACT_SIGMOID)
+BUILD_ACT(build_tanh, "tanh", TE_ACT_TANH)
+
+#define BUILD_BIN(fn, opname, OP)                                                              \
+    static int fn(BUILD_ARGS)                                                                  \
+    {                                                                                          \
+        BUILD_BEGIN(opname)                                                                    \
+        int64_t m = I(op, &r, "m"), n = I(op, &r, "n");                                        \
+        te_tensor *A = PH("A", m, n);                                                          \
+        te_tensor *B = I(op, &r, "bcast") ? PH("B", n) : PH("B", m, n);                        \
+        te_tensor *ins[] = {A, B}, *outs[] = {te_op_binary(ctx, OP, A, B, opname)};            \
+        return FINISH(ins, outs);                                                              \
+    }
+BUILD_BIN(build_add, "add", TE_ADD)
+BUILD_BIN(build_sub, "sub", TE_SUB)
+BUILD_BIN(build_mul, "mul", TE_MUL)
+BUILD_BIN(build_div, "div", TE_DIV)
+BUILD_BIN(build_minimum, "minimum", TE_MIN)
+BUILD_BIN(build_maximum, "maximum", TE_MAX)
+
+static int build_transpose(BUILD_ARGS)
+{
+    BUILD_BEGIN("transpose")
+    te_tensor *X = PH("X", I(op, &r, "m"), I(op, &r, "n"));
+    te_tensor *ins[] = {X}, *outs[] = {te_op_transpose(ctx, X, (int[]){1, 0}, "transpose")};
+    return FINISH(ins, outs);
+}
+
+static int build_sum(BUILD_ARGS)
+{
+    BUILD_BEGIN("sum")
+    te_tensor *X = PH("X", I(op, &r, "m"), I(op, &r, "n"));
+    te_tensor *ins[] = {X}, *outs[] = {te_op_reduce(ctx, X, TE_RSUM, 1, (int[]){1}, 0, "sum")};
+    return FINISH(ins, outs);
+}
+
+static int build_matmul_bias_act(BUILD_ARGS)
+{
+    BUILD_BEGIN("matmul_bias_act")
+    int64_t m = I(op, &r, "m"), n = I(op, &r, "n"), k = I(op, &r, "k");
+    te_op_act act = TE_ACT_NONE;
+    te_op_act_parse(S(op, &r, "act"), &act);
+    te_tensor *X = PH("X", m, k), *W = PH("W", k, n), *b = PH("bias", n);
+    te_tensor *ins[] = {X, W, b},
+              *outs[] = {te_op_matmul_bias_act(ctx, X, W, b, act, "matmul_bias_act")};
+    return FINISH(ins, outs);
+}
+
+static int build_mlp_gate(BUILD_ARGS)
+{
+    BUILD_BEGIN("mlp_gate")
+    int64_t m = I(op, &r, "m"), n = I(op, &r, "n"), k = I(op, &r, "k");
+    te_tensor *X = PH("X", m, k), *W1 = PH("W1", k, n), *W3 = PH("W3", k, n);
+    te_tensor *ins[] = {X, W1, W3}, *outs[] = {te_op_mlp_gate(ctx, X, W1, W3, "mlp_gate")};
+    return FINISH(ins, outs);
+}
+
+static int build_qkv(BUILD_ARGS)
+{
+    BUILD_BEGIN("qkv_projection")
+    int64_t m = I(op, &r, "m"), n = I(op, &r, "n"), k = I(op, &r, "k");
+    te_tensor *X = PH("X", m, k), *Wq = PH("Wq", k, n), *Wk = PH("Wk", k, n), *Wv = PH("Wv", k, n);
+    te_tensor *outs[3] = {NULL, NULL, NULL};
+    if (X && Wq && Wk && Wv) {
+        int rc = te_op_qkv_projection(ctx, X, Wq, Wk, Wv, outs, "qkv");
+        if (rc)
+            return rc;
+    }
+    te_tensor *ins[] = {X, Wq, Wk, Wv};
+    return FINISH(ins, outs);
+}
+
+/* ---- The table ------------------------------------------------------------------------ */
+
+#define K_REQ(nm, help) {nm, NULL, 0, help}
+#define K_OPT(nm, dflt, help) {nm, dflt, 0, help}
+#define K_STR(nm, dflt, choices) {nm, dflt, 1, choices}
+
+static const te_op_key keys_matmul[] = {
+    K_REQ("m", "rows of C"), K_REQ("n", "columns of C"), K_REQ("k", "reduction extent"),
+    K_OPT("trans_a", "0", "1: A is [k, m]"), K_OPT("trans_b", "0", "1: B is [n, k]")};
+static const te_op_key keys_batch_matmul[] = {
+    K_REQ("b", "batch"), K_REQ("m", "rows of C"), K_REQ("n", "columns of C"),
+    K_REQ("k", "reduction extent"), K_OPT("trans_a", "0", "1: A is [b, k, m]"),
+    K_OPT("trans_b", "0", "1: B is [b, n, k]")};
+static const te_op_key keys_mnk[] = {K_REQ("m", "rows"), K_REQ("n", "output features"),
+                                     K_REQ("k", "input features")};
+static const te_op_key keys_conv[] = {
+    K_REQ("n", "batch"), K_REQ("c", "input channels"), K_REQ("h", "input height"),
+    K_REQ("w", "input width"), K_REQ("oc", "output channels"), K_REQ("kh", "kernel height"),
+    K_REQ("kw", "kernel width"), K_OPT("stride", "1", "stride (both axes)"),
+    K_OPT("pad", "0", "padding (all sides)"), K_OPT("dilation", "1", "dilation (both axes)"),
+    K_OPT("groups", "1", "channel groups"), K_STR("layout", "NCHW", "NCHW|NHWC")};
+static const te_op_key keys_depthwise[] = {
+    K_REQ("n", "batch"), K_REQ("c", "channels"), K_REQ("h", "input height"),
+    K_REQ("w", "input width"), K_OPT("mult", "1", "channel multiplier"),
+    K_REQ("kh", "kernel height"), K_REQ("kw", "kernel width"),
+    K_OPT("stride", "1", "stride (both axes)"), K_OPT("pad", "0", "padding (all sides)"),
+    K_OPT("dilation", "1", "dilation (both axes)")};
+static const te_op_key keys_max_pool[] = {
+    K_REQ("n", "batch"), K_REQ("c", "channels"), K_REQ("h", "input height"),
+    K_REQ("w", "input width"), K_REQ("kh", "window height"), K_REQ("kw", "window width"),
+    K_OPT("stride", "1", "stride (both axes)"), K_OPT("pad", "0", "padding (all sides)"),
+    K_OPT("include_pad", "0", "unused for max pooling")};
+static const te_op_key keys_avg_pool[] = {
+    K_REQ("n", "batch"), K_REQ("c", "channels"), K_REQ("h", "input height"),
+    K_REQ("w", "input width"), K_REQ("kh", "window height"), K_REQ("kw", "window width"),
+    K_OPT("stride", "1", "stride (both axes)"), K_OPT("pad", "0", "padding (all sides)"),
+    K_OPT("include_pad", "0", "1: divide by the full window size")};
+static const te_op_key keys_pad[] = {K_REQ("n", "batch"), K_REQ("c", "channels"),
+                                     K_REQ("h", "height"), K_REQ("w", "width"),
+                                     K_REQ("pad", "zero padding of h and w (all sides)")};
+static const te_op_key keys_mn[] = {K_REQ("m", "rows"), K_REQ("n", "columns")};
+static const te_op_key keys_bin[] = {K_REQ("m", "rows"), K_REQ("n", "columns"),
+                                     K_OPT("bcast", "0", "1: B is [n], broadcast over rows")};
+static const te_op_key keys_mba[] = {
+    K_REQ("m", "rows"), K_REQ("n", "output features"), K_REQ("k", "input features"),
+    K_STR("act", "relu", "none|relu|gelu|gelu_tanh|silu|sigmoid|tanh")};
+
+#define NK(a) ((int)(sizeof a / sizeof a[0]))
+
+static const te_op_info op_table[] = {
+    {"matmul", "C[m, n] = op(A) op(B), optional transposes", NK(keys_matmul), keys_matmul,
+     build_matmul},
+    {"batch_matmul", "C[b, m, n] = op(A[b]) op(B[b])", NK(keys_batch_matmul), keys_batch_matmul,
+     build_batch_matmul},
+    {"dense_bias", "Y[m, n] = X[m, k] W[k, n] + bias[n]", NK(keys_mnk), keys_mnk,
+     build_dense_bias},
+    {"conv2d", "2-D convolution, NCHW or NHWC, with stride/pad/dilation/groups", NK(keys_conv),
+     keys_conv, build_conv2d},
+    {"depthwise_conv2d", "depthwise 2-D convolution (NCHW), W[c, mult, kh, kw]",
+     NK(keys_depthwise), keys_depthwise, build_depthwise},
+    {"max_pool2d", "2-D max pooling (NCHW)", NK(keys_max_pool), keys_max_pool, build_max_pool},
+    {"avg_pool2d", "2-D average pooling (NCHW)", NK(keys_avg_pool), keys_avg_pool,
+     build_avg_pool},
+    {"pad", "zero padding of the spatial axes of an NCHW tensor", NK(keys_pad), keys_pad,
+     build_pad},
+    {"softmax", "numerically stable softmax over the rows of X[m, n]", NK(keys_mn), keys_mn,
+     build_softmax},
+    {"layer_norm", "layer normalization over the rows of X[m, n] (eps 1e-5)", NK(keys_mn),
+     keys_mn, build_layer_norm},
+    {"rms_norm", "RMS normalization over the rows of X[m, n] (eps 1e-6)", NK(keys_mn), keys_mn,
+     build_rms_norm},
+    {"relu", "max(x, 0) over X[m, n]", NK(keys_mn), keys_mn, build_relu},
+    {"gelu", "GELU, erf form, over X[m, n]", NK(keys_mn), keys_mn, build_gelu},
+    {"gelu_tanh", "GELU, tanh approximation, over X[m, n]", NK(keys_mn), keys_mn,
+     build_gelu_tanh},
+    {"silu", "x * sigmoid(x) over X[m, n]", NK(keys_mn), keys_mn, build_silu},
+    {"sigmoid", "1 / (1 + exp(-x)) over X[m, n]", NK(keys_mn), keys_mn, build_sigmoid},
+    {"tanh", "tanh(x) over X[m, n]", NK(keys_mn), keys_mn, build_tanh},
+    {"add", "A + B with broadcasting", NK(keys_bin), keys_bin, build_add},
+    {"sub", "A - B with broadcasting", NK(keys_bin), keys_bin, build_sub},
+    {"mul", "A * B with broadcasting", NK(keys_bin), keys_bin, build_mul},
+    {"div", "A / B with broadcasting", NK(keys_bin), keys_bin, build_div},
+    {"minimum", "min(A, B) with broadcasting", NK(keys_bin), keys_bin, build_minimum},
+    {"maximum", "max(A, B) with broadcasting", NK(keys_bin), keys_bin, build_maximum},
+    {"transpose", "Y[n, m] = X[m, n]", NK(keys_mn), keys_mn, build_transpose},
+    {"sum", "row sums of X[m, n]", NK(keys_mn), keys_mn, build_sum},
+    {"matmul_bias_act", "act(X W + bias): matmul stage plus epilogue stage", NK(keys_mba),
+     keys_mba, build_matmul_bias_act},
+    {"mlp_gate", "silu(X W1) * (X W3): two matmul stages plus epilogue", NK(keys_mnk),
+     keys_mnk, build_mlp_gate},
+    {"conv2d_bn_relu", "relu(conv2d(X, W) * scale + shift): conv stage plus epilogue",
+     NK(keys_conv), keys_conv, build_conv2d_bn_relu},
+    {"qkv_projection", "X Wq, X Wk, X Wv: three matmuls sharing one input", NK(keys_mnk),
+     keys_mnk, build_qkv},
+};
+
+const te_op_info *te_op_lookup(const char *name)
+{
+    for (int i = 0; name && i < NK(op_table); i++)
+        if (strcmp(op_table[i].name, name) == 0)
+            return &op_table[i];
+    return NULL;
+}
+
+const te_op_info *te_op_list(int *n)
+{
+    if (n)
+        *n = NK(op_table);
+    return op_table;
+}
+
+int te_op_workload_key(te_ctx *ctx, const te_op_info *op, const te_op_params *kv, char *buf,
+                       size_t size)
+{
+    if (!ctx)
+        return TE_ERR_ARG;
+    if (!op)
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "te_op_workload_key: operator is NULL");
+    resolved r;
+    int rc = resolve(ctx, op, kv, &r);
+    if (rc)
+        return rc;
+    int order[TE_OP_MAX_PARAMS];
+    for (int k = 0; k < op->nkeys; k++)
+        order[k] = k;
+    for (int a = 1; a < op->nkeys; a++) /* insertion sort by key name */
+        for (int b = a; b > 0 && strcmp(op->keys[order[b - 1]].name,
+                                        op->keys[order[b]].name) > 0; b--) {
+            int t = order[b];
+            order[b] = order[b - 1];
+            order[b - 1] = t;
+        }
+    char tmp[1024];
+    int len = snprintf(tmp, sizeof tmp, "%s;", op->name);
+    for (int i = 0; i < op->nkeys && len < (int)sizeof tmp; i++) {
+        int k = order[i];
+        if (op->keys[k].is_str)
+            len += snprintf(tmp + len, sizeof tmp - (size_t)len, "%s%s=%s", i ? "," : "",
+                            op->keys[k].name, r.sv[k]);
+        else
+            len += snprintf(tmp + len, sizeof tmp - (size_t)len, "%s%s=%lld", i ? "," : "",
+                            op->keys[k].name, (long long)r.iv[k]);
+    }
+    if (len < (int)sizeof tmp)
+        len += snprintf(tmp + len, sizeof tmp - (size_t)len, ";%s", te_dtype_str(kv->dtype));
+    if (len >= (int)sizeof tmp)
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "te_op_workload_key: key for '%s' is too long",
+                                op->name);
+    if (buf && size)
+        snprintf(buf, size, "%s", tmp);
+    return len;
+}
+
+int te_op_build(te_ctx *ctx, const char *opname, const char *params, te_tensor **inputs,
+                int *n_in, te_tensor **outputs, int *n_out)
+{
+    if (!ctx)
+        return TE_ERR_ARG;
+    const te_op_info *op = te_op_lookup(opname);
+    if (!op)
+        return te_ctx_set_error(ctx, TE_ERR_NOT_FOUND, "unknown operator '%s' (see `tessera "
+                                "ops`)", opname ? opname : "(null)");
+    te_op_params kv;
+    int rc = te_op_params_parse(ctx, params, &kv);
+    if (rc)
+        return rc;
+    return op->build(ctx, &kv, inputs, n_in, outputs, n_out);
+}
