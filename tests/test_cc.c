@@ -12,6 +12,7 @@
 #include "tessera/status.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -409,6 +410,21 @@ static void default_flags_build_openmp_code(void **state)
     memcpy(&sum, &p, sizeof sum);
     assert_int_equal(sum(100000), 100000L * 99999L / 2);
     assert_true(call_int(lib, "omp_threads") >= 1);
+    te__cc_lib_free(lib);
+
+    /* The OpenMP runtime the kernel brought in (this test program does not link one) stays
+     * loaded after the kernel is closed: its worker threads are still there. */
+    void *rt = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!rt)
+        rt = dlopen("libomp.so.5", RTLD_NOW | RTLD_NOLOAD);
+    assert_non_null(rt);
+    dlclose(rt);
+
+    /* A second kernel after the first is gone still runs in parallel. */
+    assert_int_equal(te__cc_build(src, NULL, &lib, err, sizeof err), TE_OK);
+    p = te__cc_lib_sym(lib, "omp_sum");
+    memcpy(&sum, &p, sizeof sum);
+    assert_int_equal(sum(1000), 1000L * 999L / 2);
     te__cc_lib_free(lib);
     free(src);
 }

@@ -568,6 +568,23 @@ static void job_finish(job *j, double timeout_s)
         unlink(j->tmp_so);
 }
 
+/* An OpenMP runtime keeps its worker threads alive between parallel regions. When a kernel is
+ * the first object in the process to need the runtime, the runtime is loaded as the kernel's
+ * dependency, and dlclose of the kernel would unmap it under its own sleeping threads (a crash
+ * at the next wakeup or at exit). So whichever runtime is loaded gets pinned for the life of the
+ * process: promoted to RTLD_NODELETE, with one reference kept. */
+static void pin_openmp_runtime(void)
+{
+    static const char *const names[] = {"libgomp.so.1", "libomp.so.5", "libomp.so", "libiomp5.so"};
+    static int pinned[sizeof names / sizeof names[0]];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (__atomic_load_n(&pinned[i], __ATOMIC_ACQUIRE))
+            continue;
+        if (dlopen(names[i], RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE))
+            __atomic_store_n(&pinned[i], 1, __ATOMIC_RELEASE);
+    }
+}
+
 static int load(const job *j, te__cc_lib **out, char *errbuf, size_t errbuf_size)
 {
     te__cc_lib *lib = calloc(1, sizeof *lib);
@@ -590,6 +607,7 @@ static int load(const job *j, te__cc_lib **out, char *errbuf, size_t errbuf_size
         free(so);
         return TE_ERR_LOAD;
     }
+    pin_openmp_runtime();
     lib->handle = h;
     lib->src_path = src;
     lib->so_path = so;
