@@ -274,7 +274,6 @@ typedef struct {
     job_state state;
     int status;
     int alias_of;
-    unsigned long long key;
     char *src_path, *so_path, *tmp_so, *command;
     char *errbuf;
     size_t errbuf_size;
@@ -332,12 +331,12 @@ static void job_prepare(job *j, const char *source, const resolved_opts *o)
     h = te__hash_bytes(h, o->flags, strlen(o->flags) + 1);
     size_t n_source = strlen(source);
     h = te__hash_bytes(h, source, n_source);
-    j->key = h;
     j->src_path = str_fmt("%s/%016llx.c", o->cache_dir, h);
     j->so_path = str_fmt("%s/%016llx.so", o->cache_dir, h);
     if (!j->src_path || !j->so_path) {
         set_err(j->errbuf, j->errbuf_size, "out of memory");
-        return job_fail(j, TE_ERR_NOMEM);
+        job_fail(j, TE_ERR_NOMEM);
+        return;
     }
     if (access(j->so_path, R_OK) == 0) {
         /* Keep the source beside the object for people reading the cache; best effort, since
@@ -350,7 +349,8 @@ static void job_prepare(job *j, const char *source, const resolved_opts *o)
     if (write_file_atomic(j->src_path, source, n_source) != 0) {
         set_err(j->errbuf, j->errbuf_size, "cannot write '%s' in the kernel cache: %s", j->src_path,
                 strerror(errno));
-        return job_fail(j, TE_ERR_IO);
+        job_fail(j, TE_ERR_IO);
+        return;
     }
     j->tmp_so = unique_tmp(j->so_path);
     char *q_out = j->tmp_so ? sh_quote(j->tmp_so) : NULL;
@@ -361,7 +361,8 @@ static void job_prepare(job *j, const char *source, const resolved_opts *o)
     free(q_src);
     if (!j->command) {
         set_err(j->errbuf, j->errbuf_size, "out of memory");
-        return job_fail(j, TE_ERR_NOMEM);
+        job_fail(j, TE_ERR_NOMEM);
+        return;
     }
     j->state = JOB_COMPILE;
 }
@@ -373,7 +374,8 @@ static void job_start(job *j, double timeout_s)
     if (pipe2(fds, O_CLOEXEC) != 0) {
         set_err(j->errbuf, j->errbuf_size, "cannot create a pipe for the compiler: %s",
                 strerror(errno));
-        return job_fail(j, TE_ERR_COMPILE);
+        job_fail(j, TE_ERR_COMPILE);
+        return;
     }
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
@@ -404,7 +406,8 @@ static void job_start(job *j, double timeout_s)
         close(fds[0]);
         set_err(j->errbuf, j->errbuf_size, "cannot start the compiler: %s\ncommand: %s\nsource: %s",
                 strerror(rc), j->command, j->src_path);
-        return job_fail(j, TE_ERR_COMPILE);
+        job_fail(j, TE_ERR_COMPILE);
+        return;
     }
     j->pid = pid;
     j->fd = fds[0];
