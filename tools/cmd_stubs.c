@@ -4,13 +4,6 @@
 
 #include "tools/cli.h"
 
-int te_cmd_db(int argc, char **argv)
-{
-    (void)argc;
-    fprintf(stderr, "tessera %s: not available in this build yet\n", argv[0]);
-    return 1;
-}
-
 int te_cmd_bench(int argc, char **argv)
 {
     (void)argc;

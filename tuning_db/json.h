@@ -1,0 +1,56 @@
+/* Private: a small JSON reader (DOM in an arena) and writer helpers, enough for JSON lines
+ * export/import and the CLI's --json output. No dependency beyond libc. */
+#ifndef TESSERA_TUNING_DB_JSON_H
+#define TESSERA_TUNING_DB_JSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tuning_db/db_impl.h"
+
+typedef enum {
+    TE__JSON_NULL,
+    TE__JSON_FALSE,
+    TE__JSON_TRUE,
+    TE__JSON_NUMBER,
+    TE__JSON_STRING,
+    TE__JSON_ARRAY,
+    TE__JSON_OBJECT
+} te__json_type;
+
+typedef struct te__json te__json;
+struct te__json {
+    te__json_type type;
+    const char *raw; /* the value's text in the input */
+    size_t raw_len;
+    double num;      /* NUMBER */
+    int is_int;      /* NUMBER written without fraction or exponent, fits int64 */
+    int64_t i;       /* NUMBER when is_int */
+    char *str;       /* STRING, decoded, NUL-terminated (an escaped NUL is rejected) */
+    char *key;       /* member name when the parent is an OBJECT */
+    te__json *first; /* ARRAY/OBJECT children, in order */
+    te__json *next;
+};
+
+typedef struct {
+    te__arena arena;
+    char err[160]; /* "column N: ..." after a failed parse */
+} te__json_doc;
+
+/* Parses exactly one JSON value (surrounding white space allowed) from s[0..n). Returns the
+ * root, owned by doc, or NULL with doc->err set. Nesting deeper than 64 levels is refused. */
+te__json *te__json_parse(te__json_doc *doc, const char *s, size_t n);
+/* Frees everything a parse allocated; doc can be reused. */
+void te__json_doc_free(te__json_doc *doc);
+/* 1 when s[0..n) is one valid JSON value. */
+int te__json_valid(const char *s, size_t n);
+/* The first member named key of an OBJECT, or NULL. */
+te__json *te__json_member(const te__json *obj, const char *key);
+
+/* Writes s as a quoted JSON string ("null" for NULL). */
+void te__json_write_str(FILE *f, const char *s);
+/* Writes x with %.17g (exact round trip), or null for NaN/infinity. */
+void te__json_write_num(FILE *f, double x);
+
+#endif
