@@ -353,7 +353,7 @@ static const char *unique_name(te_stage *st, const char *base)
 {
     te_ctx *ctx = st->sched->ctx;
     if (!te_stage_iter(st, base))
-        return base;
+        return te__strdup(ctx, base);
     for (int k = 1;; k++) {
         char *n = te__sprintf(ctx, "%s%d", base, k);
         if (!n || !te_stage_iter(st, n))
