@@ -319,9 +319,10 @@ const te_op_info *te_op_lookup(const char *name);
 const te_op_info *te_op_list(int *n);
 
 /* Checks kv against op's keys (unknown, missing, non-integer) and writes the canonical
- * workload key "matmul;k=1024,m=1024,n=1024;f32": every key of the operator with defaults
- * filled in, sorted by name, then the dtype. Returns the key's length (like snprintf; the
- * text is truncated to size) or a negative status with a message on ctx. */
+ * workload key "matmul;k=1024,m=1024,n=1024;f32": the operator's name; its keys sorted by
+ * name, integers in decimal, leaving out optional keys whose value equals their default (so
+ * "stride=1" and no stride give one key); then the dtype. Returns the key's length (like
+ * snprintf; the text is truncated to size) or a negative status with a message on ctx. */
 int te_op_workload_key(te_ctx *ctx, const te_op_info *op, const te_op_params *kv, char *buf,
                        size_t size);
 

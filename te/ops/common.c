@@ -47,7 +47,7 @@ bool op__rank(const op_site *s, const te_tensor *t, const char *role, int ndim,
     if (!op__need(s, t, role))
         return false;
     if (te_tensor_ndim(t) != ndim) {
-        op__fail(s, TE_ERR_SHAPE, "%s '%s' has rank %d but must have rank %d %s", role,
+        op__fail(s, TE_ERR_SHAPE, "%s ('%s') has rank %d but must have rank %d %s", role,
                  te_tensor_name(t), te_tensor_ndim(t), ndim, what);
         return false;
     }
@@ -57,7 +57,7 @@ bool op__rank(const op_site *s, const te_tensor *t, const char *role, int ndim,
 bool op__float(const op_site *s, const te_tensor *t, const char *role)
 {
     if (!te_dtype_is_float(te_tensor_dtype(t))) {
-        op__fail(s, TE_ERR_DTYPE, "%s '%s' has dtype %s but the operator needs f32 or f64", role,
+        op__fail(s, TE_ERR_DTYPE, "%s ('%s') has dtype %s but the operator needs f32 or f64", role,
                  te_tensor_name(t), te_dtype_str(te_tensor_dtype(t)));
         return false;
     }
@@ -68,12 +68,12 @@ bool op__same_dtype(const op_site *s, const te_tensor *ref, const te_tensor *t,
                     const char *role)
 {
     if (te_tensor_dtype(t) == TE_BOOL) {
-        op__fail(s, TE_ERR_DTYPE, "%s '%s' has dtype bool; arithmetic needs a numeric dtype",
+        op__fail(s, TE_ERR_DTYPE, "%s ('%s') has dtype bool; arithmetic needs a numeric dtype",
                  role, te_tensor_name(t));
         return false;
     }
     if (te_tensor_dtype(t) != te_tensor_dtype(ref)) {
-        op__fail(s, TE_ERR_DTYPE, "%s '%s' has dtype %s but '%s' has %s (cast first)", role,
+        op__fail(s, TE_ERR_DTYPE, "%s ('%s') has dtype %s but '%s' has %s (cast first)", role,
                  te_tensor_name(t), te_dtype_str(te_tensor_dtype(t)), te_tensor_name(ref),
                  te_dtype_str(te_tensor_dtype(ref)));
         return false;

@@ -603,14 +603,24 @@ int te_op_workload_key(te_ctx *ctx, const te_op_info *op, const te_op_params *kv
         }
     char tmp[1024];
     int len = snprintf(tmp, sizeof tmp, "%s;", op->name);
+    int written = 0;
     for (int i = 0; i < op->nkeys && len < (int)sizeof tmp; i++) {
         int k = order[i];
-        if (op->keys[k].is_str)
-            len += snprintf(tmp + len, sizeof tmp - (size_t)len, "%s%s=%s", i ? "," : "",
-                            op->keys[k].name, r.sv[k]);
+        const te_op_key *key = &op->keys[k];
+        /* Optional keys at their default are left out, so "stride=1" and no stride agree. */
+        if (key->dflt) {
+            int64_t dv;
+            if (key->is_str ? strcmp(r.sv[k], key->dflt) == 0
+                            : parse_int(key->dflt, &dv) && dv == r.iv[k])
+                continue;
+        }
+        if (key->is_str)
+            len += snprintf(tmp + len, sizeof tmp - (size_t)len, "%s%s=%s", written ? "," : "",
+                            key->name, r.sv[k]);
         else
-            len += snprintf(tmp + len, sizeof tmp - (size_t)len, "%s%s=%lld", i ? "," : "",
-                            op->keys[k].name, (long long)r.iv[k]);
+            len += snprintf(tmp + len, sizeof tmp - (size_t)len, "%s%s=%lld",
+                            written ? "," : "", key->name, (long long)r.iv[k]);
+        written++;
     }
     if (len < (int)sizeof tmp)
         len += snprintf(tmp + len, sizeof tmp - (size_t)len, ";%s", te_dtype_str(kv->dtype));
