@@ -1,11 +1,14 @@
 /* Operator library, linear algebra / convolution / pooling / fused operators: every operator
  * evaluated by the reference interpreter on random inputs and compared with a naive float64
  * implementation written here (and, for matmul and conv2d, with OpenBLAS sgemm). */
+/* cmocka.h needs these first. */
+// clang-format off
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+// clang-format on
 
 #include <cblas.h>
 #include <math.h>
@@ -44,14 +47,14 @@ static double max_rel_f32(const float *got, const double *want, size_t n)
     return tt_max_rel_err_f32(got, want, n);
 }
 
-#define CHECK_CLOSE(got, want, n, tol)                                                         \
-    do {                                                                                       \
-        double e_ = max_rel((got), (want), (n));                                               \
-        if (!(e_ < (tol))) {                                                                   \
-            fprintf(stderr, "%s:%d: max relative error %g >= %g (seed %llu)\n", __FILE__,      \
-                    __LINE__, e_, (double)(tol), (unsigned long long)g_seed);                  \
-            fail();                                                                            \
-        }                                                                                      \
+#define CHECK_CLOSE(got, want, n, tol)                                                             \
+    do {                                                                                           \
+        double e_ = max_rel((got), (want), (n));                                                   \
+        if (!(e_ < (tol))) {                                                                       \
+            fprintf(stderr, "%s:%d: max relative error %g >= %g (seed %llu)\n", __FILE__,          \
+                    __LINE__, e_, (double)(tol), (unsigned long long)g_seed);                      \
+            fail();                                                                                \
+        }                                                                                          \
     } while (0)
 
 /* Evaluates `out` with the reference; returns a malloc'd array of its elements. */
@@ -88,8 +91,8 @@ static int setup(void **state)
 
 /* ---- matmul -------------------------------------------------------------------------- */
 
-static void naive_matmul(const float *A, const float *B, double *C, int M, int N, int K,
-                         int ta, int tb)
+static void naive_matmul(const float *A, const float *B, double *C, int M, int N, int K, int ta,
+                         int tb)
 {
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
@@ -125,8 +128,8 @@ static void test_matmul_all_transposes(void **state)
             /* Against OpenBLAS in float32. */
             float c32[M * N];
             cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-                        tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, a, ta ? M : K, b,
-                        tb ? K : N, 0.0f, c32, N);
+                        tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, a, ta ? M : K, b, tb ? K : N,
+                        0.0f, c32, N);
             assert_true(max_rel_f32(c32, got, (size_t)M * N) < 1e-5);
             free(a);
             free(b);
@@ -300,7 +303,8 @@ static void test_conv2d_nchw_direct_and_blas(void **state)
         bool padded = cc->p.pad_h || cc->p.pad_w;
         te_tensor *P = te_op_find(Y, "Y_pad");
         assert_true(padded ? P != NULL : P == NULL);
-        size_t nx = (size_t)cc->n * cc->c * cc->h * cc->w, nw = (size_t)cc->oc * cg * cc->kh * cc->kw;
+        size_t nx = (size_t)cc->n * cc->c * cc->h * cc->w,
+               nw = (size_t)cc->oc * cg * cc->kh * cc->kw;
         size_t ny = (size_t)te_tensor_numel(Y);
         float *x = rnd(nx), *w = rnd(nw);
         double *got = eval(ctx, Y, 2, (te_tensor *[]){X, W}, (const void *[]){x, w});
@@ -470,7 +474,8 @@ static double act_ref(te_op_act act, double x)
         return 0.5 * x * (1 + erf(x * (double)(float)M_SQRT1_2));
     case TE_ACT_GELU_TANH:
         return 0.5 * x *
-               (1 + tanh((double)(float)0.7978845608028654 * (x + (double)(float)0.044715 * x * x * x)));
+               (1 + tanh((double)(float)0.7978845608028654 *
+                         (x + (double)(float)0.044715 * x * x * x)));
     case TE_ACT_SILU:
         return x / (1 + exp(-x));
     case TE_ACT_SIGMOID:
@@ -547,9 +552,9 @@ static void test_conv2d_bn_relu(void **state)
         cc.p.layout = layout ? TE_LAYOUT_NHWC : TE_LAYOUT_NCHW;
         int cg = cc.c / cc.p.groups;
         te_ctx *ctx = te_ctx_create();
-        te_tensor *X = ph(ctx, "X", 4,
-                          layout ? (int64_t[]){cc.n, cc.h, cc.w, cc.c}
-                                 : (int64_t[]){cc.n, cc.c, cc.h, cc.w});
+        te_tensor *X =
+            ph(ctx, "X", 4,
+               layout ? (int64_t[]){cc.n, cc.h, cc.w, cc.c} : (int64_t[]){cc.n, cc.c, cc.h, cc.w});
         te_tensor *W = ph(ctx, "W", 4,
                           layout ? (int64_t[]){cc.kh, cc.kw, cg, cc.oc}
                                  : (int64_t[]){cc.oc, cg, cc.kh, cc.kw});

@@ -1,10 +1,13 @@
 /* Operator library, elementwise / layout / normalization operators: each evaluated by the
  * reference interpreter on random inputs and compared with a naive float64 implementation. */
+/* cmocka.h needs these first. */
+// clang-format off
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+// clang-format on
 
 #include <math.h>
 #include <stdbool.h>
@@ -36,14 +39,14 @@ static double max_rel(const double *got, const double *want, size_t n)
     return worst;
 }
 
-#define CHECK_CLOSE(got, want, n, tol)                                                         \
-    do {                                                                                       \
-        double e_ = max_rel((got), (want), (n));                                               \
-        if (!(e_ < (tol))) {                                                                   \
-            fprintf(stderr, "%s:%d: max relative error %g >= %g (seed %llu)\n", __FILE__,      \
-                    __LINE__, e_, (double)(tol), (unsigned long long)g_seed);                  \
-            fail();                                                                            \
-        }                                                                                      \
+#define CHECK_CLOSE(got, want, n, tol)                                                             \
+    do {                                                                                           \
+        double e_ = max_rel((got), (want), (n));                                                   \
+        if (!(e_ < (tol))) {                                                                       \
+            fprintf(stderr, "%s:%d: max relative error %g >= %g (seed %llu)\n", __FILE__,          \
+                    __LINE__, e_, (double)(tol), (unsigned long long)g_seed);                      \
+            fail();                                                                                \
+        }                                                                                          \
     } while (0)
 
 static double *eval(te_ctx *ctx, te_tensor *out, int n_in, te_tensor *const *ins,
@@ -129,9 +132,11 @@ static void test_activations_any_rank(void **state)
         act_fn fn;
         te_op_act act;
         const char *tag;
-    } acts[] = {{te_op_relu, TE_ACT_RELU, "relu"},          {te_op_gelu, TE_ACT_GELU, "gelu"},
+    } acts[] = {{te_op_relu, TE_ACT_RELU, "relu"},
+                {te_op_gelu, TE_ACT_GELU, "gelu"},
                 {te_op_gelu_tanh, TE_ACT_GELU_TANH, "gelu_tanh"},
-                {te_op_silu, TE_ACT_SILU, "silu"},          {te_op_sigmoid, TE_ACT_SIGMOID, "sigmoid"},
+                {te_op_silu, TE_ACT_SILU, "silu"},
+                {te_op_sigmoid, TE_ACT_SIGMOID, "sigmoid"},
                 {te_op_tanh, TE_ACT_TANH, "tanh"}};
     const int64_t shapes[3][4] = {{17}, {3, 5}, {2, 3, 2, 2}};
     const int ranks[3] = {1, 2, 4};
@@ -185,11 +190,11 @@ static void test_binary_broadcast(void **state)
         int ra, rb;
         int64_t a[4], b[4];
     } cases[] = {
-        {3, 2, {2, 1, 4}, {3, 1}},       /* -> [2, 3, 4] */
-        {2, 2, {3, 4}, {3, 4}},          /* same shape */
-        {1, 3, {4}, {2, 3, 4}},          /* lower rank on the left */
-        {4, 1, {2, 1, 3, 1}, {1}},       /* scalar-like */
-        {2, 2, {1, 5}, {4, 1}},          /* outer product shape */
+        {3, 2, {2, 1, 4}, {3, 1}}, /* -> [2, 3, 4] */
+        {2, 2, {3, 4}, {3, 4}},    /* same shape */
+        {1, 3, {4}, {2, 3, 4}},    /* lower rank on the left */
+        {4, 1, {2, 1, 3, 1}, {1}}, /* scalar-like */
+        {2, 2, {1, 5}, {4, 1}},    /* outer product shape */
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
@@ -216,12 +221,24 @@ static void test_binary_broadcast(void **state)
                     fb += (cases[c].b[d] == 1 ? 0 : idx[d + R - cases[c].rb]) * sb[d];
                 double x = a[fa], y = b[fb];
                 switch (ops[o]) {
-                case TE_ADD: want[i] = x + y; break;
-                case TE_SUB: want[i] = x - y; break;
-                case TE_MUL: want[i] = x * y; break;
-                case TE_DIV: want[i] = x / y; break;
-                case TE_MIN: want[i] = x < y ? x : y; break;
-                default: want[i] = x > y ? x : y; break;
+                case TE_ADD:
+                    want[i] = x + y;
+                    break;
+                case TE_SUB:
+                    want[i] = x - y;
+                    break;
+                case TE_MUL:
+                    want[i] = x * y;
+                    break;
+                case TE_DIV:
+                    want[i] = x / y;
+                    break;
+                case TE_MIN:
+                    want[i] = x < y ? x : y;
+                    break;
+                default:
+                    want[i] = x > y ? x : y;
+                    break;
                 }
             }
             CHECK_CLOSE(got, want, n, 1e-9);
@@ -450,8 +467,8 @@ static void test_layer_norm(void **state)
         te_tensor *X = ph(ctx, "X", 3, xs);
         te_tensor *G = ph(ctx, "gamma", 1, &xs[ax]), *B = ph(ctx, "beta", 1, &xs[ax]);
         const double eps = 1e-5;
-        te_tensor *Y = te_op_layer_norm(ctx, X, cases[c].gamma ? G : NULL,
-                                        cases[c].beta ? B : NULL, eps, cases[c].axis, "Y");
+        te_tensor *Y = te_op_layer_norm(ctx, X, cases[c].gamma ? G : NULL, cases[c].beta ? B : NULL,
+                                        eps, cases[c].axis, "Y");
         assert_non_null(Y);
         assert_non_null(te_op_find(Y, "Y_mean"));
         assert_non_null(te_op_find(Y, "Y_var"));
@@ -489,8 +506,8 @@ static void test_rms_norm(void **state)
                 ms += (double)x[i * N + j] * x[i * N + j];
             ms /= N;
             for (int j = 0; j < N; j++)
-                want[i * N + j] = x[i * N + j] / sqrt(ms + (double)(float)1e-6) *
-                                  (with_gamma ? g[j] : 1.0);
+                want[i * N + j] =
+                    x[i * N + j] / sqrt(ms + (double)(float)1e-6) * (with_gamma ? g[j] : 1.0);
         }
         CHECK_CLOSE(got, want, M * N, 1e-9);
         free(x);
@@ -525,8 +542,10 @@ static void test_reduce_and_mean(void **state)
                 for (int i = 0; i < 3; i++)
                     for (int l = 0; l < 5; l++) {
                         double v = x[(i * 4 + j) * 5 + l];
-                        acc = k == 1 ? fmax(acc, v) : k == 2 ? fmin(acc, v)
-                              : k == 3 ? acc * v : acc + v;
+                        acc = k == 1   ? fmax(acc, v)
+                              : k == 2 ? fmin(acc, v)
+                              : k == 3 ? acc * v
+                                       : acc + v;
                     }
                 want[j] = k == 4 ? acc / 15 : acc;
             }

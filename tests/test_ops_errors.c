@@ -1,10 +1,13 @@
 /* Operator library: bad inputs return NULL with a message naming the tensor and axis; the
  * stage finder; the registry (KEY=VAL parser, builders, workload keys). */
+/* cmocka.h needs these first. */
+// clang-format off
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+// clang-format on
 
 #include <math.h>
 #include <stdbool.h>
@@ -22,7 +25,8 @@ static te_tensor *ph(te_ctx *ctx, const char *name, int ndim, const int64_t *sha
     return t;
 }
 
-#define SHAPE(...) (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}
+#define SHAPE(...)                                                                                 \
+    (sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]) { __VA_ARGS__ }
 
 /* Asserts that `t` is NULL and that the context's message contains every string given, then
  * clears the error for the next case. */
@@ -46,13 +50,14 @@ static void expect_fail(te_ctx *ctx, const void *t, int line, const char *const 
         }
     te_ctx_clear_error(ctx);
 }
-#define EXPECT_FAIL(ctx, t, ...) expect_fail(ctx, t, __LINE__, (const char *const[]){__VA_ARGS__, NULL})
+#define EXPECT_FAIL(ctx, t, ...)                                                                   \
+    expect_fail(ctx, t, __LINE__, (const char *const[]){__VA_ARGS__, NULL})
 
 static int n_bad_cases;
-#define BAD(ctx, t, ...)                                                                       \
-    do {                                                                                       \
-        EXPECT_FAIL(ctx, t, __VA_ARGS__);                                                      \
-        n_bad_cases++;                                                                         \
+#define BAD(ctx, t, ...)                                                                           \
+    do {                                                                                           \
+        EXPECT_FAIL(ctx, t, __VA_ARGS__);                                                          \
+        n_bad_cases++;                                                                             \
     } while (0)
 
 static void test_bad_linear_algebra(void **state)
@@ -199,7 +204,8 @@ static void test_bad_elementwise_and_layout(void **state)
     BAD(ctx, te_op_rms_norm(ctx, X, NULL, -1.0, "R"), "eps -1");
     BAD(ctx, te_op_rms_norm(ctx, X, g, 1e-6, "R"), "gamma 'g' axis 0");
 
-    BAD(ctx, te_op_reduce(ctx, X, TE_RSUM, 2, (int[]){1, -2}, 0, "R"), "axis 1 of input 'X' is "
+    BAD(ctx, te_op_reduce(ctx, X, TE_RSUM, 2, (int[]){1, -2}, 0, "R"),
+        "axis 1 of input 'X' is "
         "listed twice");
     BAD(ctx, te_op_reduce(ctx, X, TE_RCUSTOM, 1, (int[]){0}, 0, "R"), "reduction kind");
     BAD(ctx, te_op_mean(ctx, X, 1, (int[]){5}, 0, "R"), "axis 5");
@@ -262,8 +268,7 @@ static void test_params_parse(void **state)
     (void)state;
     te_ctx *ctx = te_ctx_create();
     te_op_params kv;
-    assert_int_equal(te_op_params_parse(ctx, " m=4, n = 5,k=6 ,layout=NHWC,dtype=f64", &kv),
-                     TE_OK);
+    assert_int_equal(te_op_params_parse(ctx, " m=4, n = 5,k=6 ,layout=NHWC,dtype=f64", &kv), TE_OK);
     assert_int_equal(kv.n, 4);
     assert_string_equal(kv.p[1].key, "n");
     assert_true(kv.p[1].is_int);
@@ -277,15 +282,18 @@ static void test_params_parse(void **state)
 
     const struct {
         const char *text, *needle;
-    } bad[] = {{"m", "not KEY=VAL"},          {"m=", "empty value"},
-               {"=4", "empty key"},           {"m=1,m=2", "'m' is given twice"},
-               {"m=1,,n=2", "empty item"},    {"m=1,", "empty item"},
+    } bad[] = {{"m", "not KEY=VAL"},
+               {"m=", "empty value"},
+               {"=4", "empty key"},
+               {"m=1,m=2", "'m' is given twice"},
+               {"m=1,,n=2", "empty item"},
+               {"m=1,", "empty item"},
                {"dtype=f17", "unknown dtype 'f17'"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_equal(te_op_params_parse(ctx, bad[i].text, &kv), TE_ERR_ARG);
         if (!strstr(te_ctx_errmsg(ctx), bad[i].needle)) {
-            fprintf(stderr, "'%s': message \"%s\" lacks \"%s\"\n", bad[i].text,
-                    te_ctx_errmsg(ctx), bad[i].needle);
+            fprintf(stderr, "'%s': message \"%s\" lacks \"%s\"\n", bad[i].text, te_ctx_errmsg(ctx),
+                    bad[i].needle);
             fail();
         }
         te_ctx_clear_error(ctx);
@@ -313,11 +321,12 @@ static void test_workload_key(void **state)
 
     const te_op_info *cv = te_op_lookup("conv2d");
     char k1[256], k2[256];
-    assert_int_equal(te_op_params_parse(ctx, "n=1,c=3,h=32,w=32,oc=8,kh=3,kw=3,pad=1", &kv),
-                     TE_OK);
+    assert_int_equal(te_op_params_parse(ctx, "n=1,c=3,h=32,w=32,oc=8,kh=3,kw=3,pad=1", &kv), TE_OK);
     te_op_workload_key(ctx, cv, &kv, k1, sizeof k1);
-    assert_int_equal(te_op_params_parse(ctx, "kw=3,kh=3,oc=8,w=32,h=32,c=3,n=1,pad=1,stride=1,"
-                                             "layout=NCHW,dtype=f32", &kv),
+    assert_int_equal(te_op_params_parse(ctx,
+                                        "kw=3,kh=3,oc=8,w=32,h=32,c=3,n=1,pad=1,stride=1,"
+                                        "layout=NCHW,dtype=f32",
+                                        &kv),
                      TE_OK);
     te_op_workload_key(ctx, cv, &kv, k2, sizeof k2);
     assert_string_equal(k1, k2);
@@ -369,7 +378,7 @@ static void test_build_every_operator(void **state)
     const struct {
         const char *key;
         int val;
-    } small[] = {{"m", 3}, {"n", 2}, {"k", 4}, {"b", 2}, {"c", 2}, {"h", 5},
+    } small[] = {{"m", 3}, {"n", 2},  {"k", 4},  {"b", 2},  {"c", 2},  {"h", 5},
                  {"w", 4}, {"oc", 3}, {"kh", 2}, {"kw", 3}, {"pad", 1}};
     int nops = 0;
     const te_op_info *ops = te_op_list(&nops);

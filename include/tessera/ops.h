@@ -62,8 +62,8 @@ te_tensor *te_op_matmul(te_ctx *ctx, te_tensor *A, te_tensor *B, int trans_a, in
 /* Batched matmul: C[b, m, n] = op(A[b]) op(B[b]) with A [ba, m, k] (or [ba, k, m] when
  * trans_a) and B [bb, k, n] (or [bb, n, k] when trans_b). The batch extents ba and bb must be
  * equal, or one of them 1 (broadcast). One reduction stage. Tag "batch_matmul". */
-te_tensor *te_op_batch_matmul(te_ctx *ctx, te_tensor *A, te_tensor *B, int trans_a,
-                              int trans_b, const char *name);
+te_tensor *te_op_batch_matmul(te_ctx *ctx, te_tensor *A, te_tensor *B, int trans_a, int trans_b,
+                              const char *name);
 
 /* Fully connected layer with bias: Y[m, n] = sum_k X[m, k] * W[k, n] + bias[n].
  * Layout: the weight is input-major, W[k, n] (the transpose of PyTorch's Linear.weight);
@@ -128,8 +128,8 @@ typedef struct te_pool2d_params {
  * pooling with 0 and needs a float dtype. Stages: "<name>_pad" (only with padding); for max,
  * <name> is the max reduction over "ry", "rx"; for avg, "<name>_sum" is the sum reduction and
  * <name> divides it by the window count. Tag "max_pool2d" or "avg_pool2d". */
-te_tensor *te_op_pool2d(te_ctx *ctx, te_tensor *X, te_pool_kind kind,
-                        const te_pool2d_params *p, const char *name);
+te_tensor *te_op_pool2d(te_ctx *ctx, te_tensor *X, te_pool_kind kind, const te_pool2d_params *p,
+                        const char *name);
 
 /* ---- Normalization and softmax -------------------------------------------------------- */
 
@@ -161,8 +161,8 @@ te_tensor *te_op_rms_norm(te_ctx *ctx, te_tensor *X, te_tensor *gamma, double ep
  * TE_RPROD). keepdims != 0 keeps the reduced axes with extent 1, else they are dropped (a
  * full reduction then gives shape [1]). One stage; reduction axes are named "k0", "k1", ...
  * Tag "sum", "max", "min" or "prod". */
-te_tensor *te_op_reduce(te_ctx *ctx, te_tensor *X, te_reduce_kind kind, int naxes,
-                        const int *axes, int keepdims, const char *name);
+te_tensor *te_op_reduce(te_ctx *ctx, te_tensor *X, te_reduce_kind kind, int naxes, const int *axes,
+                        int keepdims, const char *name);
 
 /* Mean over axes: "<name>_sum" (te_op_reduce with TE_RSUM) then <name> = sum / count.
  * Needs a float dtype. Tag "mean". */
@@ -205,8 +205,7 @@ te_tensor *te_op_tanh(te_ctx *ctx, te_tensor *X, const char *name);
  * the larger rank. op is one of TE_ADD, TE_SUB, TE_MUL, TE_DIV, TE_MIN, TE_MAX (TE_DIV follows
  * te_div: C truncation on integers). One stage; tag "add", "sub", "mul", "div", "min" or
  * "max". */
-te_tensor *te_op_binary(te_ctx *ctx, te_binop op, te_tensor *A, te_tensor *B,
-                        const char *name);
+te_tensor *te_op_binary(te_ctx *ctx, te_binop op, te_tensor *A, te_tensor *B, const char *name);
 
 /* ---- Layout --------------------------------------------------------------------------- */
 
@@ -242,15 +241,14 @@ te_tensor *te_op_mlp_gate(te_ctx *ctx, te_tensor *X, te_tensor *W1, te_tensor *W
  * 0), scale and shift with oc elements, the conv as te_op_conv2d (either layout). Stages
  * "<name>_pad" (only with padding), "<name>_conv" and <name>. Tag "conv2d_bn_relu". */
 te_tensor *te_op_conv2d_bn_relu(te_ctx *ctx, te_tensor *X, te_tensor *W, te_tensor *scale,
-                                te_tensor *shift, const te_conv2d_params *p,
-                                const char *name);
+                                te_tensor *shift, const te_conv2d_params *p, const char *name);
 
 /* Q, K and V projections sharing one input: out[0] = X Wq, out[1] = X Wk, out[2] = X Wv with
  * X[m, k] and each W [k, n_i] (the n_i may differ, as with grouped-query attention). Three
  * reduction stages named "<name>_q", "<name>_k", "<name>_v" (name NULL: "qkv"). Returns
  * TE_OK, or an error status with out[] set to NULL. Tag "qkv_projection". */
-int te_op_qkv_projection(te_ctx *ctx, te_tensor *X, te_tensor *Wq, te_tensor *Wk,
-                         te_tensor *Wv, te_tensor *out[3], const char *name);
+int te_op_qkv_projection(te_ctx *ctx, te_tensor *X, te_tensor *Wq, te_tensor *Wk, te_tensor *Wv,
+                         te_tensor *out[3], const char *name);
 
 /* ---- Finding stages ------------------------------------------------------------------- */
 
@@ -302,11 +300,11 @@ typedef struct te_op_key {
  * TE_OP_MAX_IO entries; *n_in and *n_out receive the counts. Placeholders are named as in the
  * operator's documentation ("A", "B"; "X", "W", ...) and outputs after the operator. Unknown
  * keys, missing required keys and non-integer values are TE_ERR_ARG errors naming the key. */
-typedef int (*te_op_build_fn)(te_ctx *ctx, const te_op_params *kv, te_tensor **inputs,
-                              int *n_in, te_tensor **outputs, int *n_out);
+typedef int (*te_op_build_fn)(te_ctx *ctx, const te_op_params *kv, te_tensor **inputs, int *n_in,
+                              te_tensor **outputs, int *n_out);
 
 typedef struct te_op_info {
-    const char *name; /* "matmul" */
+    const char *name;        /* "matmul" */
     const char *description; /* one line */
     int nkeys;
     const te_op_key *keys;

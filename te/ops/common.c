@@ -41,8 +41,7 @@ bool op__need(const op_site *s, const te_tensor *t, const char *role)
     return true;
 }
 
-bool op__rank(const op_site *s, const te_tensor *t, const char *role, int ndim,
-              const char *what)
+bool op__rank(const op_site *s, const te_tensor *t, const char *role, int ndim, const char *what)
 {
     if (!op__need(s, t, role))
         return false;
@@ -64,8 +63,7 @@ bool op__float(const op_site *s, const te_tensor *t, const char *role)
     return true;
 }
 
-bool op__same_dtype(const op_site *s, const te_tensor *ref, const te_tensor *t,
-                    const char *role)
+bool op__same_dtype(const op_site *s, const te_tensor *ref, const te_tensor *t, const char *role)
 {
     if (te_tensor_dtype(t) == TE_BOOL) {
         op__fail(s, TE_ERR_DTYPE, "%s ('%s') has dtype bool; arithmetic needs a numeric dtype",
@@ -105,8 +103,7 @@ te_tensor *op__tag(te_ctx *ctx, te_tensor *t, const char *tag)
     return t;
 }
 
-bool op__axes(te_ctx *ctx, int ndim, const int64_t *shape, const char *const *names,
-              te_expr **axes)
+bool op__axes(te_ctx *ctx, int ndim, const int64_t *shape, const char *const *names, te_expr **axes)
 {
     for (int d = 0; d < ndim; d++) {
         char nm[16];
@@ -127,8 +124,8 @@ te_expr *op__mad(te_ctx *ctx, te_expr *a, int64_t s, te_expr *b)
 
 te_expr *op__c(te_ctx *ctx, te_dtype dt, double v) { return te_const(ctx, dt, v); }
 
-te_tensor *op__pad_hw(const op_site *s, te_tensor *X, int ax_h, int ax_w, int64_t ph,
-                      int64_t pw, double value, const char *tag)
+te_tensor *op__pad_hw(const op_site *s, te_tensor *X, int ax_h, int ax_w, int64_t ph, int64_t pw,
+                      double value, const char *tag)
 {
     if (ph == 0 && pw == 0)
         return X;
@@ -146,11 +143,9 @@ te_tensor *op__pad_hw(const op_site *s, te_tensor *X, int ax_h, int ax_w, int64_
     te_expr *y = ax[ax_h], *x = ax[ax_w];
     idx[ax_h] = te_sub(ctx, y, te_int(ctx, ph));
     idx[ax_w] = te_sub(ctx, x, te_int(ctx, pw));
-    te_expr *cond = te_and(ctx,
-                           te_and(ctx, te_ge(ctx, y, te_int(ctx, ph)),
-                                  te_lt(ctx, y, te_int(ctx, ph + xs[ax_h]))),
-                           te_and(ctx, te_ge(ctx, x, te_int(ctx, pw)),
-                                  te_lt(ctx, x, te_int(ctx, pw + xs[ax_w]))));
+    te_expr *cond = te_and(
+        ctx, te_and(ctx, te_ge(ctx, y, te_int(ctx, ph)), te_lt(ctx, y, te_int(ctx, ph + xs[ax_h]))),
+        te_and(ctx, te_ge(ctx, x, te_int(ctx, pw)), te_lt(ctx, x, te_int(ctx, pw + xs[ax_w]))));
     te_expr *body = te_if_then_else(ctx, cond, te_read(ctx, X, 4, idx),
                                     te_const(ctx, te_tensor_dtype(X), value));
     te_tensor *P = te_compute(ctx, op__stage_name(ctx, s->name, "pad"), 4, ax, body);

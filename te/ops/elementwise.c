@@ -5,7 +5,7 @@
 #include "te/internal.h"
 #include "te/ops/ops_internal.h"
 
-static const char *const act_names[TE_ACT_COUNT] = {"none", "relu", "gelu", "gelu_tanh",
+static const char *const act_names[TE_ACT_COUNT] = {"none", "relu",    "gelu", "gelu_tanh",
                                                     "silu", "sigmoid", "tanh"};
 
 const char *te_op_act_name(te_op_act act)
@@ -83,8 +83,8 @@ te_tensor *te_op_activation(te_ctx *ctx, te_tensor *X, te_op_act act, const char
     if (act != TE_ACT_NONE && act != TE_ACT_RELU && !op__float(&s, X, "input 'X'"))
         return NULL;
     act_user u = {X, act};
-    te_tensor *Y = te_compute_shape(ctx, s.name, te_tensor_ndim(X), te_tensor_shape(X),
-                                    act_body, &u);
+    te_tensor *Y =
+        te_compute_shape(ctx, s.name, te_tensor_ndim(X), te_tensor_shape(X), act_body, &u);
     return op__tag(ctx, Y, an);
 }
 
@@ -148,16 +148,17 @@ static void bcast_index(te_ctx *ctx, const te_tensor *T, int R, te_expr *const *
     }
 }
 
-te_tensor *te_op_binary(te_ctx *ctx, te_binop op, te_tensor *A, te_tensor *B,
-                        const char *name)
+te_tensor *te_op_binary(te_ctx *ctx, te_binop op, te_tensor *A, te_tensor *B, const char *name)
 {
     if (!ctx)
         return NULL;
     const char *tag = binary_tag(op);
     op_site s = {ctx, tag ? tag : "binary", name ? name : tag ? tag : "binary"};
     if (!tag)
-        return op__fail(&s, TE_ERR_ARG, "operator %d is not one of TE_ADD, TE_SUB, TE_MUL, "
-                        "TE_DIV, TE_MIN, TE_MAX", (int)op);
+        return op__fail(&s, TE_ERR_ARG,
+                        "operator %d is not one of TE_ADD, TE_SUB, TE_MUL, "
+                        "TE_DIV, TE_MIN, TE_MAX",
+                        (int)op);
     if (!op__need(&s, A, "input 'A'") || !op__need(&s, B, "input 'B'") ||
         !op__same_dtype(&s, A, A, "input 'A'") || !op__same_dtype(&s, A, B, "input 'B'"))
         return NULL;
@@ -168,10 +169,12 @@ te_tensor *te_op_binary(te_ctx *ctx, te_binop op, te_tensor *A, te_tensor *B,
         int da = od - (R - ra), db = od - (R - rb);
         int64_t ea = da >= 0 ? as[da] : 1, eb = db >= 0 ? bs[db] : 1;
         if (ea != eb && ea != 1 && eb != 1)
-            return op__fail(&s, TE_ERR_SHAPE, "cannot broadcast input 'A' ('%s') axis %d "
+            return op__fail(&s, TE_ERR_SHAPE,
+                            "cannot broadcast input 'A' ('%s') axis %d "
                             "(extent %lld) with input 'B' ('%s') axis %d (extent %lld): "
-                            "extents must be equal or 1", te_tensor_name(A), da, (long long)ea,
-                            te_tensor_name(B), db, (long long)eb);
+                            "extents must be equal or 1",
+                            te_tensor_name(A), da, (long long)ea, te_tensor_name(B), db,
+                            (long long)eb);
         shape[od] = ea > eb ? ea : eb;
     }
     te_expr *axes[TE_MAX_DIMS], *ia[TE_MAX_DIMS], *ib[TE_MAX_DIMS];

@@ -16,15 +16,19 @@ te_tensor *te_op_pad(te_ctx *ctx, te_tensor *X, int ndim, const int64_t *pad_bef
         return op__fail(&s, TE_ERR_SHAPE, "%d padding entries given but input '%s' has rank %d",
                         ndim, te_tensor_name(X), r);
     if (r > 0 && (!pad_before || !pad_after))
-        return op__fail(&s, TE_ERR_ARG, "pad_before and pad_after for input '%s' must not be "
-                        "NULL", te_tensor_name(X));
+        return op__fail(&s, TE_ERR_ARG,
+                        "pad_before and pad_after for input '%s' must not be "
+                        "NULL",
+                        te_tensor_name(X));
     const int64_t *xs = te_tensor_shape(X);
     int64_t shape[TE_MAX_DIMS];
     for (int d = 0; d < r; d++) {
         if (pad_before[d] < 0 || pad_after[d] < 0)
-            return op__fail(&s, TE_ERR_ARG, "padding of input '%s' axis %d is (%lld, %lld); "
-                            "pads must be >= 0", te_tensor_name(X), d,
-                            (long long)pad_before[d], (long long)pad_after[d]);
+            return op__fail(&s, TE_ERR_ARG,
+                            "padding of input '%s' axis %d is (%lld, %lld); "
+                            "pads must be >= 0",
+                            te_tensor_name(X), d, (long long)pad_before[d],
+                            (long long)pad_after[d]);
         shape[d] = pad_before[d] + xs[d] + pad_after[d];
     }
     te_expr *axes[TE_MAX_DIMS], *idx[TE_MAX_DIMS], *cond = NULL;
@@ -41,8 +45,8 @@ te_tensor *te_op_pad(te_ctx *ctx, te_tensor *X, int ndim, const int64_t *pad_bef
         cond = cond ? te_and(ctx, cond, c) : c;
     }
     te_expr *v = te_read(ctx, X, r, idx);
-    te_expr *body = cond ? te_if_then_else(ctx, cond, v, te_const(ctx, te_tensor_dtype(X), value))
-                         : v;
+    te_expr *body =
+        cond ? te_if_then_else(ctx, cond, v, te_const(ctx, te_tensor_dtype(X), value)) : v;
     return op__tag(ctx, te_compute(ctx, s.name, r, axes, body), "pad");
 }
 
@@ -61,11 +65,15 @@ te_tensor *te_op_transpose(te_ctx *ctx, te_tensor *X, const int *perm, const cha
     int64_t shape[TE_MAX_DIMS];
     for (int d = 0; d < r; d++) {
         if (perm[d] < 0 || perm[d] >= r)
-            return op__fail(&s, TE_ERR_ARG, "perm[%d] = %d is not an axis of input '%s' (rank "
-                            "%d)", d, perm[d], te_tensor_name(X), r);
+            return op__fail(&s, TE_ERR_ARG,
+                            "perm[%d] = %d is not an axis of input '%s' (rank "
+                            "%d)",
+                            d, perm[d], te_tensor_name(X), r);
         if (used[perm[d]])
-            return op__fail(&s, TE_ERR_ARG, "perm[%d] repeats axis %d of input '%s'; perm "
-                            "must list each axis once", d, perm[d], te_tensor_name(X));
+            return op__fail(&s, TE_ERR_ARG,
+                            "perm[%d] repeats axis %d of input '%s'; perm "
+                            "must list each axis once",
+                            d, perm[d], te_tensor_name(X));
         used[perm[d]] = true;
         shape[d] = xs[perm[d]];
     }
@@ -74,8 +82,7 @@ te_tensor *te_op_transpose(te_ctx *ctx, te_tensor *X, const int *perm, const cha
         return NULL;
     for (int d = 0; d < r; d++)
         idx[perm[d]] = axes[d];
-    return op__tag(ctx, te_compute(ctx, s.name, r, axes, te_read(ctx, X, r, idx)),
-                   "transpose");
+    return op__tag(ctx, te_compute(ctx, s.name, r, axes, te_read(ctx, X, r, idx)), "transpose");
 }
 
 te_tensor *te_op_reshape(te_ctx *ctx, te_tensor *X, int ndim, const int64_t *shape_in,
@@ -87,8 +94,10 @@ te_tensor *te_op_reshape(te_ctx *ctx, te_tensor *X, int ndim, const int64_t *sha
     if (!op__need(&s, X, "input 'X'"))
         return NULL;
     if (ndim < 1 || ndim > TE_MAX_DIMS || !shape_in)
-        return op__fail(&s, TE_ERR_ARG, "target rank %d for input '%s' must be 1 to %d with a "
-                        "shape", ndim, te_tensor_name(X), TE_MAX_DIMS);
+        return op__fail(&s, TE_ERR_ARG,
+                        "target rank %d for input '%s' must be 1 to %d with a "
+                        "shape",
+                        ndim, te_tensor_name(X), TE_MAX_DIMS);
     int64_t numel = te_tensor_numel(X), known = 1, shape[TE_MAX_DIMS];
     int infer = -1;
     for (int d = 0; d < ndim; d++) {
@@ -98,22 +107,27 @@ te_tensor *te_op_reshape(te_ctx *ctx, te_tensor *X, int ndim, const int64_t *sha
             continue;
         }
         if (shape[d] <= 0)
-            return op__fail(&s, TE_ERR_ARG, "target axis %d has extent %lld; extents must be "
-                            "positive (one may be -1)", d, (long long)shape[d]);
+            return op__fail(&s, TE_ERR_ARG,
+                            "target axis %d has extent %lld; extents must be "
+                            "positive (one may be -1)",
+                            d, (long long)shape[d]);
         if (__builtin_mul_overflow(known, shape[d], &known))
             return op__fail(&s, TE_ERR_OVERFLOW, "target element count overflows at axis %d", d);
     }
     if (infer >= 0) {
         if (numel % known)
-            return op__fail(&s, TE_ERR_SHAPE, "input '%s' has %lld elements, not a multiple of "
-                            "%lld, so target axis %d cannot be inferred", te_tensor_name(X),
-                            (long long)numel, (long long)known, infer);
+            return op__fail(&s, TE_ERR_SHAPE,
+                            "input '%s' has %lld elements, not a multiple of "
+                            "%lld, so target axis %d cannot be inferred",
+                            te_tensor_name(X), (long long)numel, (long long)known, infer);
         shape[infer] = numel / known;
         known = numel;
     }
     if (known != numel)
-        return op__fail(&s, TE_ERR_SHAPE, "input '%s' has %lld elements but the target shape "
-                        "has %lld", te_tensor_name(X), (long long)numel, (long long)known);
+        return op__fail(&s, TE_ERR_SHAPE,
+                        "input '%s' has %lld elements but the target shape "
+                        "has %lld",
+                        te_tensor_name(X), (long long)numel, (long long)known);
     te_expr *axes[TE_MAX_DIMS], *idx[TE_MAX_DIMS];
     if (!op__axes(ctx, ndim, shape, NULL, axes))
         return NULL;
@@ -138,6 +152,5 @@ te_tensor *te_op_reshape(te_ctx *ctx, te_tensor *X, int ndim, const int64_t *sha
         idx[d] = xs[d] == 1 ? te_int(ctx, 0) : e;
         stride *= xs[d];
     }
-    return op__tag(ctx, te_compute(ctx, s.name, ndim, axes, te_read(ctx, X, r, idx)),
-                   "reshape");
+    return op__tag(ctx, te_compute(ctx, s.name, ndim, axes, te_read(ctx, X, r, idx)), "reshape");
 }

@@ -18,7 +18,8 @@ te_tensor *op__matmul(const op_site *s, te_tensor *A, te_tensor *B, int ta, int 
     int ak = ta ? 0 : 1, bk = tb ? 1 : 0;
     int64_t m = as[1 - ak], k = as[ak], n = bs[1 - bk];
     if (bs[bk] != k)
-        return op__fail(s, TE_ERR_SHAPE, "reduction extent k differs: input 'A' ('%s') axis %d "
+        return op__fail(s, TE_ERR_SHAPE,
+                        "reduction extent k differs: input 'A' ('%s') axis %d "
                         "has %lld but input 'B' ('%s') axis %d has %lld",
                         te_tensor_name(A), ak, (long long)k, te_tensor_name(B), bk,
                         (long long)bs[bk]);
@@ -38,8 +39,8 @@ te_tensor *te_op_matmul(te_ctx *ctx, te_tensor *A, te_tensor *B, int trans_a, in
     return op__matmul(&s, A, B, trans_a, trans_b, s.name, "matmul");
 }
 
-te_tensor *te_op_batch_matmul(te_ctx *ctx, te_tensor *A, te_tensor *B, int trans_a,
-                              int trans_b, const char *name)
+te_tensor *te_op_batch_matmul(te_ctx *ctx, te_tensor *A, te_tensor *B, int trans_a, int trans_b,
+                              const char *name)
 {
     if (!ctx)
         return NULL;
@@ -52,12 +53,13 @@ te_tensor *te_op_batch_matmul(te_ctx *ctx, te_tensor *A, te_tensor *B, int trans
     int ak = trans_a ? 1 : 2, bk = trans_b ? 2 : 1;
     int64_t m = as[3 - ak], k = as[ak], n = bs[3 - bk];
     if (as[0] != bs[0] && as[0] != 1 && bs[0] != 1)
-        return op__fail(&s, TE_ERR_SHAPE, "batch axis 0 of input 'A' ('%s') has %lld but input "
+        return op__fail(&s, TE_ERR_SHAPE,
+                        "batch axis 0 of input 'A' ('%s') has %lld but input "
                         "'B' ('%s') has %lld; they must be equal or one of them 1",
-                        te_tensor_name(A), (long long)as[0], te_tensor_name(B),
-                        (long long)bs[0]);
+                        te_tensor_name(A), (long long)as[0], te_tensor_name(B), (long long)bs[0]);
     if (bs[bk] != k)
-        return op__fail(&s, TE_ERR_SHAPE, "reduction extent k differs: input 'A' ('%s') axis "
+        return op__fail(&s, TE_ERR_SHAPE,
+                        "reduction extent k differs: input 'A' ('%s') axis "
                         "%d has %lld but input 'B' ('%s') axis %d has %lld",
                         te_tensor_name(A), ak, (long long)k, te_tensor_name(B), bk,
                         (long long)bs[bk]);
@@ -68,8 +70,7 @@ te_tensor *te_op_batch_matmul(te_ctx *ctx, te_tensor *A, te_tensor *B, int trans
     te_expr *ea = trans_a ? TE_AT(ctx, A, ba, kk, i) : TE_AT(ctx, A, ba, i, kk);
     te_expr *eb = trans_b ? TE_AT(ctx, B, bb, j, kk) : TE_AT(ctx, B, bb, kk, j);
     te_expr *body = te_sum(ctx, te_mul(ctx, ea, eb), 1, &kk);
-    return op__tag(ctx, te_compute(ctx, s.name, 3, (te_expr *[]){b, i, j}, body),
-                   "batch_matmul");
+    return op__tag(ctx, te_compute(ctx, s.name, 3, (te_expr *[]){b, i, j}, body), "batch_matmul");
 }
 
 te_tensor *te_op_dense_bias(te_ctx *ctx, te_tensor *X, te_tensor *W, te_tensor *bias,
@@ -78,15 +79,16 @@ te_tensor *te_op_dense_bias(te_ctx *ctx, te_tensor *X, te_tensor *W, te_tensor *
     if (!ctx)
         return NULL;
     op_site s = {ctx, "dense", name ? name : "dense"};
-    if (!op__rank(&s, X, "input 'X'", 2, "[m, k]") ||
-        !op__rank(&s, W, "weight 'W'", 2, "[k, n]") ||
+    if (!op__rank(&s, X, "input 'X'", 2, "[m, k]") || !op__rank(&s, W, "weight 'W'", 2, "[k, n]") ||
         !op__rank(&s, bias, "bias", 1, "[n]") || !op__same_dtype(&s, X, bias, "bias"))
         return NULL;
     int64_t n = te_tensor_shape(W)[1];
     if (te_tensor_shape(bias)[0] != n)
-        return op__fail(&s, TE_ERR_SHAPE, "bias '%s' axis 0 has %lld elements but weight '%s' "
-                        "axis 1 (n) has %lld", te_tensor_name(bias),
-                        (long long)te_tensor_shape(bias)[0], te_tensor_name(W), (long long)n);
+        return op__fail(&s, TE_ERR_SHAPE,
+                        "bias '%s' axis 0 has %lld elements but weight '%s' "
+                        "axis 1 (n) has %lld",
+                        te_tensor_name(bias), (long long)te_tensor_shape(bias)[0],
+                        te_tensor_name(W), (long long)n);
     te_tensor *mm = op__matmul(&s, X, W, 0, 0, op__stage_name(ctx, s.name, "mm"), "dense_mm");
     if (!mm)
         return NULL;
@@ -112,8 +114,7 @@ bool op__conv_params(const op_site *s, const te_conv2d_params *p, te_conv2d_para
         return false;
     }
     if (q->pad_h < 0 || q->pad_w < 0) {
-        op__fail(s, TE_ERR_ARG, "padding (%d, %d) must be >= 0 on both axes", q->pad_h,
-                 q->pad_w);
+        op__fail(s, TE_ERR_ARG, "padding (%d, %d) must be >= 0 on both axes", q->pad_h, q->pad_w);
         return false;
     }
     if (q->dilation_h < 1 || q->dilation_w < 1) {
@@ -140,9 +141,11 @@ static bool out_extent(const op_site *s, const te_tensor *X, int axis, const cha
 {
     int64_t span = dil * (k - 1) + 1;
     if (in + 2 * pad < span) {
-        op__fail(s, TE_ERR_SHAPE, "input '%s' %s axis %d has extent %lld (%lld with padding) "
-                 "but the window spans %lld", te_tensor_name(X), axname, axis, (long long)in,
-                 (long long)(in + 2 * pad), (long long)span);
+        op__fail(s, TE_ERR_SHAPE,
+                 "input '%s' %s axis %d has extent %lld (%lld with padding) "
+                 "but the window spans %lld",
+                 te_tensor_name(X), axname, axis, (long long)in, (long long)(in + 2 * pad),
+                 (long long)span);
         return false;
     }
     *out = (in + 2 * pad - span) / stride + 1;
@@ -164,14 +167,18 @@ te_tensor *op__conv2d(const op_site *s, te_tensor *X, te_tensor *W, const te_con
     int wo = nhwc ? 3 : 0, wc = nhwc ? 2 : 1, wh = nhwc ? 0 : 2, ww = nhwc ? 1 : 3;
     int64_t C = xs[xc], OC = ws[wo], KH = ws[wh], KW = ws[ww], G = p->groups;
     if (C % G)
-        return op__fail(s, TE_ERR_ARG, "groups %lld does not divide the %lld channels of input "
-                        "'%s' (axis %d)", (long long)G, (long long)C, te_tensor_name(X), xc);
+        return op__fail(s, TE_ERR_ARG,
+                        "groups %lld does not divide the %lld channels of input "
+                        "'%s' (axis %d)",
+                        (long long)G, (long long)C, te_tensor_name(X), xc);
     if (OC % G)
-        return op__fail(s, TE_ERR_ARG, "groups %lld does not divide the %lld output channels of "
-                        "weight '%s' (axis %d)", (long long)G, (long long)OC, te_tensor_name(W),
-                        wo);
+        return op__fail(s, TE_ERR_ARG,
+                        "groups %lld does not divide the %lld output channels of "
+                        "weight '%s' (axis %d)",
+                        (long long)G, (long long)OC, te_tensor_name(W), wo);
     if (ws[wc] != C / G)
-        return op__fail(s, TE_ERR_SHAPE, "input '%s' channel axis %d has %lld channels but "
+        return op__fail(s, TE_ERR_SHAPE,
+                        "input '%s' channel axis %d has %lld channels but "
                         "weight '%s' axis %d expects %lld (= %lld channels / %lld groups)",
                         te_tensor_name(X), xc, (long long)C, te_tensor_name(W), wc,
                         (long long)ws[wc], (long long)(ws[wc] * G), (long long)G);
@@ -226,17 +233,20 @@ te_tensor *te_op_depthwise_conv2d(te_ctx *ctx, te_tensor *X, te_tensor *W,
     if (q.layout != TE_LAYOUT_NCHW)
         return op__fail(&s, TE_ERR_UNSUPPORTED, "only the NCHW layout is supported");
     if (q.groups != 1)
-        return op__fail(&s, TE_ERR_ARG, "groups must be left at 1 (got %d); the channel "
-                        "multiplier is weight axis 1", q.groups);
+        return op__fail(&s, TE_ERR_ARG,
+                        "groups must be left at 1 (got %d); the channel "
+                        "multiplier is weight axis 1",
+                        q.groups);
     if (!op__rank(&s, X, "input 'X'", 4, "[n, c, h, w] (NCHW)") ||
         !op__rank(&s, W, "weight 'W'", 4, "[c, mult, kh, kw]") ||
         !op__same_dtype(&s, X, X, "input 'X'") || !op__same_dtype(&s, X, W, "weight 'W'"))
         return NULL;
     const int64_t *xs = te_tensor_shape(X), *ws = te_tensor_shape(W);
     if (ws[0] != xs[1])
-        return op__fail(&s, TE_ERR_SHAPE, "input '%s' channel axis 1 has %lld channels but "
-                        "weight '%s' axis 0 has %lld", te_tensor_name(X), (long long)xs[1],
-                        te_tensor_name(W), (long long)ws[0]);
+        return op__fail(&s, TE_ERR_SHAPE,
+                        "input '%s' channel axis 1 has %lld channels but "
+                        "weight '%s' axis 0 has %lld",
+                        te_tensor_name(X), (long long)xs[1], te_tensor_name(W), (long long)ws[0]);
     int64_t OH, OW, M = ws[1];
     if (!out_extent(&s, X, 2, "height", xs[2], ws[2], q.pad_h, q.dilation_h, q.stride_h, &OH) ||
         !out_extent(&s, X, 3, "width", xs[3], ws[3], q.pad_w, q.dilation_w, q.stride_w, &OW))
@@ -276,8 +286,8 @@ static double lowest(te_dtype dt)
     }
 }
 
-te_tensor *te_op_pool2d(te_ctx *ctx, te_tensor *X, te_pool_kind kind,
-                        const te_pool2d_params *p, const char *name)
+te_tensor *te_op_pool2d(te_ctx *ctx, te_tensor *X, te_pool_kind kind, const te_pool2d_params *p,
+                        const char *name)
 {
     if (!ctx)
         return NULL;
@@ -293,15 +303,16 @@ te_tensor *te_op_pool2d(te_ctx *ctx, te_tensor *X, te_pool_kind kind,
         !op__same_dtype(&s, X, X, "input 'X'") || (avg && !op__float(&s, X, "input 'X'")))
         return NULL;
     if (p->kernel_h < 1 || p->kernel_w < 1)
-        return op__fail(&s, TE_ERR_ARG, "kernel (%d, %d) must be >= 1 on both axes",
-                        p->kernel_h, p->kernel_w);
-    if (p->stride_h < 1 || p->stride_w < 1)
-        return op__fail(&s, TE_ERR_ARG, "stride (%d, %d) must be >= 1 on both axes",
-                        p->stride_h, p->stride_w);
-    if (p->pad_h < 0 || p->pad_w < 0 || p->pad_h >= p->kernel_h || p->pad_w >= p->kernel_w)
-        return op__fail(&s, TE_ERR_ARG, "padding (%d, %d) must be >= 0 and smaller than the "
-                        "kernel (%d, %d) on both axes", p->pad_h, p->pad_w, p->kernel_h,
+        return op__fail(&s, TE_ERR_ARG, "kernel (%d, %d) must be >= 1 on both axes", p->kernel_h,
                         p->kernel_w);
+    if (p->stride_h < 1 || p->stride_w < 1)
+        return op__fail(&s, TE_ERR_ARG, "stride (%d, %d) must be >= 1 on both axes", p->stride_h,
+                        p->stride_w);
+    if (p->pad_h < 0 || p->pad_w < 0 || p->pad_h >= p->kernel_h || p->pad_w >= p->kernel_w)
+        return op__fail(&s, TE_ERR_ARG,
+                        "padding (%d, %d) must be >= 0 and smaller than the "
+                        "kernel (%d, %d) on both axes",
+                        p->pad_h, p->pad_w, p->kernel_h, p->kernel_w);
     const int64_t *xs = te_tensor_shape(X);
     int64_t OH, OW;
     if (!out_extent(&s, X, 2, "height", xs[2], p->kernel_h, p->pad_h, 1, p->stride_h, &OH) ||
@@ -313,16 +324,18 @@ te_tensor *te_op_pool2d(te_ctx *ctx, te_tensor *X, te_pool_kind kind,
         return NULL;
     te_expr *n = te_axis(ctx, "n", xs[0]), *c = te_axis(ctx, "c", xs[1]);
     te_expr *oh = te_axis(ctx, "oh", OH), *ow = te_axis(ctx, "ow", OW);
-    te_expr *ry = te_reduce_axis(ctx, "ry", p->kernel_h), *rx = te_reduce_axis(ctx, "rx", p->kernel_w);
-    te_expr *v = TE_AT(ctx, P, n, c, op__mad(ctx, oh, p->stride_h, ry),
-                       op__mad(ctx, ow, p->stride_w, rx));
+    te_expr *ry = te_reduce_axis(ctx, "ry", p->kernel_h),
+            *rx = te_reduce_axis(ctx, "rx", p->kernel_w);
+    te_expr *v =
+        TE_AT(ctx, P, n, c, op__mad(ctx, oh, p->stride_h, ry), op__mad(ctx, ow, p->stride_w, rx));
     te_expr *axes[4] = {n, c, oh, ow};
     if (!avg) {
         te_expr *body = te_rmax(ctx, v, 2, (te_expr *[]){ry, rx});
         return op__tag(ctx, te_compute(ctx, s.name, 4, axes, body), tag);
     }
-    te_tensor *S = op__tag(ctx, te_compute(ctx, op__stage_name(ctx, s.name, "sum"), 4, axes,
-                                           te_sum(ctx, v, 2, (te_expr *[]){ry, rx})),
+    te_tensor *S = op__tag(ctx,
+                           te_compute(ctx, op__stage_name(ctx, s.name, "sum"), 4, axes,
+                                      te_sum(ctx, v, 2, (te_expr *[]){ry, rx})),
                            "avg_pool2d_sum");
     if (!S)
         return NULL;
@@ -335,12 +348,12 @@ te_tensor *te_op_pool2d(te_ctx *ctx, te_tensor *X, te_pool_kind kind,
         /* Window rows [oh*s - pad, oh*s - pad + k) clipped to [0, h), likewise columns. */
         te_expr *y0 = te_sub(ctx, op__mad(ctx, oh2, p->stride_h, NULL), te_int(ctx, p->pad_h));
         te_expr *x0 = te_sub(ctx, op__mad(ctx, ow2, p->stride_w, NULL), te_int(ctx, p->pad_w));
-        te_expr *rows = te_sub(ctx, te_min(ctx, te_add(ctx, y0, te_int(ctx, p->kernel_h)),
-                                           te_int(ctx, xs[2])),
-                               te_max(ctx, y0, te_int(ctx, 0)));
-        te_expr *cols = te_sub(ctx, te_min(ctx, te_add(ctx, x0, te_int(ctx, p->kernel_w)),
-                                           te_int(ctx, xs[3])),
-                               te_max(ctx, x0, te_int(ctx, 0)));
+        te_expr *rows =
+            te_sub(ctx, te_min(ctx, te_add(ctx, y0, te_int(ctx, p->kernel_h)), te_int(ctx, xs[2])),
+                   te_max(ctx, y0, te_int(ctx, 0)));
+        te_expr *cols =
+            te_sub(ctx, te_min(ctx, te_add(ctx, x0, te_int(ctx, p->kernel_w)), te_int(ctx, xs[3])),
+                   te_max(ctx, x0, te_int(ctx, 0)));
         count = te_cast(ctx, dt, te_mul(ctx, rows, cols));
     }
     te_expr *body = te_div(ctx, TE_AT(ctx, S, n2, c2, oh2, ow2), count);

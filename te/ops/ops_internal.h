@@ -27,13 +27,11 @@ int op__failc(const op_site *s, int code, const char *fmt, ...)
 /* Checks that t is not NULL (role names it in the message: "input 'A'"). */
 bool op__need(const op_site *s, const te_tensor *t, const char *role);
 /* Checks rank; what describes the expected layout ("[m, k]"). */
-bool op__rank(const op_site *s, const te_tensor *t, const char *role, int ndim,
-              const char *what);
+bool op__rank(const op_site *s, const te_tensor *t, const char *role, int ndim, const char *what);
 /* Checks a float dtype (for operators using transcendental functions). */
 bool op__float(const op_site *s, const te_tensor *t, const char *role);
 /* Checks that t has a non-bool dtype equal to ref's. */
-bool op__same_dtype(const op_site *s, const te_tensor *ref, const te_tensor *t,
-                    const char *role);
+bool op__same_dtype(const op_site *s, const te_tensor *ref, const te_tensor *t, const char *role);
 /* Normalizes a possibly negative axis; false (with an error) when out of range. */
 bool op__axis(const op_site *s, const te_tensor *t, int *axis);
 
@@ -55,8 +53,8 @@ te_expr *op__c(te_ctx *ctx, te_dtype dt, double v);
 
 /* Pads the spatial axes (ax_h, ax_w) of a rank-4 tensor by ph, pw on both sides with value;
  * returns X itself when ph == pw == 0. Stage "<name>_pad", tag "<tag>_pad". */
-te_tensor *op__pad_hw(const op_site *s, te_tensor *X, int ax_h, int ax_w, int64_t ph,
-                      int64_t pw, double value, const char *tag);
+te_tensor *op__pad_hw(const op_site *s, te_tensor *X, int ax_h, int ax_w, int64_t ph, int64_t pw,
+                      double value, const char *tag);
 
 /* Matmul reduction C[i, j] = sum_k op(A)[i, k] op(B)[k, j] named `stage`, with shape checks
  * reported through s. */

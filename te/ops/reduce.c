@@ -44,15 +44,14 @@ te_tensor *te_op_softmax(te_ctx *ctx, te_tensor *X, int axis, const char *name)
     if (!ctx)
         return NULL;
     op_site s = {ctx, "softmax", name ? name : "softmax"};
-    if (!op__need(&s, X, "input 'X'") || !op__float(&s, X, "input 'X'") ||
-        !op__axis(&s, X, &axis))
+    if (!op__need(&s, X, "input 'X'") || !op__float(&s, X, "input 'X'") || !op__axis(&s, X, &axis))
         return NULL;
     int r = te_tensor_ndim(X);
     te_expr *oa[TE_MAX_DIMS], *ia[TE_MAX_DIMS], *k;
     if (!keep_axes(ctx, X, axis, oa, ia, &k))
         return NULL;
-    te_tensor *M = stage(ctx, &s, "max", r, oa, te_rmax(ctx, te_read(ctx, X, r, ia), 1, &k),
-                         "softmax_max");
+    te_tensor *M =
+        stage(ctx, &s, "max", r, oa, te_rmax(ctx, te_read(ctx, X, r, ia), 1, &k), "softmax_max");
     te_expr *ax[TE_MAX_DIMS], *i1[TE_MAX_DIMS];
     if (!M || !elem_axes(ctx, X, axis, ax, i1))
         return NULL;
@@ -60,8 +59,8 @@ te_tensor *te_op_softmax(te_ctx *ctx, te_tensor *X, int axis, const char *name)
     te_tensor *E = stage(ctx, &s, "exp", r, ax, e, "softmax_exp");
     if (!E || !keep_axes(ctx, X, axis, oa, ia, &k))
         return NULL;
-    te_tensor *S = stage(ctx, &s, "sum", r, oa, te_sum(ctx, te_read(ctx, E, r, ia), 1, &k),
-                         "softmax_sum");
+    te_tensor *S =
+        stage(ctx, &s, "sum", r, oa, te_sum(ctx, te_read(ctx, E, r, ia), 1, &k), "softmax_sum");
     if (!S || !elem_axes(ctx, X, axis, ax, i1))
         return NULL;
     te_expr *y = te_div(ctx, te_read(ctx, E, r, ax), te_read(ctx, S, r, i1));
@@ -78,9 +77,11 @@ static bool check_vec(const op_site *s, const te_tensor *X, const te_tensor *v, 
         return false;
     int64_t n = te_tensor_shape(X)[axis];
     if (te_tensor_shape(v)[0] != n) {
-        op__fail(s, TE_ERR_SHAPE, "%s '%s' axis 0 has %lld elements but input '%s' axis %d has "
-                 "%lld", role, te_tensor_name(v), (long long)te_tensor_shape(v)[0],
-                 te_tensor_name(X), axis, (long long)n);
+        op__fail(s, TE_ERR_SHAPE,
+                 "%s '%s' axis 0 has %lld elements but input '%s' axis %d has "
+                 "%lld",
+                 role, te_tensor_name(v), (long long)te_tensor_shape(v)[0], te_tensor_name(X), axis,
+                 (long long)n);
         return false;
     }
     return true;
@@ -104,24 +105,24 @@ te_tensor *te_op_layer_norm(te_ctx *ctx, te_tensor *X, te_tensor *gamma, te_tens
     te_expr *oa[TE_MAX_DIMS], *ia[TE_MAX_DIMS], *k;
     if (!keep_axes(ctx, X, axis, oa, ia, &k))
         return NULL;
-    te_tensor *mean = stage(ctx, &s, "mean", r, oa,
-                            te_sum(ctx, te_div(ctx, te_read(ctx, X, r, ia), N), 1, &k),
-                            "layer_norm_mean");
+    te_tensor *mean =
+        stage(ctx, &s, "mean", r, oa, te_sum(ctx, te_div(ctx, te_read(ctx, X, r, ia), N), 1, &k),
+              "layer_norm_mean");
     te_expr *mi[TE_MAX_DIMS];
     if (!mean || !keep_axes(ctx, X, axis, oa, ia, &k))
         return NULL;
     for (int d = 0; d < r; d++)
         mi[d] = d == axis ? te_int(ctx, 0) : oa[d];
     te_expr *dev = te_sub(ctx, te_read(ctx, X, r, ia), te_read(ctx, mean, r, mi));
-    te_tensor *var = stage(ctx, &s, "var", r, oa,
-                           te_sum(ctx, te_div(ctx, te_mul(ctx, dev, dev), N), 1, &k),
-                           "layer_norm_var");
+    te_tensor *var =
+        stage(ctx, &s, "var", r, oa, te_sum(ctx, te_div(ctx, te_mul(ctx, dev, dev), N), 1, &k),
+              "layer_norm_var");
     te_expr *ax[TE_MAX_DIMS], *i1[TE_MAX_DIMS];
     if (!var || !elem_axes(ctx, X, axis, ax, i1))
         return NULL;
-    te_expr *y = te_mul(ctx, te_sub(ctx, te_read(ctx, X, r, ax), te_read(ctx, mean, r, i1)),
-                        te_rsqrt(ctx, te_add(ctx, te_read(ctx, var, r, i1),
-                                             te_const(ctx, dt, eps))));
+    te_expr *y =
+        te_mul(ctx, te_sub(ctx, te_read(ctx, X, r, ax), te_read(ctx, mean, r, i1)),
+               te_rsqrt(ctx, te_add(ctx, te_read(ctx, var, r, i1), te_const(ctx, dt, eps))));
     if (gamma)
         y = te_mul(ctx, y, TE_AT(ctx, gamma, ax[axis]));
     if (beta)
@@ -129,8 +130,7 @@ te_tensor *te_op_layer_norm(te_ctx *ctx, te_tensor *X, te_tensor *gamma, te_tens
     return stage(ctx, &s, NULL, r, ax, y, "layer_norm");
 }
 
-te_tensor *te_op_rms_norm(te_ctx *ctx, te_tensor *X, te_tensor *gamma, double eps,
-                          const char *name)
+te_tensor *te_op_rms_norm(te_ctx *ctx, te_tensor *X, te_tensor *gamma, double eps, const char *name)
 {
     if (!ctx)
         return NULL;
@@ -148,13 +148,14 @@ te_tensor *te_op_rms_norm(te_ctx *ctx, te_tensor *X, te_tensor *gamma, double ep
     if (!keep_axes(ctx, X, axis, oa, ia, &k))
         return NULL;
     te_expr *x = te_read(ctx, X, r, ia);
-    te_tensor *ms = stage(ctx, &s, "ms", r, oa, te_sum(ctx, te_div(ctx, te_mul(ctx, x, x), N), 1, &k),
-                          "rms_norm_ms");
+    te_tensor *ms = stage(ctx, &s, "ms", r, oa,
+                          te_sum(ctx, te_div(ctx, te_mul(ctx, x, x), N), 1, &k), "rms_norm_ms");
     te_expr *ax[TE_MAX_DIMS], *i1[TE_MAX_DIMS];
     if (!ms || !elem_axes(ctx, X, axis, ax, i1))
         return NULL;
-    te_expr *y = te_mul(ctx, te_read(ctx, X, r, ax),
-                        te_rsqrt(ctx, te_add(ctx, te_read(ctx, ms, r, i1), te_const(ctx, dt, eps))));
+    te_expr *y =
+        te_mul(ctx, te_read(ctx, X, r, ax),
+               te_rsqrt(ctx, te_add(ctx, te_read(ctx, ms, r, i1), te_const(ctx, dt, eps))));
     if (gamma)
         y = te_mul(ctx, y, TE_AT(ctx, gamma, ax[axis]));
     return stage(ctx, &s, NULL, r, ax, y, "rms_norm");
@@ -227,16 +228,18 @@ static te_tensor *reduce_impl(const op_site *s, te_tensor *X, te_reduce_kind kin
     return op__tag(ctx, te_compute(ctx, nm, ro, oa, body), tag);
 }
 
-te_tensor *te_op_reduce(te_ctx *ctx, te_tensor *X, te_reduce_kind kind, int naxes,
-                        const int *axes, int keepdims, const char *name)
+te_tensor *te_op_reduce(te_ctx *ctx, te_tensor *X, te_reduce_kind kind, int naxes, const int *axes,
+                        int keepdims, const char *name)
 {
     if (!ctx)
         return NULL;
     const char *tag = reduce_tag(kind);
     op_site s = {ctx, tag ? tag : "reduce", name ? name : tag ? tag : "reduce"};
     if (!tag)
-        return op__fail(&s, TE_ERR_ARG, "reduction kind %d is not TE_RSUM, TE_RMAX, TE_RMIN or "
-                        "TE_RPROD", (int)kind);
+        return op__fail(&s, TE_ERR_ARG,
+                        "reduction kind %d is not TE_RSUM, TE_RMAX, TE_RMIN or "
+                        "TE_RPROD",
+                        (int)kind);
     return reduce_impl(&s, X, kind, naxes, axes, keepdims, s.name, tag);
 }
 

@@ -36,14 +36,13 @@ int te_op_params_parse(te_ctx *ctx, const char *text, te_op_params *out)
         p++;
     if (!*p)
         return TE_OK;
-    for (bool last = false; !last; ) {
+    for (bool last = false; !last;) {
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         last = !end;
         char item[80];
         if (len >= sizeof item)
-            return te_ctx_set_error(ctx, TE_ERR_ARG, "parameters: item '%.20s...' is too long",
-                                    p);
+            return te_ctx_set_error(ctx, TE_ERR_ARG, "parameters: item '%.20s...' is too long", p);
         memcpy(item, p, len);
         item[len] = 0;
         p = end ? end + 1 : p + len;
@@ -68,12 +67,16 @@ int te_op_params_parse(te_ctx *ctx, const char *text, te_op_params *out)
             return te_ctx_set_error(ctx, TE_ERR_ARG, "parameters: item '%s=%s' has an empty %s",
                                     key, val, *key ? "value" : "key");
         if (strlen(key) >= sizeof out->p[0].key || strlen(val) >= sizeof out->p[0].val)
-            return te_ctx_set_error(ctx, TE_ERR_ARG, "parameters: key or value of '%s' is too "
-                                    "long", key);
+            return te_ctx_set_error(ctx, TE_ERR_ARG,
+                                    "parameters: key or value of '%s' is too "
+                                    "long",
+                                    key);
         if (strcmp(key, "dtype") == 0) {
             if (te_dtype_parse(val, &out->dtype) != TE_OK)
-                return te_ctx_set_error(ctx, TE_ERR_ARG, "parameters: unknown dtype '%s' (use "
-                                        "f32, f64, i32, ...)", val);
+                return te_ctx_set_error(ctx, TE_ERR_ARG,
+                                        "parameters: unknown dtype '%s' (use "
+                                        "f32, f64, i32, ...)",
+                                        val);
             continue;
         }
         for (int i = 0; i < out->n; i++)
@@ -126,8 +129,8 @@ static int resolve(te_ctx *ctx, const te_op_info *op, const te_op_params *kv, re
                 if (j + 1 < op->nkeys)
                     strncat(list, ", ", sizeof list - strlen(list) - 1);
             }
-            return te_ctx_set_error(ctx, TE_ERR_ARG, "%s: unknown key '%s' (keys: %s)",
-                                    op->name, kv->p[i].key, list);
+            return te_ctx_set_error(ctx, TE_ERR_ARG, "%s: unknown key '%s' (keys: %s)", op->name,
+                                    kv->p[i].key, list);
         }
     }
     for (int k = 0; k < op->nkeys; k++) {
@@ -147,11 +150,15 @@ static int resolve(te_ctx *ctx, const te_op_info *op, const te_op_params *kv, re
                                     key->name, key->help);
         if (key->is_str) {
             if (!word_in(val, key->help))
-                return te_ctx_set_error(ctx, TE_ERR_ARG, "%s: key '%s' has value '%s'; use one "
-                                        "of %s", op->name, key->name, val, key->help);
+                return te_ctx_set_error(ctx, TE_ERR_ARG,
+                                        "%s: key '%s' has value '%s'; use one "
+                                        "of %s",
+                                        op->name, key->name, val, key->help);
         } else if (!isint) {
-            return te_ctx_set_error(ctx, TE_ERR_ARG, "%s: key '%s' has value '%s', which is not "
-                                    "an integer", op->name, key->name, val);
+            return te_ctx_set_error(ctx, TE_ERR_ARG,
+                                    "%s: key '%s' has value '%s', which is not "
+                                    "an integer",
+                                    op->name, key->name, val);
         }
         r->iv[k] = iv;
         r->sv[k] = val;
@@ -186,21 +193,21 @@ static int check_i32(te_ctx *ctx, const te_op_info *op, const resolved *r)
     return TE_OK;
 }
 
-#define PH(nm, ...)                                                                            \
+#define PH(nm, ...)                                                                                \
     te_placeholder(ctx, nm, kv->dtype, TE__NARGS64(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
 #define TE__NARGS64(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
 
 /* Common prologue of a builder: find the op's table entry, resolve its keys. */
-#define BUILD_BEGIN(opname)                                                                    \
-    const te_op_info *op = te_op_lookup(opname);                                               \
-    resolved r;                                                                                \
-    if (!ctx || !op || !inputs || !n_in || !outputs || !n_out)                                 \
-        return TE_ERR_ARG;                                                                     \
-    *n_in = *n_out = 0;                                                                        \
-    int rc_ = resolve(ctx, op, kv, &r);                                                        \
-    if (!rc_)                                                                                  \
-        rc_ = check_i32(ctx, op, &r);                                                          \
-    if (rc_)                                                                                   \
+#define BUILD_BEGIN(opname)                                                                        \
+    const te_op_info *op = te_op_lookup(opname);                                                   \
+    resolved r;                                                                                    \
+    if (!ctx || !op || !inputs || !n_in || !outputs || !n_out)                                     \
+        return TE_ERR_ARG;                                                                         \
+    *n_in = *n_out = 0;                                                                            \
+    int rc_ = resolve(ctx, op, kv, &r);                                                            \
+    if (!rc_)                                                                                      \
+        rc_ = check_i32(ctx, op, &r);                                                              \
+    if (rc_)                                                                                       \
         return rc_;
 
 static int finish(te_ctx *ctx, te_tensor **inputs, int *n_in, te_tensor *const *ins, int nin,
@@ -221,11 +228,11 @@ static int finish(te_ctx *ctx, te_tensor **inputs, int *n_in, te_tensor *const *
     return TE_OK;
 }
 
-#define BUILD_ARGS                                                                             \
-    te_ctx *ctx, const te_op_params *kv, te_tensor **inputs, int *n_in, te_tensor **outputs,   \
+#define BUILD_ARGS                                                                                 \
+    te_ctx *ctx, const te_op_params *kv, te_tensor **inputs, int *n_in, te_tensor **outputs,       \
         int *n_out
-#define FINISH(ins, outs)                                                                      \
-    finish(ctx, inputs, n_in, ins, (int)(sizeof ins / sizeof ins[0]), outputs, n_out, outs,    \
+#define FINISH(ins, outs)                                                                          \
+    finish(ctx, inputs, n_in, ins, (int)(sizeof ins / sizeof ins[0]), outputs, n_out, outs,        \
            (int)(sizeof outs / sizeof outs[0]))
 
 static int build_matmul(BUILD_ARGS)
@@ -272,8 +279,7 @@ static te_conv2d_params conv_params(const te_op_info *op, const resolved *r)
 
 /* Placeholders X and W of a (grouped) convolution. */
 static void conv_inputs(te_ctx *ctx, const te_op_params *kv, const te_op_info *op,
-                        const resolved *r, const te_conv2d_params *p, te_tensor **X,
-                        te_tensor **W)
+                        const resolved *r, const te_conv2d_params *p, te_tensor **X, te_tensor **W)
 {
     int64_t n = I(op, r, "n"), c = I(op, r, "c"), h = I(op, r, "h"), w = I(op, r, "w");
     int64_t oc = I(op, r, "oc"), kh = I(op, r, "kh"), kw = I(op, r, "kw");
@@ -329,9 +335,9 @@ static int build_pool(te_ctx *ctx, const te_op_params *kv, te_tensor **inputs, i
                       te_tensor **outputs, int *n_out, te_pool_kind kind)
 {
     BUILD_BEGIN(kind == TE_POOL_MAX ? "max_pool2d" : "avg_pool2d")
-    te_pool2d_params p = {(int32_t)I(op, &r, "kh"), (int32_t)I(op, &r, "kw"),
-                          (int32_t)I(op, &r, "stride"), (int32_t)I(op, &r, "stride"),
-                          (int32_t)I(op, &r, "pad"), (int32_t)I(op, &r, "pad"),
+    te_pool2d_params p = {(int32_t)I(op, &r, "kh"),         (int32_t)I(op, &r, "kw"),
+                          (int32_t)I(op, &r, "stride"),     (int32_t)I(op, &r, "stride"),
+                          (int32_t)I(op, &r, "pad"),        (int32_t)I(op, &r, "pad"),
                           (int32_t)I(op, &r, "include_pad")};
     te_tensor *X = PH("X", I(op, &r, "n"), I(op, &r, "c"), I(op, &r, "h"), I(op, &r, "w"));
     te_tensor *ins[] = {X}, *outs[] = {te_op_pool2d(ctx, X, kind, &p, op->name)};
@@ -353,9 +359,8 @@ static int build_pad(BUILD_ARGS)
     BUILD_BEGIN("pad")
     int64_t pd = I(op, &r, "pad");
     te_tensor *X = PH("X", I(op, &r, "n"), I(op, &r, "c"), I(op, &r, "h"), I(op, &r, "w"));
-    te_tensor *ins[] = {X},
-              *outs[] = {te_op_pad(ctx, X, 4, (int64_t[]){0, 0, pd, pd}, (int64_t[]){0, 0, pd, pd},
-                                   0.0, "pad")};
+    te_tensor *ins[] = {X}, *outs[] = {te_op_pad(ctx, X, 4, (int64_t[]){0, 0, pd, pd},
+                                                 (int64_t[]){0, 0, pd, pd}, 0.0, "pad")};
     return FINISH(ins, outs);
 }
 
@@ -372,7 +377,8 @@ static int build_layer_norm(BUILD_ARGS)
     BUILD_BEGIN("layer_norm")
     int64_t n = I(op, &r, "n");
     te_tensor *X = PH("X", I(op, &r, "m"), n), *g = PH("gamma", n), *b = PH("beta", n);
-    te_tensor *ins[] = {X, g, b}, *outs[] = {te_op_layer_norm(ctx, X, g, b, 1e-5, -1, "layer_norm")};
+    te_tensor *ins[] = {X, g, b},
+              *outs[] = {te_op_layer_norm(ctx, X, g, b, 1e-5, -1, "layer_norm")};
     return FINISH(ins, outs);
 }
 
@@ -385,13 +391,13 @@ static int build_rms_norm(BUILD_ARGS)
     return FINISH(ins, outs);
 }
 
-#define BUILD_ACT(fn, opname, ACT)                                                             \
-    static int fn(BUILD_ARGS)                                                                  \
-    {                                                                                          \
-        BUILD_BEGIN(opname)                                                                    \
-        te_tensor *X = PH("X", I(op, &r, "m"), I(op, &r, "n"));                                \
-        te_tensor *ins[] = {X}, *outs[] = {te_op_activation(ctx, X, ACT, opname)};             \
-        return FINISH(ins, outs);                                                              \
+#define BUILD_ACT(fn, opname, ACT)                                                                 \
+    static int fn(BUILD_ARGS)                                                                      \
+    {                                                                                              \
+        BUILD_BEGIN(opname)                                                                        \
+        te_tensor *X = PH("X", I(op, &r, "m"), I(op, &r, "n"));                                    \
+        te_tensor *ins[] = {X}, *outs[] = {te_op_activation(ctx, X, ACT, opname)};                 \
+        return FINISH(ins, outs);                                                                  \
     }
 BUILD_ACT(build_relu, "relu", TE_ACT_RELU)
 BUILD_ACT(build_gelu, "gelu", TE_ACT_GELU)
@@ -400,15 +406,15 @@ BUILD_ACT(build_silu, "silu", TE_ACT_SILU)
 BUILD_ACT(build_sigmoid, "sigmoid", TE_ACT_SIGMOID)
 BUILD_ACT(build_tanh, "tanh", TE_ACT_TANH)
 
-#define BUILD_BIN(fn, opname, OP)                                                              \
-    static int fn(BUILD_ARGS)                                                                  \
-    {                                                                                          \
-        BUILD_BEGIN(opname)                                                                    \
-        int64_t m = I(op, &r, "m"), n = I(op, &r, "n");                                        \
-        te_tensor *A = PH("A", m, n);                                                          \
-        te_tensor *B = I(op, &r, "bcast") ? PH("B", n) : PH("B", m, n);                        \
-        te_tensor *ins[] = {A, B}, *outs[] = {te_op_binary(ctx, OP, A, B, opname)};            \
-        return FINISH(ins, outs);                                                              \
+#define BUILD_BIN(fn, opname, OP)                                                                  \
+    static int fn(BUILD_ARGS)                                                                      \
+    {                                                                                              \
+        BUILD_BEGIN(opname)                                                                        \
+        int64_t m = I(op, &r, "m"), n = I(op, &r, "n");                                            \
+        te_tensor *A = PH("A", m, n);                                                              \
+        te_tensor *B = I(op, &r, "bcast") ? PH("B", n) : PH("B", m, n);                            \
+        te_tensor *ins[] = {A, B}, *outs[] = {te_op_binary(ctx, OP, A, B, opname)};                \
+        return FINISH(ins, outs);                                                                  \
     }
 BUILD_BIN(build_add, "add", TE_ADD)
 BUILD_BIN(build_sub, "sub", TE_SUB)
@@ -471,40 +477,70 @@ static int build_qkv(BUILD_ARGS)
 
 /* ---- The table ------------------------------------------------------------------------ */
 
-#define K_REQ(nm, help) {nm, NULL, 0, help}
-#define K_OPT(nm, dflt, help) {nm, dflt, 0, help}
-#define K_STR(nm, dflt, choices) {nm, dflt, 1, choices}
+#define K_REQ(nm, help)                                                                            \
+    {                                                                                              \
+        nm, NULL, 0, help                                                                          \
+    }
+#define K_OPT(nm, dflt, help)                                                                      \
+    {                                                                                              \
+        nm, dflt, 0, help                                                                          \
+    }
+#define K_STR(nm, dflt, choices)                                                                   \
+    {                                                                                              \
+        nm, dflt, 1, choices                                                                       \
+    }
 
 static const te_op_key keys_matmul[] = {
     K_REQ("m", "rows of C"), K_REQ("n", "columns of C"), K_REQ("k", "reduction extent"),
     K_OPT("trans_a", "0", "1: A is [k, m]"), K_OPT("trans_b", "0", "1: B is [n, k]")};
-static const te_op_key keys_batch_matmul[] = {
-    K_REQ("b", "batch"), K_REQ("m", "rows of C"), K_REQ("n", "columns of C"),
-    K_REQ("k", "reduction extent"), K_OPT("trans_a", "0", "1: A is [b, k, m]"),
-    K_OPT("trans_b", "0", "1: B is [b, n, k]")};
+static const te_op_key keys_batch_matmul[] = {K_REQ("b", "batch"),
+                                              K_REQ("m", "rows of C"),
+                                              K_REQ("n", "columns of C"),
+                                              K_REQ("k", "reduction extent"),
+                                              K_OPT("trans_a", "0", "1: A is [b, k, m]"),
+                                              K_OPT("trans_b", "0", "1: B is [b, n, k]")};
 static const te_op_key keys_mnk[] = {K_REQ("m", "rows"), K_REQ("n", "output features"),
                                      K_REQ("k", "input features")};
-static const te_op_key keys_conv[] = {
-    K_REQ("n", "batch"), K_REQ("c", "input channels"), K_REQ("h", "input height"),
-    K_REQ("w", "input width"), K_REQ("oc", "output channels"), K_REQ("kh", "kernel height"),
-    K_REQ("kw", "kernel width"), K_OPT("stride", "1", "stride (both axes)"),
-    K_OPT("pad", "0", "padding (all sides)"), K_OPT("dilation", "1", "dilation (both axes)"),
-    K_OPT("groups", "1", "channel groups"), K_STR("layout", "NCHW", "NCHW|NHWC")};
-static const te_op_key keys_depthwise[] = {
-    K_REQ("n", "batch"), K_REQ("c", "channels"), K_REQ("h", "input height"),
-    K_REQ("w", "input width"), K_OPT("mult", "1", "channel multiplier"),
-    K_REQ("kh", "kernel height"), K_REQ("kw", "kernel width"),
-    K_OPT("stride", "1", "stride (both axes)"), K_OPT("pad", "0", "padding (all sides)"),
-    K_OPT("dilation", "1", "dilation (both axes)")};
-static const te_op_key keys_max_pool[] = {
-    K_REQ("n", "batch"), K_REQ("c", "channels"), K_REQ("h", "input height"),
-    K_REQ("w", "input width"), K_REQ("kh", "window height"), K_REQ("kw", "window width"),
-    K_OPT("stride", "1", "stride (both axes)"), K_OPT("pad", "0", "padding (all sides)"),
-    K_OPT("include_pad", "0", "unused for max pooling")};
+static const te_op_key keys_conv[] = {K_REQ("n", "batch"),
+                                      K_REQ("c", "input channels"),
+                                      K_REQ("h", "input height"),
+                                      K_REQ("w", "input width"),
+                                      K_REQ("oc", "output channels"),
+                                      K_REQ("kh", "kernel height"),
+                                      K_REQ("kw", "kernel width"),
+                                      K_OPT("stride", "1", "stride (both axes)"),
+                                      K_OPT("pad", "0", "padding (all sides)"),
+                                      K_OPT("dilation", "1", "dilation (both axes)"),
+                                      K_OPT("groups", "1", "channel groups"),
+                                      K_STR("layout", "NCHW", "NCHW|NHWC")};
+static const te_op_key keys_depthwise[] = {K_REQ("n", "batch"),
+                                           K_REQ("c", "channels"),
+                                           K_REQ("h", "input height"),
+                                           K_REQ("w", "input width"),
+                                           K_OPT("mult", "1", "channel multiplier"),
+                                           K_REQ("kh", "kernel height"),
+                                           K_REQ("kw", "kernel width"),
+                                           K_OPT("stride", "1", "stride (both axes)"),
+                                           K_OPT("pad", "0", "padding (all sides)"),
+                                           K_OPT("dilation", "1", "dilation (both axes)")};
+static const te_op_key keys_max_pool[] = {K_REQ("n", "batch"),
+                                          K_REQ("c", "channels"),
+                                          K_REQ("h", "input height"),
+                                          K_REQ("w", "input width"),
+                                          K_REQ("kh", "window height"),
+                                          K_REQ("kw", "window width"),
+                                          K_OPT("stride", "1", "stride (both axes)"),
+                                          K_OPT("pad", "0", "padding (all sides)"),
+                                          K_OPT("include_pad", "0", "unused for max pooling")};
 static const te_op_key keys_avg_pool[] = {
-    K_REQ("n", "batch"), K_REQ("c", "channels"), K_REQ("h", "input height"),
-    K_REQ("w", "input width"), K_REQ("kh", "window height"), K_REQ("kw", "window width"),
-    K_OPT("stride", "1", "stride (both axes)"), K_OPT("pad", "0", "padding (all sides)"),
+    K_REQ("n", "batch"),
+    K_REQ("c", "channels"),
+    K_REQ("h", "input height"),
+    K_REQ("w", "input width"),
+    K_REQ("kh", "window height"),
+    K_REQ("kw", "window width"),
+    K_OPT("stride", "1", "stride (both axes)"),
+    K_OPT("pad", "0", "padding (all sides)"),
     K_OPT("include_pad", "0", "1: divide by the full window size")};
 static const te_op_key keys_pad[] = {K_REQ("n", "batch"), K_REQ("c", "channels"),
                                      K_REQ("h", "height"), K_REQ("w", "width"),
@@ -523,27 +559,24 @@ static const te_op_info op_table[] = {
      build_matmul},
     {"batch_matmul", "C[b, m, n] = op(A[b]) op(B[b])", NK(keys_batch_matmul), keys_batch_matmul,
      build_batch_matmul},
-    {"dense_bias", "Y[m, n] = X[m, k] W[k, n] + bias[n]", NK(keys_mnk), keys_mnk,
-     build_dense_bias},
+    {"dense_bias", "Y[m, n] = X[m, k] W[k, n] + bias[n]", NK(keys_mnk), keys_mnk, build_dense_bias},
     {"conv2d", "2-D convolution, NCHW or NHWC, with stride/pad/dilation/groups", NK(keys_conv),
      keys_conv, build_conv2d},
-    {"depthwise_conv2d", "depthwise 2-D convolution (NCHW), W[c, mult, kh, kw]",
-     NK(keys_depthwise), keys_depthwise, build_depthwise},
+    {"depthwise_conv2d", "depthwise 2-D convolution (NCHW), W[c, mult, kh, kw]", NK(keys_depthwise),
+     keys_depthwise, build_depthwise},
     {"max_pool2d", "2-D max pooling (NCHW)", NK(keys_max_pool), keys_max_pool, build_max_pool},
-    {"avg_pool2d", "2-D average pooling (NCHW)", NK(keys_avg_pool), keys_avg_pool,
-     build_avg_pool},
+    {"avg_pool2d", "2-D average pooling (NCHW)", NK(keys_avg_pool), keys_avg_pool, build_avg_pool},
     {"pad", "zero padding of the spatial axes of an NCHW tensor", NK(keys_pad), keys_pad,
      build_pad},
     {"softmax", "numerically stable softmax over the rows of X[m, n]", NK(keys_mn), keys_mn,
      build_softmax},
-    {"layer_norm", "layer normalization over the rows of X[m, n] (eps 1e-5)", NK(keys_mn),
-     keys_mn, build_layer_norm},
+    {"layer_norm", "layer normalization over the rows of X[m, n] (eps 1e-5)", NK(keys_mn), keys_mn,
+     build_layer_norm},
     {"rms_norm", "RMS normalization over the rows of X[m, n] (eps 1e-6)", NK(keys_mn), keys_mn,
      build_rms_norm},
     {"relu", "max(x, 0) over X[m, n]", NK(keys_mn), keys_mn, build_relu},
     {"gelu", "GELU, erf form, over X[m, n]", NK(keys_mn), keys_mn, build_gelu},
-    {"gelu_tanh", "GELU, tanh approximation, over X[m, n]", NK(keys_mn), keys_mn,
-     build_gelu_tanh},
+    {"gelu_tanh", "GELU, tanh approximation, over X[m, n]", NK(keys_mn), keys_mn, build_gelu_tanh},
     {"silu", "x * sigmoid(x) over X[m, n]", NK(keys_mn), keys_mn, build_silu},
     {"sigmoid", "1 / (1 + exp(-x)) over X[m, n]", NK(keys_mn), keys_mn, build_sigmoid},
     {"tanh", "tanh(x) over X[m, n]", NK(keys_mn), keys_mn, build_tanh},
@@ -555,14 +588,14 @@ static const te_op_info op_table[] = {
     {"maximum", "max(A, B) with broadcasting", NK(keys_bin), keys_bin, build_maximum},
     {"transpose", "Y[n, m] = X[m, n]", NK(keys_mn), keys_mn, build_transpose},
     {"sum", "row sums of X[m, n]", NK(keys_mn), keys_mn, build_sum},
-    {"matmul_bias_act", "act(X W + bias): matmul stage plus epilogue stage", NK(keys_mba),
-     keys_mba, build_matmul_bias_act},
-    {"mlp_gate", "silu(X W1) * (X W3): two matmul stages plus epilogue", NK(keys_mnk),
-     keys_mnk, build_mlp_gate},
+    {"matmul_bias_act", "act(X W + bias): matmul stage plus epilogue stage", NK(keys_mba), keys_mba,
+     build_matmul_bias_act},
+    {"mlp_gate", "silu(X W1) * (X W3): two matmul stages plus epilogue", NK(keys_mnk), keys_mnk,
+     build_mlp_gate},
     {"conv2d_bn_relu", "relu(conv2d(X, W) * scale + shift): conv stage plus epilogue",
      NK(keys_conv), keys_conv, build_conv2d_bn_relu},
-    {"qkv_projection", "X Wq, X Wk, X Wv: three matmuls sharing one input", NK(keys_mnk),
-     keys_mnk, build_qkv},
+    {"qkv_projection", "X Wq, X Wk, X Wv: three matmuls sharing one input", NK(keys_mnk), keys_mnk,
+     build_qkv},
 };
 
 const te_op_info *te_op_lookup(const char *name)
@@ -595,8 +628,8 @@ int te_op_workload_key(te_ctx *ctx, const te_op_info *op, const te_op_params *kv
     for (int k = 0; k < op->nkeys; k++)
         order[k] = k;
     for (int a = 1; a < op->nkeys; a++) /* insertion sort by key name */
-        for (int b = a; b > 0 && strcmp(op->keys[order[b - 1]].name,
-                                        op->keys[order[b]].name) > 0; b--) {
+        for (int b = a; b > 0 && strcmp(op->keys[order[b - 1]].name, op->keys[order[b]].name) > 0;
+             b--) {
             int t = order[b];
             order[b] = order[b - 1];
             order[b - 1] = t;
@@ -618,8 +651,8 @@ int te_op_workload_key(te_ctx *ctx, const te_op_info *op, const te_op_params *kv
             len += snprintf(tmp + len, sizeof tmp - (size_t)len, "%s%s=%s", written ? "," : "",
                             key->name, r.sv[k]);
         else
-            len += snprintf(tmp + len, sizeof tmp - (size_t)len, "%s%s=%lld",
-                            written ? "," : "", key->name, (long long)r.iv[k]);
+            len += snprintf(tmp + len, sizeof tmp - (size_t)len, "%s%s=%lld", written ? "," : "",
+                            key->name, (long long)r.iv[k]);
         written++;
     }
     if (len < (int)sizeof tmp)
@@ -632,15 +665,17 @@ int te_op_workload_key(te_ctx *ctx, const te_op_info *op, const te_op_params *kv
     return len;
 }
 
-int te_op_build(te_ctx *ctx, const char *opname, const char *params, te_tensor **inputs,
-                int *n_in, te_tensor **outputs, int *n_out)
+int te_op_build(te_ctx *ctx, const char *opname, const char *params, te_tensor **inputs, int *n_in,
+                te_tensor **outputs, int *n_out)
 {
     if (!ctx)
         return TE_ERR_ARG;
     const te_op_info *op = te_op_lookup(opname);
     if (!op)
-        return te_ctx_set_error(ctx, TE_ERR_NOT_FOUND, "unknown operator '%s' (see `tessera "
-                                "ops`)", opname ? opname : "(null)");
+        return te_ctx_set_error(ctx, TE_ERR_NOT_FOUND,
+                                "unknown operator '%s' (see `tessera "
+                                "ops`)",
+                                opname ? opname : "(null)");
     te_op_params kv;
     int rc = te_op_params_parse(ctx, params, &kv);
     if (rc)
