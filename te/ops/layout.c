@@ -147,7 +147,7 @@ te_tensor *te_op_reshape(te_ctx *ctx, te_tensor *X, int ndim, const int64_t *sha
     stride = 1;
     for (int d = r - 1; d >= 0; d--) {
         te_expr *e = stride == 1 ? flat : te_floordiv(ctx, flat, te_int(ctx, stride));
-        if (d > 0 && xs[d] != 1)
+        if (stride * xs[d] < numel) /* the outermost varying axis needs no wrap */
             e = te_floormod(ctx, e, te_int(ctx, xs[d]));
         idx[d] = xs[d] == 1 ? te_int(ctx, 0) : e;
         stride *= xs[d];
