@@ -268,7 +268,8 @@ int te_op_stages(te_tensor *out, te_tensor **stages, int cap);
 
 /* A parsed KEY=VAL list: "m=1024,n=1024,k=1024". Values are kept as text; is_int says the
  * value is a decimal integer (ival holds it). The special key "dtype" sets `dtype` instead of
- * adding an entry (default TE_F32). */
+ * adding an entry (default TE_F32). A struct filled by hand must set dtype itself (a zeroed
+ * struct means TE_BOOL, which every operator rejects). */
 typedef struct te_op_param {
     char key[32];
     char val[32];

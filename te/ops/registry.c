@@ -530,8 +530,7 @@ static const te_op_key keys_max_pool[] = {K_REQ("n", "batch"),
                                           K_REQ("kh", "window height"),
                                           K_REQ("kw", "window width"),
                                           K_OPT("stride", "1", "stride (both axes)"),
-                                          K_OPT("pad", "0", "padding (all sides)"),
-                                          K_OPT("include_pad", "0", "unused for max pooling")};
+                                          K_OPT("pad", "0", "padding (all sides)")};
 static const te_op_key keys_avg_pool[] = {
     K_REQ("n", "batch"),
     K_REQ("c", "channels"),
