@@ -884,10 +884,6 @@ int te_vectorize(te_stage *st, te_iter *x)
         return SERR(st->sched, TE_ERR_SCHEDULE, "te_vectorize: loop '%s' of stage '%s' is not the "
                     "innermost loop (the innermost is '%s'); reorder first", x->name,
                     st->tensor->name, ((te_iter *)st->leaves.v[st->leaves.n - 1])->name);
-    if (x->extent > 64)
-        return SERR(st->sched, TE_ERR_SCHEDULE, "te_vectorize: loop '%s' of stage '%s' has extent "
-                    "%lld; split it to at most 64 lanes first", x->name, st->tensor->name,
-                    (long long)x->extent);
     if (x->ann != TE_ANN_NONE)
         return SERR(st->sched, TE_ERR_SCHEDULE, "te_vectorize: loop '%s' of stage '%s' is already "
                     "annotated", x->name, st->tensor->name);

@@ -178,7 +178,7 @@ static void test_annotation_rejects(void **state)
     char dl[512], dt[128];
     strcpy(dl, leaf_names(f->sd));
     strcpy(dt, te_schedule_trace(f->s));
-    expect_reject(f, f->sd, te_vectorize(f->sd, fz), TE_ERR_SCHEDULE, "extent 3072", dl, dt);
+    expect_reject(f, f->sd, te_vectorize(f->sd, NULL), TE_ERR_ARG, "NULL", dl, dt);
     expect_reject(f, f->sc, te_parallel(f->sc, k), TE_ERR_SCHEDULE, "reduction loop", before, dt);
     assert_int_equal(te_parallel(f->sc, i), TE_OK);
     char trace[128];

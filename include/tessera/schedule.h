@@ -115,8 +115,9 @@ te_tensor *te_cache_read(te_schedule *s, te_tensor *t, te_scope scope, int n_rea
 te_tensor *te_cache_write(te_schedule *s, te_tensor *t, te_scope scope);
 
 /* ---- Annotations -------------------------------------------------------------------------
- * Vectorize the innermost leaf loop `x` of constant extent (lanes = extent). Where the body
- * cannot be vectorized, lowering falls back to a scalar loop. */
+ * Vectorize the innermost leaf loop `x` (lanes = its extent after bound inference). Where the
+ * body cannot be vectorized, or the extent is not a power of two up to 64, lowering keeps a
+ * scalar loop. */
 int te_vectorize(te_stage *st, te_iter *x);
 /* Fully unroll loop x (constant extent at most 1024). */
 int te_unroll(te_stage *st, te_iter *x);

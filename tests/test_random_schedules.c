@@ -1,0 +1,302 @@
+/*
+ * Random legal schedules over the operator library, each built for the CPU and checked against
+ * the reference interpreter.
+ *
+ * The generator applies random primitives (cache_write, compute_inline, compute_at, split,
+ * fuse, reorder, vectorize, unroll, parallel, the unroll pragma) with random arguments. Illegal
+ * requests are expected to be refused and to leave the schedule unchanged, so the generator
+ * simply ignores refusals; every schedule that results must compute the right answer.
+ *
+ * Environment: TESSERA_TEST_SEED (default 2026) and TESSERA_RANDOM_SCHEDULES (default 320).
+ * A failure prints the seed, the operator, the schedule trace and the lowered IR.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "backends/c/cc.h"
+#include "tessera/backend.h"
+#include "tessera/ops.h"
+#include "tessera/schedule.h"
+#include "testutil.h"
+
+static const struct {
+    const char *op, *params;
+} cases[] = {
+    {"matmul", "m=9,n=13,k=7"},
+    {"matmul", "m=8,n=16,k=12,trans_a=1,trans_b=1"},
+    {"batch_matmul", "b=2,m=5,n=6,k=4"},
+    {"dense_bias", "m=6,n=10,k=5"},
+    {"conv2d", "n=1,c=3,h=7,w=6,oc=4,kh=3,kw=3,pad=1"},
+    {"conv2d", "n=1,c=4,h=7,w=7,oc=4,kh=3,kw=2,stride=2,dilation=1,groups=2,layout=NHWC"},
+    {"depthwise_conv2d", "n=1,c=3,h=6,w=6,kh=3,kw=3,pad=1"},
+    {"max_pool2d", "n=1,c=2,h=6,w=7,kh=2,kw=2,stride=2"},
+    {"avg_pool2d", "n=1,c=2,h=5,w=5,kh=3,kw=3,pad=1"},
+    {"pad", "n=1,c=2,h=4,w=3,pad=1"},
+    {"softmax", "m=5,n=9"},
+    {"layer_norm", "m=4,n=12"},
+    {"rms_norm", "m=3,n=10"},
+    {"relu", "m=5,n=7"},
+    {"gelu", "m=4,n=9"},
+    {"gelu_tanh", "m=3,n=11"},
+    {"silu", "m=6,n=5"},
+    {"sigmoid", "m=5,n=8"},
+    {"tanh", "m=7,n=3"},
+    {"add", "m=5,n=6,bcast=1"},
+    {"div", "m=4,n=7"},
+    {"maximum", "m=3,n=9,bcast=1"},
+    {"transpose", "m=5,n=6"},
+    {"sum", "m=4,n=9"},
+    {"matmul_bias_act", "m=6,n=10,k=5,act=gelu"},
+    {"mlp_gate", "m=6,n=10,k=8"},
+    {"conv2d_bn_relu", "n=1,c=3,h=5,w=5,oc=4,kh=3,kw=3,pad=1"},
+    {"qkv_projection", "m=5,n=6,k=7"},
+};
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
+
+static te_iter *rand_leaf(te_stage *st, tt_rng *r)
+{
+    int n = te_stage_nleaves(st);
+    return n ? te_stage_leaf(st, (int)tt_rng_int(r, n)) : NULL;
+}
+
+static void rand_loops(te_stage *st, tt_rng *r)
+{
+    int rounds = (int)tt_rng_int(r, 4);
+    for (int q = 0; q < rounds; q++) {
+        te_iter *x = rand_leaf(st, r);
+        if (!x)
+            return;
+        int64_t e = te_iter_extent(x);
+        switch (tt_rng_int(r, 4)) {
+        case 0:
+        case 1: /* split by a random factor, often non-divisible */
+            te_split(st, x, 1 + tt_rng_int(r, e + 1), NULL, NULL);
+            break;
+        case 2: { /* fuse with the next loop */
+            int n = te_stage_nleaves(st);
+            for (int i = 0; i + 1 < n; i++)
+                if (te_stage_leaf(st, i) == x)
+                    te_fuse(st, x, te_stage_leaf(st, i + 1), NULL);
+            break;
+        }
+        default: { /* random permutation of all loops */
+            int n = te_stage_nleaves(st);
+            te_iter *order[64];
+            for (int i = 0; i < n && i < 64; i++)
+                order[i] = te_stage_leaf(st, i);
+            for (int i = n - 1; i > 0; i--) {
+                int j = (int)tt_rng_int(r, i + 1);
+                te_iter *t = order[i];
+                order[i] = order[j];
+                order[j] = t;
+            }
+            te_reorder(st, n, order);
+        }
+        }
+    }
+}
+
+static void rand_annotations(te_stage *st, tt_rng *r)
+{
+    int n = te_stage_nleaves(st);
+    if (n && tt_rng_int(r, 2)) {
+        te_iter *in = te_stage_leaf(st, n - 1);
+        if (te_iter_extent(in) <= 64)
+            te_vectorize(st, in);
+    }
+    if (tt_rng_int(r, 3) == 0) {
+        te_iter *x = rand_leaf(st, r);
+        if (x && te_iter_extent(x) <= 8)
+            te_unroll(st, x);
+    }
+    if (tt_rng_int(r, 3) == 0)
+        te_parallel(st, rand_leaf(st, r));
+    if (tt_rng_int(r, 4) == 0)
+        te_pragma_unroll_max(st, (int)tt_rng_int(r, 3) * 16);
+}
+
+/* Applies random primitives; refusals are ignored (and must leave no trace). */
+static void rand_schedule(te_schedule *s, tt_rng *r)
+{
+    te_ctx *ctx = te_schedule_ctx(s);
+    int n = te_schedule_nstages(s);
+    te_tensor *red[32];
+    int nred = 0;
+    for (int i = 0; i < n && nred < 32; i++) {
+        te_stage *st = te_schedule_stage_at(s, i);
+        if (te_stage_nreduce(st) > 0)
+            red[nred++] = te_stage_tensor(st);
+    }
+    for (int i = 0; i < nred; i++)
+        if (tt_rng_int(r, 3) == 0)
+            te_cache_write(s, red[i], TE_SCOPE_LOCAL);
+    /* Consumers first: a stage's loops are final before its producers attach to them. */
+    n = te_schedule_nstages(s);
+    for (int i = n - 1; i >= 0; i--) {
+        te_stage *st = te_schedule_stage_at(s, i);
+        int64_t pick = tt_rng_int(r, 8);
+        if (pick < 2) {
+            te_compute_inline(st);
+        } else if (pick < 5 && i + 1 < n) {
+            te_stage *p = te_schedule_stage_at(s, i + 1 + (int)tt_rng_int(r, n - i - 1));
+            te_compute_at(st, p, rand_leaf(p, r));
+        }
+        rand_loops(st, r);
+        rand_annotations(st, r);
+    }
+    te_ctx_clear_error(ctx);
+}
+
+typedef struct {
+    te_ctx *ctx;
+    te_tensor *in[TE_OP_MAX_IO], *out[TE_OP_MAX_IO];
+    int n_in, n_out;
+    void *in_data[TE_OP_MAX_IO];
+    double *ref[TE_OP_MAX_IO];
+} op_case;
+
+static void case_free(op_case *c)
+{
+    for (int i = 0; i < c->n_in; i++)
+        free(c->in_data[i]);
+    for (int i = 0; i < c->n_out; i++)
+        free(c->ref[i]);
+    te_ctx_free(c->ctx);
+}
+
+static void case_init(op_case *c, int k, tt_rng *r)
+{
+    memset(c, 0, sizeof *c);
+    c->ctx = te_ctx_create();
+    if (te_op_build(c->ctx, cases[k].op, cases[k].params, c->in, &c->n_in, c->out, &c->n_out))
+        fail_msg("building %s(%s): %s", cases[k].op, cases[k].params, te_ctx_errmsg(c->ctx));
+    for (int i = 0; i < c->n_in; i++) {
+        int64_t ne = te_tensor_numel(c->in[i]);
+        float *p = malloc(sizeof(float) * (size_t)ne);
+        tt_fill_f32(r, p, (size_t)ne);
+        /* Norms divide by the variance: keep inputs away from a degenerate row. */
+        c->in_data[i] = p;
+    }
+    for (int o = 0; o < c->n_out; o++)
+        c->ref[o] = malloc(sizeof(double) * (size_t)te_tensor_numel(c->out[o]));
+    if (te_reference_eval(c->ctx, c->n_in, c->in, (const void *const *)c->in_data, c->n_out,
+                          c->out, c->ref))
+        fail_msg("reference for %s: %s", cases[k].op, te_ctx_errmsg(c->ctx));
+}
+
+enum { BATCH = 16 };
+
+typedef struct {
+    int kase;
+    te_schedule *s;
+    te_lowered *low;
+    const char *src;
+} candidate;
+
+static void check_batch(op_case *cs, candidate *cand, int nb, uint64_t seed, int *done)
+{
+    const char *srcs[BATCH];
+    te__cc_lib *libs[BATCH];
+    int res[BATCH];
+    char *errs[BATCH];
+    for (int b = 0; b < nb; b++) {
+        srcs[b] = cand[b].src;
+        errs[b] = malloc(4096);
+    }
+    te__cc_build_many(nb, srcs, NULL, 0, libs, res, errs, 4096);
+    for (int b = 0; b < nb; b++) {
+        op_case *c = &cs[cand[b].kase];
+        if (res[b] != TE_OK) {
+            fprintf(stderr, "seed %llu, %s(%s), schedule:\n%s\n%s\n", (unsigned long long)seed,
+                    cases[cand[b].kase].op, cases[cand[b].kase].params, te_schedule_trace(cand[b].s),
+                    errs[b]);
+            fail_msg("generated code did not compile");
+        }
+        te_packed_fn fn = (te_packed_fn)te__cc_lib_sym(libs[b], "kernel_packed");
+        assert_non_null(fn);
+        void *args[2 * TE_OP_MAX_IO];
+        float *outs[TE_OP_MAX_IO];
+        for (int i = 0; i < c->n_in; i++)
+            args[i] = c->in_data[i];
+        for (int o = 0; o < c->n_out; o++) {
+            size_t ne = (size_t)te_tensor_numel(c->out[o]);
+            outs[o] = malloc(sizeof(float) * ne);
+            tt_poison_f32(outs[o], ne);
+            args[c->n_in + o] = outs[o];
+        }
+        assert_int_equal(fn(args), 0);
+        for (int o = 0; o < c->n_out; o++) {
+            double err = tt_max_rel_err_f32(outs[o], c->ref[o], (size_t)te_tensor_numel(c->out[o]));
+            if (!(err < 1e-5)) {
+                fprintf(stderr, "seed %llu, %s(%s): output %d max rel error %g\nschedule:\n%s",
+                        (unsigned long long)seed, cases[cand[b].kase].op,
+                        cases[cand[b].kase].params, o, err, te_schedule_trace(cand[b].s));
+                te_lowered_print(cand[b].low, stderr);
+                fprintf(stderr, "source: %s\n", te__cc_lib_source_path(libs[b]));
+                fail_msg("random schedule computed a wrong answer");
+            }
+            free(outs[o]);
+        }
+        te__cc_lib_free(libs[b]);
+        free(errs[b]);
+        (*done)++;
+    }
+}
+
+static void test_random_schedules(void **state)
+{
+    (void)state;
+    uint64_t seed = tt_seed(2026);
+    const char *zn = getenv("TESSERA_RANDOM_SCHEDULES");
+    int total = zn ? atoi(zn) : 320;
+    tt_rng r;
+    tt_rng_seed(&r, seed);
+    op_case cs[NCASES];
+    for (int k = 0; k < NCASES; k++)
+        case_init(&cs[k], k, &r);
+    te_target tgt = te_target_host();
+    candidate cand[BATCH];
+    int nb = 0, done = 0;
+    for (int t = 0; t < total; t++) {
+        int k = t % NCASES;
+        op_case *c = &cs[k];
+        te_schedule *s = te_schedule_create(c->ctx, c->n_out, c->out);
+        assert_non_null(s);
+        rand_schedule(s, &r);
+        te_tensor *args[2 * TE_OP_MAX_IO];
+        memcpy(args, c->in, sizeof(te_tensor *) * (size_t)c->n_in);
+        memcpy(args + c->n_in, c->out, sizeof(te_tensor *) * (size_t)c->n_out);
+        te_lowered *low = te_lower(s, c->n_in + c->n_out, args, "kernel", &tgt);
+        const char *src = low ? te_emit_c(c->ctx, low, &tgt) : NULL;
+        if (!src) {
+            fprintf(stderr, "seed %llu, %s(%s), schedule:\n%s", (unsigned long long)seed,
+                    cases[k].op, cases[k].params, te_schedule_trace(s));
+            fail_msg("lowering a legal schedule failed: %s", te_ctx_errmsg(c->ctx));
+        }
+        cand[nb++] = (candidate){k, s, low, src};
+        if (nb == BATCH || t == total - 1) {
+            check_batch(cs, cand, nb, seed, &done);
+            nb = 0;
+        }
+    }
+    printf("checked %d random schedules over %d operator cases (seed %llu)\n", done, NCASES,
+           (unsigned long long)seed);
+    assert_int_equal(done, total);
+    for (int k = 0; k < NCASES; k++)
+        case_free(&cs[k]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_random_schedules),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
