@@ -629,6 +629,61 @@ static void test_qkv_projection(void **state)
     te_ctx_free(ctx);
 }
 
+/* Operators are dtype-generic where that is natural: f64 and i32 matmul and conv2d. */
+static void test_other_dtypes(void **state)
+{
+    (void)state;
+    te_ctx *ctx = te_ctx_create();
+    const int M = 3, N = 4, K = 5;
+    te_tensor *A = te_placeholder(ctx, "A", TE_F64, 2, (int64_t[]){M, K});
+    te_tensor *B = te_placeholder(ctx, "B", TE_F64, 2, (int64_t[]){K, N});
+    te_tensor *C = te_op_matmul(ctx, A, B, 0, 0, "C");
+    assert_non_null(C);
+    assert_int_equal(te_tensor_dtype(C), TE_F64);
+    double a[M * K], b[K * N], want[M * N];
+    tt_fill_f64(&g_rng, a, M * K);
+    tt_fill_f64(&g_rng, b, K * N);
+    double *got = eval(ctx, C, 2, (te_tensor *[]){A, B}, (const void *[]){a, b});
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double acc = 0;
+            for (int k = 0; k < K; k++)
+                acc += a[i * K + k] * b[k * N + j];
+            want[i * N + j] = acc;
+        }
+    CHECK_CLOSE(got, want, M * N, 1e-12);
+    free(got);
+
+    /* i32 convolution with padding: exact integer results. */
+    te_tensor *X = te_placeholder(ctx, "X", TE_I32, 4, (int64_t[]){1, 2, 4, 4});
+    te_tensor *W = te_placeholder(ctx, "W", TE_I32, 4, (int64_t[]){3, 2, 3, 3});
+    te_conv2d_params p = te_conv2d_params_default();
+    p.pad_h = p.pad_w = 1;
+    te_tensor *Y = te_op_conv2d(ctx, X, W, &p, "Y");
+    assert_non_null(Y);
+    assert_int_equal(te_tensor_dtype(Y), TE_I32);
+    int32_t x[32], w[54];
+    float xf[32], wf[54];
+    for (int i = 0; i < 32; i++)
+        xf[i] = (float)(x[i] = (int32_t)tt_rng_int(&g_rng, 9) + 1); /* never zero */
+    for (int i = 0; i < 54; i++)
+        wf[i] = (float)(w[i] = (int32_t)tt_rng_int(&g_rng, 7) - 7);
+    got = eval(ctx, Y, 2, (te_tensor *[]){X, W}, (const void *[]){x, w});
+    conv_case cc = {1, 2, 4, 4, 3, 3, 3, p};
+    double want_y[48];
+    naive_conv_nchw(&cc, xf, wf, want_y);
+    CHECK_CLOSE(got, want_y, 48, 1e-12);
+    free(got);
+
+    /* The registry honours dtype=. */
+    te_tensor *in[TE_OP_MAX_IO], *out[TE_OP_MAX_IO];
+    int ni, no;
+    assert_int_equal(te_op_build(ctx, "matmul", "m=2,n=3,k=4,dtype=f64", in, &ni, out, &no), TE_OK);
+    assert_int_equal(te_tensor_dtype(in[0]), TE_F64);
+    assert_int_equal(te_tensor_dtype(out[0]), TE_F64);
+    te_ctx_free(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -643,6 +698,7 @@ int main(void)
         cmocka_unit_test_setup(test_mlp_gate, setup),
         cmocka_unit_test_setup(test_conv2d_bn_relu, setup),
         cmocka_unit_test_setup(test_qkv_projection, setup),
+        cmocka_unit_test_setup(test_other_dtypes, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
