@@ -37,6 +37,8 @@ int te_ctx_errcode(const te_ctx *ctx) { return ctx ? ctx->errcode : TE_ERR_ARG; 
 
 void te_ctx_clear_error(te_ctx *ctx)
 {
+    if (!ctx)
+        return;
     ctx->errcode = TE_OK;
     ctx->errmsg[0] = 0;
 }

@@ -45,6 +45,10 @@ te_expr *te_const(te_ctx *ctx, te_dtype dtype, double v)
     te_expr *e = te__new_expr(ctx, te_dtype_is_float(dtype) ? TE_E_FLOAT : TE_E_INT, dtype);
     if (!e)
         return NULL;
+    if (!te_dtype_is_float(dtype) && !(v >= -9.2e18 && v <= 9.2e18)) {
+        te_ctx_set_error(ctx, TE_ERR_ARG, "te_const: %g does not fit in %s", v, te_dtype_str(dtype));
+        return NULL;
+    }
     if (te_dtype_is_float(dtype))
         e->u.f = dtype == TE_F32 ? (double)(float)v : v;
     else if (dtype == TE_BOOL)
@@ -132,8 +136,15 @@ te_expr *te_var(te_ctx *ctx, const char *name, te_dtype dtype)
     return make_var(ctx, name, dtype, 0, TE_VAR_FREE);
 }
 
+/* Converts a constant operand to the other operand's dtype, refusing conversions that would
+ * change its value (0.5 to an integer). */
 static te_expr *retype_const(te_ctx *ctx, te_expr *c, te_dtype to)
 {
+    if (c->kind == TE_E_FLOAT && !te_dtype_is_float(to) && c->u.f != (double)(int64_t)c->u.f) {
+        te_ctx_set_error(ctx, TE_ERR_DTYPE, "constant %g cannot be used as %s without changing "
+                         "its value (use te_cast on the other operand)", c->u.f, te_dtype_str(to));
+        return NULL;
+    }
     return te_const(ctx, to, c->kind == TE_E_INT ? (double)c->u.i : c->u.f);
 }
 

@@ -122,15 +122,14 @@ static bool const_bounds(const te_expr *e, int64_t *lo, int64_t *hi)
             return false;
         switch (e->u.bin.op) {
         case TE_ADD:
-            *lo = a0 + b0;
-            *hi = a1 + b1;
-            return true;
+            return !__builtin_add_overflow(a0, b0, lo) && !__builtin_add_overflow(a1, b1, hi);
         case TE_SUB:
-            *lo = a0 - b1;
-            *hi = a1 - b0;
-            return true;
+            return !__builtin_sub_overflow(a0, b1, lo) && !__builtin_sub_overflow(a1, b0, hi);
         case TE_MUL: {
-            int64_t p[4] = {a0 * b0, a0 * b1, a1 * b0, a1 * b1};
+            int64_t p[4];
+            if (__builtin_mul_overflow(a0, b0, &p[0]) || __builtin_mul_overflow(a0, b1, &p[1]) ||
+                __builtin_mul_overflow(a1, b0, &p[2]) || __builtin_mul_overflow(a1, b1, &p[3]))
+                return false;
             *lo = *hi = p[0];
             for (int i = 1; i < 4; i++) {
                 *lo = p[i] < *lo ? p[i] : *lo;

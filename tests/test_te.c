@@ -85,6 +85,9 @@ static void test_bad_expressions(void **state)
     EXPECT_FAIL(ctx, te_mod(ctx, TE_AT(ctx, A, i, j), TE_AT(ctx, A, i, j)), TE_ERR_DTYPE,
                 "needs integer operands");
     EXPECT_FAIL(ctx, te_div(ctx, i, te_int(ctx, 0)), TE_ERR_ARG, "division by the constant zero");
+    EXPECT_FAIL(ctx, te_mul(ctx, i, te_f32(ctx, 0.5)), TE_ERR_DTYPE,
+                "constant 0.5 cannot be used as i64");
+    EXPECT_FAIL(ctx, te_const(ctx, TE_I32, NAN), TE_ERR_ARG, "does not fit in i32");
     EXPECT_FAIL(ctx, te_exp(ctx, i), TE_ERR_DTYPE, "exp needs a floating-point argument");
     EXPECT_FAIL(ctx, te_call(ctx, TE_POW, 1, &i), TE_ERR_ARG, "pow takes 2 argument(s)");
     EXPECT_FAIL(ctx, te_select(ctx, i, i, j), TE_ERR_DTYPE, "condition must be bool");
