@@ -1,0 +1,503 @@
+/*
+ * `tessera bench`: hand-scheduled Tessera kernels beside OpenBLAS (or memcpy for memory-bound
+ * row operations), measured in the same process, alternating the two, medians over repeats.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tessera/backend.h"
+#include "tessera/ops.h"
+#include "tessera/schedule.h"
+#include "tessera/te.h"
+#include "tools/cli.h"
+
+void openblas_set_num_threads(int n);
+int openblas_get_num_threads(void);
+
+typedef struct {
+    char workload[64];
+    int threads;
+    const char *unit; /* "gflops" or "gbps" */
+    double ours, base;
+    const char *base_name;
+    double err;
+} row;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef void (*run_fn)(void *arg);
+
+/* Runs a and b alternately `reps` times after a warm-up; medians in seconds. */
+static void time_pair(run_fn a, void *pa, run_fn b, void *pb, int reps, double *ta, double *tb)
+{
+    double *xa = malloc(sizeof(double) * (size_t)reps), *xb = malloc(sizeof(double) * (size_t)reps);
+    a(pa);
+    b(pb);
+    for (int r = 0; r < reps; r++) {
+        double t0 = now();
+        a(pa);
+        double t1 = now();
+        b(pb);
+        double t2 = now();
+        xa[r] = t1 - t0;
+        xb[r] = t2 - t1;
+    }
+    qsort(xa, (size_t)reps, sizeof(double), cmp_double);
+    qsort(xb, (size_t)reps, sizeof(double), cmp_double);
+    *ta = xa[reps / 2];
+    *tb = xb[reps / 2];
+    free(xa);
+    free(xb);
+}
+
+static float *rand_buf(size_t n, unsigned seed)
+{
+    float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        p[i] = ((float)(seed >> 8) / 16777216.0f - 0.5f) * 0.5f;
+    }
+    return p;
+}
+
+static double rel_err(const float *a, const float *b, size_t n)
+{
+    double w = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]) / fmax(1.0, fabs((double)b[i]));
+        if (!(e <= w))
+            w = e;
+    }
+    return w;
+}
+
+#define BCHECK(cond)                                                                           \
+    do {                                                                                       \
+        if (!(cond)) {                                                                         \
+            fprintf(stderr, "tessera bench: %s:%d: %s\n", __FILE__, __LINE__,                  \
+                    te_ctx_errmsg(ctx));                                                       \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+
+/* ---- Hand schedules ----------------------------------------------------------------------- */
+
+/* Wp[jo, k, ji] = W[k, jo * nr + ji]: column panels of nr floats, contiguous along k, so the
+ * micro-kernel streams each panel linearly. Columns past N read as zero. */
+static te_tensor *pack_panels(te_ctx *ctx, te_tensor *W, int64_t nr, const char *name)
+{
+    int64_t K = te_tensor_shape(W)[0], N = te_tensor_shape(W)[1], NP = (N + nr - 1) / nr;
+    te_expr *jo = te_axis(ctx, "jo", NP), *k = te_axis(ctx, "k", K), *ji = te_axis(ctx, "ji", nr);
+    te_expr *col = te_add(ctx, te_mul(ctx, jo, te_int(ctx, nr)), ji);
+    te_expr *v = N % nr ? te_if_then_else(ctx, te_lt(ctx, col, te_int(ctx, N)), TE_AT(ctx, W, k, col),
+                                          te_f32(ctx, 0))
+                        : TE_AT(ctx, W, k, col);
+    return te_compute(ctx, name, 3, (te_expr *[]){jo, k, ji}, v);
+}
+
+/* X @ W through packed panels of W. */
+static te_tensor *matmul_packed(te_ctx *ctx, te_tensor *X, te_tensor *Wp, int64_t N,
+                                const char *name)
+{
+    int64_t M = te_tensor_shape(X)[0], K = te_tensor_shape(X)[1], nr = te_tensor_shape(Wp)[2];
+    te_expr *i = te_axis(ctx, "i", M), *j = te_axis(ctx, "j", N), *k = te_reduce_axis(ctx, "k", K);
+    te_expr *w = TE_AT(ctx, Wp, te_floordiv(ctx, j, te_int(ctx, nr)), k,
+                       te_floormod(ctx, j, te_int(ctx, nr)));
+    return te_compute(ctx, name, 2, (te_expr *[]){i, j},
+                      te_sum(ctx, te_mul(ctx, TE_AT(ctx, X, i, k), w), 1, &k));
+}
+
+static void sched_pack(te_ctx *ctx, te_schedule *s, te_tensor *P)
+{
+    te_stage *sp = te_schedule_stage(s, P);
+    BCHECK(sp && te_parallel(sp, te_stage_axis(sp, 0)) == TE_OK);
+    BCHECK(te_vectorize(sp, te_stage_axis(sp, 2)) == TE_OK);
+}
+
+/* The register tile of one product: an mr x nr accumulator in registers, computed inside
+ * loop `at` of the consumer stage. */
+static void sched_tile(te_ctx *ctx, te_schedule *s, te_tensor *G, te_stage *consumer, te_iter *at,
+                       bool inline_copy)
+{
+    te_tensor *acc = te_cache_write(s, G, TE_SCOPE_LOCAL);
+    BCHECK(acc);
+    if (inline_copy)
+        BCHECK(te_compute_inline(te_schedule_stage(s, G)) == TE_OK);
+    te_stage *sa = te_schedule_stage(s, acc);
+    BCHECK(te_compute_at(sa, consumer, at) == TE_OK);
+    te_iter *i = te_stage_axis(sa, 0), *j = te_stage_axis(sa, 1), *k = te_stage_reduce_axis(sa, 0);
+    te_iter *ko, *ki;
+    BCHECK(te_split(sa, k, 4, &ko, &ki) == TE_OK);
+    BCHECK(te_reorder(sa, 4, (te_iter *[]){ko, ki, i, j}) == TE_OK);
+    BCHECK(te_unroll(sa, ki) == TE_OK);
+    BCHECK(te_unroll(sa, i) == TE_OK);
+    BCHECK(te_vectorize(sa, j) == TE_OK);
+}
+
+/* Output tiles mr x nr; column panels in parallel, rows inside. Returns the row-tile loop. */
+static te_iter *sched_output(te_ctx *ctx, te_stage *sy, int64_t mr, int64_t nr)
+{
+    te_iter *io, *jo, *ii, *ji;
+    BCHECK(te_tile(sy, te_stage_axis(sy, 0), te_stage_axis(sy, 1), mr, nr, &io, &jo, &ii, &ji) ==
+           TE_OK);
+    BCHECK(te_reorder(sy, 2, (te_iter *[]){jo, io}) == TE_OK);
+    BCHECK(te_parallel(sy, jo) == TE_OK);
+    BCHECK(te_unroll(sy, ii) == TE_OK);
+    BCHECK(te_vectorize(sy, ji) == TE_OK);
+    return io;
+}
+
+/* ---- Workloads ------------------------------------------------------------------------------ */
+
+typedef struct {
+    te_packed_fn fn;
+    void **args;
+} tess_run;
+
+static void run_tess(void *p)
+{
+    tess_run *r = p;
+    r->fn(r->args);
+}
+
+typedef struct {
+    int M, N, K;
+    const float *A, *B;
+    float *C;
+} sgemm_run;
+
+static void run_sgemm(void *p)
+{
+    sgemm_run *r = p;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r->M, r->N, r->K, 1.0f, r->A, r->K, r->B,
+                r->N, 0.0f, r->C, r->N);
+}
+
+static void set_threads(int t)
+{
+    omp_set_num_threads(t);
+    openblas_set_num_threads(t);
+}
+
+static int bench_matmul(int M, int N, int K, int threads, int reps, row *out)
+{
+    te_ctx *ctx = te_ctx_create();
+    const int64_t mr = 6, nr = 32;
+    te_tensor *A = te_placeholder(ctx, "A", TE_F32, 2, (int64_t[]){M, K});
+    te_tensor *B = te_placeholder(ctx, "B", TE_F32, 2, (int64_t[]){K, N});
+    te_tensor *Bp = pack_panels(ctx, B, nr, "B_packed");
+    te_tensor *C = matmul_packed(ctx, A, Bp, N, "C");
+    BCHECK(C);
+    te_tensor_set_tag(ctx, C, "matmul");
+    te_schedule *s = te_schedule_create(ctx, 1, &C);
+    BCHECK(s);
+    sched_pack(ctx, s, Bp);
+    te_stage *sc = te_schedule_stage(s, C);
+    te_tensor *acc = te_cache_write(s, C, TE_SCOPE_LOCAL);
+    BCHECK(acc);
+    te_iter *io = sched_output(ctx, sc, mr, nr);
+    te_stage *sa = te_schedule_stage(s, acc);
+    BCHECK(te_compute_at(sa, sc, io) == TE_OK);
+    te_iter *i = te_stage_axis(sa, 0), *j = te_stage_axis(sa, 1), *k = te_stage_reduce_axis(sa, 0);
+    te_iter *ko, *ki;
+    BCHECK(te_split(sa, k, 4, &ko, &ki) == TE_OK);
+    BCHECK(te_reorder(sa, 4, (te_iter *[]){ko, ki, i, j}) == TE_OK);
+    BCHECK(te_unroll(sa, ki) == TE_OK);
+    BCHECK(te_unroll(sa, i) == TE_OK);
+    BCHECK(te_vectorize(sa, j) == TE_OK);
+    te_target tgt = te_target_host();
+    tgt.num_cores = threads;
+    te_module *m = NULL;
+    BCHECK(te_build(s, 3, (te_tensor *[]){A, B, C}, "matmul", &tgt, &m) == TE_OK);
+    float *a = rand_buf((size_t)M * K, 1), *b = rand_buf((size_t)K * N, 2);
+    float *c = rand_buf((size_t)M * N, 3), *c2 = rand_buf((size_t)M * N, 4);
+    void *args[] = {a, b, c};
+    tess_run tr = {te_module_entry(m), args};
+    sgemm_run sr = {M, N, K, a, b, c2};
+    set_threads(threads);
+    double ta, tb;
+    time_pair(run_tess, &tr, run_sgemm, &sr, reps, &ta, &tb);
+    double flop = 2.0 * M * N * K;
+    snprintf(out->workload, sizeof out->workload, "matmul %dx%dx%d", M, N, K);
+    out->threads = threads;
+    out->unit = "gflops";
+    out->ours = flop / ta * 1e-9;
+    out->base = flop / tb * 1e-9;
+    out->base_name = "openblas sgemm";
+    out->err = rel_err(c, c2, (size_t)M * N);
+    free(a);
+    free(b);
+    free(c);
+    free(c2);
+    te_module_free(m);
+    te_ctx_free(ctx);
+    return 0;
+}
+
+typedef struct {
+    int M, N, K;
+    const float *X, *W1, *W3;
+    float *G, *U, *Y;
+} gate_run;
+
+static void run_gate_blas(void *p)
+{
+    gate_run *r = p;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r->M, r->N, r->K, 1.0f, r->X, r->K, r->W1,
+                r->N, 0.0f, r->G, r->N);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r->M, r->N, r->K, 1.0f, r->X, r->K, r->W3,
+                r->N, 0.0f, r->U, r->N);
+    size_t n = (size_t)r->M * r->N;
+#pragma omp parallel for schedule(static)
+    for (size_t q = 0; q < n; q++) {
+        float g = r->G[q];
+        r->Y[q] = g / (1.0f + expf(-g)) * r->U[q];
+    }
+}
+
+static int bench_mlp_gate(int M, int N, int K, int threads, int reps, row *out)
+{
+    te_ctx *ctx = te_ctx_create();
+    const int64_t mr = 4, nr = 32;
+    te_tensor *X = te_placeholder(ctx, "X", TE_F32, 2, (int64_t[]){M, K});
+    te_tensor *W1 = te_placeholder(ctx, "W1", TE_F32, 2, (int64_t[]){K, N});
+    te_tensor *W3 = te_placeholder(ctx, "W3", TE_F32, 2, (int64_t[]){K, N});
+    te_tensor *P1 = pack_panels(ctx, W1, nr, "W1_packed"), *P3 = pack_panels(ctx, W3, nr, "W3_packed");
+    te_tensor *G = matmul_packed(ctx, X, P1, N, "G"), *U = matmul_packed(ctx, X, P3, N, "U");
+    te_expr *i = te_axis(ctx, "i", M), *j = te_axis(ctx, "j", N);
+    te_expr *g = TE_AT(ctx, G, i, j);
+    te_tensor *Y = te_compute(ctx, "Y", 2, (te_expr *[]){i, j},
+                              te_mul(ctx, te_mul(ctx, g, te_sigmoid(ctx, g)), TE_AT(ctx, U, i, j)));
+    BCHECK(Y);
+    te_tensor_set_tag(ctx, Y, "mlp_gate");
+    te_schedule *s = te_schedule_create(ctx, 1, &Y);
+    BCHECK(s);
+    sched_pack(ctx, s, P1);
+    sched_pack(ctx, s, P3);
+    te_stage *sy = te_schedule_stage(s, Y);
+    te_iter *io = sched_output(ctx, sy, mr, nr);
+    sched_tile(ctx, s, G, sy, io, true);
+    sched_tile(ctx, s, U, sy, io, true);
+    te_target tgt = te_target_host();
+    te_module *m = NULL;
+    BCHECK(te_build(s, 4, (te_tensor *[]){X, W1, W3, Y}, "mlp_gate", &tgt, &m) == TE_OK);
+    size_t nk = (size_t)M * K, kn = (size_t)K * N, mn = (size_t)M * N;
+    float *x = rand_buf(nk, 1), *w1 = rand_buf(kn, 2), *w3 = rand_buf(kn, 3);
+    float *y = rand_buf(mn, 4), *y2 = rand_buf(mn, 5), *gb = rand_buf(mn, 6), *ub = rand_buf(mn, 7);
+    void *args[] = {x, w1, w3, y};
+    tess_run tr = {te_module_entry(m), args};
+    gate_run gr = {M, N, K, x, w1, w3, gb, ub, y2};
+    set_threads(threads);
+    double ta, tb;
+    time_pair(run_tess, &tr, run_gate_blas, &gr, reps, &ta, &tb);
+    double flop = 4.0 * M * N * K;
+    snprintf(out->workload, sizeof out->workload, "mlp_gate %dx%dx%d", M, K, N);
+    out->threads = threads;
+    out->unit = "gflops";
+    out->ours = flop / ta * 1e-9;
+    out->base = flop / tb * 1e-9;
+    out->base_name = "2x sgemm + expf pass";
+    out->err = rel_err(y, y2, mn);
+    free(x);
+    free(w1);
+    free(w3);
+    free(y);
+    free(y2);
+    free(gb);
+    free(ub);
+    te_module_free(m);
+    te_ctx_free(ctx);
+    return 0;
+}
+
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t n;
+} copy_run;
+
+static void run_copy(void *p)
+{
+    copy_run *r = p;
+    size_t half = r->n / 2;
+#pragma omp parallel sections
+    {
+#pragma omp section
+        memcpy(r->dst, r->src, half);
+#pragma omp section
+        memcpy((char *)r->dst + half, (const char *)r->src + half, r->n - half);
+    }
+}
+
+/* Row operations: every stage computed per row inside the output's (parallel) row loop. */
+static int bench_rowop(const char *op, int M, int N, int threads, int reps, row *out)
+{
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *in[TE_OP_MAX_IO], *outs[TE_OP_MAX_IO];
+    int n_in, n_out;
+    char params[64];
+    snprintf(params, sizeof params, "m=%d,n=%d", M, N);
+    BCHECK(te_op_build(ctx, op, params, in, &n_in, outs, &n_out) == TE_OK);
+    te_tensor *Y = outs[0];
+    te_schedule *s = te_schedule_create(ctx, 1, &Y);
+    BCHECK(s);
+    te_stage *sy = te_schedule_stage(s, Y);
+    te_iter *row_it = te_stage_axis(sy, 0), *jo, *ji;
+    BCHECK(te_parallel(sy, row_it) == TE_OK);
+    BCHECK(te_split(sy, te_stage_axis(sy, 1), 16, &jo, &ji) == TE_OK);
+    BCHECK(te_vectorize(sy, ji) == TE_OK);
+    BCHECK(te_stage_nontemporal(sy, true) == TE_OK);
+    for (int q = te_schedule_nstages(s) - 2; q >= 0; q--) {
+        te_stage *st = te_schedule_stage_at(s, q);
+        BCHECK(te_compute_at(st, sy, row_it) == TE_OK);
+        if (te_stage_nreduce(st) == 0 && te_tensor_ndim(te_stage_tensor(st)) == 2) {
+            te_iter *a, *b;
+            BCHECK(te_split(st, te_stage_axis(st, 1), 16, &a, &b) == TE_OK);
+            BCHECK(te_vectorize(st, b) == TE_OK);
+        }
+    }
+    te_target tgt = te_target_host();
+    te_module *m = NULL;
+    te_tensor *args[TE_OP_MAX_IO + 1];
+    for (int q = 0; q < n_in; q++)
+        args[q] = in[q];
+    args[n_in] = Y;
+    BCHECK(te_build(s, n_in + 1, args, op, &tgt, &m) == TE_OK);
+    size_t mn = (size_t)M * N;
+    void *bufs[TE_OP_MAX_IO + 1];
+    for (int q = 0; q < n_in; q++)
+        bufs[q] = rand_buf((size_t)te_tensor_numel(in[q]), 10u + (unsigned)q);
+    float *y = rand_buf(mn, 9), *dst = rand_buf(mn, 8);
+    bufs[n_in] = y;
+    tess_run tr = {te_module_entry(m), bufs};
+    copy_run cr = {dst, bufs[0], mn * sizeof(float)};
+    set_threads(threads);
+    double ta, tb;
+    time_pair(run_tess, &tr, run_copy, &cr, reps, &ta, &tb);
+    double bytes = 2.0 * (double)mn * sizeof(float);
+    snprintf(out->workload, sizeof out->workload, "%s %dx%d", op, M, N);
+    out->threads = threads;
+    out->unit = "gbps";
+    out->ours = bytes / ta * 1e-9;
+    out->base = bytes / tb * 1e-9;
+    out->base_name = "memcpy";
+    out->err = 0;
+    for (int q = 0; q <= n_in; q++)
+        free(bufs[q]);
+    free(dst);
+    te_module_free(m);
+    te_ctx_free(ctx);
+    return 0;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tessera bench [--json] [--reps N] [--threads LIST] [--only NAME]\n\n"
+               "Runs hand-scheduled Tessera kernels beside OpenBLAS (matmul, the MLP gate) and\n"
+               "beside memcpy (softmax, layer norm) in one process, alternating the two, and\n"
+               "prints medians and ratios.\n\n"
+               "  --json          print a JSON list of rows instead of a table\n"
+               "  --reps N        timed repetitions per kernel (default 9)\n"
+               "  --threads LIST  comma-separated thread counts (default 1,2)\n"
+               "  --only NAME     run only workloads whose name starts with NAME\n");
+}
+
+int te_cmd_bench(int argc, char **argv)
+{
+    bool json = false;
+    int reps = 9, threads[8] = {1, 2}, nthreads = 2;
+    const char *only = NULL;
+    for (int a = 1; a < argc; a++) {
+        if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[a], "--json")) {
+            json = true;
+        } else if (!strcmp(argv[a], "--reps") && a + 1 < argc) {
+            reps = atoi(argv[++a]);
+            if (reps < 1 || reps > 1000) {
+                fprintf(stderr, "tessera bench: --reps must be in [1, 1000]\n");
+                return 2;
+            }
+        } else if (!strcmp(argv[a], "--threads") && a + 1 < argc) {
+            nthreads = 0;
+            for (char *p = argv[++a]; *p && nthreads < 8;) {
+                char *end;
+                long t = strtol(p, &end, 10);
+                if (end == p || t < 1 || t > 256 || (*end && *end != ',')) {
+                    fprintf(stderr, "tessera bench: --threads takes a list like 1,2\n");
+                    return 2;
+                }
+                threads[nthreads++] = (int)t;
+                p = *end ? end + 1 : end;
+            }
+        } else if (!strcmp(argv[a], "--only") && a + 1 < argc) {
+            only = argv[++a];
+        } else {
+            fprintf(stderr, "tessera bench: unknown or incomplete option '%s'\n", argv[a]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    row rows[64];
+    int n = 0;
+    static const struct {
+        const char *name;
+        int kind, m, n, k;
+    } work[] = {
+        {"matmul", 0, 1024, 1024, 1024}, {"matmul", 0, 512, 3072, 768},
+        {"mlp_gate", 1, 256, 2816, 1024}, {"softmax", 2, 4096, 4096, 0},
+        {"layer_norm", 2, 4096, 4096, 0},
+    };
+    for (size_t w = 0; w < sizeof work / sizeof work[0]; w++) {
+        if (only && strncmp(work[w].name, only, strlen(only)))
+            continue;
+        for (int t = 0; t < nthreads && n < 64; t++) {
+            if (work[w].kind == 0)
+                bench_matmul(work[w].m, work[w].n, work[w].k, threads[t], reps, &rows[n]);
+            else if (work[w].kind == 1)
+                bench_mlp_gate(work[w].m, work[w].n, work[w].k, threads[t], reps, &rows[n]);
+            else
+                bench_rowop(work[w].name, work[w].m, work[w].n, threads[t], reps, &rows[n]);
+            if (!json)
+                fprintf(stderr, "  measured %s, %d thread(s)\n", rows[n].workload, threads[t]);
+            n++;
+        }
+    }
+    if (json) {
+        printf("[");
+        for (int r = 0; r < n; r++)
+            printf("%s\n  {\"workload\": \"%s\", \"threads\": %d, \"%s\": %.3f, \"baseline\": "
+                   "\"%s\", \"baseline_%s\": %.3f, \"ratio\": %.4f, \"max_rel_err\": %.3g}",
+                   r ? "," : "", rows[r].workload, rows[r].threads, rows[r].unit, rows[r].ours,
+                   rows[r].base_name, rows[r].unit, rows[r].base, rows[r].ours / rows[r].base,
+                   rows[r].err);
+        printf("\n]\n");
+    } else {
+        printf("%-26s %7s %10s %10s %-22s %7s\n", "workload", "threads", "tessera", "baseline",
+               "baseline is", "ratio");
+        for (int r = 0; r < n; r++)
+            printf("%-26s %7d %10.1f %10.1f %-22s %7.2f   %s\n", rows[r].workload, rows[r].threads,
+                   rows[r].ours, rows[r].base, rows[r].base_name, rows[r].ours / rows[r].base,
+                   !strcmp(rows[r].unit, "gbps") ? "GB/s" : "GFLOP/s");
+        printf("(medians of %d alternating repetitions; OpenBLAS threads %d at the end)\n", reps,
+               openblas_get_num_threads());
+    }
+    return 0;
+}
