@@ -538,14 +538,28 @@ static int query_int(te_db *db, te__conn *c, const char *sql, int64_t *out)
 /* Identifies the file: *version = user_version; refuses foreign and newer files. */
 static int read_identity(te_db *db, te__conn *c, int64_t *version)
 {
+    /* One statement, so one snapshot: while another process creates the file, separate
+     * queries could see the version from before its commit and the tables from after. */
     int64_t app = 0, n_objects = 0;
-    int code = query_int(db, c, "PRAGMA user_version", version);
-    if (!code)
-        code = query_int(db, c, "PRAGMA application_id", &app);
-    if (!code)
-        code = query_int(db, c, "SELECT count(*) FROM sqlite_master", &n_objects);
-    if (code)
-        return code;
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(c->h,
+                                "SELECT (SELECT user_version FROM pragma_user_version), "
+                                "(SELECT application_id FROM pragma_application_id), "
+                                "(SELECT count(*) FROM sqlite_master)",
+                                -1, &st, NULL);
+    if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        *version = sqlite3_column_int64(st, 0);
+        app = sqlite3_column_int64(st, 1);
+        n_objects = sqlite3_column_int64(st, 2);
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_OK) {
+        if ((rc & 0xff) == SQLITE_NOTADB)
+            return te__db_err(db, TE_ERR_CORRUPT,
+                              "%s: not an SQLite database; file left unchanged", c->path);
+        return te__db_sqlerr(db, c, rc, "reading the database header");
+    }
     if (app != 0 && app != TE_DB_APPLICATION_ID)
         return te__db_err(db, TE_ERR_CORRUPT,
                           "%s: an SQLite database of another application (application_id "
