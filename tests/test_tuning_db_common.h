@@ -46,6 +46,7 @@ static inline void tdb_path(char *buf, size_t n, const char *dir, const char *na
 /* The whole file, malloc'ed; *size its length. NULL if it cannot be read. */
 static inline unsigned char *tdb_slurp(const char *path, size_t *size)
 {
+    *size = 0;
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;

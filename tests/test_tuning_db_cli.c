@@ -1,0 +1,259 @@
+/* `tessera db`: exit statuses (0 ok / 1 failed / 2 bad usage), --help everywhere, --json that
+ * parses, export/import/merge through the command line. Runs the real binary (TESSERA_CLI). */
+#include "test_tuning_db_common.h"
+
+#include <sys/wait.h>
+
+#include "tuning_db/json.h"
+
+#ifndef TESSERA_CLI
+#error "TESSERA_CLI (path of the tessera binary) must be defined by tests/tuning_db.cmake"
+#endif
+
+static char dir[256], db_file[320], out_file[320], err_file[320];
+static char *out_text, *err_text;
+
+static int setup(void **state)
+{
+    (void)state;
+    tdb_mkdtemp(dir, sizeof dir);
+    tdb_path(db_file, sizeof db_file, dir, "cli.db");
+    tdb_path(out_file, sizeof out_file, dir, "stdout");
+    tdb_path(err_file, sizeof err_file, dir, "stderr");
+    unsetenv("TESSERA_SYSTEM_DB");
+    unsetenv("TESSERA_DB");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    free(out_text);
+    free(err_text);
+    out_text = err_text = NULL;
+    tdb_rmdir(dir);
+    return 0;
+}
+
+/* Runs `tessera <args>` through the shell; returns its exit status, keeps stdout/stderr. */
+static int cli(const char *fmt, ...)
+{
+    char args[2048], cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s >'%s' 2>'%s'", dir, TESSERA_CLI, args, out_file,
+             err_file);
+    int ws = system(cmd);
+    assert_true(WIFEXITED(ws));
+    size_t n;
+    free(out_text);
+    free(err_text);
+    out_text = (char *)tdb_slurp(out_file, &n);
+    out_text = realloc(out_text, n + 1);
+    out_text[n] = '\0';
+    err_text = (char *)tdb_slurp(err_file, &n);
+    err_text = realloc(err_text, n + 1);
+    err_text[n] = '\0';
+    return WEXITSTATUS(ws);
+}
+
+/* Every non-empty line of stdout is one valid JSON value; returns the count. */
+static int json_lines(void)
+{
+    int n = 0;
+    for (char *p = out_text; *p;) {
+        char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        if (len) {
+            if (!te__json_valid(p, len))
+                fail_msg("not JSON: %.*s", (int)len, p);
+            n++;
+        }
+        p += len + (nl != NULL);
+    }
+    return n;
+}
+
+static void seed(void)
+{
+    te_db *db = tdb_open(db_file, 0);
+    int64_t job;
+    assert_int_equal(te_db_job_start(db, "tessera tune matmul", 3, &job), TE_OK);
+    te_db_trial t[3] = {tdb_trial("fast", 1e-3), tdb_trial("slow", 2e-3), tdb_trial("bad", 0)};
+    t[2].status = TE_TRIAL_TIMEOUT;
+    for (int i = 0; i < 3; i++)
+        t[i].job_id = job;
+    assert_int_equal(te_db_record_trials(db, t, 3), TE_OK);
+    assert_int_equal(te_db_job_finish(db, job, TE_JOB_FINISHED), TE_OK);
+    te_db_close(db);
+}
+
+static void test_usage_errors_exit_2_and_help_exits_0(void **state)
+{
+    (void)state;
+    assert_int_equal(cli("db"), 2);
+    assert_non_null(strstr(err_text, "usage: tessera db"));
+    assert_int_equal(cli("db frobnicate"), 2);
+    assert_non_null(strstr(err_text, "unknown subcommand 'frobnicate'"));
+    assert_int_equal(cli("db info --bogus"), 2);
+    assert_non_null(strstr(err_text, "unknown option '--bogus'"));
+    assert_non_null(strstr(err_text, "usage: tessera db info"));
+    assert_int_equal(cli("db info --db"), 2);
+    assert_non_null(strstr(err_text, "needs a value"));
+    assert_int_equal(cli("db best"), 2);
+    assert_int_equal(cli("db best -w x --top zero"), 2);
+    assert_int_equal(cli("db prune"), 2);
+    assert_int_equal(cli("db prune --status slow"), 2);
+    assert_int_equal(cli("db import"), 2);
+    assert_int_equal(cli("db list extra"), 2);
+    assert_int_equal(cli("db info --json=yes"), 2);
+    assert_int_equal(cli("db --help"), 0);
+    assert_non_null(strstr(out_text, "subcommands:"));
+    static const char *subs[] = {"info",  "list",  "best",  "history", "jobs",        "export",
+                                 "import", "merge", "prune", "check",   "bench-insert"};
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
+        if (cli("db %s --help", subs[i]) != 0)
+            fail_msg("tessera db %s --help failed", subs[i]);
+        assert_non_null(strstr(out_text, "usage: tessera db"));
+        assert_non_null(strstr(out_text, "--db FILE"));
+    }
+    /* Nothing above created a database. */
+    assert_false(tdb_exists(db_file));
+    char dflt[400];
+    tdb_path(dflt, sizeof dflt, dir, "tessera.db");
+    assert_false(tdb_exists(dflt));
+}
+
+static void test_failures_exit_1_with_a_message(void **state)
+{
+    (void)state;
+    assert_int_equal(cli("db info --db missing.db"), 1);
+    assert_non_null(strstr(err_text, "missing.db"));
+    assert_false(tdb_exists("missing.db"));
+    tdb_write(db_file, "not a database at all", 21);
+    assert_int_equal(cli("db list --db cli.db"), 1);
+    assert_non_null(strstr(err_text, "not an SQLite database"));
+    assert_int_equal(cli("db import --db new.db no-such-file.jsonl"), 1);
+}
+
+static void test_queries_tables_and_json(void **state)
+{
+    (void)state;
+    seed();
+    assert_int_equal(cli("db info --db cli.db"), 0);
+    assert_non_null(strstr(out_text, "schema version:  2"));
+    assert_non_null(strstr(out_text, "3 (2 ok)"));
+    assert_int_equal(cli("db info --db cli.db --json"), 0);
+    assert_int_equal(json_lines(), 1);
+    assert_non_null(strstr(out_text, "\"trials\":3"));
+    /* $TESSERA_DB is the default database. */
+    assert_int_equal(cli("db info --json"), 1); /* ./tessera.db does not exist */
+    setenv("TESSERA_DB", db_file, 1);
+    assert_int_equal(cli("db info --json"), 0);
+    unsetenv("TESSERA_DB");
+
+    assert_int_equal(cli("db list --db cli.db"), 0);
+    assert_non_null(strstr(out_text, "WORKLOAD"));
+    assert_non_null(strstr(out_text, TDB_MATMUL));
+    assert_int_equal(cli("db list --db cli.db --json"), 0);
+    assert_int_equal(json_lines(), 1);
+    assert_int_equal(cli("db list --db cli.db --workload conv --json"), 0);
+    assert_int_equal(json_lines(), 0);
+
+    assert_int_equal(cli("db best --db cli.db -w '%s'", TDB_MATMUL), 0);
+    assert_non_null(strstr(out_text, "fast"));
+    assert_null(strstr(out_text, "slow"));
+    assert_int_equal(cli("db best --db cli.db -w '%s' -k 5 --json", TDB_MATMUL), 0);
+    assert_int_equal(json_lines(), 2);
+    assert_int_equal(cli("db best --db cli.db -w 'conv2d;x;f32'"), 1);
+    /* Fallback is explicit and shown. */
+    assert_int_equal(cli("db best --db cli.db -w '%s' -t 'c;x86_64;AMD EPYC;avx512f,avx2,fma;2 "
+                         "cores;gcc 13.1.0'",
+                         TDB_MATMUL),
+                     1);
+    assert_int_equal(cli("db best --db cli.db -w '%s' -t 'c;x86_64;AMD EPYC;avx512f,avx2,fma;2 "
+                         "cores;gcc 13.1.0' --fallback",
+                         TDB_MATMUL),
+                     0);
+    assert_non_null(strstr(out_text, "(fallback)"));
+    assert_int_equal(cli("db best --db cli.db -w '%s' -t 'c;x86_64;AMD EPYC;avx512f,avx2,fma;2 "
+                         "cores;gcc 13.1.0' --fallback --json",
+                         TDB_MATMUL),
+                     0);
+    assert_non_null(strstr(out_text, "\"exact_target\":false"));
+
+    assert_int_equal(cli("db history --db cli.db -w '%s' --json", TDB_MATMUL), 0);
+    assert_int_equal(json_lines(), 3);
+    assert_int_equal(cli("db history --db cli.db -w '%s' -n 1", TDB_MATMUL), 0);
+    assert_non_null(strstr(out_text, "timeout"));
+    assert_int_equal(cli("db jobs --db cli.db"), 0);
+    assert_non_null(strstr(out_text, "finished"));
+    assert_non_null(strstr(out_text, "3/3"));
+    assert_int_equal(cli("db jobs --db cli.db --json"), 0);
+    assert_int_equal(json_lines(), 1);
+    assert_int_equal(cli("db check --db cli.db"), 0);
+    assert_int_equal(cli("db check --db cli.db --json"), 0);
+    assert_non_null(strstr(out_text, "\"ok\":true"));
+    assert_int_equal(cli("db prune --db cli.db --status timeout --dry-run --json"), 0);
+    assert_non_null(strstr(out_text, "\"deleted\":1"));
+    assert_int_equal(cli("db prune --db cli.db --status timeout,wrong_answer"), 0);
+    assert_int_equal(cli("db prune --db cli.db --older-than 0 --keep-best"), 0);
+    assert_non_null(strstr(out_text, "deleted 1 trials"));
+    assert_int_equal(cli("db info --db cli.db --json"), 0);
+    assert_non_null(strstr(out_text, "\"trials\":1"));
+}
+
+static void test_export_import_merge_round_trip(void **state)
+{
+    (void)state;
+    seed();
+    assert_int_equal(cli("db export --db cli.db -o all.jsonl"), 0);
+    assert_int_equal(cli("db export --db cli.db"), 0);
+    assert_int_equal(json_lines(), 3);
+    char *first = strdup(out_text);
+    assert_int_equal(cli("db import --db copy.db all.jsonl --json"), 0);
+    assert_non_null(strstr(out_text, "\"imported\":3"));
+    assert_int_equal(cli("db export --db copy.db"), 0);
+    assert_string_equal(out_text, first);
+    free(first);
+    /* stdin, duplicates skipped. */
+    assert_int_equal(cli("db import --db copy.db - < all.jsonl"), 0);
+    assert_non_null(strstr(out_text, "3 already present"));
+    /* A malformed line: status 1, the line number, nothing imported. */
+    char bad[400];
+    tdb_path(bad, sizeof bad, dir, "bad.jsonl");
+    FILE *f = fopen(bad, "w");
+    size_t n;
+    char *all = (char *)tdb_slurp(strcat(strcpy((char[400]){0}, dir), "/all.jsonl"), &n);
+    fwrite(all, 1, n, f);
+    fputs("{\"uid\": oops}\n", f);
+    fclose(f);
+    free(all);
+    assert_int_equal(cli("db import --db fresh.db bad.jsonl"), 1);
+    assert_non_null(strstr(err_text, "line 4"));
+    assert_int_equal(cli("db info --db fresh.db --json"), 0);
+    assert_non_null(strstr(out_text, "\"trials\":0"));
+    /* Merge: the shard's trials once, however often merged. */
+    assert_int_equal(cli("db merge --db fresh.db cli.db copy.db --json"), 0);
+    assert_int_equal(json_lines(), 2);
+    assert_non_null(strstr(out_text, "\"imported\":3"));
+    assert_non_null(strstr(out_text, "\"duplicates\":3"));
+    assert_int_equal(cli("db merge --db fresh.db fresh.db"), 1);
+    assert_int_equal(cli("db bench-insert --trials 2000 --batch 500 --json"), 0);
+    assert_int_equal(json_lines(), 1);
+    assert_non_null(strstr(out_text, "trials_per_s"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_usage_errors_exit_2_and_help_exits_0, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_failures_exit_1_with_a_message, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queries_tables_and_json, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_export_import_merge_round_trip, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
