@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include "passes_testlib.h"
+#include "testutil.h"
 
 #define I(v) te_int(c, (v))
 
@@ -162,6 +163,62 @@ static void test_guard_on_inner_variable_and_unknown_guard(void **state)
     te_ctx_free(c);
 }
 
+
+/* Random two-level nests with random linear guards: partitioning (then unrolling and
+ * simplifying) never changes which elements are written or their values. */
+static void test_random_guards_keep_semantics(void **state)
+{
+    (void)state;
+    uint64_t seed = tt_seed(777);
+    tt_rng rng;
+    tt_rng_seed(&rng, seed);
+    te_binop ops[] = {TE_LT, TE_LE, TE_GT, TE_GE, TE_EQ, TE_NE};
+    for (int iter = 0; iter < 1500; iter++) {
+        te_ctx *c = te_ctx_create();
+        int64_t m0 = tt_rng_int(&rng, 5) - 2, e0 = tt_rng_int(&rng, 6) + 1;
+        int64_t m1 = tt_rng_int(&rng, 5) - 2, e1 = tt_rng_int(&rng, 6) + 1;
+        te_buf *B = te__buf_new(c, "B", TE_F32, 1, (int64_t[]){e0 * e1}, TE_SCOPE_GLOBAL);
+        te_expr *v0 = te__loop_var(c, "v0", 0), *v1 = te__loop_var(c, "v1", 0);
+        te_expr *cond = NULL;
+        int nconj = 1 + (int)tt_rng_int(&rng, 2);
+        for (int q = 0; q < nconj; q++) {
+            te_expr *lhs = te_add(c, te_mul(c, v0, I(tt_rng_int(&rng, 7) - 3)),
+                                  te_mul(c, v1, I(tt_rng_int(&rng, 7) - 3)));
+            te_expr *cmp = te_binary(c, ops[tt_rng_int(&rng, 6)], lhs, I(tt_rng_int(&rng, 13) - 6));
+            cond = cond ? te_and(c, cond, cmp) : cmp;
+        }
+        te_expr *ix = te_add(c, te_mul(c, te_sub(c, v0, I(m0)), I(e1)), te_sub(c, v1, I(m1)));
+        te_stmt *st = te__store(c, B, 1, (te_expr *[]){ix},
+                                te_cast(c, TE_F32, te_add(c, te_mul(c, v0, I(100)), v1)));
+        te_for_kind k1 = tt_rng_int(&rng, 3) == 0 ? TE_FOR_UNROLLED : TE_FOR_SERIAL;
+        te_stmt *prog = te__for(c, v0, I(m0), I(e0), TE_FOR_SERIAL,
+                                te__for(c, v1, I(m1), I(e1), k1, te__if(c, cond, st, NULL)));
+        te_stmt *out = te__pass_loop_partition(c, prog);
+        assert_non_null(out);
+        te_stmt *out2 = te__pass_simplify(c, te__pass_unroll(c, out));
+        assert_non_null(out2);
+        long sa, sb, sc;
+        double *ra = run(prog, B, e0 * e1, &sa), *rb = run(out, B, e0 * e1, &sb),
+               *rc = run(out2, B, e0 * e1, &sc);
+        bool ok = sa == sb && sa == sc;
+        for (int64_t n = 0; n < e0 * e1 && ok; n++)
+            ok = (isnan(ra[n]) && isnan(rb[n]) && isnan(rc[n])) || (ra[n] == rb[n] && ra[n] == rc[n]);
+        if (!ok) {
+            char *p0 = pt_print(prog), *p1 = pt_print(out), *p2 = pt_print(out2);
+            fprintf(stderr, "seed %llu iter %d\nbefore:\n%safter partition:\n%s"
+                    "after unroll+simplify:\n%s", (unsigned long long)seed, iter, p0, p1, p2);
+            free(p0);
+            free(p1);
+            free(p2);
+        }
+        free(ra);
+        free(rb);
+        free(rc);
+        te_ctx_free(c);
+        assert_true(ok);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -169,6 +226,7 @@ int main(void)
         cmocka_unit_test(test_2d_tails_lose_every_guard),
         cmocka_unit_test(test_padding_guard_both_sides),
         cmocka_unit_test(test_guard_on_inner_variable_and_unknown_guard),
+        cmocka_unit_test(test_random_guards_keep_semantics),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
