@@ -1,0 +1,493 @@
+/*
+ * schedule/passes/vectorize.c: turn TE_FOR_VECTORIZED loops into straight-line vector code.
+ *
+ * The pass runs after storage flattening, so every LOAD and STORE has one flat i64 index. For a
+ * loop `vectorized (x, min, L)` it rewrites the body with x = RAMP(min, 1, L):
+ *
+ *   - an index linear in x with constant coefficient c becomes RAMP(base, c, L), where base is
+ *     the index at x = min: c == 1 is a contiguous vector access, other c a strided gather or
+ *     scatter (the backend decides how to emit them);
+ *   - an index that does not mention x stays a scalar load, broadcast where a vector is needed;
+ *   - any other index that mentions x becomes a vector of indices (a general gather);
+ *   - scalar operands of vector operations are broadcast (BCAST).
+ *
+ * The loop is left serial (TE_FOR_SERIAL: scalar fallback, gcc may still vectorize it) when the
+ * extent is not a constant power of two in [2, 64], or the body holds something that has no
+ * straight-line vector form: a store whose index does not depend on the lane (a reduction into
+ * an accumulator), an `if` statement or if_then_else guarding loads whose condition depends on
+ * the lane, a nested loop, an allocation, a barrier, a bool buffer accessed per lane.
+ *
+ * The linear analysis is deliberately small (sums, differences, negation, multiplication by an
+ * integer constant, integer casts); anything else that mentions x counts as not linear.
+ */
+#include <string.h>
+
+#include "schedule/passes.h"
+
+#define MAX_VLETS 64
+
+typedef struct vec_state {
+    te_ctx *ctx;
+    const te_expr *var; /* the loop variable */
+    te_expr *min;
+    int lanes;
+    /* lets inside the loop whose value became a vector, and their vector variables */
+    int nlets;
+    const te_expr *let_from[MAX_VLETS];
+    te_expr *let_to[MAX_VLETS];
+    bool fail;    /* cannot vectorize: fall back to a serial loop */
+    bool nomem;   /* allocation failure: the pass fails */
+} vec_state;
+
+static te_expr *clone_expr(vec_state *v, const te_expr *e)
+{
+    te_expr *c = te__alloc(v->ctx, sizeof *c);
+    if (!c) {
+        v->nomem = true;
+        return NULL;
+    }
+    *c = *e;
+    return c;
+}
+
+/* ---- Lane dependence and linear analysis ------------------------------------------------- */
+
+typedef struct dep_ctx {
+    const vec_state *v;
+    bool found;
+} dep_ctx;
+
+static bool dep_visit(const te_expr *e, void *user)
+{
+    dep_ctx *d = user;
+    if (e->kind == TE_E_VAR) {
+        if (e == d->v->var)
+            d->found = true;
+        for (int i = 0; i < d->v->nlets && !d->found; i++)
+            if (e == d->v->let_from[i])
+                d->found = true;
+    }
+    return !d->found;
+}
+
+/* Whether e depends on the lane: mentions the loop variable or a let that became a vector. */
+static bool lane_dependent(const vec_state *v, const te_expr *e)
+{
+    dep_ctx d = {v, false};
+    te__expr_visit(e, dep_visit, &d);
+    return d.found;
+}
+
+static bool is_int_dtype(te_dtype d) { return te_dtype_is_int(d) && d != TE_BOOL; }
+
+/* If e == coef * var + (terms without lane dependence), stores coef and returns true. */
+static bool linear_coef(const vec_state *v, const te_expr *e, int64_t *coef)
+{
+    if (!lane_dependent(v, e)) {
+        *coef = 0;
+        return true;
+    }
+    int64_t ca, cb, k;
+    switch (e->kind) {
+    case TE_E_VAR:
+        if (e != v->var)
+            return false; /* a vector let: its value is not known to be linear */
+        *coef = 1;
+        return true;
+    case TE_E_BINARY:
+        switch (e->u.bin.op) {
+        case TE_ADD:
+        case TE_SUB:
+            if (!linear_coef(v, e->u.bin.a, &ca) || !linear_coef(v, e->u.bin.b, &cb))
+                return false;
+            *coef = e->u.bin.op == TE_ADD ? ca + cb : ca - cb;
+            return true;
+        case TE_MUL:
+            if (te__is_const_int(e->u.bin.a, &k) && linear_coef(v, e->u.bin.b, &cb)) {
+                *coef = k * cb;
+                return true;
+            }
+            if (te__is_const_int(e->u.bin.b, &k) && linear_coef(v, e->u.bin.a, &ca)) {
+                *coef = k * ca;
+                return true;
+            }
+            return false;
+        default:
+            return false;
+        }
+    case TE_E_NEG:
+        if (!linear_coef(v, e->u.un.a, &ca))
+            return false;
+        *coef = -ca;
+        return true;
+    case TE_E_CAST:
+        if (!is_int_dtype(e->dtype) || !is_int_dtype(e->u.un.a->dtype))
+            return false;
+        return linear_coef(v, e->u.un.a, coef);
+    default:
+        return false;
+    }
+}
+
+/* Folds integer additions and multiplications with constant operands (the base of a ramp is
+ * the index with the loop variable replaced by its minimum, usually 0). */
+static te_expr *int_const(te_ctx *ctx, te_dtype dtype, int64_t v)
+{
+    te_expr *e = te__new_expr(ctx, TE_E_INT, dtype);
+    if (e)
+        e->u.i = v;
+    return e;
+}
+
+static te_expr *fold_fn(te_ctx *ctx, te_expr *e, void *user)
+{
+    (void)user;
+    if (e->kind != TE_E_BINARY || !is_int_dtype(e->dtype) || e->lanes != 1)
+        return e;
+    int64_t a, b;
+    bool ka = te__is_const_int(e->u.bin.a, &a), kb = te__is_const_int(e->u.bin.b, &b);
+    switch (e->u.bin.op) {
+    case TE_ADD:
+        if (ka && kb)
+            return int_const(ctx, e->dtype, a + b);
+        if (ka && a == 0)
+            return e->u.bin.b;
+        if (kb && b == 0)
+            return e->u.bin.a;
+        break;
+    case TE_SUB:
+        if (ka && kb)
+            return int_const(ctx, e->dtype, a - b);
+        if (kb && b == 0)
+            return e->u.bin.a;
+        break;
+    case TE_MUL:
+        if (ka && kb)
+            return int_const(ctx, e->dtype, a * b);
+        if ((ka && a == 0) || (kb && b == 0))
+            return int_const(ctx, e->dtype, 0);
+        if (ka && a == 1)
+            return e->u.bin.b;
+        if (kb && b == 1)
+            return e->u.bin.a;
+        break;
+    default:
+        break;
+    }
+    return e;
+}
+
+/* The index at lane 0: the loop variable replaced by the loop's minimum, folded. */
+static te_expr *lane0(vec_state *v, te_expr *idx)
+{
+    const te_expr *from[1] = {v->var};
+    te_expr *to[1] = {v->min};
+    te__subst map = {1, from, to};
+    te_expr *r = te__substitute(v->ctx, idx, &map);
+    if (r)
+        r = te__expr_mutate(v->ctx, r, fold_fn, NULL);
+    if (!r)
+        v->nomem = true;
+    return r;
+}
+
+/* ---- Expressions -------------------------------------------------------------------------- */
+
+static te_expr *vec_expr(vec_state *v, te_expr *e);
+
+static te_expr *widen(vec_state *v, te_expr *e)
+{
+    if (!e || e->lanes == v->lanes)
+        return e;
+    te_expr *r = te__bcast(v->ctx, e, v->lanes);
+    if (!r)
+        v->nomem = true;
+    return r;
+}
+
+typedef struct has_load_ctx {
+    bool found;
+} has_load_ctx;
+
+static bool has_load_visit(const te_expr *e, void *user)
+{
+    has_load_ctx *h = user;
+    if (e->kind == TE_E_LOAD)
+        h->found = true;
+    return !h->found;
+}
+
+static bool has_load(const te_expr *e)
+{
+    has_load_ctx h = {false};
+    te__expr_visit(e, has_load_visit, &h);
+    return h.found;
+}
+
+/* Vector form of a flat index: a ramp when linear, else an index vector (gather/scatter).
+ * Returns NULL with v->fail when the index does not depend on the lane (callers decide). */
+static te_expr *vec_index(vec_state *v, te_expr *idx)
+{
+    int64_t c;
+    if (linear_coef(v, idx, &c)) {
+        if (c == 0)
+            return idx;
+        te_expr *base = lane0(v, idx);
+        if (!base)
+            return NULL;
+        te_expr *r = te__ramp(v->ctx, base, c, v->lanes);
+        if (!r)
+            v->nomem = true;
+        return r;
+    }
+    return widen(v, vec_expr(v, idx));
+}
+
+static te_expr *vec_expr(vec_state *v, te_expr *e)
+{
+    if (v->fail || v->nomem || !e)
+        return NULL;
+    if (!lane_dependent(v, e))
+        return e; /* invariant: stays scalar */
+    te_expr *r;
+    switch (e->kind) {
+    case TE_E_INT:
+    case TE_E_FLOAT:
+        return e;
+    case TE_E_VAR:
+        if (e == v->var) {
+            if (!(r = te__ramp(v->ctx, v->min, 1, v->lanes)))
+                v->nomem = true;
+            return r;
+        }
+        for (int i = 0; i < v->nlets; i++)
+            if (e == v->let_from[i])
+                return v->let_to[i];
+        return e;
+    case TE_E_BINARY: {
+        te_expr *a = widen(v, vec_expr(v, e->u.bin.a));
+        te_expr *b = widen(v, vec_expr(v, e->u.bin.b));
+        if (!a || !b || !(r = clone_expr(v, e)))
+            return NULL;
+        r->u.bin.a = a;
+        r->u.bin.b = b;
+        r->lanes = v->lanes;
+        return r;
+    }
+    case TE_E_NOT:
+    case TE_E_NEG:
+    case TE_E_CAST: {
+        te_expr *a = vec_expr(v, e->u.un.a);
+        if (!a || !(r = clone_expr(v, e)))
+            return NULL;
+        r->u.un.a = a;
+        r->lanes = a->lanes;
+        return r;
+    }
+    case TE_E_IF:
+        /* if_then_else evaluates only the taken side, so it may guard an out-of-bounds load
+         * (padding). A lane-dependent guard over loads has no blend form. */
+        if (lane_dependent(v, e->u.sel.c) && (has_load(e->u.sel.t) || has_load(e->u.sel.f))) {
+            v->fail = true;
+            return NULL;
+        }
+        /* no loads to protect: a blend is exact */
+        __attribute__((fallthrough));
+    case TE_E_SELECT: {
+        te_expr *c = vec_expr(v, e->u.sel.c);
+        te_expr *t = vec_expr(v, e->u.sel.t);
+        te_expr *f = vec_expr(v, e->u.sel.f);
+        if (!c || !t || !f)
+            return NULL;
+        if (c->lanes > 1) {
+            t = widen(v, t);
+            f = widen(v, f);
+        } else if (t->lanes > 1 || f->lanes > 1) {
+            t = widen(v, t);
+            f = widen(v, f);
+        }
+        if (!t || !f || !(r = clone_expr(v, e)))
+            return NULL;
+        if (c->lanes > 1)
+            r->kind = TE_E_SELECT;
+        r->u.sel.c = c;
+        r->u.sel.t = t;
+        r->u.sel.f = f;
+        r->lanes = v->lanes;
+        return r;
+    }
+    case TE_E_CALL: {
+        te_expr *a[2] = {NULL, NULL};
+        for (int i = 0; i < e->u.call.n; i++)
+            if (!(a[i] = widen(v, vec_expr(v, e->u.call.args[i]))))
+                return NULL;
+        if (!(r = clone_expr(v, e)))
+            return NULL;
+        r->u.call.args[0] = a[0];
+        r->u.call.args[1] = a[1];
+        r->lanes = v->lanes;
+        return r;
+    }
+    case TE_E_LOAD: {
+        if (e->u.load.n != 1 || e->dtype == TE_BOOL) {
+            v->fail = true; /* not flattened, or bool elements (no vector form) */
+            return NULL;
+        }
+        te_expr *idx = vec_index(v, e->u.load.idx[0]);
+        if (!idx)
+            return NULL;
+        if (!(r = te__load(v->ctx, e->u.load.buf, 1, &idx)))
+            v->nomem = true;
+        return r;
+    }
+    case TE_E_RAMP:
+    case TE_E_BCAST:
+    case TE_E_READ:
+    case TE_E_REDUCE:
+        v->fail = true; /* already vectorized (nested vector loops) or not lowered */
+        return NULL;
+    }
+    v->fail = true;
+    return NULL;
+}
+
+/* ---- Statements --------------------------------------------------------------------------- */
+
+static te_stmt *vec_stmt(vec_state *v, te_stmt *s)
+{
+    if (v->fail || v->nomem)
+        return NULL;
+    te_stmt *r = NULL;
+    switch (s->kind) {
+    case TE_S_STORE: {
+        if (s->u.store.n != 1 || s->u.store.buf->dtype == TE_BOOL) {
+            v->fail = true;
+            return NULL;
+        }
+        te_expr *idx = s->u.store.idx[0];
+        if (!lane_dependent(v, idx)) {
+            /* Every lane writes one element: a reduction into an accumulator. */
+            v->fail = true;
+            return NULL;
+        }
+        int64_t c;
+        if (linear_coef(v, idx, &c) && c == 0) {
+            v->fail = true; /* e.g. x - x: the index does not really depend on the lane */
+            return NULL;
+        }
+        te_expr *vi = vec_index(v, idx);
+        te_expr *val = widen(v, vec_expr(v, s->u.store.value));
+        if (!vi || !val)
+            return NULL;
+        if (!(r = te__store(v->ctx, s->u.store.buf, 1, &vi, val))) {
+            v->nomem = true;
+            return NULL;
+        }
+        r->u.store.nontemporal = s->u.store.nontemporal;
+        return r;
+    }
+    case TE_S_SEQ: {
+        te_stmt **items = te__alloc(v->ctx, sizeof(te_stmt *) * (size_t)s->u.seq.n);
+        if (!items) {
+            v->nomem = true;
+            return NULL;
+        }
+        for (int i = 0; i < s->u.seq.n; i++)
+            if (!(items[i] = vec_stmt(v, s->u.seq.v[i])))
+                return NULL;
+        if (!(r = te__seq(v->ctx, s->u.seq.n, items)))
+            v->nomem = true;
+        return r;
+    }
+    case TE_S_IF: {
+        if (lane_dependent(v, s->u.cond.cond)) {
+            v->fail = true; /* lanes would take different branches */
+            return NULL;
+        }
+        te_stmt *t = vec_stmt(v, s->u.cond.then_s);
+        te_stmt *e = s->u.cond.else_s ? vec_stmt(v, s->u.cond.else_s) : NULL;
+        if (!t || (s->u.cond.else_s && !e))
+            return NULL;
+        if (!(r = te__if(v->ctx, s->u.cond.cond, t, e)))
+            v->nomem = true;
+        return r;
+    }
+    case TE_S_LET: {
+        te_expr *val = vec_expr(v, s->u.let.value);
+        if (!val)
+            return NULL;
+        te_expr *var = s->u.let.var;
+        if (val->lanes > 1) {
+            if (v->nlets == MAX_VLETS) {
+                v->fail = true;
+                return NULL;
+            }
+            /* Same variable (same id, so the same name in the emitted code), now a vector. */
+            te_expr *vv = clone_expr(v, var);
+            if (!vv)
+                return NULL;
+            vv->lanes = v->lanes;
+            v->let_from[v->nlets] = var;
+            v->let_to[v->nlets] = vv;
+            v->nlets++;
+            var = vv;
+        }
+        te_stmt *b = vec_stmt(v, s->u.let.body);
+        if (!b)
+            return NULL;
+        if (!(r = te__let(v->ctx, var, val, b)))
+            v->nomem = true;
+        return r;
+    }
+    case TE_S_COMMENT:
+        return s;
+    case TE_S_FOR:     /* nested loop */
+    case TE_S_ALLOC:   /* scratch per lane */
+    case TE_S_BARRIER: /* GPU only */
+        v->fail = true;
+        return NULL;
+    }
+    v->fail = true;
+    return NULL;
+}
+
+static bool is_pow2_lanes(int64_t n) { return n >= 2 && n <= 64 && (n & (n - 1)) == 0; }
+
+static te_stmt *serial(te_ctx *ctx, te_stmt *s)
+{
+    te_stmt *r = te__for(ctx, s->u.loop.var, s->u.loop.min, s->u.loop.extent, TE_FOR_SERIAL,
+                         s->u.loop.body);
+    if (r)
+        r->u.loop.thread_tag = s->u.loop.thread_tag;
+    return r;
+}
+
+static te_stmt *vectorize_loop(te_ctx *ctx, te_stmt *s, void *user)
+{
+    (void)user;
+    if (s->kind != TE_S_FOR || s->u.loop.fkind != TE_FOR_VECTORIZED)
+        return s;
+    int64_t lanes;
+    if (!te__is_const_int(s->u.loop.extent, &lanes) || !is_pow2_lanes(lanes))
+        return serial(ctx, s);
+    vec_state v;
+    memset(&v, 0, sizeof v);
+    v.ctx = ctx;
+    v.var = s->u.loop.var;
+    v.min = s->u.loop.min;
+    v.lanes = (int)lanes;
+    te_stmt *body = vec_stmt(&v, s->u.loop.body);
+    if (v.nomem)
+        return NULL;
+    if (v.fail || !body)
+        return serial(ctx, s);
+    return body;
+}
+
+te_stmt *te__pass_vectorize(te_ctx *ctx, te_stmt *s, const te_target *target)
+{
+    (void)target; /* lanes come from the schedule; the backend splits wide vectors */
+    if (!s)
+        return NULL;
+    return te__stmt_mutate(ctx, s, vectorize_loop, NULL, NULL);
+}
