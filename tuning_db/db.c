@@ -1,10 +1,10 @@
 /* Opening, validating, migrating and closing tuning databases; errors and transactions. */
 #include <errno.h>
-#include <fcntl.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -193,18 +193,14 @@ void te__uuid(char out[37])
 {
     unsigned char r[16];
     size_t got = 0;
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        while (got < sizeof r) {
-            ssize_t k = read(fd, r + got, sizeof r - got);
-            if (k <= 0)
-                break;
-            got += (size_t)k;
-        }
-        close(fd);
+    while (got < sizeof r) {
+        ssize_t k = getrandom(r + got, sizeof r - got, GRND_NONBLOCK);
+        if (k <= 0)
+            break;
+        got += (size_t)k;
     }
     if (got < sizeof r) {
-        /* No /dev/urandom: time, pid and a counter still make collisions implausible. */
+        /* No entropy yet (early boot): time, pid and a counter still make collisions implausible. */
         static uint64_t counter;
         uint64_t x = (uint64_t)te_db_now_us() ^ ((uint64_t)getpid() << 40) ^ ++counter;
         for (int i = 0; i < 16; i++) {
