@@ -195,7 +195,7 @@ static te_stmt *piece(lp *p, te_stmt *loop, int64_t lo, int64_t hi)
 static te_stmt *part_for(lp *p, te_stmt *s)
 {
     te_ctx *ctx = p->ctx;
-    int64_t m, M;
+    int64_t m = 0, M = 0;
     bool known = loop_range(p, s, &m, &M);
     te_for_kind k = s->u.loop.fkind;
     bool const_bounds = te__is_const_int(s->u.loop.min, NULL) &&

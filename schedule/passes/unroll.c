@@ -33,7 +33,7 @@ static te_stmt *unroll_for(ur *u, te_stmt *s)
     }
     int64_t cmin = 0, cext = 0;
     bool cst = te__is_const_int(mn, &cmin) && te__is_const_int(ex, &cext);
-    int64_t lo, hi, mlo, mhi, elo, ehi;
+    int64_t lo = 0, hi = 0, mlo, mhi, elo, ehi;
     bool have = false;
     if (te__expr_const_bounds(mn, &u->ranges, &mlo, &mhi) &&
         te__expr_const_bounds(ex, &u->ranges, &elo, &ehi) && ehi >= 1 &&
