@@ -25,10 +25,11 @@
  *     <buf>_s<i> for a scalar element outside vector chunks; a scalar access inside a vector
  *     chunk reads or writes a lane (<buf>_v0[5]). This keeps micro-kernel accumulators in
  *     registers;
- *   - streaming stores (store.nontemporal) of full vectors at an index provably a multiple of
- *     the lane count into an argument buffer use __builtin_nontemporal_store when the buffer is
- *     64-byte aligned, which is tested once at entry (<buf>_nt), and ordinary stores otherwise;
- *     an sfence ends every parallel iteration and the kernel that used them.
+ *   - streaming stores (store.nontemporal) of 16/32/64-byte vectors at an index provably a
+ *     multiple of the lane count into an argument buffer use the ISA's streaming store
+ *     (_mm512_stream_ps, ...; gcc has no __builtin_nontemporal_store) when the buffer is 64-byte
+ *     aligned, which is tested once at entry (<buf>_nt), and ordinary stores otherwise; an
+ *     sfence ends every parallel iteration and the kernel that used them.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -454,6 +455,7 @@ static void use_helper(emitter *em, helper h, te_dtype d, int lanes)
         break;
     case H_STREAM:
         em->vtypes_u[e] |= bit;
+        em->need_immintrin = true;
         break;
     case H_GATHER_IDX:
     case H_SCATTER_IDX:
@@ -738,13 +740,35 @@ static void emit_helper(emitter *em, sbuf *b, helper h, te_dtype d, int lanes)
         sb_printf(b, "static inline void te_store_%s(%s *p, %s v) { *(%s *)p = v; }\n", V + 3, S,
                   V, Vu);
         break;
-    case H_STREAM:
-        sb_printf(b, "/* Streaming store when p is known 64-byte aligned (the flag), else plain. */\n"
+    case H_STREAM: {
+        /* gcc has no __builtin_nontemporal_store: use the ISA's streaming store */
+        int bytes = lanes * (int)te_dtype_size(d);
+        const char *guard, *fn, *nat;
+        if (bytes == 64)
+            guard = "__AVX512F__",
+            nat = d == TE_F32 ? "__m512" : d == TE_F64 ? "__m512d" : "__m512i",
+            fn = d == TE_F32   ? "_mm512_stream_ps"
+                 : d == TE_F64 ? "_mm512_stream_pd"
+                               : "_mm512_stream_si512";
+        else if (bytes == 32)
+            guard = "__AVX__",
+            nat = d == TE_F32 ? "__m256" : d == TE_F64 ? "__m256d" : "__m256i",
+            fn = d == TE_F32   ? "_mm256_stream_ps"
+                 : d == TE_F64 ? "_mm256_stream_pd"
+                               : "_mm256_stream_si256";
+        else
+            guard = "__SSE2__",
+            nat = d == TE_F32 ? "__m128" : d == TE_F64 ? "__m128d" : "__m128i",
+            fn = d == TE_F32 ? "_mm_stream_ps" : d == TE_F64 ? "_mm_stream_pd" : "_mm_stream_si128";
+        sb_printf(b, "/* Streaming store where p is 64-byte aligned (the flag), else a plain one. */\n"
                      "static inline void te_stream_%s(int aligned, %s *p, %s v)\n{\n"
-                     "    if (aligned)\n        __builtin_nontemporal_store(v, (%s *)p);\n"
-                     "    else\n        *(%s *)p = v;\n}\n",
-                  V + 3, S, V, V, Vu);
+                     "#if defined(%s)\n"
+                     "    if (aligned) {\n        %s((%s *)p, (%s)v);\n        return;\n    }\n"
+                     "#endif\n"
+                     "    *(%s *)p = v;\n}\n",
+                  V + 3, S, V, guard, fn, f ? S : nat, nat, Vu);
         break;
+    }
     case H_GATHER:
         snprintf(proto, sizeof proto, "%s te_gather_%s(const %s *p, int64_t stride)", V, V + 3,
                  S);
@@ -1023,6 +1047,13 @@ static void put_float(sbuf *b, te_dtype d, double v)
         return;
     }
     char z[64];
+    if (v == floor(v) && fabs(v) < 1e15) { /* integral: 10.0f, not 1e+01f */
+        snprintf(z, sizeof z, "%.1f", v);
+        sb_puts(b, z);
+        if (d == TE_F32)
+            sb_puts(b, "f");
+        return;
+    }
     for (int p = 1; p <= 17; p++) {
         snprintf(z, sizeof z, "%.*g", p, v);
         if (d == TE_F32 ? strtof(z, NULL) == (float)v : strtod(z, NULL) == v)
@@ -2127,7 +2158,6 @@ const char *te_emit_c(te_ctx *ctx, const te_lowered *f, const te_target *target)
     }
 
     /* the kernel body first: it decides which types and helpers the prelude needs */
-    em->indent = 1;
     block_open(em);
     gen_stmt(em, f->body);
     block_close(em);

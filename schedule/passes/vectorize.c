@@ -170,6 +170,15 @@ static te_expr *fold_fn(te_ctx *ctx, te_expr *e, void *user)
             return e->u.bin.b;
         if (kb && b == 1)
             return e->u.bin.a;
+        if (kb) { /* (x * c1) * c2 -> x * (c1 * c2) */
+            te_expr *x = e->u.bin.a;
+            int64_t c1;
+            if (x->kind == TE_E_BINARY && x->u.bin.op == TE_MUL && x->lanes == 1 &&
+                te__is_const_int(x->u.bin.b, &c1)) {
+                te_expr *k = int_const(ctx, e->dtype, c1 * b);
+                return k ? te_binary(ctx, TE_MUL, x->u.bin.a, k) : NULL;
+            }
+        }
         break;
     default:
         break;
