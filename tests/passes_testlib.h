@@ -62,7 +62,8 @@ static PT_UNUSED int64_t pt_fmod(int64_t a, int64_t b)
 static PT_UNUSED double pt_eval_f(pt_env *env, const te_expr *e);
 static PT_UNUSED int64_t pt_eval_i(pt_env *env, const te_expr *e);
 
-static PT_UNUSED int64_t pt_flat(pt_env *env, const te_buf *b, int n, te_expr *const *idx, int *slot)
+static PT_UNUSED int64_t pt_flat(pt_env *env, const te_buf *b, int n, te_expr *const *idx,
+                                 int *slot)
 {
     *slot = -1;
     for (int i = 0; i < env->nbufs; i++)
@@ -106,13 +107,20 @@ static PT_UNUSED int64_t pt_eval_i(pt_env *env, const te_expr *e)
         if (te_dtype_is_float(e->u.bin.a->dtype)) {
             double a = pt_eval_f(env, e->u.bin.a), b = pt_eval_f(env, e->u.bin.b);
             switch (op) {
-            case TE_EQ: return a == b;
-            case TE_NE: return a != b;
-            case TE_LT: return a < b;
-            case TE_LE: return a <= b;
-            case TE_GT: return a > b;
-            case TE_GE: return a >= b;
-            default: return (int64_t)pt_eval_f(env, e);
+            case TE_EQ:
+                return a == b;
+            case TE_NE:
+                return a != b;
+            case TE_LT:
+                return a < b;
+            case TE_LE:
+                return a <= b;
+            case TE_GT:
+                return a > b;
+            case TE_GE:
+                return a >= b;
+            default:
+                return (int64_t)pt_eval_f(env, e);
             }
         }
         int64_t a = pt_eval_i(env, e->u.bin.a);
@@ -122,9 +130,12 @@ static PT_UNUSED int64_t pt_eval_i(pt_env *env, const te_expr *e)
             return 1;
         int64_t b = pt_eval_i(env, e->u.bin.b);
         switch (op) {
-        case TE_ADD: return a + b;
-        case TE_SUB: return a - b;
-        case TE_MUL: return a * b;
+        case TE_ADD:
+            return a + b;
+        case TE_SUB:
+            return a - b;
+        case TE_MUL:
+            return a * b;
         case TE_DIV:
         case TE_MOD:
         case TE_FLOORDIV:
@@ -133,18 +144,29 @@ static PT_UNUSED int64_t pt_eval_i(pt_env *env, const te_expr *e)
                 env->err = 1;
                 return 0;
             }
-            return op == TE_DIV ? a / b : op == TE_MOD ? a % b : op == TE_FLOORDIV ? pt_fdiv(a, b)
-                                                                               : pt_fmod(a, b);
-        case TE_MIN: return a < b ? a : b;
-        case TE_MAX: return a > b ? a : b;
-        case TE_EQ: return a == b;
-        case TE_NE: return a != b;
-        case TE_LT: return a < b;
-        case TE_LE: return a <= b;
-        case TE_GT: return a > b;
-        case TE_GE: return a >= b;
+            return op == TE_DIV        ? a / b
+                   : op == TE_MOD      ? a % b
+                   : op == TE_FLOORDIV ? pt_fdiv(a, b)
+                                       : pt_fmod(a, b);
+        case TE_MIN:
+            return a < b ? a : b;
+        case TE_MAX:
+            return a > b ? a : b;
+        case TE_EQ:
+            return a == b;
+        case TE_NE:
+            return a != b;
+        case TE_LT:
+            return a < b;
+        case TE_LE:
+            return a <= b;
+        case TE_GT:
+            return a > b;
+        case TE_GE:
+            return a >= b;
         case TE_AND:
-        case TE_OR: return b != 0;
+        case TE_OR:
+            return b != 0;
         }
         return 0;
     }
@@ -182,13 +204,27 @@ static PT_UNUSED double pt_eval_f(pt_env *env, const te_expr *e)
     case TE_E_BINARY: {
         double a = pt_eval_f(env, e->u.bin.a), b = pt_eval_f(env, e->u.bin.b), r;
         switch (e->u.bin.op) {
-        case TE_ADD: r = f32 ? (float)a + (float)b : a + b; break;
-        case TE_SUB: r = f32 ? (float)a - (float)b : a - b; break;
-        case TE_MUL: r = f32 ? (float)a * (float)b : a * b; break;
-        case TE_DIV: r = f32 ? (float)a / (float)b : a / b; break;
-        case TE_MIN: r = a < b ? a : b; break;
-        case TE_MAX: r = a > b ? a : b; break;
-        default: env->err = 1; return 0;
+        case TE_ADD:
+            r = f32 ? (float)a + (float)b : a + b;
+            break;
+        case TE_SUB:
+            r = f32 ? (float)a - (float)b : a - b;
+            break;
+        case TE_MUL:
+            r = f32 ? (float)a * (float)b : a * b;
+            break;
+        case TE_DIV:
+            r = f32 ? (float)a / (float)b : a / b;
+            break;
+        case TE_MIN:
+            r = a < b ? a : b;
+            break;
+        case TE_MAX:
+            r = a > b ? a : b;
+            break;
+        default:
+            env->err = 1;
+            return 0;
         }
         return r;
     }

@@ -85,15 +85,15 @@ static void test_2d_tails_lose_every_guard(void **state)
     te_stmt *st = te__store(c, C, 2, (te_expr *[]){i, j},
                             te_cast(c, TE_F32, te_add(c, te_mul(c, i, I(100)), j)));
     te_stmt *g = te__if(c, te_and(c, te_lt(c, i, I(30)), te_lt(c, j, I(20))), st, NULL);
-    te_stmt *prog = te__for(
-        c, io, I(0), I(4), TE_FOR_SERIAL,
-        te__for(c, jo, I(0), I(3), TE_FOR_SERIAL,
-                te__for(c, ii, I(0), I(8), TE_FOR_SERIAL,
-                        te__for(c, ji, I(0), I(8), TE_FOR_SERIAL, g))));
+    te_stmt *prog = te__for(c, io, I(0), I(4), TE_FOR_SERIAL,
+                            te__for(c, jo, I(0), I(3), TE_FOR_SERIAL,
+                                    te__for(c, ii, I(0), I(8), TE_FOR_SERIAL,
+                                            te__for(c, ji, I(0), I(8), TE_FOR_SERIAL, g))));
     te_stmt *out = te__pass_loop_partition(c, prog);
     assert_non_null(out);
     char *txt = pt_print(out);
-    if (getenv("PT_SHOW")) fputs(txt, stderr);
+    if (getenv("PT_SHOW"))
+        fputs(txt, stderr);
     assert_int_equal(pt_count(txt, "if ("), 0);
     /* The hot nest keeps full extents: i_o in [0,3), j_o in [0,2), 8 x 8 inside. */
     assert_non_null(strstr(txt, "for (i_o, 0, 3) {\n  for (j_o, 0, 2) {\n    for (i_i, 0, 8) {\n"
@@ -114,13 +114,13 @@ static void test_padding_guard_both_sides(void **state)
     te_buf *B = te__buf_new(c, "B", TE_F32, 1, (int64_t[]){32}, TE_SCOPE_GLOBAL);
     te_expr *i = te__loop_var(c, "i", 34);
     te_expr *k = te__loop_var(c, "k", 4);
-    te_stmt *st = te__store(c, B, 1, (te_expr *[]){te_sub(c, i, I(1))},
-                            te_cast(c, TE_F32, te_add(c, i, k)));
+    te_stmt *st =
+        te__store(c, B, 1, (te_expr *[]){te_sub(c, i, I(1))}, te_cast(c, TE_F32, te_add(c, i, k)));
     /* The guard is inside an inner loop over k. */
-    te_stmt *prog = te__for(
-        c, i, I(0), I(34), TE_FOR_SERIAL,
-        te__for(c, k, I(0), I(4), TE_FOR_SERIAL,
-                te__if(c, te_and(c, te_ge(c, i, I(1)), te_lt(c, i, I(33))), st, NULL)));
+    te_stmt *prog =
+        te__for(c, i, I(0), I(34), TE_FOR_SERIAL,
+                te__for(c, k, I(0), I(4), TE_FOR_SERIAL,
+                        te__if(c, te_and(c, te_ge(c, i, I(1)), te_lt(c, i, I(33))), st, NULL)));
     te_stmt *out = te__pass_loop_partition(c, prog);
     char *txt = pt_print(out);
     assert_string_equal(txt, "for (i, 1, 32) {\n"
@@ -144,9 +144,9 @@ static void test_guard_on_inner_variable_and_unknown_guard(void **state)
     te_stmt *st = te__store(c, B, 1, (te_expr *[]){ix}, te_f32(c, 1));
     /* A guard on a loaded value cannot be decided: the loop stays as it was. */
     te_expr *ld = te__load(c, M, 1, (te_expr *[]){I(0)});
-    te_stmt *prog = te__for(c, i, I(0), I(8), TE_FOR_SERIAL,
-                            te__for(c, j, I(0), I(8), TE_FOR_SERIAL,
-                                    te__if(c, te_lt(c, ix, ld), st, NULL)));
+    te_stmt *prog =
+        te__for(c, i, I(0), I(8), TE_FOR_SERIAL,
+                te__for(c, j, I(0), I(8), TE_FOR_SERIAL, te__if(c, te_lt(c, ix, ld), st, NULL)));
     assert_ptr_equal(te__pass_loop_partition(c, prog), prog);
 
     /* A guard i + j < 10 with i outer: i in [0,2] is clean, i in [3,7] keeps it. */
@@ -155,14 +155,14 @@ static void test_guard_on_inner_variable_and_unknown_guard(void **state)
                                   te__if(c, te_lt(c, te_add(c, i, j), I(10)), st, NULL)));
     te_stmt *out = te__pass_loop_partition(c, p2);
     char *txt = pt_print(out);
-    if (getenv("PT_SHOW")) fputs(txt, stderr);
+    if (getenv("PT_SHOW"))
+        fputs(txt, stderr);
     assert_non_null(strstr(txt, "for (i, 0, 3) {\n  for (j, 0, 8) {\n    B["));
     assert_non_null(strstr(txt, "for (i, 3, 5) {"));
     free(txt);
     same_result(p2, out, B, 64);
     te_ctx_free(c);
 }
-
 
 /* Random two-level nests with random linear guards: partitioning (then unrolling and
  * simplifying) never changes which elements are written or their values. */
@@ -202,11 +202,14 @@ static void test_random_guards_keep_semantics(void **state)
                *rc = run(out2, B, e0 * e1, &sc);
         bool ok = sa == sb && sa == sc;
         for (int64_t n = 0; n < e0 * e1 && ok; n++)
-            ok = (isnan(ra[n]) && isnan(rb[n]) && isnan(rc[n])) || (ra[n] == rb[n] && ra[n] == rc[n]);
+            ok = (isnan(ra[n]) && isnan(rb[n]) && isnan(rc[n])) ||
+                 (ra[n] == rb[n] && ra[n] == rc[n]);
         if (!ok) {
             char *p0 = pt_print(prog), *p1 = pt_print(out), *p2 = pt_print(out2);
-            fprintf(stderr, "seed %llu iter %d\nbefore:\n%safter partition:\n%s"
-                    "after unroll+simplify:\n%s", (unsigned long long)seed, iter, p0, p1, p2);
+            fprintf(stderr,
+                    "seed %llu iter %d\nbefore:\n%safter partition:\n%s"
+                    "after unroll+simplify:\n%s",
+                    (unsigned long long)seed, iter, p0, p1, p2);
             free(p0);
             free(p1);
             free(p2);

@@ -172,8 +172,8 @@ static void test_min_max_compare_by_ranges(void **state)
     assert_true(te__expr_const_bounds(te_floormod(c, k, I(6)), &f->rm, &lo, &hi));
     assert_int_equal(hi, 5);
     assert_false(te__expr_const_bounds(te_add(c, k, I(1)), &f->rm, &lo, &hi));
-    assert_true(te__prove(c, te_and(c, te_ge(c, j, I(0)), te_lt(c, te_sub(c, j, i), I(32))),
-                          &f->rm));
+    assert_true(
+        te__prove(c, te_and(c, te_ge(c, j, I(0)), te_lt(c, te_sub(c, j, i), I(32))), &f->rm));
     assert_false(te__prove(c, te_lt(c, j, I(31)), &f->rm));
     assert_false(te__prove(c, te_lt(c, k, I(3)), &f->rm));
 }
@@ -203,13 +203,12 @@ static void test_stmt_pass(void **state)
     te_expr *i = te__loop_var(c, "i", 4), *j = te__loop_var(c, "j", 1),
             *t = te__loop_var(c, "t", 0), *z = te__loop_var(c, "z", 0);
     /* for i in [0,4): for j in [0,1): if (i < 4) B[i*1 + j] = 1; for z in [0,0): ... */
-    te_stmt *st = te__store(c, B, 1, (te_expr *[]){te_add(c, te_mul(c, i, I(1)), j)},
-                            te_f32(c, 1));
+    te_stmt *st = te__store(c, B, 1, (te_expr *[]){te_add(c, te_mul(c, i, I(1)), j)}, te_f32(c, 1));
     te_stmt *g = te__if(c, te_lt(c, i, I(4)), st, NULL);
     te_stmt *lj = te__for(c, j, I(0), I(1), TE_FOR_SERIAL, g);
     te_stmt *dead = te__for(c, z, I(0), I(0), TE_FOR_SERIAL, st);
-    te_stmt *let = te__let(c, t, I(5), te__store(c, B, 1, (te_expr *[]){te_add(c, t, i)},
-                                                  te_f32(c, 2)));
+    te_stmt *let =
+        te__let(c, t, I(5), te__store(c, B, 1, (te_expr *[]){te_add(c, t, i)}, te_f32(c, 2)));
     te_stmt *never = te__if(c, te_gt(c, i, I(10)), st, let);
     te_stmt *body = te__seq(c, 3, (te_stmt *[]){lj, dead, never});
     te_stmt *li = te__for(c, i, I(0), I(4), TE_FOR_SERIAL, body);
@@ -242,12 +241,11 @@ static void test_stmt_pass(void **state)
     te_stmt *nar = te__for(
         c, v, I(0), I(32), TE_FOR_SERIAL,
         te__seq(c, 2,
-                (te_stmt *[]){te__if(c, te_lt(c, v, I(4)),
-                                     te__store(c, B, 1,
-                                               (te_expr *[]){te_floormod(c, v, I(8))},
-                                               te_f32(c, 3)),
-                                     NULL),
-                              te__store(c, B, 1, (te_expr *[]){v}, te_f32(c, 4))}));
+                (te_stmt *[]){
+                    te__if(c, te_lt(c, v, I(4)),
+                           te__store(c, B, 1, (te_expr *[]){te_floormod(c, v, I(8))}, te_f32(c, 3)),
+                           NULL),
+                    te__store(c, B, 1, (te_expr *[]){v}, te_f32(c, 4))}));
     txt = pt_print(te__pass_simplify(c, nar));
     assert_string_equal(txt, "for (v, 0, 32) {\n  if ((v < 4)) {\n    B[v] = 3f\n  }\n"
                              "  B[v] = 4f\n}\n");
@@ -301,9 +299,9 @@ static te_expr *gen_int(gen *g, int depth)
     case 12:
         return te_select(c, gen_bool(g, depth - 1), gen_int(g, depth - 1), gen_int(g, depth - 1));
     default:
-        return te_add(c, te_mul(c, g->vars[tt_rng_int(&g->rng, NV)],
-                                te_int(c, tt_rng_int(&g->rng, 9) - 4)),
-                      gen_int(g, depth - 1));
+        return te_add(
+            c, te_mul(c, g->vars[tt_rng_int(&g->rng, NV)], te_int(c, tt_rng_int(&g->rng, 9) - 4)),
+            gen_int(g, depth - 1));
     }
 }
 
@@ -368,8 +366,8 @@ static void test_random_integer_expressions_keep_their_value(void **state)
                                 "seed %llu iter %d (ranges %s): v0=%lld v1=%lld v2=%lld\n"
                                 "  original   %s = %lld\n  simplified %s = %lld%s\n",
                                 (unsigned long long)seed, iter, use_ranges ? "on" : "off",
-                                (long long)a, (long long)b, (long long)d, pe, (long long)want,
-                                ps, (long long)got, env.err ? " (error)" : "");
+                                (long long)a, (long long)b, (long long)d, pe, (long long)want, ps,
+                                (long long)got, env.err ? " (error)" : "");
                         free(pe);
                         free(ps);
                         fail();

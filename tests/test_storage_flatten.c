@@ -21,9 +21,9 @@ static void test_3d_index_is_row_major(void **state)
     /* O[i, j, k] = A[1 - i, j, 3 - k] * 2 */
     te_expr *ld = te__load(c, A, 3, (te_expr *[]){te_sub(c, I(1), i), j, te_sub(c, I(3), k)});
     te_stmt *st = te__store(c, O, 3, (te_expr *[]){i, j, k}, te_mul(c, ld, te_f32(c, 2)));
-    te_stmt *prog = te__for(c, i, I(0), I(2), TE_FOR_SERIAL,
-                            te__for(c, j, I(0), I(3), TE_FOR_SERIAL,
-                                    te__for(c, k, I(0), I(4), TE_FOR_SERIAL, st)));
+    te_stmt *prog = te__for(
+        c, i, I(0), I(2), TE_FOR_SERIAL,
+        te__for(c, j, I(0), I(3), TE_FOR_SERIAL, te__for(c, k, I(0), I(4), TE_FOR_SERIAL, st)));
     te_stmt *out = te__pass_storage_flatten(c, prog);
     assert_non_null(out);
     char *txt = pt_print(out);
@@ -62,8 +62,8 @@ static void test_vector_index_and_alloc(void **state)
     te_buf *T = te__buf_new(c, "T", TE_F32, 2, (int64_t[]){8, 4}, TE_SCOPE_LOCAL);
     te_expr *i = te__loop_var(c, "i", 4), *j = te__loop_var(c, "j", 2);
     te_expr *ld = te__load(c, A, 2, (te_expr *[]){i, te__ramp(c, te_mul(c, j, I(8)), 1, 8)});
-    te_stmt *st = te__store(c, T, 2, (te_expr *[]){te__ramp(c, I(0), 1, 8), te__bcast(c, i, 8)},
-                            ld);
+    te_stmt *st =
+        te__store(c, T, 2, (te_expr *[]){te__ramp(c, I(0), 1, 8), te__bcast(c, i, 8)}, ld);
     te_stmt *prog = te__alloc_stmt(c, T, st);
     te_stmt *out = te__pass_storage_flatten(c, prog);
     assert_non_null(out);

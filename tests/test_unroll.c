@@ -79,10 +79,9 @@ static void test_nested_unroll(void **state)
     te_buf *B = te__buf_new(c, "B", TE_F32, 1, (int64_t[]){6}, TE_SCOPE_GLOBAL);
     te_expr *a = te__loop_var(c, "a", 2), *b = te__loop_var(c, "b", 3);
     te_expr *ix = te_add(c, te_mul(c, a, I(3)), b);
-    te_stmt *prog = te__for(
-        c, a, I(0), I(2), TE_FOR_UNROLLED,
-        te__for(c, b, I(0), I(3), TE_FOR_UNROLLED,
-                te__store(c, B, 1, (te_expr *[]){ix}, te_cast(c, TE_F32, ix))));
+    te_stmt *prog = te__for(c, a, I(0), I(2), TE_FOR_UNROLLED,
+                            te__for(c, b, I(0), I(3), TE_FOR_UNROLLED,
+                                    te__store(c, B, 1, (te_expr *[]){ix}, te_cast(c, TE_F32, ix))));
     te_stmt *out = te__pass_unroll(c, prog);
     char *txt = pt_print(out);
     assert_string_equal(txt, "B[0] = 0f\nB[1] = 1f\nB[2] = 2f\nB[3] = 3f\nB[4] = 4f\n"

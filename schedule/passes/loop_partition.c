@@ -100,10 +100,18 @@ static bool conjunct_interval(lp *p, te_expr *c, const te_expr *v, int64_t *tlo,
         a > (INT64_C(1) << 60))
         return false;
     switch (op) {
-    case TE_LT: Rhi = rhi; break;
-    case TE_LE: Rhi = rhi - 1; break;
-    case TE_GT: a = -a, Rhi = -rlo; break;
-    default: a = -a, Rhi = -rlo - 1; break; /* GE */
+    case TE_LT:
+        Rhi = rhi;
+        break;
+    case TE_LE:
+        Rhi = rhi - 1;
+        break;
+    case TE_GT:
+        a = -a, Rhi = -rlo;
+        break;
+    default:
+        a = -a, Rhi = -rlo - 1;
+        break; /* GE */
     }
     int64_t lo = INT64_MIN, hi = INT64_MAX;
     if (a > 0)
@@ -198,8 +206,8 @@ static te_stmt *part_for(lp *p, te_stmt *s)
     int64_t m = 0, M = 0;
     bool known = loop_range(p, s, &m, &M);
     te_for_kind k = s->u.loop.fkind;
-    bool const_bounds = te__is_const_int(s->u.loop.min, NULL) &&
-                        te__is_const_int(s->u.loop.extent, NULL);
+    bool const_bounds =
+        te__is_const_int(s->u.loop.min, NULL) && te__is_const_int(s->u.loop.extent, NULL);
     if (known && const_bounds && k != TE_FOR_THREAD && k != TE_FOR_VECTORIZED &&
         p->splits < MAX_SPLITS) {
         int64_t tlo = INT64_MIN, thi = INT64_MAX;

@@ -349,8 +349,7 @@ static bnd bounds(const te_expr *e, const te__range_map *m)
     return r;
 }
 
-bool te__expr_const_bounds(const te_expr *e, const te__range_map *ranges, int64_t *lo,
-                           int64_t *hi)
+bool te__expr_const_bounds(const te_expr *e, const te__range_map *ranges, int64_t *lo, int64_t *hi)
 {
     if (!e || !te_dtype_is_int(e->dtype))
         return false;
@@ -743,8 +742,10 @@ static bool fold_int(te_binop op, te_dtype dt, int64_t a, int64_t b, int64_t *ou
     case TE_FLOORMOD:
         if (b == 0 || (a == INT64_MIN && b == -1))
             return false;
-        *out = op == TE_DIV ? a / b : op == TE_MOD ? a % b : op == TE_FLOORDIV ? fdiv(a, b)
-                                                                            : fmodi(a, b);
+        *out = op == TE_DIV        ? a / b
+               : op == TE_MOD      ? a % b
+               : op == TE_FLOORDIV ? fdiv(a, b)
+                                   : fmodi(a, b);
         break;
     case TE_MIN:
         *out = a < b ? a : b;
@@ -831,33 +832,79 @@ static te_expr *fold_call(te_ctx *ctx, te_expr *e)
     if (e->dtype == TE_F32) {
         float xf = (float)x, yf = (float)y;
         switch (e->u.call.fn) {
-        case TE_EXP: r = expf(xf); break;
-        case TE_LOG: r = logf(xf); break;
-        case TE_SQRT: r = sqrtf(xf); break;
-        case TE_RSQRT: r = 1.0f / sqrtf(xf); break;
-        case TE_TANH: r = tanhf(xf); break;
-        case TE_ERF: r = erff(xf); break;
-        case TE_SIGMOID: r = 1.0f / (1.0f + expf(-xf)); break;
-        case TE_FABS: r = fabsf(xf); break;
-        case TE_FLOOR: r = floorf(xf); break;
-        case TE_CEIL: r = ceilf(xf); break;
-        case TE_POW: r = powf(xf, yf); break;
-        default: return e;
+        case TE_EXP:
+            r = expf(xf);
+            break;
+        case TE_LOG:
+            r = logf(xf);
+            break;
+        case TE_SQRT:
+            r = sqrtf(xf);
+            break;
+        case TE_RSQRT:
+            r = 1.0f / sqrtf(xf);
+            break;
+        case TE_TANH:
+            r = tanhf(xf);
+            break;
+        case TE_ERF:
+            r = erff(xf);
+            break;
+        case TE_SIGMOID:
+            r = 1.0f / (1.0f + expf(-xf));
+            break;
+        case TE_FABS:
+            r = fabsf(xf);
+            break;
+        case TE_FLOOR:
+            r = floorf(xf);
+            break;
+        case TE_CEIL:
+            r = ceilf(xf);
+            break;
+        case TE_POW:
+            r = powf(xf, yf);
+            break;
+        default:
+            return e;
         }
     } else {
         switch (e->u.call.fn) {
-        case TE_EXP: r = exp(x); break;
-        case TE_LOG: r = log(x); break;
-        case TE_SQRT: r = sqrt(x); break;
-        case TE_RSQRT: r = 1.0 / sqrt(x); break;
-        case TE_TANH: r = tanh(x); break;
-        case TE_ERF: r = erf(x); break;
-        case TE_SIGMOID: r = 1.0 / (1.0 + exp(-x)); break;
-        case TE_FABS: r = fabs(x); break;
-        case TE_FLOOR: r = floor(x); break;
-        case TE_CEIL: r = ceil(x); break;
-        case TE_POW: r = pow(x, y); break;
-        default: return e;
+        case TE_EXP:
+            r = exp(x);
+            break;
+        case TE_LOG:
+            r = log(x);
+            break;
+        case TE_SQRT:
+            r = sqrt(x);
+            break;
+        case TE_RSQRT:
+            r = 1.0 / sqrt(x);
+            break;
+        case TE_TANH:
+            r = tanh(x);
+            break;
+        case TE_ERF:
+            r = erf(x);
+            break;
+        case TE_SIGMOID:
+            r = 1.0 / (1.0 + exp(-x));
+            break;
+        case TE_FABS:
+            r = fabs(x);
+            break;
+        case TE_FLOOR:
+            r = floor(x);
+            break;
+        case TE_CEIL:
+            r = ceil(x);
+            break;
+        case TE_POW:
+            r = pow(x, y);
+            break;
+        default:
+            return e;
         }
     }
     return mk_float(ctx, e->dtype, r);
@@ -889,24 +936,36 @@ static te_expr *fold_cast(te_ctx *ctx, te_expr *e)
 static te_binop flip_cmp(te_binop op)
 {
     switch (op) {
-    case TE_LT: return TE_GT;
-    case TE_LE: return TE_GE;
-    case TE_GT: return TE_LT;
-    case TE_GE: return TE_LE;
-    default: return op;
+    case TE_LT:
+        return TE_GT;
+    case TE_LE:
+        return TE_GE;
+    case TE_GT:
+        return TE_LT;
+    case TE_GE:
+        return TE_LE;
+    default:
+        return op;
     }
 }
 
 static te_binop negate_cmp(te_binop op)
 {
     switch (op) {
-    case TE_LT: return TE_GE;
-    case TE_LE: return TE_GT;
-    case TE_GT: return TE_LE;
-    case TE_GE: return TE_LT;
-    case TE_EQ: return TE_NE;
-    case TE_NE: return TE_EQ;
-    default: return op;
+    case TE_LT:
+        return TE_GE;
+    case TE_LE:
+        return TE_GT;
+    case TE_GT:
+        return TE_LE;
+    case TE_GE:
+        return TE_LT;
+    case TE_EQ:
+        return TE_NE;
+    case TE_NE:
+        return TE_EQ;
+    default:
+        return op;
     }
 }
 
@@ -1020,13 +1079,26 @@ static te_expr *simp_cmp_bounds(simp *s, te_binop op, te_expr *a, te_expr *b, te
     bool gt = ba.has_lo && bb.has_hi && ba.lo > bb.hi;
     bool ge = ba.has_lo && bb.has_hi && ba.lo >= bb.hi;
     switch (op) {
-    case TE_LT: t = lt ? 1 : ge ? 0 : -1; break;
-    case TE_LE: t = le ? 1 : gt ? 0 : -1; break;
-    case TE_GT: t = gt ? 1 : le ? 0 : -1; break;
-    case TE_GE: t = ge ? 1 : lt ? 0 : -1; break;
-    case TE_EQ: t = (lt || gt) ? 0 : -1; break;
-    case TE_NE: t = (lt || gt) ? 1 : -1; break;
-    default: break;
+    case TE_LT:
+        t = lt ? 1 : ge ? 0 : -1;
+        break;
+    case TE_LE:
+        t = le ? 1 : gt ? 0 : -1;
+        break;
+    case TE_GT:
+        t = gt ? 1 : le ? 0 : -1;
+        break;
+    case TE_GE:
+        t = ge ? 1 : lt ? 0 : -1;
+        break;
+    case TE_EQ:
+        t = (lt || gt) ? 0 : -1;
+        break;
+    case TE_NE:
+        t = (lt || gt) ? 1 : -1;
+        break;
+    default:
+        break;
     }
     return t >= 0 ? mk_int(s->ctx, TE_BOOL, t) : orig;
 }
@@ -1093,9 +1165,9 @@ static te_expr *simp_floordivmod_i64(simp *s, bool is_div, te_expr *a, int64_t c
         goto done;
     }
     te_expr *re = lf_build(ctx, &r);
-    te_expr *inner = re ? (is_div ? te_floordiv(ctx, re, te_int(ctx, c))
-                                  : te_floormod(ctx, re, te_int(ctx, c)))
-                        : NULL;
+    te_expr *inner =
+        re ? (is_div ? te_floordiv(ctx, re, te_int(ctx, c)) : te_floormod(ctx, re, te_int(ctx, c)))
+           : NULL;
     if (!inner) {
         res = NULL;
         goto done;
@@ -1170,8 +1242,7 @@ static te_expr *simp_vector_binary(simp *s, te_expr *e)
     case TE_MUL: {
         te_expr *base = sb == 0 ? ba : bb, *k = sb == 0 ? bb : ba;
         int64_t sv = sb == 0 ? sa : sb;
-        if ((sa != 0 && sb != 0) || k->kind != TE_E_INT ||
-            __builtin_mul_overflow(sv, k->u.i, &st))
+        if ((sa != 0 && sb != 0) || k->kind != TE_E_INT || __builtin_mul_overflow(sv, k->u.i, &st))
             return e;
         return mk_vec(s, resimp(s, te_mul(ctx, base, k)), st, lanes);
     }
@@ -1185,8 +1256,8 @@ static te_expr *simp_vector_binary(simp *s, te_expr *e)
         if (!r)
             return NULL;
         bnd br = bounds(r, s->ranges);
-        if (__builtin_mul_overflow(sa, (int64_t)(lanes - 1), &span) || !br.has_lo ||
-            !br.has_hi || br.lo < 0 || br.hi > c - 1 - span)
+        if (__builtin_mul_overflow(sa, (int64_t)(lanes - 1), &span) || !br.has_lo || !br.has_hi ||
+            br.lo < 0 || br.hi > c - 1 - span)
             return e;
         if (e->u.bin.op == TE_FLOORDIV)
             return mk_vec(s, resimp(s, te_floordiv(ctx, ba, bb)), 0, lanes);
@@ -1515,10 +1586,18 @@ static bool cmp_interval(const te_expr *cond, const te_expr *v, int64_t *lo, int
     if (c == INT64_MIN)
         return false;
     switch (op) {
-    case TE_LT: *hi = ceil_div(nc, k) - 1; break;   /* v < -c/k */
-    case TE_LE: *hi = fdiv(nc, k); break;           /* v <= -c/k */
-    case TE_GT: *lo = fdiv(nc, k) + 1; break;       /* v > -c/k */
-    case TE_GE: *lo = ceil_div(nc, k); break;       /* v >= -c/k */
+    case TE_LT:
+        *hi = ceil_div(nc, k) - 1;
+        break; /* v < -c/k */
+    case TE_LE:
+        *hi = fdiv(nc, k);
+        break; /* v <= -c/k */
+    case TE_GT:
+        *lo = fdiv(nc, k) + 1;
+        break; /* v > -c/k */
+    case TE_GE:
+        *lo = ceil_div(nc, k);
+        break; /* v >= -c/k */
     case TE_EQ:
         if (nc % k != 0)
             *lo = 1, *hi = 0;
@@ -1595,8 +1674,8 @@ static te_stmt *simp_for(walk *w, te_stmt *s)
         if (cond_interval(b->u.cond.cond, var, &tlo, &thi)) {
             if (tlo > thi)
                 return NULL;
-            te_stmt *n = te__for(ctx, var, te_int(ctx, tlo), te_int(ctx, thi - tlo + 1),
-                                 s->u.loop.fkind, b);
+            te_stmt *n =
+                te__for(ctx, var, te_int(ctx, tlo), te_int(ctx, thi - tlo + 1), s->u.loop.fkind, b);
             if (!n) {
                 w->failed = true;
                 return NULL;

@@ -48,8 +48,7 @@ static te_expr *flat_index(te_ctx *ctx, const te_buf *buf, int n, te_expr *const
     for (int d = n - 2; d >= 0; d--) {
         if (__builtin_mul_overflow(strides[d + 1], buf->shape[d + 1], &strides[d])) {
             te_ctx_set_error(ctx, TE_ERR_OVERFLOW,
-                             "storage flatten: buffer '%s' has more than 2^63 elements",
-                             buf->name);
+                             "storage flatten: buffer '%s' has more than 2^63 elements", buf->name);
             return NULL;
         }
     }
@@ -75,8 +74,7 @@ static te_expr *flat_index(te_ctx *ctx, const te_buf *buf, int n, te_expr *const
     flat = te__simplify_expr(ctx, flat, NULL);
     if (!flat || lanes == 1 || !vec_ok)
         return flat;
-    return lane_stride == 0 ? te__bcast(ctx, flat, lanes)
-                            : te__ramp(ctx, flat, lane_stride, lanes);
+    return lane_stride == 0 ? te__bcast(ctx, flat, lanes) : te__ramp(ctx, flat, lane_stride, lanes);
 }
 
 static te_expr *flatten_expr(te_ctx *ctx, te_expr *e, void *user)
