@@ -210,7 +210,7 @@ static void test_export_import_merge_round_trip(void **state)
     (void)state;
     seed();
     assert_int_equal(cli("db export --db cli.db -o all.jsonl"), 0);
-    assert_int_equal(cli("db export --db cli.db"), 0);
+    assert_int_equal(cli("db export --db cli.db --json"), 0);
     assert_int_equal(json_lines(), 3);
     char *first = strdup(out_text);
     assert_int_equal(cli("db import --db copy.db all.jsonl --json"), 0);

@@ -168,8 +168,10 @@ static void test_missing_directory_and_missing_file(void **state)
     assert_int_equal(te_db_open(path, &o, &db), TE_ERR_NOT_FOUND);
     te_db_close(db);
     assert_false(tdb_exists(path));
-    /* A zero-length file is a new database. */
+    /* A zero-length file is a new database, unless the caller said not to create one. */
     tdb_write(path, "", 0);
+    expect_refused(TE_DB_NO_CREATE, TE_ERR_CORRUPT, "empty file");
+    expect_refused(TE_DB_READONLY, TE_ERR_CORRUPT, "empty file");
     db = tdb_open(path, 0);
     assert_int_equal(tdb_count(db), 0);
     te_db_close(db);

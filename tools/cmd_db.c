@@ -595,7 +595,9 @@ static int cmd_jobs(int argc, char **argv)
 static int cmd_export(int argc, char **argv)
 {
     const char *path = NULL, *wkey = NULL, *tkey = NULL, *out = NULL;
+    int json = 0; /* accepted for uniformity: export always writes JSON lines */
     opt_spec specs[] = {{"--db", NULL, 1, &path, NULL},
+                        {"--json", NULL, 0, NULL, &json},
                         {"--workload", "-w", 1, &wkey, NULL},
                         {"--target", "-t", 1, &tkey, NULL},
                         {"--output", "-o", 1, &out, NULL},
@@ -879,7 +881,7 @@ static const subcommand subcommands[] = {
      "key\n  -n, --limit N       only the newest N\n",
      cmd_history, 0},
     {"jobs", "[--id N] [--json]", "List tuning jobs, newest first.", NULL, cmd_jobs, 0},
-    {"export", "[--workload KEY] [--target KEY] [-o FILE]",
+    {"export", "[--workload KEY] [--target KEY] [-o FILE] [--json]",
      "Write trials as JSON lines (one trial per line with its workload, target and job).",
      "options:\n  -o, --output FILE   write to FILE instead of stdout\n", cmd_export, 0},
     {"import", "FILE... [--json]",

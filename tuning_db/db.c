@@ -456,7 +456,9 @@ static int precheck_file(te_db *db, const char *path, int readonly, int no_creat
         return te__db_err(db, TE_ERR_READONLY,
                           "%s: the file is read-only; open it read-only to query it", path);
     if (st.st_size == 0) {
-        if (readonly)
+        /* An empty file becomes a new database, but only when creating is allowed: a
+         * query must not write. */
+        if (readonly || no_create)
             return te__db_err(db, TE_ERR_CORRUPT, "%s: empty file, not a Tessera database",
                               path);
         *is_new = 1;

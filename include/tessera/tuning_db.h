@@ -172,7 +172,8 @@ typedef struct te_db_options {
  * newer than TE_DB_SCHEMA_VERSION (TE_ERR_VERSION), a read-only file or directory opened without
  * TE_DB_READONLY (TE_ERR_READONLY; mode bits without any write permission count as read-only
  * even for root), a missing directory (TE_ERR_IO), a missing file with TE_DB_NO_CREATE or
- * TE_DB_READONLY (TE_ERR_NOT_FOUND). A zero-length file counts as a new, empty database.
+ * TE_DB_READONLY (TE_ERR_NOT_FOUND). A zero-length file counts as a new, empty database
+ * (refused as TE_ERR_CORRUPT with TE_DB_NO_CREATE or TE_DB_READONLY, which never write).
  *
  * Like sqlite3_open, *out is set to a handle even when the call fails (unless memory ran out,
  * then NULL), so that te_db_errmsg can explain the failure; the caller must te_db_close it.
