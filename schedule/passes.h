@@ -39,6 +39,9 @@ bool te__prove(te_ctx *ctx, te_expr *cond, const te__range_map *ranges);
  * loops of extent 1 (substituting their min), loops of extent <= 0, and ifs whose condition is
  * provably true (keeps the then-branch) or false (keeps the else-branch). */
 te_stmt *te__pass_simplify(te_ctx *ctx, te_stmt *s);
+/* Simplifies statement s under the ranges of the loops that enclose it (ranges is updated
+ * while walking and restored on return). *failed is set on error. */
+te_stmt *te__simplify_stmt_in(te_ctx *ctx, te_stmt *s, te__range_map *ranges, bool *failed);
 
 /* ---- loop_partition.c ----
  * Splits a loop whose body is guarded by a condition linear in the loop variable (the tail

@@ -310,8 +310,8 @@ te_expr *te_cast(te_ctx *ctx, te_dtype dtype, te_expr *a)
     }
     if (a->dtype == dtype)
         return a;
-    if (is_const(a) && a->lanes == 1)
-        return retype_const(ctx, a, dtype);
+    if (is_const(a) && a->lanes == 1) /* C conversion, folded */
+        return te_const(ctx, dtype, a->kind == TE_E_INT ? (double)a->u.i : a->u.f);
     te_expr *e = te__new_expr(ctx, TE_E_CAST, dtype);
     if (e) {
         e->u.un.a = a;

@@ -20,7 +20,6 @@
 
 /* simplify.c: simplifies s under the ranges of enclosing loops; NULL when s vanishes or on
  * error (*failed). */
-te_stmt *te__simplify_stmt_in(te_ctx *ctx, te_stmt *s, te__range_map *ranges, bool *failed);
 
 /* Upper bound on the loops one call may split, so nested guards cannot blow code up. */
 #define MAX_SPLITS 256

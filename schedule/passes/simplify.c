@@ -1852,7 +1852,6 @@ static te_stmt *simp_stmt(walk *w, te_stmt *s)
 /* Simplifies s under the given ranges of enclosing variables (which it leaves as it found
  * them). Returns NULL either on error (*failed set) or when s simplifies to nothing. Used by
  * the other passes of this directory. */
-te_stmt *te__simplify_stmt_in(te_ctx *ctx, te_stmt *s, te__range_map *ranges, bool *failed);
 te_stmt *te__simplify_stmt_in(te_ctx *ctx, te_stmt *s, te__range_map *ranges, bool *failed)
 {
     walk w = {ctx, {0, 0, NULL, NULL, NULL}, false};

@@ -9,7 +9,6 @@
 
 /* simplify.c: simplifies s under the ranges of enclosing loops; NULL when s vanishes or on
  * error (*failed). */
-te_stmt *te__simplify_stmt_in(te_ctx *ctx, te_stmt *s, te__range_map *ranges, bool *failed);
 
 /* Same limit as te_unroll's contract. */
 #define MAX_UNROLL 1024
