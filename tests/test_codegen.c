@@ -275,6 +275,45 @@ static void test_scalar_promotion_and_lanes(void **state)
     te_ctx_free(ctx);
 }
 
+/* A reduction into a promoted scalar accumulator gets an OpenMP simd reduction clause. */
+static void test_scalar_reduction_clause(void **state)
+{
+    (void)state;
+    te_ctx *ctx = te_ctx_create();
+    const int64_t n = 1000;
+    te_buf *A = arg_buf(ctx, "A", TE_F32, n, 0), *C = arg_buf(ctx, "C", TE_F32, 2, 1);
+    te_buf *acc = te__buf_new(ctx, "acc", TE_F32, 1, (int64_t[]){1}, TE_SCOPE_LOCAL);
+    te_buf *mx = te__buf_new(ctx, "mx", TE_F32, 1, (int64_t[]){1}, TE_SCOPE_LOCAL);
+    te_expr *k = te__loop_var(ctx, "k", n), *k2 = te__loop_var(ctx, "k", n);
+    te_stmt *body = te__seq(ctx, 6, (te_stmt *[]){
+        st(ctx, acc, I(ctx, 0), te_f32(ctx, 0)),
+        te__for(ctx, k, I(ctx, 0), I(ctx, n), TE_FOR_SERIAL,
+                st(ctx, acc, I(ctx, 0), te_add(ctx, ld(ctx, acc, I(ctx, 0)), ld(ctx, A, k)))),
+        st(ctx, mx, I(ctx, 0), te_f32(ctx, -INFINITY)),
+        te__for(ctx, k2, I(ctx, 0), I(ctx, n), TE_FOR_SERIAL,
+                st(ctx, mx, I(ctx, 0), te_max(ctx, ld(ctx, mx, I(ctx, 0)), ld(ctx, A, k2)))),
+        st(ctx, C, I(ctx, 0), ld(ctx, acc, I(ctx, 0))),
+        st(ctx, C, I(ctx, 1), ld(ctx, mx, I(ctx, 0))),
+    });
+    body = te__alloc_stmt(ctx, acc, te__alloc_stmt(ctx, mx, body));
+    built b = build(ctx, mk_fn(ctx, "red", 2, (te_buf *[]){A, C}, 1, body));
+    has(b.src, "#pragma omp simd reduction(+ : acc_s0)\n");
+    has(b.src, "#pragma omp simd reduction(max : mx_s0)\n");
+    has(b.src, "mx_s0 = -INFINITY;");
+    float a[1000], c[2];
+    double want = 0, m = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        a[i] = (float)((i * 37) % 101) / 7.0f;
+        want += a[i];
+        m = a[i] > m ? a[i] : m;
+    }
+    assert_int_equal(b.fn((void *[]){a, c}), 0);
+    assert_true(fabs(c[0] - want) <= 1e-5 * want);
+    assert_true(c[1] == (float)m);
+    te__cc_lib_free(b.lib);
+    te_ctx_free(ctx);
+}
+
 /* ---- Vector math against libm ------------------------------------------------------------- */
 
 typedef struct { te_buf *x, *y; te_intrin fn; } unary;
@@ -625,6 +664,7 @@ int main(void)
         cmocka_unit_test(test_parallel_loop),
         cmocka_unit_test(test_local_accumulator_promoted),
         cmocka_unit_test(test_scalar_promotion_and_lanes),
+        cmocka_unit_test(test_scalar_reduction_clause),
         cmocka_unit_test(test_vector_exp),
         cmocka_unit_test(test_vector_log),
         cmocka_unit_test(test_vector_tanh),

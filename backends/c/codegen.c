@@ -447,8 +447,11 @@ static void use_helper(emitter *em, helper h, te_dtype d, int lanes)
     switch (h) {
     case H_MIN:
     case H_MAX:
-        if (lanes > 1)
+        if (lanes > 1) {
             use_helper(em, H_BLEND, e, lanes);
+            if (te_dtype_is_float(e))
+                em->need_immintrin = true;
+        }
         break;
     case H_LOAD:
     case H_STORE:
@@ -716,11 +719,30 @@ static void emit_helper(emitter *em, sbuf *b, helper h, te_dtype d, int lanes)
                       V, V + 3, M, V, V, I, I, V, I, I);
         break;
     case H_MIN:
-    case H_MAX:
-        sb_printf(b, "static inline %s te_%s_%s(%s a, %s b) { return te_blend_%s(%sa %s b%s, a, b); }\n",
-                  V, h == H_MIN ? "min" : "max", V + 3, V, V, V + 3, mopen,
+    case H_MAX: {
+        /* x86 min/max instructions compute exactly a < b ? a : b (a > b ? a : b) */
+        int bytes = lanes * (int)te_dtype_size(d);
+        const char *mm = NULL, *guard = NULL, *nat = NULL;
+        const char *sfx = d == TE_F32 ? "ps" : "pd";
+        if (f && bytes == 64)
+            mm = "_mm512_", guard = "__AVX512F__", nat = d == TE_F32 ? "__m512" : "__m512d";
+        else if (f && bytes == 32)
+            mm = "_mm256_", guard = "__AVX__", nat = d == TE_F32 ? "__m256" : "__m256d";
+        else if (f && bytes == 16)
+            mm = "_mm_", guard = d == TE_F32 ? "__SSE__" : "__SSE2__",
+            nat = d == TE_F32 ? "__m128" : "__m128d";
+        const char *nm = h == H_MIN ? "min" : "max";
+        sb_printf(b, "static inline %s te_%s_%s(%s a, %s b)\n{\n", V, nm, V + 3, V, V);
+        if (mm)
+            sb_printf(b, "#if defined(%s)\n    return (%s)%s%s_%s((%s)a, (%s)b);\n#else\n", guard, V,
+                      mm, nm, sfx, nat, nat);
+        sb_printf(b, "    return te_blend_%s(%sa %s b%s, a, b);\n", V + 3, mopen,
                   h == H_MIN ? "<" : ">", mclose);
+        if (mm)
+            sb_puts(b, "#endif\n");
+        sb_puts(b, "}\n");
         break;
+    }
     case H_FLOORDIV:
         sb_printf(b, "static inline %s te_floordiv_%s(%s a, %s b)\n{\n"
                      "    %s q = a / b, r = a %% b;\n"
@@ -1558,8 +1580,12 @@ static te_expr *slice(legal *lg, te_expr *e, int lo, int n)
     case TE_E_RAMP: {
         te_expr *base = e->u.ramp.base;
         int64_t off = (int64_t)lo * e->u.ramp.stride;
+        int64_t k;
         if (off && const_eval(base, &c) && base->dtype == TE_I64)
             base = te_int(ctx, c + off);
+        else if (off && base->kind == TE_E_BINARY && base->u.bin.op == TE_ADD &&
+                 base->dtype == TE_I64 && const_eval(base->u.bin.b, &k))
+            base = te_add(ctx, base->u.bin.a, te_int(ctx, k + off)); /* x + 32 + 16 -> x + 48 */
         else if (off)
             base = te_add(ctx, base, te_int(ctx, off));
         return base ? te__ramp(ctx, base, e->u.ramp.stride, n) : NULL;
@@ -1947,6 +1973,63 @@ static const char *expr_text(emitter *em, const te_expr *e, int minp)
     return z ? z : "";
 }
 
+/* A reduction loop: the innermost loop body is one update `acc = acc op e` of a scalar
+ * accumulator promoted to a variable, op one of + * min max, e not reading acc. Returns the
+ * OpenMP reduction operator and stores the variable's name, else NULL. `#pragma omp simd
+ * reduction(...)` then lets the compiler vectorize it (reassociating, as every vectorized
+ * reduction does); without it gcc keeps a float reduction serial. */
+static const char *reduction_of(emitter *em, const te_stmt *s, char *var, size_t n)
+{
+    const te_stmt *b = s->u.loop.body;
+    if (b->kind != TE_S_STORE || b->u.store.value->lanes != 1)
+        return NULL;
+    const te_buf *buf = b->u.store.buf;
+    const promo *p = find_promo(em, buf);
+    int64_t at, c2;
+    if (!p || !flat_const(buf, b->u.store.n, b->u.store.idx, &at) || p->kind[at] != 1)
+        return NULL;
+    const te_expr *v = b->u.store.value;
+    if (v->kind != TE_E_BINARY)
+        return NULL;
+    const char *op;
+    switch (v->u.bin.op) {
+    case TE_ADD:
+        op = "+";
+        break;
+    case TE_MUL:
+        op = "*";
+        break;
+    case TE_MIN:
+        op = "min";
+        break;
+    case TE_MAX:
+        op = "max";
+        break;
+    default:
+        return NULL;
+    }
+    const te_expr *a = v->u.bin.a, *e = v->u.bin.b;
+    bool a_acc = a->kind == TE_E_LOAD && a->u.load.buf == buf &&
+                 flat_const(buf, a->u.load.n, a->u.load.idx, &c2) && c2 == at;
+    if (!a_acc) {
+        const te_expr *t = a;
+        a = e;
+        e = t;
+        a_acc = a->kind == TE_E_LOAD && a->u.load.buf == buf &&
+                flat_const(buf, a->u.load.n, a->u.load.idx, &c2) && c2 == at;
+    }
+    if (!a_acc)
+        return NULL;
+    pscan ps = {buf, true, 0, NULL, 0, 0};
+    te__expr_visit(e, pscan_visit, &ps);
+    bool reads_acc = ps.n > 0 || !ps.ok;
+    free(ps.v);
+    if (reads_acc)
+        return NULL;
+    snprintf(var, n, "%s%lld", p->sname, (long long)at);
+    return op;
+}
+
 static void gen_for(emitter *em, const te_stmt *s)
 {
     const te_expr *var = s->u.loop.var;
@@ -1980,6 +2063,10 @@ static void gen_for(emitter *em, const te_stmt *s)
     case TE_FOR_SERIAL:
         break;
     }
+    char acc[200];
+    const char *rop = s->u.loop.fkind == TE_FOR_SERIAL ? reduction_of(em, s, acc, sizeof acc) : NULL;
+    if (rop)
+        line(em, "#pragma omp simd reduction(%s : %s)", rop, acc);
     line(em, "for (%s %s = %s; %s < %s; ++%s) {", vt, v, lo, v, hi, v);
     int saved_nonneg = em->nnonneg;
     if (nonneg(em, s->u.loop.min) && em->nnonneg < (int)(sizeof em->nonneg / sizeof em->nonneg[0]))
