@@ -41,8 +41,12 @@ static void test_new_database_has_schema_wal_and_keys(void **state)
     int n = te_db_target_key(&tdb_cpu, key, sizeof key);
     assert_string_equal(key, "c;x86_64;AMD EPYC;avx512f,avx2,fma;2 cores;gcc 12.2.0");
     assert_int_equal(n, (int)strlen(key));
-    te_db_target gpu = {.backend = "cuda", .sm = 80, .device = "NVIDIA A100; SXM", .cores = 108,
-                        .compiler = "nvrtc 12.2", .driver = "12.2"};
+    te_db_target gpu = {.backend = "cuda",
+                        .sm = 80,
+                        .device = "NVIDIA A100; SXM",
+                        .cores = 108,
+                        .compiler = "nvrtc 12.2",
+                        .driver = "12.2"};
     te_db_target_key(&gpu, key, sizeof key);
     assert_string_equal(key, "cuda;sm_80;NVIDIA A100, SXM;108 SMs;nvrtc 12.2;driver 12.2");
     assert_int_equal(te_db_target_key(&(te_db_target){0}, key, sizeof key), TE_ERR_ARG);
@@ -206,9 +210,9 @@ static void test_trials_are_append_only(void **state)
     sqlite3_free(err);
     /* The documented `best` view answers from the plain sqlite3 shell too. */
     sqlite3_stmt *st;
-    assert_int_equal(sqlite3_prepare_v2(h, "SELECT workload, target, trace FROM best", -1, &st,
-                                        NULL),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_prepare_v2(h, "SELECT workload, target, trace FROM best", -1, &st, NULL),
+        SQLITE_OK);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
     assert_string_equal((const char *)sqlite3_column_text(st, 2), "x");
     sqlite3_finalize(st);
@@ -266,8 +270,12 @@ static void test_fallback_only_when_asked_and_reported(void **state)
     assert_int_equal(te_db_best(db, TDB_MATMUL, &riscv, TE_DB_FALLBACK, &l), TE_ERR_NOT_FOUND);
 
     /* CUDA: same SM major, not above ours, highest first. */
-    te_db_target a100 = {.backend = "cuda", .sm = 80, .device = "A100", .cores = 108,
-                         .compiler = "nvrtc 12.2", .driver = "12.2"};
+    te_db_target a100 = {.backend = "cuda",
+                         .sm = 80,
+                         .device = "A100",
+                         .cores = 108,
+                         .compiler = "nvrtc 12.2",
+                         .driver = "12.2"};
     te_db_target h100 = a100, a10 = a100, v100 = a100;
     h100.sm = 90;
     h100.device = "H100";
@@ -319,8 +327,7 @@ static void test_system_tier_read_first_user_and_never_written(void **state)
     assert_string_equal(l->items[0].trace, "sys-fast");
     assert_true(l->items[0].from_system);
     te_db_trial_list_free(l);
-    assert_int_equal(te_db_best(db, TDB_MATMUL, &tdb_cpu, TE_DB_USER_ONLY, &l),
-                     TE_ERR_NOT_FOUND);
+    assert_int_equal(te_db_best(db, TDB_MATMUL, &tdb_cpu, TE_DB_USER_ONLY, &l), TE_ERR_NOT_FOUND);
 
     /* The user's own measurement is consulted first, even when slower. */
     record_on(db, tdb_cpu, "user", 5e-3);
@@ -513,8 +520,7 @@ static void test_summary_and_argument_checks(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_new_database_has_schema_wal_and_keys, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_new_database_has_schema_wal_and_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_record_best_topk_history, setup, teardown),
         cmocka_unit_test_setup_teardown(test_invalid_trials_are_rejected_and_batches_are_atomic,
                                         setup, teardown),

@@ -111,7 +111,7 @@ static void test_usage_errors_exit_2_and_help_exits_0(void **state)
     assert_int_equal(cli("db info --json=yes"), 2);
     assert_int_equal(cli("db --help"), 0);
     assert_non_null(strstr(out_text, "subcommands:"));
-    static const char *subs[] = {"info",  "list",  "best",  "history", "jobs",        "export",
+    static const char *subs[] = {"info",   "list",  "best",  "history", "jobs",        "export",
                                  "import", "merge", "prune", "check",   "bench-insert"};
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
         if (cli("db %s --help", subs[i]) != 0)
@@ -249,8 +249,7 @@ static void test_export_import_merge_round_trip(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_usage_errors_exit_2_and_help_exits_0, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_usage_errors_exit_2_and_help_exits_0, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failures_exit_1_with_a_message, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queries_tables_and_json, setup, teardown),
         cmocka_unit_test_setup_teardown(test_export_import_merge_round_trip, setup, teardown),

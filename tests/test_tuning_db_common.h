@@ -14,8 +14,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* cmocka.h needs these first; keep the order. */
+// clang-format off
 #include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <cmocka.h>
+// clang-format on
 
 #include "tessera/tuning_db.h"
 
@@ -86,7 +91,8 @@ static const te_db_target tdb_cpu = {.backend = "c",
 /* An ok trial of TDB_MATMUL on tdb_cpu with the given trace and median. */
 static inline te_db_trial tdb_trial(const char *trace, double median_s)
 {
-    te_db_trial t = {.workload = {.key = TDB_MATMUL, .shapes = "{\"m\":1024,\"n\":1024,\"k\":1024}",
+    te_db_trial t = {.workload = {.key = TDB_MATMUL,
+                                  .shapes = "{\"m\":1024,\"n\":1024,\"k\":1024}",
                                   .flops = 2.0 * 1024 * 1024 * 1024},
                      .target = tdb_cpu,
                      .trace = trace,

@@ -172,8 +172,8 @@ static void test_sigkill_mid_run_keeps_committed_trials_and_integrity(void **sta
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(
-            test_four_processes_insert_concurrently_without_busy_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_four_processes_insert_concurrently_without_busy_errors,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigkill_mid_run_keeps_committed_trials_and_integrity,
                                         setup, teardown),
     };

@@ -54,7 +54,7 @@ static void make_db(int n)
 {
     te_db *db = tdb_open(path, 0);
     te_db_trial *t = calloc((size_t)n, sizeof *t);
-    char (*traces)[48] = calloc((size_t)n, 48);
+    char(*traces)[48] = calloc((size_t)n, 48);
     for (int i = 0; i < n; i++) {
         snprintf(traces[i], 48, "trace-%d-padding-padding", i);
         t[i] = tdb_trial(traces[i], 1e-3 + i * 1e-6);
@@ -89,15 +89,15 @@ static void test_foreign_sqlite_database_is_refused(void **state)
     (void)state;
     sqlite3 *h;
     assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(h, "CREATE TABLE photos(id INTEGER PRIMARY KEY, name TEXT)",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(h, "CREATE TABLE photos(id INTEGER PRIMARY KEY, name TEXT)", NULL, NULL, NULL),
+        SQLITE_OK);
     sqlite3_close(h);
     expect_refused(0, TE_ERR_CORRUPT, "not a Tessera database");
     assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(h, "PRAGMA application_id = 1234; PRAGMA user_version = 2",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(h, "PRAGMA application_id = 1234; PRAGMA user_version = 2", NULL, NULL, NULL),
+        SQLITE_OK);
     sqlite3_close(h);
     expect_refused(0, TE_ERR_CORRUPT, "another application");
 }

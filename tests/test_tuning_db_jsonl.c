@@ -67,12 +67,19 @@ static void fill_odd(te_db *db, int n, uint64_t seed)
     tt_rng_seed(&r, seed);
     int64_t job;
     assert_int_equal(te_db_job_start(db, "tessera tune \"odd\" \\ job\n", n, &job), TE_OK);
-    static const char *traces[] = {"plain", "quote\" back\\slash", "tab\there\nnewline",
-                                   "ctrl\x01\x1f", "utf8 \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+    static const char *traces[] = {"plain",
+                                   "quote\" back\\slash",
+                                   "tab\there\nnewline",
+                                   "ctrl\x01\x1f",
+                                   "utf8 \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
                                    "slash / and {braces}"};
     static char bufs[64][64];
-    te_db_target gpu = {.backend = "cuda", .sm = 86, .device = "RTX \"3090\"", .cores = 82,
-                        .compiler = "nvrtc 12.2", .driver = "535.54"};
+    te_db_target gpu = {.backend = "cuda",
+                        .sm = 86,
+                        .device = "RTX \"3090\"",
+                        .cores = 82,
+                        .compiler = "nvrtc 12.2",
+                        .driver = "535.54"};
     for (int i = 0; i < n; i++) {
         snprintf(bufs[i % 64], sizeof bufs[0], "%s #%d", traces[i % 6], i);
         te_db_trial t = tdb_trial(bufs[i % 64], 1e-3);
@@ -341,15 +348,22 @@ static void test_json_reader_edges(void **state)
     assert_string_equal(str->str, "\xf0\x9f\x98\x80\n");
     assert_null(te__json_member(v, "c"));
     te__json_doc_free(&doc);
-    static const char *bad[] = {"",       "{",          "[1,]",        "{\"a\"}",    "\"\\x\"",
-                                "\"\x01\"", "1.",        "-",           "+1",         "tru",
-                                "\"\\ud800\"", "\"\\udc00\"", "{\"a\":1,}", "[1 2]",      "\"abc"};
+    static const char *bad[] = {
+        "",   "{",   "[1,]",        "{\"a\"}",     "\"\\x\"",    "\"\x01\"", "1.",   "-",
+        "+1", "tru", "\"\\ud800\"", "\"\\udc00\"", "{\"a\":1,}", "[1 2]",    "\"abc"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         if (te__json_valid(bad[i], strlen(bad[i])))
             fail_msg("accepted invalid JSON '%s'", bad[i]);
     }
-    static const char *good[] = {"0", "-0", "1e5", "[]", "{}", "\"\"", "[[[]]]",
-                                 "9223372036854775808", "\"\\/\\b\\f\\r\\t\""};
+    static const char *good[] = {"0",
+                                 "-0",
+                                 "1e5",
+                                 "[]",
+                                 "{}",
+                                 "\"\"",
+                                 "[[[]]]",
+                                 "9223372036854775808",
+                                 "\"\\/\\b\\f\\r\\t\""};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
         if (!te__json_valid(good[i], strlen(good[i])))
             fail_msg("rejected valid JSON '%s'", good[i]);

@@ -20,8 +20,8 @@
 /* ---- option parsing ------------------------------------------------------------------------ */
 
 typedef struct {
-    const char *name;   /* "--db" */
-    const char *alias;  /* "-o" or NULL */
+    const char *name;  /* "--db" */
+    const char *alias; /* "-o" or NULL */
     int takes_value;
     const char **value; /* for options with a value */
     int *flag;          /* for flags */
@@ -56,8 +56,7 @@ static int usage_error(const char *fmt, const char *arg)
 
 /* Parses argv[1..] against specs; positional arguments go to pos (at most max_pos, NULL-
  * terminated). Returns 0, EXIT_USAGE (message printed) or -1 for --help (usage printed). */
-static int parse_opts(int argc, char **argv, const opt_spec *specs, const char **pos,
-                      int max_pos)
+static int parse_opts(int argc, char **argv, const opt_spec *specs, const char **pos, int max_pos)
 {
     int npos = 0;
     for (int i = 1; i < argc; i++) {
@@ -438,8 +437,8 @@ static void print_trials(const te_db_trial_list *l, int json, int with_trace)
     for (size_t i = 0; i < l->n; i++) {
         const te_db_trial *r = &l->items[i];
         char n[24], m[32], s[32], g[32], w[40], tk[600];
-        snprintf(tk, sizeof tk, "%s%s%s", r->target.key,
-                 r->exact_target ? "" : " (fallback)", r->from_system ? " [system]" : "");
+        snprintf(tk, sizeof tk, "%s%s%s", r->target.key, r->exact_target ? "" : " (fallback)",
+                 r->from_system ? " [system]" : "");
         table_add(&t, fmt_i64(n, sizeof n, (int64_t)i + 1), te_trial_status_str(r->status),
                   fmt_time(m, sizeof m, r->median_s), fmt_time(s, sizeof s, r->spread_s),
                   fmt_num(g, sizeof g, r->gflops, "%.1f"), tk,
@@ -509,12 +508,9 @@ static int cmd_history(int argc, char **argv)
 {
     const char *path = NULL, *wkey = NULL, *tkey = NULL, *ltext = NULL;
     int json = 0;
-    opt_spec specs[] = {{"--db", NULL, 1, &path, NULL},
-                        {"--json", NULL, 0, NULL, &json},
-                        {"--workload", "-w", 1, &wkey, NULL},
-                        {"--target", "-t", 1, &tkey, NULL},
-                        {"--limit", "-n", 1, &ltext, NULL},
-                        {0}};
+    opt_spec specs[] = {{"--db", NULL, 1, &path, NULL},       {"--json", NULL, 0, NULL, &json},
+                        {"--workload", "-w", 1, &wkey, NULL}, {"--target", "-t", 1, &tkey, NULL},
+                        {"--limit", "-n", 1, &ltext, NULL},   {0}};
     int rc = parse_opts(argc, argv, specs, NULL, 0);
     if (rc)
         return rc < 0 ? 0 : rc;
@@ -578,8 +574,7 @@ static int cmd_jobs(int argc, char **argv)
             continue;
         }
         char a[24], b[48], c[40], d[40], e[300];
-        snprintf(b, sizeof b, "%lld/%lld", (long long)j->trials_done,
-                 (long long)j->trials_planned);
+        snprintf(b, sizeof b, "%lld/%lld", (long long)j->trials_done, (long long)j->trials_planned);
         snprintf(e, sizeof e, "%s/%lld", j->host, (long long)j->pid);
         table_add(&t, fmt_i64(a, sizeof a, j->id), te_job_status_str(j->status), b,
                   fmt_stamp(c, sizeof c, j->started_us), fmt_stamp(d, sizeof d, j->ended_us), e,
@@ -596,12 +591,9 @@ static int cmd_export(int argc, char **argv)
 {
     const char *path = NULL, *wkey = NULL, *tkey = NULL, *out = NULL;
     int json = 0; /* accepted for uniformity: export always writes JSON lines */
-    opt_spec specs[] = {{"--db", NULL, 1, &path, NULL},
-                        {"--json", NULL, 0, NULL, &json},
-                        {"--workload", "-w", 1, &wkey, NULL},
-                        {"--target", "-t", 1, &tkey, NULL},
-                        {"--output", "-o", 1, &out, NULL},
-                        {0}};
+    opt_spec specs[] = {{"--db", NULL, 1, &path, NULL},       {"--json", NULL, 0, NULL, &json},
+                        {"--workload", "-w", 1, &wkey, NULL}, {"--target", "-t", 1, &tkey, NULL},
+                        {"--output", "-o", 1, &out, NULL},    {0}};
     int rc = parse_opts(argc, argv, specs, NULL, 0);
     if (rc)
         return rc < 0 ? 0 : rc;
@@ -629,8 +621,7 @@ static int cmd_export(int argc, char **argv)
     return 0;
 }
 
-static void print_stats(const char *what, const char *src, const te_db_import_stats *s,
-                        int json)
+static void print_stats(const char *what, const char *src, const te_db_import_stats *s, int json)
 {
     if (json) {
         putchar('{');
@@ -640,8 +631,8 @@ static void print_stats(const char *what, const char *src, const te_db_import_st
         jint("duplicates", s->duplicates);
         puts("}");
     } else {
-        printf("%s: %lld trials read, %lld %s, %lld already present\n", src,
-               (long long)s->lines, (long long)s->imported, what, (long long)s->duplicates);
+        printf("%s: %lld trials read, %lld %s, %lld already present\n", src, (long long)s->lines,
+               (long long)s->imported, what, (long long)s->duplicates);
     }
 }
 
@@ -677,8 +668,7 @@ static int cmd_import_or_merge(int argc, char **argv, int merge)
                 fclose(f);
         }
         if (code) {
-            fprintf(stderr, "tessera db %s: %s: %s\n", current->name, files[i],
-                    te_db_errmsg(db));
+            fprintf(stderr, "tessera db %s: %s: %s\n", current->name, files[i], te_db_errmsg(db));
             status = 1;
             continue;
         }
@@ -810,8 +800,12 @@ static int cmd_bench_insert(int argc, char **argv)
         fprintf(stderr, "tessera db bench-insert: out of memory\n");
         return 1;
     }
-    te_db_target tg = {.backend = "c", .arch = "x86_64", .device = "bench CPU",
-                       .features = "avx2,fma", .cores = 2, .compiler = "gcc 12.2.0"};
+    te_db_target tg = {.backend = "c",
+                       .arch = "x86_64",
+                       .device = "bench CPU",
+                       .features = "avx2,fma",
+                       .cores = 2,
+                       .compiler = "gcc 12.2.0"};
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     int status = 0;
@@ -821,9 +815,13 @@ static int cmd_bench_insert(int argc, char **argv)
             snprintf(traces[i], 64, "split(i,%lld);split(j,%lld);vectorize(j)",
                      (long long)(done + i), (long long)((done + i) % 17));
             tr[i] = (te_db_trial){.workload = {.key = "matmul;m=512,n=512,k=512;f32"},
-                                  .target = tg, .trace = traces[i], .status = TE_TRIAL_OK,
+                                  .target = tg,
+                                  .trace = traces[i],
+                                  .status = TE_TRIAL_OK,
                                   .median_s = 1e-3 + (double)(done + i) * 1e-9,
-                                  .spread_s = 1e-5, .repeats = 10, .gflops = 268.4};
+                                  .spread_s = 1e-5,
+                                  .repeats = 10,
+                                  .gflops = 268.4};
         }
         if (te_db_record_trials(db, tr, (size_t)m)) {
             fprintf(stderr, "tessera db bench-insert: %s\n", te_db_errmsg(db));
@@ -861,8 +859,8 @@ static int cmd_bench_insert(int argc, char **argv)
 }
 
 static const subcommand subcommands[] = {
-    {"info", "[--json]", "Show the database's path, schema version, journal mode and counts.",
-     NULL, cmd_info, 0},
+    {"info", "[--json]", "Show the database's path, schema version, journal mode and counts.", NULL,
+     cmd_info, 0},
     {"list", "[--workload TEXT] [--target TEXT] [--json]",
      "List every (workload, target) pair with its trial counts and best time.",
      "options:\n  -w, --workload TEXT  only workloads whose key contains TEXT\n"

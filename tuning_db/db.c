@@ -200,7 +200,8 @@ void te__uuid(char out[37])
         got += (size_t)k;
     }
     if (got < sizeof r) {
-        /* No entropy yet (early boot): time, pid and a counter still make collisions implausible. */
+        /* No entropy yet (early boot): time, pid and a counter still make collisions implausible.
+         */
         static uint64_t counter;
         uint64_t x = (uint64_t)te_db_now_us() ^ ((uint64_t)getpid() << 40) ^ ++counter;
         for (int i = 0; i < 16; i++) {
@@ -268,9 +269,9 @@ const char *te_job_status_str(te_job_status status)
 
 /* ---- statements and transactions ----------------------------------------------------------- */
 
-#define TE__TRIAL_INSERT_SQL                                                                   \
-    "INSERT INTO trials(uid, workload_id, target_id, job_id, trace, trace_hash, status, error, " \
-    "median_s, spread_s, repeats, gflops, created_us, tessera_version) "                       \
+#define TE__TRIAL_INSERT_SQL                                                                       \
+    "INSERT INTO trials(uid, workload_id, target_id, job_id, trace, trace_hash, status, error, "   \
+    "median_s, spread_s, repeats, gflops, created_us, tessera_version) "                           \
     "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
 
 const char *const te__trial_cols_sql = TE__TRIAL_SELECT TE__TRIAL_FROM;
@@ -459,8 +460,7 @@ static int precheck_file(te_db *db, const char *path, int readonly, int no_creat
         /* An empty file becomes a new database, but only when creating is allowed: a
          * query must not write. */
         if (readonly || no_create)
-            return te__db_err(db, TE_ERR_CORRUPT, "%s: empty file, not a Tessera database",
-                              path);
+            return te__db_err(db, TE_ERR_CORRUPT, "%s: empty file, not a Tessera database", path);
         *is_new = 1;
         return TE_OK;
     }
@@ -526,8 +526,10 @@ static int query_int(te_db *db, te__conn *c, const char *sql, int64_t *out)
     sqlite3_finalize(st);
     if (rc != SQLITE_OK) {
         if ((rc & 0xff) == SQLITE_NOTADB)
-            return te__db_err(db, TE_ERR_CORRUPT, "%s: not an SQLite database; file left "
-                              "unchanged", c->path);
+            return te__db_err(db, TE_ERR_CORRUPT,
+                              "%s: not an SQLite database; file left "
+                              "unchanged",
+                              c->path);
         return te__db_sqlerr(db, c, rc, "reading the database");
     }
     return TE_OK;
@@ -554,8 +556,8 @@ static int read_identity(te_db *db, te__conn *c, int64_t *version)
     sqlite3_finalize(st);
     if (rc != SQLITE_OK) {
         if ((rc & 0xff) == SQLITE_NOTADB)
-            return te__db_err(db, TE_ERR_CORRUPT,
-                              "%s: not an SQLite database; file left unchanged", c->path);
+            return te__db_err(db, TE_ERR_CORRUPT, "%s: not an SQLite database; file left unchanged",
+                              c->path);
         return te__db_sqlerr(db, c, rc, "reading the database header");
     }
     if (app != 0 && app != TE_DB_APPLICATION_ID)
@@ -581,9 +583,9 @@ static int read_identity(te_db *db, te__conn *c, int64_t *version)
  * rather than in the middle of a tuning job. */
 static int probe_tables(te_db *db, te__conn *c)
 {
-    static const char *const probes[] = {
-        "SELECT max(id) FROM targets", "SELECT max(id) FROM workloads",
-        "SELECT max(id) FROM jobs", "SELECT max(id) FROM trials"};
+    static const char *const probes[] = {"SELECT max(id) FROM targets",
+                                         "SELECT max(id) FROM workloads",
+                                         "SELECT max(id) FROM jobs", "SELECT max(id) FROM trials"};
     int64_t v;
     for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
         int code = query_int(db, c, probes[i], &v);

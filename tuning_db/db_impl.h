@@ -77,7 +77,7 @@ int te__check_writable(te_db *db);
 
 /* Internal insert used by record and import. flags: */
 enum {
-    TE__INS_IGNORE_DUP = 1, /* skip a trial whose uid exists (sets *inserted = 0) */
+    TE__INS_IGNORE_DUP = 1,  /* skip a trial whose uid exists (sets *inserted = 0) */
     TE__INS_NO_JOB_COUNT = 2 /* do not add to jobs.trials_done (import: the count came along) */
 };
 /* Validates trial i (index in messages). */
@@ -92,13 +92,13 @@ char *te__target_key_dup(te_db *db, const te_db_target *t);
  * fields; fields that do not parse are "". */
 void te__target_parse(char *storage, te_db_target *out);
 /* The columns and joins that read a full trial row (query.c reads them by position). */
-#define TE__TRIAL_SELECT                                                                       \
-    "SELECT tr.id, tr.uid, w.key, w.op, w.expr_hash, w.shapes, w.flops, t.key, t.backend, "    \
-    "t.arch, t.device, t.features, t.sm, t.cores, t.compiler, t.driver, tr.trace, "             \
-    "tr.trace_hash, tr.status, tr.error, tr.median_s, tr.spread_s, tr.repeats, tr.gflops, "    \
+#define TE__TRIAL_SELECT                                                                           \
+    "SELECT tr.id, tr.uid, w.key, w.op, w.expr_hash, w.shapes, w.flops, t.key, t.backend, "        \
+    "t.arch, t.device, t.features, t.sm, t.cores, t.compiler, t.driver, tr.trace, "                \
+    "tr.trace_hash, tr.status, tr.error, tr.median_s, tr.spread_s, tr.repeats, tr.gflops, "        \
     "tr.created_us, tr.tessera_version, tr.job_id, j.uid"
-#define TE__TRIAL_FROM                                                                         \
-    " FROM trials tr JOIN workloads w ON w.id = tr.workload_id "                               \
+#define TE__TRIAL_FROM                                                                             \
+    " FROM trials tr JOIN workloads w ON w.id = tr.workload_id "                                   \
     "JOIN targets t ON t.id = tr.target_id LEFT JOIN jobs j ON j.id = tr.job_id "
 extern const char *const te__trial_cols_sql; /* TE__TRIAL_SELECT TE__TRIAL_FROM */
 

@@ -50,9 +50,9 @@ int te_db_export(te_db *db, FILE *out, const char *workload_key, const char *tar
     te__db_clear_err(db);
     if (!out)
         return te__db_err(db, TE_ERR_ARG, "te_db_export: no output stream");
-    static const char *sql =
-        TE__TRIAL_SELECT ", j.command, j.started_us, j.ended_us, j.trials_done, "
-                         "j.trials_planned, j.status, j.host, j.pid" TE__TRIAL_FROM
+    static const char *sql = TE__TRIAL_SELECT
+        ", j.command, j.started_us, j.ended_us, j.trials_done, "
+        "j.trials_planned, j.status, j.host, j.pid" TE__TRIAL_FROM
         "WHERE (?1 IS NULL OR w.key = ?1) AND (?2 IS NULL OR t.key = ?2) ORDER BY tr.id";
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(db->user.h, sql, -1, &st, NULL);
@@ -81,9 +81,8 @@ int te_db_export(te_db *db, FILE *out, const char *workload_key, const char *tar
             te__json_write_str(out, shapes ? shapes : "{}");
         put_real(out, "flops", st, 6);
         fputs("},\"target\":{", out);
-        static const char *const tnames[] = {"key",   "backend", "arch",     "device",
-                                             "features", "sm",   "cores",    "compiler",
-                                             "driver"};
+        static const char *const tnames[] = {"key", "backend", "arch",     "device", "features",
+                                             "sm",  "cores",   "compiler", "driver"};
         for (int i = 0; i < 9; i++) {
             if (i == 5 || i == 6)
                 put_int(out, tnames[i], st, 7 + i);
@@ -210,8 +209,7 @@ static int job_id_for(te_db *db, line_ctx *lc, const te__json *job, int64_t *out
     for (int k = 0; k < 4; k++)
         known |= !strcmp(status, te_job_status_str((te_job_status)k));
     if (!known)
-        return bad(lc, "job status '%s' is not running, finished, interrupted or failed",
-                   status),
+        return bad(lc, "job status '%s' is not running, finished, interrupted or failed", status),
                TE_ERR_CORRUPT;
     if (db->job_cache.key && !strcmp(db->job_cache.key, uid)) {
         *out = db->job_cache.id;
@@ -288,8 +286,7 @@ static int import_line(te_db *db, line_ctx *lc, const char *s, size_t n, int *in
              get_str(lc, t, "driver", 0, &tr.target.driver) &&
              get_str(lc, root, "trace", 1, &tr.trace) &&
              get_str(lc, root, "trace_hash", 0, &tr.trace_hash) &&
-             get_str(lc, root, "status", 1, &status) &&
-             get_str(lc, root, "error", 0, &tr.error) &&
+             get_str(lc, root, "status", 1, &status) && get_str(lc, root, "error", 0, &tr.error) &&
              get_real(lc, root, "median_s", &tr.median_s) &&
              get_real(lc, root, "spread_s", &tr.spread_s) &&
              get_int(lc, root, "repeats", 0, INT32_MAX, &repeats) &&
@@ -367,8 +364,7 @@ int te_db_import_buffer(te_db *db, const char *data, size_t size, te_db_import_s
         code = import_line(db, &lc, line, n, &inserted);
         te__json_doc_free(&doc);
         if (code == TE_ERR_CORRUPT && lc.err) {
-            te__db_err(db, code, "line %lld: %s; nothing was imported", (long long)lineno,
-                       lc.err);
+            te__db_err(db, code, "line %lld: %s; nothing was imported", (long long)lineno, lc.err);
         } else if (code) {
             char prefix[40];
             snprintf(prefix, sizeof prefix, "line %lld: ", (long long)lineno);

@@ -22,8 +22,8 @@ static void fail(parser *ps, const char *fmt, ...)
     if (ps->failed)
         return;
     ps->failed = 1;
-    int k = snprintf(ps->doc->err, sizeof ps->doc->err, "column %zu: ",
-                     (size_t)(ps->p - ps->s) + 1);
+    int k =
+        snprintf(ps->doc->err, sizeof ps->doc->err, "column %zu: ", (size_t)(ps->p - ps->s) + 1);
     if (k < 0 || (size_t)k >= sizeof ps->doc->err)
         return;
     va_list ap;
@@ -34,8 +34,7 @@ static void fail(parser *ps, const char *fmt, ...)
 
 static void skip_ws(parser *ps)
 {
-    while (ps->p < ps->end &&
-           (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r'))
+    while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r'))
         ps->p++;
 }
 

@@ -210,8 +210,8 @@ static long compat_score(const te_db_target *req, const te_db_target *cand)
 }
 
 /* Picks the closest compatible target that has ok trials of wkey; *out is malloc'ed. */
-static int nearest_target(te_db *db, const char *wkey, const te_db_target *req,
-                          const char *req_key, int flags, char **out)
+static int nearest_target(te_db *db, const char *wkey, const te_db_target *req, const char *req_key,
+                          int flags, char **out)
 {
     static const char *sql =
         "SELECT t.key, t.backend, t.arch, t.device, t.features, t.sm, t.cores, t.compiler, "
@@ -308,8 +308,7 @@ static int lookup(te_db *db, const char *wkey, const te_db_target *target, size_
         free(storage);
     }
     if (!code && l->pub.n == 0)
-        code = te__db_err(db, TE_ERR_NOT_FOUND, "no ok trial of '%s' on target '%s'%s", wkey,
-                          tkey,
+        code = te__db_err(db, TE_ERR_NOT_FOUND, "no ok trial of '%s' on target '%s'%s", wkey, tkey,
                           (flags & TE_DB_FALLBACK) ? " or a compatible one"
                                                    : " (TE_DB_FALLBACK/--fallback allows a "
                                                      "compatible target)");
@@ -328,14 +327,14 @@ int te_db_best(te_db *db, const char *workload_key, const te_db_target *target, 
     return lookup(db, workload_key, target, 1, flags, out, "te_db_best");
 }
 
-int te_db_top_k(te_db *db, const char *workload_key, const te_db_target *target, int k,
-                int flags, te_db_trial_list **out)
+int te_db_top_k(te_db *db, const char *workload_key, const te_db_target *target, int k, int flags,
+                te_db_trial_list **out)
 {
     return lookup(db, workload_key, target, k > 0 ? (size_t)k : 0, flags, out, "te_db_top_k");
 }
 
-int te_db_history(te_db *db, const char *workload_key, const te_db_target *target,
-                  int64_t limit, te_db_trial_list **out)
+int te_db_history(te_db *db, const char *workload_key, const te_db_target *target, int64_t limit,
+                  te_db_trial_list **out)
 {
     if (!db)
         return TE_ERR_ARG;
@@ -426,13 +425,12 @@ int te_db_summary_foreach(te_db *db, int flags, int (*cb)(const te_db_summary *r
     te__db_clear_err(db);
     if (!cb)
         return te__db_err(db, TE_ERR_ARG, "te_db_summary_foreach: no callback");
-    static const char *sql =
-        "SELECT w.key, t.key, count(*), total(tr.status = 'ok'), "
-        "min(CASE WHEN tr.status = 'ok' THEN tr.median_s END), "
-        "max(CASE WHEN tr.status = 'ok' THEN tr.gflops END) "
-        "FROM trials tr JOIN workloads w ON w.id = tr.workload_id "
-        "JOIN targets t ON t.id = tr.target_id "
-        "GROUP BY tr.workload_id, tr.target_id ORDER BY w.key, t.key";
+    static const char *sql = "SELECT w.key, t.key, count(*), total(tr.status = 'ok'), "
+                             "min(CASE WHEN tr.status = 'ok' THEN tr.median_s END), "
+                             "max(CASE WHEN tr.status = 'ok' THEN tr.gflops END) "
+                             "FROM trials tr JOIN workloads w ON w.id = tr.workload_id "
+                             "JOIN targets t ON t.id = tr.target_id "
+                             "GROUP BY tr.workload_id, tr.target_id ORDER BY w.key, t.key";
     for (int i = 0; i < 2; i++) {
         te__conn *c = tier(db, i, flags);
         if (!c)
@@ -503,8 +501,7 @@ int te_db_get_info(te_db *db, te_db_info *info)
     if (!code)
         code = count(db, &db->user, "SELECT count(*) FROM trials", &info->n_trials);
     if (!code)
-        code = count(db, &db->user, "SELECT count(*) FROM trials WHERE status = 'ok'",
-                     &info->n_ok);
+        code = count(db, &db->user, "SELECT count(*) FROM trials WHERE status = 'ok'", &info->n_ok);
     if (!code)
         code = count(db, &db->user, "SELECT count(*) FROM jobs", &info->n_jobs);
     if (!code && db->has_sys)
@@ -713,8 +710,8 @@ int te_db_check(te_db *db, char **report)
     }
     if (!problems)
         te__buf_puts(&out, "ok");
-    int code = problems ? te__db_err(db, TE_ERR_CORRUPT, "%s: %d problem(s) found",
-                                     db->user.path, problems)
+    int code = problems ? te__db_err(db, TE_ERR_CORRUPT, "%s: %d problem(s) found", db->user.path,
+                                     problems)
                         : TE_OK;
     if (out.oom) {
         te__buf_free(&out);

@@ -149,8 +149,8 @@ int te__validate_trial(te_db *db, const te_db_trial *t, size_t i)
     if (t->status == TE_TRIAL_OK && !(isfinite(t->median_s) && t->median_s >= 0))
         return te__db_err(db, TE_ERR_ARG,
                           "trial %zu: an ok trial needs a finite, non-negative median_s", i);
-    if (!finite_or_nan(t->median_s) || !finite_or_nan(t->spread_s) ||
-        !finite_or_nan(t->gflops) || !isfinite(t->workload.flops))
+    if (!finite_or_nan(t->median_s) || !finite_or_nan(t->spread_s) || !finite_or_nan(t->gflops) ||
+        !isfinite(t->workload.flops))
         return te__db_err(db, TE_ERR_ARG,
                           "trial %zu: median_s, spread_s, gflops and flops must be finite "
                           "(NAN = unknown)",
@@ -163,8 +163,8 @@ int te__validate_trial(te_db *db, const te_db_trial *t, size_t i)
     if (t->uid && !*t->uid)
         return te__db_err(db, TE_ERR_ARG, "trial %zu: empty uid", i);
     if (t->workload.shapes && !te__json_valid(t->workload.shapes, strlen(t->workload.shapes)))
-        return te__db_err(db, TE_ERR_ARG, "trial %zu: workload shapes are not valid JSON: %s",
-                          i, t->workload.shapes);
+        return te__db_err(db, TE_ERR_ARG, "trial %zu: workload shapes are not valid JSON: %s", i,
+                          t->workload.shapes);
     return TE_OK;
 }
 
@@ -304,9 +304,9 @@ int te__insert_trial(te_db *db, const te_db_trial *t, int flags, int *inserted)
         te__uuid(uid);
     if (!t->trace_hash)
         te_db_trace_hash(t->trace, hash);
-    sqlite3_stmt *st = te__stmt(db, &db->user, (flags & TE__INS_IGNORE_DUP)
-                                                   ? TE__ST_TRIAL_INSERT_IGNORE
-                                                   : TE__ST_TRIAL_INSERT);
+    sqlite3_stmt *st =
+        te__stmt(db, &db->user,
+                 (flags & TE__INS_IGNORE_DUP) ? TE__ST_TRIAL_INSERT_IGNORE : TE__ST_TRIAL_INSERT);
     if (!st)
         return TE_ERR_DB;
     bind_text(st, 1, t->uid ? t->uid : uid);
@@ -465,8 +465,8 @@ int te_db_job_finish(te_db *db, int64_t job_id, te_job_status status)
     if (status != TE_JOB_FINISHED && status != TE_JOB_INTERRUPTED && status != TE_JOB_FAILED)
         return te__db_err(db, TE_ERR_ARG,
                           "te_db_job_finish: status must be finished, interrupted or failed");
-    return job_exec(db, "UPDATE jobs SET status = ?4, ended_us = ?2 WHERE id = ?1",
-                    te_db_now_us(), 0, te_job_status_str(status), "finishing a job", job_id);
+    return job_exec(db, "UPDATE jobs SET status = ?4, ended_us = ?2 WHERE id = ?1", te_db_now_us(),
+                    0, te_job_status_str(status), "finishing a job", job_id);
 }
 
 int te_db_job_resume(te_db *db, int64_t job_id)

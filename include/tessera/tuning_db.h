@@ -92,14 +92,14 @@ typedef struct te_db_workload {
 
 /* Outcome of measuring one candidate. Stored as the lower-case text of the name ("ok",
  * "compile_error", ...) so the plain sqlite3 shell reads it. */
-#define TE_TRIAL_STATUS_MAP(X)                                                                 \
-    X(OK, "ok")                                                                                \
-    X(COMPILE_ERROR, "compile_error")                                                          \
-    X(RUNTIME_ERROR, "runtime_error")                                                          \
-    X(TIMEOUT, "timeout")                                                                      \
-    X(WRONG_ANSWER, "wrong_answer")                                                            \
-    X(INVALID_SCHEDULE, "invalid_schedule")                                                    \
-    X(LOAD_ERROR, "load_error")                                                                \
+#define TE_TRIAL_STATUS_MAP(X)                                                                     \
+    X(OK, "ok")                                                                                    \
+    X(COMPILE_ERROR, "compile_error")                                                              \
+    X(RUNTIME_ERROR, "runtime_error")                                                              \
+    X(TIMEOUT, "timeout")                                                                          \
+    X(WRONG_ANSWER, "wrong_answer")                                                                \
+    X(INVALID_SCHEDULE, "invalid_schedule")                                                        \
+    X(LOAD_ERROR, "load_error")                                                                    \
     X(OTHER_ERROR, "other_error")
 
 typedef enum te_trial_status {
@@ -230,8 +230,8 @@ const char *te_job_status_str(te_job_status status);
 
 typedef struct te_db_job {
     int64_t id;
-    const char *uid;     /* stable across export/merge */
-    const char *command; /* command line that started it */
+    const char *uid;              /* stable across export/merge */
+    const char *command;          /* command line that started it */
     int64_t started_us, ended_us; /* ended_us 0 while running */
     int64_t trials_done, trials_planned;
     te_job_status status; /* a "running" job whose process (same host) is gone reads as
@@ -281,14 +281,14 @@ int te_db_best(te_db *db, const char *workload_key, const te_db_target *target, 
 
 /* The k fastest ok trials (distinct trace hashes), fastest first: the user's, then the system
  * database's to fill up to k. TE_ERR_NOT_FOUND when there is none. */
-int te_db_top_k(te_db *db, const char *workload_key, const te_db_target *target, int k,
-                int flags, te_db_trial_list **out);
+int te_db_top_k(te_db *db, const char *workload_key, const te_db_target *target, int k, int flags,
+                te_db_trial_list **out);
 
 /* Every trial (any status) of a workload, oldest first, on one target (target NULL = all),
  * at most `limit` (0 = no limit, keeps the newest): user's rows, then the system database's.
  * An empty history is TE_OK with n == 0. */
-int te_db_history(te_db *db, const char *workload_key, const te_db_target *target,
-                  int64_t limit, te_db_trial_list **out);
+int te_db_history(te_db *db, const char *workload_key, const te_db_target *target, int64_t limit,
+                  te_db_trial_list **out);
 
 /* Sets *out_found to 1 when a trial with this trace hash (any status) was already recorded in
  * the user database for (workload, target), else 0. The tuner's resume uses it to skip work. */
