@@ -975,3 +975,158 @@ int te_bind(te_stage *st, te_iter *x, te_thread_tag tag)
                                  "threadIdx.x", "threadIdx.y", "threadIdx.z"};
     return trace_add(st->sched, "bind %s %s %s", st->tensor->name, x->name, tags[tag]);
 }
+
+/* ---- rfactor -------------------------------------------------------------------------- */
+
+/* The split of a root reduction axis that produced x, or NULL. */
+static te_rel *reduce_split_of(te_stage *st, const te_iter *x)
+{
+    for (int k = 0; k < st->rels.n; k++) {
+        te_rel *r = st->rels.v[k];
+        if (r->kind == TE_REL_SPLIT && (r->outer == x || r->inner == x))
+            return r;
+    }
+    return NULL;
+}
+
+te_tensor *te_rfactor(te_schedule *s, te_tensor *t, te_iter *x)
+{
+    if (!s || !t)
+        return NULL;
+    te_ctx *ctx = s->ctx;
+    te_stage *st = te_schedule_stage(s, t);
+    if (!st)
+        return NULL;
+    const char *nm = t->name;
+    if (check_leaf(st, x, "te_rfactor"))
+        return NULL;
+    if (!x->reduce || st->body->kind != TE_E_REDUCE) {
+        te_ctx_set_error(ctx, TE_ERR_SCHEDULE, "te_rfactor: loop '%s' of stage '%s' is not a "
+                         "reduction loop", x->name, nm);
+        return NULL;
+    }
+    if (st->attach == TE_ATTACH_INLINE || st->ndim + 1 > TE_MAX_DIMS) {
+        te_ctx_set_error(ctx, TE_ERR_SCHEDULE, "te_rfactor: stage '%s' cannot be factored (it is "
+                         "inlined or has %d axes)", nm, st->ndim);
+        return NULL;
+    }
+    /* x must come from one split of a root reduction axis, or be one. */
+    te_rel *rel = reduce_split_of(st, x);
+    int kx = -1;
+    for (int r = 0; r < st->nred; r++)
+        if (st->raxes[r] == (rel ? rel->parent : x))
+            kx = r;
+    if (kx < 0) {
+        te_ctx_set_error(ctx, TE_ERR_SCHEDULE, "te_rfactor: loop '%s' of stage '%s' must be a "
+                         "reduction axis or one part of a single split of one", x->name, nm);
+        return NULL;
+    }
+    for (int k = 0; k < st->rels.n; k++) {
+        te_rel *r = st->rels.v[k];
+        bool red = r->kind == TE_REL_SPLIT ? r->parent->reduce : r->outer->reduce;
+        if (red && r != rel) {
+            te_ctx_set_error(ctx, TE_ERR_SCHEDULE, "te_rfactor: stage '%s' has other transformed "
+                             "reduction loops; rfactor first, then transform", nm);
+            return NULL;
+        }
+    }
+    for (int l = 0; l < st->leaves.n; l++) {
+        te_iter *it = st->leaves.v[l];
+        if (it->reduce && check_not_attached(st, it, "te_rfactor"))
+            return NULL;
+    }
+    /* The factored tensor: t's axes plus x, reducing over the other parts. */
+    char name[128];
+    snprintf(name, sizeof name, "%s_rf", nm);
+    for (int k = 1; te_schedule_stage_by_name(s, name); k++)
+        snprintf(name, sizeof name, "%s_rf%d", nm, k);
+    te_tensor *rf = te__alloc(ctx, sizeof *rf);
+    if (!rf)
+        return NULL;
+    rf->kind = TE_T_COMPUTE;
+    rf->name = te__strdup(ctx, name);
+    rf->tag = t->tag;
+    rf->dtype = t->dtype;
+    rf->ndim = st->ndim + 1;
+    rf->id = te__next_id(ctx);
+    const te_expr *from[2 * TE_MAX_DIMS];
+    te_expr *to[2 * TE_MAX_DIMS], *raxes[TE_MAX_DIMS];
+    int nm_ = 0, nr = 0;
+    for (int d = 0; d < st->ndim; d++) {
+        rf->shape[d] = t->shape[d];
+        if (!(rf->axes[d] = te_axis(ctx, st->axes[d]->name, t->shape[d])))
+            return NULL;
+        from[nm_] = st->axes[d]->var;
+        to[nm_++] = rf->axes[d];
+    }
+    te_expr *xa = te_axis(ctx, x->name, x->extent);
+    rf->shape[st->ndim] = x->extent;
+    rf->axes[st->ndim] = xa;
+    te_expr *kval = xa, *guard = NULL;
+    if (rel) {
+        te_iter *other = rel->outer == x ? rel->inner : rel->outer;
+        te_expr *oa = te_reduce_axis(ctx, other->name, other->extent);
+        raxes[nr++] = oa;
+        te_expr *ov = rel->outer == x ? xa : oa, *iv = rel->outer == x ? oa : xa;
+        kval = te_add(ctx, te_mul(ctx, ov, te_int(ctx, rel->factor)), iv);
+        if (rel->parent->extent % rel->factor)
+            guard = te_lt(ctx, kval, te_int(ctx, rel->parent->extent));
+    }
+    from[nm_] = st->raxes[kx]->var;
+    to[nm_++] = kval;
+    for (int r = 0; r < st->nred; r++) {
+        if (r == kx)
+            continue;
+        te_expr *ra = te_reduce_axis(ctx, st->raxes[r]->name, st->raxes[r]->extent);
+        raxes[nr++] = ra;
+        from[nm_] = st->raxes[r]->var;
+        to[nm_++] = ra;
+    }
+    te__subst map = {nm_, from, to};
+    te_expr *src = te__substitute(ctx, st->body->u.red.src, &map);
+    te_reduce_kind kind = st->body->u.red.rkind;
+    te_reducer *custom = st->body->u.red.custom;
+    if (src && guard) /* the tail of a non-divisible split contributes the identity */
+        src = te_if_then_else(ctx, guard, src, te__reduce_identity(ctx, kind, custom, t->dtype));
+    te_expr *rbody = nr ? te_reduce(ctx, kind, custom, src, nr, raxes) : src;
+    if (!rbody)
+        return NULL;
+    rf->body = rbody;
+    te_stage *rs = new_stage(s, rf, rf->axes, rbody);
+    /* t's stage now reduces over x's partial results. */
+    te_expr *r_axis = te_reduce_axis(ctx, x->name, x->extent);
+    te_expr *idx[TE_MAX_DIMS];
+    for (int d = 0; d < st->ndim; d++)
+        idx[d] = st->axes[d]->var;
+    idx[st->ndim] = r_axis;
+    te_expr *nbody = rs ? te_reduce(ctx, kind, custom, te_read(ctx, rf, rf->ndim, idx), 1, &r_axis)
+                        : NULL;
+    const char *rname = nbody ? unique_name(st, x->name) : NULL;
+    te_iter *ri = rname ? new_iter(st, rname, x->extent, true) : NULL;
+    if (!ri)
+        return NULL;
+    te__subst rmap = {1, (const te_expr *[]){r_axis}, (te_expr *[]){ri->var}};
+    if (!(nbody = te__substitute(ctx, nbody, &rmap)) || insert_stage(s, stage_index(s, st), rs))
+        return NULL;
+    /* Commit: drop the old reduction loops and relations. */
+    int nl = 0;
+    for (int l = 0; l < st->leaves.n; l++) {
+        te_iter *it = st->leaves.v[l];
+        if (it->reduce)
+            it->is_leaf = false;
+        else
+            st->leaves.v[nl++] = it;
+    }
+    st->leaves.n = nl;
+    if (te__vec_push(ctx, &st->leaves, ri))
+        return NULL;
+    int nrel = 0;
+    for (int k = 0; k < st->rels.n; k++)
+        if (st->rels.v[k] != rel)
+            st->rels.v[nrel++] = st->rels.v[k];
+    st->rels.n = nrel;
+    st->raxes[0] = ri;
+    st->nred = 1;
+    st->body = nbody;
+    return trace_add(s, "rfactor %s %s", nm, x->name) ? NULL : rf;
+}

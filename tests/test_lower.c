@@ -212,6 +212,49 @@ static void test_softmax_fused_rows(void **state)
     te_ctx_free(ctx);
 }
 
+/* Row reductions factored with rfactor: the partial results vectorize across lanes. */
+static void test_rfactor_vectorized_softmax(void **state)
+{
+    (void)state;
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *X = te_placeholder(ctx, "X", TE_F32, 2, (int64_t[]){5, 70});
+    te_tensor *Y = te_op_softmax(ctx, X, 1, "Y");
+    te_schedule *s = te_schedule_create(ctx, 1, &Y);
+    te_stage *sy = te_schedule_stage(s, Y);
+    te_iter *row = te_stage_axis(sy, 0), *jo, *ji;
+    OK(te_split(sy, te_stage_axis(sy, 1), 16, &jo, &ji));
+    OK(te_vectorize(sy, ji));
+    /* Consumers before producers: sum, then exp, then max. */
+    const char *red[] = {"Y_sum", "Y_max"};
+    for (int q = 0; q < 2; q++) {
+        if (q == 1)
+            OK(te_compute_at(te_schedule_stage_by_name(s, "Y_exp"), sy, row));
+        te_stage *sr = te_schedule_stage_by_name(s, red[q]);
+        te_iter *ko, *ki;
+        OK(te_split(sr, te_stage_reduce_axis(sr, 0), 16, &ko, &ki));
+        te_tensor *rf = te_rfactor(s, te_stage_tensor(sr), ki);
+        if (!rf)
+            fail_msg("%s", te_ctx_errmsg(ctx));
+        te_stage *srf = te_schedule_stage(s, rf);
+        /* rf axes: i, j(=1 kept dim), ki; reduce: ko */
+        te_iter *lane = te_stage_axis(srf, 2), *kr = te_stage_reduce_axis(srf, 0);
+        OK(te_reorder(srf, 2, (te_iter *[]){kr, lane}));
+        OK(te_vectorize(srf, lane));
+        OK(te_compute_at(sr, sy, row));
+        OK(te_compute_at(srf, sy, row));
+    }
+    char *ir = check_schedule(ctx, s, 1, &X, 1, &Y);
+    assert_non_null(strstr(ir, "allocate Y_max_rf[f32 x 1 x 1 x 16], local"));
+    assert_non_null(strstr(ir, "ramp("));
+    free(ir);
+    /* Refusals: not a reduction loop; a loop of a transformed axis. */
+    te_stage *sx = te_schedule_stage_by_name(s, "Y_exp");
+    assert_null(te_rfactor(s, te_stage_tensor(sx), te_stage_axis(sx, 0)));
+    assert_non_null(strstr(te_ctx_errmsg(ctx), "not a reduction loop"));
+    te_ctx_clear_error(ctx);
+    te_ctx_free(ctx);
+}
+
 /* conv2d with its padding stage computed per output row. */
 static void test_conv_pad_at_row(void **state)
 {
@@ -264,6 +307,7 @@ int main(void)
         cmocka_unit_test(test_register_tile_matmul),
         cmocka_unit_test(test_inline_and_fuse),
         cmocka_unit_test(test_softmax_fused_rows),
+        cmocka_unit_test(test_rfactor_vectorized_softmax),
         cmocka_unit_test(test_conv_pad_at_row),
         cmocka_unit_test(test_lower_rejects),
     };

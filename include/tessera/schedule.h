@@ -113,6 +113,13 @@ te_tensor *te_cache_read(te_schedule *s, te_tensor *t, te_scope scope, int n_rea
 /* Adds a stage that computes t into a buffer of `scope`; t's stage then copies from it.
  * Apply before other primitives on t's stage. Returns the new tensor ("<t>_<scope>"). */
 te_tensor *te_cache_write(te_schedule *s, te_tensor *t, te_scope scope);
+/* Factors a reduction: x is a reduction loop of t's stage made by splitting one reduction
+ * axis k (k = k_o * f + k_i; x is k_o or k_i), or a root reduction axis itself. A new stage
+ * "<t>_rf" computes partial results with x as an extra, last, data-parallel axis, reducing
+ * over everything else; t's stage then reduces over that axis. With x = k_i the partial
+ * results are independent across lanes, so the reduction vectorizes (and on GPUs spreads
+ * across threads). Returns the new tensor, NULL on error. */
+te_tensor *te_rfactor(te_schedule *s, te_tensor *t, te_iter *x);
 
 /* ---- Annotations -------------------------------------------------------------------------
  * Vectorize the innermost leaf loop `x` (lanes = its extent after bound inference). Where the
