@@ -2,7 +2,7 @@
  * Random legal schedules over the operator library, each built for the CPU and checked against
  * the reference interpreter.
  *
- * The generator applies random primitives (cache_write, compute_inline, compute_at, split,
+ * The generator applies random primitives (cache_write, rfactor, compute_inline, compute_at, split,
  * fuse, reorder, vectorize, unroll, parallel, the unroll pragma) with random arguments. Illegal
  * requests are expected to be refused and to leave the schedule unchanged, so the generator
  * simply ignores refusals; every schedule that results must compute the right answer.
@@ -134,9 +134,17 @@ static void rand_schedule(te_schedule *s, tt_rng *r)
         if (te_stage_nreduce(st) > 0)
             red[nred++] = te_stage_tensor(st);
     }
-    for (int i = 0; i < nred; i++)
-        if (tt_rng_int(r, 3) == 0)
+    for (int i = 0; i < nred; i++) {
+        int64_t pick = tt_rng_int(r, 6);
+        if (pick < 2) {
             te_cache_write(s, red[i], TE_SCOPE_LOCAL);
+        } else if (pick == 2) { /* factor the reduction */
+            te_stage *st = te_schedule_stage(s, red[i]);
+            te_iter *k = te_stage_reduce_axis(st, 0), *ko, *ki;
+            if (te_split(st, k, 1 + tt_rng_int(r, te_iter_extent(k) + 1), &ko, &ki) == TE_OK)
+                te_rfactor(s, red[i], tt_rng_int(r, 2) ? ki : ko);
+        }
+    }
     /* Consumers first: a stage's loops are final before its producers attach to them. */
     n = te_schedule_nstages(s);
     for (int i = n - 1; i >= 0; i--) {

@@ -363,10 +363,29 @@ static int bench_rowop(const char *op, int M, int N, int threads, int reps, row 
     BCHECK(te_split(sy, te_stage_axis(sy, 1), 16, &jo, &ji) == TE_OK);
     BCHECK(te_vectorize(sy, ji) == TE_OK);
     BCHECK(te_stage_nontemporal(sy, true) == TE_OK);
+    /* Row reductions: 16 partial results per row (rfactor), reduced lane-wise. */
+    te_tensor *reds[8];
+    int nred = 0;
+    for (int q = 0; q < te_schedule_nstages(s) && nred < 8; q++)
+        if (te_stage_nreduce(te_schedule_stage_at(s, q)) > 0)
+            reds[nred++] = te_stage_tensor(te_schedule_stage_at(s, q));
+    for (int q = 0; q < nred; q++) {
+        te_stage *st = te_schedule_stage(s, reds[q]);
+        te_iter *ko, *ki;
+        BCHECK(te_split(st, te_stage_reduce_axis(st, 0), 16, &ko, &ki) == TE_OK);
+        te_tensor *rf = te_rfactor(s, reds[q], ki);
+        BCHECK(rf);
+        te_stage *srf = te_schedule_stage(s, rf);
+        te_iter *lane = te_stage_axis(srf, te_tensor_ndim(rf) - 1);
+        BCHECK(te_reorder(srf, 2, (te_iter *[]){te_stage_reduce_axis(srf, 0), lane}) == TE_OK);
+        BCHECK(te_vectorize(srf, lane) == TE_OK);
+    }
+    /* Every other stage per row, consumers first; elementwise stages vectorized. */
     for (int q = te_schedule_nstages(s) - 2; q >= 0; q--) {
         te_stage *st = te_schedule_stage_at(s, q);
         BCHECK(te_compute_at(st, sy, row_it) == TE_OK);
-        if (te_stage_nreduce(st) == 0 && te_tensor_ndim(te_stage_tensor(st)) == 2) {
+        if (te_stage_nreduce(st) == 0 && te_tensor_ndim(te_stage_tensor(st)) == 2 &&
+            te_tensor_shape(te_stage_tensor(st))[1] == N) {
             te_iter *a, *b;
             BCHECK(te_split(st, te_stage_axis(st, 1), 16, &a, &b) == TE_OK);
             BCHECK(te_vectorize(st, b) == TE_OK);
