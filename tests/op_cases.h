@@ -1,0 +1,42 @@
+/* Small instances of every library operator, shared by the tests that build them. */
+#ifndef TESSERA_TESTS_OP_CASES_H
+#define TESSERA_TESTS_OP_CASES_H
+
+static const struct {
+    const char *op, *params;
+} cases[] = {
+    {"matmul", "m=9,n=13,k=7"},
+    {"matmul", "m=8,n=16,k=12,trans_a=1,trans_b=1"},
+    {"batch_matmul", "b=2,m=5,n=6,k=4"},
+    {"dense_bias", "m=6,n=10,k=5"},
+    {"conv2d", "n=1,c=3,h=7,w=6,oc=4,kh=3,kw=3,pad=1"},
+    {"conv2d", "n=1,c=4,h=7,w=7,oc=4,kh=3,kw=2,stride=2,dilation=1,groups=2,layout=NHWC"},
+    {"depthwise_conv2d", "n=1,c=3,h=6,w=6,kh=3,kw=3,pad=1"},
+    {"max_pool2d", "n=1,c=2,h=6,w=7,kh=2,kw=2,stride=2"},
+    {"avg_pool2d", "n=1,c=2,h=5,w=5,kh=3,kw=3,pad=1"},
+    {"pad", "n=1,c=2,h=4,w=3,pad=1"},
+    {"softmax", "m=5,n=9"},
+    {"layer_norm", "m=4,n=12"},
+    {"rms_norm", "m=3,n=10"},
+    {"relu", "m=5,n=7"},
+    {"gelu", "m=4,n=9"},
+    {"gelu_tanh", "m=3,n=11"},
+    {"silu", "m=6,n=5"},
+    {"sigmoid", "m=5,n=8"},
+    {"tanh", "m=7,n=3"},
+    {"add", "m=5,n=6,bcast=1"},
+    {"sub", "m=3,n=5,bcast=1"},
+    {"mul", "m=4,n=6"},
+    {"div", "m=4,n=7"},
+    {"minimum", "m=5,n=4"},
+    {"maximum", "m=3,n=9,bcast=1"},
+    {"transpose", "m=5,n=6"},
+    {"sum", "m=4,n=9"},
+    {"matmul_bias_act", "m=6,n=10,k=5,act=gelu"},
+    {"mlp_gate", "m=6,n=10,k=8"},
+    {"conv2d_bn_relu", "n=1,c=3,h=5,w=5,oc=4,kh=3,kw=3,pad=1"},
+    {"qkv_projection", "m=5,n=6,k=7"},
+};
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
+
+#endif
