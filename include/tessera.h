@@ -1,13 +1,23 @@
 /*
  * tessera.h: the umbrella header of Tessera, a tensor-expression scheduling framework.
  *
- * Define an operator as tensor expressions (tessera/te.h), schedule it with TVM-style
- * primitives (tessera/schedule.h), lower and build it for the CPU (tessera/backend.h), and
- * record tuning results (tessera/tuning_db.h). See README.md for a worked example.
+ * Define an operator as tensor expressions (tessera/te.h, or the operator library in
+ * tessera/ops.h), schedule it with TVM-style primitives (tessera/schedule.h), lower and build
+ * it for the CPU (tessera/backend.h), search schedules automatically (tessera/autotune.h,
+ * tessera/tuner.h) and keep the results in the tuning database (tessera/tuning_db.h).
+ * README.md has a worked example; every function is documented in its module header.
  */
 #ifndef TESSERA_H
 #define TESSERA_H
 
 #include "tessera/status.h"
+#include "tessera/version.h"
+#include "tessera/te.h"
+#include "tessera/ops.h"
+#include "tessera/schedule.h"
+#include "tessera/backend.h"
+#include "tessera/autotune.h"
+#include "tessera/tuner.h"
+#include "tessera/tuning_db.h"
 
 #endif

@@ -36,11 +36,11 @@ option(TESSERA_BUILD_FUZZ "Build the libFuzzer target for the tuning database im
 if(TESSERA_BUILD_FUZZ)
   if(CMAKE_C_COMPILER_ID MATCHES "Clang")
     add_executable(fuzz_db_import ${TESSERA_FUZZ_SOURCES})
-    target_include_directories(fuzz_db_import PRIVATE ${CMAKE_SOURCE_DIR}/include
+    target_include_directories(fuzz_db_import PRIVATE ${CMAKE_SOURCE_DIR}/include ${CMAKE_BINARY_DIR}/include
                                ${CMAKE_SOURCE_DIR})
     target_compile_options(fuzz_db_import PRIVATE -fsanitize=fuzzer,address,undefined)
     target_link_options(fuzz_db_import PRIVATE -fsanitize=fuzzer,address,undefined)
-    target_link_libraries(fuzz_db_import PRIVATE PkgConfig::SQLITE3 m)
+    target_link_libraries(fuzz_db_import PRIVATE ${SQLITE3_LINK_LIBRARIES} m)
   else()
     find_program(TESSERA_CLANG NAMES clang clang-18 clang-17 clang-16 clang-15 clang-14)
     if(TESSERA_CLANG)
@@ -52,7 +52,8 @@ if(TESSERA_BUILD_FUZZ)
       add_custom_command(
         OUTPUT ${fuzz_bin}
         COMMAND ${TESSERA_CLANG} -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined
-                -Wall -Wextra -Werror -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_SOURCE_DIR}
+                -Wall -Wextra -Werror -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_BINARY_DIR}/include
+                -I${CMAKE_SOURCE_DIR}
                 ${sqlite_cflags} ${TESSERA_FUZZ_SOURCES} ${SQLITE3_LINK_LIBRARIES} -lm
                 -o ${fuzz_bin}
         DEPENDS ${TESSERA_FUZZ_SOURCES}

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tessera/version.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -81,12 +83,8 @@ int te_dtype_is_float(te_dtype dtype);
 /* 1 for bool/i8/u8/i32/i64, else 0. */
 int te_dtype_is_int(te_dtype dtype);
 
-/* Version of the library, "MAJOR.MINOR.PATCH". */
-#define TE_VERSION_MAJOR 0
-#define TE_VERSION_MINOR 1
-#define TE_VERSION_PATCH 0
-#define TE_VERSION "0.1.0"
-/* Returns TE_VERSION as compiled into the library. */
+/* Returns the library's version, "MAJOR.MINOR.PATCH" (TE_VERSION in tessera/version.h is
+ * the version of the headers a program was compiled with). */
 const char *te_version(void);
 
 #ifdef __cplusplus

@@ -1,0 +1,6 @@
+# Installs the build into a temporary prefix and builds a consumer against it, through
+# find_package and pkg-config (tests/install/run.sh).
+add_test(NAME install_consumer
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/install/run.sh ${CMAKE_BINARY_DIR})
+set_tests_properties(install_consumer PROPERTIES TIMEOUT 300
+  ENVIRONMENT "TESSERA_CACHE_DIR=${CMAKE_BINARY_DIR}/kcache")
