@@ -17,7 +17,6 @@
 #include "tessera/schedule.h"
 #include "tessera/backend.h"
 #include "tessera/autotune.h"
-#include "tessera/tuner.h"
 #include "tessera/tuning_db.h"
 
 #endif
