@@ -1,0 +1,519 @@
+/*
+ * Hand-written templates with knobs for the operator library (AutoTVM style).
+ *
+ * A template recognizes the structure of the operator's expression (it finds its stages by
+ * looking at the tensors, not by trusting names) and declares knobs with fixed candidate
+ * lists; applying a configuration calls the public scheduling primitives, so the result is an
+ * ordinary trace.
+ *
+ *   gemm     matmul, batch_matmul, dense_bias, matmul_bias_act, mlp_gate, qkv_projection:
+ *            an mr x nr register tile (nr a multiple of the vector lanes) of every product,
+ *            accumulated in a local stage computed inside the output's tile loop (cache_write
+ *            for a product that is an output, compute_at of the product itself under an
+ *            epilogue), k split and unrolled, loop order (column panels outside or rows
+ *            outside), B packed per column panel (cache_read computed at the panel loop: a
+ *            contiguous K x nr copy reused by every row tile), parallel axis.
+ *            Knobs: mr, nr, ku, order (0 panels outside, 1 panels outside + packed B,
+ *            2 rows outside), par (0 none, 1 outer loop, 2 outer two loops fused).
+ *   conv2d   conv2d, conv2d_bn_relu, depthwise_conv2d (see templates_conv.c).
+ *   rowop    softmax, layer_norm, rms_norm: every producer computed inside the output's row
+ *            loop (parallel). Knobs: vec (split of the last axis, vectorized), inline
+ *            (elementwise producers inlined or kept as a row buffer), nt (streaming stores).
+ *   eltwise  activations, broadcasting binaries, transpose, pad: producers inlined, rows
+ *            fused, last axis split and vectorized. Knobs: vec, par (0 none, 1 rows, 2 rows
+ *            and column blocks fused), unroll (unroll_max 0 or 16), nt.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "autotune/space_impl.h"
+#include "tessera/ops.h"
+
+#define TERR(sp, ...) te_ctx_set_error((sp)->ctx, TE_ERR_UNSUPPORTED, __VA_ARGS__)
+
+static void knob(te_space *sp, const char *name, int n, const int64_t *v)
+{
+    te__knob *k = &sp->knobs[sp->nknobs++];
+    k->name = name;
+    k->n = n > TE__MAX_KVALS ? TE__MAX_KVALS : n < 1 ? 1 : n;
+    memcpy(k->v, v, sizeof(int64_t) * (size_t)k->n);
+    if (n < 1)
+        k->v[0] = 0;
+}
+
+/* Values of `cand` (n of them) that are <= limit; at least the smallest (or `fallback`). */
+static int filter_le(const int64_t *cand, int n, int64_t limit, int64_t fallback, int64_t *out)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (cand[i] <= limit)
+            out[k++] = cand[i];
+    if (!k)
+        out[k++] = fallback;
+    return k;
+}
+
+static bool is_reduce(const te_tensor *t) { return t->kind == TE_T_COMPUTE && t->body->kind == TE_E_REDUCE; }
+
+/* Computed tensors that t's body reads directly. */
+typedef struct {
+    te_tensor *v[16];
+    int n;
+} tlist;
+
+static bool direct_fn(const te_expr *e, void *user)
+{
+    tlist *l = user;
+    if (e->kind == TE_E_READ) {
+        for (int i = 0; i < l->n; i++)
+            if (l->v[i] == e->u.read.t)
+                return true;
+        if (l->n < 16)
+            l->v[l->n++] = e->u.read.t;
+    }
+    return true;
+}
+
+static tlist reads_of(const te_tensor *t)
+{
+    tlist l = {{0}, 0};
+    if (t->kind == TE_T_COMPUTE)
+        te__expr_visit(t->body, direct_fn, &l);
+    return l;
+}
+
+/* All computed stages that out depends on, producers first (te_op_stages). */
+static int stages_of(te_tensor *out, te_tensor **v, int cap)
+{
+    int n = te_op_stages(out, v, cap);
+    return n > cap ? -1 : n;
+}
+
+/* ---- gemm -------------------------------------------------------------------------------- */
+
+typedef struct gemm_out {
+    const char *out;           /* output tensor name */
+    bool role_a;               /* the output is the product itself (cache_write) */
+    int nprod;
+    const char *prod[4];       /* product stages (role B) */
+    te_tensor *prod_t[4];
+    int batch;                 /* 1 when the axes are (b, i, j) */
+    te_tensor *packable[4];    /* per product: the input read without i, packable by panels */
+} gemm_out;
+
+typedef struct gemm_data {
+    int nout;
+    gemm_out o[8];
+} gemm_data;
+
+/* Whether R is a product over one reduction axis with axes (i, j) or (b, i, j); fills the
+ * packable input (read without i, its last index exactly j). */
+static bool gemm_product(te_tensor *R, int *batch, te_tensor **packable)
+{
+    if (!is_reduce(R) || R->body->u.red.n != 1 || (R->ndim != 2 && R->ndim != 3))
+        return false;
+    *batch = R->ndim == 3;
+    te_expr *iv = R->axes[R->ndim - 2], *jv = R->axes[R->ndim - 1];
+    *packable = NULL;
+    tlist l = reads_of(R);
+    if (l.n < 1 || l.n > 2)
+        return false;
+    /* The packable input: the one whose read does not use i and ends in exactly j. */
+    const te_expr *src = R->body->u.red.src;
+    if (src->kind != TE_E_BINARY || src->u.bin.op != TE_MUL)
+        return false;
+    const te_expr *ops[2] = {src->u.bin.a, src->u.bin.b};
+    for (int q = 0; q < 2; q++) {
+        const te_expr *r = ops[q];
+        if (r->kind != TE_E_READ)
+            continue;
+        bool uses_i = false;
+        for (int d = 0; d < r->u.read.n; d++)
+            uses_i |= te__expr_uses_var(r->u.read.idx[d], iv);
+        const te_expr *last = r->u.read.idx[r->u.read.n - 1];
+        if (!uses_i && last == jv)
+            *packable = r->u.read.t;
+    }
+    return true;
+}
+
+static int gemm_init(te_space *sp)
+{
+    gemm_data *gd = te__alloc(sp->ctx, sizeof *gd);
+    if (!gd)
+        return TE_ERR_NOMEM;
+    if (sp->n_out > 8)
+        return TERR(sp, "gemm template: too many outputs");
+    int64_t M = 0, N = 0, K = 0;
+    for (int o = 0; o < sp->n_out; o++) {
+        te_tensor *O = sp->outs[o];
+        gemm_out *g = &gd->o[gd->nout++];
+        g->out = O->name;
+        te_tensor *st[64];
+        int ns = stages_of(O, st, 64);
+        if (ns < 0)
+            return TERR(sp, "gemm template: too many stages");
+        te_tensor *R0 = NULL;
+        if (gemm_product(O, &g->batch, &g->packable[0])) {
+            g->role_a = true;
+            R0 = O;
+            if (ns != 1)
+                return TERR(sp, "gemm template: product '%s' has producers", O->name);
+        } else {
+            if (is_reduce(O) || (O->ndim != 2 && O->ndim != 3))
+                return TERR(sp, "gemm template: '%s' is neither a product nor an epilogue", O->name);
+            for (int q = 0; q < ns; q++) {
+                if (st[q] == O)
+                    continue;
+                int b;
+                te_tensor *pk;
+                if (!gemm_product(st[q], &b, &pk) || st[q]->ndim != O->ndim || g->nprod == 4)
+                    return TERR(sp, "gemm template: stage '%s' is not a product", st[q]->name);
+                for (int d = 0; d < O->ndim; d++)
+                    if (st[q]->shape[d] != O->shape[d])
+                        return TERR(sp, "gemm template: product '%s' has another shape",
+                                    st[q]->name);
+                g->batch = b;
+                g->packable[g->nprod] = pk;
+                g->prod_t[g->nprod] = st[q];
+                g->prod[g->nprod++] = st[q]->name;
+                R0 = st[q];
+            }
+            if (!g->nprod)
+                return TERR(sp, "gemm template: '%s' reads no product", O->name);
+        }
+        if (o == 0) {
+            M = R0->shape[R0->ndim - 2];
+            N = R0->shape[R0->ndim - 1];
+            K = R0->body->u.red.axes[0]->u.var.extent;
+        }
+    }
+    sp->tdata = gd;
+    int V = sp->lanes;
+    int64_t v[TE__MAX_KVALS];
+    static const int64_t mrs[] = {1, 2, 3, 4, 6, 8};
+    knob(sp, "mr", filter_le(mrs, 6, M, M, v), v);
+    int64_t nrs[4] = {V, 2 * V, 3 * V, 4 * V};
+    int nn = N < V ? 0 : filter_le(nrs, 4, (N + V - 1) / V * V, V, v);
+    if (!nn) {
+        v[0] = N;
+        nn = 1;
+    }
+    knob(sp, "nr", nn, v);
+    static const int64_t kus[] = {1, 2, 4, 8};
+    knob(sp, "ku", filter_le(kus, 4, K, 1, v), v);
+    bool any_pack = false;
+    for (int o = 0; o < gd->nout; o++)
+        for (int q = 0; q < (gd->o[o].role_a ? 1 : gd->o[o].nprod); q++)
+            any_pack |= gd->o[o].packable[q] != NULL;
+    if (any_pack)
+        knob(sp, "order", 3, (int64_t[]){0, 1, 2});
+    else
+        knob(sp, "order", 2, (int64_t[]){0, 2});
+    if (sp->target.num_cores > 1)
+        knob(sp, "par", 2, (int64_t[]){1, 2});
+    else
+        knob(sp, "par", 1, (int64_t[]){0});
+    return TE_OK;
+}
+
+/* The register tile of product stage `ps` computed at loop `at` of T. */
+static int gemm_tile(te__gen *g, te_stage *ps, te_stage *T, te_iter *at, int64_t mr, int64_t nr,
+                     int64_t ku, te_tensor *pack, te_iter *pack_at)
+{
+    te_schedule *s = g->s;
+    if (pack && pack_at) {
+        te_tensor *P = te_cache_read(s, pack, TE_SCOPE_GLOBAL, 1, &ps);
+        if (!P)
+            return te__gen_fail(g, te_ctx_errcode(g->ctx) ? te_ctx_errcode(g->ctx)
+                                                          : TE_ERR_SCHEDULE);
+        te_stage *pst = te_schedule_stage(s, P);
+        if (!TE__OK(g, te_compute_at(pst, T, pack_at)))
+            return g->err;
+        int nd = te_tensor_ndim(P);
+        te_iter *pj = te_stage_axis(pst, nd - 1), *pjo, *pji;
+        if (!TE__OK(g, te_split(pst, pj, nr, &pjo, &pji)) || !TE__OK(g, te_vectorize(pst, pji)))
+            return g->err;
+    }
+    if (!TE__OK(g, te_compute_at(ps, T, at)))
+        return g->err;
+    int nd = te_tensor_ndim(te_stage_tensor(ps));
+    te_iter *i = te_stage_axis(ps, nd - 2), *j = te_stage_axis(ps, nd - 1);
+    te_iter *k = te_stage_reduce_axis(ps, 0);
+    te_iter *io, *ii, *jo, *ji, *ko = k, *ki = NULL;
+    if (!TE__OK(g, te_split(ps, i, mr, &io, &ii)) || !TE__OK(g, te_split(ps, j, nr, &jo, &ji)))
+        return g->err;
+    if (ku > 1 && !TE__OK(g, te_split(ps, k, ku, &ko, &ki)))
+        return g->err;
+    te_iter *order[5] = {io, jo, ko, ki, ii};
+    int n = 0;
+    te_iter *ord[6];
+    for (int q = 0; q < 5; q++)
+        if (order[q])
+            ord[n++] = order[q];
+    ord[n++] = ji;
+    if (!TE__OK(g, te_reorder(ps, n, ord)))
+        return g->err;
+    if (ki && !TE__OK(g, te_unroll(ps, ki)))
+        return g->err;
+    if (!TE__OK(g, te_unroll(ps, ii)) || !TE__OK(g, te_vectorize(ps, ji)))
+        return g->err;
+    return TE_OK;
+}
+
+static int gemm_apply(te__gen *g)
+{
+    te_space *sp = g->sp;
+    gemm_data *gd = sp->tdata;
+    int64_t mr = te__knob_val(g, 0), nr = te__knob_val(g, 1), ku = te__knob_val(g, 2);
+    int64_t order = te__knob_val(g, 3), par = te__knob_val(g, 4);
+    te_schedule *s = g->s;
+    for (int o = 0; o < gd->nout; o++) {
+        gemm_out *go = &gd->o[o];
+        te_stage *T = te_schedule_stage_by_name(s, go->out);
+        te_stage *ps[4];
+        te_tensor *pk[4];
+        int np = 0;
+        if (go->role_a) {
+            te_tensor *L = te_cache_write(s, te_stage_tensor(T), TE_SCOPE_LOCAL);
+            if (!L)
+                return te__gen_fail(g, TE_ERR_SCHEDULE);
+            ps[np] = te_schedule_stage(s, L);
+            pk[np++] = go->packable[0];
+        } else {
+            for (int q = 0; q < go->nprod; q++) {
+                ps[np] = te_schedule_stage_by_name(s, go->prod[q]);
+                pk[np++] = go->packable[q];
+            }
+        }
+        int nd = te_tensor_ndim(te_stage_tensor(T));
+        te_iter *io, *jo, *ii, *ji;
+        if (!TE__OK(g, te_tile(T, te_stage_axis(T, nd - 2), te_stage_axis(T, nd - 1), mr, nr, &io,
+                               &jo, &ii, &ji)))
+            return g->err;
+        bool panels = order != 2;
+        te_iter *outer = panels ? jo : io, *inner = panels ? io : jo;
+        if (panels && !TE__OK(g, te_reorder(T, 2, (te_iter *[]){jo, io})))
+            return g->err;
+        te_iter *b = go->batch ? te_stage_axis(T, 0) : NULL;
+        te_iter *at = inner, *pack_at = order == 1 ? outer : NULL;
+        if (par == 1) {
+            if (!TE__OK(g, te_parallel(T, b ? b : outer)))
+                return g->err;
+        } else if (par == 2) {
+            te_iter *f;
+            if (b) {
+                if (!TE__OK(g, te_fuse(T, b, outer, &f)) || !TE__OK(g, te_parallel(T, f)))
+                    return g->err;
+                if (pack_at)
+                    pack_at = f;
+            } else if (pack_at) {
+                /* Fusing would pack per tile: keep the panel loop. */
+                if (!TE__OK(g, te_parallel(T, outer)))
+                    return g->err;
+            } else {
+                if (!TE__OK(g, te_fuse(T, outer, inner, &f)) || !TE__OK(g, te_parallel(T, f)))
+                    return g->err;
+                at = f;
+            }
+        }
+        if (!TE__OK(g, te_unroll(T, ii)) || !TE__OK(g, te_vectorize(T, ji)))
+            return g->err;
+        for (int q = 0; q < np; q++) {
+            int rc = gemm_tile(g, ps[q], T, at, mr, nr, ku, pk[q], pack_at);
+            if (rc)
+                return rc;
+        }
+    }
+    return TE_OK;
+}
+
+/* ---- rowop -------------------------------------------------------------------------------- */
+
+typedef struct row_data {
+    const char *out;
+    int nst;
+    const char *st[16];
+    bool red[16];
+    int64_t last[16]; /* last extent of each producer */
+    bool has_elem;
+} row_data;
+
+static int row_init(te_space *sp)
+{
+    if (sp->n_out != 1)
+        return TERR(sp, "rowop template: one output expected");
+    te_tensor *O = sp->outs[0];
+    if (is_reduce(O) || O->ndim < 2)
+        return TERR(sp, "rowop template: output '%s' must be elementwise of rank >= 2", O->name);
+    row_data *rd = te__alloc(sp->ctx, sizeof *rd);
+    if (!rd)
+        return TE_ERR_NOMEM;
+    te_tensor *st[32];
+    int ns = stages_of(O, st, 32);
+    if (ns < 0 || ns > 16)
+        return TERR(sp, "rowop template: too many stages");
+    bool any_red = false;
+    rd->out = O->name;
+    for (int q = 0; q < ns; q++) {
+        if (st[q] == O)
+            continue;
+        if (st[q]->ndim != O->ndim)
+            return TERR(sp, "rowop template: stage '%s' has another rank", st[q]->name);
+        for (int d = 0; d + 1 < O->ndim; d++)
+            if (st[q]->shape[d] != O->shape[d])
+                return TERR(sp, "rowop template: stage '%s' has other rows", st[q]->name);
+        rd->red[rd->nst] = is_reduce(st[q]);
+        any_red |= rd->red[rd->nst];
+        rd->has_elem |= !rd->red[rd->nst];
+        rd->last[rd->nst] = st[q]->shape[st[q]->ndim - 1];
+        rd->st[rd->nst++] = st[q]->name;
+    }
+    if (!any_red)
+        return TERR(sp, "rowop template: no row reduction");
+    sp->tdata = rd;
+    int V = sp->lanes;
+    int64_t N = O->shape[O->ndim - 1], v[TE__MAX_KVALS];
+    int64_t vs[4] = {V / 2 > 0 ? V / 2 : 1, V, 2 * V, 4 * V};
+    knob(sp, "vec", filter_le(vs, 4, N, N, v), v);
+    if (rd->has_elem)
+        knob(sp, "inline", 2, (int64_t[]){0, 1});
+    else
+        knob(sp, "inline", 1, (int64_t[]){0});
+    knob(sp, "nt", 2, (int64_t[]){0, 1});
+    return TE_OK;
+}
+
+/* Fuses the leading n loops of T (its first axes); returns the fused loop. */
+static te_iter *fuse_leading(te__gen *g, te_stage *T, int n)
+{
+    te_iter *f = te_stage_axis(T, 0);
+    for (int d = 1; d < n && f; d++) {
+        te_iter *nf;
+        if (!TE__OK(g, te_fuse(T, f, te_stage_axis(T, d), &nf)))
+            return NULL;
+        f = nf;
+    }
+    return f;
+}
+
+static int row_apply(te__gen *g)
+{
+    row_data *rd = g->sp->tdata;
+    int64_t vec = te__knob_val(g, 0), inl = te__knob_val(g, 1), nt = te__knob_val(g, 2);
+    te_stage *T = te_schedule_stage_by_name(g->s, rd->out);
+    int nd = te_tensor_ndim(te_stage_tensor(T));
+    te_iter *row = fuse_leading(g, T, nd - 1), *jo, *ji;
+    if (!row)
+        return g->err ? g->err : te__gen_fail(g, TE_ERR_SCHEDULE);
+    if (!TE__OK(g, te_split(T, te_stage_axis(T, nd - 1), vec, &jo, &ji)) ||
+        !TE__OK(g, te_vectorize(T, ji)))
+        return g->err;
+    if (g->sp->target.num_cores > 1 && !TE__OK(g, te_parallel(T, row)))
+        return g->err;
+    if (nt && !TE__OK(g, te_stage_nontemporal(T, true)))
+        return g->err;
+    for (int q = rd->nst - 1; q >= 0; q--) {
+        te_stage *P = te_schedule_stage_by_name(g->s, rd->st[q]);
+        if (!rd->red[q] && inl) {
+            if (!TE__OK(g, te_compute_inline(P)))
+                return g->err;
+            continue;
+        }
+        if (!TE__OK(g, te_compute_at(P, T, row)))
+            return g->err;
+        if (!rd->red[q] && rd->last[q] > 1) {
+            te_iter *a, *b;
+            if (!TE__OK(g, te_split(P, te_stage_axis(P, nd - 1), vec, &a, &b)) ||
+                !TE__OK(g, te_vectorize(P, b)))
+                return g->err;
+        }
+    }
+    return TE_OK;
+}
+
+/* ---- eltwise ------------------------------------------------------------------------------ */
+
+static int elt_init(te_space *sp)
+{
+    if (sp->n_out != 1)
+        return TERR(sp, "eltwise template: one output expected");
+    te_tensor *O = sp->outs[0], *st[32];
+    int ns = stages_of(O, st, 32);
+    if (ns < 0)
+        return TERR(sp, "eltwise template: too many stages");
+    for (int q = 0; q < ns; q++)
+        if (is_reduce(st[q]))
+            return TERR(sp, "eltwise template: stage '%s' is a reduction", st[q]->name);
+    int V = sp->lanes;
+    int64_t N = O->shape[O->ndim - 1], v[TE__MAX_KVALS];
+    int64_t vs[4] = {V / 2 > 0 ? V / 2 : 1, V, 2 * V, 4 * V};
+    knob(sp, "vec", filter_le(vs, 4, N, N, v), v);
+    if (sp->target.num_cores > 1)
+        knob(sp, "par", 2, (int64_t[]){1, 2});
+    else
+        knob(sp, "par", 1, (int64_t[]){0});
+    knob(sp, "unroll", 2, (int64_t[]){0, 16});
+    knob(sp, "nt", 2, (int64_t[]){0, 1});
+    return TE_OK;
+}
+
+static int elt_apply(te__gen *g)
+{
+    te_space *sp = g->sp;
+    int64_t vec = te__knob_val(g, 0), par = te__knob_val(g, 1), unr = te__knob_val(g, 2);
+    int64_t nt = te__knob_val(g, 3);
+    te_stage *T = te_schedule_stage(g->s, sp->outs[0]);
+    for (int q = te_schedule_nstages(g->s) - 1; q >= 0; q--) {
+        te_stage *P = te_schedule_stage_at(g->s, q);
+        if (P != T && !TE__OK(g, te_compute_inline(P)))
+            return g->err;
+    }
+    int nd = te_tensor_ndim(te_stage_tensor(T));
+    te_iter *row = nd > 1 ? fuse_leading(g, T, nd - 1) : NULL, *jo, *ji;
+    if (g->err)
+        return g->err;
+    if (!TE__OK(g, te_split(T, te_stage_axis(T, nd - 1), vec, &jo, &ji)) ||
+        !TE__OK(g, te_vectorize(T, ji)))
+        return g->err;
+    if (par == 2 && row) {
+        te_iter *f;
+        if (!TE__OK(g, te_fuse(T, row, jo, &f)) || !TE__OK(g, te_parallel(T, f)))
+            return g->err;
+    } else if (par >= 1) {
+        if (!TE__OK(g, te_parallel(T, row ? row : jo)))
+            return g->err;
+    }
+    if (unr && !TE__OK(g, te_pragma_unroll_max(T, (int)unr)))
+        return g->err;
+    if (nt && !TE__OK(g, te_stage_nontemporal(T, true)))
+        return g->err;
+    return TE_OK;
+}
+
+/* ---- Registry ----------------------------------------------------------------------------- */
+
+static const te__template t_gemm = {"gemm", gemm_init, gemm_apply};
+static const te__template t_row = {"rowop", row_init, row_apply};
+static const te__template t_elt = {"eltwise", elt_init, elt_apply};
+
+const te__template *te__template_for(const char *op)
+{
+    static const struct {
+        const char *op;
+        const te__template *t;
+    } table[] = {
+        {"matmul", &t_gemm},     {"batch_matmul", &t_gemm}, {"dense_bias", &t_gemm},
+        {"matmul_bias_act", &t_gemm}, {"mlp_gate", &t_gemm}, {"qkv_projection", &t_gemm},
+        {"softmax", &t_row},     {"layer_norm", &t_row},    {"rms_norm", &t_row},
+        {"relu", &t_elt},        {"gelu", &t_elt},          {"gelu_tanh", &t_elt},
+        {"silu", &t_elt},        {"sigmoid", &t_elt},       {"tanh", &t_elt},
+        {"add", &t_elt},         {"sub", &t_elt},           {"mul", &t_elt},
+        {"div", &t_elt},         {"minimum", &t_elt},       {"maximum", &t_elt},
+        {"transpose", &t_elt},   {"pad", &t_elt},           {"elementwise", &t_elt},
+    };
+    for (size_t i = 0; op && i < sizeof table / sizeof table[0]; i++)
+        if (!strcmp(table[i].op, op))
+            return table[i].t;
+    return NULL;
+}
