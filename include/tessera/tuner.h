@@ -1,0 +1,222 @@
+/*
+ * tessera/tuner.h: the auto-tuner. It proposes schedules from a search space
+ * (tessera/autotune.h), builds them in parallel, runs each batch in a child process with a
+ * timeout, checks every result against a reference before timing it, and appends every
+ * measured candidate to the tuning database (tessera/tuning_db.h) as soon as its batch ends.
+ *
+ *     te_db *db = NULL;
+ *     te_db_open("tune.db", NULL, &db);
+ *     te_tune_options o = te_tune_options_default();
+ *     o.max_trials = 400;
+ *     o.command = "tune matmul m=1024,n=1024,k=1024";   // job identity, for resume
+ *     te_tuner *t = te_tuner_create(db, &o);
+ *     if (te_tuner_add_op(t, "matmul", "m=1024,n=1024,k=1024") != TE_OK ||
+ *         te_tuner_run(t) != TE_OK)
+ *         fprintf(stderr, "%s\n", te_tuner_errmsg(t));
+ *     te_tune_task_info info;
+ *     te_tuner_task_info(t, 0, &info);
+ *     printf("%s: %.1f GFLOP/s\n%s\n", info.workload_key, info.best_gflops, info.best_trace);
+ *     te_tuner_free(t);
+ *     te_db_close(db);
+ *
+ * Later, any program builds the operator with the best record:
+ *
+ *     te_schedule *s;
+ *     te_tuner_best_schedule(ctx, db, key, 1, &C, &tgt, 0, &s, NULL);  // default if none
+ *
+ * Measurement (docs/TUNING.md has the details):
+ *  - Candidates are lowered and emitted in this process, compiled by up to one compiler per
+ *    core at once (the compile cache is shared with te_build), and run in a forked child
+ *    process. A candidate that crashes is recorded as runtime_error, one that runs past the
+ *    timeout as timeout (the parent kills the child), and the batch goes on in a new child.
+ *    This process never runs OpenMP code itself, so every child starts with a clean OpenMP
+ *    runtime.
+ *  - Inputs are random, outputs are filled with NaN before the first run, and the outputs are
+ *    compared with a reference: te_reference_eval (float64) when the workload is small, else the
+ *    output of the default schedule (te_schedule_create with no primitive applied), which the
+ *    test suite checks against te_reference_eval. Wrong results are recorded as wrong_answer
+ *    and never ranked.
+ *  - Timing: one warm-up, then repeats until both a minimum count and a minimum total time are
+ *    reached; the median and the standard deviation are recorded.
+ *
+ * Errors: calls return TE_OK or a negative status, with a message from te_tuner_errmsg.
+ */
+#ifndef TESSERA_TUNER_H
+#define TESSERA_TUNER_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "tessera/autotune.h"
+#include "tessera/backend.h"
+#include "tessera/tuning_db.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct te_tuner te_tuner;
+
+/* How candidates are proposed. */
+typedef enum te_tune_strategy {
+    TE_TUNE_RANDOM,       /* uniform samples of the space */
+    TE_TUNE_GRID,         /* every configuration in order (enumerable spaces only) */
+    TE_TUNE_EVOLUTIONARY, /* mutations of the best measured, ranked by the learned cost model */
+} te_tune_strategy;
+
+/* "random", "grid", "evolutionary"; "?" otherwise. */
+const char *te_tune_strategy_str(te_tune_strategy s);
+/* Parses the names above. TE_OK or TE_ERR_ARG. */
+int te_tune_strategy_parse(const char *text, te_tune_strategy *out);
+
+/* Measurement settings. Zero fields take the defaults named here. */
+typedef struct te_measure_options {
+    int build_jobs;     /* compilers running at once; 0 = one per core */
+    double timeout_s;   /* run-time limit of one candidate (check + timing); 0 = 10 s */
+    double min_time_s;  /* timed runs continue until their sum reaches this; 0 = 0.02 s */
+    int min_repeats;    /* at least this many timed runs; 0 = 3 */
+    int max_repeats;    /* at most this many; 0 = 200 */
+    int flush_cache;    /* overwrite a buffer larger than the last-level cache before each run */
+    double tolerance;   /* max |got - ref| / max(1, |ref|); 0 = automatic (docs/TUNING.md) */
+    double slow_factor; /* a candidate whose check run is this many times slower than the best
+                           so far is timed by that run alone; 0 = 20, < 0 = never */
+} te_measure_options;
+
+/* Progress report, passed to te_tune_options.on_progress after every batch. */
+typedef struct te_tune_progress {
+    int task, n_tasks;        /* the task the batch belonged to */
+    const char *workload_key; /* its workload */
+    int64_t task_trials;      /* trials of this task in this job */
+    int64_t task_errors;      /* of which not ok */
+    double task_best_gflops;  /* best of this task (NAN when none yet) */
+    double task_best_s;       /* its median time */
+    int64_t trials_done;      /* trials of the whole job (including before a resume) */
+    int64_t trials_planned;   /* 0 = no trial budget */
+    int64_t errors;           /* failed trials in this run */
+    int64_t skipped;          /* proposals skipped because already recorded */
+    double elapsed_s;         /* this run so far */
+    double time_budget_s;     /* 0 = none */
+    int batch_n, batch_ok;    /* the batch just measured */
+} te_tune_progress;
+
+/* A synthetic runner for tests: returns the "run time" of a trace in seconds (<= 0 records
+ * the trial as runtime_error). Candidates are still instantiated and lowered, never compiled
+ * or run. */
+typedef double (*te_tune_fake_fn)(const char *trace, void *user);
+
+typedef struct te_tune_options {
+    te_tune_strategy strategy; /* default TE_TUNE_EVOLUTIONARY */
+    te_space_kind space;       /* default TE_SPACE_AUTO */
+    int64_t max_trials;        /* job budget in trials (all tasks); 0 = none */
+    double max_seconds;        /* budget in seconds of this run; 0 = none */
+    int64_t early_stop;        /* a task stops after this many trials without a 1% gain; 0 = off */
+    uint64_t seed;             /* same seed, same proposals (exact for random and grid) */
+    int batch_size;            /* candidates built and run together; 0 = 16 */
+    int warm_start;            /* evolutionary: seed population and model from the database */
+    te_measure_options measure;
+    /* Job identity: a tuning run with the same command as an interrupted job continues that
+     * job (te_db_job_resume). NULL: "tune" plus the task keys. */
+    const char *command;
+    int new_job;                 /* never resume; always start a new job */
+    volatile sig_atomic_t *stop; /* when it becomes nonzero, stop after the batch in flight */
+    const te_target *target;     /* NULL = te_target_host() */
+    void (*on_progress)(const te_tune_progress *p, void *user);
+    void *user;
+    int quiet;                   /* no warnings on stderr */
+    te_tune_fake_fn fake_runner; /* tests only; NULL in real use */
+    void *fake_user;
+} te_tune_options;
+
+/* Defaults: evolutionary, auto space, batch 16, warm start, seed 1, no budget. */
+te_tune_options te_tune_options_default(void);
+
+/* Creates a tuner writing into db (which must stay open while the tuner exists). opts may be
+ * NULL (defaults) and is copied. Returns NULL only when out of memory. */
+te_tuner *te_tuner_create(te_db *db, const te_tune_options *opts);
+/* Frees the tuner. Accepts NULL. */
+void te_tuner_free(te_tuner *t);
+/* Message of the last failure ("" when none). Owned by the tuner. */
+const char *te_tuner_errmsg(const te_tuner *t);
+
+/* Adds a library operator (te_op_lookup name, KEY=VAL parameters) as a task; weight >= 0
+ * scales its share of the budget (0 = 1). The workload key is te_op_workload_key's.
+ * TE_ERR_NOT_FOUND for an unknown operator, TE_ERR_ARG for bad parameters. */
+int te_tuner_add_op(te_tuner *t, const char *op, const char *params, double weight);
+/* Adds a user-defined tensor expression (outputs computed from placeholders `ins`) as a task.
+ * The tensors stay owned by their context, which must outlive the tuner. `name` names the
+ * workload; its key is te_tuner_expr_key's. Tuned with automatic sketches (or a template only
+ * if the space kind asks for one and `name` is an operator with a template). */
+int te_tuner_add_expr(te_tuner *t, const char *name, int n_in, te_tensor *const *ins, int n_out,
+                      te_tensor *const *outs, double weight);
+/* Adds every task of a JSON task list: [{"op": "matmul", "shape": "m=64,n=64,k=64",
+ * "weight": 1}, ...] ("shape" may also be called "params"; "weight" is optional). Only the
+ * tasks with index % shard_n == shard_i are added (shard_n <= 1: all). *n_added (may be NULL)
+ * receives the count. TE_ERR_IO when the file cannot be read, TE_ERR_ARG when it is
+ * malformed (the message names the entry). */
+int te_tuner_add_tasks_file(te_tuner *t, const char *path, int shard_i, int shard_n, int *n_added);
+int te_tuner_ntasks(const te_tuner *t);
+
+/* Runs the job until the budget is spent, every task has stopped early or exhausted its
+ * space, or *opts.stop becomes nonzero. Returns TE_OK also when stopped or interrupted (see
+ * te_tuner_interrupted); an error status when the job could not run at all (database, the
+ * reference of a workload could not be computed, ...). */
+int te_tuner_run(te_tuner *t);
+/* 1 when the last run was stopped by opts.stop before its budget was spent. */
+int te_tuner_interrupted(const te_tuner *t);
+/* The database id of the job (0 before te_tuner_run), and whether it resumed an earlier one. */
+int64_t te_tuner_job_id(const te_tuner *t, int *resumed);
+
+typedef struct te_tune_task_info {
+    const char *op; /* operator or expression name */
+    const char *workload_key;
+    const char *target_key;
+    double flops;   /* floating-point operations of one run */
+    int64_t trials; /* measured by this job (including before a resume) */
+    int64_t n_by_status[TE_TRIAL_STATUS_COUNT]; /* trials of this run by status */
+    int64_t skipped;                            /* proposals already in the database */
+    const char *best_trace; /* fastest ok record for (workload, target) in the database,
+                               this job's or earlier; NULL when none */
+    double best_median_s, best_gflops;
+    const char *space_kind;  /* "template" or "sketch" */
+    const char *stop_reason; /* "budget", "early stop", "space exhausted", "interrupted" */
+} te_tune_task_info;
+
+/* Information about task i after (or during) a run. Strings belong to the tuner. */
+int te_tuner_task_info(te_tuner *t, int i, te_tune_task_info *out);
+
+/* ---- Keys and helpers shared with the CLI and te_build users ------------------------------ */
+
+/* Fills *out with the database identity of a C target: backend "c", arch, device (CPU model),
+ * ISA features, cores, compiler ("gcc 12.2.0"). Strings point into `storage` (at least 512
+ * bytes). The key itself is left NULL (te_db_target_key derives it). */
+int te_tuner_db_target(const te_target *target, te_db_target *out, char *storage, size_t size);
+
+/* The workload key of a user-defined expression: "<name>;<input shapes>;<dtype>;expr=<hash>",
+ * where the hash covers the structure of every stage (operations, constants, names, shapes,
+ * dtypes), so a changed expression never matches old records. Returns the key's length like
+ * snprintf, or a negative status. */
+int te_tuner_expr_key(const char *name, int n_in, te_tensor *const *ins, int n_out,
+                      te_tensor *const *outs, char *buf, size_t size);
+/* 64-bit structural hash of the expressions computing outs (see te_tuner_expr_key). */
+uint64_t te_tuner_expr_hash(int n_out, te_tensor *const *outs);
+/* Floating-point operations of one evaluation of the outputs: for every stage, the
+ * arithmetic operations (and math calls) on floating-point values in its body per element,
+ * times its elements (times the reduction extents inside a reduction, plus one combine). */
+double te_tuner_flops(int n_out, te_tensor *const *outs);
+
+/* A schedule for outs from the best database record of (workload_key, target): a fresh
+ * schedule (in ctx) with the record's trace applied. When there is no record, or the trace no
+ * longer applies, *out gets the default schedule (te_schedule_create), a warning goes to
+ * stderr unless `quiet`, and *from_db (may be NULL) is 0. db may be NULL (default schedule).
+ * Returns TE_OK unless even the default schedule cannot be made. */
+int te_tuner_best_schedule(te_ctx *ctx, te_db *db, const char *workload_key, int n_out,
+                           te_tensor *const *outs, const te_target *target, int quiet,
+                           te_schedule **out, int *from_db);
+
+/* Parses a duration: "90", "90s", "15m", "8h", "1.5h". Returns seconds, or -1 when invalid. */
+double te_tune_parse_duration(const char *text);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TESSERA_TUNER_H */

@@ -1,0 +1,234 @@
+/* Tests for the tuner's measurer (autotune/measure.c) and workload helpers
+ * (autotune/workload.c): raw C sources fed to the builder and runner, one that is right, one
+ * that segfaults, one that hangs, one that computes wrong values and one that does not
+ * compile; each must be recorded with its status while the batch completes. Also the cost
+ * model on a synthetic problem, flop counts and expression keys. */
+#define _GNU_SOURCE
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "autotune/tune_impl.h"
+#include "backends/c/c_backend.h"
+#include "tessera/ops.h"
+#include "tessera/tuner.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The default schedule of a small matmul, emitted as kernel "cand". */
+static const char *matmul_source(te_ctx *ctx, te_tensor **ins, te_tensor **outs, int *n_in,
+                                 int *n_out, const char *params)
+{
+    assert_int_equal(te_op_build(ctx, "matmul", params, ins, n_in, outs, n_out), TE_OK);
+    te_schedule *s = te_schedule_create(ctx, *n_out, outs);
+    assert_non_null(s);
+    te_tensor *args[4] = {ins[0], ins[1], outs[0]};
+    te_target tgt = te_target_host();
+    te_lowered *f = te_lower(s, 3, args, "cand", &tgt);
+    assert_non_null(f);
+    const char *src = te_emit_c(ctx, f, &tgt);
+    assert_non_null(src);
+    return src;
+}
+
+static void test_faulty_candidates_are_recorded(void **state)
+{
+    (void)state;
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *ins[8], *outs[8];
+    int n_in, n_out;
+    const char *good = matmul_source(ctx, ins, outs, &n_in, &n_out, "m=24,n=40,k=16");
+    char ident[64];
+    te__c_kernel_ident("cand", ident, sizeof ident);
+    char segv[256], hang[256], wrong[512], bad[256], good2[64];
+    snprintf(segv, sizeof segv,
+             "/* segv %p */ int %s_packed(void **a) { (void)a; volatile int *p = 0; *p = 1; "
+             "return 0; }\n",
+             (void *)segv, ident);
+    snprintf(hang, sizeof hang,
+             "/* hang %p */ int %s_packed(void **a) { (void)a; for (;;) __asm__ volatile(\"\"); "
+             "return 0; }\n",
+             (void *)hang, ident);
+    snprintf(wrong, sizeof wrong,
+             "/* wrong %p */ int %s_packed(void **a) { float *c = a[2]; "
+             "for (int i = 0; i < 24 * 40; i++) c[i] = (float)i; return 0; }\n",
+             (void *)wrong, ident);
+    snprintf(bad, sizeof bad, "int %s_packed(void **a) { return a + ; }\n", ident);
+    (void)good2;
+    te_measure_options mo = {0};
+    mo.timeout_s = 1.0;
+    char err[512];
+    te__measurer *m = te__measurer_create(n_in, ins, n_out, outs, NULL, &mo, err, sizeof err);
+    assert_non_null(m);
+    assert_int_equal(te__measurer_reference(m, ctx, 0, err, sizeof err), TE_OK);
+    assert_string_equal(te__measurer_ref_kind(m), "te_reference_eval");
+    /* The order puts the good one after the crash and the hang: the batch must go on. */
+    const char *srcs[6] = {segv, good, hang, wrong, bad, good};
+    te__cand c[6];
+    memset(c, 0, sizeof c);
+    for (int i = 0; i < 6; i++)
+        c[i].source = srcs[i];
+    double t0 = now_s();
+    te__measure_batch(m, c, 6);
+    double dt = now_s() - t0;
+    for (int i = 0; i < 6; i++)
+        printf("  cand %d: %s %s\n", i, te_trial_status_str(c[i].status), c[i].err);
+    assert_int_equal(c[0].status, TE_TRIAL_RUNTIME_ERROR);
+    assert_non_null(strstr(c[0].err, "SIGSEGV"));
+    assert_int_equal(c[1].status, TE_TRIAL_OK);
+    assert_true(c[1].median_s > 0 && c[1].repeats >= 3);
+    assert_int_equal(c[2].status, TE_TRIAL_TIMEOUT);
+    assert_int_equal(c[3].status, TE_TRIAL_WRONG_ANSWER);
+    assert_int_equal(c[4].status, TE_TRIAL_COMPILE_ERROR);
+    assert_int_equal(c[5].status, TE_TRIAL_OK);
+    for (int i = 0; i < 6; i++)
+        assert_true(c[i].done);
+    assert_true(dt < 30);
+    te__measurer_free(m);
+    te_ctx_free(ctx);
+}
+
+/* A larger workload checks against the default schedule's output instead of the
+ * interpreter. */
+static void test_reference_from_default_schedule(void **state)
+{
+    (void)state;
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *ins[8], *outs[8];
+    int n_in, n_out;
+    const char *good = matmul_source(ctx, ins, outs, &n_in, &n_out, "m=64,n=64,k=64");
+    char err[512];
+    te__measurer *m = te__measurer_create(n_in, ins, n_out, outs, NULL, NULL, err, sizeof err);
+    assert_non_null(m);
+    assert_int_equal(te__measurer_reference(m, ctx, 1000, err, sizeof err), TE_OK);
+    assert_string_equal(te__measurer_ref_kind(m), "default schedule");
+    te__cand c[1];
+    memset(c, 0, sizeof c);
+    c[0].source = good;
+    te__measure_batch(m, c, 1);
+    assert_int_equal(c[0].status, TE_TRIAL_OK);
+    assert_true(c[0].max_err <= te__measurer_tolerance(m));
+    te__measurer_free(m);
+    te_ctx_free(ctx);
+}
+
+static void test_flops_and_keys(void **state)
+{
+    (void)state;
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *ins[8], *outs[8];
+    int n_in, n_out;
+    assert_int_equal(te_op_build(ctx, "matmul", "m=8,n=16,k=32", ins, &n_in, outs, &n_out), TE_OK);
+    assert_true(fabs(te_tuner_flops(n_out, outs) - 2.0 * 8 * 16 * 32) < 1e-9);
+    assert_int_equal(te__max_reduction(n_out, outs), 32);
+    char k1[256], k2[256], k3[256];
+    assert_true(te_tuner_expr_key("mm", n_in, ins, n_out, outs, k1, sizeof k1) > 0);
+    assert_non_null(strstr(k1, "mm;A=8x32,B=32x16;f32;expr="));
+    /* The same structure built again gives the same key; another shape does not. */
+    te_ctx *c2 = te_ctx_create();
+    te_tensor *i2[8], *o2[8];
+    assert_int_equal(te_op_build(c2, "matmul", "m=8,n=16,k=32", i2, &n_in, o2, &n_out), TE_OK);
+    te_tuner_expr_key("mm", n_in, i2, n_out, o2, k2, sizeof k2);
+    assert_string_equal(k1, k2);
+    assert_int_equal(te_op_build(c2, "matmul", "m=8,n=16,k=33", i2, &n_in, o2, &n_out), TE_OK);
+    te_tuner_expr_key("mm", n_in, i2, n_out, o2, k3, sizeof k3);
+    assert_string_not_equal(k1, k3);
+    /* The MLP gate: two matmuls and an epilogue (silu: mul, sigmoid; times up). */
+    assert_int_equal(te_op_build(c2, "mlp_gate", "m=4,n=8,k=16", i2, &n_in, o2, &n_out), TE_OK);
+    double f = te_tuner_flops(n_out, o2);
+    assert_true(f >= 4.0 * 4 * 8 * 16 && f < 4.0 * 4 * 8 * 16 + 8 * 4 * 8);
+    te_ctx_free(c2);
+    te_ctx_free(ctx);
+}
+
+static void test_durations_and_targets(void **state)
+{
+    (void)state;
+    assert_true(te_tune_parse_duration("90") == 90);
+    assert_true(te_tune_parse_duration("15m") == 900);
+    assert_true(te_tune_parse_duration("8h") == 8 * 3600);
+    assert_true(te_tune_parse_duration("1.5h") == 5400);
+    assert_true(te_tune_parse_duration("10x") < 0);
+    assert_true(te_tune_parse_duration("") < 0);
+    assert_true(te_tune_parse_duration("-3") < 0);
+    te_tune_strategy s;
+    assert_int_equal(te_tune_strategy_parse("grid", &s), TE_OK);
+    assert_int_equal(s, TE_TUNE_GRID);
+    assert_int_equal(te_tune_strategy_parse("best", &s), TE_ERR_ARG);
+    te_target tgt = te_target_host();
+    te_db_target dbt;
+    char storage[1024], key[512];
+    assert_int_equal(te_tuner_db_target(&tgt, &dbt, storage, sizeof storage), TE_OK);
+    assert_string_equal(dbt.backend, "c");
+    assert_true(te_db_target_key(&dbt, key, sizeof key) > 0);
+    printf("  target key: %s\n", key);
+    assert_true(strncmp(key, "c;", 2) == 0);
+}
+
+/* The cost model learns a ranking: y depends on two of the features. */
+static void test_cost_model_ranks(void **state)
+{
+    (void)state;
+    te__gbt *g = te__gbt_create(TE_NUM_FEATURES);
+    assert_non_null(g);
+    uint64_t s = 42;
+    float x[TE_NUM_FEATURES];
+    for (int i = 0; i < 400; i++) {
+        for (int f = 0; f < TE_NUM_FEATURES; f++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            x[f] = (float)((s >> 33) % 1000) / 100.0f;
+        }
+        double y = exp(-0.1 * (x[3] - 5) * (x[3] - 5)) * (x[7] > 4 ? 1.0 : 0.3);
+        assert_int_equal(te__gbt_add(g, x, y, 1.0), TE_OK);
+    }
+    double t0 = now_s();
+    assert_int_equal(te__gbt_fit(g), TE_OK);
+    printf("  fit of 400 samples: %.1f ms\n", (now_s() - t0) * 1e3);
+    /* Held-out pairs: the model must order most of them right. */
+    int right = 0, total = 0;
+    for (int i = 0; i < 200; i++) {
+        float a[TE_NUM_FEATURES], b[TE_NUM_FEATURES];
+        for (int f = 0; f < TE_NUM_FEATURES; f++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            a[f] = (float)((s >> 33) % 1000) / 100.0f;
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            b[f] = (float)((s >> 33) % 1000) / 100.0f;
+        }
+        double ya = exp(-0.1 * (a[3] - 5) * (a[3] - 5)) * (a[7] > 4 ? 1.0 : 0.3);
+        double yb = exp(-0.1 * (b[3] - 5) * (b[3] - 5)) * (b[7] > 4 ? 1.0 : 0.3);
+        if (fabs(ya - yb) < 0.1)
+            continue;
+        total++;
+        right += (te__gbt_predict(g, a) > te__gbt_predict(g, b)) == (ya > yb);
+    }
+    printf("  pairs ordered right: %d / %d\n", right, total);
+    assert_true(right >= 0.85 * total);
+    te__gbt_free(g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_faulty_candidates_are_recorded),
+        cmocka_unit_test(test_reference_from_default_schedule),
+        cmocka_unit_test(test_flops_and_keys),
+        cmocka_unit_test(test_durations_and_targets),
+        cmocka_unit_test(test_cost_model_ranks),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
