@@ -195,6 +195,20 @@ static int infer_region(lower_ctx *L, lstage *p)
         if (!te__relax_add(&base, it->var, te_int(ctx, 0), te_int(ctx, e - 1)))
             return LERR(L, TE_ERR_UNSUPPORTED, "bound inference: too many loops");
     }
+    /* GPU: a shared buffer serves the whole block, so its region is the union over the
+     * threads: every loop bound to threadIdx ranges over its extent. */
+    if (st->scope == TE_SCOPE_SHARED) {
+        for (int i = 0; i < L->n; i++) {
+            lstage *o = &L->ls[i];
+            for (int k = 0; o->ext && k < o->st->leaves.n; k++) {
+                te_iter *it = o->st->leaves.v[k];
+                if (it->ann == TE_ANN_BIND && it->tag >= TE_THREAD_X &&
+                    !te__relax_add(&base, it->var, te_int(ctx, 0),
+                                   te_int(ctx, o->ext[iter_index(o->st, it)] - 1)))
+                    return LERR(L, TE_ERR_UNSUPPORTED, "bound inference: too many loops");
+            }
+        }
+    }
     te__ival uni[TE_MAX_DIMS];
     bool have[TE_MAX_DIMS] = {false}, full[TE_MAX_DIMS] = {false};
     int nreads = 0;
@@ -480,11 +494,16 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
             body = te__seq2(ctx, init, body);
         body = with_attached(L, st, k, body);
         te_for_kind fk = unroll[k < 64 ? k : 0] && k < 64 ? TE_FOR_UNROLLED : for_kind(it);
-        inner = te__for(ctx, it->var, te_int(ctx, 0), te_int(ctx, l->ext[iter_index(st, it)]), fk,
-                        body);
+        if (it->reduce && fk == TE_FOR_THREAD) /* GPU cross-thread reduction (te_bind_reduce) */
+            inner = te__gpu_allreduce(ctx, it->var, l->ext[iter_index(st, it)], (int)it->tag, body,
+                                      l->buf, st->ndim, sidx, l->body->u.red.rkind,
+                                      l->body->u.red.custom, l->body->dtype);
+        else
+            inner = te__for(ctx, it->var, te_int(ctx, 0), te_int(ctx, l->ext[iter_index(st, it)]),
+                            fk, body);
         if (!inner)
             return NULL;
-        if (fk == TE_FOR_THREAD)
+        if (fk == TE_FOR_THREAD && inner->kind == TE_S_FOR)
             inner->u.loop.thread_tag = (int)it->tag;
     }
     if (is_red && p == 0)
@@ -598,6 +617,7 @@ static te_stmt *build_body(lower_ctx *L)
             if (!b)
                 return NULL;
             b->tensor = st->tensor;
+            te__gpu_apply_layout(L->s, b); /* storage_align */
         }
         l->buf = b;
     }
@@ -659,6 +679,10 @@ te_lowered *te_lower(te_schedule *s, int n_args, te_tensor *const *args, const c
     }
 
     te_stmt *body = build_body(&L);
+    /* GPU-scheduled programs (loops bound to blocks or threads) get the GPU passes; on a C
+     * target they end with the thread split that makes them run on the CPU. */
+    bool gpu = body && te__has_thread_loops(body);
+    bool cuda = target->backend == TE_BACKEND_CUDA;
     /* The pass list, in order. */
     if (body)
         body = te__pass_simplify(ctx, body);
@@ -666,13 +690,27 @@ te_lowered *te_lower(te_schedule *s, int n_args, te_tensor *const *args, const c
         body = te__pass_loop_partition(ctx, body);
     if (body)
         body = te__pass_simplify(ctx, body);
+    if (body && gpu)
+        body = te__pass_double_buffer(ctx, s, body);
+    if (body && gpu)
+        body = te__pass_hoist_shared(ctx, body);
     if (body)
         body = te__pass_storage_flatten(ctx, body);
+    if (body && cuda)
+        body = te__pass_gpu_vector_filter(ctx, body);
     if (body)
         body = te__pass_vectorize(ctx, body, target);
     if (body)
         body = te__pass_unroll(ctx, body);
     if (body)
+        body = te__pass_simplify(ctx, body);
+    if (body && gpu)
+        body = te__pass_barrier(ctx, s, body);
+    if (body && cuda)
+        body = te__pass_gpu_check(ctx, body, target);
+    if (body && gpu && !cuda)
+        body = te__pass_thread_split(ctx, body);
+    if (body && gpu && !cuda)
         body = te__pass_simplify(ctx, body);
     if (!body) {
         if (te_ctx_errcode(ctx) == TE_OK)

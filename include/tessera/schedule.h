@@ -139,6 +139,29 @@ int te_stage_nontemporal(te_stage *st, bool on);
 /* Bind loop x to a GPU block or thread index (CUDA backend). */
 int te_bind(te_stage *st, te_iter *x, te_thread_tag tag);
 
+/* ---- GPU scheduling (schedule/gpu.c) -------------------------------------------------------
+ * Primitives that only matter for GPU schedules. Like every primitive they validate first,
+ * leave the schedule unchanged on refusal, and are recorded in the trace:
+ *   storage_align <stage> <axis> <factor> <offset>
+ *   double_buffer <stage>
+ *   bind_reduce <stage> <iter> threadIdx.x
+ * Lowering reads storage_align and double_buffer back from the trace.
+ *
+ * Pad the buffer of a cached stage so that the stride of `axis` (row-major over the stage's
+ * region) is congruent to `offset` modulo `factor` (TVM's storage_align): a shared tile
+ * [64][32] with (axis 0, factor 32, offset 1) gets rows of 33 elements, so threads reading a
+ * column hit 32 different banks. `axis` must be the second-to-last axis of the stage. */
+int te_storage_align(te_stage *st, int axis, int factor, int offset);
+/* Give a shared-memory stage computed inside a loop two buffers used on alternate iterations
+ * of that loop, so the next tile can be written while the current one is read: one barrier per
+ * iteration instead of two. The stage must have TE_SCOPE_SHARED. */
+int te_double_buffer(te_stage *st);
+/* Cross-thread reduction: bind reduction loop x of st (usually the inner part of a split, or
+ * the axis rfactor made) to a threadIdx axis. Each thread reduces its share; the partial results
+ * are combined across the block (shared memory and warp shuffles) and every thread sees the
+ * result. The loops inside x must all be reduction loops. Only threadIdx tags are allowed. */
+int te_bind_reduce(te_stage *st, te_iter *x, te_thread_tag tag);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,97 @@
+/*
+ * Cross-thread reduction (te_bind_reduce): the reduction loop bound to threadIdx becomes
+ *
+ *     alloc <buf>_red[shared, extent]
+ *     for k (threadIdx): { <buf>_part = identity; <body on <buf>_part>; <buf>_red[k] = <buf>_part }
+ *     for k (threadIdx, extent h): <buf>_red[k] = combine(<buf>_red[k], <buf>_red[k + m])
+ *         ... one step per halving, until one element is left
+ *     <buf>[idx] = combine(<buf>[idx], <buf>_red[0])
+ *
+ * The last store runs in every thread when the buffer is per-thread (LOCAL: every thread needs
+ * the total, as a softmax's max does) and in thread 0 only otherwise. The barrier pass puts a
+ * barrier between the steps. The CUDA backend turns the steps of 32 threads and fewer into warp
+ * shuffles (see backends/cuda/codegen_cuda.c).
+ */
+#include <stdio.h>
+
+#include "schedule/passes.h"
+
+typedef struct {
+    te_buf *from, *to;
+} part_ctx;
+
+static te_expr *part_expr(te_ctx *ctx, te_expr *e, void *user)
+{
+    part_ctx *p = user;
+    if (e->kind != TE_E_LOAD || e->u.load.buf != p->from)
+        return e;
+    te_expr *z = te_int(ctx, 0);
+    return te__load(ctx, p->to, 1, &z);
+}
+
+static te_stmt *part_stmt(te_ctx *ctx, te_stmt *s, void *user)
+{
+    part_ctx *p = user;
+    if (s->kind != TE_S_STORE || s->u.store.buf != p->from)
+        return s;
+    te_expr *z = te_int(ctx, 0);
+    return te__store(ctx, p->to, 1, &z, s->u.store.value);
+}
+
+static te_stmt *thread_for(te_ctx *ctx, te_expr *var, int64_t extent, int tag, te_stmt *body)
+{
+    te_stmt *r = te__for(ctx, var, te_int(ctx, 0), te_int(ctx, extent), TE_FOR_THREAD, body);
+    if (r)
+        r->u.loop.thread_tag = tag;
+    return r;
+}
+
+te_stmt *te__gpu_allreduce(te_ctx *ctx, te_expr *var, int64_t extent, int tag, te_stmt *body,
+                           te_buf *buf, int ndim, te_expr *const *idx, te_reduce_kind kind,
+                           te_reducer *custom, te_dtype dtype)
+{
+    if (!body || extent <= 0)
+        return NULL;
+    char name[160];
+    snprintf(name, sizeof name, "%s_red", buf->name);
+    te_buf *red = te__buf_new(ctx, name, dtype, 1, &extent, TE_SCOPE_SHARED);
+    snprintf(name, sizeof name, "%s_part", buf->name);
+    int64_t one = 1;
+    te_buf *part = te__buf_new(ctx, name, dtype, 1, &one, TE_SCOPE_LOCAL);
+    if (!red || !part)
+        return NULL;
+    te_expr *zero = te_int(ctx, 0);
+    part_ctx pc = {buf, part};
+    te_stmt *pbody = te__stmt_mutate(ctx, body, part_stmt, part_expr, &pc);
+    te_stmt *init = te__store(ctx, part, 1, &zero, te__reduce_identity(ctx, kind, custom, dtype));
+    te_stmt *publish = te__store(ctx, red, 1, &var, te__load(ctx, part, 1, &zero));
+    te_stmt *first = te__seq2(ctx, te__seq2(ctx, init, pbody), publish);
+    first = first ? te__alloc_stmt(ctx, part, first) : NULL;
+    te_stmt *out = thread_for(ctx, var, extent, tag, first);
+    /* The tree: n active partial results; the first h take in the last h. */
+    for (int64_t n = extent; n > 1 && out;) {
+        int64_t h = n / 2, m = n - h;
+        snprintf(name, sizeof name, "%s_s%lld", var->u.var.name, (long long)h);
+        te_expr *k = te__loop_var(ctx, name, h);
+        te_expr *a = te__load(ctx, red, 1, &k);
+        te_expr *kb = te_add(ctx, k, te_int(ctx, m));
+        te_expr *b = kb ? te__load(ctx, red, 1, &kb) : NULL;
+        te_expr *c = a && b ? te__reduce_combine(ctx, kind, custom, a, b) : NULL;
+        te_stmt *step = c ? te__store(ctx, red, 1, &k, c) : NULL;
+        out = te__seq2(ctx, out, step ? thread_for(ctx, k, h, tag, step) : NULL);
+        if (!step)
+            out = NULL;
+        n = m;
+    }
+    te_expr *acc = te__load(ctx, buf, ndim, idx);
+    te_expr *tot = te__load(ctx, red, 1, &zero);
+    te_expr *c = acc && tot ? te__reduce_combine(ctx, kind, custom, acc, tot) : NULL;
+    te_stmt *fin = c ? te__store(ctx, buf, ndim, idx, c) : NULL;
+    if (fin && buf->scope != TE_SCOPE_LOCAL) {
+        snprintf(name, sizeof name, "%s_w", var->u.var.name);
+        fin = thread_for(ctx, te__loop_var(ctx, name, 1), 1, tag, fin);
+    }
+    if (!out || !fin)
+        return NULL;
+    return te__alloc_stmt(ctx, red, te__seq2(ctx, out, fin));
+}
