@@ -445,7 +445,13 @@ char *te_trace_to_c(const char *trace, const char *sched_var)
             break;
         }
         if (tk.t[0][0] == '#') {
-            sb_printf(&b, "    /* %s */\n", copy + (tk.t[0] - buf) + 1);
+            char *c = copy + (tk.t[0] - buf) + 1;
+            while (*c == ' ' || *c == '\t')
+                c++;
+            for (char *q = c; *q; q++)
+                if (q[0] == '*' && q[1] == '/')
+                    q[1] = '|';
+            sb_printf(&b, "    /* %s */\n", c);
             continue;
         }
         const char *op = tk.t[0];
