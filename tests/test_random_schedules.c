@@ -187,6 +187,20 @@ static void check_batch(op_case *cs, candidate *cand, int nb, uint64_t seed, int
         errs[b] = malloc(4096);
     }
     te__cc_build_many(nb, srcs, NULL, 0, libs, res, errs, 4096);
+    /* Generated C is plain C99 for other projects too: pedantic, warning-free, and correct
+     * without OpenMP. Checked on a sample, compiled without -fopenmp. */
+    {
+        const te__cc_opts strict = {
+            NULL, "-std=c99 -pedantic -Wall -Wextra -Werror -O1 -fPIC -shared", NULL};
+        te__cc_lib *slib = NULL;
+        char err[4096];
+        if (te__cc_build(srcs[0], &strict, &slib, err, sizeof err) != TE_OK) {
+            fprintf(stderr, "seed %llu, %s(%s):\n%s\n", (unsigned long long)seed,
+                    cases[cand[0].kase].op, cases[cand[0].kase].params, err);
+            fail_msg("generated code is not clean C99");
+        }
+        te__cc_lib_free(slib);
+    }
     for (int b = 0; b < nb; b++) {
         op_case *c = &cs[cand[b].kase];
         if (res[b] != TE_OK) {

@@ -244,6 +244,9 @@ typedef struct emitter {
     int nheap;
     int par_depth;
     bool uses_oom;
+    bool uses_omp;    /* TE_OMP(...) pragmas */
+    bool uses_unroll; /* TE_UNROLL(n) pragmas */
+    bool uses_heap;   /* te_alloc64 / te_free64 */
 
     /* buffers used with streaming stores (argument buffers), and how many such stores */
     const te_buf *nt_bufs[64];
@@ -704,7 +707,7 @@ static void emit_helper(emitter *em, sbuf *b, helper h, te_dtype d, int lanes)
 
     switch (h) {
     case H_SPLAT:
-        sb_printf(b, "static inline %s te_splat_%s(%s s) { return (%s){} + s; }\n", V, V + 3, S,
+        sb_printf(b, "static inline %s te_splat_%s(%s s) { return (%s){0} + s; }\n", V, V + 3, S,
                   V);
         break;
     case H_BLEND:
@@ -787,6 +790,8 @@ static void emit_helper(emitter *em, sbuf *b, helper h, te_dtype d, int lanes)
                      "static inline void te_stream_%s(int aligned, %s *p, %s v)\n{\n"
                      "#if defined(%s)\n"
                      "    if (aligned) {\n        %s((%s *)p, (%s)v);\n        return;\n    }\n"
+                     "#else\n"
+                     "    (void)aligned;\n"
                      "#endif\n"
                      "    *(%s *)p = v;\n}\n",
                   V + 3, S, V, guard, fn, f ? S : nat, nat, Vu);
@@ -2048,14 +2053,17 @@ static void gen_for(emitter *em, const te_stmt *s)
                          expr_text(em, s->u.loop.extent, P_ADD + 1));
     switch (s->u.loop.fkind) {
     case TE_FOR_PARALLEL:
-        line(em, "#pragma omp parallel for schedule(static)");
+        line(em, "TE_OMP(parallel for schedule(static))");
+        em->uses_omp = true;
         em->par_depth++;
         break;
     case TE_FOR_UNROLLED:
-        line(em, "#pragma GCC unroll %lld", kext && ex <= 1024 ? (long long)ex : 8LL);
+        line(em, "TE_UNROLL(%lld)", kext && ex <= 1024 ? (long long)ex : 8LL);
+        em->uses_unroll = true;
         break;
     case TE_FOR_VECTORIZED:
-        line(em, "#pragma omp simd");
+        line(em, "TE_OMP(simd)");
+        em->uses_omp = true;
         break;
     case TE_FOR_THREAD:
         line(em, "// GPU thread loop (tag %d), run serially on the CPU", s->u.loop.thread_tag);
@@ -2065,8 +2073,10 @@ static void gen_for(emitter *em, const te_stmt *s)
     }
     char acc[200];
     const char *rop = s->u.loop.fkind == TE_FOR_SERIAL ? reduction_of(em, s, acc, sizeof acc) : NULL;
-    if (rop)
-        line(em, "#pragma omp simd reduction(%s : %s)", rop, acc);
+    if (rop) {
+        line(em, "TE_OMP(simd reduction(%s : %s))", rop, acc);
+        em->uses_omp = true;
+    }
     line(em, "for (%s %s = %s; %s < %s; ++%s) {", vt, v, lo, v, hi, v);
     int saved_nonneg = em->nnonneg;
     if (nonneg(em, s->u.loop.min) && em->nnonneg < (int)(sizeof em->nonneg / sizeof em->nonneg[0]))
@@ -2189,7 +2199,8 @@ static void gen_heap_alloc(emitter *em, const te_stmt *s, const char *bn, int64_
 {
     const te_buf *b = s->u.alloc.buf;
     int64_t rounded = (bytes + 63) / 64 * 64;
-    line(em, "%s *%s = aligned_alloc(64, %lld);", ctype(b->dtype), bn, (long long)rounded);
+    line(em, "%s *%s = te_alloc64(%lld);", ctype(b->dtype), bn, (long long)rounded);
+    em->uses_heap = true;
     if (em->par_depth > 0) {
         /* no return out of a parallel region: flag the failure, skip the work */
         em->uses_oom = true;
@@ -2200,7 +2211,7 @@ static void gen_heap_alloc(emitter *em, const te_stmt *s, const char *bn, int64_
         line(em, "} else {");
         block_open(em);
         gen_stmt(em, s->u.alloc.body);
-        line(em, "free(%s);", bn);
+        line(em, "te_free64(%s);", bn);
         block_close(em);
         line(em, "}");
         return;
@@ -2214,7 +2225,7 @@ static void gen_heap_alloc(emitter *em, const te_stmt *s, const char *bn, int64_
         line(em, "if (!%s) {", bn);
         em->indent++;
         for (int i = em->nheap - 1; i >= 0; i--)
-            line(em, "free(%s);", em->heap[i]);
+            line(em, "te_free64(%s);", em->heap[i]);
         line(em, "return -1;");
         em->indent--;
         line(em, "}");
@@ -2225,7 +2236,7 @@ static void gen_heap_alloc(emitter *em, const te_stmt *s, const char *bn, int64_
     gen_stmt(em, s->u.alloc.body);
     if (pushed)
         em->nheap--;
-    line(em, "free(%s);", bn);
+    line(em, "te_free64(%s);", bn);
 }
 
 static void gen_alloc(emitter *em, const te_stmt *s)
@@ -2475,6 +2486,26 @@ const char *te_emit_c(te_ctx *ctx, const te_lowered *f, const te_target *target)
     if (vectors)
         sb_puts(&o, "#if defined(__GNUC__) && !defined(__clang__)\n"
                     "#pragma GCC diagnostic ignored \"-Wpsabi\" /* vector arguments */\n#endif\n");
+    if (em->uses_omp || em->uses_unroll)
+        sb_puts(&o, "\n/* Loop pragmas: OpenMP ones vanish when compiled without OpenMP. */\n"
+                    "#define TE_PRAGMA(x) _Pragma(#x)\n");
+    if (em->uses_omp)
+        sb_puts(&o, "#ifdef _OPENMP\n#define TE_OMP(x) TE_PRAGMA(omp x)\n#else\n#define TE_OMP(x)\n"
+                    "#endif\n");
+    if (em->uses_unroll)
+        sb_puts(&o, "#if defined(__clang__)\n#define TE_UNROLL(n) TE_PRAGMA(unroll n)\n"
+                    "#elif defined(__GNUC__)\n#define TE_UNROLL(n) TE_PRAGMA(GCC unroll n)\n"
+                    "#else\n#define TE_UNROLL(n)\n#endif\n");
+    if (em->uses_heap)
+        sb_puts(&o, "\n/* 64-byte aligned scratch from malloc (C99 has no aligned_alloc): the\n"
+                    " * byte before the block records the offset back to malloc's pointer. */\n"
+                    "static inline void *te_alloc64(size_t n)\n{\n"
+                    "    unsigned char *p = (unsigned char *)malloc(n + 64), *a;\n"
+                    "    if (!p)\n        return NULL;\n"
+                    "    a = p + 64 - ((uintptr_t)p & 63);\n"
+                    "    a[-1] = (unsigned char)(a - p);\n    return a;\n}\n\n"
+                    "static inline void te_free64(void *a)\n{\n"
+                    "    if (a)\n        free((unsigned char *)a - ((unsigned char *)a)[-1]);\n}\n");
     sb_puts(&o, "\n");
     if (em->nt_stores)
         use_helper(em, H_SFENCE, TE_F32, 1);

@@ -1868,12 +1868,55 @@ te_stmt *te__simplify_stmt_in(te_ctx *ctx, te_stmt *s, te__range_map *ranges, bo
     return r;
 }
 
+/* Whether a statement has an effect: a store or a barrier somewhere inside. */
+static bool has_effect(const te_stmt *s)
+{
+    if (!s)
+        return false;
+    switch (s->kind) {
+    case TE_S_STORE:
+    case TE_S_BARRIER:
+        return true;
+    case TE_S_FOR:
+        return has_effect(s->u.loop.body);
+    case TE_S_SEQ:
+        for (int i = 0; i < s->u.seq.n; i++)
+            if (has_effect(s->u.seq.v[i]))
+                return true;
+        return false;
+    case TE_S_IF:
+        return has_effect(s->u.cond.then_s) || has_effect(s->u.cond.else_s);
+    case TE_S_ALLOC:
+        return has_effect(s->u.alloc.body);
+    case TE_S_LET:
+        return has_effect(s->u.let.body);
+    case TE_S_COMMENT:
+        return false;
+    }
+    return true;
+}
+
+/* Dead code: loops, allocations and branches that store nothing (what is left when loop
+ * partitioning empties a piece of a producer and its consumer). Comments stay only beside
+ * statements that do something. */
+static te_stmt *drop_dead(te_ctx *ctx, te_stmt *s, void *user)
+{
+    (void)ctx;
+    (void)user;
+    if (s->kind == TE_S_SEQ || s->kind == TE_S_COMMENT || s->kind == TE_S_STORE ||
+        s->kind == TE_S_BARRIER)
+        return s;
+    return has_effect(s) ? s : NULL;
+}
+
 te_stmt *te__pass_simplify(te_ctx *ctx, te_stmt *s)
 {
     if (!ctx || !s)
         return NULL;
     bool failed = false;
     te_stmt *r = te__simplify_stmt_in(ctx, s, NULL, &failed);
+    if (r && !failed && has_effect(r))
+        r = te__stmt_mutate(ctx, r, drop_dead, NULL, NULL);
     if (failed) {
         if (te_ctx_errcode(ctx) == TE_OK)
             te_ctx_set_error(ctx, TE_ERR_INTERNAL, "simplify: could not rebuild a statement");
