@@ -1,0 +1,359 @@
+/*
+ * backends/cuda/module_cuda.c: te_cuda_build (lower for CUDA, emit, NVRTC, load when a device
+ * is there), running modules on host or device buffers, and event timing with L2 flushes.
+ */
+#define _GNU_SOURCE
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_impl.h"
+
+struct te_cuda_module {
+    char *source;
+    char *log;
+    void *cubin;
+    size_t cubin_size;
+    int sm;
+    int n_args, n_outputs;
+    size_t *arg_bytes;
+    int nkernels;
+    te__cuda_kernel *k;
+    te_cuda_kernel_info *info;
+    int ntemps;
+    size_t *temp_bytes;
+    uint64_t *temps; /* device buffers, allocated on first run */
+    te__cu_module mod;
+    te__cu_func *fn;
+    int loaded;
+    char err[4096];
+};
+
+te_target te_target_cuda(int sm)
+{
+    te_target t;
+    memset(&t, 0, sizeof t);
+    t.backend = TE_BACKEND_CUDA;
+    t.sm = sm;
+    t.vector_bits = 128; /* float4 */
+    t.num_cores = 1;
+    snprintf(t.cpu_model, sizeof t.cpu_model, "sm_%d", sm);
+    return t;
+}
+
+int te_cuda_target_device(int ordinal, te_target *out)
+{
+    if (!out)
+        return TE_ERR_ARG;
+    te_cuda_device_info di;
+    int rc = te_cuda_device_info_get(ordinal, &di);
+    if (rc != TE_OK)
+        return rc;
+    *out = te_target_cuda(di.sm);
+    size_t n = strlen(di.name) < sizeof out->cpu_model - 1 ? strlen(di.name) : sizeof out->cpu_model - 1;
+    memcpy(out->cpu_model, di.name, n);
+    out->cpu_model[n] = 0;
+    for (char *p = out->cpu_model; *p; p++)
+        if (*p == ';')
+            *p = ',';
+    out->num_cores = di.sm_count;
+    return TE_OK;
+}
+
+static char *dupz(const char *z) { return strdup(z ? z : ""); }
+
+void te_cuda_module_free(te_cuda_module *m)
+{
+    if (!m)
+        return;
+    if (m->temps)
+        for (int i = 0; i < m->ntemps; i++)
+            te_cuda_free(m->temps[i]);
+    if (m->loaded)
+        te__cu_module_unload(m->mod);
+    if (m->info)
+        for (int i = 0; i < m->nkernels; i++)
+            free((char *)m->info[i].name);
+    if (m->k)
+        for (int i = 0; i < m->nkernels; i++)
+            free((char *)m->k[i].name);
+    free(m->source);
+    free(m->log);
+    free(m->cubin);
+    free(m->arg_bytes);
+    free(m->k);
+    free(m->info);
+    free(m->temp_bytes);
+    free(m->temps);
+    free(m->fn);
+    free(m);
+}
+
+int te_cuda_build(te_schedule *s, int n_args, te_tensor *const *args, const char *name,
+                  const te_target *target, te_cuda_module **out)
+{
+    if (out)
+        *out = NULL;
+    if (!s)
+        return TE_ERR_ARG;
+    te_ctx *ctx = te_schedule_ctx(s);
+    if (!out || !name)
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "te_cuda_build: name and out are required");
+    te_target dev;
+    if (!target) {
+        if (te_cuda_target_device(0, &dev) != TE_OK)
+            return te_ctx_set_error(ctx, TE_ERR_NO_CUDA, "te_cuda_build '%s': no target given and "
+                                    "no device to take one from: %s", name, te_cuda_errmsg());
+        target = &dev;
+    }
+    if (target->backend != TE_BACKEND_CUDA || target->sm <= 0)
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "te_cuda_build '%s': the target is not a CUDA "
+                                "target (use te_target_cuda(sm))", name);
+    te_lowered *f = te_lower(s, n_args, args, name, target);
+    if (!f)
+        return te_ctx_errcode(ctx) != TE_OK ? te_ctx_errcode(ctx) : TE_ERR_LOWER;
+    te__cuda_program p;
+    int rc = te__cuda_emit_program(ctx, f, target, &p);
+    if (rc != TE_OK)
+        return rc;
+    te_cuda_module *m = calloc(1, sizeof *m);
+    if (!m)
+        return te_ctx_set_error(ctx, TE_ERR_NOMEM, "te_cuda_build: out of memory");
+    m->source = dupz(p.source);
+    m->sm = target->sm;
+    m->n_args = n_args;
+    m->n_outputs = f->n_outputs;
+    m->nkernels = p.nkernels;
+    m->ntemps = p.ntemps;
+    m->arg_bytes = calloc((size_t)n_args, sizeof *m->arg_bytes);
+    m->k = calloc((size_t)(p.nkernels ? p.nkernels : 1), sizeof *m->k);
+    m->info = calloc((size_t)(p.nkernels ? p.nkernels : 1), sizeof *m->info);
+    m->temp_bytes = calloc((size_t)(p.ntemps ? p.ntemps : 1), sizeof *m->temp_bytes);
+    m->fn = calloc((size_t)(p.nkernels ? p.nkernels : 1), sizeof *m->fn);
+    if (!m->source || !m->arg_bytes || !m->k || !m->info || !m->temp_bytes || !m->fn) {
+        te_cuda_module_free(m);
+        return te_ctx_set_error(ctx, TE_ERR_NOMEM, "te_cuda_build: out of memory");
+    }
+    for (int a = 0; a < n_args; a++)
+        m->arg_bytes[a] = (size_t)te_tensor_numel(args[a]) * te_dtype_size(te_tensor_dtype(args[a]));
+    for (int i = 0; i < p.ntemps; i++)
+        m->temp_bytes[i] = p.temp_bytes[i];
+    for (int i = 0; i < p.nkernels; i++) {
+        m->k[i] = p.kernels[i];
+        m->k[i].name = dupz(p.kernels[i].name);
+        m->info[i].name = dupz(p.kernels[i].name);
+        memcpy(m->info[i].grid, p.kernels[i].grid, sizeof m->info[i].grid);
+        memcpy(m->info[i].block, p.kernels[i].block, sizeof m->info[i].block);
+    }
+    rc = te_nvrtc_compile(m->source, name, m->sm, &m->cubin, &m->cubin_size, &m->log);
+    if (rc != TE_OK) {
+        te_ctx_set_error(ctx, rc, "te_cuda_build '%s': %s", name, te_cuda_errmsg());
+        te_cuda_module_free(m);
+        return rc;
+    }
+    for (int i = 0; i < m->nkernels; i++)
+        te__ptxas_parse(m->log, m->info[i].name, &m->info[i]);
+    /* Load when a device is present; otherwise the module is still useful without one. */
+    char err[1024];
+    if (te__cu_init() == TE_OK) {
+        rc = te__cu_module_load(m->cubin, &m->mod, err, sizeof err);
+        for (int i = 0; rc == TE_OK && i < m->nkernels; i++)
+            rc = te__cu_function(m->mod, m->k[i].name, &m->fn[i], err, sizeof err);
+        if (rc != TE_OK) {
+            te_ctx_set_error(ctx, rc, "te_cuda_build '%s': %s", name, err);
+            te_cuda_module_free(m);
+            return rc;
+        }
+        m->loaded = 1;
+    } else {
+        snprintf(m->err, sizeof m->err, "%s", te_cuda_errmsg());
+    }
+    *out = m;
+    return TE_OK;
+}
+
+const char *te_cuda_module_source(const te_cuda_module *m) { return m ? m->source : NULL; }
+const char *te_cuda_module_errmsg(const te_cuda_module *m) { return m ? m->err : ""; }
+int te_cuda_module_nkernels(const te_cuda_module *m) { return m ? m->nkernels : 0; }
+const te_cuda_kernel_info *te_cuda_module_kernel(const te_cuda_module *m, int i)
+{
+    return m && i >= 0 && i < m->nkernels ? &m->info[i] : NULL;
+}
+const char *te_cuda_module_log(const te_cuda_module *m) { return m && m->log ? m->log : ""; }
+int te_cuda_module_loaded(const te_cuda_module *m) { return m ? m->loaded : 0; }
+
+static int not_loaded(te_cuda_module *m)
+{
+    snprintf(m->err, sizeof m->err, "module not loaded on a device: %s",
+             *te_cuda_errmsg() ? te_cuda_errmsg() : "no CUDA driver or device");
+    return TE_ERR_NO_CUDA;
+}
+
+static int ensure_temps(te_cuda_module *m)
+{
+    if (m->temps || !m->ntemps)
+        return TE_OK;
+    m->temps = calloc((size_t)m->ntemps, sizeof *m->temps);
+    if (!m->temps)
+        return TE_ERR_NOMEM;
+    for (int i = 0; i < m->ntemps; i++) {
+        int rc = te_cuda_malloc(&m->temps[i], m->temp_bytes[i]);
+        if (rc != TE_OK) {
+            snprintf(m->err, sizeof m->err, "%s", te_cuda_errmsg());
+            return rc;
+        }
+    }
+    return TE_OK;
+}
+
+static int launch_all(te_cuda_module *m, const uint64_t *dev_args)
+{
+    int rc = ensure_temps(m);
+    if (rc != TE_OK)
+        return rc;
+    for (int i = 0; i < m->nkernels; i++) {
+        te__cuda_kernel *k = &m->k[i];
+        uint64_t vals[TE__CUDA_MAX_PARAMS];
+        void *params[TE__CUDA_MAX_PARAMS];
+        for (int p = 0; p < k->nparams; p++) {
+            int slot = k->params[p];
+            vals[p] = slot < m->n_args ? dev_args[slot] : m->temps[slot - m->n_args];
+            params[p] = &vals[p];
+        }
+        rc = te__cu_launch(m->fn[i], k->grid, k->block, params, m->err, sizeof m->err);
+        if (rc != TE_OK)
+            return rc;
+    }
+    return TE_OK;
+}
+
+int te_cuda_module_run_device(te_cuda_module *m, const uint64_t *dev_args)
+{
+    if (!m || !dev_args)
+        return TE_ERR_ARG;
+    if (!m->loaded)
+        return not_loaded(m);
+    int rc = launch_all(m, dev_args);
+    if (rc == TE_OK && (rc = te_cuda_synchronize()) != TE_OK)
+        snprintf(m->err, sizeof m->err, "%s", te_cuda_errmsg());
+    return rc;
+}
+
+int te_cuda_module_run(te_cuda_module *m, void *const *host_args)
+{
+    if (!m || !host_args)
+        return TE_ERR_ARG;
+    if (!m->loaded)
+        return not_loaded(m);
+    uint64_t *d = calloc((size_t)m->n_args, sizeof *d);
+    if (!d)
+        return TE_ERR_NOMEM;
+    int rc = TE_OK;
+    for (int a = 0; a < m->n_args && rc == TE_OK; a++) {
+        rc = te_cuda_malloc(&d[a], m->arg_bytes[a]);
+        if (rc == TE_OK && a < m->n_args - m->n_outputs)
+            rc = te_cuda_copy_to_device(d[a], host_args[a], m->arg_bytes[a]);
+    }
+    if (rc == TE_OK)
+        rc = te_cuda_module_run_device(m, d);
+    for (int a = m->n_args - m->n_outputs; rc == TE_OK && a < m->n_args; a++)
+        rc = te_cuda_copy_to_host(host_args[a], d[a], m->arg_bytes[a]);
+    if (rc != TE_OK && !*m->err)
+        snprintf(m->err, sizeof m->err, "%s", te_cuda_errmsg());
+    for (int a = 0; a < m->n_args; a++)
+        te_cuda_free(d[a]);
+    free(d);
+    return rc;
+}
+
+/* ---- Timing ----------------------------------------------------------------------------------- */
+
+te_cuda_timing te_cuda_timing_default(void)
+{
+    te_cuda_timing t = {2, 5, 1000, 0.1, 1};
+    return t;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int te_cuda_time_fn(int (*fn)(void *user), void *user, const te_cuda_timing *t, double *median_ms,
+                    double *min_ms, int *n_runs)
+{
+    te_cuda_timing d = te_cuda_timing_default();
+    if (!t)
+        t = &d;
+    if (!fn)
+        return TE_ERR_ARG;
+    int rc = te__cu_init();
+    if (rc != TE_OK)
+        return rc;
+    uint64_t flush = 0;
+    size_t flush_bytes = 0;
+    if (t->flush_l2) {
+        te_cuda_device_info di;
+        if (te_cuda_device_info_get(0, &di) == TE_OK && di.l2_bytes > 0) {
+            flush_bytes = 2 * (size_t)di.l2_bytes;
+            if (te_cuda_malloc(&flush, flush_bytes) != TE_OK)
+                flush = 0;
+        }
+    }
+    for (int i = 0; i < t->warmup && rc == TE_OK; i++)
+        rc = fn(user);
+    if (rc == TE_OK)
+        rc = te_cuda_synchronize();
+    int cap = t->max_repeat > 0 ? t->max_repeat : 1000;
+    double *ms = malloc(sizeof *ms * (size_t)cap), total = 0;
+    int n = 0;
+    if (!ms)
+        rc = TE_ERR_NOMEM;
+    while (rc == TE_OK && n < cap && (n < t->min_repeat || total < t->min_time_s * 1e3)) {
+        if (flush)
+            te_cuda_memset(flush, (unsigned char)n, flush_bytes);
+        rc = te__cu_event_pair_time(fn, user, &ms[n]);
+        if (rc == TE_OK)
+            total += ms[n++];
+    }
+    if (flush)
+        te_cuda_free(flush);
+    if (rc == TE_OK && n > 0) {
+        qsort(ms, (size_t)n, sizeof *ms, cmp_double);
+        if (median_ms)
+            *median_ms = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+        if (min_ms)
+            *min_ms = ms[0];
+    }
+    if (n_runs)
+        *n_runs = n;
+    free(ms);
+    return rc;
+}
+
+typedef struct {
+    te_cuda_module *m;
+    const uint64_t *args;
+} run_ctx;
+
+static int run_once(void *user)
+{
+    run_ctx *r = user;
+    return launch_all(r->m, r->args);
+}
+
+int te_cuda_module_time(te_cuda_module *m, const uint64_t *dev_args, const te_cuda_timing *t,
+                        double *median_ms, double *min_ms, int *n_runs)
+{
+    if (!m || !dev_args)
+        return TE_ERR_ARG;
+    if (!m->loaded)
+        return not_loaded(m);
+    run_ctx r = {m, dev_args};
+    int rc = te_cuda_time_fn(run_once, &r, t, median_ms, min_ms, n_runs);
+    if (rc != TE_OK && !*m->err)
+        snprintf(m->err, sizeof m->err, "%s", te_cuda_errmsg());
+    return rc;
+}

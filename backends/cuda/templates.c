@@ -1,0 +1,545 @@
+/*
+ * backends/cuda/templates.c: GPU schedule templates for the operator library, and their knob
+ * lists for the tuner. Every template uses only the public scheduling API, so what it does can
+ * be read as a trace (te_schedule_trace) and replayed.
+ *
+ * The matmul family (matmul, dense, matmul + epilogue, MLP gate, direct conv2d) follows TVM's
+ * classic CUDA schedule:
+ *
+ *   block (blockIdx.y, blockIdx.x) owns a tile_m x tile_n tile of the output;
+ *   thread (threadIdx.y, threadIdx.x) owns a thread_m x thread_n register tile of it;
+ *   the accumulators (cache_write LOCAL) are computed at the thread loop, reducing over k in
+ *   steps of tile_k; at each step the A and B tiles the block needs are copied to shared memory
+ *   by all threads together (the copy loops fused, split by the thread count and by `vec` for
+ *   float4 copies, bound to the same threadIdx axes), then every thread accumulates from them.
+ *
+ * Row reductions (softmax, layer norm) give one block per row: the reductions are computed at
+ * the row loop and their reduction loop is split by the thread count and bound with
+ * te_bind_reduce (cross-thread reduction); the elementwise output loop is split the same way.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "te/internal.h"
+#include "tessera/cuda.h"
+#include "tessera/ops.h"
+
+typedef struct {
+    te_tensor **out;
+    int n, max;
+} inputs_ctx;
+
+static bool inputs_fn(const te_expr *e, void *user)
+{
+    inputs_ctx *c = user;
+    if (e->kind != TE_E_READ)
+        return true;
+    for (int i = 0; i < c->n; i++)
+        if (c->out[i] == e->u.read.t)
+            return true;
+    if (c->n < c->max)
+        c->out[c->n] = e->u.read.t;
+    c->n++;
+    return true;
+}
+
+/* The tensors t's definition reads, in order of first appearance; returns their number. */
+static int inputs_of(te_tensor *t, te_tensor **out, int max)
+{
+    inputs_ctx c = {out, 0, max};
+    if (t && t->kind == TE_T_COMPUTE)
+        te__expr_visit(t->body, inputs_fn, &c);
+    return c.n;
+}
+
+#define CK(x)                                                                                  \
+    do {                                                                                       \
+        int rc_ = (x);                                                                         \
+        if (rc_ != TE_OK)                                                                      \
+            return rc_;                                                                        \
+    } while (0)
+#define CKP(p)                                                                                 \
+    do {                                                                                       \
+        if (!(p))                                                                              \
+            return te_ctx_errcode(ctx) != TE_OK ? te_ctx_errcode(ctx) : TE_ERR_SCHEDULE;      \
+    } while (0)
+
+te_cuda_knobs te_cuda_knobs_default(const char *op)
+{
+    te_cuda_knobs k;
+    memset(&k, 0, sizeof k);
+    if (!op)
+        return k;
+    if (!strcmp(op, "matmul") || !strcmp(op, "mlp_gate") || !strcmp(op, "dense") ||
+        !strcmp(op, "matmul_bias_act")) {
+        k.tile_m = 64, k.tile_n = 64, k.tile_k = 8, k.thread_m = 4, k.thread_n = 4, k.vec = 4;
+        k.pad = 0, k.double_buffer = 0, k.unroll = 1;
+    } else if (!strcmp(op, "conv2d")) {
+        k.tile_m = 32, k.tile_n = 32, k.tile_k = 4, k.thread_m = 2, k.thread_n = 2, k.vec = 1;
+        k.unroll = 1;
+    } else if (!strcmp(op, "softmax") || !strcmp(op, "layer_norm")) {
+        k.threads = 256, k.vec = 1;
+    } else if (!strcmp(op, "elementwise")) {
+        k.threads = 256, k.vec = 1;
+    }
+    return k;
+}
+
+static const int v_tile_mn[] = {16, 32, 64, 128};
+static const int v_tile_k[] = {4, 8, 16, 32};
+static const int v_thread[] = {1, 2, 4, 8};
+static const int v_vec[] = {1, 2, 4};
+static const int v_pad[] = {0, 1, 4};
+static const int v_bool[] = {0, 1};
+static const int v_threads[] = {32, 64, 128, 256, 512, 1024};
+
+#define KNOB(n, v) {n, (int)(sizeof v / sizeof v[0]), v}
+static const te_cuda_knob_def space_matmul[] = {
+    KNOB("tile_m", v_tile_mn), KNOB("tile_n", v_tile_mn), KNOB("tile_k", v_tile_k),
+    KNOB("thread_m", v_thread), KNOB("thread_n", v_thread), KNOB("vec", v_vec),
+    KNOB("pad", v_pad),         KNOB("double_buffer", v_bool), KNOB("unroll", v_bool),
+};
+static const te_cuda_knob_def space_conv[] = {
+    KNOB("tile_m", v_tile_mn), KNOB("tile_n", v_tile_mn), KNOB("tile_k", v_tile_k),
+    KNOB("thread_m", v_thread), KNOB("thread_n", v_thread), KNOB("unroll", v_bool),
+};
+static const te_cuda_knob_def space_rows[] = {KNOB("threads", v_threads)};
+static const te_cuda_knob_def space_elem[] = {KNOB("threads", v_threads), KNOB("vec", v_vec)};
+
+const te_cuda_knob_def *te_cuda_knob_space(const char *op, int *n)
+{
+#define RET(a)                                                                                 \
+    do {                                                                                       \
+        if (n)                                                                                 \
+            *n = (int)(sizeof a / sizeof a[0]);                                                \
+        return a;                                                                              \
+    } while (0)
+    if (!op)
+        return NULL;
+    if (!strcmp(op, "matmul") || !strcmp(op, "mlp_gate") || !strcmp(op, "dense") ||
+        !strcmp(op, "matmul_bias_act"))
+        RET(space_matmul);
+    if (!strcmp(op, "conv2d"))
+        RET(space_conv);
+    if (!strcmp(op, "softmax") || !strcmp(op, "layer_norm"))
+        RET(space_rows);
+    if (!strcmp(op, "elementwise"))
+        RET(space_elem);
+    if (n)
+        *n = 0;
+    return NULL;
+#undef RET
+}
+
+int te_cuda_knobs_set(te_cuda_knobs *k, const char *name, int value)
+{
+    if (!k || !name)
+        return TE_ERR_ARG;
+    struct {
+        const char *n;
+        int *p;
+    } f[] = {{"tile_m", &k->tile_m},     {"tile_n", &k->tile_n},   {"tile_k", &k->tile_k},
+             {"thread_m", &k->thread_m}, {"thread_n", &k->thread_n}, {"threads", &k->threads},
+             {"vec", &k->vec},           {"pad", &k->pad},         {"double_buffer", &k->double_buffer},
+             {"unroll", &k->unroll}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (!strcmp(f[i].n, name)) {
+            *f[i].p = value;
+            return TE_OK;
+        }
+    return TE_ERR_ARG;
+}
+
+static int bad_knobs(te_ctx *ctx, const char *op, const char *why)
+{
+    return te_ctx_set_error(ctx, TE_ERR_ARG, "te_cuda_schedule_%s: %s", op, why);
+}
+
+/* ---- Shared helpers ------------------------------------------------------------------------- */
+
+/* Cooperative copy of a cached stage: every loop fused, split by vec and by the block's
+ * threads (ty extent ny, tx extent nx), bound to threadIdx.y/x. */
+static int coop_copy(te_schedule *s, te_tensor *t, int ny, int nx, int vec, int pad, int dbuf)
+{
+    te_ctx *ctx = te_schedule_ctx(s);
+    te_stage *st = te_schedule_stage(s, t);
+    CKP(st);
+    int nd = te_tensor_ndim(t);
+    (void)pad;
+    /* the innermost axis split by vec first, so each vector is a contiguous piece of a row */
+    te_iter *fv = NULL, *last = te_stage_axis(st, nd - 1);
+    if (vec > 1 && te_tensor_shape(t)[nd - 1] % vec == 0)
+        CK(te_split(st, last, vec, &last, &fv));
+    te_iter *f = te_stage_leaf(st, 0);
+    for (int d = 1; d < nd; d++)
+        CK(te_fuse(st, f, te_stage_leaf(st, 1), &f));
+    te_iter *fo = f, *ftx, *fty, *rest;
+    CK(te_split(st, fo, nx, &rest, &ftx));
+    CK(te_split(st, rest, ny, &rest, &fty));
+    CK(te_bind(st, fty, TE_THREAD_Y));
+    CK(te_bind(st, ftx, TE_THREAD_X));
+    if (fv)
+        CK(te_vectorize(st, fv));
+    if (dbuf)
+        CK(te_double_buffer(st));
+    return TE_OK;
+}
+
+/* The tile shape of a matmul-like output stage O over axes (ai, aj): binds blocks and threads
+ * and returns the thread loop tx to compute accumulators at. */
+static int tile_output(te_stage *O, te_iter *ai, te_iter *aj, const te_cuda_knobs *k, bool unroll,
+                       te_iter **tx_out)
+{
+    te_iter *bi, *ii, *ty, *ri, *bj, *jj, *tx, *rj;
+    CK(te_split(O, ai, k->tile_m, &bi, &ii));
+    CK(te_split(O, ii, k->thread_m, &ty, &ri));
+    CK(te_split(O, aj, k->tile_n, &bj, &jj));
+    CK(te_split(O, jj, k->thread_n, &tx, &rj));
+    CK(te_reorder(O, 6, (te_iter *[]){bi, bj, ty, tx, ri, rj}));
+    CK(te_bind(O, bi, TE_BLOCK_Y));
+    CK(te_bind(O, bj, TE_BLOCK_X));
+    CK(te_bind(O, ty, TE_THREAD_Y));
+    CK(te_bind(O, tx, TE_THREAD_X));
+    if (unroll) {
+        CK(te_unroll(O, ri));
+        CK(te_unroll(O, rj));
+    }
+    *tx_out = tx;
+    return TE_OK;
+}
+
+static int check_mm_knobs(te_ctx *ctx, const char *op, const te_cuda_knobs *k)
+{
+    if (!k || k->tile_m <= 0 || k->tile_n <= 0 || k->tile_k <= 0 || k->thread_m <= 0 ||
+        k->thread_n <= 0)
+        return bad_knobs(ctx, op, "tile_m, tile_n, tile_k, thread_m and thread_n must be positive");
+    if (k->tile_m % k->thread_m || k->tile_n % k->thread_n)
+        return bad_knobs(ctx, op, "thread_m must divide tile_m and thread_n must divide tile_n");
+    if ((k->tile_m / k->thread_m) * (k->tile_n / k->thread_n) > 1024)
+        return bad_knobs(ctx, op, "(tile_m / thread_m) * (tile_n / thread_n) threads exceed 1024");
+    if (k->vec != 0 && k->vec != 1 && k->vec != 2 && k->vec != 4)
+        return bad_knobs(ctx, op, "vec must be 1, 2 or 4");
+    return TE_OK;
+}
+
+/* Accumulator stage R (a 2-D reduction over one axis, A[i, k] B[k, j] style) computed at O's
+ * thread loop, with its two operands staged in shared memory. */
+static int schedule_accumulator(te_schedule *s, te_stage *O, te_iter *tx, te_tensor *Rt,
+                                const te_cuda_knobs *k)
+{
+    te_ctx *ctx = te_schedule_ctx(s);
+    te_stage *R = te_schedule_stage(s, Rt);
+    CKP(R);
+    CK(te_compute_at(R, O, tx));
+    te_iter *ko, *ki;
+    CK(te_split(R, te_stage_reduce_axis(R, 0), k->tile_k, &ko, &ki));
+    te_iter *ri = te_stage_axis(R, 0), *rj = te_stage_axis(R, 1);
+    CK(te_reorder(R, 4, (te_iter *[]){ko, ki, ri, rj}));
+    if (k->unroll) {
+        CK(te_unroll(R, ri));
+        CK(te_unroll(R, rj));
+    }
+    return TE_OK;
+}
+
+/* Threads along an output axis of extent n tiled by `tile` with `per` elements per thread: the
+ * extent of the thread loop tile_output makes (a tile larger than the axis shrinks to it). */
+static int threads_along(int64_t n, int tile, int per)
+{
+    int64_t t = tile < n ? tile : n;
+    return (int)((t + per - 1) / per);
+}
+
+/* Stages A and B of reduction R (read by R only) in shared memory at R's k_o loop. */
+static int stage_operands(te_schedule *s, te_tensor *Rt, te_tensor *const *opsv, int nops,
+                          const te_cuda_knobs *k, int64_t M, int64_t N)
+{
+    te_ctx *ctx = te_schedule_ctx(s);
+    te_stage *R = te_schedule_stage(s, Rt);
+    CKP(R);
+    te_iter *ko = te_stage_leaf(R, 0);
+    for (int l = 0; l < te_stage_nleaves(R); l++)
+        if (te_iter_is_reduce(te_stage_leaf(R, l))) {
+            ko = te_stage_leaf(R, l);
+            break;
+        }
+    int ny = threads_along(M, k->tile_m, k->thread_m), nx = threads_along(N, k->tile_n, k->thread_n);
+    for (int i = 0; i < nops; i++) {
+        te_tensor *sh = te_cache_read(s, opsv[i], TE_SCOPE_SHARED, 1, &R);
+        CKP(sh);
+        te_stage *ss = te_schedule_stage(s, sh);
+        CKP(ss);
+        CK(te_compute_at(ss, R, ko));
+        int nd = te_tensor_ndim(sh);
+        if (k->pad > 0 && nd >= 2) {
+            /* bank-conflict padding: rows of (row + pad) elements */
+            int64_t row = i == 0 ? k->tile_k : k->tile_n;
+            CK(te_storage_align(ss, nd - 2, (int)row, k->pad % (int)row));
+        }
+        int vec = k->vec > 1 ? k->vec : 1;
+        /* a vector copy needs whole vectors per row of the tile */
+        int64_t row = i == 0 ? k->tile_k : k->tile_n;
+        if (row % vec)
+            vec = 1;
+        CK(coop_copy(s, sh, ny, nx, vec, 0, k->double_buffer));
+    }
+    return TE_OK;
+}
+
+/* ---- Matmul ------------------------------------------------------------------------------------ */
+
+int te_cuda_schedule_matmul(te_schedule *s, te_tensor *C, te_tensor *out, const te_cuda_knobs *k)
+{
+    if (!s || !C)
+        return TE_ERR_ARG;
+    te_ctx *ctx = te_schedule_ctx(s);
+    CK(check_mm_knobs(ctx, "matmul", k));
+    te_stage *sc = te_schedule_stage(s, C);
+    CKP(sc);
+    if (te_tensor_ndim(C) != 2 || te_stage_nreduce(sc) != 1)
+        return bad_knobs(ctx, "matmul", "C must be a 2-D reduction over one axis");
+    te_tensor *ins[2];
+    if (inputs_of(C, ins, 2) != 2)
+        return bad_knobs(ctx, "matmul", "C must read exactly two input tensors (A and B)");
+    te_tensor *acc;
+    te_stage *O;
+    if (out && out != C) {
+        /* epilogue: the reduction is computed in registers at the epilogue's thread loop */
+        O = te_schedule_stage(s, out);
+        CKP(O);
+        acc = C;
+    } else {
+        acc = te_cache_write(s, C, TE_SCOPE_LOCAL);
+        CKP(acc);
+        O = sc;
+    }
+    /* inline anything else between (bias reads are placeholders) */
+    te_iter *tx;
+    CK(tile_output(O, te_stage_axis(O, 0), te_stage_axis(O, 1), k, k->unroll != 0, &tx));
+    CK(schedule_accumulator(s, O, tx, acc, k));
+    const int64_t *shp = te_tensor_shape(C);
+    return stage_operands(s, acc, ins, 2, k, shp[0], shp[1]);
+}
+
+int te_cuda_schedule_mlp_gate(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k)
+{
+    if (!s || !Y)
+        return TE_ERR_ARG;
+    te_ctx *ctx = te_schedule_ctx(s);
+    CK(check_mm_knobs(ctx, "mlp_gate", k));
+    te_stage *O = te_schedule_stage(s, Y);
+    CKP(O);
+    char name[160];
+    snprintf(name, sizeof name, "%s_gate", te_tensor_name(Y));
+    te_tensor *gate = te_op_find(Y, name);
+    snprintf(name, sizeof name, "%s_up", te_tensor_name(Y));
+    te_tensor *up = te_op_find(Y, name);
+    if (!gate || !up)
+        return bad_knobs(ctx, "mlp_gate", "Y must come from te_op_mlp_gate (stages <Y>_gate and "
+                                          "<Y>_up)");
+    te_iter *tx;
+    CK(tile_output(O, te_stage_axis(O, 0), te_stage_axis(O, 1), k, k->unroll != 0, &tx));
+    te_tensor *gi[2], *ui[2];
+    if (inputs_of(gate, gi, 2) != 2 || inputs_of(up, ui, 2) != 2)
+        return bad_knobs(ctx, "mlp_gate", "the gate and up stages must each read two tensors");
+    CK(schedule_accumulator(s, O, tx, gate, k));
+    CK(schedule_accumulator(s, O, tx, up, k));
+    const int64_t *shp = te_tensor_shape(Y);
+    CK(stage_operands(s, gate, gi, 2, k, shp[0], shp[1]));
+    return stage_operands(s, up, ui, 2, k, shp[0], shp[1]);
+}
+
+/* ---- Conv2d ------------------------------------------------------------------------------------ */
+
+int te_cuda_schedule_conv2d(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k)
+{
+    if (!s || !Y)
+        return TE_ERR_ARG;
+    te_ctx *ctx = te_schedule_ctx(s);
+    CK(check_mm_knobs(ctx, "conv2d", k));
+    te_stage *O = te_schedule_stage(s, Y);
+    CKP(O);
+    if (te_tensor_ndim(Y) != 4 || te_stage_nreduce(O) != 3)
+        return bad_knobs(ctx, "conv2d", "Y must be te_op_conv2d's output (NCHW, 3 reduction axes)");
+    /* inline the padding stage */
+    for (int i = 0; i < te_schedule_nstages(s); i++) {
+        te_stage *p = te_schedule_stage_at(s, i);
+        if (p != O && te_stage_nreduce(p) == 0)
+            CK(te_compute_inline(p));
+    }
+    te_tensor *ins[2];
+    if (inputs_of(Y, ins, 2) != 2)
+        return bad_knobs(ctx, "conv2d", "Y must read an input and a weight");
+    te_tensor *W = ins[1];
+    if (te_tensor_ndim(W) != 4) {
+        te_tensor *t = ins[0];
+        ins[0] = ins[1];
+        ins[1] = t;
+        W = ins[1];
+    }
+    te_tensor *YL = te_cache_write(s, Y, TE_SCOPE_LOCAL);
+    CKP(YL);
+    O = te_schedule_stage(s, Y);
+    te_iter *n = te_stage_axis(O, 0), *oc = te_stage_axis(O, 1), *oh = te_stage_axis(O, 2),
+            *ow = te_stage_axis(O, 3);
+    te_iter *boc, *oci, *toc, *roc, *bow, *owi, *tow, *row, *bz;
+    CK(te_split(O, oc, k->tile_m, &boc, &oci));
+    CK(te_split(O, oci, k->thread_m, &toc, &roc));
+    CK(te_split(O, ow, k->tile_n, &bow, &owi));
+    CK(te_split(O, owi, k->thread_n, &tow, &row));
+    CK(te_reorder(O, 8, (te_iter *[]){n, boc, oh, bow, toc, tow, roc, row}));
+    CK(te_fuse(O, n, boc, &bz));
+    CK(te_bind(O, bz, TE_BLOCK_Z));
+    CK(te_bind(O, oh, TE_BLOCK_Y));
+    CK(te_bind(O, bow, TE_BLOCK_X));
+    CK(te_bind(O, toc, TE_THREAD_Y));
+    CK(te_bind(O, tow, TE_THREAD_X));
+    if (k->unroll) {
+        CK(te_unroll(O, roc));
+        CK(te_unroll(O, row));
+    }
+    te_stage *R = te_schedule_stage(s, YL);
+    CKP(R);
+    CK(te_compute_at(R, O, tow));
+    te_iter *ico, *ici;
+    CK(te_split(R, te_stage_reduce_axis(R, 0), k->tile_k, &ico, &ici));
+    CK(te_reorder(R, 8, (te_iter *[]){ico, ici, te_stage_reduce_axis(R, 1),
+                                      te_stage_reduce_axis(R, 2), te_stage_axis(R, 0),
+                                      te_stage_axis(R, 1), te_stage_axis(R, 2),
+                                      te_stage_axis(R, 3)}));
+    if (k->unroll) {
+        CK(te_unroll(R, te_stage_axis(R, 1)));
+        CK(te_unroll(R, te_stage_axis(R, 3)));
+    }
+    /* the weights tile in shared memory */
+    te_tensor *WS = te_cache_read(s, W, TE_SCOPE_SHARED, 1, &R);
+    CKP(WS);
+    te_stage *ws = te_schedule_stage(s, WS);
+    CK(te_compute_at(ws, R, ico));
+    const int64_t *shp = te_tensor_shape(Y);
+    return coop_copy(s, WS, threads_along(shp[1], k->tile_m, k->thread_m),
+                     threads_along(shp[3], k->tile_n, k->thread_n), 1, 0, 0);
+}
+
+/* ---- Row reductions ---------------------------------------------------------------------------- */
+
+/* Output stage Y over rows: leading axes fused and bound to blocks, the last axis split by the
+ * thread count. Returns the row loop. */
+static int bind_rows(te_stage *O, int threads, te_iter **row)
+{
+    int nd = te_stage_nleaves(O);
+    te_iter *r = te_stage_leaf(O, 0);
+    for (int d = 1; d < nd - 1; d++)
+        CK(te_fuse(O, r, te_stage_leaf(O, 1), &r));
+    te_iter *last = te_stage_leaf(O, nd == 1 ? 0 : 1), *jo, *jt;
+    if (nd == 1)
+        return TE_ERR_SCHEDULE;
+    CK(te_split(O, last, threads, &jo, &jt));
+    CK(te_bind(O, r, TE_BLOCK_X));
+    CK(te_bind(O, jt, TE_THREAD_X));
+    *row = r;
+    return TE_OK;
+}
+
+/* A row reduction stage computed at the row loop with a cross-thread reduction. */
+static int row_reduction(te_schedule *s, te_stage *O, te_iter *row, te_tensor *t, int threads)
+{
+    te_ctx *ctx = te_schedule_ctx(s);
+    te_stage *st = te_schedule_stage(s, t);
+    CKP(st);
+    CK(te_compute_at(st, O, row));
+    te_iter *ko, *kt;
+    CK(te_split(st, te_stage_reduce_axis(st, 0), threads, &ko, &kt));
+    CK(te_reorder(st, 2, (te_iter *[]){kt, ko}));
+    return te_bind_reduce(st, kt, TE_THREAD_X);
+}
+
+static int check_rows(te_ctx *ctx, const char *op, const te_cuda_knobs *k)
+{
+    if (!k || k->threads <= 0 || k->threads > 1024)
+        return bad_knobs(ctx, op, "threads must be in 1..1024");
+    return TE_OK;
+}
+
+int te_cuda_schedule_softmax(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k)
+{
+    if (!s || !Y)
+        return TE_ERR_ARG;
+    te_ctx *ctx = te_schedule_ctx(s);
+    CK(check_rows(ctx, "softmax", k));
+    te_stage *O = te_schedule_stage(s, Y);
+    CKP(O);
+    char name[160];
+    const char *nm = te_tensor_name(Y);
+    snprintf(name, sizeof name, "%s_max", nm);
+    te_tensor *mx = te_op_find(Y, name);
+    snprintf(name, sizeof name, "%s_exp", nm);
+    te_tensor *ex = te_op_find(Y, name);
+    snprintf(name, sizeof name, "%s_sum", nm);
+    te_tensor *sm = te_op_find(Y, name);
+    if (!mx || !ex || !sm)
+        return bad_knobs(ctx, "softmax", "Y must come from te_op_softmax over the last axis");
+    CK(te_compute_inline(te_schedule_stage(s, ex)));
+    te_iter *row;
+    CK(bind_rows(O, k->threads, &row));
+    CK(row_reduction(s, O, row, sm, k->threads)); /* consumers first: sum reads max */
+    return row_reduction(s, O, row, mx, k->threads);
+}
+
+int te_cuda_schedule_layer_norm(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k)
+{
+    if (!s || !Y)
+        return TE_ERR_ARG;
+    te_ctx *ctx = te_schedule_ctx(s);
+    CK(check_rows(ctx, "layer_norm", k));
+    te_stage *O = te_schedule_stage(s, Y);
+    CKP(O);
+    char name[160];
+    const char *nm = te_tensor_name(Y);
+    snprintf(name, sizeof name, "%s_mean", nm);
+    te_tensor *mean = te_op_find(Y, name);
+    snprintf(name, sizeof name, "%s_var", nm);
+    te_tensor *var = te_op_find(Y, name);
+    if (!mean || !var)
+        return bad_knobs(ctx, "layer_norm", "Y must come from te_op_layer_norm over the last axis");
+    /* anything else elementwise (none in the library today) is inlined */
+    for (int i = 0; i < te_schedule_nstages(s); i++) {
+        te_stage *p = te_schedule_stage_at(s, i);
+        te_tensor *t = te_stage_tensor(p);
+        if (t != Y && t != mean && t != var && te_stage_nreduce(p) == 0)
+            CK(te_compute_inline(p));
+    }
+    te_iter *row;
+    CK(bind_rows(O, k->threads, &row));
+    CK(row_reduction(s, O, row, var, k->threads)); /* consumers first: var reads mean */
+    return row_reduction(s, O, row, mean, k->threads);
+}
+
+int te_cuda_schedule_elementwise(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k)
+{
+    if (!s || !Y)
+        return TE_ERR_ARG;
+    te_ctx *ctx = te_schedule_ctx(s);
+    CK(check_rows(ctx, "elementwise", k));
+    te_stage *O = te_schedule_stage(s, Y);
+    CKP(O);
+    if (te_stage_nreduce(O))
+        return bad_knobs(ctx, "elementwise", "Y is a reduction");
+    for (int i = 0; i < te_schedule_nstages(s); i++) {
+        te_stage *p = te_schedule_stage_at(s, i);
+        if (p != O && te_stage_nreduce(p) == 0)
+            CK(te_compute_inline(p));
+    }
+    te_iter *f = te_stage_axis(O, 0);
+    for (int d = 1; d < te_tensor_ndim(Y); d++)
+        CK(te_fuse(O, f, te_stage_leaf(O, 1), &f));
+    te_iter *bo, *t, *v = NULL;
+    if (k->vec > 1)
+        CK(te_split(O, f, k->vec, &f, &v));
+    CK(te_split(O, f, k->threads, &bo, &t));
+    CK(te_bind(O, bo, TE_BLOCK_X));
+    CK(te_bind(O, t, TE_THREAD_X));
+    if (v)
+        CK(te_unroll(O, v));
+    return TE_OK;
+}

@@ -1,0 +1,222 @@
+/*
+ * tessera/cuda.h: the CUDA backend: GPU schedule templates, CUDA source, NVRTC compilation,
+ * and running kernels through the driver API.
+ *
+ *     te_target tgt = te_target_cuda(90);                  // or te_cuda_target_device(0, &tgt)
+ *     te_cuda_knobs k = te_cuda_knobs_default("matmul");
+ *     te_cuda_schedule_matmul(s, C, &k);                    // blocks, threads, shared tiles
+ *     te_cuda_module *m;
+ *     if (te_cuda_build(s, 3, (te_tensor *[]){A, B, C}, "matmul", &tgt, &m) != TE_OK)
+ *         fprintf(stderr, "%s\n", te_ctx_errmsg(ctx));    // schedule, NVRTC or driver error
+ *     puts(te_cuda_module_source(m));                       // readable CUDA C++
+ *     if (te_cuda_module_run(m, (void *[]){a, b, c}) == TE_ERR_NO_CUDA)   // host arrays
+ *         fprintf(stderr, "%s\n", te_cuda_module_errmsg(m)); // "no libcuda.so.1: ..."
+ *     te_cuda_module_free(m);
+ *
+ * Nothing here links against CUDA. NVRTC (libnvrtc.so) and the driver (libcuda.so.1) are
+ * loaded with dlopen on first use: source emission needs neither, compilation needs NVRTC
+ * (found in $TESSERA_NVRTC, $CUDA_HOME/lib64, /usr/local/cuda/lib64 or the loader's paths),
+ * and running needs the driver and a device. Without them the calls return TE_ERR_NO_CUDA and
+ * te_cuda_errmsg() / the module's message says what is missing.
+ *
+ * The same GPU schedule also builds for the C backend (te_build with a C target): thread loops
+ * are split at barriers and run on the CPU, so a GPU schedule's numbers can be checked against
+ * te_reference_eval on any machine.
+ */
+#ifndef TESSERA_CUDA_H
+#define TESSERA_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tessera/backend.h"
+#include "tessera/schedule.h"
+#include "tessera/te.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Availability and devices -------------------------------------------------------------- */
+
+/* TE_OK when the driver loads, initializes and has at least one device; TE_ERR_NO_CUDA
+ * otherwise (te_cuda_errmsg says why). Cheap after the first call. */
+int te_cuda_available(void);
+/* TE_OK when NVRTC can be loaded (no device needed); TE_ERR_NO_CUDA otherwise. */
+int te_nvrtc_available(void);
+/* The last CUDA error message of this thread ("" when none). */
+const char *te_cuda_errmsg(void);
+/* NVRTC's version (major * 1000 + minor * 10, like CUDA_VERSION), or 0 without NVRTC. */
+int te_nvrtc_version(void);
+
+typedef struct te_cuda_device_info {
+    int ordinal;
+    char name[256];
+    int sm;                      /* compute capability x10: 90 for sm_90 */
+    int sm_count;                /* streaming multiprocessors */
+    int max_threads_per_block;
+    int max_threads_per_sm;
+    int warp_size;
+    size_t shared_per_block;     /* static limit, bytes */
+    size_t shared_per_block_optin; /* with the opt-in attribute */
+    size_t shared_per_sm;
+    int regs_per_block;
+    int clock_khz;               /* 0 when the driver no longer reports it */
+    int mem_clock_khz;
+    int mem_bus_bits;
+    int l2_bytes;
+    size_t total_mem;
+    int driver_version;          /* e.g. 12040 */
+} te_cuda_device_info;
+
+/* Number of devices (0 and TE_ERR_NO_CUDA without a driver). */
+int te_cuda_device_count(int *count);
+/* Facts about device `ordinal`. TE_OK, TE_ERR_NO_CUDA or TE_ERR_ARG. */
+int te_cuda_device_info_get(int ordinal, te_cuda_device_info *out);
+
+/* A CUDA target for compute capability sm (80, 86, 89, 90, ...): backend TE_BACKEND_CUDA,
+ * cpu_model "sm_<sm>" (the device name when made from a device). Needs no CUDA. */
+te_target te_target_cuda(int sm);
+/* The target of device `ordinal` (its SM version and name). TE_ERR_NO_CUDA without one. */
+int te_cuda_target_device(int ordinal, te_target *out);
+
+/* ---- Source and compilation ------------------------------------------------------------------ */
+
+/* CUDA C++ for a lowered function (lowered with a CUDA target): one `extern "C" __global__`
+ * kernel per root stage nest, each with __launch_bounds__ and a comment giving its launch
+ * dimensions, under the same provenance header as the C backend. Arena string; NULL on error.
+ * Needs no CUDA. */
+const char *te_emit_cuda(te_ctx *ctx, const te_lowered *f, const te_target *target);
+
+/* What ptxas reported for one kernel. -1 where unknown. */
+typedef struct te_cuda_kernel_info {
+    const char *name;       /* the kernel's symbol */
+    int grid[3], block[3];  /* launch dimensions */
+    int registers;          /* per thread */
+    int shared_bytes;       /* static shared memory per block */
+    int stack_bytes;        /* local memory frame per thread */
+    int spill_bytes;        /* spill stores */
+} te_cuda_kernel_info;
+
+/* A built kernel set: source, cubin, and (when a device is present) the loaded module. */
+typedef struct te_cuda_module te_cuda_module;
+
+/* Lowers s for the CUDA target, emits CUDA source and compiles it with NVRTC into a cubin for
+ * target->sm (target NULL: device 0). Loads the cubin when a driver and device are present;
+ * without one the module is still returned (source, cubin and ptxas figures are usable) and
+ * running it returns TE_ERR_NO_CUDA. Errors (message on the context): schedule and GPU check
+ * errors, TE_ERR_NO_CUDA when NVRTC cannot be loaded, TE_ERR_COMPILE with NVRTC's log. */
+int te_cuda_build(te_schedule *s, int n_args, te_tensor *const *args, const char *name,
+                  const te_target *target, te_cuda_module **out);
+/* Compiles CUDA source with NVRTC for sm (e.g. 90). On success *cubin is a malloc'd image
+ * (caller frees) and *log (may be NULL) a malloc'd ptxas/NVRTC log. On failure returns
+ * TE_ERR_NO_CUDA or TE_ERR_COMPILE, with the log in *log. */
+int te_nvrtc_compile(const char *source, const char *name, int sm, void **cubin, size_t *size,
+                     char **log);
+
+const char *te_cuda_module_source(const te_cuda_module *m);
+/* Message of the module's last failure ("" when none). */
+const char *te_cuda_module_errmsg(const te_cuda_module *m);
+int te_cuda_module_nkernels(const te_cuda_module *m);
+/* Launch dimensions and ptxas figures of kernel i; NULL when out of range. */
+const te_cuda_kernel_info *te_cuda_module_kernel(const te_cuda_module *m, int i);
+/* The NVRTC/ptxas log of the compilation. */
+const char *te_cuda_module_log(const te_cuda_module *m);
+/* Whether the module is loaded on a device (and can run). */
+int te_cuda_module_loaded(const te_cuda_module *m);
+
+/* Runs on host arrays: copies inputs to the device, launches every kernel in order, copies the
+ * outputs back. TE_OK, TE_ERR_NO_CUDA, TE_ERR_RUNTIME (message says which call failed). */
+int te_cuda_module_run(te_cuda_module *m, void *const *host_args);
+/* Runs on device pointers (te_cuda_malloc), no copies, synchronous. */
+int te_cuda_module_run_device(te_cuda_module *m, const uint64_t *dev_args);
+/* Unloads and frees. Accepts NULL. */
+void te_cuda_module_free(te_cuda_module *m);
+
+/* ---- Memory and timing (for tools and the tuner's measuring child) --------------------------- */
+
+/* Device memory as 64-bit handles (CUdeviceptr). All return TE_OK or TE_ERR_NO_CUDA /
+ * TE_ERR_RUNTIME. */
+int te_cuda_malloc(uint64_t *ptr, size_t bytes);
+int te_cuda_free(uint64_t ptr);
+int te_cuda_copy_to_device(uint64_t dst, const void *src, size_t bytes);
+int te_cuda_copy_to_host(void *dst, uint64_t src, size_t bytes);
+int te_cuda_copy_device(uint64_t dst, uint64_t src, size_t bytes);
+int te_cuda_memset(uint64_t dst, unsigned char value, size_t bytes);
+int te_cuda_synchronize(void);
+
+typedef struct te_cuda_timing {
+    int warmup;        /* runs before timing (default 2) */
+    int min_repeat;    /* at least this many timed runs (default 5) */
+    int max_repeat;    /* at most (default 1000) */
+    double min_time_s; /* keep repeating until this much kernel time (default 0.1) */
+    int flush_l2;      /* write a buffer twice the L2 size between runs (default 1) */
+} te_cuda_timing;
+
+/* Defaults as documented above. */
+te_cuda_timing te_cuda_timing_default(void);
+/* Times the module on device arguments with CUDA events: median and minimum milliseconds per
+ * run (either may be NULL), n_runs receives the number of timed runs. */
+int te_cuda_module_time(te_cuda_module *m, const uint64_t *dev_args, const te_cuda_timing *t,
+                        double *median_ms, double *min_ms, int *n_runs);
+/* Times any launch sequence: fn(user) is called per run between events. */
+int te_cuda_time_fn(int (*fn)(void *user), void *user, const te_cuda_timing *t,
+                    double *median_ms, double *min_ms, int *n_runs);
+
+/* ---- GPU schedule templates ------------------------------------------------------------------
+ * Each template schedules one library operator (made by te_op_*) on a fresh schedule for the
+ * GPU, from a few knobs. They return TE_OK or the failing primitive's status (message on the
+ * context). The same scheduled program builds with te_cuda_build and, for checking on a CPU,
+ * with te_build. te_cuda_knob_space lists each template's knobs and their candidate values, for
+ * the tuner's search spaces. */
+
+typedef struct te_cuda_knobs {
+    int tile_m, tile_n, tile_k; /* block tile (matmul-like: rows, columns, reduction step) */
+    int thread_m, thread_n;     /* register tile per thread */
+    int threads;                /* threads per block (1-D templates: rows and reductions) */
+    int vec;                    /* vector width of cooperative copies (1, 2 or 4) */
+    int pad;                    /* storage_align padding of shared tiles (0: none) */
+    int double_buffer;          /* 1: double-buffer the shared tiles */
+    int unroll;                 /* 1: unroll the inner register loops */
+} te_cuda_knobs;
+
+/* Sensible defaults for a template ("matmul", "mlp_gate", "conv2d", "softmax", "layer_norm",
+ * "elementwise"); zeroes for an unknown name. */
+te_cuda_knobs te_cuda_knobs_default(const char *op);
+
+/* C[m, n] = A[m, k] B[k, n] (te_op_matmul with no transposes, or te_op_dense_bias /
+ * te_op_matmul_bias_act whose reduction stage is given as C and epilogue as out (may be NULL)):
+ * block tile tile_m x tile_n, register tile thread_m x thread_n per thread, A and B staged in
+ * shared memory tile_k at a time with cooperative (vectorized) copies. */
+int te_cuda_schedule_matmul(te_schedule *s, te_tensor *C, te_tensor *out, const te_cuda_knobs *k);
+/* The gated MLP (te_op_mlp_gate): both products share the shared-memory tiles of X and the
+ * gate is applied in registers. */
+int te_cuda_schedule_mlp_gate(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k);
+/* Direct conv2d (te_op_conv2d, NCHW, groups 1): output channels x pixels tiled like a matmul,
+ * input padding inlined. */
+int te_cuda_schedule_conv2d(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k);
+/* Softmax over the last axis (te_op_softmax): one block per row, cross-thread max and sum. */
+int te_cuda_schedule_softmax(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k);
+/* Layer norm over the last axis (te_op_layer_norm): one block per row, cross-thread mean and
+ * variance. */
+int te_cuda_schedule_layer_norm(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k);
+/* Any elementwise/injective stage: flattened, split by threads * vec, bound to blocks/threads;
+ * its inlinable producers inlined. */
+int te_cuda_schedule_elementwise(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k);
+
+/* One knob of a template's search space. */
+typedef struct te_cuda_knob_def {
+    const char *name; /* field of te_cuda_knobs ("tile_m") */
+    int n;            /* number of candidate values */
+    const int *values;
+} te_cuda_knob_def;
+/* The knobs of template `op` and their candidate values; *n receives the count. NULL for an
+ * unknown template. Static data. */
+const te_cuda_knob_def *te_cuda_knob_space(const char *op, int *n);
+/* Sets knob `name` of k to value. TE_OK or TE_ERR_ARG. */
+int te_cuda_knobs_set(te_cuda_knobs *k, const char *name, int value);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TESSERA_CUDA_H */
