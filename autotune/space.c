@@ -313,8 +313,11 @@ te_space *te_space_create(te_ctx *ctx, const char *op, int n_in, te_tensor *cons
                 sp->tmpl = NULL;
                 sp->nknobs = 0;
                 if (kind == TE_SPACE_TEMPLATE) {
+                    char why[1024];
+                    snprintf(why, sizeof why, "%s", te_ctx_errmsg(ctx));
+                    te_ctx_clear_error(ctx);
                     te_ctx_set_error(ctx, rc, "te_space_create: the '%s' template does not fit "
-                                     "this expression: %s", t->name, te_ctx_errmsg(ctx));
+                                     "this expression: %s", t->name, why);
                     return NULL;
                 }
                 te_ctx_clear_error(ctx);

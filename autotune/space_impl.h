@@ -66,6 +66,10 @@ typedef struct te__template {
 } te__template;
 
 int64_t te__knob_val(te__gen *g, int k);
+/* Declares knob `name` with n values (templates, in init). */
+void te__knob_add(te_space *sp, const char *name, int n, const int64_t *v);
+/* Copies the candidates <= limit into out; when none is, out holds only `fallback`. */
+int te__filter_le(const int64_t *cand, int n, int64_t limit, int64_t fallback, int64_t *out);
 
 /* Templates (autotune/templates.c). */
 const te__template *te__template_for(const char *op);

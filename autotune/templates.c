@@ -31,27 +31,8 @@
 
 #define TERR(sp, ...) te_ctx_set_error((sp)->ctx, TE_ERR_UNSUPPORTED, __VA_ARGS__)
 
-static void knob(te_space *sp, const char *name, int n, const int64_t *v)
-{
-    te__knob *k = &sp->knobs[sp->nknobs++];
-    k->name = name;
-    k->n = n > TE__MAX_KVALS ? TE__MAX_KVALS : n < 1 ? 1 : n;
-    memcpy(k->v, v, sizeof(int64_t) * (size_t)k->n);
-    if (n < 1)
-        k->v[0] = 0;
-}
-
-/* Values of `cand` (n of them) that are <= limit; at least the smallest (or `fallback`). */
-static int filter_le(const int64_t *cand, int n, int64_t limit, int64_t fallback, int64_t *out)
-{
-    int k = 0;
-    for (int i = 0; i < n; i++)
-        if (cand[i] <= limit)
-            out[k++] = cand[i];
-    if (!k)
-        out[k++] = fallback;
-    return k;
-}
+#define knob te__knob_add
+#define filter_le te__filter_le
 
 static bool is_reduce(const te_tensor *t) { return t->kind == TE_T_COMPUTE && t->body->kind == TE_E_REDUCE; }
 
@@ -221,6 +202,8 @@ static int gemm_init(te_space *sp)
 static int gemm_tile(te__gen *g, te_stage *ps, te_stage *T, te_iter *at, int64_t mr, int64_t nr,
                      int64_t ku, te_tensor *pack, te_iter *pack_at)
 {
+    if (!TE__OK(g, te_compute_at(ps, T, at)))
+        return g->err;
     te_schedule *s = g->s;
     if (pack && pack_at) {
         te_tensor *P = te_cache_read(s, pack, TE_SCOPE_GLOBAL, 1, &ps);
@@ -235,8 +218,6 @@ static int gemm_tile(te__gen *g, te_stage *ps, te_stage *T, te_iter *at, int64_t
         if (!TE__OK(g, te_split(pst, pj, nr, &pjo, &pji)) || !TE__OK(g, te_vectorize(pst, pji)))
             return g->err;
     }
-    if (!TE__OK(g, te_compute_at(ps, T, at)))
-        return g->err;
     int nd = te_tensor_ndim(te_stage_tensor(ps));
     te_iter *i = te_stage_axis(ps, nd - 2), *j = te_stage_axis(ps, nd - 1);
     te_iter *k = te_stage_reduce_axis(ps, 0);
@@ -491,11 +472,38 @@ static int elt_apply(te__gen *g)
     return TE_OK;
 }
 
+/* ---- Shared helpers ------------------------------------------------------------------------ */
+
+void te__knob_add(te_space *sp, const char *name, int n, const int64_t *v)
+{
+    if (sp->nknobs >= TE__MAX_KNOBS)
+        return;
+    te__knob *k = &sp->knobs[sp->nknobs++];
+    k->name = name;
+    k->n = n > TE__MAX_KVALS ? TE__MAX_KVALS : n < 1 ? 1 : n;
+    if (n < 1)
+        k->v[0] = 0;
+    else
+        memcpy(k->v, v, sizeof(int64_t) * (size_t)k->n);
+}
+
+int te__filter_le(const int64_t *cand, int n, int64_t limit, int64_t fallback, int64_t *out)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (cand[i] <= limit)
+            out[k++] = cand[i];
+    if (!k)
+        out[k++] = fallback;
+    return k;
+}
+
 /* ---- Registry ----------------------------------------------------------------------------- */
 
 static const te__template t_gemm = {"gemm", gemm_init, gemm_apply};
 static const te__template t_row = {"rowop", row_init, row_apply};
 static const te__template t_elt = {"eltwise", elt_init, elt_apply};
+extern const te__template te__t_conv;
 
 const te__template *te__template_for(const char *op)
 {
@@ -506,6 +514,8 @@ const te__template *te__template_for(const char *op)
         {"matmul", &t_gemm},     {"batch_matmul", &t_gemm}, {"dense_bias", &t_gemm},
         {"matmul_bias_act", &t_gemm}, {"mlp_gate", &t_gemm}, {"qkv_projection", &t_gemm},
         {"softmax", &t_row},     {"layer_norm", &t_row},    {"rms_norm", &t_row},
+        {"conv2d", &te__t_conv}, {"conv2d_bn_relu", &te__t_conv},
+        {"depthwise_conv2d", &te__t_conv},
         {"relu", &t_elt},        {"gelu", &t_elt},          {"gelu_tanh", &t_elt},
         {"silu", &t_elt},        {"sigmoid", &t_elt},       {"tanh", &t_elt},
         {"add", &t_elt},         {"sub", &t_elt},           {"mul", &t_elt},
