@@ -53,6 +53,7 @@ struct te__measurer {
     double best_s;
     char *flush;
     size_t flush_bytes;
+    double compile_s, run_s; /* of the last batch */
 };
 
 void te__cand_clear(te__cand *c)
@@ -253,6 +254,12 @@ void te__measurer_set_best(te__measurer *m, double best_s)
 {
     if (m)
         m->best_s = best_s;
+}
+
+void te__measurer_times(const te__measurer *m, double *compile_s, double *run_s)
+{
+    *compile_s = m ? m->compile_s : 0;
+    *run_s = m ? m->run_s : 0;
 }
 
 double te__measurer_bytes(const te__measurer *m)
@@ -756,8 +763,10 @@ void te__measure_batch(te__measurer *m, te__cand *c, int n)
     }
     if (k == 0)
         goto out;
+    double t0 = now_s();
     te__c_build_sources(k, srcs, names, &m->target, m->o.build_jobs, mods, status, errs,
                         TE__ERR_LEN);
+    m->compile_s = now_s() - t0;
     int nrun = 0;
     int *ridx = calloc((size_t)k, sizeof *ridx);
     te_module **rmods = calloc((size_t)n, sizeof *rmods);
@@ -778,8 +787,10 @@ void te__measure_batch(te__measurer *m, te__cand *c, int n)
             ridx[nrun++] = which[q];
         }
     }
+    t0 = now_s();
     if (nrun && m->ref_ok)
         run_batch(m, c, rmods, ridx, nrun);
+    m->run_s = now_s() - t0;
     for (int q = 0; q < nrun; q++) {
         te__cand *x = &c[ridx[q]];
         if (x->status == TE_TRIAL_STATUS_COUNT) {

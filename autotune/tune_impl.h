@@ -61,6 +61,8 @@ void te__measurer_set_best(te__measurer *m, double best_s);
  * and done == 0; sets status, err, median_s, spread_s, repeats, max_err, and done = 1. The
  * kernels must be named "cand" (te_lower's name). */
 void te__measure_batch(te__measurer *m, te__cand *c, int n);
+/* Wall time of the last batch's compile and run phases. */
+void te__measurer_times(const te__measurer *m, double *compile_s, double *run_s);
 /* Number of bytes the kernel arguments take (inputs + outputs), for GB/s figures. */
 double te__measurer_bytes(const te__measurer *m);
 

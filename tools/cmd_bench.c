@@ -14,6 +14,7 @@
 #include "tessera/ops.h"
 #include "tessera/schedule.h"
 #include "tessera/te.h"
+#include "tessera/tuner.h"
 #include "tools/cli.h"
 
 void openblas_set_num_threads(int n);
@@ -87,13 +88,12 @@ static double rel_err(const float *a, const float *b, size_t n)
     return w;
 }
 
-#define BCHECK(cond)                                                                           \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "tessera bench: %s:%d: %s\n", __FILE__, __LINE__,                  \
-                    te_ctx_errmsg(ctx));                                                       \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define BCHECK(cond)                                                                               \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "tessera bench: %s:%d: %s\n", __FILE__, __LINE__, te_ctx_errmsg(ctx)); \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 /* ---- Hand schedules ----------------------------------------------------------------------- */
@@ -105,8 +105,8 @@ static te_tensor *pack_panels(te_ctx *ctx, te_tensor *W, int64_t nr, const char 
     int64_t K = te_tensor_shape(W)[0], N = te_tensor_shape(W)[1], NP = (N + nr - 1) / nr;
     te_expr *jo = te_axis(ctx, "jo", NP), *k = te_axis(ctx, "k", K), *ji = te_axis(ctx, "ji", nr);
     te_expr *col = te_add(ctx, te_mul(ctx, jo, te_int(ctx, nr)), ji);
-    te_expr *v = N % nr ? te_if_then_else(ctx, te_lt(ctx, col, te_int(ctx, N)), TE_AT(ctx, W, k, col),
-                                          te_f32(ctx, 0))
+    te_expr *v = N % nr ? te_if_then_else(ctx, te_lt(ctx, col, te_int(ctx, N)),
+                                          TE_AT(ctx, W, k, col), te_f32(ctx, 0))
                         : TE_AT(ctx, W, k, col);
     return te_compute(ctx, name, 3, (te_expr *[]){jo, k, ji}, v);
 }
@@ -259,10 +259,10 @@ typedef struct {
 static void run_gate_blas(void *p)
 {
     gate_run *r = p;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r->M, r->N, r->K, 1.0f, r->X, r->K, r->W1,
-                r->N, 0.0f, r->G, r->N);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r->M, r->N, r->K, 1.0f, r->X, r->K, r->W3,
-                r->N, 0.0f, r->U, r->N);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r->M, r->N, r->K, 1.0f, r->X, r->K,
+                r->W1, r->N, 0.0f, r->G, r->N);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r->M, r->N, r->K, 1.0f, r->X, r->K,
+                r->W3, r->N, 0.0f, r->U, r->N);
     size_t n = (size_t)r->M * r->N;
 #pragma omp parallel for schedule(static)
     for (size_t q = 0; q < n; q++) {
@@ -447,12 +447,138 @@ static int bench_rowop(const char *op, int M, int N, int threads, int reps, row 
     return 0;
 }
 
+/* ---- --db: the tuning database's best records ------------------------------------------- */
+
+/* The record to use for `threads` threads: one tuned on exactly that many cores if the
+ * database has it, else the host's (tuned with all its cores). Fills *lookup. */
+static int db_lookup_target(te_db *db, const char *key, int threads, te_target *lookup)
+{
+    te_target t = te_target_host();
+    te_target one = t;
+    one.num_cores = threads;
+    te_db_target dbt;
+    char storage[1024];
+    te_db_trial_list *l = NULL;
+    int found = te_tuner_db_target(&one, &dbt, storage, sizeof storage) == TE_OK &&
+                te_db_best(db, key, &dbt, 0, &l) == TE_OK && l && l->n;
+    te_db_trial_list_free(l);
+    *lookup = found ? one : t;
+    if (found)
+        return 1;
+    l = NULL;
+    found = te_tuner_db_target(&t, &dbt, storage, sizeof storage) == TE_OK &&
+            te_db_best(db, key, &dbt, 0, &l) == TE_OK && l && l->n;
+    te_db_trial_list_free(l);
+    return found;
+}
+
+/* Builds workload (op, params) from the database's best record and times it beside the
+ * workload's baseline. Returns 0, or 1 when the database has no record (row not filled). */
+static int bench_db(te_db *db, const char *op, const char *params, int threads, int reps, row *out)
+{
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *in[TE_OP_MAX_IO], *outs[TE_OP_MAX_IO];
+    int n_in, n_out;
+    BCHECK(te_op_build(ctx, op, params, in, &n_in, outs, &n_out) == TE_OK);
+    te_op_params kv;
+    char key[512];
+    BCHECK(te_op_params_parse(ctx, params, &kv) == TE_OK);
+    BCHECK(te_op_workload_key(ctx, te_op_lookup(op), &kv, key, sizeof key) > 0);
+    te_target lookup;
+    if (!db_lookup_target(db, key, threads, &lookup)) {
+        fprintf(stderr, "  no record for %s in the database; skipped\n", key);
+        te_ctx_free(ctx);
+        return 1;
+    }
+    te_schedule *s = NULL;
+    int from_db = 0;
+    BCHECK(te_tuner_best_schedule(ctx, db, key, n_out, outs, &lookup, 0, &s, &from_db) == TE_OK);
+    te_target tgt = te_target_host();
+    tgt.num_cores = threads;
+    te_module *m = NULL;
+    te_tensor *args[2 * TE_OP_MAX_IO];
+    for (int q = 0; q < n_in; q++)
+        args[q] = in[q];
+    for (int q = 0; q < n_out; q++)
+        args[n_in + q] = outs[q];
+    BCHECK(te_build(s, n_in + n_out, args, op, &tgt, &m) == TE_OK);
+    void *bufs[2 * TE_OP_MAX_IO];
+    for (int q = 0; q < n_in + n_out; q++)
+        bufs[q] = rand_buf((size_t)te_tensor_numel(args[q]), 20u + (unsigned)q);
+    int64_t M = 0, N = 0, K = 0;
+    for (int i = 0; i < kv.n; i++) {
+        if (!strcmp(kv.p[i].key, "m"))
+            M = kv.p[i].ival;
+        else if (!strcmp(kv.p[i].key, "n"))
+            N = kv.p[i].ival;
+        else if (!strcmp(kv.p[i].key, "k"))
+            K = kv.p[i].ival;
+    }
+    size_t mn = (size_t)te_tensor_numel(outs[0]);
+    float *ref = rand_buf(mn, 40), *g = NULL, *u = NULL;
+    tess_run tr = {te_module_entry(m), bufs};
+    sgemm_run sr = {(int)M, (int)N, (int)K, bufs[0], bufs[1], ref};
+    gate_run gr = {(int)M, (int)N, (int)K, bufs[0], bufs[1], bufs[2], NULL, NULL, ref};
+    copy_run cr = {ref, bufs[0], mn * sizeof(float)};
+    run_fn base;
+    void *barg;
+    double flop = te_tuner_flops(n_out, outs);
+    set_threads(threads);
+    if (!strcmp(op, "matmul")) {
+        base = run_sgemm, barg = &sr;
+        out->base_name = "openblas sgemm";
+    } else if (!strcmp(op, "mlp_gate")) {
+        g = rand_buf(mn, 41);
+        u = rand_buf(mn, 42);
+        gr.G = g;
+        gr.U = u;
+        base = run_gate_blas, barg = &gr;
+        out->base_name = "2x sgemm + expf pass";
+    } else {
+        base = run_copy, barg = &cr;
+        out->base_name = "memcpy";
+    }
+    double ta, tb;
+    time_pair(run_tess, &tr, base, barg, reps, &ta, &tb);
+    if (!strcmp(op, "matmul"))
+        snprintf(out->workload, sizeof out->workload, "matmul %dx%dx%d", (int)M, (int)N, (int)K);
+    else if (!strcmp(op, "mlp_gate"))
+        snprintf(out->workload, sizeof out->workload, "mlp_gate %dx%dx%d", (int)M, (int)K, (int)N);
+    else
+        snprintf(out->workload, sizeof out->workload, "%.30s %dx%d", op,
+                 (int)te_tensor_shape(outs[0])[0], (int)te_tensor_shape(outs[0])[1]);
+    out->threads = threads;
+    if (base == run_copy) {
+        double bytes = 2.0 * (double)mn * sizeof(float);
+        out->unit = "gbps";
+        out->ours = bytes / ta * 1e-9;
+        out->base = bytes / tb * 1e-9;
+        out->err = 0;
+    } else {
+        out->unit = "gflops";
+        out->ours = flop / ta * 1e-9;
+        out->base = flop / tb * 1e-9;
+        out->err = rel_err(bufs[n_in], ref, mn);
+    }
+    for (int q = 0; q < n_in + n_out; q++)
+        free(bufs[q]);
+    free(ref);
+    free(g);
+    free(u);
+    te_module_free(m);
+    te_ctx_free(ctx);
+    return 0;
+}
+
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: tessera bench [--json] [--reps N] [--threads LIST] [--only NAME]\n\n"
+    fprintf(f, "usage: tessera bench [--json] [--reps N] [--threads LIST] [--only NAME] "
+               "[--db FILE]\n\n"
                "Runs hand-scheduled Tessera kernels beside OpenBLAS (matmul, the MLP gate) and\n"
                "beside memcpy (softmax, layer norm) in one process, alternating the two, and\n"
-               "prints medians and ratios.\n\n"
+               "prints medians and ratios. With --db, the kernels are built from the tuning\n"
+               "database's best records instead (workloads without a record are skipped).\n\n"
+               "  --db FILE       benchmark the best tuned schedules of this database\n"
                "  --json          print a JSON list of rows instead of a table\n"
                "  --reps N        timed repetitions per kernel (default 9)\n"
                "  --threads LIST  comma-separated thread counts (default 1,2)\n"
@@ -463,7 +589,7 @@ int te_cmd_bench(int argc, char **argv)
 {
     bool json = false;
     int reps = 9, threads[8] = {1, 2}, nthreads = 2;
-    const char *only = NULL;
+    const char *only = NULL, *db_path = NULL;
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
             usage(stdout);
@@ -490,6 +616,8 @@ int te_cmd_bench(int argc, char **argv)
             }
         } else if (!strcmp(argv[a], "--only") && a + 1 < argc) {
             only = argv[++a];
+        } else if (!strcmp(argv[a], "--db") && a + 1 < argc) {
+            db_path = argv[++a];
         } else {
             fprintf(stderr, "tessera bench: unknown or incomplete option '%s'\n", argv[a]);
             usage(stderr);
@@ -498,11 +626,20 @@ int te_cmd_bench(int argc, char **argv)
     }
     row rows[64];
     int n = 0;
+    te_db *db = NULL;
+    if (db_path) {
+        te_db_options ro = {TE_DB_READONLY, NULL, 0};
+        if (te_db_open(db_path, &ro, &db) != TE_OK) {
+            fprintf(stderr, "tessera bench: %s: %s\n", db_path, te_db_errmsg(db));
+            te_db_close(db);
+            return 1;
+        }
+    }
     static const struct {
         const char *name;
         int kind, m, n, k;
     } work[] = {
-        {"matmul", 0, 1024, 1024, 1024}, {"matmul", 0, 512, 3072, 768},
+        {"matmul", 0, 1024, 1024, 1024},  {"matmul", 0, 512, 3072, 768},
         {"mlp_gate", 1, 256, 2816, 1024}, {"softmax", 2, 4096, 4096, 0},
         {"layer_norm", 2, 4096, 4096, 0},
     };
@@ -510,7 +647,16 @@ int te_cmd_bench(int argc, char **argv)
         if (only && strncmp(work[w].name, only, strlen(only)))
             continue;
         for (int t = 0; t < nthreads && n < 64; t++) {
-            if (work[w].kind == 0)
+            if (db) {
+                char params[96];
+                if (work[w].kind == 2)
+                    snprintf(params, sizeof params, "m=%d,n=%d", work[w].m, work[w].n);
+                else
+                    snprintf(params, sizeof params, "m=%d,n=%d,k=%d", work[w].m, work[w].n,
+                             work[w].k);
+                if (bench_db(db, work[w].name, params, threads[t], reps, &rows[n]) != 0)
+                    continue;
+            } else if (work[w].kind == 0)
                 bench_matmul(work[w].m, work[w].n, work[w].k, threads[t], reps, &rows[n]);
             else if (work[w].kind == 1)
                 bench_mlp_gate(work[w].m, work[w].n, work[w].k, threads[t], reps, &rows[n]);
@@ -540,5 +686,6 @@ int te_cmd_bench(int argc, char **argv)
         printf("(medians of %d alternating repetitions; OpenBLAS threads %d at the end)\n", reps,
                openblas_get_num_threads());
     }
+    te_db_close(db);
     return 0;
 }

@@ -12,6 +12,8 @@ static const struct {
 } commands[] = {
     {"db", te_cmd_db, "query and maintain the tuning database"},
     {"bench", te_cmd_bench, "benchmark Tessera kernels beside OpenBLAS"},
+    {"tune", te_cmd_tune, "search schedules for an operator and record them in the database"},
+    {"ops", te_cmd_ops, "list the operator library with its parameters"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,99 @@
+/* `tessera ops`: the operator library's registry (te_op_list), with each operator's keys. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tessera/ops.h"
+#include "tools/cli.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tessera ops [--json] [NAME]\n\n"
+               "Lists every operator `tessera tune` and te_op_build accept, with its parameters\n"
+               "(KEY=VAL for --shape; keys without a default are required).\n\n"
+               "  --json   print a JSON list of operators\n"
+               "  NAME     show only this operator\n");
+}
+
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; s && *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", *s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+int te_cmd_ops(int argc, char **argv)
+{
+    int json = 0;
+    const char *only = NULL;
+    for (int a = 1; a < argc; a++) {
+        if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[a], "--json")) {
+            json = 1;
+        } else if (argv[a][0] != '-' && !only) {
+            only = argv[a];
+        } else {
+            fprintf(stderr, "tessera ops: unknown option '%s'\n", argv[a]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    int n = 0;
+    const te_op_info *ops = te_op_list(&n);
+    if (only && !te_op_lookup(only)) {
+        fprintf(stderr, "tessera ops: unknown operator '%s'\n", only);
+        return 2;
+    }
+    if (json)
+        printf("[");
+    int shown = 0;
+    for (int i = 0; i < n; i++) {
+        const te_op_info *op = &ops[i];
+        if (only && strcmp(only, op->name))
+            continue;
+        if (json) {
+            printf("%s\n  {\"name\": ", shown ? "," : "");
+            json_str(op->name);
+            printf(", \"description\": ");
+            json_str(op->description);
+            printf(", \"params\": [");
+            for (int k = 0; k < op->nkeys; k++) {
+                const te_op_key *key = &op->keys[k];
+                printf("%s{\"key\": ", k ? ", " : "");
+                json_str(key->name);
+                printf(", \"required\": %s, \"default\": ", key->dflt ? "false" : "true");
+                if (key->dflt)
+                    json_str(key->dflt);
+                else
+                    printf("null");
+                printf(", \"type\": \"%s\", \"help\": ", key->is_str ? "word" : "int");
+                json_str(key->help);
+                printf("}");
+            }
+            printf("]}");
+        } else {
+            printf("%s%-18s %s\n", shown && only ? "\n" : "", op->name, op->description);
+            for (int k = 0; k < op->nkeys; k++) {
+                const te_op_key *key = &op->keys[k];
+                char kd[96];
+                if (key->dflt)
+                    snprintf(kd, sizeof kd, "%s=%s", key->name, key->dflt);
+                else
+                    snprintf(kd, sizeof kd, "%s (required)", key->name);
+                printf("    %-24s %s\n", kd, key->help ? key->help : "");
+            }
+        }
+        shown++;
+    }
+    if (json)
+        printf("\n]\n");
+    return 0;
+}

@@ -1,0 +1,736 @@
+/*
+ * `tessera tune`: tune one operator (or a task list) into the tuning database.
+ *
+ *   tessera tune matmul --shape m=1024,n=1024,k=1024 --trials 400 --db tune.db
+ *   tessera tune --tasks transformer.json --time 8h --shard 0/4 --db shard0.db
+ *
+ * The job is the library's (autotune/tuner.c); this file parses options, shows progress (a
+ * progress line on a terminal, log lines otherwise), times OpenBLAS for matmul so the best
+ * result can be read as a ratio, handles SIGINT (stop after the batch in flight), and prints
+ * the best schedule, as a trace and as C, at the end.
+ */
+#define _GNU_SOURCE
+
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "autotune/tune_impl.h"
+#include "tessera/ops.h"
+#include "tessera/tuner.h"
+#include "tools/cli.h"
+
+void openblas_set_num_threads(int n);
+
+static volatile sig_atomic_t g_stop;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    if (g_stop) {
+        signal(SIGINT, SIG_DFL);
+        raise(SIGINT);
+        return;
+    }
+    g_stop = 1;
+    static const char msg[] =
+        "\ntessera tune: stopping after the batch in flight (Ctrl-C again to abort)\n";
+    ssize_t r = write(2, msg, sizeof msg - 1);
+    (void)r;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: tessera tune OP --shape KEY=VAL,... [options]\n"
+            "       tessera tune --tasks FILE [options]\n\n"
+            "Searches schedules for an operator of the library (`tessera ops` lists them) and\n"
+            "records every measured candidate in the tuning database as it goes. Rerunning the\n"
+            "command of an interrupted job continues that job and never measures a\n"
+            "configuration already recorded for the workload on this target.\n\n"
+            "options:\n"
+            "  --shape KEY=VAL,...   the operator's parameters (also --params)\n"
+            "  --tasks FILE          a JSON list of workloads tuned in one job:\n"
+            "                        [{\"op\": \"matmul\", \"shape\": \"m=64,n=64,k=64\"}, ...]\n"
+            "  --shard I/N           tune only tasks I, I+N, I+2N, ... of the list (0 <= I < N)\n"
+            "  --target cpu|cuda     where to measure (default cpu)\n"
+            "  --trials N            trial budget of the job (default 200 when no --time)\n"
+            "  --time T              time budget of this run: 90, 90s, 15m, 8h\n"
+            "  --early-stop N        stop a task after N trials without a 1%% improvement\n"
+            "  --strategy S          random, grid or evolutionary (default)\n"
+            "  --space K             auto (default), template or sketch\n"
+            "  --seed S              seed of the proposals (default 1)\n"
+            "  --batch N             candidates built and run together (default 16)\n"
+            "  --timeout S           run-time limit of one candidate in seconds (default 10)\n"
+            "  --min-time S          timed runs of a candidate add up to at least S (0.02)\n"
+            "  --flush-cache         overwrite the caches before every timed run\n"
+            "  --no-warm-start       do not seed the search from the database's records\n"
+            "  --new-job             never resume; start a new job\n"
+            "  --db FILE             the database (default: $TESSERA_DB, else ./tessera.db)\n"
+            "  --curve FILE.svg      draw this job's tuning curve (trial vs best GFLOP/s)\n"
+            "  --json                print the result as JSON on stdout\n"
+            "  --quiet               no progress output\n\n"
+            "Exit status: 0 done (budget spent, early stop, or space exhausted), 1 failed or\n"
+            "interrupted, 2 bad usage.\n");
+}
+
+static int bad(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "tessera tune: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n(see tessera tune --help)\n");
+    return 2;
+}
+
+static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    if (!s || !*s)
+        return 0;
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (*end || errno || v < lo || v > hi)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+static int parse_pos_double(const char *s, double *out)
+{
+    if (!s || !*s)
+        return 0;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (*end || errno || !(v > 0) || !isfinite(v))
+        return 0;
+    *out = v;
+    return 1;
+}
+
+/* ---- OpenBLAS baseline (in a child: this process must not start OpenMP threads) ----------- */
+
+typedef struct {
+    int m, n, k, ta, tb, threads;
+} sgemm_job;
+
+static double mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void sgemm_child(void *user, void *out)
+{
+    sgemm_job *j = user;
+    openblas_set_num_threads(j->threads);
+    size_t na = (size_t)j->m * j->k, nb = (size_t)j->k * j->n, nc = (size_t)j->m * j->n;
+    float *a = malloc(na * 4), *b = malloc(nb * 4), *c = malloc(nc * 4);
+    if (!a || !b || !c)
+        _exit(1);
+    for (size_t i = 0; i < na; i++)
+        a[i] = (float)((i * 7) % 13) * 0.1f;
+    for (size_t i = 0; i < nb; i++)
+        b[i] = (float)((i * 5) % 11) * 0.1f;
+    double t[9];
+    int lda = j->ta ? j->m : j->k, ldb = j->tb ? j->k : j->n;
+    for (int r = -1; r < 9; r++) {
+        double t0 = mono();
+        cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans,
+                    j->tb ? CblasTrans : CblasNoTrans, j->m, j->n, j->k, 1.0f, a, lda, b, ldb, 0.0f,
+                    c, j->n);
+        if (r >= 0)
+            t[r] = mono() - t0;
+    }
+    qsort(t, 9, sizeof t[0], cmp_d);
+    *(double *)out = 2.0 * j->m * j->n * j->k / t[4] * 1e-9;
+    free(a);
+    free(b);
+    free(c);
+}
+
+/* OpenBLAS GFLOP/s for a matmul task, else NAN. */
+static double openblas_gflops(const char *op, const char *params, int threads)
+{
+    if (strcmp(op, "matmul"))
+        return NAN;
+    te_ctx *ctx = te_ctx_create();
+    te_op_params kv;
+    double r = NAN;
+    if (ctx && te_op_params_parse(ctx, params, &kv) == TE_OK && kv.dtype == TE_F32) {
+        sgemm_job j = {0, 0, 0, 0, 0, threads};
+        for (int i = 0; i < kv.n; i++) {
+            int v = (int)kv.p[i].ival;
+            if (!strcmp(kv.p[i].key, "m"))
+                j.m = v;
+            else if (!strcmp(kv.p[i].key, "n"))
+                j.n = v;
+            else if (!strcmp(kv.p[i].key, "k"))
+                j.k = v;
+            else if (!strcmp(kv.p[i].key, "trans_a"))
+                j.ta = v;
+            else if (!strcmp(kv.p[i].key, "trans_b"))
+                j.tb = v;
+        }
+        double g = NAN;
+        if (j.m > 0 && j.n > 0 && j.k > 0 &&
+            te__run_in_child(sgemm_child, &j, &g, sizeof g, 120) == TE_OK)
+            r = g;
+    }
+    te_ctx_free(ctx);
+    return r;
+}
+
+/* ---- Progress ------------------------------------------------------------------------------ */
+
+typedef struct {
+    int tty, quiet;
+    double *baseline; /* per task, NAN when none */
+    int64_t trials0;  /* job trials before this run (resume) */
+    int64_t planned;
+    double time_budget;
+    int line_open;
+} prog_state;
+
+static void fmt_dur(double s, char *buf, size_t n)
+{
+    if (!(s >= 0) || !isfinite(s))
+        snprintf(buf, n, "?");
+    else if (s < 90)
+        snprintf(buf, n, "%.0fs", s);
+    else if (s < 5400)
+        snprintf(buf, n, "%dm%02ds", (int)(s / 60), (int)s % 60);
+    else
+        snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
+}
+
+static void on_progress(const te_tune_progress *p, void *user)
+{
+    prog_state *ps = user;
+    if (ps->quiet)
+        return;
+    char best[96] = "none yet", left[48] = "", ratio[48] = "";
+    if (isfinite(p->task_best_gflops))
+        snprintf(best, sizeof best, "%.1f GFLOP/s (%.3f ms)", p->task_best_gflops,
+                 p->task_best_s * 1e3);
+    else if (isfinite(p->task_best_s))
+        snprintf(best, sizeof best, "%.3f ms", p->task_best_s * 1e3);
+    double base = ps->baseline ? ps->baseline[p->task] : NAN;
+    if (isfinite(base) && isfinite(p->task_best_gflops))
+        snprintf(ratio, sizeof ratio, ", %.2fx OpenBLAS", p->task_best_gflops / base);
+    double rem = INFINITY;
+    int64_t done_now = p->trials_done - ps->trials0;
+    if (p->trials_planned > 0 && done_now > 0)
+        rem = p->elapsed_s / (double)done_now * (double)(p->trials_planned - p->trials_done);
+    if (p->time_budget_s > 0 && p->time_budget_s - p->elapsed_s < rem)
+        rem = p->time_budget_s - p->elapsed_s;
+    if (rem < 0)
+        rem = 0;
+    char l[32];
+    fmt_dur(rem, l, sizeof l);
+    snprintf(left, sizeof left, "%s left", isfinite(rem) ? l : "?");
+    char trials[64];
+    if (p->trials_planned > 0)
+        snprintf(trials, sizeof trials, "%lld/%lld", (long long)p->trials_done,
+                 (long long)p->trials_planned);
+    else
+        snprintf(trials, sizeof trials, "%lld", (long long)p->trials_done);
+    char task[64] = "";
+    if (p->n_tasks > 1)
+        snprintf(task, sizeof task, "[task %d/%d] ", p->task + 1, p->n_tasks);
+    if (ps->tty) {
+        fprintf(stderr, "\r\033[K%strials %s, errors %lld | best %s%s | %.1f trials/s | %s", task,
+                trials, (long long)p->errors, best, ratio,
+                done_now > 0 ? (double)done_now / p->elapsed_s : 0.0, left);
+        ps->line_open = 1;
+    } else {
+        fprintf(stderr, "tune: %s%s trials %s (batch %d, %d ok), errors %lld, best %s%s, %s\n",
+                task, p->workload_key, trials, p->batch_n, p->batch_ok, (long long)p->errors, best,
+                ratio, left);
+    }
+    fflush(stderr);
+}
+
+/* ---- Tuning curve (SVG) -------------------------------------------------------------------- */
+
+static int write_curve(const char *path, te_db *db, const te_tune_task_info *info,
+                       const te_db_target *tgt, int64_t job_id, double baseline)
+{
+    te_db_trial_list *h = NULL;
+    if (te_db_history(db, info->workload_key, tgt, 0, &h) != TE_OK)
+        return 1;
+    size_t n = 0;
+    double *best = malloc(sizeof(double) * (h->n + 1)), *val = malloc(sizeof(double) * (h->n + 1));
+    double b = 0, ymax = isfinite(baseline) ? baseline : 0;
+    for (size_t i = 0; best && val && i < h->n; i++) {
+        const te_db_trial *r = &h->items[i];
+        if (r->job_id != job_id || r->from_system)
+            continue;
+        double g = r->status == TE_TRIAL_OK && isfinite(r->gflops) ? r->gflops : 0;
+        if (g > b)
+            b = g;
+        val[n] = g;
+        best[n++] = b;
+        if (g > ymax)
+            ymax = g;
+    }
+    te_db_trial_list_free(h);
+    FILE *f = fopen(path, "w");
+    if (!f || !best || !val || n == 0) {
+        if (f)
+            fclose(f);
+        free(best);
+        free(val);
+        return 1;
+    }
+    const double W = 800, H = 480, L = 70, R = 20, T = 40, B = 60;
+    double pw = W - L - R, ph = H - T - B;
+    ymax = ymax > 0 ? ymax * 1.08 : 1;
+    /* A round tick step. */
+    double step = pow(10, floor(log10(ymax / 5)));
+    if (ymax / step > 10)
+        step *= 2;
+    if (ymax / step > 10)
+        step *= 2.5;
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+            "font-family=\"sans-serif\" font-size=\"12\">\n"
+            "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+            W, H);
+    fprintf(f, "<text x=\"%.0f\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">Tuning curve: ",
+            W / 2);
+    for (const char *p = info->workload_key; *p; p++)
+        fprintf(f, *p == '<' ? "&lt;" : *p == '&' ? "&amp;" : "%c", *p);
+    fprintf(f, "</text>\n");
+    for (double y = 0; y <= ymax + 1e-9; y += step) {
+        double py = T + ph - y / ymax * ph;
+        fprintf(f,
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
+                L, py, L + pw, py, L - 6, py + 4, y);
+    }
+    double xstep = pow(10, floor(log10((double)n / 5 > 1 ? (double)n / 5 : 1)));
+    if ((double)n / xstep > 10)
+        xstep *= 2;
+    if ((double)n / xstep > 10)
+        xstep *= 2.5;
+    for (double x = 0; x <= (double)n; x += xstep) {
+        double px = L + x / (double)n * pw;
+        fprintf(f,
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n",
+                px, T, px, T + ph, px, T + ph + 18, x);
+    }
+    fprintf(f,
+            "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+            "stroke=\"black\"/>\n",
+            L, T, pw, ph);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">trial</text>\n", L + pw / 2,
+            H - 18);
+    fprintf(f,
+            "<text x=\"18\" y=\"%.1f\" text-anchor=\"middle\" transform=\"rotate(-90 18 %.1f)\">"
+            "GFLOP/s</text>\n",
+            T + ph / 2, T + ph / 2);
+    for (size_t i = 0; i < n; i++)
+        if (val[i] > 0)
+            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"1.6\" fill=\"#9ab\"/>\n",
+                    L + (double)(i + 1) / (double)n * pw, T + ph - val[i] / ymax * ph);
+    fprintf(f, "<polyline fill=\"none\" stroke=\"#c22\" stroke-width=\"2\" points=\"");
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%.1f,%.1f ", L + (double)(i + 1) / (double)n * pw,
+                T + ph - best[i] / ymax * ph);
+    fprintf(f, "\"/>\n");
+    double lx = L + pw - 250, ly = T + ph - 70;
+    fprintf(f,
+            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c22\" "
+            "stroke-width=\"2\"/><text x=\"%.1f\" y=\"%.1f\">best so far (%.1f GFLOP/s)</text>\n"
+            "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2\" fill=\"#9ab\"/><text x=\"%.1f\" "
+            "y=\"%.1f\">each measured candidate</text>\n",
+            lx, ly, lx + 24, ly, lx + 30, ly + 4, b, lx + 12, ly + 18, lx + 30, ly + 22);
+    if (isfinite(baseline)) {
+        double py = T + ph - baseline / ymax * ph;
+        fprintf(f,
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#26a\" "
+                "stroke-dasharray=\"6,4\"/><text x=\"%.1f\" y=\"%.1f\" fill=\"#26a\">OpenBLAS "
+                "sgemm %.1f GFLOP/s</text>\n",
+                L, py, L + pw, py, L + 8, py - 6, baseline);
+    }
+    fprintf(f, "</svg>\n");
+    fclose(f);
+    free(best);
+    free(val);
+    return 0;
+}
+
+/* ---- JSON helpers ---------------------------------------------------------------------------- */
+
+static void jstr(FILE *f, const char *s)
+{
+    if (!s) {
+        fputs("null", f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fprintf(f, "\\%c", *s);
+        else if (*s == '\n')
+            fputs("\\n", f);
+        else if ((unsigned char)*s < 0x20)
+            fprintf(f, "\\u%04x", *s);
+        else
+            fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void jnum(FILE *f, double x)
+{
+    if (isfinite(x))
+        fprintf(f, "%.6g", x);
+    else
+        fputs("null", f);
+}
+
+/* ---- The command -------------------------------------------------------------------------- */
+
+int te_cmd_tune(int argc, char **argv)
+{
+    const char *op = NULL, *shape = NULL, *tasks = NULL, *db_path = NULL, *curve = NULL;
+    int json = 0, quiet = 0, shard_i = 0, shard_n = 1;
+    te_tune_options o = te_tune_options_default();
+    o.max_trials = -1;
+    char cmdline[4096];
+    size_t cl = (size_t)snprintf(cmdline, sizeof cmdline, "tessera tune");
+    for (int a = 1; a < argc; a++) {
+        const char *x = argv[a];
+        const char *v = a + 1 < argc ? argv[a + 1] : NULL;
+        int takes = 0;
+        int64_t iv;
+        double dv;
+        if (!strcmp(x, "--help") || !strcmp(x, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(x, "--json")) {
+            json = 1;
+        } else if (!strcmp(x, "--quiet") || !strcmp(x, "-q")) {
+            quiet = 1;
+        } else if (!strcmp(x, "--flush-cache")) {
+            o.measure.flush_cache = 1;
+        } else if (!strcmp(x, "--no-warm-start")) {
+            o.warm_start = 0;
+        } else if (!strcmp(x, "--new-job")) {
+            o.new_job = 1;
+        } else if (x[0] != '-') {
+            if (op)
+                return bad("unexpected argument '%s' (one operator per command; use --tasks "
+                           "for several)",
+                           x);
+            op = x;
+        } else if (!v) {
+            return bad("option '%s' needs a value or is unknown", x);
+        } else {
+            takes = 1;
+            if (!strcmp(x, "--shape") || !strcmp(x, "--params")) {
+                shape = v;
+            } else if (!strcmp(x, "--tasks")) {
+                tasks = v;
+            } else if (!strcmp(x, "--db")) {
+                db_path = v;
+            } else if (!strcmp(x, "--curve")) {
+                curve = v;
+            } else if (!strcmp(x, "--target")) {
+                if (!strcmp(v, "cuda") || !strcmp(v, "gpu")) {
+                    fprintf(stderr, "tessera tune: the CUDA tuner is not available in this build "
+                                    "(only --target cpu measures)\n");
+                    return 1;
+                }
+                if (strcmp(v, "cpu") && strcmp(v, "c"))
+                    return bad("--target must be cpu or cuda, not '%s'", v);
+            } else if (!strcmp(x, "--trials")) {
+                if (!parse_i64(v, 1, INT64_MAX / 2, &iv))
+                    return bad("--trials takes a positive integer, not '%s'", v);
+                o.max_trials = iv;
+            } else if (!strcmp(x, "--time")) {
+                dv = te_tune_parse_duration(v);
+                if (!(dv > 0))
+                    return bad("--time takes a duration like 90s, 15m or 8h, not '%s'", v);
+                o.max_seconds = dv;
+            } else if (!strcmp(x, "--early-stop")) {
+                if (!parse_i64(v, 1, INT64_MAX / 2, &iv))
+                    return bad("--early-stop takes a positive integer, not '%s'", v);
+                o.early_stop = iv;
+            } else if (!strcmp(x, "--seed")) {
+                if (!parse_i64(v, 0, INT64_MAX, &iv))
+                    return bad("--seed takes a non-negative integer, not '%s'", v);
+                o.seed = (uint64_t)iv;
+            } else if (!strcmp(x, "--batch")) {
+                if (!parse_i64(v, 1, 256, &iv))
+                    return bad("--batch takes an integer in [1, 256], not '%s'", v);
+                o.batch_size = (int)iv;
+            } else if (!strcmp(x, "--timeout")) {
+                if (!parse_pos_double(v, &dv))
+                    return bad("--timeout takes a positive number of seconds, not '%s'", v);
+                o.measure.timeout_s = dv;
+            } else if (!strcmp(x, "--min-time")) {
+                if (!parse_pos_double(v, &dv))
+                    return bad("--min-time takes a positive number of seconds, not '%s'", v);
+                o.measure.min_time_s = dv;
+            } else if (!strcmp(x, "--strategy")) {
+                if (te_tune_strategy_parse(v, &o.strategy) != TE_OK)
+                    return bad("--strategy must be random, grid or evolutionary, not '%s'", v);
+            } else if (!strcmp(x, "--space")) {
+                if (!strcmp(v, "auto"))
+                    o.space = TE_SPACE_AUTO;
+                else if (!strcmp(v, "template"))
+                    o.space = TE_SPACE_TEMPLATE;
+                else if (!strcmp(v, "sketch"))
+                    o.space = TE_SPACE_SKETCH;
+                else
+                    return bad("--space must be auto, template or sketch, not '%s'", v);
+            } else if (!strcmp(x, "--shard")) {
+                int64_t si, sn;
+                char buf[64];
+                snprintf(buf, sizeof buf, "%s", v);
+                char *slash = strchr(buf, '/');
+                if (slash)
+                    *slash = 0;
+                if (!slash || !parse_i64(buf, 0, 1 << 20, &si) ||
+                    !parse_i64(slash + 1, 1, 1 << 20, &sn) || si >= sn)
+                    return bad("--shard takes I/N with 0 <= I < N, not '%s'", v);
+                shard_i = (int)si;
+                shard_n = (int)sn;
+            } else {
+                return bad("unknown option '%s'", x);
+            }
+        }
+        /* The job's identity: the command without display-only options. */
+        if (strcmp(x, "--json") && strcmp(x, "--quiet") && strcmp(x, "-q") &&
+            strcmp(x, "--curve") && cl < sizeof cmdline) {
+            cl += (size_t)snprintf(cmdline + cl, sizeof cmdline - cl, " %s", x);
+            if (takes && cl < sizeof cmdline)
+                cl += (size_t)snprintf(cmdline + cl, sizeof cmdline - cl, " %s", v);
+        }
+        a += takes;
+    }
+    if (!op && !tasks)
+        return bad("%s", "name an operator (tessera tune matmul --shape m=..,n=..,k=..) or give "
+                         "--tasks FILE");
+    if (op && tasks)
+        return bad("%s", "give either an operator or --tasks, not both");
+    if (op && !shape)
+        return bad("operator '%s' needs --shape KEY=VAL,... (see tessera ops)", op);
+    if (shard_n > 1 && !tasks)
+        return bad("%s", "--shard splits a task list; it needs --tasks");
+    if (o.max_trials < 0)
+        o.max_trials = o.max_seconds > 0 ? 0 : 200;
+    if (!db_path) {
+        const char *env = getenv("TESSERA_DB");
+        db_path = env && *env ? env : "tessera.db";
+    }
+    /* Tasks first: bad operators and shapes are usage errors, before any file is touched. */
+    te_target tgt = te_target_host();
+    o.target = &tgt;
+    o.stop = &g_stop;
+    o.command = cmdline;
+    o.quiet = quiet;
+    te_tuner *t = te_tuner_create(NULL, &o);
+    if (!t) {
+        fprintf(stderr, "tessera tune: out of memory\n");
+        return 1;
+    }
+    int rc;
+    if (op) {
+        rc = te_tuner_add_op(t, op, shape, 1);
+        if (rc != TE_OK) {
+            fprintf(stderr, "tessera tune: %s\n", te_tuner_errmsg(t));
+            te_tuner_free(t);
+            return 2;
+        }
+    } else {
+        int added = 0;
+        rc = te_tuner_add_tasks_file(t, tasks, shard_i, shard_n, &added);
+        if (rc != TE_OK) {
+            fprintf(stderr, "tessera tune: %s\n", te_tuner_errmsg(t));
+            te_tuner_free(t);
+            return rc == TE_ERR_IO || rc == TE_ERR_NOMEM ? 1 : 2;
+        }
+        if (added == 0) {
+            fprintf(stderr, "tessera tune: no task in '%s'%s\n", tasks,
+                    shard_n > 1 ? " for this shard" : "");
+            te_tuner_free(t);
+            return shard_n > 1 ? 0 : 2;
+        }
+    }
+    te_tuner_free(t);
+    te_db *db = NULL;
+    rc = te_db_open(db_path, NULL, &db);
+    if (rc != TE_OK) {
+        fprintf(stderr, "tessera tune: %s: %s\n", db_path, te_db_errmsg(db));
+        te_db_close(db);
+        return 1;
+    }
+    int ntasks = 0;
+    prog_state ps = {isatty(2) && !quiet, quiet, NULL, 0, o.max_trials, o.max_seconds, 0};
+    o.on_progress = on_progress;
+    o.user = &ps;
+    t = te_tuner_create(db, &o);
+    if (op)
+        te_tuner_add_op(t, op, shape, 1);
+    else
+        te_tuner_add_tasks_file(t, tasks, shard_i, shard_n, NULL);
+    ntasks = te_tuner_ntasks(t);
+    ps.baseline = calloc((size_t)ntasks + 1, sizeof(double));
+    for (int i = 0; i < ntasks; i++) {
+        te_tune_task_info ti;
+        te_tuner_task_info(t, i, &ti);
+        ps.baseline[i] = NAN;
+        if (!strcmp(ti.op, "matmul")) {
+            const char *sc = strchr(ti.workload_key, ';');
+            char params[512];
+            snprintf(params, sizeof params, "%s", sc ? sc + 1 : "");
+            char *end = strchr(params, ';');
+            if (end)
+                *end = 0;
+            ps.baseline[i] = openblas_gflops("matmul", params, tgt.num_cores);
+        }
+        if (!quiet)
+            fprintf(stderr, "tune: %s on %d core(s)%s", ti.workload_key, tgt.num_cores,
+                    isfinite(ps.baseline[i]) ? "" : "\n");
+        if (!quiet && isfinite(ps.baseline[i]))
+            fprintf(stderr, ", OpenBLAS sgemm %.1f GFLOP/s\n", ps.baseline[i]);
+    }
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old);
+    rc = te_tuner_run(t);
+    sigaction(SIGINT, &old, NULL);
+    if (ps.line_open)
+        fputc('\n', stderr);
+    int resumed = 0;
+    int64_t job = te_tuner_job_id(t, &resumed);
+    int status = 0;
+    if (rc != TE_OK) {
+        fprintf(stderr, "tessera tune: %s\n", te_tuner_errmsg(t));
+        status = 1;
+    }
+    te_db_target dbt;
+    char storage[1024], tkey[512];
+    te_tuner_db_target(&tgt, &dbt, storage, sizeof storage);
+    te_db_target_key(&dbt, tkey, sizeof tkey);
+    dbt.key = tkey;
+    if (json)
+        printf("{\"db\": \"%s\", \"job\": %lld, \"resumed\": %s, \"interrupted\": %s, "
+               "\"target\": ",
+               db_path, (long long)job, resumed ? "true" : "false",
+               te_tuner_interrupted(t) ? "true" : "false");
+    if (json) {
+        jstr(stdout, tkey);
+        printf(", \"tasks\": [");
+    }
+    for (int i = 0; i < ntasks; i++) {
+        te_tune_task_info ti;
+        te_tuner_task_info(t, i, &ti);
+        int64_t errors = 0;
+        for (int s = 1; s < TE_TRIAL_STATUS_COUNT; s++)
+            errors += ti.n_by_status[s];
+        double base = ps.baseline[i];
+        if (json) {
+            printf("%s\n  {\"workload\": ", i ? "," : "");
+            jstr(stdout, ti.workload_key);
+            printf(", \"space\": ");
+            jstr(stdout, ti.space_kind);
+            printf(", \"trials\": %lld, \"errors\": %lld, \"skipped\": %lld, \"status\": {",
+                   (long long)ti.trials, (long long)errors, (long long)ti.skipped);
+            for (int s = 0, first = 1; s < TE_TRIAL_STATUS_COUNT; s++)
+                if (ti.n_by_status[s]) {
+                    printf("%s\"%s\": %lld", first ? "" : ", ",
+                           te_trial_status_str((te_trial_status)s), (long long)ti.n_by_status[s]);
+                    first = 0;
+                }
+            printf("}, \"stop\": ");
+            jstr(stdout, ti.stop_reason);
+            printf(", \"best_gflops\": ");
+            jnum(stdout, ti.best_gflops);
+            printf(", \"best_ms\": ");
+            jnum(stdout, ti.best_median_s * 1e3);
+            printf(", \"openblas_gflops\": ");
+            jnum(stdout, base);
+            printf(", \"best_trace\": ");
+            jstr(stdout, ti.best_trace);
+            printf("}");
+        } else {
+            printf("\n%s: %lld trials this job (%lld failed", ti.workload_key, (long long)ti.trials,
+                   (long long)errors);
+            for (int s = 1; s < TE_TRIAL_STATUS_COUNT; s++)
+                if (ti.n_by_status[s])
+                    printf(", %lld %s", (long long)ti.n_by_status[s],
+                           te_trial_status_str((te_trial_status)s));
+            printf("), %s space, stopped: %s\n", ti.space_kind ? ti.space_kind : "?",
+                   ti.stop_reason ? ti.stop_reason : "?");
+            if (!ti.best_trace) {
+                printf("no valid schedule recorded yet\n");
+                continue;
+            }
+            printf("best: %.4f ms", ti.best_median_s * 1e3);
+            if (isfinite(ti.best_gflops))
+                printf(", %.1f GFLOP/s", ti.best_gflops);
+            if (isfinite(base) && isfinite(ti.best_gflops))
+                printf(" (%.2fx OpenBLAS sgemm at %.1f GFLOP/s)", ti.best_gflops / base, base);
+            printf("\ntrace:\n");
+            for (const char *p = ti.best_trace; *p;) {
+                const char *e = strchr(p, '\n');
+                int len = e ? (int)(e - p) : (int)strlen(p);
+                printf("    %.*s\n", len, p);
+                p += len + (e ? 1 : 0);
+            }
+            char *code = te_trace_to_c(ti.best_trace, "s");
+            if (code) {
+                printf("as C (te_schedule *s = te_schedule_create(...)):\n%s", code);
+                if (code[0] && code[strlen(code) - 1] != '\n')
+                    putchar('\n');
+                free(code);
+            }
+        }
+        if (curve && i == 0) {
+            if (write_curve(curve, db, &ti, &dbt, job, base) != 0)
+                fprintf(stderr, "tessera tune: could not write the curve to '%s'\n", curve);
+            else if (!json)
+                printf("tuning curve: %s\n", curve);
+        }
+    }
+    if (json) {
+        printf("\n]}\n");
+    } else {
+        te_tune_task_info ti0;
+        te_tuner_task_info(t, 0, &ti0);
+        printf("\nstored in %s (job %lld%s); see: tessera db best --workload '%s' --db %s\n",
+               db_path, (long long)job, resumed ? ", resumed" : "",
+               ntasks == 1 ? ti0.workload_key : "KEY", db_path);
+    }
+    if (te_tuner_interrupted(t)) {
+        fprintf(stderr, "tessera tune: interrupted; rerun the same command to resume job %lld\n",
+                (long long)job);
+        status = 1;
+    }
+    free(ps.baseline);
+    te_tuner_free(t);
+    if (te_db_close(db) != TE_OK && status == 0)
+        status = 1;
+    return status;
+}
