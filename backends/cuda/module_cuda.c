@@ -156,7 +156,16 @@ int te_cuda_build(te_schedule *s, int n_args, te_tensor *const *args, const char
         te__ptxas_parse(m->log, m->info[i].name, &m->info[i]);
     /* Load when a device is present; otherwise the module is still useful without one. */
     char err[1024];
-    if (te__cu_init() == TE_OK) {
+    te_cuda_device_info di;
+    bool fits = te__cu_init() == TE_OK && te_cuda_device_info_get(0, &di) == TE_OK;
+    if (fits && (di.sm / 10 != m->sm / 10 || di.sm % 10 < m->sm % 10)) {
+        /* SASS for sm_XY runs only on sm_XZ with Z >= Y */
+        fits = false;
+        snprintf(m->err, sizeof m->err, "built for sm_%d; the device is sm_%d", m->sm, di.sm);
+    } else if (!fits) {
+        snprintf(m->err, sizeof m->err, "%s", te_cuda_errmsg());
+    }
+    if (fits) {
         rc = te__cu_module_load(m->cubin, &m->mod, err, sizeof err);
         for (int i = 0; rc == TE_OK && i < m->nkernels; i++)
             rc = te__cu_function(m->mod, m->k[i].name, &m->fn[i], err, sizeof err);
@@ -166,8 +175,6 @@ int te_cuda_build(te_schedule *s, int n_args, te_tensor *const *args, const char
             return rc;
         }
         m->loaded = 1;
-    } else {
-        snprintf(m->err, sizeof m->err, "%s", te_cuda_errmsg());
     }
     *out = m;
     return TE_OK;
@@ -185,8 +192,9 @@ int te_cuda_module_loaded(const te_cuda_module *m) { return m ? m->loaded : 0; }
 
 static int not_loaded(te_cuda_module *m)
 {
-    snprintf(m->err, sizeof m->err, "module not loaded on a device: %s",
-             *te_cuda_errmsg() ? te_cuda_errmsg() : "no CUDA driver or device");
+    char why[sizeof m->err];
+    snprintf(why, sizeof why, "%s", *m->err ? m->err : "no CUDA driver or device");
+    snprintf(m->err, sizeof m->err, "module not loaded on a device: %.4000s", why);
     return TE_ERR_NO_CUDA;
 }
 

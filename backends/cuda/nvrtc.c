@@ -3,7 +3,7 @@
  * and reads ptxas' resource figures (registers, shared memory, stack, spills) from the log
  * ("--ptxas-options=-v"), so they are recorded even on machines without a GPU.
  *
- * Search order for the library: $TESSERA_NVRTC (a path), $CUDA_HOME/lib64, $CUDA_PATH/lib64,
+ * Search order for the library: $TESSERA_NVRTC (a path; "off" disables NVRTC), $CUDA_HOME/lib64, $CUDA_PATH/lib64,
  * /usr/local/cuda/lib64, then the loader's paths, each trying libnvrtc.so and the versioned
  * names of CUDA 13, 12 and 11.
  */
@@ -62,6 +62,11 @@ static void nv_load(void)
 {
     char tried[600] = "";
     const char *env = getenv("TESSERA_NVRTC");
+    if (env && (!strcmp(env, "off") || !strcmp(env, "none"))) {
+        nv.status = TE_ERR_NO_CUDA;
+        snprintf(nv.why, sizeof nv.why, "NVRTC disabled by TESSERA_NVRTC=%s", env);
+        return;
+    }
     if (env && *env) {
         nv.lib = dlopen(env, RTLD_NOW | RTLD_LOCAL);
         if (!nv.lib)
