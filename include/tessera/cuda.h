@@ -189,8 +189,9 @@ te_cuda_knobs te_cuda_knobs_default(const char *op);
  * block tile tile_m x tile_n, register tile thread_m x thread_n per thread, A and B staged in
  * shared memory tile_k at a time with cooperative (vectorized) copies. */
 int te_cuda_schedule_matmul(te_schedule *s, te_tensor *C, te_tensor *out, const te_cuda_knobs *k);
-/* The gated MLP (te_op_mlp_gate): both products share the shared-memory tiles of X and the
- * gate is applied in registers. */
+/* The gated MLP (te_op_mlp_gate): both products accumulate in registers at the same thread loop
+ * (each with its own shared-memory tiles of X and its weight), and the gate is applied to the
+ * registers before the one store of Y. */
 int te_cuda_schedule_mlp_gate(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k);
 /* Direct conv2d (te_op_conv2d, NCHW, groups 1): output channels x pixels tiled like a matmul,
  * input padding inlined. */
