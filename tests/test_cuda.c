@@ -20,10 +20,10 @@
 
 #include <cmocka.h>
 
-#include "testutil.h"
 #include "tessera/backend.h"
 #include "tessera/cuda.h"
 #include "tessera/ops.h"
+#include "testutil.h"
 
 static int g_nvrtc = -1, g_dev = -1;
 
@@ -410,8 +410,8 @@ static void test_gpu_check_errors(void **state)
     te_ctx_clear_error(c.ctx);
     te_stage *sc = te_schedule_stage(s = te_schedule_create(c.ctx, 1, &c.t[2]), c.t[2]);
     te_iter *io, *jo, *ii, *ji;
-    assert_int_equal(te_tile(sc, te_stage_axis(sc, 0), te_stage_axis(sc, 1), 32, 64, &io, &jo,
-                             &ii, &ji), TE_OK);
+    assert_int_equal(
+        te_tile(sc, te_stage_axis(sc, 0), te_stage_axis(sc, 1), 32, 64, &io, &jo, &ii, &ji), TE_OK);
     te_bind(sc, io, TE_BLOCK_Y);
     te_bind(sc, jo, TE_BLOCK_X);
     te_bind(sc, ii, TE_THREAD_Y);

@@ -124,20 +124,25 @@ static void fail(cem *e, int code, const char *fmt, ...)
 }
 
 static const char *const reserved[] = {
-    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
-    "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
-    "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union",
-    "unsigned", "void", "volatile", "while", "bool", "true", "false", "class", "new", "delete",
-    "this", "template", "typename", "namespace", "operator", "private", "public", "protected",
-    "friend", "virtual", "using", "try", "catch", "throw", "asm", "threadIdx", "blockIdx",
-    "blockDim", "gridDim", "warpSize", "min", "max", "float2", "float4", "int2", "int4", "dim3",
-    "exp", "expf", "log", "logf", "sqrt", "sqrtf", "rsqrtf", "tanh", "tanhf", "erf", "erff",
-    "fabs", "fabsf", "floor", "floorf", "ceil", "ceilf", "pow", "powf", "fminf", "fmaxf",
-    "fmin", "fmax", "NULL", "main", "nullptr", "restrict", NULL};
+    "auto",      "break",    "case",     "char",     "const",     "continue",  "default",
+    "do",        "double",   "else",     "enum",     "extern",    "float",     "for",
+    "goto",      "if",       "inline",   "int",      "long",      "register",  "return",
+    "short",     "signed",   "sizeof",   "static",   "struct",    "switch",    "typedef",
+    "union",     "unsigned", "void",     "volatile", "while",     "bool",      "true",
+    "false",     "class",    "new",      "delete",   "this",      "template",  "typename",
+    "namespace", "operator", "private",  "public",   "protected", "friend",    "virtual",
+    "using",     "try",      "catch",    "throw",    "asm",       "threadIdx", "blockIdx",
+    "blockDim",  "gridDim",  "warpSize", "min",      "max",       "float2",    "float4",
+    "int2",      "int4",     "dim3",     "exp",      "expf",      "log",       "logf",
+    "sqrt",      "sqrtf",    "rsqrtf",   "tanh",     "tanhf",     "erf",       "erff",
+    "fabs",      "fabsf",    "floor",    "floorf",   "ceil",      "ceilf",     "pow",
+    "powf",      "fminf",    "fmaxf",    "fmin",     "fmax",      "NULL",      "main",
+    "nullptr",   "restrict", NULL};
 
 static bool is_reserved(const char *z)
 {
-    if (!strncmp(z, "te_", 3) || !strncmp(z, "__", 2) || (z[0] == '_' && z[1] >= 'A' && z[1] <= 'Z'))
+    if (!strncmp(z, "te_", 3) || !strncmp(z, "__", 2) ||
+        (z[0] == '_' && z[1] >= 'A' && z[1] <= 'Z'))
         return true;
     for (int i = 0; reserved[i]; i++)
         if (!strcmp(z, reserved[i]))
@@ -154,8 +159,8 @@ static void c_ident(const char *z, char *out, size_t n)
         out[j++] = '_';
     for (; *z && j + 1 < n; z++) {
         char c = *z;
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '_';
+        bool ok =
+            (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
         out[j++] = ok ? c : '_';
     }
     out[j] = 0;
@@ -253,8 +258,17 @@ static void line(cem *e, const char *fmt, ...)
 
 /* ---- Expressions -------------------------------------------------------------------------- */
 
-enum { P_COND = 1, P_OR = 2, P_AND = 3, P_EQ = 4, P_REL = 5, P_ADD = 6, P_MUL = 7, P_UNARY = 8,
-       P_ATOM = 9 };
+enum {
+    P_COND = 1,
+    P_OR = 2,
+    P_AND = 3,
+    P_EQ = 4,
+    P_REL = 5,
+    P_ADD = 6,
+    P_MUL = 7,
+    P_UNARY = 8,
+    P_ATOM = 9
+};
 
 static void put(cem *e, sbuf *o, const te_expr *x, int minp);
 
@@ -292,7 +306,8 @@ static bool is_nonneg(cem *e, const te_expr *x)
 static void put_float(sbuf *o, te_dtype d, double v)
 {
     if (isnan(v)) {
-        sb_puts(o, d == TE_F32 ? "__int_as_float(0x7fc00000)" : "__longlong_as_double(0x7ff8000000000000LL)");
+        sb_puts(o, d == TE_F32 ? "__int_as_float(0x7fc00000)"
+                               : "__longlong_as_double(0x7ff8000000000000LL)");
         return;
     }
     if (isinf(v)) {
@@ -315,20 +330,48 @@ static void put_float(sbuf *o, te_dtype d, double v)
 static const char *binop_tok(te_binop op, int *prec)
 {
     switch (op) {
-    case TE_ADD: *prec = P_ADD; return "+";
-    case TE_SUB: *prec = P_ADD; return "-";
-    case TE_MUL: *prec = P_MUL; return "*";
-    case TE_DIV: *prec = P_MUL; return "/";
-    case TE_MOD: *prec = P_MUL; return "%";
-    case TE_EQ: *prec = P_EQ; return "==";
-    case TE_NE: *prec = P_EQ; return "!=";
-    case TE_LT: *prec = P_REL; return "<";
-    case TE_LE: *prec = P_REL; return "<=";
-    case TE_GT: *prec = P_REL; return ">";
-    case TE_GE: *prec = P_REL; return ">=";
-    case TE_AND: *prec = P_AND; return "&&";
-    case TE_OR: *prec = P_OR; return "||";
-    default: *prec = P_ATOM; return NULL;
+    case TE_ADD:
+        *prec = P_ADD;
+        return "+";
+    case TE_SUB:
+        *prec = P_ADD;
+        return "-";
+    case TE_MUL:
+        *prec = P_MUL;
+        return "*";
+    case TE_DIV:
+        *prec = P_MUL;
+        return "/";
+    case TE_MOD:
+        *prec = P_MUL;
+        return "%";
+    case TE_EQ:
+        *prec = P_EQ;
+        return "==";
+    case TE_NE:
+        *prec = P_EQ;
+        return "!=";
+    case TE_LT:
+        *prec = P_REL;
+        return "<";
+    case TE_LE:
+        *prec = P_REL;
+        return "<=";
+    case TE_GT:
+        *prec = P_REL;
+        return ">";
+    case TE_GE:
+        *prec = P_REL;
+        return ">=";
+    case TE_AND:
+        *prec = P_AND;
+        return "&&";
+    case TE_OR:
+        *prec = P_OR;
+        return "||";
+    default:
+        *prec = P_ATOM;
+        return NULL;
     }
 }
 
@@ -336,17 +379,28 @@ static const char *fn_name(te_intrin fn, te_dtype d)
 {
     bool f = d == TE_F32;
     switch (fn) {
-    case TE_EXP: return f ? "expf" : "exp";
-    case TE_LOG: return f ? "logf" : "log";
-    case TE_SQRT: return f ? "sqrtf" : "sqrt";
-    case TE_RSQRT: return f ? "rsqrtf" : "rsqrt";
-    case TE_TANH: return f ? "tanhf" : "tanh";
-    case TE_ERF: return f ? "erff" : "erf";
-    case TE_FABS: return f ? "fabsf" : "fabs";
-    case TE_FLOOR: return f ? "floorf" : "floor";
-    case TE_CEIL: return f ? "ceilf" : "ceil";
-    case TE_POW: return f ? "powf" : "pow";
-    default: return NULL;
+    case TE_EXP:
+        return f ? "expf" : "exp";
+    case TE_LOG:
+        return f ? "logf" : "log";
+    case TE_SQRT:
+        return f ? "sqrtf" : "sqrt";
+    case TE_RSQRT:
+        return f ? "rsqrtf" : "rsqrt";
+    case TE_TANH:
+        return f ? "tanhf" : "tanh";
+    case TE_ERF:
+        return f ? "erff" : "erf";
+    case TE_FABS:
+        return f ? "fabsf" : "fabs";
+    case TE_FLOOR:
+        return f ? "floorf" : "floor";
+    case TE_CEIL:
+        return f ? "ceilf" : "ceil";
+    case TE_POW:
+        return f ? "powf" : "pow";
+    default:
+        return NULL;
     }
 }
 
@@ -442,7 +496,8 @@ static void put(cem *e, sbuf *o, const te_expr *x, int minp)
             sb_printf(o, "(%lld%s)", (long long)x->u.i,
                       (x->dtype == TE_I64 && !e->small) ? "LL" : "");
         else
-            sb_printf(o, "%lld%s", (long long)x->u.i, (x->dtype == TE_I64 && !e->small) ? "LL" : "");
+            sb_printf(o, "%lld%s", (long long)x->u.i,
+                      (x->dtype == TE_I64 && !e->small) ? "LL" : "");
         return;
     case TE_E_FLOAT:
         if (x->u.f < 0 && minp > P_ADD)
@@ -554,7 +609,8 @@ static te_expr *lane(cem *e, te_expr *x, int l)
     case TE_E_CAST:
         return te_cast(ctx, x->dtype, lane(e, x->u.un.a, l));
     case TE_E_SELECT:
-        return te_select(ctx, lane(e, x->u.sel.c, l), lane(e, x->u.sel.t, l), lane(e, x->u.sel.f, l));
+        return te_select(ctx, lane(e, x->u.sel.c, l), lane(e, x->u.sel.t, l),
+                         lane(e, x->u.sel.f, l));
     case TE_E_IF:
         return te_if_then_else(ctx, lane(e, x->u.sel.c, l), lane(e, x->u.sel.t, l),
                                lane(e, x->u.sel.f, l));
@@ -636,7 +692,8 @@ static void gen_for(cem *e, const te_stmt *s)
     const te_expr *var = s->u.loop.var;
     const char *v = var_name(e, var);
     int64_t mn = 0, ex = 0;
-    bool kmin = te__is_const_int(s->u.loop.min, &mn), kext = te__is_const_int(s->u.loop.extent, &ex);
+    bool kmin = te__is_const_int(s->u.loop.min, &mn),
+         kext = te__is_const_int(s->u.loop.extent, &ex);
     if (s->u.loop.fkind == TE_FOR_THREAD) {
         int tag = s->u.loop.thread_tag;
         if (tag <= TE_BLOCK_Z) {
@@ -672,8 +729,9 @@ static void gen_for(cem *e, const te_stmt *s)
     const char *it = e->small ? "int" : "long long";
     const char *lo = text(e, s->u.loop.min);
     const char *hi = kmin && kext ? te__sprintf(e->ctx, "%lld", (long long)(mn + ex))
-                     : kmin && mn == 0 ? text(e, s->u.loop.extent)
-                                       : te__sprintf(e->ctx, "%s + %s", lo, text(e, s->u.loop.extent));
+                     : kmin && mn == 0
+                         ? text(e, s->u.loop.extent)
+                         : te__sprintf(e->ctx, "%s + %s", lo, text(e, s->u.loop.extent));
     if (s->u.loop.fkind == TE_FOR_UNROLLED)
         line(e, "#pragma unroll");
     line(e, "for (%s %s = %s; %s < %s; ++%s) {", it, v, lo, v, hi, v);
@@ -713,8 +771,8 @@ static const te_buf *tree_step(const te_stmt *s, int64_t *h, int64_t *m)
             const te_expr *i = x->u.load.idx[0];
             int64_t c;
             if (i != s->u.loop.var) {
-                if (i->kind == TE_E_BINARY && i->u.bin.op == TE_ADD && i->u.bin.a == s->u.loop.var &&
-                    te__is_const_int(i->u.bin.b, &c))
+                if (i->kind == TE_E_BINARY && i->u.bin.op == TE_ADD &&
+                    i->u.bin.a == s->u.loop.var && te__is_const_int(i->u.bin.b, &c))
                     *m = c;
                 else
                     return NULL;
@@ -790,7 +848,8 @@ static int gen_warp_steps(cem *e, const te_stmt *seq, int i)
     const char *va_n = var_name(e, va), *vb_n = var_name(e, vb);
     line(e, "if (threadIdx.x < 32) { // warp-shuffle reduction of %s[0..%lld)", rn, (long long)n);
     e->indent++;
-    line(e, "%s %s = %s[threadIdx.x < %lld ? threadIdx.x : 0];", ctype(e, dt), va_n, rn, (long long)n);
+    line(e, "%s %s = %s[threadIdx.x < %lld ? threadIdx.x : 0];", ctype(e, dt), va_n, rn,
+         (long long)n);
     line(e, "#pragma unroll");
     line(e, "for (int off = %lld; off > 0; off >>= 1) {", (long long)off);
     e->indent++;
@@ -849,8 +908,10 @@ static void gen(cem *e, const te_stmt *s)
         for (int d = 0; d < b->ndim; d++)
             n *= b->shape[d];
         if (b->scope == TE_SCOPE_GLOBAL) {
-            fail(e, TE_ERR_SCHEDULE, "buffer '%s' is allocated in global memory inside a kernel; "
-                 "compute it inside a bound loop (local or shared) or at the root", b->name);
+            fail(e, TE_ERR_SCHEDULE,
+                 "buffer '%s' is allocated in global memory inside a kernel; "
+                 "compute it inside a bound loop (local or shared) or at the root",
+                 b->name);
             return;
         }
         line(e, "%s%s __align__(16) %s[%lld];", b->scope == TE_SCOPE_SHARED ? "__shared__ " : "",
@@ -1012,7 +1073,8 @@ static void emit_kernel(prog_ctx *pc, const te_stmt *s)
     /* block loops */
     const te_stmt *b = s;
     const te_expr *bvars[3] = {NULL, NULL, NULL};
-    while (b->kind == TE_S_FOR && b->u.loop.fkind == TE_FOR_THREAD && b->u.loop.thread_tag <= TE_BLOCK_Z) {
+    while (b->kind == TE_S_FOR && b->u.loop.fkind == TE_FOR_THREAD &&
+           b->u.loop.thread_tag <= TE_BLOCK_Z) {
         int64_t ex = 1;
         te__is_const_int(b->u.loop.extent, &ex);
         k->grid[b->u.loop.thread_tag] = (int)ex;
@@ -1051,8 +1113,9 @@ static void emit_kernel(prog_ctx *pc, const te_stmt *s)
         const te_buf *x = bv[i];
         bool out = writes(s, x);
         k->params[k->nparams++] = buf_slot(pc, x);
-        sb_printf(o, "%s%s%s%s *__restrict__ %s", i ? "," : "", multi ? "\n        " : (i ? " " : ""),
-                  out ? "" : "const ", ctype(e, x->dtype), buf_name(e, x));
+        sb_printf(o, "%s%s%s%s *__restrict__ %s", i ? "," : "",
+                  multi ? "\n        " : (i ? " " : ""), out ? "" : "const ", ctype(e, x->dtype),
+                  buf_name(e, x));
     }
     sb_puts(o, ")\n{\n");
     e->indent = 1;
@@ -1097,7 +1160,8 @@ static void walk_root(prog_ctx *pc, const te_stmt *s)
     default:
         break;
     }
-    fail(e, TE_ERR_SCHEDULE, "stage '%s' runs outside any loop bound to blockIdx/threadIdx "
+    fail(e, TE_ERR_SCHEDULE,
+         "stage '%s' runs outside any loop bound to blockIdx/threadIdx "
          "(lower with a CUDA target to get the GPU check's explanation)",
          pc->stage ? pc->stage : "?");
 }
@@ -1119,8 +1183,6 @@ static bool big_expr(const te_expr *x, void *user)
 }
 static bool any_big(const te_stmt *s, bool *big)
 {
-    bufset bs = {NULL, 0, 0};
-    (void)bs;
     if (!s)
         return *big;
     switch (s->kind) {
@@ -1191,9 +1253,6 @@ int te__cuda_emit_program(te_ctx *ctx, const te_lowered *f, const te_target *tar
     e->ctx = ctx;
     e->f = f;
     e->o = body;
-    for (int i = 0; i < f->n_args; i++)
-        if (big_buf(f->args[i]))
-            e->small = false;
     bool big = false;
     for (int i = 0; i < f->n_args; i++)
         big |= big_buf(f->args[i]);
@@ -1221,11 +1280,12 @@ int te__cuda_emit_program(te_ctx *ctx, const te_lowered *f, const te_target *tar
         sb_puts(&o, " *\n");
     }
     sb_printf(&o, " * target: %s\n */\n", target ? key : "(none given)");
-    sb_puts(&o, "\n// floor division and modulo for signed operands not known to be non-negative\n"
-                "template <typename T> __device__ __forceinline__ T te_floordiv(T a, T b)\n"
-                "{\n    T q = a / b;\n    return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;\n}\n"
-                "template <typename T> __device__ __forceinline__ T te_floormod(T a, T b)\n"
-                "{\n    T r = a % b;\n    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}\n\n");
+    sb_puts(&o,
+            "\n// floor division and modulo for signed operands not known to be non-negative\n"
+            "template <typename T> __device__ __forceinline__ T te_floordiv(T a, T b)\n"
+            "{\n    T q = a / b;\n    return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;\n}\n"
+            "template <typename T> __device__ __forceinline__ T te_floormod(T a, T b)\n"
+            "{\n    T r = a % b;\n    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}\n\n");
     sb_puts(&o, body->p ? body->p : "");
     int rc = e->err;
     if (!rc && (o.oom || body->oom))
@@ -1233,7 +1293,8 @@ int te__cuda_emit_program(te_ctx *ctx, const te_lowered *f, const te_target *tar
     if (!rc) {
         out->source = te__strdup(ctx, o.p ? o.p : "");
         out->nkernels = pc.kernels.n;
-        out->kernels = te__alloc(ctx, sizeof(te__cuda_kernel) * (size_t)(pc.kernels.n ? pc.kernels.n : 1));
+        out->kernels =
+            te__alloc(ctx, sizeof(te__cuda_kernel) * (size_t)(pc.kernels.n ? pc.kernels.n : 1));
         out->n_args = f->n_args;
         out->ntemps = pc.ntemps;
         out->temp_bytes = te__alloc(ctx, sizeof(size_t) * (size_t)(pc.ntemps ? pc.ntemps : 1));

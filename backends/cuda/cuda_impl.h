@@ -54,8 +54,7 @@ typedef void *te__cu_func;
 int te__cu_init(void);
 int te__cu_module_load(const void *image, te__cu_module *mod, char *errbuf, size_t n);
 void te__cu_module_unload(te__cu_module mod);
-int te__cu_function(te__cu_module mod, const char *name, te__cu_func *fn, char *errbuf,
-                    size_t n);
+int te__cu_function(te__cu_module mod, const char *name, te__cu_func *fn, char *errbuf, size_t n);
 /* Launches fn with params (pointers to the argument values) on the default stream. */
 int te__cu_launch(te__cu_func fn, const int grid[3], const int block[3], void **params,
                   char *errbuf, size_t n);

@@ -39,8 +39,8 @@ static struct {
     CUresult (*ModuleLoadData)(CUmodule *, const void *);
     CUresult (*ModuleUnload)(CUmodule);
     CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
-    CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             unsigned, unsigned, CUstream, void **, void **);
+    CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CUstream, void **, void **);
     CUresult (*MemAlloc)(CUdeviceptr *, size_t);
     CUresult (*MemFree)(CUdeviceptr);
     CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
@@ -88,20 +88,21 @@ static void cu_load(void)
         cu.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (!cu.lib) {
         cu.status = TE_ERR_NO_CUDA;
-        snprintf(cu.why, sizeof cu.why, "no CUDA driver: libcuda.so.1 cannot be loaded (%s); "
+        snprintf(cu.why, sizeof cu.why,
+                 "no CUDA driver: libcuda.so.1 cannot be loaded (%s); "
                  "GPU kernels can still be generated and compiled with NVRTC, but not run",
                  dlerror());
         return;
     }
-#define SYM(field, name)                                                                       \
-    do {                                                                                       \
-        void *p = dlsym(cu.lib, name);                                                         \
-        if (!p) {                                                                              \
-            cu.status = TE_ERR_NO_CUDA;                                                        \
-            snprintf(cu.why, sizeof cu.why, "the CUDA driver lacks %s (too old?)", name);       \
-            return;                                                                            \
-        }                                                                                      \
-        memcpy(&cu.field, &p, sizeof p);                                                       \
+#define SYM(field, name)                                                                           \
+    do {                                                                                           \
+        void *p = dlsym(cu.lib, name);                                                             \
+        if (!p) {                                                                                  \
+            cu.status = TE_ERR_NO_CUDA;                                                            \
+            snprintf(cu.why, sizeof cu.why, "the CUDA driver lacks %s (too old?)", name);          \
+            return;                                                                                \
+        }                                                                                          \
+        memcpy(&cu.field, &p, sizeof p);                                                           \
     } while (0)
     SYM(Init, "cuInit");
     SYM(DriverGetVersion, "cuDriverGetVersion");
@@ -143,7 +144,8 @@ static void cu_load(void)
                  r ? cu_str(r) : "");
         return;
     }
-    if ((r = cu.DeviceGet(&cu.dev, 0)) != 0 || (r = cu.DevicePrimaryCtxRetain(&cu.ctx, cu.dev)) != 0) {
+    if ((r = cu.DeviceGet(&cu.dev, 0)) != 0 ||
+        (r = cu.DevicePrimaryCtxRetain(&cu.ctx, cu.dev)) != 0) {
         cu.status = TE_ERR_NO_CUDA;
         snprintf(cu.why, sizeof cu.why, "cannot create a context on device 0: %s", cu_str(r));
         return;
@@ -239,8 +241,7 @@ void te__cu_module_unload(te__cu_module mod)
         cu.ModuleUnload(mod);
 }
 
-int te__cu_function(te__cu_module mod, const char *name, te__cu_func *fn, char *errbuf,
-                    size_t n)
+int te__cu_function(te__cu_module mod, const char *name, te__cu_func *fn, char *errbuf, size_t n)
 {
     CUresult r = cu.ModuleGetFunction((CUfunction *)fn, mod, name);
     if (r != 0) {
@@ -267,15 +268,15 @@ int te__cu_launch(te__cu_func fn, const int grid[3], const int block[3], void **
 
 /* ---- Memory -------------------------------------------------------------------------------- */
 
-#define CALL(expr, what)                                                                       \
-    do {                                                                                       \
-        int rc_ = te__cu_init();                                                               \
-        if (rc_ != TE_OK)                                                                      \
-            return rc_;                                                                        \
-        CUresult r_ = (expr);                                                                  \
-        if (r_ != 0)                                                                           \
-            return te__cuda_set_error(TE_ERR_RUNTIME, "%s: %s", what, cu_str(r_));             \
-        return TE_OK;                                                                          \
+#define CALL(expr, what)                                                                           \
+    do {                                                                                           \
+        int rc_ = te__cu_init();                                                                   \
+        if (rc_ != TE_OK)                                                                          \
+            return rc_;                                                                            \
+        CUresult r_ = (expr);                                                                      \
+        if (r_ != 0)                                                                               \
+            return te__cuda_set_error(TE_ERR_RUNTIME, "%s: %s", what, cu_str(r_));                 \
+        return TE_OK;                                                                              \
     } while (0)
 
 int te_cuda_malloc(uint64_t *ptr, size_t bytes)

@@ -51,7 +51,8 @@ int te_cuda_target_device(int ordinal, te_target *out)
     if (rc != TE_OK)
         return rc;
     *out = te_target_cuda(di.sm);
-    size_t n = strlen(di.name) < sizeof out->cpu_model - 1 ? strlen(di.name) : sizeof out->cpu_model - 1;
+    size_t n =
+        strlen(di.name) < sizeof out->cpu_model - 1 ? strlen(di.name) : sizeof out->cpu_model - 1;
     memcpy(out->cpu_model, di.name, n);
     out->cpu_model[n] = 0;
     for (char *p = out->cpu_model; *p; p++)
@@ -103,13 +104,17 @@ int te_cuda_build(te_schedule *s, int n_args, te_tensor *const *args, const char
     te_target dev;
     if (!target) {
         if (te_cuda_target_device(0, &dev) != TE_OK)
-            return te_ctx_set_error(ctx, TE_ERR_NO_CUDA, "te_cuda_build '%s': no target given and "
-                                    "no device to take one from: %s", name, te_cuda_errmsg());
+            return te_ctx_set_error(ctx, TE_ERR_NO_CUDA,
+                                    "te_cuda_build '%s': no target given and "
+                                    "no device to take one from: %s",
+                                    name, te_cuda_errmsg());
         target = &dev;
     }
     if (target->backend != TE_BACKEND_CUDA || target->sm <= 0)
-        return te_ctx_set_error(ctx, TE_ERR_ARG, "te_cuda_build '%s': the target is not a CUDA "
-                                "target (use te_target_cuda(sm))", name);
+        return te_ctx_set_error(ctx, TE_ERR_ARG,
+                                "te_cuda_build '%s': the target is not a CUDA "
+                                "target (use te_target_cuda(sm))",
+                                name);
     te_lowered *f = te_lower(s, n_args, args, name, target);
     if (!f)
         return te_ctx_errcode(ctx) != TE_OK ? te_ctx_errcode(ctx) : TE_ERR_LOWER;
@@ -136,7 +141,8 @@ int te_cuda_build(te_schedule *s, int n_args, te_tensor *const *args, const char
         return te_ctx_set_error(ctx, TE_ERR_NOMEM, "te_cuda_build: out of memory");
     }
     for (int a = 0; a < n_args; a++)
-        m->arg_bytes[a] = (size_t)te_tensor_numel(args[a]) * te_dtype_size(te_tensor_dtype(args[a]));
+        m->arg_bytes[a] =
+            (size_t)te_tensor_numel(args[a]) * te_dtype_size(te_tensor_dtype(args[a]));
     for (int i = 0; i < p.ntemps; i++)
         m->temp_bytes[i] = p.temp_bytes[i];
     for (int i = 0; i < p.nkernels; i++) {
@@ -275,7 +281,8 @@ int te_cuda_module_run(te_cuda_module *m, void *const *host_args)
     return rc;
 }
 
-/* ---- Timing ----------------------------------------------------------------------------------- */
+/* ---- Timing -----------------------------------------------------------------------------------
+ */
 
 te_cuda_timing te_cuda_timing_default(void)
 {

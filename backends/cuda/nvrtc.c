@@ -3,9 +3,9 @@
  * and reads ptxas' resource figures (registers, shared memory, stack, spills) from the log
  * ("--ptxas-options=-v"), so they are recorded even on machines without a GPU.
  *
- * Search order for the library: $TESSERA_NVRTC (a path; "off" disables NVRTC), $CUDA_HOME/lib64, $CUDA_PATH/lib64,
- * /usr/local/cuda/lib64, then the loader's paths, each trying libnvrtc.so and the versioned
- * names of CUDA 13, 12 and 11.
+ * Search order for the library: $TESSERA_NVRTC (a path; "off" disables NVRTC), $CUDA_HOME/lib64,
+ * $CUDA_PATH/lib64, /usr/local/cuda/lib64, then the loader's paths, each trying libnvrtc.so and the
+ * versioned names of CUDA 13, 12 and 11.
  */
 #define _GNU_SOURCE
 
@@ -84,19 +84,21 @@ static void nv_load(void)
         nv.lib = try_open(NULL, tried + strlen(tried), sizeof tried - strlen(tried));
     if (!nv.lib) {
         nv.status = TE_ERR_NO_CUDA;
-        snprintf(nv.why, sizeof nv.why, "NVRTC (libnvrtc.so) not found (looked in %s); install "
-                 "the CUDA toolkit or set TESSERA_NVRTC to the library's path", tried);
+        snprintf(nv.why, sizeof nv.why,
+                 "NVRTC (libnvrtc.so) not found (looked in %s); install "
+                 "the CUDA toolkit or set TESSERA_NVRTC to the library's path",
+                 tried);
         return;
     }
-#define SYM(n)                                                                                 \
-    do {                                                                                       \
-        void *p = dlsym(nv.lib, "nvrtc" #n);                                                   \
-        if (!p) {                                                                              \
-            nv.status = TE_ERR_NO_CUDA;                                                        \
-            snprintf(nv.why, sizeof nv.why, "NVRTC library lacks nvrtc" #n);                   \
-            return;                                                                            \
-        }                                                                                      \
-        memcpy(&nv.n, &p, sizeof p);                                                           \
+#define SYM(n)                                                                                     \
+    do {                                                                                           \
+        void *p = dlsym(nv.lib, "nvrtc" #n);                                                       \
+        if (!p) {                                                                                  \
+            nv.status = TE_ERR_NO_CUDA;                                                            \
+            snprintf(nv.why, sizeof nv.why, "NVRTC library lacks nvrtc" #n);                       \
+            return;                                                                                \
+        }                                                                                          \
+        memcpy(&nv.n, &p, sizeof p);                                                               \
     } while (0)
     SYM(GetErrorString);
     SYM(Version);
@@ -186,7 +188,8 @@ int te_nvrtc_compile(const char *source, const char *name, int sm, void **cubin,
     }
     size_t n = 0;
     char *img = NULL;
-    if (nv.GetCUBINSize(prog, &n) != 0 || !(img = malloc(n ? n : 1)) || nv.GetCUBIN(prog, img) != 0) {
+    if (nv.GetCUBINSize(prog, &n) != 0 || !(img = malloc(n ? n : 1)) ||
+        nv.GetCUBIN(prog, img) != 0) {
         free(img);
         free(lg);
         nv.DestroyProgram(&prog);

@@ -52,16 +52,16 @@ static int inputs_of(te_tensor *t, te_tensor **out, int max)
     return c.n;
 }
 
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        int rc_ = (x);                                                                         \
-        if (rc_ != TE_OK)                                                                      \
-            return rc_;                                                                        \
+#define CK(x)                                                                                      \
+    do {                                                                                           \
+        int rc_ = (x);                                                                             \
+        if (rc_ != TE_OK)                                                                          \
+            return rc_;                                                                            \
     } while (0)
-#define CKP(p)                                                                                 \
-    do {                                                                                       \
-        if (!(p))                                                                              \
-            return te_ctx_errcode(ctx) != TE_OK ? te_ctx_errcode(ctx) : TE_ERR_SCHEDULE;      \
+#define CKP(p)                                                                                     \
+    do {                                                                                           \
+        if (!(p))                                                                                  \
+            return te_ctx_errcode(ctx) != TE_OK ? te_ctx_errcode(ctx) : TE_ERR_SCHEDULE;           \
     } while (0)
 
 te_cuda_knobs te_cuda_knobs_default(const char *op)
@@ -93,14 +93,17 @@ static const int v_pad[] = {0, 1, 4};
 static const int v_bool[] = {0, 1};
 static const int v_threads[] = {32, 64, 128, 256, 512, 1024};
 
-#define KNOB(n, v) {n, (int)(sizeof v / sizeof v[0]), v}
+#define KNOB(n, v)                                                                                 \
+    {                                                                                              \
+        n, (int)(sizeof v / sizeof v[0]), v                                                        \
+    }
 static const te_cuda_knob_def space_matmul[] = {
-    KNOB("tile_m", v_tile_mn), KNOB("tile_n", v_tile_mn), KNOB("tile_k", v_tile_k),
-    KNOB("thread_m", v_thread), KNOB("thread_n", v_thread), KNOB("vec", v_vec),
+    KNOB("tile_m", v_tile_mn),  KNOB("tile_n", v_tile_mn),     KNOB("tile_k", v_tile_k),
+    KNOB("thread_m", v_thread), KNOB("thread_n", v_thread),    KNOB("vec", v_vec),
     KNOB("pad", v_pad),         KNOB("double_buffer", v_bool), KNOB("unroll", v_bool),
 };
 static const te_cuda_knob_def space_conv[] = {
-    KNOB("tile_m", v_tile_mn), KNOB("tile_n", v_tile_mn), KNOB("tile_k", v_tile_k),
+    KNOB("tile_m", v_tile_mn),  KNOB("tile_n", v_tile_mn),  KNOB("tile_k", v_tile_k),
     KNOB("thread_m", v_thread), KNOB("thread_n", v_thread), KNOB("unroll", v_bool),
 };
 static const te_cuda_knob_def space_rows[] = {KNOB("threads", v_threads)};
@@ -108,11 +111,11 @@ static const te_cuda_knob_def space_elem[] = {KNOB("threads", v_threads), KNOB("
 
 const te_cuda_knob_def *te_cuda_knob_space(const char *op, int *n)
 {
-#define RET(a)                                                                                 \
-    do {                                                                                       \
-        if (n)                                                                                 \
-            *n = (int)(sizeof a / sizeof a[0]);                                                \
-        return a;                                                                              \
+#define RET(a)                                                                                     \
+    do {                                                                                           \
+        if (n)                                                                                     \
+            *n = (int)(sizeof a / sizeof a[0]);                                                    \
+        return a;                                                                                  \
     } while (0)
     if (!op)
         return NULL;
@@ -138,9 +141,15 @@ int te_cuda_knobs_set(te_cuda_knobs *k, const char *name, int value)
     struct {
         const char *n;
         int *p;
-    } f[] = {{"tile_m", &k->tile_m},     {"tile_n", &k->tile_n},   {"tile_k", &k->tile_k},
-             {"thread_m", &k->thread_m}, {"thread_n", &k->thread_n}, {"threads", &k->threads},
-             {"vec", &k->vec},           {"pad", &k->pad},         {"double_buffer", &k->double_buffer},
+    } f[] = {{"tile_m", &k->tile_m},
+             {"tile_n", &k->tile_n},
+             {"tile_k", &k->tile_k},
+             {"thread_m", &k->thread_m},
+             {"thread_n", &k->thread_n},
+             {"threads", &k->threads},
+             {"vec", &k->vec},
+             {"pad", &k->pad},
+             {"double_buffer", &k->double_buffer},
              {"unroll", &k->unroll}};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (!strcmp(f[i].n, name)) {
@@ -263,7 +272,8 @@ static int stage_operands(te_schedule *s, te_tensor *Rt, te_tensor *const *opsv,
             ko = te_stage_leaf(R, l);
             break;
         }
-    int ny = threads_along(M, k->tile_m, k->thread_m), nx = threads_along(N, k->tile_n, k->thread_n);
+    int ny = threads_along(M, k->tile_m, k->thread_m),
+        nx = threads_along(N, k->tile_n, k->thread_n);
     for (int i = 0; i < nops; i++) {
         te_tensor *sh = te_cache_read(s, opsv[i], TE_SCOPE_SHARED, 1, &R);
         CKP(sh);
@@ -286,7 +296,8 @@ static int stage_operands(te_schedule *s, te_tensor *Rt, te_tensor *const *opsv,
     return TE_OK;
 }
 
-/* ---- Matmul ------------------------------------------------------------------------------------ */
+/* ---- Matmul ------------------------------------------------------------------------------------
+ */
 
 int te_cuda_schedule_matmul(te_schedule *s, te_tensor *C, te_tensor *out, const te_cuda_knobs *k)
 {
@@ -335,8 +346,9 @@ int te_cuda_schedule_mlp_gate(te_schedule *s, te_tensor *Y, const te_cuda_knobs 
     snprintf(name, sizeof name, "%s_up", te_tensor_name(Y));
     te_tensor *up = te_op_find(Y, name);
     if (!gate || !up)
-        return bad_knobs(ctx, "mlp_gate", "Y must come from te_op_mlp_gate (stages <Y>_gate and "
-                                          "<Y>_up)");
+        return bad_knobs(ctx, "mlp_gate",
+                         "Y must come from te_op_mlp_gate (stages <Y>_gate and "
+                         "<Y>_up)");
     te_iter *tx;
     CK(tile_output(O, te_stage_axis(O, 0), te_stage_axis(O, 1), k, k->unroll != 0, &tx));
     te_tensor *gi[2], *ui[2];
@@ -349,7 +361,8 @@ int te_cuda_schedule_mlp_gate(te_schedule *s, te_tensor *Y, const te_cuda_knobs 
     return stage_operands(s, up, ui, 2, k, shp[0], shp[1]);
 }
 
-/* ---- Conv2d ------------------------------------------------------------------------------------ */
+/* ---- Conv2d ------------------------------------------------------------------------------------
+ */
 
 int te_cuda_schedule_conv2d(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k)
 {
@@ -403,10 +416,10 @@ int te_cuda_schedule_conv2d(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k
     CK(te_compute_at(R, O, tow));
     te_iter *ico, *ici;
     CK(te_split(R, te_stage_reduce_axis(R, 0), k->tile_k, &ico, &ici));
-    CK(te_reorder(R, 8, (te_iter *[]){ico, ici, te_stage_reduce_axis(R, 1),
-                                      te_stage_reduce_axis(R, 2), te_stage_axis(R, 0),
-                                      te_stage_axis(R, 1), te_stage_axis(R, 2),
-                                      te_stage_axis(R, 3)}));
+    CK(te_reorder(R, 8,
+                  (te_iter *[]){ico, ici, te_stage_reduce_axis(R, 1), te_stage_reduce_axis(R, 2),
+                                te_stage_axis(R, 0), te_stage_axis(R, 1), te_stage_axis(R, 2),
+                                te_stage_axis(R, 3)}));
     if (k->unroll) {
         CK(te_unroll(R, te_stage_axis(R, 1)));
         CK(te_unroll(R, te_stage_axis(R, 3)));
@@ -421,7 +434,8 @@ int te_cuda_schedule_conv2d(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k
                      threads_along(shp[3], k->tile_n, k->thread_n), 1, 0, 0);
 }
 
-/* ---- Row reductions ---------------------------------------------------------------------------- */
+/* ---- Row reductions ----------------------------------------------------------------------------
+ */
 
 /* Output stage Y over rows: leading axes fused and bound to blocks, the last axis split by the
  * thread count. Returns the row loop. */

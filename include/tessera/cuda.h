@@ -52,21 +52,21 @@ int te_nvrtc_version(void);
 typedef struct te_cuda_device_info {
     int ordinal;
     char name[256];
-    int sm;                      /* compute capability x10: 90 for sm_90 */
-    int sm_count;                /* streaming multiprocessors */
+    int sm;       /* compute capability x10: 90 for sm_90 */
+    int sm_count; /* streaming multiprocessors */
     int max_threads_per_block;
     int max_threads_per_sm;
     int warp_size;
-    size_t shared_per_block;     /* static limit, bytes */
+    size_t shared_per_block;       /* static limit, bytes */
     size_t shared_per_block_optin; /* with the opt-in attribute */
     size_t shared_per_sm;
     int regs_per_block;
-    int clock_khz;               /* 0 when the driver no longer reports it */
+    int clock_khz; /* 0 when the driver no longer reports it */
     int mem_clock_khz;
     int mem_bus_bits;
     int l2_bytes;
     size_t total_mem;
-    int driver_version;          /* e.g. 12040 */
+    int driver_version; /* e.g. 12040 */
 } te_cuda_device_info;
 
 /* Number of devices (0 and TE_ERR_NO_CUDA without a driver). */
@@ -90,12 +90,12 @@ const char *te_emit_cuda(te_ctx *ctx, const te_lowered *f, const te_target *targ
 
 /* What ptxas reported for one kernel. -1 where unknown. */
 typedef struct te_cuda_kernel_info {
-    const char *name;       /* the kernel's symbol */
-    int grid[3], block[3];  /* launch dimensions */
-    int registers;          /* per thread */
-    int shared_bytes;       /* static shared memory per block */
-    int stack_bytes;        /* local memory frame per thread */
-    int spill_bytes;        /* spill stores */
+    const char *name;      /* the kernel's symbol */
+    int grid[3], block[3]; /* launch dimensions */
+    int registers;         /* per thread */
+    int shared_bytes;      /* static shared memory per block */
+    int stack_bytes;       /* local memory frame per thread */
+    int spill_bytes;       /* spill stores */
 } te_cuda_kernel_info;
 
 /* A built kernel set: source, cubin, and (when a device is present) the loaded module. */
@@ -160,8 +160,8 @@ te_cuda_timing te_cuda_timing_default(void);
 int te_cuda_module_time(te_cuda_module *m, const uint64_t *dev_args, const te_cuda_timing *t,
                         double *median_ms, double *min_ms, int *n_runs);
 /* Times any launch sequence: fn(user) is called per run between events. */
-int te_cuda_time_fn(int (*fn)(void *user), void *user, const te_cuda_timing *t,
-                    double *median_ms, double *min_ms, int *n_runs);
+int te_cuda_time_fn(int (*fn)(void *user), void *user, const te_cuda_timing *t, double *median_ms,
+                    double *min_ms, int *n_runs);
 
 /* ---- GPU schedule templates ------------------------------------------------------------------
  * Each template schedules one library operator (made by te_op_*) on a fresh schedule for the

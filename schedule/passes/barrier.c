@@ -170,7 +170,7 @@ static te_stmt *barrier_stmt(te_ctx *ctx)
 
 static const char *tag_name(int t)
 {
-    static const char *n[] = {"blockIdx.x", "blockIdx.y", "blockIdx.z",
+    static const char *n[] = {"blockIdx.x",  "blockIdx.y",  "blockIdx.z",
                               "threadIdx.x", "threadIdx.y", "threadIdx.z"};
     return t >= 0 && t < 6 ? n[t] : "?";
 }
@@ -178,7 +178,8 @@ static const char *tag_name(int t)
 static void fail_divergent(bctx *b, const te_buf *buf, const char *where)
 {
     if (!b->failed)
-        te_ctx_set_error(b->ctx, TE_ERR_SCHEDULE, "barrier insertion: shared buffer '%s' needs a "
+        te_ctx_set_error(b->ctx, TE_ERR_SCHEDULE,
+                         "barrier insertion: shared buffer '%s' needs a "
                          "barrier (__syncthreads) %s, where not every thread of the block "
                          "arrives; bind loops so that every access to '%s' runs in code all "
                          "threads execute, or cover the block with the loops bound to threads",
@@ -300,10 +301,12 @@ static te_stmt *insert(bctx *b, te_stmt *s, bset *st, const char *div)
             int64_t e = 0;
             if (tag >= TE_THREAD_X) {
                 push_dep(b, s->u.loop.var);
-                if (!d && (!te__is_const_int(s->u.loop.extent, &e) ||
-                           e < b->dims[tag - TE_THREAD_X])) {
-                    d = te__sprintf(ctx, "inside a loop bound to %s with extent %lld, narrower "
-                                    "than the block's %lld threads", tag_name(tag), (long long)e,
+                if (!d &&
+                    (!te__is_const_int(s->u.loop.extent, &e) || e < b->dims[tag - TE_THREAD_X])) {
+                    d = te__sprintf(ctx,
+                                    "inside a loop bound to %s with extent %lld, narrower "
+                                    "than the block's %lld threads",
+                                    tag_name(tag), (long long)e,
                                     (long long)b->dims[tag - TE_THREAD_X]);
                 }
             }
@@ -316,7 +319,8 @@ static te_stmt *insert(bctx *b, te_stmt *s, bset *st, const char *div)
             summary(s->u.loop.body, &acc);
             const te_buf *cb = conflict(st, &acc);
             if (cb) {
-                fail_divergent(b, cb, div ? div : "inside a loop whose bounds depend on the thread");
+                fail_divergent(b, cb,
+                               div ? div : "inside a loop whose bounds depend on the thread");
                 return NULL;
             }
             merge(st, &acc);
@@ -349,8 +353,8 @@ static te_stmt *insert(bctx *b, te_stmt *s, bset *st, const char *div)
             return NULL;
         if (body == s->u.loop.body)
             return s;
-        te_stmt *r = te__for(ctx, s->u.loop.var, s->u.loop.min, s->u.loop.extent, s->u.loop.fkind,
-                             body);
+        te_stmt *r =
+            te__for(ctx, s->u.loop.var, s->u.loop.min, s->u.loop.extent, s->u.loop.fkind, body);
         if (r)
             r->u.loop.thread_tag = s->u.loop.thread_tag;
         return r;
@@ -372,7 +376,8 @@ static te_stmt *block_fn(te_ctx *ctx, te_stmt *body, void *user)
     b->ctx = ctx;
     b->sched = p->sched;
     if (!te__block_dims(body, b->dims)) {
-        te_ctx_set_error(ctx, TE_ERR_SCHEDULE, "a loop bound to threadIdx has a non-constant "
+        te_ctx_set_error(ctx, TE_ERR_SCHEDULE,
+                         "a loop bound to threadIdx has a non-constant "
                          "extent; thread counts must be known when the kernel is built");
         return NULL;
     }

@@ -14,7 +14,7 @@
 #define MAX_SHARED_STATIC (48 * 1024)
 static const int64_t max_block[3] = {1024, 1024, 64};
 static const int64_t max_grid[3] = {2147483647LL, 65535, 65535};
-static const char *const tag_names[] = {"blockIdx.x", "blockIdx.y", "blockIdx.z",
+static const char *const tag_names[] = {"blockIdx.x",  "blockIdx.y",  "blockIdx.z",
                                         "threadIdx.x", "threadIdx.y", "threadIdx.z"};
 
 typedef struct chk {
@@ -23,11 +23,11 @@ typedef struct chk {
     bool failed;
 } chk;
 
-#define CERR(c, ...)                                                                           \
-    do {                                                                                       \
-        if (!(c)->failed)                                                                      \
-            te_ctx_set_error((c)->ctx, TE_ERR_SCHEDULE, __VA_ARGS__);                          \
-        (c)->failed = true;                                                                    \
+#define CERR(c, ...)                                                                               \
+    do {                                                                                           \
+        if (!(c)->failed)                                                                          \
+            te_ctx_set_error((c)->ctx, TE_ERR_SCHEDULE, __VA_ARGS__);                              \
+        (c)->failed = true;                                                                        \
     } while (0)
 
 static bool is_block(const te_stmt *s)
@@ -49,9 +49,11 @@ static void no_blocks_inside(chk *c, const te_stmt *s)
     switch (s->kind) {
     case TE_S_FOR:
         if (is_block(s))
-            CERR(c, "GPU check: stage '%s': loop '%s' is bound to %s but is nested inside other "
+            CERR(c,
+                 "GPU check: stage '%s': loop '%s' is bound to %s but is nested inside other "
                  "loops; loops bound to blockIdx must be the outermost loops of a stage computed "
-                 "at the root", c->stage, loop_name(s), tag_names[s->u.loop.thread_tag]);
+                 "at the root",
+                 c->stage, loop_name(s), tag_names[s->u.loop.thread_tag]);
         no_blocks_inside(c, s->u.loop.body);
         break;
     case TE_S_SEQ:
@@ -113,15 +115,20 @@ static void check_kernel(chk *c, const te_stmt *s)
         int t = b->u.loop.thread_tag;
         int64_t e, m;
         if (!te__is_const_int(b->u.loop.extent, &e) || !te__is_const_int(b->u.loop.min, &m) || m)
-            CERR(c, "GPU check: stage '%s': loop '%s' bound to %s must start at 0 and have a "
-                 "constant extent", c->stage, loop_name(b), tag_names[t]);
+            CERR(c,
+                 "GPU check: stage '%s': loop '%s' bound to %s must start at 0 and have a "
+                 "constant extent",
+                 c->stage, loop_name(b), tag_names[t]);
         else if (seen[t])
-            CERR(c, "GPU check: stage '%s': two loops are bound to %s ('%s' is the second); "
-                 "fuse them first", c->stage, tag_names[t], loop_name(b));
+            CERR(c,
+                 "GPU check: stage '%s': two loops are bound to %s ('%s' is the second); "
+                 "fuse them first",
+                 c->stage, tag_names[t], loop_name(b));
         else if (e > max_grid[t])
-            CERR(c, "GPU check: stage '%s': loop '%s' bound to %s has %lld iterations; the grid "
-                 "allows at most %lld", c->stage, loop_name(b), tag_names[t], (long long)e,
-                 (long long)max_grid[t]);
+            CERR(c,
+                 "GPU check: stage '%s': loop '%s' bound to %s has %lld iterations; the grid "
+                 "allows at most %lld",
+                 c->stage, loop_name(b), tag_names[t], (long long)e, (long long)max_grid[t]);
         if (c->failed)
             return;
         seen[t] = true;
@@ -140,22 +147,24 @@ static void check_kernel(chk *c, const te_stmt *s)
     for (int d = 0; d < 3; d++)
         if (dims[d] > max_block[d]) {
             CERR(c, "GPU check: stage '%s': %lld threads along %s; a block allows at most %lld",
-                 c->stage, (long long)dims[d], tag_names[TE_THREAD_X + d],
-                 (long long)max_block[d]);
+                 c->stage, (long long)dims[d], tag_names[TE_THREAD_X + d], (long long)max_block[d]);
             return;
         }
     int64_t nt = dims[0] * dims[1] * dims[2];
     if (nt > MAX_THREADS) {
-        CERR(c, "GPU check: stage '%s': %lld x %lld x %lld = %lld threads per block; at most %d "
-             "are allowed", c->stage, (long long)dims[0], (long long)dims[1], (long long)dims[2],
-             (long long)nt, MAX_THREADS);
+        CERR(c,
+             "GPU check: stage '%s': %lld x %lld x %lld = %lld threads per block; at most %d "
+             "are allowed",
+             c->stage, (long long)dims[0], (long long)dims[1], (long long)dims[2], (long long)nt,
+             MAX_THREADS);
         return;
     }
     int64_t sh = shared_bytes(b);
     if (sh > MAX_SHARED_STATIC)
-        CERR(c, "GPU check: stage '%s': %lld bytes of shared memory per block; at most %d are "
-             "allowed (smaller tiles, or fewer stages in shared memory)", c->stage,
-             (long long)sh, MAX_SHARED_STATIC);
+        CERR(c,
+             "GPU check: stage '%s': %lld bytes of shared memory per block; at most %d are "
+             "allowed (smaller tiles, or fewer stages in shared memory)",
+             c->stage, (long long)sh, MAX_SHARED_STATIC);
     (void)grid;
 }
 
@@ -181,9 +190,11 @@ static void check_root(chk *c, const te_stmt *s)
         break;
     }
     if (!te__has_thread_loops(s)) {
-        CERR(c, "GPU check: stage '%s' has no loop bound to a GPU block or thread; bind its outer "
+        CERR(c,
+             "GPU check: stage '%s' has no loop bound to a GPU block or thread; bind its outer "
              "loops with te_bind (blockIdx, then threadIdx), inline it, or compute it inside a "
-             "stage that is bound", c->stage);
+             "stage that is bound",
+             c->stage);
         return;
     }
     if (s->kind == TE_S_FOR && s->u.loop.fkind == TE_FOR_THREAD) {
@@ -192,7 +203,8 @@ static void check_root(chk *c, const te_stmt *s)
     }
     /* Something runs outside the block loops. */
     const char *what = s->kind == TE_S_FOR ? loop_name(s) : "a statement";
-    CERR(c, "GPU check: stage '%s': %s%s%s runs outside the loops bound to blockIdx/threadIdx; "
+    CERR(c,
+         "GPU check: stage '%s': %s%s%s runs outside the loops bound to blockIdx/threadIdx; "
          "the bound loops must be the outermost loops of the stage (reorder them outward)",
          c->stage, s->kind == TE_S_FOR ? "loop '" : "", what, s->kind == TE_S_FOR ? "'" : "");
 }

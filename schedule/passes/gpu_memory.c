@@ -118,9 +118,8 @@ static te_stmt *rebuild_chain(te_ctx *ctx, te_stmt *loop, te_stmt *body)
 {
     if (!body)
         return NULL;
-    te_stmt *inner = is_block_loop(loop->u.loop.body)
-                         ? rebuild_chain(ctx, loop->u.loop.body, body)
-                         : body;
+    te_stmt *inner =
+        is_block_loop(loop->u.loop.body) ? rebuild_chain(ctx, loop->u.loop.body, body) : body;
     if (!inner)
         return NULL;
     if (inner == loop->u.loop.body)
@@ -275,7 +274,8 @@ static te_stmt *db_loops(te_ctx *ctx, te_stmt *s, void *user)
     }
     if (body == s->u.loop.body)
         return s;
-    te_stmt *r = te__for(ctx, s->u.loop.var, s->u.loop.min, s->u.loop.extent, s->u.loop.fkind, body);
+    te_stmt *r =
+        te__for(ctx, s->u.loop.var, s->u.loop.min, s->u.loop.extent, s->u.loop.fkind, body);
     if (r)
         r->u.loop.thread_tag = s->u.loop.thread_tag;
     return r;

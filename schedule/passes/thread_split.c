@@ -198,7 +198,8 @@ static te_stmt *fission(ts *t, te_stmt *s)
             return NULL;
         if (!a && !b)
             return NULL;
-        return a ? te__if(ctx, s->u.cond.cond, a, b) : te__if(ctx, te_not(ctx, s->u.cond.cond), b, NULL);
+        return a ? te__if(ctx, s->u.cond.cond, a, b)
+                 : te__if(ctx, te_not(ctx, s->u.cond.cond), b, NULL);
     }
     case TE_S_ALLOC: {
         te_buf *buf = s->u.alloc.buf;
@@ -286,7 +287,8 @@ static te_stmt *split_block(te_ctx *ctx, te_stmt *body, void *user)
         return NULL;
     t->ctx = ctx;
     if (!te__block_dims(body, t->dims)) {
-        te_ctx_set_error(ctx, TE_ERR_SCHEDULE, "a loop bound to threadIdx has a non-constant "
+        te_ctx_set_error(ctx, TE_ERR_SCHEDULE,
+                         "a loop bound to threadIdx has a non-constant "
                          "extent");
         return NULL;
     }
@@ -296,10 +298,11 @@ static te_stmt *split_block(te_ctx *ctx, te_stmt *body, void *user)
         if (!(t->tid[d] = te__loop_var(ctx, tid_names[d], t->dims[d])))
             return NULL;
     t->nthreads = t->dims[0] * t->dims[1] * t->dims[2];
-    t->lin = te_add(ctx, te_mul(ctx, te_add(ctx, te_mul(ctx, t->tid[2], te_int(ctx, t->dims[1])),
-                                            t->tid[1]),
-                                te_int(ctx, t->dims[0])),
-                    t->tid[0]);
+    t->lin =
+        te_add(ctx,
+               te_mul(ctx, te_add(ctx, te_mul(ctx, t->tid[2], te_int(ctx, t->dims[1])), t->tid[1]),
+                      te_int(ctx, t->dims[0])),
+               t->tid[0]);
     te_stmt *s = te__stmt_mutate(ctx, body, spmd_fn, NULL, t);
     if (!s)
         return NULL;
@@ -312,7 +315,8 @@ static te_stmt *split_block(te_ctx *ctx, te_stmt *body, void *user)
 /* Block loops: the outermost becomes parallel, the others serial. */
 static te_stmt *blocks_to_loops(te_ctx *ctx, te_stmt *s, bool outer)
 {
-    if (s->kind != TE_S_FOR || s->u.loop.fkind != TE_FOR_THREAD || s->u.loop.thread_tag > TE_BLOCK_Z)
+    if (s->kind != TE_S_FOR || s->u.loop.fkind != TE_FOR_THREAD ||
+        s->u.loop.thread_tag > TE_BLOCK_Z)
         return s;
     te_stmt *b = blocks_to_loops(ctx, s->u.loop.body, false);
     if (!b)

@@ -43,7 +43,8 @@ static void fill(float *p, size_t n, unsigned seed)
 
 static int failures;
 
-/* ---- 1. correctness --------------------------------------------------------------------------- */
+/* ---- 1. correctness ---------------------------------------------------------------------------
+ */
 
 typedef int (*sched_fn)(te_schedule *, te_tensor *, const te_cuda_knobs *);
 static int s_mm(te_schedule *s, te_tensor *y, const te_cuda_knobs *k)
@@ -163,7 +164,8 @@ static void correctness(void)
     printf("\n");
 }
 
-/* ---- cuBLAS ------------------------------------------------------------------------------------ */
+/* ---- cuBLAS ------------------------------------------------------------------------------------
+ */
 
 typedef int (*cublasCreate_t)(void **);
 typedef int (*cublasDestroy_t)(void *);
@@ -176,8 +178,12 @@ static struct {
 
 static int cublas_load(void)
 {
-    const char *names[] = {"libcublas.so", "libcublas.so.13", "libcublas.so.12",
-                           "libcublas.so.11", "/usr/local/cuda/lib64/libcublas.so", NULL};
+    const char *names[] = {"libcublas.so",
+                           "libcublas.so.13",
+                           "libcublas.so.12",
+                           "libcublas.so.11",
+                           "/usr/local/cuda/lib64/libcublas.so",
+                           NULL};
     for (int i = 0; names[i] && !cb.lib; i++)
         cb.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (!cb.lib)
@@ -216,10 +222,11 @@ static int run_copy(void *user)
     return te_cuda_copy_device(c->d, c->s, c->n);
 }
 
-/* ---- 2. matmul -------------------------------------------------------------------------------- */
+/* ---- 2. matmul --------------------------------------------------------------------------------
+ */
 
-static double time_matmul_cfg(int M, int N, int K, const te_cuda_knobs *k, uint64_t *dev,
-                              char *err, size_t errn)
+static double time_matmul_cfg(int M, int N, int K, const te_cuda_knobs *k, uint64_t *dev, char *err,
+                              size_t errn)
 {
     te_ctx *ctx = te_ctx_create();
     te_tensor *A = te_placeholder(ctx, "A", TE_F32, 2, (int64_t[]){M, K});
@@ -232,7 +239,8 @@ static double time_matmul_cfg(int M, int N, int K, const te_cuda_knobs *k, uint6
     te_cuda_timing t = te_cuda_timing_default();
     t.min_time_s = 0.05;
     t.flush_l2 = 0;
-    if (te_cuda_schedule_matmul(s, C, NULL, k) != TE_OK || te_cuda_target_device(0, &tgt) != TE_OK ||
+    if (te_cuda_schedule_matmul(s, C, NULL, k) != TE_OK ||
+        te_cuda_target_device(0, &tgt) != TE_OK ||
         te_cuda_build(s, 3, (te_tensor *[]){A, B, C}, "mm", &tgt, &m) != TE_OK)
         snprintf(err, errn, "%s", te_ctx_errmsg(ctx));
     else if (te_cuda_module_time(m, dev, &t, &med, NULL, NULL) != TE_OK)
@@ -246,7 +254,8 @@ static double max_rel_diff_dev(uint64_t x, uint64_t y, size_t n)
 {
     float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
     double e = INFINITY;
-    if (a && b && te_cuda_copy_to_host(a, x, n * 4) == TE_OK && te_cuda_copy_to_host(b, y, n * 4) == TE_OK) {
+    if (a && b && te_cuda_copy_to_host(a, x, n * 4) == TE_OK &&
+        te_cuda_copy_to_host(b, y, n * 4) == TE_OK) {
         e = 0;
         for (size_t i = 0; i < n; i++) {
             double d = fabs((double)a[i] - b[i]) / fmax(1.0, fabs((double)b[i]));
@@ -375,13 +384,14 @@ int main(int argc, char **argv)
             te_target tgt;
             te_cuda_module *m = NULL;
             double ms = -1;
-            int rc = op == 0 ? te_cuda_schedule_softmax(s, Y, &k) : te_cuda_schedule_layer_norm(s, Y, &k);
+            int rc = op == 0 ? te_cuda_schedule_softmax(s, Y, &k)
+                             : te_cuda_schedule_layer_norm(s, Y, &k);
             te_tensor *args3[4] = {X, G, Bt, Y};
             te_tensor *args1[2] = {X, Y};
             uint64_t d3[4] = {dA, dB, dB + (uint64_t)K * 4, dC}, d1[2] = {dA, dC};
             if (rc == TE_OK && te_cuda_target_device(0, &tgt) == TE_OK &&
-                te_cuda_build(s, op == 0 ? 2 : 4, op == 0 ? args1 : args3, op == 0 ? "softmax" : "layer_norm",
-                              &tgt, &m) == TE_OK)
+                te_cuda_build(s, op == 0 ? 2 : 4, op == 0 ? args1 : args3,
+                              op == 0 ? "softmax" : "layer_norm", &tgt, &m) == TE_OK)
                 te_cuda_module_time(m, op == 0 ? d1 : d3, &tt, &ms, NULL, NULL);
             else
                 printf("  %s threads %d failed: %s\n", op == 0 ? "softmax" : "layer_norm",
@@ -398,13 +408,15 @@ int main(int argc, char **argv)
     printf("\n## Results (%s, sm_%d)\n\n", di.name, di.sm);
     printf("| workload | Tessera | baseline | ratio |\n|---|---|---|---|\n");
     if (cub_ms > 0) {
-        printf("| fp32 matmul 4096^3, default config (GFLOP/s) | %.0f | cuBLAS SGEMM %.0f | %.2f |\n",
-               def_ms > 0 ? flop / def_ms / 1e6 : 0, flop / cub_ms / 1e6,
-               def_ms > 0 ? cub_ms / def_ms : 0);
-        printf("| fp32 matmul 4096^3, after tuning %d configs (GFLOP/s) | %.0f | cuBLAS SGEMM %.0f | "
-               "%.2f |\n",
-               ncand, best_ms > 0 ? flop / best_ms / 1e6 : 0, flop / cub_ms / 1e6,
-               best_ms > 0 ? cub_ms / best_ms : 0);
+        printf(
+            "| fp32 matmul 4096^3, default config (GFLOP/s) | %.0f | cuBLAS SGEMM %.0f | %.2f |\n",
+            def_ms > 0 ? flop / def_ms / 1e6 : 0, flop / cub_ms / 1e6,
+            def_ms > 0 ? cub_ms / def_ms : 0);
+        printf(
+            "| fp32 matmul 4096^3, after tuning %d configs (GFLOP/s) | %.0f | cuBLAS SGEMM %.0f | "
+            "%.2f |\n",
+            ncand, best_ms > 0 ? flop / best_ms / 1e6 : 0, flop / cub_ms / 1e6,
+            best_ms > 0 ? cub_ms / best_ms : 0);
     } else {
         printf("| fp32 matmul 4096^3 (GFLOP/s) | default %.0f, tuned %.0f | (no cuBLAS) | - |\n",
                def_ms > 0 ? flop / def_ms / 1e6 : 0, best_ms > 0 ? flop / best_ms / 1e6 : 0);
