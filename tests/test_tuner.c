@@ -175,6 +175,24 @@ static void test_grid_finds_known_optimum(void **state)
     assert_true(fabs(db_best_time(db, ti.workload_key) - best) < 1e-12);
     te_tuner_free(t);
     te_db_close(db);
+    /* Early stop: a task ends after N trials without a 1% gain, before its budget. */
+    db = open_db("early.db");
+    te_tune_options o = te_tune_options_default();
+    o.strategy = TE_TUNE_RANDOM;
+    o.max_trials = size;
+    o.early_stop = 10;
+    o.batch_size = 4;
+    o.quiet = 1;
+    o.fake_runner = fake_time;
+    t = te_tuner_create(db, &o);
+    assert_int_equal(te_tuner_add_op(t, "matmul", params, 1), TE_OK);
+    assert_int_equal(te_tuner_run(t), TE_OK);
+    te_tuner_task_info(t, 0, &ti);
+    printf("  early stop after %lld trials\n", (long long)ti.trials);
+    assert_string_equal(ti.stop_reason, "early stop");
+    assert_true(ti.trials < size);
+    te_tuner_free(t);
+    te_db_close(db);
 }
 
 static void test_evolutionary_finds_known_optimum(void **state)
@@ -184,9 +202,9 @@ static void test_evolutionary_finds_known_optimum(void **state)
     double best;
     int64_t size = enumerate("matmul", params, &best);
     printf("  template space of matmul %s: %lld configurations\n", params, (long long)size);
-    int64_t budget = size < 600 ? size / 2 : 300;
+    int64_t budget = size / 6 > 48 ? size / 6 : 48;
     te_db *db = open_db("evo.db");
-    te_tuner *t = fake_tuner(db, TE_TUNE_EVOLUTIONARY, budget, 5, NULL);
+    te_tuner *t = fake_tuner(db, TE_TUNE_EVOLUTIONARY, budget, 3, NULL);
     assert_int_equal(te_tuner_add_op(t, "matmul", params, 1), TE_OK);
     assert_int_equal(te_tuner_run(t), TE_OK);
     te_tune_task_info ti;
@@ -200,7 +218,7 @@ static void test_evolutionary_finds_known_optimum(void **state)
     te_db_close(db);
     /* Random search with the same budget, for comparison (printed, not asserted). */
     db = open_db("rnd.db");
-    t = fake_tuner(db, TE_TUNE_RANDOM, budget, 5, NULL);
+    t = fake_tuner(db, TE_TUNE_RANDOM, budget, 3, NULL);
     te_tuner_add_op(t, "matmul", params, 1);
     te_tuner_run(t);
     te_tuner_task_info(t, 0, &ti);
