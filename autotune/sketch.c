@@ -18,7 +18,10 @@
  *                 and parallel, the innermost tile vectorized; every such producer is computed
  *                 at X's last outer level (a register accumulator) and tiled in the remaining
  *                 levels: S1 R0 S2 R1 S3 (or R0 S2 R1 S3), S3 of the last axis vectorized,
- *                 unroll pragma (0/16/64/512, a decision).
+ *                 unroll pragma (0/16/64/512, a decision). With two outer levels, inputs read
+ *                 without one of the spatial axes (the weights) may be packed (a decision):
+ *                 cache_read computed at the parallel S0 loop, a contiguous panel that every
+ *                 S1 iteration reuses.
  *  3. MLT output  X is a reduction with data reuse and an output: cache_write to a local
  *                 accumulator (a decision) and then rule 2 with the copy stage as consumer;
  *                 without it, rule 4.
@@ -54,6 +57,9 @@ typedef struct sk_stage {
     int cons[SK_MAX];
     int nd, nr;
     int64_t ext[TE_MAX_DIMS], rext[TE_MAX_DIMS];
+    int npack;
+    te_tensor *pack[2]; /* inputs worth packing in panels (read without some spatial axis, last
+                         * index exactly the last axis) */
 } sk_stage;
 
 typedef struct sk_data {
@@ -133,6 +139,36 @@ static bool ident_fn(const te_expr *e, void *user)
     return true;
 }
 
+typedef struct {
+    sk_stage *k;
+    const te_tensor *t;
+} pack_ctx;
+
+static bool pack_fn(const te_expr *e, void *user)
+{
+    pack_ctx *p = user;
+    if (e->kind != TE_E_READ || e->u.read.n < 2 || p->k->npack == 2)
+        return true;
+    const te_tensor *t = p->t;
+    if (e->u.read.idx[e->u.read.n - 1] != t->axes[t->ndim - 1])
+        return true;
+    bool misses = false;
+    for (int d = 0; d + 1 < t->ndim; d++) {
+        if (t->shape[d] <= 1)
+            continue;
+        bool used = false;
+        for (int q = 0; q < e->u.read.n && !used; q++)
+            used = te__expr_uses_var(e->u.read.idx[q], t->axes[d]);
+        misses |= !used;
+    }
+    for (int q = 0; q < p->k->npack; q++)
+        if (p->k->pack[q] == e->u.read.t)
+            return true;
+    if (misses)
+        p->k->pack[p->k->npack++] = e->u.read.t;
+    return true;
+}
+
 int te__sketch_init(te_space *sp)
 {
     sk_data *sd = te__alloc(sp->ctx, sizeof *sd);
@@ -168,6 +204,10 @@ int te__sketch_init(te_space *sp)
             reuse_ctx rc = {st->tensor, false};
             te__expr_visit(st->tensor->body, reuse_fn, &rc);
             k->mlt = rc.reuse;
+            if (k->mlt && k->nd >= 2) {
+                pack_ctx pc = {k, st->tensor};
+                te__expr_visit(st->tensor->body, pack_fn, &pc);
+            }
         }
         bool call = false;
         te__expr_visit(st->tensor->body, has_call_fn, &call);
@@ -215,6 +255,16 @@ static int64_t pick_factor(sk_run *r, int64_t extent, int64_t cap)
     return f[te__decide(r->g, k)];
 }
 
+/* A power of two <= cap (and < 2 extent): the vector tile of the last axis. */
+static int64_t pick_pow2(sk_run *r, int64_t extent, int64_t cap)
+{
+    int64_t c[8];
+    int n = 0;
+    for (int64_t p = 1; p <= cap && n < 8 && (p < 2 * extent); p *= 2)
+        c[n++] = p;
+    return n ? c[te__decide(r->g, n)] : 1;
+}
+
 static int pick_unroll(sk_run *r)
 {
     static const int v[] = {0, 16, 64, 512};
@@ -252,7 +302,7 @@ static void pick_tiles(sk_run *r, const sk_stage *R, tiles *t)
             continue;
         }
         bool last = d == R->nd - 1;
-        int64_t f3 = pick_factor(r, E, last ? 64 : 16);
+        int64_t f3 = last ? pick_pow2(r, E, 64) : pick_factor(r, E, 16);
         int64_t rem = cdiv(E, f3);
         int64_t f2 = pick_factor(r, rem, rem);
         rem = cdiv(rem, f2);
@@ -442,10 +492,29 @@ static int mlt_fused(sk_run *r, te_stage *C, te_stage **prods, const sk_stage **
             return g->err;
         try_ok(r, te_vectorize(C, b));
     }
+    /* Packing: inputs read without one of the spatial axes are copied, per iteration of the
+     * parallel S0 loop, into a contiguous buffer that the S1 iterations reuse (a decision;
+     * only with two outer levels, else every tile would pack its own panel). */
+    bool any_pack = false;
+    for (int p = 0; p < np; p++)
+        any_pack |= pinfo[p]->npack > 0;
+    bool pack = L == 2 && f && any_pack && te__decide(g, 2);
     for (int p = 0; p < np; p++) {
         te_stage *st = prods[p];
         if (!TE__OK(g, te_compute_at(st, C, at)))
             return g->err;
+        for (int q = 0; pack && q < pinfo[p]->npack; q++) {
+            te_tensor *P = te_cache_read(g->s, pinfo[p]->pack[q], TE_SCOPE_GLOBAL, 1, &st);
+            if (!P)
+                return te__gen_fail(g, TE_ERR_SCHEDULE);
+            te_stage *ps = te_schedule_stage(g->s, P);
+            int pd = te_tensor_ndim(P);
+            te_iter *a, *b;
+            if (!TE__OK(g, te_compute_at(ps, C, f)) ||
+                !TE__OK(g, te_split(ps, te_stage_axis(ps, pd - 1), r->lanes, &a, &b)))
+                return g->err;
+            try_ok(r, te_vectorize(ps, b));
+        }
         te_iter *l1[TE_MAX_DIMS], *l2[TE_MAX_DIMS], *l3[TE_MAX_DIMS], *tv[TE_MAX_DIMS];
         int m = 0, mt = 0;
         for (int d = 0; d < nd; d++) {
