@@ -8,7 +8,8 @@
  *   compute_inline S         compute_root S             cache_read T scope R...
  *   cache_write T scope      vectorize S x              unroll S x
  *   parallel S x             unroll_max S N             nontemporal S 0|1
- *   bind S x blockIdx.x|...|threadIdx.z
+ *   bind S x blockIdx.x|...|threadIdx.z                  rfactor S x
+ *   storage_align S AXIS FACTOR OFFSET    double_buffer S     bind_reduce S x threadIdx.x|y|z
  *
  * S, P and R name stages (by the tensor they compute), T a tensor (a stage's or, for
  * cache_read, a placeholder that the reader stages read), x, y and `it` iterators of the stage
@@ -258,6 +259,44 @@ static int apply_line(te_schedule *s, toks *tk)
         if (!parse_tag(tk->t[3], &tag))
             return LERR(TE_ERR_ARG, "'bind': unknown thread tag '%s'", tk->t[3]);
         return te_bind(st, x, tag);
+    }
+    if (!strcmp(op, "rfactor")) {
+        NEED(3);
+        te_stage *st = STAGE(1);
+        te_iter *x = ITER(st, 2);
+        if (rc)
+            return rc;
+        return te_rfactor(s, te_stage_tensor(st), x) ? TE_OK
+               : te_ctx_errcode(ctx)                 ? te_ctx_errcode(ctx)
+                                                     : TE_ERR_SCHEDULE;
+    }
+    if (!strcmp(op, "storage_align")) {
+        NEED(5);
+        te_stage *st = STAGE(1);
+        int64_t c = 0;
+        if (rc)
+            return rc;
+        if (!parse_i64(tk->t[2], &a) || !parse_i64(tk->t[3], &b) || !parse_i64(tk->t[4], &c) ||
+            a < INT32_MIN || a > INT32_MAX || b < INT32_MIN || b > INT32_MAX || c < INT32_MIN ||
+            c > INT32_MAX)
+            return LERR(TE_ERR_ARG, "'storage_align': axis, factor and offset must be integers");
+        return te_storage_align(st, (int)a, (int)b, (int)c);
+    }
+    if (!strcmp(op, "double_buffer")) {
+        NEED(2);
+        te_stage *st = STAGE(1);
+        return rc ? rc : te_double_buffer(st);
+    }
+    if (!strcmp(op, "bind_reduce")) {
+        NEED(4);
+        te_thread_tag tag;
+        te_stage *st = STAGE(1);
+        te_iter *x = ITER(st, 2);
+        if (rc)
+            return rc;
+        if (!parse_tag(tk->t[3], &tag))
+            return LERR(TE_ERR_ARG, "'bind_reduce': unknown thread tag '%s'", tk->t[3]);
+        return te_bind_reduce(st, x, tag);
     }
     return LERR(TE_ERR_ARG, "unknown primitive '%s'", op);
 #undef NEED
@@ -561,7 +600,27 @@ char *te_trace_to_c(const char *trace, const char *sched_var)
             stage_var(tk.t[1], v, sizeof v);
             sb_printf(&b, "    if (rc == TE_OK) rc = te_stage_nontemporal(%s, %s);\n", v,
                       x ? "true" : "false");
-        } else if (!strcmp(op, "bind") && n == 4) {
+        } else if (!strcmp(op, "rfactor") && n == 3) {
+            use_stage(&b, d, sv, tk.t[1]);
+            stage_var(tk.t[1], v, sizeof v);
+            sb_printf(&b, "    if (rc == TE_OK && !te_rfactor(%s, te_stage_tensor(%s), ", sv, v);
+            iter_expr(&b, tk.t[1], tk.t[2]);
+            sb_printf(&b, "))\n        rc = TE_ERR_SCHEDULE;\n");
+        } else if (!strcmp(op, "storage_align") && n == 5) {
+            int64_t z;
+            if (!parse_i64(tk.t[2], &x) || !parse_i64(tk.t[3], &y) || !parse_i64(tk.t[4], &z)) {
+                bad = true;
+                break;
+            }
+            use_stage(&b, d, sv, tk.t[1]);
+            stage_var(tk.t[1], v, sizeof v);
+            sb_printf(&b, "    if (rc == TE_OK) rc = te_storage_align(%s, %lld, %lld, %lld);\n", v,
+                      (long long)x, (long long)y, (long long)z);
+        } else if (!strcmp(op, "double_buffer") && n == 2) {
+            use_stage(&b, d, sv, tk.t[1]);
+            stage_var(tk.t[1], v, sizeof v);
+            sb_printf(&b, "    if (rc == TE_OK) rc = te_double_buffer(%s);\n", v);
+        } else if ((!strcmp(op, "bind") || !strcmp(op, "bind_reduce")) && n == 4) {
             te_thread_tag tag;
             if (!parse_tag(tk.t[3], &tag)) {
                 bad = true;
@@ -571,7 +630,7 @@ char *te_trace_to_c(const char *trace, const char *sched_var)
                                                "TE_THREAD_X", "TE_THREAD_Y", "TE_THREAD_Z"};
             use_stage(&b, d, sv, tk.t[1]);
             stage_var(tk.t[1], v, sizeof v);
-            sb_printf(&b, "    if (rc == TE_OK) rc = te_bind(%s, ", v);
+            sb_printf(&b, "    if (rc == TE_OK) rc = te_%s(%s, ", op, v);
             iter_expr(&b, tk.t[1], tk.t[2]);
             sb_printf(&b, ", %s);\n", tagc[tag]);
         } else {

@@ -120,6 +120,15 @@ static void rand_schedule(te_schedule *s, const tcase *c, tt_rng *r)
     for (int i = 0; i < nred; i++)
         if (tt_rng_int(r, 3) == 0)
             te_cache_write(s, red[i], TE_SCOPE_LOCAL);
+    /* rfactor of a split reduction axis (before any other transformation of the stage). */
+    n = te_schedule_nstages(s);
+    for (int i = 0; i < n; i++) {
+        te_stage *st = te_schedule_stage_at(s, i);
+        te_iter *k = te_stage_nreduce(st) == 1 ? te_stage_reduce_axis(st, 0) : NULL, *ko, *ki;
+        if (k && tt_rng_int(r, 4) == 0 &&
+            te_split(st, k, 1 + tt_rng_int(r, te_iter_extent(k)), &ko, &ki) == TE_OK)
+            te_rfactor(s, te_stage_tensor(st), tt_rng_int(r, 2) ? ki : ko);
+    }
     /* cache_read of an input into a copy read by one of its readers. */
     if (tt_rng_int(r, 3) == 0 && c->n_in) {
         te_tensor *in = c->in[tt_rng_int(r, c->n_in)];
@@ -175,7 +184,7 @@ static void test_round_trip(void **state)
     tcase cs[NCASES];
     for (int k = 0; k < NCASES; k++)
         tcase_op(&cs[k], cases[k].op, cases[k].params, &r);
-    int nonempty = 0;
+    int nonempty = 0, rfactors = 0, cache_reads = 0;
     for (int t = 0; t < total; t++) {
         tcase *c = &cs[t % NCASES];
         te_schedule *s1 = te_schedule_create(c->ctx, c->n_out, c->out);
@@ -183,6 +192,8 @@ static void test_round_trip(void **state)
         rand_schedule(s1, c, &r);
         const char *t1 = te_schedule_trace(s1);
         nonempty += *t1 != 0;
+        rfactors += trace_has(t1, "rfactor ");
+        cache_reads += trace_has(t1, "cache_read ");
         te_schedule *s2 = te_schedule_create(c->ctx, c->n_out, c->out);
         assert_non_null(s2);
         if (te_schedule_apply_trace(s2, t1) != TE_OK)
@@ -200,6 +211,9 @@ static void test_round_trip(void **state)
         free(l2);
     }
     assert_true(nonempty > total / 2);
+    assert_true(rfactors > total / 50 && cache_reads > total / 50);
+    printf("replayed %d random schedules (%d with rfactor, %d with cache_read)\n", total, rfactors,
+           cache_reads);
     for (int k = 0; k < NCASES; k++)
         tcase_free(&cs[k]);
 }
@@ -272,6 +286,38 @@ static void test_errors(void **state)
     assert_int_equal(te_schedule_apply_trace(s3, "bind matmul i blockIdx.x\nbind matmul j threadIdx.y\n"),
                      TE_OK);
     assert_string_equal(te_schedule_trace(s3), "bind matmul i blockIdx.x\nbind matmul j threadIdx.y\n");
+    /* The GPU primitives' lines replay too. */
+    te_schedule *g1 = te_schedule_create(c.ctx, 1, c.out);
+    te_stage *mst = te_schedule_stage(g1, c.out[0]);
+    te_tensor *As = te_cache_read(g1, c.in[0], TE_SCOPE_SHARED, 1, &mst);
+    assert_non_null(As);
+    te_stage *ast = te_schedule_stage(g1, As);
+    te_iter *ko, *ki;
+    assert_int_equal(te_split(mst, te_stage_reduce_axis(mst, 0), 4, &ko, &ki), TE_OK);
+    assert_int_equal(te_compute_at(ast, mst, ko), TE_OK);
+    assert_int_equal(te_storage_align(ast, 0, 32, 1), TE_OK);
+    assert_int_equal(te_double_buffer(ast), TE_OK);
+    assert_int_equal(te_bind_reduce(mst, ki, TE_THREAD_X), TE_OK);
+    const char *gt = te_schedule_trace(g1);
+    assert_true(trace_has(gt, "storage_align A_shared 0 32 1") && trace_has(gt, "double_buffer ") &&
+                trace_has(gt, "bind_reduce matmul k_i threadIdx.x"));
+    te_schedule *g2 = te_schedule_create(c.ctx, 1, c.out);
+    if (te_schedule_apply_trace(g2, gt) != TE_OK)
+        fail_msg("%s\n%s", te_ctx_errmsg(c.ctx), gt);
+    assert_string_equal(te_schedule_trace(g2), gt);
+    char *gc = te_trace_to_c(gt, "s");
+    assert_non_null(gc);
+    assert_non_null(strstr(gc, "te_storage_align(st_A_shared, 0, 32, 1)"));
+    assert_non_null(strstr(gc, "te_double_buffer(st_A_shared)"));
+    assert_non_null(strstr(gc, "te_bind_reduce(st_matmul, te_stage_iter(st_matmul, \"k_i\"), TE_THREAD_X)"));
+    free(gc);
+    te_schedule *g3 = te_schedule_create(c.ctx, 1, c.out);
+    assert_int_equal(te_schedule_apply_trace(g3, "storage_align matmul 0 x 1\n"), TE_ERR_ARG);
+    te_ctx_clear_error(c.ctx);
+    assert_int_equal(te_schedule_apply_trace(g3, "bind_reduce matmul k blockIdx.q\n"), TE_ERR_ARG);
+    te_ctx_clear_error(c.ctx);
+    assert_int_equal(te_schedule_apply_trace(g3, "split matmul k 2\nrfactor matmul k_i\n"), TE_OK);
+    assert_non_null(te_schedule_stage_by_name(g3, "matmul_rf"));
     tcase_free(&c);
 }
 
