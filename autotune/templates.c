@@ -18,7 +18,8 @@
  *   conv2d   conv2d, conv2d_bn_relu, depthwise_conv2d (see templates_conv.c).
  *   rowop    softmax, layer_norm, rms_norm: every producer computed inside the output's row
  *            loop (parallel). Knobs: vec (split of the last axis, vectorized), inline
- *            (elementwise producers inlined or kept as a row buffer), nt (streaming stores).
+ *            (elementwise producers inlined or kept as a row buffer), nt (streaming stores),
+ *            rf (row reductions rfactored across the vector lanes, so they vectorize).
  *   eltwise  activations, broadcasting binaries, transpose, pad: producers inlined, rows
  *            fused, last axis split and vectorized. Knobs: vec, par (0 none, 1 rows, 2 rows
  *            and column blocks fused), unroll (unroll_max 0 or 16), nt.
@@ -317,6 +318,7 @@ typedef struct row_data {
     const char *st[16];
     bool red[16];
     int64_t last[16]; /* last extent of each producer */
+    int64_t rext[16]; /* extent of the reduction axis (one-axis reductions), else 0 */
     bool has_elem;
 } row_data;
 
@@ -348,6 +350,8 @@ static int row_init(te_space *sp)
         any_red |= rd->red[rd->nst];
         rd->has_elem |= !rd->red[rd->nst];
         rd->last[rd->nst] = st[q]->shape[st[q]->ndim - 1];
+        if (rd->red[rd->nst] && st[q]->body->u.red.n == 1)
+            rd->rext[rd->nst] = st[q]->body->u.red.axes[0]->u.var.extent;
         rd->st[rd->nst++] = st[q]->name;
     }
     if (!any_red)
@@ -362,6 +366,10 @@ static int row_init(te_space *sp)
     else
         knob(sp, "inline", 1, (int64_t[]){0});
     knob(sp, "nt", 2, (int64_t[]){0, 1});
+    bool rf = false;
+    for (int q = 0; q < rd->nst; q++)
+        rf |= rd->rext[q] >= 2 * V;
+    knob(sp, "rf", rf ? 2 : 1, (int64_t[]){0, 1});
     return TE_OK;
 }
 
@@ -382,6 +390,7 @@ static int row_apply(te__gen *g)
 {
     row_data *rd = g->sp->tdata;
     int64_t vec = te__knob_val(g, 0), inl = te__knob_val(g, 1), nt = te__knob_val(g, 2);
+    int64_t rf = te__knob_val(g, 3);
     te_stage *T = te_schedule_stage_by_name(g->s, rd->out);
     int nd = te_tensor_ndim(te_stage_tensor(T));
     te_iter *row = fuse_leading(g, T, nd - 1), *jo, *ji;
@@ -394,16 +403,39 @@ static int row_apply(te__gen *g)
         return g->err;
     if (nt && !TE__OK(g, te_stage_nontemporal(T, true)))
         return g->err;
-    for (int q = rd->nst - 1; q >= 0; q--) {
+    /* Row reductions: partial results across the vector lanes (rfactor), reduced lane-wise. */
+    int lanes = g->sp->lanes;
+    for (int q = 0; rf && q < rd->nst; q++) {
+        if (!rd->red[q] || rd->rext[q] < 2 * lanes)
+            continue;
         te_stage *P = te_schedule_stage_by_name(g->s, rd->st[q]);
-        if (!rd->red[q] && inl) {
+        te_iter *ko, *ki;
+        if (!TE__OK(g, te_split(P, te_stage_reduce_axis(P, 0), lanes, &ko, &ki)))
+            return g->err;
+        te_tensor *R = te_rfactor(g->s, te_stage_tensor(P), ki);
+        if (!R)
+            return te__gen_fail(g, TE_ERR_SCHEDULE);
+        te_stage *sr = te_schedule_stage(g->s, R);
+        te_iter *lane = te_stage_axis(sr, te_tensor_ndim(R) - 1);
+        if (!TE__OK(g, te_reorder(sr, 2, (te_iter *[]){te_stage_reduce_axis(sr, 0), lane})) ||
+            !TE__OK(g, te_vectorize(sr, lane)))
+            return g->err;
+    }
+    /* Every producer inside the row loop, consumers first (rfactor stages included). */
+    for (int q = te_schedule_nstages(g->s) - 1; q >= 0; q--) {
+        te_stage *P = te_schedule_stage_at(g->s, q);
+        if (P == T)
+            continue;
+        bool red = te_stage_nreduce(P) > 0;
+        if (!red && inl) {
             if (!TE__OK(g, te_compute_inline(P)))
                 return g->err;
             continue;
         }
         if (!TE__OK(g, te_compute_at(P, T, row)))
             return g->err;
-        if (!rd->red[q] && rd->last[q] > 1) {
+        te_tensor *pt = te_stage_tensor(P);
+        if (!red && te_tensor_ndim(pt) == nd && te_tensor_shape(pt)[nd - 1] > 1) {
             te_iter *a, *b;
             if (!TE__OK(g, te_split(P, te_stage_axis(P, nd - 1), vec, &a, &b)) ||
                 !TE__OK(g, te_vectorize(P, b)))
