@@ -34,10 +34,12 @@
  *  6. at row      X is not an output and every stage that uses it (looking through inlined
  *                 stages) is a stage C with a row loop, or is computed at that loop: X is
  *                 computed at C's row loop (a decision; softmax, norms). Elementwise stages
- *                 there get their last axis vectorized.
+ *                 there get their last axis vectorized; one-axis reductions may be rfactored
+ *                 across the vector lanes (a decision), the partial stage at the row loop too.
  *  7. reduction   any other reduction (sum, pooling): spatial axes fused and parallel, and
  *                 optionally (a decision) the last spatial axis split by the vector width with
- *                 its inner part moved inside the reduction loops and vectorized.
+ *                 its inner part moved inside the reduction loops and vectorized, or else
+ *                 (a decision) an rfactor across the lanes computed at the fused loop.
  *
  * Split factors are random factorizations of the extents (te__split_candidates: divisors,
  * powers of two and multiples of the vector lanes, so non-divisible splits are sampled too).
@@ -601,6 +603,29 @@ static int row_rule(sk_run *r, int idx, te_stage *st, bool attached)
     return TE_OK;
 }
 
+/* Rfactor across the vector lanes (a decision, for one-axis reductions of >= 2 lanes): the
+ * partial-result stage reduces the outer part with the lanes innermost and vectorized. Must run
+ * before the stage's reduction loops are transformed. Returns the partial stage or NULL. */
+static te_stage *maybe_rfactor(sk_run *r, te_stage *st, const sk_stage *X)
+{
+    if (X->nr != 1 || X->rext[0] < 2 * r->lanes || !te__decide(r->g, 2))
+        return NULL;
+    te_iter *ko, *ki;
+    if (!TE__OK(r->g, te_split(st, te_stage_reduce_axis(st, 0), r->lanes, &ko, &ki)))
+        return NULL;
+    te_tensor *R = te_rfactor(r->g->s, te_stage_tensor(st), ki);
+    if (!R) {
+        te__gen_fail(r->g, TE_ERR_SCHEDULE);
+        return NULL;
+    }
+    te_stage *sr = te_schedule_stage(r->g->s, R);
+    te_iter *lane = te_stage_axis(sr, te_tensor_ndim(R) - 1);
+    if (!TE__OK(r->g, te_reorder(sr, 2, (te_iter *[]){te_stage_reduce_axis(sr, 0), lane})))
+        return NULL;
+    try_ok(r, te_vectorize(sr, lane));
+    return sr;
+}
+
 /* Rule 7: a reduction at the root without reuse. */
 static int red_rule(sk_run *r, te_stage *st, const sk_stage *X)
 {
@@ -632,11 +657,17 @@ static int red_rule(sk_run *r, te_stage *st, const sk_stage *X)
             return g->err;
         try_ok(r, te_vectorize(st, vi));
     }
-    if (r->cores > 1 && ns) {
-        te_iter *f = fuse_run(r, st, sp, ns);
-        if (!f || !TE__OK(g, te_parallel(st, f)))
-            return g->err;
-    }
+    te_iter *f = ns ? fuse_run(r, st, sp, ns) : NULL;
+    if (ns && !f)
+        return g->err ? g->err : te__gen_fail(g, TE_ERR_SCHEDULE);
+    if (r->cores > 1 && f && !TE__OK(g, te_parallel(st, f)))
+        return g->err;
+    /* Without the vector split: lane-wise partial results per output element. */
+    te_stage *rf = !vi && f ? maybe_rfactor(r, st, X) : NULL;
+    if (g->err)
+        return g->err;
+    if (rf && !TE__OK(g, te_compute_at(rf, st, f)))
+        return g->err;
     int u = pick_unroll(r);
     if (u && !TE__OK(g, te_pragma_unroll_max(st, u)))
         return g->err;
@@ -717,8 +748,13 @@ int te__sketch_apply(te__gen *g)
             int h = row_host(r, st);
             if (h >= 0 && te__decide(g, 2) &&
                 try_ok(r, te_compute_at(st, stage_of(r, h), r->row[h]))) {
-                if (!X->red)
+                if (!X->red) {
                     rc = row_rule(r, i, st, true);
+                } else {
+                    te_stage *rf = maybe_rfactor(r, st, X);
+                    if (rf)
+                        rc = te__gen_fail(g, te_compute_at(rf, stage_of(r, h), r->row[h]));
+                }
                 continue;
             }
         }

@@ -222,10 +222,14 @@ static void test_library_ops(void **state)
             /* Row rule: the reductions are computed inside the output's row loop. */
             te_rng rr;
             te_rng_seed(&rr, 3);
-            int at_row = 0;
-            for (int i = 0; i < 30; i++)
-                at_row += trace_has(te_space_sample(sp, &rr), "compute_at softmax_sum softmax ");
-            assert_true(at_row > 0);
+            int at_row = 0, rf = 0;
+            for (int i = 0; i < 30; i++) {
+                const char *t = te_space_sample(sp, &rr);
+                at_row += trace_has(t, "compute_at softmax_sum softmax ");
+                rf += trace_has(t, "rfactor softmax_sum ") &&
+                      trace_has(t, "compute_at softmax_sum_rf softmax ");
+            }
+            assert_true(at_row > 0 && rf > 0);
         }
         if (!strcmp(ops[q].op, "conv2d") && strstr(ops[q].params, "pad=1"))
             for (int i = 0; i < (n > 2 ? n : 2); i++)
