@@ -563,15 +563,15 @@ char *te_trace_to_c(const char *trace, const char *sched_var)
             } else {
                 tensor_ident(tk.t[1], tv, sizeof tv);
             }
-            sb_printf(&b, "    if (rc == TE_OK) {\n");
-            sb_printf(&b, "        if (!te_cache_read(%s, %s, TE_SCOPE_%s, %d, (te_stage *[]){", sv, tv,
+            sb_printf(&b, "    if (rc == TE_OK && !te_cache_read(%s, %s, TE_SCOPE_%s, %d, (te_stage *[]){",
+                      sv, tv,
                       sc == TE_SCOPE_LOCAL ? "LOCAL" : sc == TE_SCOPE_SHARED ? "SHARED" : "GLOBAL",
                       n - 3);
             for (int i = 3; i < n; i++) {
                 stage_var(tk.t[i], v, sizeof v);
                 sb_printf(&b, "%s%s", i > 3 ? ", " : "", v);
             }
-            sb_printf(&b, "}))\n            rc = TE_ERR_SCHEDULE;\n    }\n");
+            sb_printf(&b, "}))\n        rc = TE_ERR_SCHEDULE;\n");
         } else if (!strcmp(op, "cache_write") && n == 3) {
             te_scope sc;
             if (!parse_scope(tk.t[2], &sc)) {
