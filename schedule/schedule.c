@@ -206,6 +206,30 @@ te_stage *te_schedule_stage_by_name(te_schedule *s, const char *name)
     return NULL;
 }
 
+typedef struct {
+    const char *name;
+    te_tensor *found;
+} find_ph;
+
+static bool find_ph_fn(const te_expr *e, void *user)
+{
+    find_ph *f = user;
+    if (e->kind == TE_E_READ && !strcmp(e->u.read.t->name, f->name))
+        f->found = e->u.read.t;
+    return !f->found;
+}
+
+te_tensor *te_schedule_tensor_by_name(te_schedule *s, const char *name)
+{
+    te_stage *st = te_schedule_stage_by_name(s, name);
+    if (st || !s || !name)
+        return st ? st->tensor : NULL;
+    find_ph f = {name, NULL};
+    for (int i = 0; i < s->stages.n && !f.found; i++)
+        te__expr_visit(((te_stage *)s->stages.v[i])->body, find_ph_fn, &f);
+    return f.found;
+}
+
 int te_schedule_nstages(const te_schedule *s) { return s ? s->stages.n : 0; }
 
 te_stage *te_schedule_stage_at(const te_schedule *s, int i)
@@ -898,10 +922,6 @@ int te_unroll(te_stage *st, te_iter *x)
     int rc = check_leaf(st, x, "te_unroll");
     if (rc)
         return rc;
-    if (x->extent > 1024)
-        return SERR(st->sched, TE_ERR_SCHEDULE, "te_unroll: loop '%s' of stage '%s' has extent "
-                    "%lld; at most 1024 can be unrolled", x->name, st->tensor->name,
-                    (long long)x->extent);
     if (x->ann != TE_ANN_NONE)
         return SERR(st->sched, TE_ERR_SCHEDULE, "te_unroll: loop '%s' of stage '%s' is already "
                     "annotated", x->name, st->tensor->name);

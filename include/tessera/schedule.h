@@ -59,6 +59,9 @@ te_ctx *te_schedule_ctx(const te_schedule *s);
 te_stage *te_schedule_stage(te_schedule *s, const te_tensor *t);
 /* Stage whose tensor is named `name`, or NULL. */
 te_stage *te_schedule_stage_by_name(te_schedule *s, const char *name);
+/* The tensor named `name` among the schedule's stages and the placeholders they read, or
+ * NULL. */
+te_tensor *te_schedule_tensor_by_name(te_schedule *s, const char *name);
 /* Number of stages and the i-th one, producers before consumers. */
 int te_schedule_nstages(const te_schedule *s);
 te_stage *te_schedule_stage_at(const te_schedule *s, int i);
@@ -126,7 +129,7 @@ te_tensor *te_rfactor(te_schedule *s, te_tensor *t, te_iter *x);
  * body cannot be vectorized, or the extent is not a power of two up to 64, lowering keeps a
  * scalar loop. */
 int te_vectorize(te_stage *st, te_iter *x);
-/* Fully unroll loop x (constant extent at most 1024). */
+/* Fully unroll loop x. Loops longer than 1024 iterations after bound inference stay serial. */
 int te_unroll(te_stage *st, te_iter *x);
 /* Run the iterations of x in parallel (OpenMP). Not for reduction loops or loops nested in a
  * parallel loop. */
