@@ -68,7 +68,7 @@ static void usage(FILE *f)
             "  --seed S              seed of the proposals (default 1)\n"
             "  --batch N             candidates built and run together (default 16)\n"
             "  --timeout S           run-time limit of one candidate in seconds (default 10)\n"
-            "  --min-time S          timed runs of a candidate add up to at least S (0.02)\n"
+            "  --min-time S          timed runs of a candidate add up to at least S (0.01)\n"
             "  --flush-cache         overwrite the caches before every timed run\n"
             "  --no-warm-start       do not seed the search from the database's records\n"
             "  --new-job             never resume; start a new job\n"

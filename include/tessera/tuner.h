@@ -73,7 +73,7 @@ int te_tune_strategy_parse(const char *text, te_tune_strategy *out);
 typedef struct te_measure_options {
     int build_jobs;     /* compilers running at once; 0 = one per core */
     double timeout_s;   /* run-time limit of one candidate (check + timing); 0 = 10 s */
-    double min_time_s;  /* timed runs continue until their sum reaches this; 0 = 0.02 s */
+    double min_time_s;  /* timed runs continue until their sum reaches this; 0 = 0.01 s */
     int min_repeats;    /* at least this many timed runs; 0 = 3 */
     int max_repeats;    /* at most this many; 0 = 200 */
     int flush_cache;    /* overwrite a buffer larger than the last-level cache before each run */
