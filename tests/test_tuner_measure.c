@@ -127,6 +127,59 @@ static void test_reference_from_default_schedule(void **state)
     te_ctx_free(ctx);
 }
 
+/* Candidates with the generated shape are compiled several per unit; a unit with one bad
+ * member is rebuilt member by member so only that one is a compile error. */
+static void test_merged_units_attribute_errors(void **state)
+{
+    (void)state;
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *ins[8], *outs[8];
+    int n_in, n_out;
+    assert_int_equal(te_op_build(ctx, "matmul", "m=32,n=48,k=24", ins, &n_in, outs, &n_out), TE_OK);
+    te_target tgt = te_target_host();
+    te_tensor *args[3] = {ins[0], ins[1], outs[0]};
+    const char *src[6];
+    for (int v = 0; v < 6; v++) {
+        te_schedule *s = te_schedule_create(ctx, 1, outs);
+        te_stage *st = te_schedule_stage(s, outs[0]);
+        te_iter *io, *ii;
+        /* Distinct schedules: split i by 1 .. 6. */
+        assert_int_equal(te_split(st, te_stage_axis(st, 0), v + 1, &io, &ii), TE_OK);
+        te_lowered *f = te_lower(s, 3, args, "cand", &tgt);
+        assert_non_null(f);
+        src[v] = te_emit_c(ctx, f, &tgt);
+        assert_non_null(src[v]);
+    }
+    /* Break the body of candidate 3 (after its prelude), keeping the generated shape. */
+    const char *k = strstr(src[3], "\nint cand(");
+    assert_non_null(k);
+    size_t at = (size_t)(k - src[3]) + 1;
+    char *bad = malloc(strlen(src[3]) + 64);
+    memcpy(bad, src[3], at);
+    strcpy(bad + at, "static int broken = ;\n");
+    strcat(bad, src[3] + at);
+    src[3] = bad;
+    char err[512];
+    te__measurer *m = te__measurer_create(n_in, ins, n_out, outs, NULL, NULL, err, sizeof err);
+    assert_non_null(m);
+    assert_int_equal(te__measurer_reference(m, ctx, 0, err, sizeof err), TE_OK);
+    te__cand c[6];
+    memset(c, 0, sizeof c);
+    for (int v = 0; v < 6; v++)
+        c[v].source = src[v];
+    te_measure_options mo = {0};
+    (void)mo;
+    te__measure_batch(m, c, 6);
+    for (int v = 0; v < 6; v++) {
+        printf("  cand %d: %s\n", v, te_trial_status_str(c[v].status));
+        assert_int_equal(c[v].status, v == 3 ? TE_TRIAL_COMPILE_ERROR : TE_TRIAL_OK);
+    }
+    assert_non_null(strstr(c[3].err, "broken"));
+    free(bad);
+    te__measurer_free(m);
+    te_ctx_free(ctx);
+}
+
 static void test_flops_and_keys(void **state)
 {
     (void)state;
@@ -226,6 +279,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_faulty_candidates_are_recorded),
         cmocka_unit_test(test_reference_from_default_schedule),
+        cmocka_unit_test(test_merged_units_attribute_errors),
         cmocka_unit_test(test_flops_and_keys),
         cmocka_unit_test(test_durations_and_targets),
         cmocka_unit_test(test_cost_model_ranks),
