@@ -896,11 +896,12 @@ static void build_units(te__measurer *m, te__cand *c, const int *which, int k, t
         usrc[u] = buf;
     }
     const char **srcs = calloc((size_t)nu, sizeof *srcs);
+    int *retry = calloc((size_t)k, sizeof *retry), nretry = 0;
     int *st = calloc((size_t)nu, sizeof *st);
     te__cc_lib **libs = calloc((size_t)nu, sizeof *libs);
     char **errs = calloc((size_t)nu, sizeof *errs);
     char *errmem = malloc((size_t)nu * TE__ERR_LEN);
-    if (srcs && st && libs && errs && errmem) {
+    if (srcs && retry && st && libs && errs && errmem) {
         for (int u = 0; u < nu; u++) {
             srcs[u] = usrc[u] ? usrc[u] : c[which[order[units[u].first]]].source;
             errs[u] = errmem + (size_t)u * TE__ERR_LEN;
@@ -931,26 +932,9 @@ static void build_units(te__measurer *m, te__cand *c, const int *which, int k, t
                 continue;
             }
             if (units[u].n > 1) {
-                /* One bad member fails its unit: build the members alone to say which. */
-                for (int f = 0; f < units[u].n; f++) {
-                    int q = order[units[u].first + f];
-                    te__cand *x = &c[which[q]];
-                    te__cc_lib *lib = NULL;
-                    int rc = te__cc_build(x->source, &o, &lib, x->err, sizeof x->err);
-                    void *p = rc == TE_OK ? te__cc_lib_sym(lib, "cand_packed") : NULL;
-                    if (p) {
-                        libs_out[(*nlibs)++] = lib;
-                        memcpy(&fns[which[q]], &p, sizeof p);
-                        continue;
-                    }
-                    te__cc_lib_free(lib);
-                    x->status = rc == TE_ERR_COMPILE               ? TE_TRIAL_COMPILE_ERROR
-                                : rc == TE_ERR_LOAD || rc == TE_OK ? TE_TRIAL_LOAD_ERROR
-                                                                   : TE_TRIAL_OTHER_ERROR;
-                    if (rc == TE_OK)
-                        snprintf(x->err, sizeof x->err, "symbol 'cand_packed' not found");
-                    x->done = 1;
-                }
+                /* One bad member fails its unit: its members are rebuilt alone (below). */
+                for (int f = 0; f < units[u].n; f++)
+                    retry[nretry++] = order[units[u].first + f];
                 continue;
             }
             te__cand *x = &c[which[order[units[u].first]]];
@@ -960,7 +944,42 @@ static void build_units(te__measurer *m, te__cand *c, const int *which, int k, t
             snprintf(x->err, sizeof x->err, "%s", errs[u]);
             x->done = 1;
         }
+        if (nretry) {
+            const char **rs = calloc((size_t)nretry, sizeof *rs);
+            int *rst = calloc((size_t)nretry, sizeof *rst);
+            te__cc_lib **rl = calloc((size_t)nretry, sizeof *rl);
+            char **re = calloc((size_t)nretry, sizeof *re);
+            if (rs && rst && rl && re) {
+                for (int r = 0; r < nretry; r++) {
+                    te__cand *x = &c[which[retry[r]]];
+                    rs[r] = x->source;
+                    re[r] = x->err;
+                }
+                te__cc_build_many(nretry, rs, &o, m->o.build_jobs, rl, rst, re, TE__ERR_LEN);
+                for (int r = 0; r < nretry; r++) {
+                    te__cand *x = &c[which[retry[r]]];
+                    void *p = rst[r] == TE_OK ? te__cc_lib_sym(rl[r], "cand_packed") : NULL;
+                    if (p) {
+                        libs_out[(*nlibs)++] = rl[r];
+                        memcpy(&fns[which[retry[r]]], &p, sizeof p);
+                        continue;
+                    }
+                    te__cc_lib_free(rl[r]);
+                    x->status = rst[r] == TE_ERR_COMPILE                   ? TE_TRIAL_COMPILE_ERROR
+                                : rst[r] == TE_ERR_LOAD || rst[r] == TE_OK ? TE_TRIAL_LOAD_ERROR
+                                                                           : TE_TRIAL_OTHER_ERROR;
+                    if (rst[r] == TE_OK)
+                        snprintf(x->err, sizeof x->err, "symbol 'cand_packed' not found");
+                    x->done = 1;
+                }
+            }
+            free(rs);
+            free(rst);
+            free(rl);
+            free(re);
+        }
     }
+    free(retry);
     free(srcs);
     free(st);
     free(libs);
@@ -1007,9 +1026,26 @@ void te__measure_batch(te__measurer *m, te__cand *c, int n)
     }
     if (k == 0)
         goto out;
+    /* The compile limit for tuning (cc.c reads $TESSERA_CC_TIMEOUT): a candidate that takes
+     * longer than this to compile is not worth the time it would cost every batch. */
+    const char *user_limit = getenv("TESSERA_CC_TIMEOUT");
+    int set_limit = m->o.compile_timeout_s > 0 || !user_limit || !*user_limit;
+    char *saved = user_limit ? strdup(user_limit) : NULL;
+    if (set_limit) {
+        char v[32];
+        snprintf(v, sizeof v, "%g", m->o.compile_timeout_s > 0 ? m->o.compile_timeout_s : 20.0);
+        setenv("TESSERA_CC_TIMEOUT", v, 1);
+    }
     double t0 = now_s();
     build_units(m, c, which, k, fns, libs, &nlibs);
     m->compile_s = now_s() - t0;
+    if (set_limit) {
+        if (saved)
+            setenv("TESSERA_CC_TIMEOUT", saved, 1);
+        else
+            unsetenv("TESSERA_CC_TIMEOUT");
+    }
+    free(saved);
     for (int q = 0; q < k; q++) {
         te__cand *x = &c[which[q]];
         if (x->done)

@@ -68,6 +68,8 @@ static void usage(FILE *f)
             "  --seed S              seed of the proposals (default 1)\n"
             "  --batch N             candidates built and run together (default 16)\n"
             "  --timeout S           run-time limit of one candidate in seconds (default 10)\n"
+            "  --compile-timeout S   a compiler run longer than S seconds is a compile error "
+            "(20)\n"
             "  --min-time S          timed runs of a candidate add up to at least S (0.01)\n"
             "  --flush-cache         overwrite the caches before every timed run\n"
             "  --no-warm-start       do not seed the search from the database's records\n"
@@ -491,6 +493,10 @@ int te_cmd_tune(int argc, char **argv)
                 if (!parse_pos_double(v, &dv))
                     return bad("--timeout takes a positive number of seconds, not '%s'", v);
                 o.measure.timeout_s = dv;
+            } else if (!strcmp(x, "--compile-timeout")) {
+                if (!parse_pos_double(v, &dv))
+                    return bad("--compile-timeout takes a positive number of seconds, not '%s'", v);
+                o.measure.compile_timeout_s = dv;
             } else if (!strcmp(x, "--min-time")) {
                 if (!parse_pos_double(v, &dv))
                     return bad("--min-time takes a positive number of seconds, not '%s'", v);

@@ -80,6 +80,8 @@ typedef struct te_measure_options {
     double tolerance;   /* max |got - ref| / max(1, |ref|); 0 = automatic (docs/TUNING.md) */
     double slow_factor; /* a candidate whose check run is this many times slower than the best
                            so far is timed by that run alone; 0 = 20, < 0 = never */
+    double compile_timeout_s; /* a compiler run (one or several candidates) past this is a
+                                 compile_error; 0 = $TESSERA_CC_TIMEOUT when set, else 20 s */
 } te_measure_options;
 
 /* Progress report, passed to te_tune_options.on_progress after every batch. */
