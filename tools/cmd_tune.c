@@ -647,11 +647,13 @@ int te_cmd_tune(int argc, char **argv)
     te_tuner_db_target(&tgt, &dbt, storage, sizeof storage);
     te_db_target_key(&dbt, tkey, sizeof tkey);
     dbt.key = tkey;
-    if (json)
-        printf("{\"db\": \"%s\", \"job\": %lld, \"resumed\": %s, \"interrupted\": %s, "
-               "\"target\": ",
-               db_path, (long long)job, resumed ? "true" : "false",
-               te_tuner_interrupted(t) ? "true" : "false");
+    if (json) {
+        printf("{\"db\": ");
+        jstr(stdout, db_path);
+        printf(
+            ", \"job\": %lld, \"resumed\": %s, \"interrupted\": %s, \"target\": ", (long long)job,
+            resumed ? "true" : "false", te_tuner_interrupted(t) ? "true" : "false");
+    }
     if (json) {
         jstr(stdout, tkey);
         printf(", \"tasks\": [");
@@ -663,6 +665,8 @@ int te_cmd_tune(int argc, char **argv)
         for (int s = 1; s < TE_TRIAL_STATUS_COUNT; s++)
             errors += ti.n_by_status[s];
         double base = ps.baseline[i];
+        if (ti.stop_reason && !strcmp(ti.stop_reason, "failed"))
+            status = 1; /* the task could not be tuned (its message went to stderr) */
         if (json) {
             printf("%s\n  {\"workload\": ", i ? "," : "");
             jstr(stdout, ti.workload_key);
