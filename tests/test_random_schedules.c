@@ -2,10 +2,8 @@
  * Random legal schedules over the operator library, each built for the CPU and checked against
  * the reference interpreter.
  *
- * The generator applies random primitives (cache_write, rfactor, compute_inline, compute_at, split,
- * fuse, reorder, vectorize, unroll, parallel, the unroll pragma) with random arguments. Illegal
- * requests are expected to be refused and to leave the schedule unchanged, so the generator
- * simply ignores refusals; every schedule that results must compute the right answer.
+ * The generator (tests/rand_schedule.h) applies random primitives with random arguments;
+ * every schedule that results must compute the right answer.
  *
  * Environment: TESSERA_TEST_SEED (default 2026) and TESSERA_RANDOM_SCHEDULES (default 320).
  * A failure prints the seed, the operator, the schedule trace and the lowered IR.
@@ -27,108 +25,7 @@
 #include "testutil.h"
 
 #include "op_cases.h"
-
-static te_iter *rand_leaf(te_stage *st, tt_rng *r)
-{
-    int n = te_stage_nleaves(st);
-    return n ? te_stage_leaf(st, (int)tt_rng_int(r, n)) : NULL;
-}
-
-static void rand_loops(te_stage *st, tt_rng *r)
-{
-    int rounds = (int)tt_rng_int(r, 4);
-    for (int q = 0; q < rounds; q++) {
-        te_iter *x = rand_leaf(st, r);
-        if (!x)
-            return;
-        int64_t e = te_iter_extent(x);
-        switch (tt_rng_int(r, 4)) {
-        case 0:
-        case 1: /* split by a random factor, often non-divisible */
-            te_split(st, x, 1 + tt_rng_int(r, e + 1), NULL, NULL);
-            break;
-        case 2: { /* fuse with the next loop */
-            int n = te_stage_nleaves(st);
-            for (int i = 0; i + 1 < n; i++)
-                if (te_stage_leaf(st, i) == x)
-                    te_fuse(st, x, te_stage_leaf(st, i + 1), NULL);
-            break;
-        }
-        default: { /* random permutation of all loops */
-            int n = te_stage_nleaves(st);
-            te_iter *order[64];
-            for (int i = 0; i < n && i < 64; i++)
-                order[i] = te_stage_leaf(st, i);
-            for (int i = n - 1; i > 0; i--) {
-                int j = (int)tt_rng_int(r, i + 1);
-                te_iter *t = order[i];
-                order[i] = order[j];
-                order[j] = t;
-            }
-            te_reorder(st, n, order);
-        }
-        }
-    }
-}
-
-static void rand_annotations(te_stage *st, tt_rng *r)
-{
-    int n = te_stage_nleaves(st);
-    if (n && tt_rng_int(r, 2)) {
-        te_iter *in = te_stage_leaf(st, n - 1);
-        if (te_iter_extent(in) <= 64)
-            te_vectorize(st, in);
-    }
-    if (tt_rng_int(r, 3) == 0) {
-        te_iter *x = rand_leaf(st, r);
-        if (x && te_iter_extent(x) <= 8)
-            te_unroll(st, x);
-    }
-    if (tt_rng_int(r, 3) == 0)
-        te_parallel(st, rand_leaf(st, r));
-    if (tt_rng_int(r, 4) == 0)
-        te_pragma_unroll_max(st, (int)tt_rng_int(r, 3) * 16);
-}
-
-/* Applies random primitives; refusals are ignored (and must leave no trace). */
-static void rand_schedule(te_schedule *s, tt_rng *r)
-{
-    te_ctx *ctx = te_schedule_ctx(s);
-    int n = te_schedule_nstages(s);
-    te_tensor *red[32];
-    int nred = 0;
-    for (int i = 0; i < n && nred < 32; i++) {
-        te_stage *st = te_schedule_stage_at(s, i);
-        if (te_stage_nreduce(st) > 0)
-            red[nred++] = te_stage_tensor(st);
-    }
-    for (int i = 0; i < nred; i++) {
-        int64_t pick = tt_rng_int(r, 6);
-        if (pick < 2) {
-            te_cache_write(s, red[i], TE_SCOPE_LOCAL);
-        } else if (pick == 2) { /* factor the reduction */
-            te_stage *st = te_schedule_stage(s, red[i]);
-            te_iter *k = te_stage_reduce_axis(st, 0), *ko, *ki;
-            if (te_split(st, k, 1 + tt_rng_int(r, te_iter_extent(k) + 1), &ko, &ki) == TE_OK)
-                te_rfactor(s, red[i], tt_rng_int(r, 2) ? ki : ko);
-        }
-    }
-    /* Consumers first: a stage's loops are final before its producers attach to them. */
-    n = te_schedule_nstages(s);
-    for (int i = n - 1; i >= 0; i--) {
-        te_stage *st = te_schedule_stage_at(s, i);
-        int64_t pick = tt_rng_int(r, 8);
-        if (pick < 2) {
-            te_compute_inline(st);
-        } else if (pick < 5 && i + 1 < n) {
-            te_stage *p = te_schedule_stage_at(s, i + 1 + (int)tt_rng_int(r, n - i - 1));
-            te_compute_at(st, p, rand_leaf(p, r));
-        }
-        rand_loops(st, r);
-        rand_annotations(st, r);
-    }
-    te_ctx_clear_error(ctx);
-}
+#include "rand_schedule.h"
 
 typedef struct {
     te_ctx *ctx;
@@ -259,7 +156,7 @@ static void test_random_schedules(void **state)
         op_case *c = &cs[k];
         te_schedule *s = te_schedule_create(c->ctx, c->n_out, c->out);
         assert_non_null(s);
-        rand_schedule(s, &r);
+        rs_schedule(s, c->n_in, c->in, &r);
         te_tensor *args[2 * TE_OP_MAX_IO];
         memcpy(args, c->in, sizeof(te_tensor *) * (size_t)c->n_in);
         memcpy(args + c->n_in, c->out, sizeof(te_tensor *) * (size_t)c->n_out);

@@ -7,6 +7,7 @@
  */
 #include <stdbool.h>
 
+#include "rand_schedule.h"
 #include "space_testlib.h"
 
 static const struct {
@@ -32,130 +33,6 @@ static const struct {
     {"qkv_projection", "m=5,n=6,k=7"},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
-
-/* ---- The random schedule generator of test_random_schedules.c, plus cache_read, tile,
- * split_nparts, compute_root, nontemporal and bind-free annotations. --------------------- */
-
-static te_iter *rand_leaf(te_stage *st, tt_rng *r)
-{
-    int n = te_stage_nleaves(st);
-    return n ? te_stage_leaf(st, (int)tt_rng_int(r, n)) : NULL;
-}
-
-static void rand_loops(te_stage *st, tt_rng *r)
-{
-    int rounds = (int)tt_rng_int(r, 5);
-    for (int q = 0; q < rounds; q++) {
-        te_iter *x = rand_leaf(st, r);
-        if (!x)
-            return;
-        int64_t e = te_iter_extent(x);
-        int n = te_stage_nleaves(st);
-        switch (tt_rng_int(r, 6)) {
-        case 0:
-        case 1:
-            te_split(st, x, 1 + tt_rng_int(r, e + 1), NULL, NULL);
-            break;
-        case 2:
-            te_split_nparts(st, x, 1 + tt_rng_int(r, e + 1), NULL, NULL);
-            break;
-        case 3:
-            for (int i = 0; i + 1 < n; i++)
-                if (te_stage_leaf(st, i) == x) {
-                    if (tt_rng_int(r, 2))
-                        te_fuse(st, x, te_stage_leaf(st, i + 1), NULL);
-                    else
-                        te_tile(st, x, te_stage_leaf(st, i + 1), 1 + tt_rng_int(r, 5),
-                                1 + tt_rng_int(r, 9), NULL, NULL, NULL, NULL);
-                    break;
-                }
-            break;
-        default: {
-            te_iter *order[64];
-            for (int i = 0; i < n && i < 64; i++)
-                order[i] = te_stage_leaf(st, i);
-            for (int i = n - 1; i > 0; i--) {
-                int j = (int)tt_rng_int(r, i + 1);
-                te_iter *t = order[i];
-                order[i] = order[j];
-                order[j] = t;
-            }
-            te_reorder(st, n, order);
-        }
-        }
-    }
-}
-
-static void rand_annotations(te_stage *st, tt_rng *r)
-{
-    int n = te_stage_nleaves(st);
-    if (n && tt_rng_int(r, 2)) {
-        te_iter *in = te_stage_leaf(st, n - 1);
-        if (te_iter_extent(in) <= 64)
-            te_vectorize(st, in);
-    }
-    if (tt_rng_int(r, 3) == 0) {
-        te_iter *x = rand_leaf(st, r);
-        if (x && te_iter_extent(x) <= 8)
-            te_unroll(st, x);
-    }
-    if (tt_rng_int(r, 3) == 0)
-        te_parallel(st, rand_leaf(st, r));
-    if (tt_rng_int(r, 4) == 0)
-        te_pragma_unroll_max(st, (int)tt_rng_int(r, 3) * 16);
-    if (tt_rng_int(r, 5) == 0)
-        te_stage_nontemporal(st, tt_rng_int(r, 2));
-}
-
-static void rand_schedule(te_schedule *s, const tcase *c, tt_rng *r)
-{
-    int n = te_schedule_nstages(s);
-    te_tensor *red[32];
-    int nred = 0;
-    for (int i = 0; i < n && nred < 32; i++) {
-        te_stage *st = te_schedule_stage_at(s, i);
-        if (te_stage_nreduce(st) > 0)
-            red[nred++] = te_stage_tensor(st);
-    }
-    for (int i = 0; i < nred; i++)
-        if (tt_rng_int(r, 3) == 0)
-            te_cache_write(s, red[i], TE_SCOPE_LOCAL);
-    /* rfactor of a split reduction axis (before any other transformation of the stage). */
-    n = te_schedule_nstages(s);
-    for (int i = 0; i < n; i++) {
-        te_stage *st = te_schedule_stage_at(s, i);
-        te_iter *k = te_stage_nreduce(st) == 1 ? te_stage_reduce_axis(st, 0) : NULL, *ko, *ki;
-        if (k && tt_rng_int(r, 4) == 0 &&
-            te_split(st, k, 1 + tt_rng_int(r, te_iter_extent(k)), &ko, &ki) == TE_OK)
-            te_rfactor(s, te_stage_tensor(st), tt_rng_int(r, 2) ? ki : ko);
-    }
-    /* cache_read of an input into a copy read by one of its readers. */
-    if (tt_rng_int(r, 3) == 0 && c->n_in) {
-        te_tensor *in = c->in[tt_rng_int(r, c->n_in)];
-        n = te_schedule_nstages(s);
-        for (int i = 0; i < n; i++) {
-            te_stage *st = te_schedule_stage_at(s, (int)((i + tt_rng_int(r, n)) % n));
-            if (te_cache_read(s, in, TE_SCOPE_GLOBAL, 1, &st))
-                break;
-        }
-    }
-    n = te_schedule_nstages(s);
-    for (int i = n - 1; i >= 0; i--) {
-        te_stage *st = te_schedule_stage_at(s, i);
-        int64_t pick = tt_rng_int(r, 9);
-        if (pick < 2) {
-            te_compute_inline(st);
-        } else if (pick < 5 && i + 1 < n) {
-            te_stage *p = te_schedule_stage_at(s, i + 1 + (int)tt_rng_int(r, n - i - 1));
-            te_compute_at(st, p, rand_leaf(p, r));
-        } else if (pick == 5) {
-            te_compute_root(st);
-        }
-        rand_loops(st, r);
-        rand_annotations(st, r);
-    }
-    te_ctx_clear_error(te_schedule_ctx(s));
-}
 
 static char *lowered_text(te_schedule *s, const tcase *c)
 {
@@ -189,7 +66,7 @@ static void test_round_trip(void **state)
         tcase *c = &cs[t % NCASES];
         te_schedule *s1 = te_schedule_create(c->ctx, c->n_out, c->out);
         assert_non_null(s1);
-        rand_schedule(s1, c, &r);
+        rs_schedule(s1, c->n_in, c->in, &r);
         const char *t1 = te_schedule_trace(s1);
         nonempty += *t1 != 0;
         rfactors += trace_has(t1, "rfactor ");
@@ -405,7 +282,7 @@ static void test_trace_to_c(void **state)
         tcase c;
         tcase_op(&c, cases[k].op, cases[k].params, &r);
         te_schedule *s = te_schedule_create(c.ctx, c.n_out, c.out);
-        rand_schedule(s, &c, &r);
+        rs_schedule(s, c.n_in, c.in, &r);
         const char *t = te_schedule_trace(s);
         char *code = te_trace_to_c(t, "s");
         assert_non_null(code);

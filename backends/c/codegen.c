@@ -642,7 +642,7 @@ static const char *libm_name(te_intrin fn, te_dtype d)
 /* Writes the intrinsic applied to lane l as C text for lane-loop helpers. */
 static void lane_loop(sbuf *b, const char *v, int lanes, const char *proto, const char *stmt)
 {
-    sb_printf(b, "static inline %s\n{\n    %s r;\n    for (int l = 0; l < %d; ++l)\n        %s;\n"
+    sb_printf(b, "static inline %s\n{\n    %s r = {0};\n    for (int l = 0; l < %d; ++l)\n        %s;\n"
                  "    return r;\n}\n",
               proto, v, lanes, stmt);
 }
@@ -873,7 +873,7 @@ static void emit_helper(emitter *em, sbuf *b, helper h, te_dtype d, int lanes)
         sb_printf(b, "static inline %s te_sqrt_%s(%s x)\n{\n", V, V + 3, V);
         if (guard)
             sb_printf(b, "#if defined(%s)\n    return (%s)%s((%s)x);\n#else\n", guard, V, fn, nat);
-        sb_printf(b, "    %s r;\n    for (int l = 0; l < %d; ++l)\n        r[l] = %s(x[l]);\n"
+        sb_printf(b, "    %s r = {0};\n    for (int l = 0; l < %d; ++l)\n        r[l] = %s(x[l]);\n"
                      "    return r;\n",
                   V, lanes, libm_name(TE_SQRT, d));
         if (guard)

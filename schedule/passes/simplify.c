@@ -1896,17 +1896,58 @@ static bool has_effect(const te_stmt *s)
     return true;
 }
 
-/* Dead code: loops, allocations and branches that store nothing (what is left when loop
- * partitioning empties a piece of a producer and its consumer). Comments stay only beside
- * statements that do something. */
-static te_stmt *drop_dead(te_ctx *ctx, te_stmt *s, void *user)
+typedef struct {
+    const te_buf *buf;
+    bool found;
+} buf_use;
+
+static bool buf_use_expr(const te_expr *e, void *user)
+{
+    buf_use *u = user;
+    if (e->kind == TE_E_LOAD && e->u.load.buf == u->buf)
+        u->found = true;
+    return !u->found;
+}
+
+static te_stmt *buf_use_stmt(te_ctx *ctx, te_stmt *s, void *user)
 {
     (void)ctx;
+    buf_use *u = user;
+    if (s->kind == TE_S_STORE && s->u.store.buf == u->buf)
+        u->found = true;
+    return s;
+}
+
+static te_expr *buf_use_mut(te_ctx *ctx, te_expr *e, void *user)
+{
+    (void)ctx;
+    te__expr_visit(e, buf_use_expr, user);
+    return e;
+}
+
+/* Whether statement s reads or writes buffer b. */
+static bool uses_buf(te_ctx *ctx, te_stmt *s, const te_buf *b)
+{
+    buf_use u = {b, false};
+    te__stmt_mutate(ctx, s, buf_use_stmt, buf_use_mut, &u);
+    return u.found;
+}
+
+/* Dead code: loops, allocations and branches that store nothing (what is left when loop
+ * partitioning empties a piece of a producer and its consumer), and allocations nothing in
+ * their scope touches. Comments stay only beside statements that do something. */
+static te_stmt *drop_dead(te_ctx *ctx, te_stmt *s, void *user)
+{
     (void)user;
     if (s->kind == TE_S_SEQ || s->kind == TE_S_COMMENT || s->kind == TE_S_STORE ||
         s->kind == TE_S_BARRIER)
         return s;
-    return has_effect(s) ? s : NULL;
+    if (!has_effect(s))
+        return NULL;
+    if (s->kind == TE_S_ALLOC && s->u.alloc.buf->arg_index < 0 &&
+        !uses_buf(ctx, s->u.alloc.body, s->u.alloc.buf))
+        return s->u.alloc.body;
+    return s;
 }
 
 te_stmt *te__pass_simplify(te_ctx *ctx, te_stmt *s)
