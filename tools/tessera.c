@@ -14,6 +14,7 @@ static const struct {
     {"bench", te_cmd_bench, "benchmark Tessera kernels beside OpenBLAS"},
     {"tune", te_cmd_tune, "search schedules for an operator and record them in the database"},
     {"ops", te_cmd_ops, "list the operator library with its parameters"},
+    {"gen", te_cmd_gen, "write a standalone kernel (.c/.cu + .h) for other projects"},
 };
 
 static void usage(FILE *f)

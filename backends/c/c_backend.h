@@ -16,6 +16,37 @@
  * "<ident>_packed". Writes at most n bytes into buf and returns buf. */
 char *te__c_kernel_ident(const char *name, char *buf, size_t n);
 
+/* Several lowered functions in one C translation unit: one comment, one prelude (includes,
+ * macros, vector typedefs, inline helpers: the union of what the kernels use, each once), then
+ * the kernels in order. te_emit_c is this with n = 1 and no options. */
+typedef struct te__c_unit_opts {
+    const char *comment; /* text placed first (a complete C comment); NULL: the provenance
+                            header te_emit_c writes */
+    int no_packed;       /* omit the packed entries <name>_packed */
+    int standalone;      /* for other projects' builds: also silence GCC's -Wmaybe-uninitialized,
+                            which -O2 -fopenmp reports for register tiles assigned and read
+                            under the same tail guards */
+    const char *const *const *arg_names; /* per kernel, per argument: the C name to use (made
+                                            valid and unique); NULL: the buffers' names */
+} te__c_unit_opts;
+
+/* What a caller writing declarations for an emitted kernel needs to know. Arena strings. */
+typedef struct te__c_kernel_info {
+    const char *ident;      /* the kernel's C name */
+    int n_params;
+    const char **params;    /* C names of its parameters (the lowered function's arguments) */
+    int n_nt;
+    const char **nt_params; /* parameters written with streaming stores when 64-byte aligned */
+    bool may_fail;          /* allocates heap scratch: may return -1 */
+    bool uses_omp;          /* has OpenMP loop pragmas */
+} te__c_kernel_info;
+
+/* Emits fs[0..n-1] (distinct kernel names) into one source owned by ctx; info (may be NULL)
+ * receives n entries. NULL on error with a message on ctx. */
+const char *te__emit_c_unit(te_ctx *ctx, int n, const te_lowered *const *fs,
+                            const te_target *target, const te__c_unit_opts *opts,
+                            te__c_kernel_info *info);
+
 /* Compiles n emitted sources (te_emit_c output) for kernels named names[i] with the target's
  * compiler and flags, up to `jobs` compilers at once (<= 0: one per core), and loads each into
  * a module: out[i] receives the module or NULL, status[i] its status (TE_OK, TE_ERR_COMPILE,

@@ -2421,34 +2421,90 @@ static void emit_comment_text(sbuf *o, const char *z)
     }
 }
 
-const char *te_emit_c(te_ctx *ctx, const te_lowered *f, const te_target *target)
+/* The prelude the kernels of a unit need: the union of what their emitters recorded. */
+static void merge_needs(emitter *u, const emitter *em)
 {
-    if (!ctx)
-        return NULL;
-    if (!f || !f->body || !f->name || f->n_args < 0 || (f->n_args && !f->args) ||
-        f->n_outputs < 0 || f->n_outputs > f->n_args) {
-        te_ctx_set_error(ctx, TE_ERR_ARG, "te_emit_c: incomplete lowered function");
-        return NULL;
+    for (int d = 0; d < TE_DTYPE_COUNT; d++) {
+        u->vtypes[d] |= em->vtypes[d];
+        u->vtypes_u[d] |= em->vtypes_u[d];
+        for (int h = 0; h < H_COUNT; h++)
+            u->helpers[h][d] |= em->helpers[h][d];
     }
-    emitter *em = calloc(1, sizeof *em);
-    if (!em) {
-        te_ctx_set_error(ctx, TE_ERR_NOMEM, "te_emit_c: out of memory");
-        return NULL;
-    }
-    em->ctx = ctx;
-    em->f = f;
-    em->target = target;
+    u->need_immintrin |= em->need_immintrin;
+    u->uses_omp |= em->uses_omp;
+    u->uses_unroll |= em->uses_unroll;
+    u->uses_heap |= em->uses_heap;
+}
 
+/* Includes, macros, vector typedefs and inline helpers: everything before the first kernel. */
+static void emit_prelude(emitter *u, sbuf *o, bool standalone)
+{
+    sb_puts(o, "#include <math.h>\n#include <stdbool.h>\n#include <stdint.h>\n"
+               "#include <stdlib.h>\n#include <string.h>\n"
+               "#ifdef _OPENMP\n#include <omp.h>\n#endif\n");
+    if (u->need_immintrin)
+        sb_puts(o, "#if defined(__x86_64__) || defined(__i386__)\n#include <immintrin.h>\n#endif\n");
+    bool vectors = false;
+    for (int d = 0; d < TE_DTYPE_COUNT; d++)
+        vectors |= u->vtypes[d] != 0;
+    if (vectors)
+        sb_puts(o, "#if defined(__GNUC__) && !defined(__clang__)\n"
+                   "#pragma GCC diagnostic ignored \"-Wpsabi\" /* vector arguments */\n#endif\n");
+    if (standalone)
+        sb_puts(o, "#if defined(__GNUC__) && !defined(__clang__)\n"
+                   "/* Registers of a tile are set and read under the same tail guards. */\n"
+                   "#pragma GCC diagnostic ignored \"-Wmaybe-uninitialized\"\n#endif\n");
+    if (u->uses_omp || u->uses_unroll)
+        sb_puts(o, "\n/* Loop pragmas: OpenMP ones vanish when compiled without OpenMP. */\n"
+                   "#define TE_PRAGMA(x) _Pragma(#x)\n");
+    if (u->uses_omp)
+        sb_puts(o, "#ifdef _OPENMP\n#define TE_OMP(x) TE_PRAGMA(omp x)\n#else\n#define TE_OMP(x)\n"
+                   "#endif\n");
+    if (u->uses_unroll)
+        sb_puts(o, "#if defined(__clang__)\n#define TE_UNROLL(n) TE_PRAGMA(unroll n)\n"
+                   "#elif defined(__GNUC__)\n#define TE_UNROLL(n) TE_PRAGMA(GCC unroll n)\n"
+                   "#else\n#define TE_UNROLL(n)\n#endif\n");
+    if (u->uses_heap)
+        sb_puts(o, "\n/* 64-byte aligned scratch from malloc (C99 has no aligned_alloc): the\n"
+                   " * byte before the block records the offset back to malloc's pointer. */\n"
+                   "static inline void *te_alloc64(size_t n)\n{\n"
+                   "    unsigned char *p = (unsigned char *)malloc(n + 64), *a;\n"
+                   "    if (!p)\n        return NULL;\n"
+                   "    a = p + 64 - ((uintptr_t)p & 63);\n"
+                   "    a[-1] = (unsigned char)(a - p);\n    return a;\n}\n\n"
+                   "static inline void te_free64(void *a)\n{\n"
+                   "    if (a)\n        free((unsigned char *)a - ((unsigned char *)a)[-1]);\n}\n");
+    sb_puts(o, "\n");
+    emit_typedefs(u, o);
+    emit_helpers(u, o);
+}
+
+/* Emits one lowered function (its body, signature and, unless `packed` is false, its packed
+ * entry) into *k; the prelude it needs stays recorded in em. `avoid` names (other kernels of
+ * the unit) are never used for the function's own variables. Fills *info when given. */
+static void emit_function(emitter *em, sbuf *k, bool packed, int n_avoid,
+                          const char *const *avoid, const char *const *arg_names,
+                          te__c_kernel_info *info)
+{
+    te_ctx *ctx = em->ctx;
+    const te_lowered *f = em->f;
+    const te_target *target = em->target;
     char kname[160];
     te__c_kernel_ident(f->name, kname, sizeof kname - 8);
     take_name(em, kname);
     take_name(em, te__sprintf(ctx, "%s_packed", kname));
+    for (int i = 0; i < n_avoid; i++)
+        if (avoid[i] && !name_used(em, avoid[i]))
+            take_name(em, avoid[i]);
     for (int i = 0; i < f->n_args; i++) {
         if (!f->args[i]) {
             fail(em, TE_ERR_ARG, "argument %d is NULL", i);
             break;
         }
-        buf_name(em, f->args[i]);
+        if (arg_names && arg_names[i] && *arg_names[i])
+            lookup_name(em, 1, f->args[i]->id, f->args[i], arg_names[i]);
+        else
+            buf_name(em, f->args[i]);
     }
 
     /* vector width legalization, then the kernel body: it decides which types and helpers
@@ -2464,53 +2520,8 @@ const char *te_emit_c(te_ctx *ctx, const te_lowered *f, const te_target *target)
     block_open(em);
     gen_stmt(em, body);
     block_close(em);
-
-    sbuf o = {0};
-    char key[512] = "";
-    if (target)
-        te_target_key(target, key, sizeof key);
-    sb_printf(&o, "/*\n * %s: generated by Tessera %s (C backend).\n *\n", kname, te_version());
-    if (f->header && *f->header) {
-        emit_comment_text(&o, f->header);
-        sb_puts(&o, " *\n");
-    }
-    sb_printf(&o, " * target: %s\n */\n", target ? key : "(none given)");
-    sb_puts(&o, "#include <math.h>\n#include <stdbool.h>\n#include <stdint.h>\n"
-                "#include <stdlib.h>\n#include <string.h>\n"
-                "#ifdef _OPENMP\n#include <omp.h>\n#endif\n");
-    if (em->need_immintrin)
-        sb_puts(&o, "#if defined(__x86_64__) || defined(__i386__)\n#include <immintrin.h>\n#endif\n");
-    bool vectors = false;
-    for (int d = 0; d < TE_DTYPE_COUNT; d++)
-        vectors |= em->vtypes[d] != 0;
-    if (vectors)
-        sb_puts(&o, "#if defined(__GNUC__) && !defined(__clang__)\n"
-                    "#pragma GCC diagnostic ignored \"-Wpsabi\" /* vector arguments */\n#endif\n");
-    if (em->uses_omp || em->uses_unroll)
-        sb_puts(&o, "\n/* Loop pragmas: OpenMP ones vanish when compiled without OpenMP. */\n"
-                    "#define TE_PRAGMA(x) _Pragma(#x)\n");
-    if (em->uses_omp)
-        sb_puts(&o, "#ifdef _OPENMP\n#define TE_OMP(x) TE_PRAGMA(omp x)\n#else\n#define TE_OMP(x)\n"
-                    "#endif\n");
-    if (em->uses_unroll)
-        sb_puts(&o, "#if defined(__clang__)\n#define TE_UNROLL(n) TE_PRAGMA(unroll n)\n"
-                    "#elif defined(__GNUC__)\n#define TE_UNROLL(n) TE_PRAGMA(GCC unroll n)\n"
-                    "#else\n#define TE_UNROLL(n)\n#endif\n");
-    if (em->uses_heap)
-        sb_puts(&o, "\n/* 64-byte aligned scratch from malloc (C99 has no aligned_alloc): the\n"
-                    " * byte before the block records the offset back to malloc's pointer. */\n"
-                    "static inline void *te_alloc64(size_t n)\n{\n"
-                    "    unsigned char *p = (unsigned char *)malloc(n + 64), *a;\n"
-                    "    if (!p)\n        return NULL;\n"
-                    "    a = p + 64 - ((uintptr_t)p & 63);\n"
-                    "    a[-1] = (unsigned char)(a - p);\n    return a;\n}\n\n"
-                    "static inline void te_free64(void *a)\n{\n"
-                    "    if (a)\n        free((unsigned char *)a - ((unsigned char *)a)[-1]);\n}\n");
-    sb_puts(&o, "\n");
     if (em->nt_stores)
         use_helper(em, H_SFENCE, TE_F32, 1);
-    emit_typedefs(em, &o);
-    emit_helpers(em, &o);
 
     /* kernel signature */
     sbuf sig = {0};
@@ -2533,34 +2544,160 @@ const char *te_emit_c(te_ctx *ctx, const te_lowered *f, const te_target *target)
         }
         sb_puts(&sig, ")");
     }
-    sb_printf(&o, "%s\n{\n", sig.p ? sig.p : "");
+    sb_printf(k, "%s\n{\n", sig.p ? sig.p : "");
+    if (sig.oom)
+        k->oom = true;
     free(sig.p);
     for (int i = 0; i < em->n_nt; i++)
-        sb_printf(&o, "    const int %s = ((uintptr_t)%s & 63) == 0; /* streaming stores need "
-                      "64-byte alignment */\n",
+        sb_printf(k, "    const int %s = ((uintptr_t)%s & 63) == 0; /* streaming stores need "
+                     "64-byte alignment */\n",
                   em->nt_flag[i], buf_name(em, em->nt_bufs[i]));
     if (em->uses_oom)
-        sb_puts(&o, "    int te_oom = 0; /* set when an allocation inside a parallel loop fails */\n");
+        sb_puts(k, "    int te_oom = 0; /* set when an allocation inside a parallel loop fails */\n");
     if (em->n_nt || em->uses_oom)
-        sb_puts(&o, "\n");
-    sb_puts(&o, em->out.p ? em->out.p : "");
+        sb_puts(k, "\n");
+    sb_puts(k, em->out.p ? em->out.p : "");
     if (em->nt_stores)
-        sb_printf(&o, "    %s();\n", helper_name(em, H_SFENCE, TE_F32, 1));
-    sb_puts(&o, em->uses_oom ? "    return te_oom ? -1 : 0;\n}\n" : "    return 0;\n}\n");
+        sb_printf(k, "    %s();\n", helper_name(em, H_SFENCE, TE_F32, 1));
+    sb_puts(k, em->uses_oom ? "    return te_oom ? -1 : 0;\n}\n" : "    return 0;\n}\n");
 
     /* packed entry */
-    sb_printf(&o, "\nint %s_packed(void **args)\n{\n    return %s(", kname, kname);
-    for (int i = 0; i < f->n_args; i++)
-        sb_printf(&o, "%sargs[%d]", i ? ", " : "", i);
-    sb_puts(&o, ");\n}\n");
+    if (packed) {
+        sb_printf(k, "\nint %s_packed(void **args)\n{\n    return %s(", kname, kname);
+        for (int i = 0; i < f->n_args; i++)
+            sb_printf(k, "%sargs[%d]", i ? ", " : "", i);
+        sb_puts(k, ");\n}\n");
+    }
+    if (em->out.oom)
+        k->oom = true;
+
+    if (info && !em->err) {
+        memset(info, 0, sizeof *info);
+        info->ident = te__strdup(ctx, kname);
+        info->n_params = f->n_args;
+        info->params = te__alloc(ctx, sizeof(char *) * (size_t)(f->n_args ? f->n_args : 1));
+        info->nt_params = te__alloc(ctx, sizeof(char *) * (size_t)(em->n_nt ? em->n_nt : 1));
+        if (!info->ident || !info->params || !info->nt_params) {
+            fail(em, TE_ERR_NOMEM, "out of memory");
+            return;
+        }
+        for (int i = 0; i < f->n_args; i++)
+            info->params[i] = buf_name(em, f->args[i]);
+        for (int i = 0; i < em->n_nt; i++)
+            info->nt_params[i] = buf_name(em, em->nt_bufs[i]);
+        info->n_nt = em->n_nt;
+        info->may_fail = em->uses_heap || em->uses_oom;
+        info->uses_omp = em->uses_omp;
+    }
+}
+
+static bool lowered_ok(const te_lowered *f)
+{
+    return f && f->body && f->name && f->n_args >= 0 && (!f->n_args || f->args) &&
+           f->n_outputs >= 0 && f->n_outputs <= f->n_args;
+}
+
+const char *te__emit_c_unit(te_ctx *ctx, int n, const te_lowered *const *fs,
+                            const te_target *target, const te__c_unit_opts *opts,
+                            te__c_kernel_info *info)
+{
+    if (!ctx)
+        return NULL;
+    if (n < 1 || !fs) {
+        te_ctx_set_error(ctx, TE_ERR_ARG, "te_emit_c: no lowered function");
+        return NULL;
+    }
+    for (int i = 0; i < n; i++)
+        if (!lowered_ok(fs[i])) {
+            te_ctx_set_error(ctx, TE_ERR_ARG, "te_emit_c: incomplete lowered function");
+            return NULL;
+        }
+    bool packed = !opts || !opts->no_packed;
+    emitter *u = calloc(1, sizeof *u);
+    sbuf *kt = calloc((size_t)n, sizeof *kt);
+    const char **idents = calloc((size_t)n, sizeof *idents);
+    if (!u || !kt || !idents) {
+        free(u);
+        free(kt);
+        free(idents);
+        te_ctx_set_error(ctx, TE_ERR_NOMEM, "te_emit_c: out of memory");
+        return NULL;
+    }
+    u->ctx = ctx;
+    u->f = fs[0];
+    u->target = target;
+    char kname[160];
+    for (int i = 0; i < n; i++)
+        idents[i] = te__strdup(ctx, te__c_kernel_ident(fs[i]->name, kname, sizeof kname - 8));
+    for (int i = 0; i < n && !u->err; i++)
+        for (int j = 0; j < i; j++)
+            if (idents[i] && idents[j] && !strcmp(idents[i], idents[j]))
+                fail(u, TE_ERR_ARG, "two kernels of one file are both named '%s'", idents[i]);
+
+    for (int i = 0; i < n && !u->err; i++) {
+        emitter *em = calloc(1, sizeof *em);
+        if (!em) {
+            fail(u, TE_ERR_NOMEM, "out of memory");
+            break;
+        }
+        em->ctx = ctx;
+        em->f = fs[i];
+        em->target = target;
+        emit_function(em, &kt[i], packed, n, idents,
+                      opts && opts->arg_names ? opts->arg_names[i] : NULL, info ? &info[i] : NULL);
+        merge_needs(u, em);
+        if (em->err)
+            u->err = em->err;
+        else if (kt[i].oom)
+            fail(u, TE_ERR_NOMEM, "out of memory");
+        free(em->out.p);
+        free(em);
+    }
+
+    sbuf o = {0};
+    if (opts && opts->comment) {
+        sb_puts(&o, opts->comment);
+    } else {
+        char key[512] = "";
+        if (target)
+            te_target_key(target, key, sizeof key);
+        sb_printf(&o, "/*\n * %s: generated by Tessera %s (C backend).\n *\n", idents[0] ? idents[0] : "?",
+                  te_version());
+        for (int i = 0; i < n; i++)
+            if (fs[i]->header && *fs[i]->header) {
+                emit_comment_text(&o, fs[i]->header);
+                sb_puts(&o, " *\n");
+            }
+        sb_printf(&o, " * target: %s\n */\n", target ? key : "(none given)");
+    }
+    emit_prelude(u, &o, opts && opts->standalone);
+    for (int i = 0; i < n; i++) {
+        if (i)
+            sb_puts(&o, "\n");
+        sb_puts(&o, kt[i].p ? kt[i].p : "");
+    }
 
     const char *result = NULL;
-    if (o.oom || em->out.oom)
-        fail(em, TE_ERR_NOMEM, "out of memory");
-    if (!em->err)
+    if (o.oom)
+        fail(u, TE_ERR_NOMEM, "out of memory");
+    if (!u->err)
         result = te__strdup(ctx, o.p ? o.p : "");
     free(o.p);
-    free(em->out.p);
-    free(em);
+    for (int i = 0; i < n; i++)
+        free(kt[i].p);
+    free(kt);
+    free(idents);
+    free(u);
     return result;
+}
+
+const char *te_emit_c(te_ctx *ctx, const te_lowered *f, const te_target *target)
+{
+    if (!ctx)
+        return NULL;
+    if (!lowered_ok(f)) {
+        te_ctx_set_error(ctx, TE_ERR_ARG, "te_emit_c: incomplete lowered function");
+        return NULL;
+    }
+    return te__emit_c_unit(ctx, 1, &f, target, NULL, NULL);
 }

@@ -39,6 +39,12 @@ typedef struct te__cuda_program {
 
 int te__cuda_emit_program(te_ctx *ctx, const te_lowered *f, const te_target *target,
                           te__cuda_program *out);
+/* The same without the provenance comment and prelude: out->source holds only the kernels
+ * (several lowered functions then share one te__cuda_prelude in one file). */
+int te__cuda_emit_kernels(te_ctx *ctx, const te_lowered *f, const te_target *target,
+                          te__cuda_program *out);
+/* The prelude every emitted CUDA file has (floor division helpers). */
+extern const char te__cuda_prelude[];
 
 /* ---- nvrtc.c ---- */
 /* Loads NVRTC once; TE_OK or TE_ERR_NO_CUDA with a message in errbuf. */
