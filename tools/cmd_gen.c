@@ -130,7 +130,12 @@ int te_cmd_gen(int argc, char **argv)
                 return bad("unexpected argument '%s' (one operator per command)", x);
             op = x;
         } else if (!v) {
-            return bad("option '%s' needs a value or is unknown", x);
+            static const char *const valued[] = {"--shape", "--params", "--db", "-o", "--out",
+                                                 "--name", "--target", "--sm", NULL};
+            for (int i = 0; valued[i]; i++)
+                if (!strcmp(x, valued[i]))
+                    return bad("option '%s' needs a value", x);
+            return bad("unknown option '%s'", x);
         } else {
             takes = 1;
             if (!strcmp(x, "--shape") || !strcmp(x, "--params")) {
