@@ -545,8 +545,13 @@ static int gen_c(te_ctx *ctx, te__gen_plan *p, te_gen_output *out)
     te__gen_comment(p, &h, hdr_name, "C");
     char guard[256];
     header_guard(p, guard, sizeof guard);
-    te__gsb_printf(&h, "#ifndef %s\n#define %s\n\n#include <stdint.h>\n\n"
-                       "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n", guard, guard);
+    bool any_bool = false;
+    for (int i = 0; i < n; i++)
+        for (int a = 0; a < p->k[i].n_args; a++)
+            any_bool |= te_tensor_dtype(p->k[i].args[a]) == TE_BOOL;
+    te__gsb_printf(&h, "#ifndef %s\n#define %s\n\n%s#include <stdint.h>\n\n"
+                       "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n", guard, guard,
+                   any_bool ? "#include <stdbool.h>\n" : "");
     te__gsb_printf(
         &h,
         "/*\n"
@@ -564,8 +569,11 @@ static int gen_c(te_ctx *ctx, te__gen_plan *p, te_gen_output *out)
         " *  - Return value: 0 on success%s%s.\n"
         " *  - Compiler: GCC or Clang (the vector code uses their vector extensions), any C\n"
         " *    standard from C99 on; `-std=c99 -Wall -Wextra -Werror -pedantic` is clean. The\n"
-        " *    code is tuned for the target above; -O2 or -O3 and -march=native (or the target's\n"
-        " *    ISA flags) give the measured speed.\n"
+        " *    speed above was measured with `-O3 -march=native -std=gnu11 -fopenmp` on the\n"
+        " *    target above. In ISO modes (-std=c99, -std=c11) GCC does not fuse multiplies and\n"
+        " *    adds: add -ffp-contract=fast (or use -std=gnu99) to get that speed. Without ISA\n"
+        " *    flags (-march) it still builds and runs, slower (GCC may print notes about the\n"
+        " *    vector ABI, -Wpsabi: harmless).\n"
         " */\n\n",
         src_name,
         any_nt ? "\n *    Outputs marked \"streaming\" use non-temporal stores when they are 64-byte\n"

@@ -59,10 +59,21 @@ int te__gen_cuda_default_schedule(te_ctx *ctx, const char *op, int n_out, te_ten
         }
         if (rc == TE_OK) {
             *out = s;
-            snprintf(what, what_size,
-                     "the CUDA template '%s' with its default knobs (tile %dx%dx%d, thread tile "
-                     "%dx%d, %d threads, vec %d; untuned)",
-                     tpl, k.tile_m, k.tile_n, k.tile_k, k.thread_m, k.thread_n, k.threads, k.vec);
+            if (!strcmp(tpl, "matmul") || !strcmp(tpl, "mlp_gate") || !strcmp(tpl, "conv2d"))
+                snprintf(what, what_size,
+                         "the CUDA template '%s' with its default knobs (block tile %dx%dx%d, "
+                         "thread tile %dx%d, vec %d; untuned)",
+                         tpl, k.tile_m, k.tile_n, k.tile_k, k.thread_m, k.thread_n, k.vec);
+            else if (!strcmp(tpl, "elementwise"))
+                snprintf(what, what_size,
+                         "the CUDA template 'elementwise' with its default knobs (%d threads per "
+                         "block, vec %d; untuned)",
+                         k.threads, k.vec);
+            else
+                snprintf(what, what_size,
+                         "the CUDA template '%s' with its default knobs (%d threads per block; "
+                         "untuned)",
+                         tpl, k.threads);
             return TE_OK;
         }
         if (attempt == 0 && strcmp(tpl, "elementwise") != 0) {
