@@ -162,12 +162,6 @@ static int make_plan(te_ctx *ctx, int n, const te_gen_kernel *k, const te_gen_op
             return te_ctx_set_error(ctx, TE_ERR_ARG,
                                     "te_gen: kernel %d is named '%s' like the dispatcher", i,
                                     p->entry);
-        int n_out = 0;
-        for (int a = 0; a < ki->n_args; a++)
-            if (!te_tensor_is_placeholder(ki->args[a]))
-                n_out = ki->n_args - a;
-        if (i == 0)
-            p->n_out = n_out;
     }
     if (n > 1 && !o->n_params)
         return te_ctx_set_error(ctx, TE_ERR_ARG, "te_gen: %d kernels in one file need dispatch "
