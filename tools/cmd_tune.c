@@ -157,6 +157,14 @@ static void sgemm_child(void *user, void *out)
         cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans,
                     j->tb ? CblasTrans : CblasNoTrans, j->m, j->n, j->k, 1.0f, a, lda, b, ldb, 0.0f,
                     c, j->n);
+        if (j->gate) {
+            /* The unfused MLP gate: a second product, then silu(g) * u in a separate pass. */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, j->m, j->n, j->k, 1.0f, a, lda,
+                        b3, ldb, 0.0f, c3, j->n);
+#pragma omp parallel for num_threads(j->threads) schedule(static)
+            for (size_t q = 0; q < nc; q++)
+                c[q] = c[q] / (1.0f + expf(-c[q])) * c3[q];
+        }
         if (r >= 0)
             t[r] = mono() - t0;
     }
