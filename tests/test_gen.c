@@ -562,6 +562,11 @@ static void test_cli_exit_codes(void **state)
         free(out);
         free(err);
     }
+    /* a bad command line shows the usage */
+    char *uerr = NULL;
+    assert_int_equal(cli("gen matmul --shape m=4,n=4,k=4 --bogus", NULL, &uerr), 2);
+    assert_contains(uerr, "usage: tessera gen OP");
+    free(uerr);
     /* unknown operator: the list of operators */
     char *err = NULL;
     assert_int_equal(cli("gen nosuchop --shape m=1", NULL, &err), 2);

@@ -57,7 +57,8 @@ static int bad(const char *fmt, const char *arg)
 {
     fprintf(stderr, "tessera gen: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n(see tessera gen --help)\n");
+    fprintf(stderr, "\nusage: tessera gen OP --shape KEY=VAL,... [--shape ...] [--target c|cuda] "
+                    "[--db FILE] [-o DIR]\n(see tessera gen --help)\n");
     return 2;
 }
 
