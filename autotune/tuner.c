@@ -919,22 +919,21 @@ out:
 static task *pick_task(te_tuner *t)
 {
     task *best = NULL;
+    int running = 0;
     for (int i = 0; i < t->ntasks; i++) {
         task *k = &t->tasks[i];
         if (k->done || !k->prepared)
             continue;
-        if (k->nbatches < 2 || !(k->best_s < INFINITY)) {
-            if (!best || best->nbatches > k->nbatches ||
-                (best->nbatches >= 2 && best->best_s < INFINITY))
-                best = k;
-        }
+        running++;
+        if (k->nbatches < 2 && (!best || k->nbatches < best->nbatches))
+            best = k;
     }
     if (best)
         return best;
     double total = 0;
     for (int i = 0; i < t->ntasks; i++) {
         task *k = &t->tasks[i];
-        if (!k->done && k->prepared)
+        if (!k->done && k->prepared && k->best_s < INFINITY)
             total += k->weight * k->best_s;
     }
     double best_score = -1;
@@ -942,13 +941,20 @@ static task *pick_task(te_tuner *t)
         task *k = &t->tasks[i];
         if (k->done || !k->prepared)
             continue;
-        double old = k->hist_best[3] < INFINITY ? k->hist_best[3] : k->hist_best[1];
-        double gain = old < INFINITY && old > 0 ? (old - k->best_s) / old : 1;
-        if (gain < 0.02)
-            gain = 0.02;
-        double share = total > 0 ? k->weight * k->best_s / total : 1;
-        double score = gain * share;
-        if (score > best_score) {
+        double score;
+        if (!(k->best_s < INFINITY)) {
+            /* Nothing valid yet: below every task that works; tried again when they stop. */
+            score = 0.02 / running;
+        } else {
+            double old = k->hist_best[3] < INFINITY ? k->hist_best[3] : k->hist_best[1];
+            double gain = old < INFINITY && old > 0 ? (old - k->best_s) / old : 1;
+            if (gain < 0.02)
+                gain = 0.02;
+            double share = total > 0 ? k->weight * k->best_s / total : 1;
+            score = gain * share;
+        }
+        /* Ties go to the task with fewer batches. */
+        if (score > best_score || (score == best_score && best && k->nbatches < best->nbatches)) {
             best_score = score;
             best = k;
         }

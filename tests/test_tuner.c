@@ -502,6 +502,38 @@ static void test_task_list_and_shards(void **state)
     te_db_close(db);
 }
 
+/* A task whose candidates all fail does not starve the others. */
+static double fail_softmax(const char *trace, void *user)
+{
+    (void)user;
+    return strstr(trace, "softmax") ? -1 : fake_time(trace, NULL);
+}
+
+static void test_failing_task_does_not_starve(void **state)
+{
+    (void)state;
+    te_db *db = open_db("starve.db");
+    te_tune_options o = te_tune_options_default();
+    o.strategy = TE_TUNE_RANDOM;
+    o.max_trials = 96;
+    o.batch_size = 8;
+    o.quiet = 1;
+    o.fake_runner = fail_softmax;
+    te_tuner *t = te_tuner_create(db, &o);
+    assert_int_equal(te_tuner_add_op(t, "softmax", "m=64,n=256", 1), TE_OK);
+    assert_int_equal(te_tuner_add_op(t, "matmul", "m=64,n=64,k=64", 1), TE_OK);
+    assert_int_equal(te_tuner_run(t), TE_OK);
+    te_tune_task_info a, b;
+    te_tuner_task_info(t, 0, &a);
+    te_tuner_task_info(t, 1, &b);
+    printf("  failing softmax: %lld trials, matmul: %lld trials\n", (long long)a.trials,
+           (long long)b.trials);
+    assert_int_equal(a.n_by_status[TE_TRIAL_OK], 0);
+    assert_true(b.trials >= 48);
+    te_tuner_free(t);
+    te_db_close(db);
+}
+
 /* A user-defined fused expression tunes with sketches and no schedule code; the best record
  * then builds the operator. */
 static void test_user_expression_and_best_schedule(void **state)
@@ -568,6 +600,7 @@ int main(void)
         cmocka_unit_test(test_cli_seed),
         cmocka_unit_test(test_cli_kill_and_resume),
         cmocka_unit_test(test_task_list_and_shards),
+        cmocka_unit_test(test_failing_task_does_not_starve),
         cmocka_unit_test(test_user_expression_and_best_schedule),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
