@@ -4,7 +4,8 @@
  * Define an operator as tensor expressions (tessera/te.h, or the operator library in
  * tessera/ops.h), schedule it with TVM-style primitives (tessera/schedule.h), lower and build
  * it for the CPU (tessera/backend.h), search schedules automatically (tessera/autotune.h,
- * tessera/tuner.h) and keep the results in the tuning database (tessera/tuning_db.h).
+ * tessera/tuner.h), keep the results in the tuning database (tessera/tuning_db.h), generate
+ * standalone kernels (tessera/gen.h) and build for NVIDIA GPUs (tessera/cuda.h).
  * README.md has a worked example; every function is documented in its module header.
  */
 #ifndef TESSERA_H
@@ -18,5 +19,8 @@
 #include "tessera/backend.h"
 #include "tessera/autotune.h"
 #include "tessera/tuning_db.h"
+#include "tessera/tuner.h"
+#include "tessera/gen.h"
+#include "tessera/cuda.h"
 
 #endif

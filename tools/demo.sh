@@ -1,13 +1,26 @@
 #!/usr/bin/env bash
-# The main job on a default example: installs dependencies, builds Tessera, then builds the
-# fused transformer MLP gate y = silu(x W1) * (x W3) with a hand schedule, checks it against
-# the reference interpreter and prints the generated C.
+# The main job on a default example, from a new Debian machine: installs dependencies, builds
+# Tessera, tunes the transformer MLP gate y = silu(x W1) * (x W3) into an on-disk SQLite
+# database (./tessera.db), shows the best record, and generates a standalone C kernel from it
+# (./generated/mlp_gate.c and .h).
 #
-#   bash tools/demo.sh [M K N]
+#   bash tools/demo.sh [TRIALS]        (default 64 trials, about a minute on 2 cores)
+#
+# Rerunning continues in the same database; `sqlite3 tessera.db` reads it too.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+trials=${1:-64}
+shape=m=256,n=1024,k=512
+workload="mlp_gate;k=512,m=256,n=1024;f32"
 bash tools/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$(nproc)" >/dev/null
-./build/example_mlp_gate "$@"
+echo "== tessera tune mlp_gate --shape $shape --trials $trials --db tessera.db"
+./build/tessera tune mlp_gate --shape "$shape" --trials "$trials" --db tessera.db
+echo
+echo "== tessera db best --workload '$workload' --db tessera.db --top 3"
+./build/tessera db best --workload "$workload" --db tessera.db --top 3
+echo
+echo "== tessera gen mlp_gate --shape $shape --db tessera.db -o generated"
+./build/tessera gen mlp_gate --shape "$shape" --db tessera.db -o generated
