@@ -35,6 +35,21 @@ typedef struct te__vec {
 } te__vec;
 int te__vec_push(te_ctx *ctx, te__vec *vec, void *p);
 
+/* A growing string (te/strbuf.c). After a failed allocation every call is a no-op and oom
+ * stays set; the owner frees p (te__sb_free) or moves it into an arena (te__sb_finish). */
+typedef struct te__sb {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} te__sb;
+void te__sb_putn(te__sb *b, const char *s, size_t n);
+/* Appends s; NULL appends nothing. */
+void te__sb_puts(te__sb *b, const char *s);
+void te__sb_printf(te__sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void te__sb_free(te__sb *b);
+/* Copies the text into ctx's arena and frees the buffer; NULL (TE_ERR_NOMEM) after oom. */
+const char *te__sb_finish(te_ctx *ctx, te__sb *b);
+
 /* ---- Expressions ------------------------------------------------------------------------ */
 
 typedef enum te_expr_kind {

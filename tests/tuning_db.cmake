@@ -31,7 +31,7 @@ set_tests_properties(fuzz_db_import_replay PROPERTIES LABELS tuning_db TIMEOUT 6
 # tests/fuzz/run-fuzz.sh builds and runs the same thing without CMake.
 file(GLOB TESSERA_TUNING_DB_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tuning_db/*.c)
 set(TESSERA_FUZZ_SOURCES ${TESSERA_FUZZ_DIR}/fuzz_db_import.c ${TESSERA_TUNING_DB_SOURCES}
-    ${CMAKE_SOURCE_DIR}/te/status.c)
+    ${CMAKE_SOURCE_DIR}/te/status.c ${CMAKE_SOURCE_DIR}/te/strbuf.c ${CMAKE_SOURCE_DIR}/te/ctx.c)
 option(TESSERA_BUILD_FUZZ "Build the libFuzzer target for the tuning database importer" ON)
 if(TESSERA_BUILD_FUZZ)
   if(CMAKE_C_COMPILER_ID MATCHES "Clang")

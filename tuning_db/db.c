@@ -83,60 +83,6 @@ const char *te_db_errmsg(const te_db *db) { return db ? db->errmsg : "out of mem
 
 /* ---- small utilities ----------------------------------------------------------------------- */
 
-void te__buf_put(te__buf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-void te__buf_puts(te__buf *b, const char *s) { te__buf_put(b, s, strlen(s)); }
-
-void te__buf_printf(te__buf *b, const char *fmt, ...)
-{
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n < sizeof tmp) {
-        te__buf_put(b, tmp, (size_t)n);
-        return;
-    }
-    char *big = malloc((size_t)n + 1);
-    if (!big) {
-        b->oom = 1;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    te__buf_put(b, big, (size_t)n);
-    free(big);
-}
-
-void te__buf_free(te__buf *b)
-{
-    free(b->p);
-    memset(b, 0, sizeof *b);
-}
-
 struct te__arena_block {
     te__arena_block *next;
     size_t used, cap;

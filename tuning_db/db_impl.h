@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "te/internal.h"
 #include "tessera/tuning_db.h"
 
 /* Prepared statements cached per connection, named by an enum so each is prepared once. */
@@ -105,16 +106,6 @@ extern const char *const te__trial_cols_sql; /* TE__TRIAL_SELECT TE__TRIAL_FROM 
 /* A fresh UUID, version 7 (time-ordered, random tail), as text (36 chars + NUL). */
 void te__uuid(char out[37]);
 
-/* Growable string. */
-typedef struct {
-    char *p;
-    size_t n, cap;
-    int oom;
-} te__buf;
-void te__buf_put(te__buf *b, const char *s, size_t n);
-void te__buf_puts(te__buf *b, const char *s);
-void te__buf_printf(te__buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void te__buf_free(te__buf *b);
 
 /* Block arena that owns the strings of a returned list. */
 typedef struct te__arena_block te__arena_block;

@@ -397,19 +397,19 @@ int te_db_import(te_db *db, FILE *in, te_db_import_stats *stats)
     te__db_clear_err(db);
     if (!in)
         return te__db_err(db, TE_ERR_ARG, "te_db_import: no input stream");
-    te__buf b = {0};
+    te__sb b = {0};
     char chunk[65536];
     size_t k;
     while ((k = fread(chunk, 1, sizeof chunk, in)) > 0)
-        te__buf_put(&b, chunk, k);
+        te__sb_putn(&b, chunk, k);
     if (ferror(in) || b.oom) {
         int oom = b.oom;
-        te__buf_free(&b);
+        te__sb_free(&b);
         return oom ? te__db_err(db, TE_ERR_NOMEM, "import: out of memory")
                    : te__db_err(db, TE_ERR_IO, "import: read error: %s", strerror(errno));
     }
     int code = te_db_import_buffer(db, b.p ? b.p : "", b.n, stats);
-    te__buf_free(&b);
+    te__sb_free(&b);
     return code;
 }
 
@@ -417,18 +417,18 @@ int te_db_import(te_db *db, FILE *in, te_db_import_stats *stats)
 
 static char *file_uri_ro(const char *path)
 {
-    te__buf b = {0};
-    te__buf_puts(&b, "file:");
+    te__sb b = {0};
+    te__sb_puts(&b, "file:");
     for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
         if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
             strchr("-._~/", *p))
-            te__buf_put(&b, (const char *)p, 1);
+            te__sb_putn(&b, (const char *)p, 1);
         else
-            te__buf_printf(&b, "%%%02X", *p);
+            te__sb_printf(&b, "%%%02X", *p);
     }
-    te__buf_puts(&b, "?mode=ro");
+    te__sb_puts(&b, "?mode=ro");
     if (b.oom) {
-        te__buf_free(&b);
+        te__sb_free(&b);
         return NULL;
     }
     return b.p;

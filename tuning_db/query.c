@@ -618,28 +618,28 @@ int te_db_prune(te_db *db, const te_db_prune_options *opts, int64_t *n_deleted)
     int code = opts->dry_run ? TE_OK : te__check_writable(db);
     if (code)
         return code;
-    te__buf where = {0};
-    te__buf_puts(&where, "WHERE 1");
+    te__sb where = {0};
+    te__sb_puts(&where, "WHERE 1");
     if (opts->older_than_us > 0)
-        te__buf_printf(&where, " AND created_us < %lld", (long long)opts->older_than_us);
+        te__sb_printf(&where, " AND created_us < %lld", (long long)opts->older_than_us);
     if (opts->status_mask) {
-        te__buf_puts(&where, " AND status IN (");
+        te__sb_puts(&where, " AND status IN (");
         const char *sep = "";
         for (int s = 0; s < TE_TRIAL_STATUS_COUNT; s++)
             if (opts->status_mask & (1u << s)) {
-                te__buf_printf(&where, "%s'%s'", sep, te_trial_status_str((te_trial_status)s));
+                te__sb_printf(&where, "%s'%s'", sep, te_trial_status_str((te_trial_status)s));
                 sep = ", ";
             }
-        te__buf_puts(&where, ")");
+        te__sb_puts(&where, ")");
     }
     if (opts->keep_best)
-        te__buf_puts(&where, " AND id NOT IN (SELECT id FROM best)");
-    te__buf sql = {0};
-    te__buf_printf(&sql, "%s trials %s", opts->dry_run ? "SELECT count(*) FROM" : "DELETE FROM",
+        te__sb_puts(&where, " AND id NOT IN (SELECT id FROM best)");
+    te__sb sql = {0};
+    te__sb_printf(&sql, "%s trials %s", opts->dry_run ? "SELECT count(*) FROM" : "DELETE FROM",
                    where.p ? where.p : "");
-    te__buf_free(&where);
+    te__sb_free(&where);
     if (sql.oom) {
-        te__buf_free(&sql);
+        te__sb_free(&sql);
         return te__db_err(db, TE_ERR_NOMEM, "out of memory");
     }
     int64_t n = 0;
@@ -653,7 +653,7 @@ int te_db_prune(te_db *db, const te_db_prune_options *opts, int64_t *n_deleted)
         else
             code = te__commit(db);
     }
-    te__buf_free(&sql);
+    te__sb_free(&sql);
     if (!code && n_deleted)
         *n_deleted = n;
     return code;
@@ -666,7 +666,7 @@ int te_db_check(te_db *db, char **report)
     te__db_clear_err(db);
     if (report)
         *report = NULL;
-    te__buf out = {0};
+    te__sb out = {0};
     int problems = 0;
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(db->user.h, "PRAGMA integrity_check", -1, &st, NULL);
@@ -674,14 +674,14 @@ int te_db_check(te_db *db, char **report)
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
             const char *line = (const char *)sqlite3_column_text(st, 0);
             if (line && strcmp(line, "ok")) {
-                te__buf_printf(&out, "integrity: %s\n", line);
+                te__sb_printf(&out, "integrity: %s\n", line);
                 problems++;
             }
         }
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {
-        te__buf_printf(&out, "integrity_check failed: %s\n", sqlite3_errmsg(db->user.h));
+        te__sb_printf(&out, "integrity_check failed: %s\n", sqlite3_errmsg(db->user.h));
         problems++;
     }
     struct {
@@ -701,25 +701,25 @@ int te_db_check(te_db *db, char **report)
     for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++) {
         int64_t n = 0;
         if (count(db, &db->user, checks[i].sql, &n) != TE_OK) {
-            te__buf_printf(&out, "check failed: %s\n", db->errmsg);
+            te__sb_printf(&out, "check failed: %s\n", db->errmsg);
             problems++;
         } else if (n) {
-            te__buf_printf(&out, "%lld %s\n", (long long)n, checks[i].what);
+            te__sb_printf(&out, "%lld %s\n", (long long)n, checks[i].what);
             problems++;
         }
     }
     if (!problems)
-        te__buf_puts(&out, "ok");
+        te__sb_puts(&out, "ok");
     int code = problems ? te__db_err(db, TE_ERR_CORRUPT, "%s: %d problem(s) found", db->user.path,
                                      problems)
                         : TE_OK;
     if (out.oom) {
-        te__buf_free(&out);
+        te__sb_free(&out);
         return te__db_err(db, TE_ERR_NOMEM, "out of memory");
     }
     if (report)
         *report = out.p;
     else
-        te__buf_free(&out);
+        te__sb_free(&out);
     return code;
 }

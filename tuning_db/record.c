@@ -11,43 +11,43 @@
 static const char *nz(const char *s) { return s ? s : ""; }
 
 /* Appends field `s` to the key, with ';' (the key's separator) written as ','. */
-static void key_field(te__buf *b, const char *s)
+static void key_field(te__sb *b, const char *s)
 {
     for (const char *p = nz(s); *p; p++)
-        te__buf_put(b, *p == ';' ? "," : p, 1);
+        te__sb_putn(b, *p == ';' ? "," : p, 1);
 }
 
-static int build_key(const te_db_target *t, te__buf *b)
+static int build_key(const te_db_target *t, te__sb *b)
 {
     if (!t)
         return TE_ERR_ARG;
     if (t->key) {
-        te__buf_puts(b, t->key);
+        te__sb_puts(b, t->key);
         return TE_OK;
     }
     if (!t->backend)
         return TE_ERR_ARG;
     key_field(b, t->backend);
     if (!strcmp(t->backend, "cuda")) {
-        te__buf_puts(b, ";");
+        te__sb_puts(b, ";");
         if (t->arch && *t->arch)
             key_field(b, t->arch);
         else
-            te__buf_printf(b, "sm_%d", (int)t->sm);
-        te__buf_puts(b, ";");
+            te__sb_printf(b, "sm_%d", (int)t->sm);
+        te__sb_puts(b, ";");
         key_field(b, t->device);
-        te__buf_printf(b, ";%d SMs;", (int)t->cores);
+        te__sb_printf(b, ";%d SMs;", (int)t->cores);
         key_field(b, t->compiler);
-        te__buf_puts(b, ";driver ");
+        te__sb_puts(b, ";driver ");
         key_field(b, t->driver);
     } else {
-        te__buf_puts(b, ";");
+        te__sb_puts(b, ";");
         key_field(b, t->arch);
-        te__buf_puts(b, ";");
+        te__sb_puts(b, ";");
         key_field(b, t->device);
-        te__buf_puts(b, ";");
+        te__sb_puts(b, ";");
         key_field(b, t->features);
-        te__buf_printf(b, ";%d cores;", (int)t->cores);
+        te__sb_printf(b, ";%d cores;", (int)t->cores);
         key_field(b, t->compiler);
     }
     return TE_OK;
@@ -55,10 +55,10 @@ static int build_key(const te_db_target *t, te__buf *b)
 
 int te_db_target_key(const te_db_target *target, char *buf, size_t n)
 {
-    te__buf b = {0};
+    te__sb b = {0};
     int code = build_key(target, &b);
     if (code || b.oom) {
-        te__buf_free(&b);
+        te__sb_free(&b);
         return code ? code : TE_ERR_NOMEM;
     }
     int len = (int)b.n;
@@ -67,21 +67,21 @@ int te_db_target_key(const te_db_target *target, char *buf, size_t n)
         memcpy(buf, b.p ? b.p : "", k);
         buf[k] = '\0';
     }
-    te__buf_free(&b);
+    te__sb_free(&b);
     return len;
 }
 
 char *te__target_key_dup(te_db *db, const te_db_target *t)
 {
-    te__buf b = {0};
+    te__sb b = {0};
     int code = build_key(t, &b);
     if (code) {
-        te__buf_free(&b);
+        te__sb_free(&b);
         te__db_err(db, TE_ERR_ARG, "target: neither a key nor a backend given");
         return NULL;
     }
     if (b.oom || !b.p) {
-        te__buf_free(&b);
+        te__sb_free(&b);
         te__db_err(db, b.oom ? TE_ERR_NOMEM : TE_ERR_ARG,
                    b.oom ? "out of memory" : "target: empty key");
         return NULL;

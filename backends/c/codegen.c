@@ -47,74 +47,19 @@
 
 /* ---- String buffer ------------------------------------------------------------------------ */
 
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} sbuf;
-
-static void sb_putn(sbuf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-static void sb_puts(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n < sizeof tmp) {
-        sb_putn(b, tmp, (size_t)n);
-        return;
-    }
-    char *big = malloc((size_t)n + 1);
-    if (!big) {
-        b->oom = true;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    sb_putn(b, big, (size_t)n);
-    free(big);
-}
-
 /* Copies template text, replacing "$L" by the lane count. */
-static void sb_template(sbuf *b, const char *t, int lanes)
+static void sb_template(te__sb *b, const char *t, int lanes)
 {
     char l[16];
     snprintf(l, sizeof l, "%d", lanes);
     for (const char *p = t; *p;) {
         const char *d = strstr(p, "$L");
         if (!d) {
-            sb_puts(b, p);
+            te__sb_puts(b, p);
             break;
         }
-        sb_putn(b, p, (size_t)(d - p));
-        sb_puts(b, l);
+        te__sb_putn(b, p, (size_t)(d - p));
+        te__sb_puts(b, l);
         p = d + 2;
     }
 }
@@ -212,7 +157,7 @@ typedef struct emitter {
     te_ctx *ctx;
     const te_lowered *f;
     const te_target *target;
-    sbuf out;
+    te__sb out;
     int indent;
     int err; /* first error status */
 
@@ -640,14 +585,14 @@ static const char *libm_name(te_intrin fn, te_dtype d)
 }
 
 /* Writes the intrinsic applied to lane l as C text for lane-loop helpers. */
-static void lane_loop(sbuf *b, const char *v, int lanes, const char *proto, const char *stmt)
+static void lane_loop(te__sb *b, const char *v, int lanes, const char *proto, const char *stmt)
 {
-    sb_printf(b, "static inline %s\n{\n    %s r = {0};\n    for (int l = 0; l < %d; ++l)\n        %s;\n"
+    te__sb_printf(b, "static inline %s\n{\n    %s r = {0};\n    for (int l = 0; l < %d; ++l)\n        %s;\n"
                  "    return r;\n}\n",
               proto, v, lanes, stmt);
 }
 
-static void emit_helper(emitter *em, sbuf *b, helper h, te_dtype d, int lanes)
+static void emit_helper(emitter *em, te__sb *b, helper h, te_dtype d, int lanes)
 {
     const char *S = ctype(d);
     char V[32], I[32], M[32], Vu[40], tmp[512], proto[256];
@@ -664,29 +609,29 @@ static void emit_helper(emitter *em, sbuf *b, helper h, te_dtype d, int lanes)
         switch (h) {
         case H_MIN:
         case H_MAX:
-            sb_printf(b, "static inline %s te_%s_%s(%s a, %s b) { return a %s b ? a : b; }\n", S,
+            te__sb_printf(b, "static inline %s te_%s_%s(%s a, %s b) { return a %s b ? a : b; }\n", S,
                       h == H_MIN ? "min" : "max", dn, S, S, h == H_MIN ? "<" : ">");
             break;
         case H_FLOORDIV:
-            sb_printf(b, "static inline %s te_floordiv_%s(%s a, %s b)\n{\n"
+            te__sb_printf(b, "static inline %s te_floordiv_%s(%s a, %s b)\n{\n"
                          "    %s q = a / b, r = a %% b;\n"
                          "    return q - (r != 0 && (r < 0) != (b < 0));\n}\n",
                       S, dn, S, S, S);
             break;
         case H_FLOORMOD:
-            sb_printf(b, "static inline %s te_floormod_%s(%s a, %s b)\n{\n"
+            te__sb_printf(b, "static inline %s te_floormod_%s(%s a, %s b)\n{\n"
                          "    %s r = a %% b;\n"
                          "    return r != 0 && (r < 0) != (b < 0) ? r + b : r;\n}\n",
                       S, dn, S, S, S);
             break;
         case H_SIGMOID:
-            sb_printf(b, "static inline %s te_sigmoid_%s(%s x)\n{\n"
+            te__sb_printf(b, "static inline %s te_sigmoid_%s(%s x)\n{\n"
                          "    %s e = %s(-%s(x)); /* exp(-|x|): no overflow, no cancellation */\n"
                          "    return (x < 0 ? e : %s) / (%s + e);\n}\n",
                       S, dn, S, S, libm_name(TE_EXP, d), libm_name(TE_FABS, d), one, one);
             break;
         case H_SFENCE:
-            sb_puts(b, "/* Orders streaming (non-temporal) stores before later stores. */\n"
+            te__sb_puts(b, "/* Orders streaming (non-temporal) stores before later stores. */\n"
                        "static inline void te_sfence(void)\n{\n"
                        "#if defined(__x86_64__) || defined(__i386__)\n"
                        "    __builtin_ia32_sfence();\n#endif\n}\n");
@@ -707,16 +652,16 @@ static void emit_helper(emitter *em, sbuf *b, helper h, te_dtype d, int lanes)
 
     switch (h) {
     case H_SPLAT:
-        sb_printf(b, "static inline %s te_splat_%s(%s s) { return (%s){0} + s; }\n", V, V + 3, S,
+        te__sb_printf(b, "static inline %s te_splat_%s(%s s) { return (%s){0} + s; }\n", V, V + 3, S,
                   V);
         break;
     case H_BLEND:
         if (int_of(d) == TE_I32)
-            sb_printf(b, "static inline %s te_blend_%s(%s m, %s a, %s b)\n{\n"
+            te__sb_printf(b, "static inline %s te_blend_%s(%s m, %s a, %s b)\n{\n"
                          "    return (%s)((m & (%s)a) | (~m & (%s)b));\n}\n",
                       V, V + 3, M, V, V, V, I, I);
         else
-            sb_printf(b, "static inline %s te_blend_%s(%s m, %s a, %s b)\n{\n"
+            te__sb_printf(b, "static inline %s te_blend_%s(%s m, %s a, %s b)\n{\n"
                          "    %s w = __builtin_convertvector(m, %s);\n"
                          "    return (%s)((w & (%s)a) | (~w & (%s)b));\n}\n",
                       V, V + 3, M, V, V, I, I, V, I, I);
@@ -735,35 +680,35 @@ static void emit_helper(emitter *em, sbuf *b, helper h, te_dtype d, int lanes)
             mm = "_mm_", guard = d == TE_F32 ? "__SSE__" : "__SSE2__",
             nat = d == TE_F32 ? "__m128" : "__m128d";
         const char *nm = h == H_MIN ? "min" : "max";
-        sb_printf(b, "static inline %s te_%s_%s(%s a, %s b)\n{\n", V, nm, V + 3, V, V);
+        te__sb_printf(b, "static inline %s te_%s_%s(%s a, %s b)\n{\n", V, nm, V + 3, V, V);
         if (mm)
-            sb_printf(b, "#if defined(%s)\n    return (%s)%s%s_%s((%s)a, (%s)b);\n#else\n", guard, V,
+            te__sb_printf(b, "#if defined(%s)\n    return (%s)%s%s_%s((%s)a, (%s)b);\n#else\n", guard, V,
                       mm, nm, sfx, nat, nat);
-        sb_printf(b, "    return te_blend_%s(%sa %s b%s, a, b);\n", V + 3, mopen,
+        te__sb_printf(b, "    return te_blend_%s(%sa %s b%s, a, b);\n", V + 3, mopen,
                   h == H_MIN ? "<" : ">", mclose);
         if (mm)
-            sb_puts(b, "#endif\n");
-        sb_puts(b, "}\n");
+            te__sb_puts(b, "#endif\n");
+        te__sb_puts(b, "}\n");
         break;
     }
     case H_FLOORDIV:
-        sb_printf(b, "static inline %s te_floordiv_%s(%s a, %s b)\n{\n"
+        te__sb_printf(b, "static inline %s te_floordiv_%s(%s a, %s b)\n{\n"
                      "    %s q = a / b, r = a %% b;\n"
                      "    return q + ((r != 0) & ((r ^ b) < 0)); /* masks are -1 */\n}\n",
                   V, V + 3, V, V, V);
         break;
     case H_FLOORMOD:
-        sb_printf(b, "static inline %s te_floormod_%s(%s a, %s b)\n{\n"
+        te__sb_printf(b, "static inline %s te_floormod_%s(%s a, %s b)\n{\n"
                      "    %s r = a %% b;\n"
                      "    return r + (((r != 0) & ((r ^ b) < 0)) & b);\n}\n",
                   V, V + 3, V, V, V);
         break;
     case H_LOAD:
-        sb_printf(b, "static inline %s te_load_%s(const %s *p) { return *(const %s *)p; }\n", V,
+        te__sb_printf(b, "static inline %s te_load_%s(const %s *p) { return *(const %s *)p; }\n", V,
                   V + 3, S, Vu);
         break;
     case H_STORE:
-        sb_printf(b, "static inline void te_store_%s(%s *p, %s v) { *(%s *)p = v; }\n", V + 3, S,
+        te__sb_printf(b, "static inline void te_store_%s(%s *p, %s v) { *(%s *)p = v; }\n", V + 3, S,
                   V, Vu);
         break;
     case H_STREAM: {
@@ -786,7 +731,7 @@ static void emit_helper(emitter *em, sbuf *b, helper h, te_dtype d, int lanes)
             guard = "__SSE2__",
             nat = d == TE_F32 ? "__m128" : d == TE_F64 ? "__m128d" : "__m128i",
             fn = d == TE_F32 ? "_mm_stream_ps" : d == TE_F64 ? "_mm_stream_pd" : "_mm_stream_si128";
-        sb_printf(b, "/* Streaming store where p is 64-byte aligned (the flag), else a plain one. */\n"
+        te__sb_printf(b, "/* Streaming store where p is 64-byte aligned (the flag), else a plain one. */\n"
                      "static inline void te_stream_%s(int aligned, %s *p, %s v)\n{\n"
                      "#if defined(%s)\n"
                      "    if (aligned) {\n        %s((%s *)p, (%s)v);\n        return;\n    }\n"
@@ -808,18 +753,18 @@ static void emit_helper(emitter *em, sbuf *b, helper h, te_dtype d, int lanes)
         lane_loop(b, V, lanes, proto, "r[l] = p[idx[l]]");
         break;
     case H_SCATTER:
-        sb_printf(b, "static inline void te_scatter_%s(%s *p, int64_t stride, %s v)\n{\n"
+        te__sb_printf(b, "static inline void te_scatter_%s(%s *p, int64_t stride, %s v)\n{\n"
                      "    for (int l = 0; l < %d; ++l)\n        p[l * stride] = v[l];\n}\n",
                   V + 3, S, V, lanes);
         break;
     case H_SCATTER_IDX:
-        sb_printf(b, "static inline void te_scatter_idx_%s(%s *p, te_i64x%d idx, %s v)\n{\n"
+        te__sb_printf(b, "static inline void te_scatter_idx_%s(%s *p, te_i64x%d idx, %s v)\n{\n"
                      "    for (int l = 0; l < %d; ++l)\n        p[idx[l]] = v[l];\n}\n",
                   V + 3, S, lanes, V, lanes);
         break;
     case H_FABS:
         if (f)
-            sb_printf(b, "static inline %s te_fabs_%s(%s x) { return (%s)((%s)x & %s); }\n", V,
+            te__sb_printf(b, "static inline %s te_fabs_%s(%s x) { return (%s)((%s)x & %s); }\n", V,
                       V + 3, V, V, I,
                       d == TE_F32 ? "0x7fffffff" : "0x7fffffffffffffffLL");
         break;
@@ -828,19 +773,19 @@ static void emit_helper(emitter *em, sbuf *b, helper h, te_dtype d, int lanes)
         if (d == TE_F32) {
             const char *t = math_floor_f32;
             /* instantiate: $F name, $O operator, $C comparison */
-            sbuf x = {0};
+            te__sb x = {0};
             for (const char *p = t; *p; p++) {
                 if (p[0] == '$' && p[1] == 'F') {
-                    sb_puts(&x, h == H_FLOOR ? "floor" : "ceil");
+                    te__sb_puts(&x, h == H_FLOOR ? "floor" : "ceil");
                     p++;
                 } else if (p[0] == '$' && p[1] == 'O') {
-                    sb_puts(&x, h == H_FLOOR ? "-" : "+");
+                    te__sb_puts(&x, h == H_FLOOR ? "-" : "+");
                     p++;
                 } else if (p[0] == '$' && p[1] == 'C') {
-                    sb_puts(&x, h == H_FLOOR ? ">" : "<");
+                    te__sb_puts(&x, h == H_FLOOR ? ">" : "<");
                     p++;
                 } else {
-                    sb_putn(&x, p, 1);
+                    te__sb_putn(&x, p, 1);
                 }
             }
             if (x.oom)
@@ -870,15 +815,15 @@ static void emit_helper(emitter *em, sbuf *b, helper h, te_dtype d, int lanes)
         else if (bytes == 16)
             guard = d == TE_F32 ? "__SSE__" : "__SSE2__",
             fn = d == TE_F32 ? "_mm_sqrt_ps" : "_mm_sqrt_pd", nat = d == TE_F32 ? "__m128" : "__m128d";
-        sb_printf(b, "static inline %s te_sqrt_%s(%s x)\n{\n", V, V + 3, V);
+        te__sb_printf(b, "static inline %s te_sqrt_%s(%s x)\n{\n", V, V + 3, V);
         if (guard)
-            sb_printf(b, "#if defined(%s)\n    return (%s)%s((%s)x);\n#else\n", guard, V, fn, nat);
-        sb_printf(b, "    %s r = {0};\n    for (int l = 0; l < %d; ++l)\n        r[l] = %s(x[l]);\n"
+            te__sb_printf(b, "#if defined(%s)\n    return (%s)%s((%s)x);\n#else\n", guard, V, fn, nat);
+        te__sb_printf(b, "    %s r = {0};\n    for (int l = 0; l < %d; ++l)\n        r[l] = %s(x[l]);\n"
                      "    return r;\n",
                   V, lanes, libm_name(TE_SQRT, d));
         if (guard)
-            sb_puts(b, "#endif\n");
-        sb_puts(b, "}\n");
+            te__sb_puts(b, "#endif\n");
+        te__sb_puts(b, "}\n");
         break;
     }
     case H_EXP:
@@ -1053,33 +998,33 @@ static bool multiple_of(const te_expr *e, int64_t m)
     }
 }
 
-static void put_int(sbuf *b, te_dtype d, int64_t v)
+static void put_int(te__sb *b, te_dtype d, int64_t v)
 {
     if (d == TE_I64 && v == INT64_MIN)
-        sb_puts(b, "INT64_MIN");
+        te__sb_puts(b, "INT64_MIN");
     else if (d == TE_I64 && (v > INT32_MAX || v < INT32_MIN))
-        sb_printf(b, "%lldLL", (long long)v);
+        te__sb_printf(b, "%lldLL", (long long)v);
     else
-        sb_printf(b, "%lld", (long long)v);
+        te__sb_printf(b, "%lld", (long long)v);
 }
 
 /* Shortest decimal that reads back as the same value. */
-static void put_float(sbuf *b, te_dtype d, double v)
+static void put_float(te__sb *b, te_dtype d, double v)
 {
     if (isnan(v)) {
-        sb_puts(b, "NAN");
+        te__sb_puts(b, "NAN");
         return;
     }
     if (isinf(v)) {
-        sb_puts(b, v < 0 ? "-INFINITY" : "INFINITY");
+        te__sb_puts(b, v < 0 ? "-INFINITY" : "INFINITY");
         return;
     }
     char z[64];
     if (v == floor(v) && fabs(v) < 1e15) { /* integral: 10.0f, not 1e+01f */
         snprintf(z, sizeof z, "%.1f", v);
-        sb_puts(b, z);
+        te__sb_puts(b, z);
         if (d == TE_F32)
-            sb_puts(b, "f");
+            te__sb_puts(b, "f");
         return;
     }
     for (int p = 1; p <= 17; p++) {
@@ -1089,51 +1034,51 @@ static void put_float(sbuf *b, te_dtype d, double v)
     }
     if (!strpbrk(z, ".en"))
         strcat(z, ".0");
-    sb_puts(b, z);
+    te__sb_puts(b, z);
     if (d == TE_F32)
-        sb_puts(b, "f");
+        te__sb_puts(b, "f");
 }
 
-static int gen(emitter *em, sbuf *o, const te_expr *e);
+static int gen(emitter *em, te__sb *o, const te_expr *e);
 
 /* Prints e, in parentheses when it binds looser than `minp`. */
-static void put(emitter *em, sbuf *o, const te_expr *e, int minp)
+static void put(emitter *em, te__sb *o, const te_expr *e, int minp)
 {
-    sbuf t = {0};
+    te__sb t = {0};
     int p = gen(em, &t, e);
     if (t.oom) {
         fail(em, TE_ERR_NOMEM, "out of memory");
     } else if (p < minp) {
-        sb_puts(o, "(");
-        sb_puts(o, t.p);
-        sb_puts(o, ")");
+        te__sb_puts(o, "(");
+        te__sb_puts(o, t.p);
+        te__sb_puts(o, ")");
     } else {
-        sb_puts(o, t.p ? t.p : "");
+        te__sb_puts(o, t.p ? t.p : "");
     }
     free(t.p);
 }
 
 /* Prints e as a full vector of `lanes` (broadcasting scalars), for helper arguments. */
-static void put_vec(emitter *em, sbuf *o, const te_expr *e, int lanes)
+static void put_vec(emitter *em, te__sb *o, const te_expr *e, int lanes)
 {
     if (e->lanes > 1 && e->kind != TE_E_BCAST) {
         put(em, o, e, P_LOR);
         return;
     }
     const te_expr *s = e->kind == TE_E_BCAST ? e->u.un.a : e;
-    sb_printf(o, "%s(", helper_name(em, H_SPLAT, s->dtype, lanes));
+    te__sb_printf(o, "%s(", helper_name(em, H_SPLAT, s->dtype, lanes));
     if (s->dtype == TE_BOOL) {
         put(em, o, s, P_LOR);
-        sb_puts(o, " ? -1 : 0");
+        te__sb_puts(o, " ? -1 : 0");
     } else {
         put(em, o, s, P_LOR);
     }
-    sb_puts(o, ")");
+    te__sb_puts(o, ")");
 }
 
 /* Operand of a vector arithmetic or comparison operator: a broadcast prints as its scalar,
  * which GNU C converts to the vector type. */
-static void put_operand(emitter *em, sbuf *o, const te_expr *e, int lanes, int minp)
+static void put_operand(emitter *em, te__sb *o, const te_expr *e, int lanes, int minp)
 {
     if (lanes > 1 && (e->kind == TE_E_BCAST || e->lanes == 1)) {
         const te_expr *s = e->kind == TE_E_BCAST ? e->u.un.a : e;
@@ -1157,7 +1102,7 @@ static const promo *find_promo(const emitter *em, const te_buf *b)
 }
 
 /* Flat index of a (possibly multi-dimensional) access, printed. */
-static void put_index(emitter *em, sbuf *o, const te_buf *b, int n, te_expr *const *idx)
+static void put_index(emitter *em, te__sb *o, const te_buf *b, int n, te_expr *const *idx)
 {
     if (n == 1) {
         put(em, o, idx[0], 0);
@@ -1169,20 +1114,20 @@ static void put_index(emitter *em, sbuf *o, const te_buf *b, int n, te_expr *con
         for (int k = d + 1; k < n; k++)
             stride *= b->shape[k];
         if (d)
-            sb_puts(o, " + ");
+            te__sb_puts(o, " + ");
         put(em, o, idx[d], stride == 1 ? P_ADD + 1 : P_MUL);
         if (stride != 1)
-            sb_printf(o, " * %lld", (long long)stride);
+            te__sb_printf(o, " * %lld", (long long)stride);
     }
 }
 
 /* Name of a promoted element (scalar access at constant index i). */
-static void put_promo_scalar(sbuf *o, const promo *p, int64_t i)
+static void put_promo_scalar(te__sb *o, const promo *p, int64_t i)
 {
     if (p->kind[i] == 2)
-        sb_printf(o, "%s%lld[%lld]", p->vname, (long long)(i / p->lanes), (long long)(i % p->lanes));
+        te__sb_printf(o, "%s%lld[%lld]", p->vname, (long long)(i / p->lanes), (long long)(i % p->lanes));
     else
-        sb_printf(o, "%s%lld", p->sname, (long long)i);
+        te__sb_printf(o, "%s%lld", p->sname, (long long)i);
 }
 
 static bool flat_const(const te_buf *b, int n, te_expr *const *idx, int64_t *out)
@@ -1198,7 +1143,7 @@ static bool flat_const(const te_buf *b, int n, te_expr *const *idx, int64_t *out
     return true;
 }
 
-static int gen_load(emitter *em, sbuf *o, const te_expr *e)
+static int gen_load(emitter *em, te__sb *o, const te_expr *e)
 {
     const te_buf *b = e->u.load.buf;
     const char *bn = buf_name(em, b);
@@ -1210,9 +1155,9 @@ static int gen_load(emitter *em, sbuf *o, const te_expr *e)
             put_promo_scalar(o, p, c);
             return P_POSTFIX;
         }
-        sb_printf(o, "%s[", bn);
+        te__sb_printf(o, "%s[", bn);
         put_index(em, o, b, e->u.load.n, e->u.load.idx);
-        sb_puts(o, "]");
+        te__sb_puts(o, "]");
         return P_POSTFIX;
     }
     if (e->u.load.n != 1) {
@@ -1222,26 +1167,26 @@ static int gen_load(emitter *em, sbuf *o, const te_expr *e)
     if (ix->kind == TE_E_RAMP && ix->u.ramp.stride == 1) {
         int64_t c;
         if (p && const_eval(ix->u.ramp.base, &c)) {
-            sb_printf(o, "%s%lld", p->vname, (long long)(c / e->lanes));
+            te__sb_printf(o, "%s%lld", p->vname, (long long)(c / e->lanes));
             return P_PRIMARY;
         }
-        sb_printf(o, "%s(&%s[", helper_name(em, H_LOAD, e->dtype, e->lanes), bn);
+        te__sb_printf(o, "%s(&%s[", helper_name(em, H_LOAD, e->dtype, e->lanes), bn);
         put(em, o, ix->u.ramp.base, 0);
-        sb_puts(o, "])");
+        te__sb_puts(o, "])");
     } else if (ix->kind == TE_E_RAMP) {
-        sb_printf(o, "%s(&%s[", helper_name(em, H_GATHER, e->dtype, e->lanes), bn);
+        te__sb_printf(o, "%s(&%s[", helper_name(em, H_GATHER, e->dtype, e->lanes), bn);
         put(em, o, ix->u.ramp.base, 0);
-        sb_printf(o, "], %lld)", (long long)ix->u.ramp.stride);
+        te__sb_printf(o, "], %lld)", (long long)ix->u.ramp.stride);
     } else {
-        sb_printf(o, "%s(%s, ", helper_name(em, H_GATHER_IDX, e->dtype, e->lanes), bn);
+        te__sb_printf(o, "%s(%s, ", helper_name(em, H_GATHER_IDX, e->dtype, e->lanes), bn);
         if (ix->dtype != TE_I64) {
-            sb_printf(o, "__builtin_convertvector(");
+            te__sb_printf(o, "__builtin_convertvector(");
             put_vec(em, o, ix, e->lanes);
-            sb_printf(o, ", %s)", vtype(em, TE_I64, e->lanes));
+            te__sb_printf(o, ", %s)", vtype(em, TE_I64, e->lanes));
         } else {
             put_vec(em, o, ix, e->lanes);
         }
-        sb_puts(o, ")");
+        te__sb_puts(o, ")");
     }
     return P_PRIMARY;
 }
@@ -1311,7 +1256,7 @@ static int binop_prec(te_binop op, bool vec)
     }
 }
 
-static int gen_binary(emitter *em, sbuf *o, const te_expr *e)
+static int gen_binary(emitter *em, te__sb *o, const te_expr *e)
 {
     te_binop op = e->u.bin.op;
     const te_expr *a = e->u.bin.a, *b = e->u.bin.b;
@@ -1321,35 +1266,35 @@ static int gen_binary(emitter *em, sbuf *o, const te_expr *e)
     int64_t c;
 
     if (op == TE_MIN || op == TE_MAX) {
-        sb_printf(o, "%s(", helper_name(em, op == TE_MIN ? H_MIN : H_MAX, od, lanes));
+        te__sb_printf(o, "%s(", helper_name(em, op == TE_MIN ? H_MIN : H_MAX, od, lanes));
         if (vec) {
             put_vec(em, o, a, lanes);
-            sb_puts(o, ", ");
+            te__sb_puts(o, ", ");
             put_vec(em, o, b, lanes);
         } else {
             put(em, o, a, P_LOR);
-            sb_puts(o, ", ");
+            te__sb_puts(o, ", ");
             put(em, o, b, P_LOR);
         }
-        sb_puts(o, ")");
+        te__sb_puts(o, ")");
         return P_PRIMARY;
     }
     if (op == TE_FLOORDIV || op == TE_FLOORMOD) {
         /* Exact as C's / and % when both sides are >= 0 (or the type is unsigned). */
         bool plain = od == TE_U8 || (nonneg(em, a) && nonneg(em, b));
         if (!plain && !te_dtype_is_float(od)) {
-            sb_printf(o, "%s(", helper_name(em, op == TE_FLOORDIV ? H_FLOORDIV : H_FLOORMOD, od,
+            te__sb_printf(o, "%s(", helper_name(em, op == TE_FLOORDIV ? H_FLOORDIV : H_FLOORMOD, od,
                                              lanes));
             if (vec) {
                 put_vec(em, o, a, lanes);
-                sb_puts(o, ", ");
+                te__sb_puts(o, ", ");
                 put_vec(em, o, b, lanes);
             } else {
                 put(em, o, a, P_LOR);
-                sb_puts(o, ", ");
+                te__sb_puts(o, ", ");
                 put(em, o, b, P_LOR);
             }
-            sb_puts(o, ")");
+            te__sb_puts(o, ")");
             return P_PRIMARY;
         }
         if (te_dtype_is_float(od) && op == TE_FLOORDIV) {
@@ -1357,11 +1302,11 @@ static int gen_binary(emitter *em, sbuf *o, const te_expr *e)
             te_expr q = *e;
             q.u.bin.op = TE_DIV;
             if (vec)
-                sb_printf(o, "%s(", helper_name(em, H_FLOOR, od, lanes));
+                te__sb_printf(o, "%s(", helper_name(em, H_FLOOR, od, lanes));
             else
-                sb_printf(o, "%s(", libm_name(TE_FLOOR, od));
+                te__sb_printf(o, "%s(", libm_name(TE_FLOOR, od));
             put(em, o, &q, 0);
-            sb_puts(o, ")");
+            te__sb_puts(o, ")");
             return P_PRIMARY;
         }
     }
@@ -1369,27 +1314,27 @@ static int gen_binary(emitter *em, sbuf *o, const te_expr *e)
     bool conv = vec && cmp && int_of(od) != TE_I32;
     int p = binop_prec(op, vec);
     if (conv)
-        sb_puts(o, "__builtin_convertvector(");
+        te__sb_puts(o, "__builtin_convertvector(");
     /* Masks combined with & and | read better with their comparisons in parentheses. */
     int lp = p, rp = p + 1;
     if (op == TE_AND || op == TE_OR)
         lp = rp = vec ? P_REL + 1 : P_EQ;
     put_operand(em, o, a, lanes, lp);
     if (op == TE_ADD && !vec && const_eval(b, &c) && c < 0 && c != INT64_MIN) {
-        sb_printf(o, " - ");
+        te__sb_printf(o, " - ");
         put_int(o, b->dtype, -c);
     } else {
-        sb_printf(o, " %s ", binop_token(op, vec));
+        te__sb_printf(o, " %s ", binop_token(op, vec));
         put_operand(em, o, b, lanes, rp);
     }
     if (conv) {
-        sb_printf(o, ", %s)", vtype(em, TE_BOOL, lanes));
+        te__sb_printf(o, ", %s)", vtype(em, TE_BOOL, lanes));
         return P_PRIMARY;
     }
     return p;
 }
 
-static int gen_call(emitter *em, sbuf *o, const te_expr *e)
+static int gen_call(emitter *em, te__sb *o, const te_expr *e)
 {
     te_intrin fn = e->u.call.fn;
     te_dtype d = e->dtype;
@@ -1398,44 +1343,44 @@ static int gen_call(emitter *em, sbuf *o, const te_expr *e)
     const char *one = d == TE_F32 ? "1.0f" : "1.0";
     if (lanes == 1) {
         if (fn == TE_SIGMOID) {
-            sb_printf(o, "%s(", helper_name(em, H_SIGMOID, d, 1));
+            te__sb_printf(o, "%s(", helper_name(em, H_SIGMOID, d, 1));
         } else if (fn == TE_RSQRT) {
-            sb_printf(o, "%s / %s(", one, libm_name(TE_SQRT, d));
+            te__sb_printf(o, "%s / %s(", one, libm_name(TE_SQRT, d));
             put(em, o, x, 0);
-            sb_puts(o, ")");
+            te__sb_puts(o, ")");
             return P_MUL;
         } else {
-            sb_printf(o, "%s(", libm_name(fn, d));
+            te__sb_printf(o, "%s(", libm_name(fn, d));
         }
         put(em, o, x, P_LOR);
         if (fn == TE_POW) {
-            sb_puts(o, ", ");
+            te__sb_puts(o, ", ");
             put(em, o, e->u.call.args[1], P_LOR);
         }
-        sb_puts(o, ")");
+        te__sb_puts(o, ")");
         return P_PRIMARY;
     }
     static const helper hs[TE_INTRIN_COUNT] = {H_EXP,     H_LOG,  H_SQRT,  H_SQRT,
                                                H_TANH,    H_ERF,  H_SIGMOID, H_FABS,
                                                H_FLOOR,   H_CEIL, H_POW};
     if (fn == TE_RSQRT)
-        sb_printf(o, "%s / ", one);
-    sb_printf(o, "%s(", helper_name(em, hs[fn], d, lanes));
+        te__sb_printf(o, "%s / ", one);
+    te__sb_printf(o, "%s(", helper_name(em, hs[fn], d, lanes));
     put_vec(em, o, x, lanes);
     if (fn == TE_POW) {
-        sb_puts(o, ", ");
+        te__sb_puts(o, ", ");
         put_vec(em, o, e->u.call.args[1], lanes);
     }
-    sb_puts(o, ")");
+    te__sb_puts(o, ")");
     return fn == TE_RSQRT ? P_MUL : P_PRIMARY;
 }
 
-static int gen_cast(emitter *em, sbuf *o, const te_expr *e)
+static int gen_cast(emitter *em, te__sb *o, const te_expr *e)
 {
     const te_expr *a = e->u.un.a;
     int lanes = e->lanes;
     if (lanes == 1) {
-        sb_printf(o, "(%s)", ctype(e->dtype));
+        te__sb_printf(o, "(%s)", ctype(e->dtype));
         put(em, o, a, P_UNARY);
         return P_UNARY;
     }
@@ -1443,11 +1388,11 @@ static int gen_cast(emitter *em, sbuf *o, const te_expr *e)
         /* to a mask: nonzero lanes */
         bool conv = int_of(a->dtype) != TE_I32;
         if (conv)
-            sb_puts(o, "__builtin_convertvector(");
+            te__sb_puts(o, "__builtin_convertvector(");
         put_operand(em, o, a, lanes, P_REL + 1);
-        sb_puts(o, " != 0");
+        te__sb_puts(o, " != 0");
         if (conv) {
-            sb_printf(o, ", %s)", vtype(em, TE_BOOL, lanes));
+            te__sb_printf(o, ", %s)", vtype(em, TE_BOOL, lanes));
             return P_PRIMARY;
         }
         return P_EQ;
@@ -1456,21 +1401,21 @@ static int gen_cast(emitter *em, sbuf *o, const te_expr *e)
         /* from a mask: -1 -> 1 */
         if (vec_elem(e->dtype) == TE_I32) {
             put(em, o, a, P_BAND + 1);
-            sb_puts(o, " & 1");
+            te__sb_puts(o, " & 1");
             return P_BAND;
         }
-        sb_puts(o, "__builtin_convertvector(");
+        te__sb_puts(o, "__builtin_convertvector(");
         put(em, o, a, P_BAND + 1);
-        sb_printf(o, " & 1, %s)", vtype(em, e->dtype, lanes));
+        te__sb_printf(o, " & 1, %s)", vtype(em, e->dtype, lanes));
         return P_PRIMARY;
     }
-    sb_puts(o, "__builtin_convertvector(");
+    te__sb_puts(o, "__builtin_convertvector(");
     put_vec(em, o, a, lanes);
-    sb_printf(o, ", %s)", vtype(em, e->dtype, lanes));
+    te__sb_printf(o, ", %s)", vtype(em, e->dtype, lanes));
     return P_PRIMARY;
 }
 
-static int gen(emitter *em, sbuf *o, const te_expr *e)
+static int gen(emitter *em, te__sb *o, const te_expr *e)
 {
     int64_t c;
     if (e->lanes == 1 && e->kind != TE_E_INT && te_dtype_is_int(e->dtype) &&
@@ -1486,16 +1431,16 @@ static int gen(emitter *em, sbuf *o, const te_expr *e)
         put_float(o, e->dtype, e->u.f);
         return signbit(e->u.f) ? P_UNARY : P_PRIMARY;
     case TE_E_VAR:
-        sb_puts(o, var_name(em, e));
+        te__sb_puts(o, var_name(em, e));
         return P_PRIMARY;
     case TE_E_BINARY:
         return gen_binary(em, o, e);
     case TE_E_NOT:
-        sb_puts(o, e->lanes > 1 ? "~" : "!");
+        te__sb_puts(o, e->lanes > 1 ? "~" : "!");
         put(em, o, e->u.un.a, P_UNARY);
         return P_UNARY;
     case TE_E_NEG: {
-        sb_puts(o, "-");
+        te__sb_puts(o, "-");
         /* never print "--x" */
         const te_expr *a = e->u.un.a;
         bool neg_inside = a->kind == TE_E_NEG || (a->kind == TE_E_INT && a->u.i < 0) ||
@@ -1506,24 +1451,24 @@ static int gen(emitter *em, sbuf *o, const te_expr *e)
     case TE_E_SELECT:
     case TE_E_IF:
         if (e->lanes > 1 && e->u.sel.c->lanes > 1) {
-            sb_printf(o, "%s(", helper_name(em, H_BLEND, e->dtype, e->lanes));
+            te__sb_printf(o, "%s(", helper_name(em, H_BLEND, e->dtype, e->lanes));
             put(em, o, e->u.sel.c, P_LOR);
-            sb_puts(o, ", ");
+            te__sb_puts(o, ", ");
             put_vec(em, o, e->u.sel.t, e->lanes);
-            sb_puts(o, ", ");
+            te__sb_puts(o, ", ");
             put_vec(em, o, e->u.sel.f, e->lanes);
-            sb_puts(o, ")");
+            te__sb_puts(o, ")");
             return P_PRIMARY;
         }
         put(em, o, e->u.sel.c, P_LOR);
-        sb_puts(o, " ? ");
+        te__sb_puts(o, " ? ");
         if (e->lanes > 1) {
             put_vec(em, o, e->u.sel.t, e->lanes);
-            sb_puts(o, " : ");
+            te__sb_puts(o, " : ");
             put_vec(em, o, e->u.sel.f, e->lanes);
         } else {
             put(em, o, e->u.sel.t, P_LOR);
-            sb_puts(o, " : ");
+            te__sb_puts(o, " : ");
             put(em, o, e->u.sel.f, P_LOR);
         }
         return P_TERNARY;
@@ -1540,12 +1485,12 @@ static int gen(emitter *em, sbuf *o, const te_expr *e)
         bool kb = const_eval(base, &b0);
         if (!kb) {
             put(em, o, base, P_ADD);
-            sb_puts(o, " + ");
+            te__sb_puts(o, " + ");
         }
-        sb_printf(o, "(%s){", vt);
+        te__sb_printf(o, "(%s){", vt);
         for (int l = 0; l < e->lanes; l++)
-            sb_printf(o, "%s%lld", l ? ", " : "", (long long)(b0 + l * e->u.ramp.stride));
-        sb_puts(o, "}");
+            te__sb_printf(o, "%s%lld", l ? ", " : "", (long long)(b0 + l * e->u.ramp.stride));
+        te__sb_puts(o, "}");
         return kb ? P_PRIMARY : P_ADD;
     }
     case TE_E_BCAST:
@@ -1917,7 +1862,7 @@ static bool plan_promotion(emitter *em, const te_buf *b, const te_stmt *body, pr
 static void line_start(emitter *em)
 {
     for (int i = 0; i < em->indent; i++)
-        sb_puts(&em->out, "    ");
+        te__sb_puts(&em->out, "    ");
 }
 
 static void line(emitter *em, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -1929,8 +1874,8 @@ static void line(emitter *em, const char *fmt, ...)
     vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
     line_start(em);
-    sb_puts(&em->out, tmp);
-    sb_puts(&em->out, "\n");
+    te__sb_puts(&em->out, tmp);
+    te__sb_puts(&em->out, "\n");
 }
 
 static void block_open(emitter *em)
@@ -1969,7 +1914,7 @@ static void gen_stmt(emitter *em, const te_stmt *s);
 /* Text of an expression as a string (owned by the arena). */
 static const char *expr_text(emitter *em, const te_expr *e, int minp)
 {
-    sbuf t = {0};
+    te__sb t = {0};
     put(em, &t, e, minp);
     const char *z = t.oom ? NULL : te__strdup(em->ctx, t.p ? t.p : "");
     free(t.p);
@@ -2098,7 +2043,7 @@ static void gen_if(emitter *em, const te_stmt *s, bool else_if)
     const char *c = expr_text(em, s->u.cond.cond, 0);
     if (else_if) {
         /* continue the line "} else " */
-        sb_printf(&em->out, "if (%s) {\n", c);
+        te__sb_printf(&em->out, "if (%s) {\n", c);
     } else {
         line(em, "if (%s) {", c);
     }
@@ -2112,7 +2057,7 @@ static void gen_if(emitter *em, const te_stmt *s, bool else_if)
     }
     if (e->kind == TE_S_IF) {
         line_start(em);
-        sb_puts(&em->out, "} else ");
+        te__sb_puts(&em->out, "} else ");
         gen_if(em, e, true);
         return;
     }
@@ -2146,7 +2091,7 @@ static void gen_store(emitter *em, const te_stmt *s)
     const te_expr *val = s->u.store.value;
     te_expr *ix = s->u.store.idx[0];
     int lanes = val->lanes > ix->lanes ? val->lanes : ix->lanes;
-    sbuf v = {0};
+    te__sb v = {0};
     if (lanes > 1)
         put_vec(em, &v, val, lanes);
     else
@@ -2158,11 +2103,11 @@ static void gen_store(emitter *em, const te_stmt *s)
         if (p && flat_const(b, s->u.store.n, s->u.store.idx, &c)) {
             put_promo_scalar(&em->out, p, c);
         } else {
-            sb_printf(&em->out, "%s[", bn);
+            te__sb_printf(&em->out, "%s[", bn);
             put_index(em, &em->out, b, s->u.store.n, s->u.store.idx);
-            sb_puts(&em->out, "]");
+            te__sb_puts(&em->out, "]");
         }
-        sb_printf(&em->out, " = %s;\n", vz);
+        te__sb_printf(&em->out, " = %s;\n", vz);
     } else if (s->u.store.n != 1) {
         fail(em, TE_ERR_INTERNAL, "vector store to '%s' with an index that is not flat", b->name);
     } else if (ix->kind == TE_E_RAMP && ix->u.ramp.stride == 1) {
@@ -2184,7 +2129,7 @@ static void gen_store(emitter *em, const te_stmt *s)
         line(em, "%s(&%s[%s], %lld, %s);", helper_name(em, H_SCATTER, b->dtype, lanes), bn,
              expr_text(em, ix->u.ramp.base, 0), (long long)ix->u.ramp.stride, vz);
     } else {
-        sbuf t = {0};
+        te__sb t = {0};
         put_vec(em, &t, ix, lanes);
         line(em, "%s(%s, %s, %s);", helper_name(em, H_SCATTER_IDX, b->dtype, lanes), bn,
              t.p ? t.p : "", vz);
@@ -2257,23 +2202,23 @@ static void gen_alloc(emitter *em, const te_stmt *s)
              te_dtype_str(b->dtype));
         if (pr.lanes) {
             line_start(em);
-            sb_printf(&em->out, "%s", vtype(em, b->dtype, pr.lanes));
+            te__sb_printf(&em->out, "%s", vtype(em, b->dtype, pr.lanes));
             int k = 0;
             for (int64_t i = 0; i < n; i += pr.lanes)
                 if (pr.kind[i] == 2)
-                    sb_printf(&em->out, "%s %s%lld", k++ ? "," : "", pr.vname, (long long)(i / pr.lanes));
-            sb_puts(&em->out, ";\n");
+                    te__sb_printf(&em->out, "%s %s%lld", k++ ? "," : "", pr.vname, (long long)(i / pr.lanes));
+            te__sb_puts(&em->out, ";\n");
         }
         int k = 0;
         for (int64_t i = 0; i < n; i++) {
             if (pr.kind[i] != 1)
                 continue;
             if (!k)
-                line_start(em), sb_puts(&em->out, ctype(b->dtype));
-            sb_printf(&em->out, "%s %s%lld", k++ ? "," : "", pr.sname, (long long)i);
+                line_start(em), te__sb_puts(&em->out, ctype(b->dtype));
+            te__sb_printf(&em->out, "%s %s%lld", k++ ? "," : "", pr.sname, (long long)i);
         }
         if (k)
-            sb_puts(&em->out, ";\n");
+            te__sb_puts(&em->out, ";\n");
         if (em->npromos == em->cappromos) {
             int cap = em->cappromos ? em->cappromos * 2 : 8;
             promo *v = te__alloc(em->ctx, sizeof *v * (size_t)cap);
@@ -2350,10 +2295,10 @@ static void gen_stmt(emitter *em, const te_stmt *s)
         break;
     case TE_S_COMMENT: {
         line_start(em);
-        sb_puts(&em->out, "// ");
+        te__sb_puts(&em->out, "// ");
         for (const char *p = s->u.comment.text ? s->u.comment.text : ""; *p; p++)
-            sb_putn(&em->out, *p == '\n' ? " " : p, 1);
-        sb_puts(&em->out, "\n");
+            te__sb_putn(&em->out, *p == '\n' ? " " : p, 1);
+        te__sb_puts(&em->out, "\n");
         break;
     }
     case TE_S_BARRIER:
@@ -2366,7 +2311,7 @@ static void gen_stmt(emitter *em, const te_stmt *s)
 
 /* ---- The file ------------------------------------------------------------------------------ */
 
-static void emit_typedefs(emitter *em, sbuf *o)
+static void emit_typedefs(emitter *em, te__sb *o)
 {
     bool any = false;
     for (int d = 0; d < TE_DTYPE_COUNT; d++) {
@@ -2377,10 +2322,10 @@ static void emit_typedefs(emitter *em, sbuf *o)
             int lanes = 1 << s;
             int bytes = lanes * (int)te_dtype_size((te_dtype)d);
             const char *n = dt_short((te_dtype)d);
-            sb_printf(o, "typedef %s te_%sx%d __attribute__((vector_size(%d)));\n",
+            te__sb_printf(o, "typedef %s te_%sx%d __attribute__((vector_size(%d)));\n",
                       ctype((te_dtype)d), n, lanes, bytes);
             if (em->vtypes_u[d] & bit)
-                sb_printf(o,
+                te__sb_printf(o,
                           "typedef %s te_%sx%du __attribute__((vector_size(%d), aligned(%zu), "
                           "may_alias));\n",
                           ctype((te_dtype)d), n, lanes, bytes, te_dtype_size((te_dtype)d));
@@ -2388,35 +2333,35 @@ static void emit_typedefs(emitter *em, sbuf *o)
         }
     }
     if (any)
-        sb_puts(o, "\n");
+        te__sb_puts(o, "\n");
 }
 
-static void emit_helpers(emitter *em, sbuf *o)
+static void emit_helpers(emitter *em, te__sb *o)
 {
     for (int h = 0; h < H_COUNT; h++)
         for (int d = 0; d < TE_DTYPE_COUNT; d++)
             for (int s = 0; s < NLANES; s++)
                 if (em->helpers[h][d] & (1u << s)) {
                     emit_helper(em, o, (helper)h, (te_dtype)d, 1 << s);
-                    sb_puts(o, "\n");
+                    te__sb_puts(o, "\n");
                 }
 }
 
-static void emit_comment_text(sbuf *o, const char *z)
+static void emit_comment_text(te__sb *o, const char *z)
 {
     /* one " * " line per line of z; never close the comment early */
     const char *p = z;
     while (*p) {
         const char *nl = strchr(p, '\n');
         size_t n = nl ? (size_t)(nl - p) : strlen(p);
-        sb_puts(o, n ? " * " : " *");
+        te__sb_puts(o, n ? " * " : " *");
         for (size_t i = 0; i < n; i++) {
             if (p[i] == '*' && i + 1 < n && p[i + 1] == '/')
-                sb_puts(o, "* ");
+                te__sb_puts(o, "* ");
             else
-                sb_putn(o, p + i, 1);
+                te__sb_putn(o, p + i, 1);
         }
-        sb_puts(o, "\n");
+        te__sb_puts(o, "\n");
         p += n + (nl ? 1 : 0);
     }
 }
@@ -2437,35 +2382,35 @@ static void merge_needs(emitter *u, const emitter *em)
 }
 
 /* Includes, macros, vector typedefs and inline helpers: everything before the first kernel. */
-static void emit_prelude(emitter *u, sbuf *o, bool standalone)
+static void emit_prelude(emitter *u, te__sb *o, bool standalone)
 {
-    sb_puts(o, "#include <math.h>\n#include <stdbool.h>\n#include <stdint.h>\n"
+    te__sb_puts(o, "#include <math.h>\n#include <stdbool.h>\n#include <stdint.h>\n"
                "#include <stdlib.h>\n#include <string.h>\n"
                "#ifdef _OPENMP\n#include <omp.h>\n#endif\n");
     if (u->need_immintrin)
-        sb_puts(o, "#if defined(__x86_64__) || defined(__i386__)\n#include <immintrin.h>\n#endif\n");
+        te__sb_puts(o, "#if defined(__x86_64__) || defined(__i386__)\n#include <immintrin.h>\n#endif\n");
     bool vectors = false;
     for (int d = 0; d < TE_DTYPE_COUNT; d++)
         vectors |= u->vtypes[d] != 0;
     if (vectors)
-        sb_puts(o, "#if defined(__GNUC__) && !defined(__clang__)\n"
+        te__sb_puts(o, "#if defined(__GNUC__) && !defined(__clang__)\n"
                    "#pragma GCC diagnostic ignored \"-Wpsabi\" /* vector arguments */\n#endif\n");
     if (standalone)
-        sb_puts(o, "#if defined(__GNUC__) && !defined(__clang__)\n"
+        te__sb_puts(o, "#if defined(__GNUC__) && !defined(__clang__)\n"
                    "/* Registers of a tile are set and read under the same tail guards. */\n"
                    "#pragma GCC diagnostic ignored \"-Wmaybe-uninitialized\"\n#endif\n");
     if (u->uses_omp || u->uses_unroll)
-        sb_puts(o, "\n/* Loop pragmas: OpenMP ones vanish when compiled without OpenMP. */\n"
+        te__sb_puts(o, "\n/* Loop pragmas: OpenMP ones vanish when compiled without OpenMP. */\n"
                    "#define TE_PRAGMA(x) _Pragma(#x)\n");
     if (u->uses_omp)
-        sb_puts(o, "#ifdef _OPENMP\n#define TE_OMP(x) TE_PRAGMA(omp x)\n#else\n#define TE_OMP(x)\n"
+        te__sb_puts(o, "#ifdef _OPENMP\n#define TE_OMP(x) TE_PRAGMA(omp x)\n#else\n#define TE_OMP(x)\n"
                    "#endif\n");
     if (u->uses_unroll)
-        sb_puts(o, "#if defined(__clang__)\n#define TE_UNROLL(n) TE_PRAGMA(unroll n)\n"
+        te__sb_puts(o, "#if defined(__clang__)\n#define TE_UNROLL(n) TE_PRAGMA(unroll n)\n"
                    "#elif defined(__GNUC__)\n#define TE_UNROLL(n) TE_PRAGMA(GCC unroll n)\n"
                    "#else\n#define TE_UNROLL(n)\n#endif\n");
     if (u->uses_heap)
-        sb_puts(o, "\n/* 64-byte aligned scratch from malloc (C99 has no aligned_alloc): the\n"
+        te__sb_puts(o, "\n/* 64-byte aligned scratch from malloc (C99 has no aligned_alloc): the\n"
                    " * byte before the block records the offset back to malloc's pointer. */\n"
                    "static inline void *te_alloc64(size_t n)\n{\n"
                    "    unsigned char *p = (unsigned char *)malloc(n + 64), *a;\n"
@@ -2474,7 +2419,7 @@ static void emit_prelude(emitter *u, sbuf *o, bool standalone)
                    "    a[-1] = (unsigned char)(a - p);\n    return a;\n}\n\n"
                    "static inline void te_free64(void *a)\n{\n"
                    "    if (a)\n        free((unsigned char *)a - ((unsigned char *)a)[-1]);\n}\n");
-    sb_puts(o, "\n");
+    te__sb_puts(o, "\n");
     emit_typedefs(u, o);
     emit_helpers(u, o);
 }
@@ -2482,7 +2427,7 @@ static void emit_prelude(emitter *u, sbuf *o, bool standalone)
 /* Emits one lowered function (its body, signature and, unless `packed` is false, its packed
  * entry) into *k; the prelude it needs stays recorded in em. `avoid` names (other kernels of
  * the unit) are never used for the function's own variables. Fills *info when given. */
-static void emit_function(emitter *em, sbuf *k, bool packed, int n_avoid,
+static void emit_function(emitter *em, te__sb *k, bool packed, int n_avoid,
                           const char *const *avoid, const char *const *arg_names,
                           te__c_kernel_info *info)
 {
@@ -2524,49 +2469,49 @@ static void emit_function(emitter *em, sbuf *k, bool packed, int n_avoid,
         use_helper(em, H_SFENCE, TE_F32, 1);
 
     /* kernel signature */
-    sbuf sig = {0};
-    sb_printf(&sig, "int %s(", kname);
+    te__sb sig = {0};
+    te__sb_printf(&sig, "int %s(", kname);
     int n_in = f->n_args - f->n_outputs;
     for (int i = 0; i < f->n_args && !em->err; i++) {
         const te_buf *b = f->args[i];
-        sb_printf(&sig, "%s%s%s *restrict %s", i ? ", " : "", i < n_in ? "const " : "",
+        te__sb_printf(&sig, "%s%s%s *restrict %s", i ? ", " : "", i < n_in ? "const " : "",
                   ctype(b->dtype), buf_name(em, b));
     }
-    sb_puts(&sig, ")");
+    te__sb_puts(&sig, ")");
     if (sig.p && strlen(sig.p) > 100) { /* one parameter per line */
         free(sig.p);
-        sig = (sbuf){0};
-        sb_printf(&sig, "int %s(", kname);
+        sig = (te__sb){0};
+        te__sb_printf(&sig, "int %s(", kname);
         for (int i = 0; i < f->n_args; i++) {
             const te_buf *b = f->args[i];
-            sb_printf(&sig, "%s%s%s *restrict %s", i ? ",\n        " : "",
+            te__sb_printf(&sig, "%s%s%s *restrict %s", i ? ",\n        " : "",
                       i < n_in ? "const " : "", ctype(b->dtype), buf_name(em, b));
         }
-        sb_puts(&sig, ")");
+        te__sb_puts(&sig, ")");
     }
-    sb_printf(k, "%s\n{\n", sig.p ? sig.p : "");
+    te__sb_printf(k, "%s\n{\n", sig.p ? sig.p : "");
     if (sig.oom)
         k->oom = true;
     free(sig.p);
     for (int i = 0; i < em->n_nt; i++)
-        sb_printf(k, "    const int %s = ((uintptr_t)%s & 63) == 0; /* streaming stores need "
+        te__sb_printf(k, "    const int %s = ((uintptr_t)%s & 63) == 0; /* streaming stores need "
                      "64-byte alignment */\n",
                   em->nt_flag[i], buf_name(em, em->nt_bufs[i]));
     if (em->uses_oom)
-        sb_puts(k, "    int te_oom = 0; /* set when an allocation inside a parallel loop fails */\n");
+        te__sb_puts(k, "    int te_oom = 0; /* set when an allocation inside a parallel loop fails */\n");
     if (em->n_nt || em->uses_oom)
-        sb_puts(k, "\n");
-    sb_puts(k, em->out.p ? em->out.p : "");
+        te__sb_puts(k, "\n");
+    te__sb_puts(k, em->out.p ? em->out.p : "");
     if (em->nt_stores)
-        sb_printf(k, "    %s();\n", helper_name(em, H_SFENCE, TE_F32, 1));
-    sb_puts(k, em->uses_oom ? "    return te_oom ? -1 : 0;\n}\n" : "    return 0;\n}\n");
+        te__sb_printf(k, "    %s();\n", helper_name(em, H_SFENCE, TE_F32, 1));
+    te__sb_puts(k, em->uses_oom ? "    return te_oom ? -1 : 0;\n}\n" : "    return 0;\n}\n");
 
     /* packed entry */
     if (packed) {
-        sb_printf(k, "\nint %s_packed(void **args)\n{\n    return %s(", kname, kname);
+        te__sb_printf(k, "\nint %s_packed(void **args)\n{\n    return %s(", kname, kname);
         for (int i = 0; i < f->n_args; i++)
-            sb_printf(k, "%sargs[%d]", i ? ", " : "", i);
-        sb_puts(k, ");\n}\n");
+            te__sb_printf(k, "%sargs[%d]", i ? ", " : "", i);
+        te__sb_puts(k, ");\n}\n");
     }
     if (em->out.oom)
         k->oom = true;
@@ -2614,7 +2559,7 @@ const char *te__emit_c_unit(te_ctx *ctx, int n, const te_lowered *const *fs,
         }
     bool packed = !opts || !opts->no_packed;
     emitter *u = calloc(1, sizeof *u);
-    sbuf *kt = calloc((size_t)n, sizeof *kt);
+    te__sb *kt = calloc((size_t)n, sizeof *kt);
     const char **idents = calloc((size_t)n, sizeof *idents);
     if (!u || !kt || !idents) {
         free(u);
@@ -2654,27 +2599,27 @@ const char *te__emit_c_unit(te_ctx *ctx, int n, const te_lowered *const *fs,
         free(em);
     }
 
-    sbuf o = {0};
+    te__sb o = {0};
     if (opts && opts->comment) {
-        sb_puts(&o, opts->comment);
+        te__sb_puts(&o, opts->comment);
     } else {
         char key[512] = "";
         if (target)
             te_target_key(target, key, sizeof key);
-        sb_printf(&o, "/*\n * %s: generated by Tessera %s (C backend).\n *\n", idents[0] ? idents[0] : "?",
+        te__sb_printf(&o, "/*\n * %s: generated by Tessera %s (C backend).\n *\n", idents[0] ? idents[0] : "?",
                   te_version());
         for (int i = 0; i < n; i++)
             if (fs[i]->header && *fs[i]->header) {
                 emit_comment_text(&o, fs[i]->header);
-                sb_puts(&o, " *\n");
+                te__sb_puts(&o, " *\n");
             }
-        sb_printf(&o, " * target: %s\n */\n", target ? key : "(none given)");
+        te__sb_printf(&o, " * target: %s\n */\n", target ? key : "(none given)");
     }
     emit_prelude(u, &o, opts && opts->standalone);
     for (int i = 0; i < n; i++) {
         if (i)
-            sb_puts(&o, "\n");
-        sb_puts(&o, kt[i].p ? kt[i].p : "");
+            te__sb_puts(&o, "\n");
+        te__sb_puts(&o, kt[i].p ? kt[i].p : "");
     }
 
     const char *result = NULL;

@@ -9,19 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "te/internal.h"
 #include "tessera/gen.h"
-
-/* A growing string; every call is a no-op after a failed allocation (oom). */
-typedef struct te__gsb {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} te__gsb;
-
-void te__gsb_puts(te__gsb *b, const char *s);
-void te__gsb_printf(te__gsb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Copies the text into ctx, frees the buffer; NULL when out of memory. */
-const char *te__gsb_finish(te_ctx *ctx, te__gsb *b);
 
 /* A checked generation request: names made valid and distinct, outputs counted. */
 typedef struct te__gen_plan {
@@ -37,16 +26,16 @@ typedef struct te__gen_plan {
 } te__gen_plan;
 
 /* The provenance comment of a generated file ("/" "*" ... "*" "/" and a newline). */
-void te__gen_comment(te__gen_plan *p, te__gsb *b, const char *file_name, const char *kind);
+void te__gen_comment(te__gen_plan *p, te__sb *b, const char *file_name, const char *kind);
 /* The description of kernel i for the header: what it computes (every stage) and its arguments
  * (names given by cnames) with dtypes, shapes, strides and sizes, as comment lines " * ...". */
-void te__gen_describe_kernel(te__gen_plan *p, te__gsb *b, int i, const char *const *cnames);
+void te__gen_describe_kernel(te__gen_plan *p, te__sb *b, int i, const char *const *cnames);
 /* The lines of the dispatcher comment listing parameter values and kernels. */
-void te__gen_describe_dispatch(te__gen_plan *p, te__gsb *b, const char *suffix);
+void te__gen_describe_dispatch(te__gen_plan *p, te__sb *b, const char *suffix);
 /* "<entry>(int64_t m, int64_t n, ..." without the closing part. */
-void te__gen_dispatch_params(te__gen_plan *p, te__gsb *b);
+void te__gen_dispatch_params(te__gen_plan *p, te__sb *b);
 /* The condition "m == 64 && n == 64" of kernel i. */
-void te__gen_dispatch_cond(te__gen_plan *p, te__gsb *b, int i);
+void te__gen_dispatch_cond(te__gen_plan *p, te__sb *b, int i);
 
 /* The CUDA target (backends/cuda/standalone_cuda.c). */
 int te__gen_cuda(te__gen_plan *p, te_gen_output *out);

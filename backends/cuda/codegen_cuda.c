@@ -27,61 +27,6 @@
 #include "backends/cuda/cuda_impl.h"
 #include "schedule/passes.h"
 
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} sbuf;
-
-static void sb_putn(sbuf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-static void sb_puts(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    char tmp[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n < sizeof tmp) {
-        sb_putn(b, tmp, (size_t)n);
-        return;
-    }
-    char *big = malloc((size_t)n + 1);
-    if (!big) {
-        b->oom = true;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    sb_putn(b, big, (size_t)n);
-    free(big);
-}
-
 /* ---- Emitter -------------------------------------------------------------------------------- */
 
 typedef struct name_ent {
@@ -94,7 +39,7 @@ typedef struct name_ent {
 typedef struct cem {
     te_ctx *ctx;
     const te_lowered *f;
-    sbuf *o;
+    te__sb *o;
     int indent;
     int err;
     bool small; /* int indices */
@@ -240,7 +185,7 @@ static const char *ctype(cem *e, te_dtype d)
 static void line_start(cem *e)
 {
     for (int i = 0; i < e->indent; i++)
-        sb_puts(e->o, "    ");
+        te__sb_puts(e->o, "    ");
 }
 
 static void line(cem *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -252,8 +197,8 @@ static void line(cem *e, const char *fmt, ...)
     vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
     line_start(e);
-    sb_puts(e->o, tmp);
-    sb_puts(e->o, "\n");
+    te__sb_puts(e->o, tmp);
+    te__sb_puts(e->o, "\n");
 }
 
 /* ---- Expressions -------------------------------------------------------------------------- */
@@ -270,7 +215,7 @@ enum {
     P_ATOM = 9
 };
 
-static void put(cem *e, sbuf *o, const te_expr *x, int minp);
+static void put(cem *e, te__sb *o, const te_expr *x, int minp);
 
 static bool is_nonneg(cem *e, const te_expr *x)
 {
@@ -303,18 +248,18 @@ static bool is_nonneg(cem *e, const te_expr *x)
     }
 }
 
-static void put_float(sbuf *o, te_dtype d, double v)
+static void put_float(te__sb *o, te_dtype d, double v)
 {
     if (isnan(v)) {
-        sb_puts(o, d == TE_F32 ? "__int_as_float(0x7fc00000)"
+        te__sb_puts(o, d == TE_F32 ? "__int_as_float(0x7fc00000)"
                                : "__longlong_as_double(0x7ff8000000000000LL)");
         return;
     }
     if (isinf(v)) {
         if (d == TE_F32)
-            sb_puts(o, v > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)");
+            te__sb_puts(o, v > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)");
         else
-            sb_puts(o, v > 0 ? "__longlong_as_double(0x7ff0000000000000LL)"
+            te__sb_puts(o, v > 0 ? "__longlong_as_double(0x7ff0000000000000LL)"
                              : "__longlong_as_double(0xfff0000000000000LL)");
         return;
     }
@@ -322,9 +267,9 @@ static void put_float(sbuf *o, te_dtype d, double v)
     snprintf(b, sizeof b, d == TE_F32 ? "%.9g" : "%.17g", v);
     if (!strpbrk(b, ".eEn"))
         strcat(b, ".0");
-    sb_puts(o, b);
+    te__sb_puts(o, b);
     if (d == TE_F32)
-        sb_puts(o, "f");
+        te__sb_puts(o, "f");
 }
 
 static const char *binop_tok(te_binop op, int *prec)
@@ -404,7 +349,7 @@ static const char *fn_name(te_intrin fn, te_dtype d)
     }
 }
 
-static void put_binary(cem *e, sbuf *o, const te_expr *x, int minp)
+static void put_binary(cem *e, te__sb *o, const te_expr *x, int minp)
 {
     const te_expr *a = x->u.bin.a, *b = x->u.bin.b;
     te_binop op = x->u.bin.op;
@@ -413,54 +358,54 @@ static void put_binary(cem *e, sbuf *o, const te_expr *x, int minp)
     switch (op) {
     case TE_MIN:
     case TE_MAX:
-        sb_puts(o, fl ? (op == TE_MIN ? (a->dtype == TE_F32 ? "fminf(" : "fmin(")
+        te__sb_puts(o, fl ? (op == TE_MIN ? (a->dtype == TE_F32 ? "fminf(" : "fmin(")
                                       : (a->dtype == TE_F32 ? "fmaxf(" : "fmax("))
                       : (op == TE_MIN ? "min(" : "max("));
         put(e, o, a, 0);
-        sb_puts(o, ", ");
+        te__sb_puts(o, ", ");
         put(e, o, b, 0);
-        sb_puts(o, ")");
+        te__sb_puts(o, ")");
         return;
     case TE_FLOORDIV:
     case TE_FLOORMOD:
         if (fl) {
             const char *flr = a->dtype == TE_F32 ? "floorf" : "floor";
             if (op == TE_FLOORDIV) {
-                sb_printf(o, "%s(", flr);
+                te__sb_printf(o, "%s(", flr);
                 put(e, o, a, P_MUL);
-                sb_puts(o, " / ");
+                te__sb_puts(o, " / ");
                 put(e, o, b, P_UNARY);
-                sb_puts(o, ")");
+                te__sb_puts(o, ")");
             } else {
                 if (minp > P_ADD)
-                    sb_puts(o, "(");
+                    te__sb_puts(o, "(");
                 put(e, o, a, P_ADD);
-                sb_printf(o, " - %s(", flr);
+                te__sb_printf(o, " - %s(", flr);
                 put(e, o, a, P_MUL);
-                sb_puts(o, " / ");
+                te__sb_puts(o, " / ");
                 put(e, o, b, P_UNARY);
-                sb_puts(o, ") * ");
+                te__sb_puts(o, ") * ");
                 put(e, o, b, P_UNARY);
                 if (minp > P_ADD)
-                    sb_puts(o, ")");
+                    te__sb_puts(o, ")");
             }
             return;
         }
         if (te__is_const_int(b, &c) && c > 0 && is_nonneg(e, a)) {
             if (minp > P_MUL)
-                sb_puts(o, "(");
+                te__sb_puts(o, "(");
             put(e, o, a, P_MUL);
-            sb_puts(o, op == TE_FLOORDIV ? " / " : " % ");
+            te__sb_puts(o, op == TE_FLOORDIV ? " / " : " % ");
             put(e, o, b, P_UNARY);
             if (minp > P_MUL)
-                sb_puts(o, ")");
+                te__sb_puts(o, ")");
             return;
         }
-        sb_puts(o, op == TE_FLOORDIV ? "te_floordiv(" : "te_floormod(");
+        te__sb_puts(o, op == TE_FLOORDIV ? "te_floordiv(" : "te_floormod(");
         put(e, o, a, 0);
-        sb_puts(o, ", ");
+        te__sb_puts(o, ", ");
         put(e, o, b, 0);
-        sb_puts(o, ")");
+        te__sb_puts(o, ")");
         return;
     default:
         break;
@@ -472,15 +417,15 @@ static void put_binary(cem *e, sbuf *o, const te_expr *x, int minp)
         return;
     }
     if (p < minp)
-        sb_puts(o, "(");
+        te__sb_puts(o, "(");
     put(e, o, a, p);
-    sb_printf(o, " %s ", tok);
+    te__sb_printf(o, " %s ", tok);
     put(e, o, b, p + 1);
     if (p < minp)
-        sb_puts(o, ")");
+        te__sb_puts(o, ")");
 }
 
-static void put(cem *e, sbuf *o, const te_expr *x, int minp)
+static void put(cem *e, te__sb *o, const te_expr *x, int minp)
 {
     if (!x || e->err)
         return;
@@ -491,23 +436,23 @@ static void put(cem *e, sbuf *o, const te_expr *x, int minp)
     switch (x->kind) {
     case TE_E_INT:
         if (x->dtype == TE_BOOL)
-            sb_puts(o, x->u.i ? "true" : "false");
+            te__sb_puts(o, x->u.i ? "true" : "false");
         else if (x->u.i < 0 && minp > P_UNARY - 1)
-            sb_printf(o, "(%lld%s)", (long long)x->u.i,
+            te__sb_printf(o, "(%lld%s)", (long long)x->u.i,
                       (x->dtype == TE_I64 && !e->small) ? "LL" : "");
         else
-            sb_printf(o, "%lld%s", (long long)x->u.i,
+            te__sb_printf(o, "%lld%s", (long long)x->u.i,
                       (x->dtype == TE_I64 && !e->small) ? "LL" : "");
         return;
     case TE_E_FLOAT:
         if (x->u.f < 0 && minp > P_ADD)
-            sb_puts(o, "(");
+            te__sb_puts(o, "(");
         put_float(o, x->dtype, x->u.f);
         if (x->u.f < 0 && minp > P_ADD)
-            sb_puts(o, ")");
+            te__sb_puts(o, ")");
         return;
     case TE_E_VAR:
-        sb_puts(o, var_name(e, x));
+        te__sb_puts(o, var_name(e, x));
         return;
     case TE_E_BINARY:
         put_binary(e, o, x, minp);
@@ -515,35 +460,35 @@ static void put(cem *e, sbuf *o, const te_expr *x, int minp)
     case TE_E_NOT:
     case TE_E_NEG:
         if (minp > P_UNARY)
-            sb_puts(o, "(");
-        sb_puts(o, x->kind == TE_E_NOT ? "!" : "-");
+            te__sb_puts(o, "(");
+        te__sb_puts(o, x->kind == TE_E_NOT ? "!" : "-");
         put(e, o, x->u.un.a, P_UNARY);
         if (minp > P_UNARY)
-            sb_puts(o, ")");
+            te__sb_puts(o, ")");
         return;
     case TE_E_SELECT:
     case TE_E_IF:
         if (minp > P_COND)
-            sb_puts(o, "(");
+            te__sb_puts(o, "(");
         put(e, o, x->u.sel.c, P_OR);
-        sb_puts(o, " ? ");
+        te__sb_puts(o, " ? ");
         put(e, o, x->u.sel.t, P_COND);
-        sb_puts(o, " : ");
+        te__sb_puts(o, " : ");
         put(e, o, x->u.sel.f, P_COND);
         if (minp > P_COND)
-            sb_puts(o, ")");
+            te__sb_puts(o, ")");
         return;
     case TE_E_CAST:
-        sb_printf(o, "((%s)", ctype(e, x->dtype));
+        te__sb_printf(o, "((%s)", ctype(e, x->dtype));
         put(e, o, x->u.un.a, P_UNARY);
-        sb_puts(o, ")");
+        te__sb_puts(o, ")");
         return;
     case TE_E_CALL: {
         te_dtype d = x->dtype;
         if (x->u.call.fn == TE_SIGMOID) {
-            sb_puts(o, d == TE_F32 ? "(1.0f / (1.0f + expf(-" : "(1.0 / (1.0 + exp(-");
+            te__sb_puts(o, d == TE_F32 ? "(1.0f / (1.0f + expf(-" : "(1.0 / (1.0 + exp(-");
             put(e, o, x->u.call.args[0], P_UNARY);
-            sb_puts(o, ")))");
+            te__sb_puts(o, ")))");
             return;
         }
         const char *n = fn_name(x->u.call.fn, d);
@@ -551,13 +496,13 @@ static void put(cem *e, sbuf *o, const te_expr *x, int minp)
             fail(e, TE_ERR_UNSUPPORTED, "intrinsic %d", (int)x->u.call.fn);
             return;
         }
-        sb_printf(o, "%s(", n);
+        te__sb_printf(o, "%s(", n);
         for (int i = 0; i < x->u.call.n; i++) {
             if (i)
-                sb_puts(o, ", ");
+                te__sb_puts(o, ", ");
             put(e, o, x->u.call.args[i], 0);
         }
-        sb_puts(o, ")");
+        te__sb_puts(o, ")");
         return;
     }
     case TE_E_LOAD:
@@ -566,9 +511,9 @@ static void put(cem *e, sbuf *o, const te_expr *x, int minp)
                  x->u.load.buf->name);
             return;
         }
-        sb_printf(o, "%s[", buf_name(e, x->u.load.buf));
+        te__sb_printf(o, "%s[", buf_name(e, x->u.load.buf));
         put(e, o, x->u.load.idx[0], 0);
-        sb_puts(o, "]");
+        te__sb_puts(o, "]");
         return;
     default:
         fail(e, TE_ERR_UNSUPPORTED, "expression kind %d in CUDA code", (int)x->kind);
@@ -578,7 +523,7 @@ static void put(cem *e, sbuf *o, const te_expr *x, int minp)
 
 static const char *text(cem *e, const te_expr *x)
 {
-    sbuf t = {0};
+    te__sb t = {0};
     put(e, &t, x, 0);
     const char *z = te__strdup(e->ctx, t.p ? t.p : "");
     free(t.p);
@@ -939,10 +884,10 @@ static void gen(cem *e, const te_stmt *s)
         return;
     case TE_S_COMMENT: {
         line_start(e);
-        sb_puts(e->o, "// ");
+        te__sb_puts(e->o, "// ");
         for (const char *p = s->u.comment.text ? s->u.comment.text : ""; *p; p++)
-            sb_putn(e->o, *p == '\n' ? " " : p, 1);
-        sb_puts(e->o, "\n");
+            te__sb_putn(e->o, *p == '\n' ? " " : p, 1);
+        te__sb_puts(e->o, "\n");
         return;
     }
     }
@@ -1038,7 +983,7 @@ static bool writes(const te_stmt *s, const te_buf *b)
 
 typedef struct prog_ctx {
     cem *e;
-    sbuf *src;
+    te__sb *src;
     const te_lowered *f;
     te__cuda_program *p;
     const te_buf *temps[256];
@@ -1103,21 +1048,21 @@ static void emit_kernel(prog_ctx *pc, const te_stmt *s)
             bv[j] = bv[j - 1];
             bv[j - 1] = t;
         }
-    sbuf *o = pc->src;
-    sb_printf(o, "// %s: grid (%d, %d, %d), block (%d, %d, %d)%s%s\n", k->name, k->grid[0],
+    te__sb *o = pc->src;
+    te__sb_printf(o, "// %s: grid (%d, %d, %d), block (%d, %d, %d)%s%s\n", k->name, k->grid[0],
               k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2],
               pc->stage ? "; stage " : "", pc->stage ? pc->stage : "");
-    sb_printf(o, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", nt, k->name);
+    te__sb_printf(o, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", nt, k->name);
     bool multi = bs.n > 2;
     for (int i = 0; i < bs.n; i++) {
         const te_buf *x = bv[i];
         bool out = writes(s, x);
         k->params[k->nparams++] = buf_slot(pc, x);
-        sb_printf(o, "%s%s%s%s *__restrict__ %s", i ? "," : "",
+        te__sb_printf(o, "%s%s%s%s *__restrict__ %s", i ? "," : "",
                   multi ? "\n        " : (i ? " " : ""), out ? "" : "const ", ctype(e, x->dtype),
                   buf_name(e, x));
     }
-    sb_puts(o, ")\n{\n");
+    te__sb_puts(o, ")\n{\n");
     e->indent = 1;
     e->nnonneg = 0;
     for (int d = 0; d < 3; d++)
@@ -1126,7 +1071,7 @@ static void emit_kernel(prog_ctx *pc, const te_stmt *s)
             e->nonneg[e->nnonneg++] = bvars[d];
         }
     gen(e, b);
-    sb_puts(o, "}\n\n");
+    te__sb_puts(o, "}\n\n");
     te__vec_push(ctx, &pc->kernels, k);
 }
 
@@ -1217,20 +1162,20 @@ static bool any_big(const te_stmt *s, bool *big)
     return *big;
 }
 
-static void comment_text(sbuf *o, const char *z)
+static void comment_text(te__sb *o, const char *z)
 {
     const char *p = z;
     while (*p) {
         const char *nl = strchr(p, '\n');
         size_t n = nl ? (size_t)(nl - p) : strlen(p);
-        sb_puts(o, n ? " * " : " *");
+        te__sb_puts(o, n ? " * " : " *");
         for (size_t i = 0; i < n; i++) {
             if (p[i] == '*' && i + 1 < n && p[i + 1] == '/')
-                sb_puts(o, "* ");
+                te__sb_puts(o, "* ");
             else
-                sb_putn(o, p + i, 1);
+                te__sb_putn(o, p + i, 1);
         }
-        sb_puts(o, "\n");
+        te__sb_puts(o, "\n");
         p += n + (nl ? 1 : 0);
     }
 }
@@ -1266,7 +1211,7 @@ static int emit_program(te_ctx *ctx, const te_lowered *f, const te_target *targe
     if (!f || !f->body || !f->name || f->n_args < 0 || (f->n_args && !f->args))
         return te_ctx_set_error(ctx, TE_ERR_ARG, "te_emit_cuda: incomplete lowered function");
     cem *e = calloc(1, sizeof *e);
-    sbuf *body = calloc(1, sizeof *body);
+    te__sb *body = calloc(1, sizeof *body);
     if (!e || !body) {
         free(e);
         free(body);
@@ -1292,21 +1237,21 @@ static int emit_program(te_ctx *ctx, const te_lowered *f, const te_target *targe
     if (!pc.kernels.n && !e->err)
         fail(e, TE_ERR_SCHEDULE, "no kernel: no loop is bound to blockIdx or threadIdx");
 
-    sbuf o = {0};
+    te__sb o = {0};
     if (!kernels_only) {
         char key[512] = "";
         if (target)
             te_target_key(target, key, sizeof key);
-        sb_printf(&o, "/*\n * %s: generated by Tessera %s (CUDA backend).\n *\n", kbase,
+        te__sb_printf(&o, "/*\n * %s: generated by Tessera %s (CUDA backend).\n *\n", kbase,
                   te_version());
         if (f->header && *f->header) {
             comment_text(&o, f->header);
-            sb_puts(&o, " *\n");
+            te__sb_puts(&o, " *\n");
         }
-        sb_printf(&o, " * target: %s\n */\n", target ? key : "(none given)");
-        sb_puts(&o, te__cuda_prelude);
+        te__sb_printf(&o, " * target: %s\n */\n", target ? key : "(none given)");
+        te__sb_puts(&o, te__cuda_prelude);
     }
-    sb_puts(&o, body->p ? body->p : "");
+    te__sb_puts(&o, body->p ? body->p : "");
     int rc = e->err;
     if (!rc && (o.oom || body->oom))
         rc = te_ctx_set_error(ctx, TE_ERR_NOMEM, "te_emit_cuda: out of memory");

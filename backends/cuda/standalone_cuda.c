@@ -214,10 +214,10 @@ typedef struct cu_fn {
     long long *shared;  /* per kernel: static shared bytes */
 } cu_fn;
 
-static void launcher_params(te__gsb *b, const te_gen_kernel *k, const char *const *names, int n_in)
+static void launcher_params(te__sb *b, const te_gen_kernel *k, const char *const *names, int n_in)
 {
     for (int a = 0; a < k->n_args; a++)
-        te__gsb_printf(b, "%s%s%s *%s", a ? ", " : "", a < n_in ? "const " : "",
+        te__sb_printf(b, "%s%s%s *%s", a ? ", " : "", a < n_in ? "const " : "",
                        host_type(te_tensor_dtype(k->args[a])), names[a]);
 }
 
@@ -288,12 +288,12 @@ int te__gen_cuda(te__gen_plan *p, te_gen_output *out)
     snprintf(hdr_name, sizeof hdr_name, "%s.h", p->o->name);
 
     /* ---- the .cu file */
-    te__gsb s = {0};
+    te__sb s = {0};
     te__gen_comment(p, &s, src_name, "CUDA");
-    te__gsb_puts(&s, te__cuda_prelude);
+    te__sb_puts(&s, te__cuda_prelude);
     for (int i = 0; i < n; i++)
-        te__gsb_puts(&s, fn[i].prog.source);
-    te__gsb_printf(
+        te__sb_puts(&s, fn[i].prog.source);
+    te__sb_printf(
         &s,
         "/* ---- Host launchers (CUDA runtime API; not part of an NVRTC compilation) ---- */\n"
         "#ifndef __CUDACC_RTC__\n#include <cuda_runtime.h>\n\n#include \"%s\"\n\n"
@@ -310,21 +310,21 @@ int te__gen_cuda(te__gen_plan *p, te_gen_output *out)
         const char *const *an = fn[i].args;
         int n_in = k->n_args - p->n_out;
         /* device-pointer launcher */
-        te__gsb_printf(&s, "extern \"C\" int %s_launch(", p->knames[i]);
+        te__sb_printf(&s, "extern \"C\" int %s_launch(", p->knames[i]);
         launcher_params(&s, k, an, n_in);
-        te__gsb_puts(&s, ", void *stream)\n{\n    cudaStream_t st = (cudaStream_t)stream;\n"
+        te__sb_puts(&s, ", void *stream)\n{\n    cudaStream_t st = (cudaStream_t)stream;\n"
                          "    cudaError_t err = cudaSuccess;\n");
         if (pg->ntemps) {
-            te__gsb_printf(&s, "    void *te_tmp[%d] = {0};\n", pg->ntemps);
+            te__sb_printf(&s, "    void *te_tmp[%d] = {0};\n", pg->ntemps);
             for (int t = 0; t < pg->ntemps; t++)
-                te__gsb_printf(&s,
+                te__sb_printf(&s,
                                "    if (err == cudaSuccess)\n"
                                "        err = cudaMalloc(&te_tmp[%d], %zu); /* intermediate */\n",
                                t, pg->temp_bytes[t]);
         }
         for (int j = 0; j < pg->nkernels; j++) {
             const te__cuda_kernel *kk = &pg->kernels[j];
-            te__gsb_printf(&s,
+            te__sb_printf(&s,
                            "    if (err == cudaSuccess) {\n"
                            "        %s<<<dim3(%d, %d, %d), dim3(%d, %d, %d), 0, st>>>(",
                            kk->name, kk->grid[0], kk->grid[1], kk->grid[2], kk->block[0],
@@ -332,80 +332,80 @@ int te__gen_cuda(te__gen_plan *p, te_gen_output *out)
             for (int q = 0; q < kk->nparams; q++) {
                 int slot = kk->params[q];
                 if (slot < k->n_args)
-                    te__gsb_printf(&s, "%s(%s *)%s", q ? ", " : "",
+                    te__sb_printf(&s, "%s(%s *)%s", q ? ", " : "",
                                    cu_type(te_tensor_dtype(k->args[slot])), an[slot]);
                 else
-                    te__gsb_printf(&s, "%ste_gen_ptr{te_tmp[%d]}", q ? ", " : "",
+                    te__sb_printf(&s, "%ste_gen_ptr{te_tmp[%d]}", q ? ", " : "",
                                    slot - k->n_args);
             }
-            te__gsb_puts(&s, ");\n        err = cudaGetLastError();\n    }\n");
+            te__sb_puts(&s, ");\n        err = cudaGetLastError();\n    }\n");
         }
         if (pg->ntemps) {
-            te__gsb_puts(&s, "    if (err == cudaSuccess)\n        err = cudaStreamSynchronize(st);\n");
+            te__sb_puts(&s, "    if (err == cudaSuccess)\n        err = cudaStreamSynchronize(st);\n");
             for (int t = 0; t < pg->ntemps; t++)
-                te__gsb_printf(&s, "    cudaFree(te_tmp[%d]);\n", t);
+                te__sb_printf(&s, "    cudaFree(te_tmp[%d]);\n", t);
         }
-        te__gsb_puts(&s, "    return te_gen_status(err);\n}\n\n");
+        te__sb_puts(&s, "    return te_gen_status(err);\n}\n\n");
         /* host-pointer launcher */
-        te__gsb_printf(&s, "extern \"C\" int %s_host(", p->knames[i]);
+        te__sb_printf(&s, "extern \"C\" int %s_host(", p->knames[i]);
         launcher_params(&s, k, an, n_in);
-        te__gsb_printf(&s, ")\n{\n    void *d[%d] = {0};\n    cudaError_t err = cudaSuccess;\n",
+        te__sb_printf(&s, ")\n{\n    void *d[%d] = {0};\n    cudaError_t err = cudaSuccess;\n",
                        k->n_args);
         for (int a = 0; a < k->n_args; a++)
-            te__gsb_printf(&s, "    if (err == cudaSuccess)\n        err = cudaMalloc(&d[%d], %lld);\n",
+            te__sb_printf(&s, "    if (err == cudaSuccess)\n        err = cudaMalloc(&d[%d], %lld);\n",
                            a, (long long)arg_bytes(k->args[a]));
         for (int a = 0; a < n_in; a++)
-            te__gsb_printf(&s,
+            te__sb_printf(&s,
                            "    if (err == cudaSuccess)\n"
                            "        err = cudaMemcpy(d[%d], %s, %lld, cudaMemcpyHostToDevice);\n",
                            a, an[a], (long long)arg_bytes(k->args[a]));
-        te__gsb_printf(&s, "    int rc = err == cudaSuccess ? %s_launch(", p->knames[i]);
+        te__sb_printf(&s, "    int rc = err == cudaSuccess ? %s_launch(", p->knames[i]);
         for (int a = 0; a < k->n_args; a++)
-            te__gsb_printf(&s, "%s(%s%s *)d[%d]", a ? ", " : "", a < n_in ? "const " : "",
+            te__sb_printf(&s, "%s(%s%s *)d[%d]", a ? ", " : "", a < n_in ? "const " : "",
                            host_type(te_tensor_dtype(k->args[a])), a);
-        te__gsb_puts(&s, ", 0) : te_gen_status(err);\n");
+        te__sb_puts(&s, ", 0) : te_gen_status(err);\n");
         for (int a = n_in; a < k->n_args; a++)
-            te__gsb_printf(&s,
+            te__sb_printf(&s,
                            "    if (rc == 0)\n"
                            "        rc = te_gen_status(cudaMemcpy(%s, d[%d], %lld, "
                            "cudaMemcpyDeviceToHost));\n",
                            an[a], a, (long long)arg_bytes(k->args[a]));
-        te__gsb_printf(&s, "    for (int i = 0; i < %d; i++)\n        cudaFree(d[i]);\n"
+        te__sb_printf(&s, "    for (int i = 0; i < %d; i++)\n        cudaFree(d[i]);\n"
                            "    return rc;\n}\n\n",
                        k->n_args);
     }
     if (dispatch) {
         const char *const *an = fn[0].args;
         for (int host = 0; host < 2; host++) {
-            te__gsb_printf(&s, "extern \"C\" int %s_%s(", p->entry, host ? "host" : "launch");
+            te__sb_printf(&s, "extern \"C\" int %s_%s(", p->entry, host ? "host" : "launch");
             te__gen_dispatch_params(p, &s);
-            te__gsb_puts(&s, ", ");
+            te__sb_puts(&s, ", ");
             launcher_params(&s, &p->k[0], an, n_in0);
-            te__gsb_printf(&s, "%s)\n{\n", host ? "" : ", void *stream");
+            te__sb_printf(&s, "%s)\n{\n", host ? "" : ", void *stream");
             for (int i = 0; i < n; i++) {
-                te__gsb_puts(&s, "    if (");
+                te__sb_puts(&s, "    if (");
                 te__gen_dispatch_cond(p, &s, i);
-                te__gsb_printf(&s, ")\n        return %s_%s(", p->knames[i], host ? "host" : "launch");
+                te__sb_printf(&s, ")\n        return %s_%s(", p->knames[i], host ? "host" : "launch");
                 for (int a = 0; a < p->k[i].n_args; a++)
-                    te__gsb_printf(&s, "%s%s", a ? ", " : "", an[a]);
-                te__gsb_printf(&s, "%s);\n", host ? "" : ", stream");
+                    te__sb_printf(&s, "%s%s", a ? ", " : "", an[a]);
+                te__sb_printf(&s, "%s);\n", host ? "" : ", stream");
             }
-            te__gsb_puts(&s, "    return -2;\n}\n\n");
+            te__sb_puts(&s, "    return -2;\n}\n\n");
         }
     }
-    te__gsb_puts(&s, "#endif /* __CUDACC_RTC__ */\n");
+    te__sb_puts(&s, "#endif /* __CUDACC_RTC__ */\n");
 
     /* ---- the header */
-    te__gsb h = {0};
+    te__sb h = {0};
     te__gen_comment(p, &h, hdr_name, "CUDA");
     char guard[256];
     size_t gl = (size_t)snprintf(guard, sizeof guard, "TESSERA_GEN_");
     for (const char *c = p->entry; *c && gl + 3 < sizeof guard; c++)
         guard[gl++] = (*c >= 'a' && *c <= 'z') ? (char)(*c - 32) : *c;
     snprintf(guard + gl, sizeof guard - gl, "_H");
-    te__gsb_printf(&h, "#ifndef %s\n#define %s\n\n#include <stdbool.h>\n#include <stdint.h>\n\n"
+    te__sb_printf(&h, "#ifndef %s\n#define %s\n\n#include <stdbool.h>\n#include <stdint.h>\n\n"
                        "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n", guard, guard);
-    te__gsb_printf(
+    te__sb_printf(
         &h,
         "/*\n"
         " * ABI of the functions below (%s has their definitions; compile it with nvcc, e.g.\n"
@@ -437,12 +437,12 @@ int te__gen_cuda(te__gen_plan *p, te_gen_output *out)
         const te_gen_kernel *k = &p->k[i];
         const te__cuda_program *pg = &fn[i].prog;
         int n_in = k->n_args - p->n_out;
-        te__gsb_printf(&h, "/*\n * %s_launch, %s_host\n *\n", p->knames[i], p->knames[i]);
+        te__sb_printf(&h, "/*\n * %s_launch, %s_host\n *\n", p->knames[i], p->knames[i]);
         te__gen_describe_kernel(p, &h, i, fn[i].args);
-        te__gsb_printf(&h, " *\n * Launches, in order, on the given stream:\n");
+        te__sb_printf(&h, " *\n * Launches, in order, on the given stream:\n");
         for (int j = 0; j < pg->nkernels; j++) {
             const te__cuda_kernel *kk = &pg->kernels[j];
-            te__gsb_printf(&h,
+            te__sb_printf(&h,
                            " *   %s<<<grid (%d, %d, %d), block (%d, %d, %d)>>>: %d threads per "
                            "block, %lld bytes of static shared memory\n",
                            kk->name, kk->grid[0], kk->grid[1], kk->grid[2], kk->block[0],
@@ -453,40 +453,40 @@ int te__gen_cuda(te__gen_plan *p, te_gen_output *out)
             size_t tb = 0;
             for (int t = 0; t < pg->ntemps; t++)
                 tb += pg->temp_bytes[t];
-            te__gsb_printf(&h, " *   intermediates: %d device buffers, %zu bytes in all\n",
+            te__sb_printf(&h, " *   intermediates: %d device buffers, %zu bytes in all\n",
                            pg->ntemps, tb);
         }
-        te__gsb_puts(&h, " */\n");
-        te__gsb_printf(&h, "int %s_launch(", p->knames[i]);
+        te__sb_puts(&h, " */\n");
+        te__sb_printf(&h, "int %s_launch(", p->knames[i]);
         launcher_params(&h, k, fn[i].args, n_in);
-        te__gsb_printf(&h, ", void *stream);\nint %s_host(", p->knames[i]);
+        te__sb_printf(&h, ", void *stream);\nint %s_host(", p->knames[i]);
         launcher_params(&h, k, fn[i].args, n_in);
-        te__gsb_puts(&h, ");\n\n");
+        te__sb_puts(&h, ");\n\n");
     }
     if (dispatch) {
-        te__gsb_printf(&h, "/*\n * %s_launch, %s_host: call the launcher generated for the given "
+        te__sb_printf(&h, "/*\n * %s_launch, %s_host: call the launcher generated for the given "
                            "parameter values:\n *\n", p->entry, p->entry);
         te__gen_describe_dispatch(p, &h, "_launch / _host");
-        te__gsb_puts(&h, " *\n * The arrays are those of the kernel called. Returns what it "
+        te__sb_puts(&h, " *\n * The arrays are those of the kernel called. Returns what it "
                          "returns, or -2 when no\n * kernel was generated for the values.\n */\n");
         for (int host = 0; host < 2; host++) {
-            te__gsb_printf(&h, "int %s_%s(", p->entry, host ? "host" : "launch");
+            te__sb_printf(&h, "int %s_%s(", p->entry, host ? "host" : "launch");
             te__gen_dispatch_params(p, &h);
-            te__gsb_puts(&h, ", ");
+            te__sb_puts(&h, ", ");
             launcher_params(&h, &p->k[0], fn[0].args, n_in0);
-            te__gsb_puts(&h, host ? ");\n" : ", void *stream);\n");
+            te__sb_puts(&h, host ? ");\n" : ", void *stream);\n");
         }
-        te__gsb_puts(&h, "\n");
+        te__sb_puts(&h, "\n");
     }
-    te__gsb_puts(&h, "#ifdef __cplusplus\n}\n#endif\n\n"
+    te__sb_puts(&h, "#ifdef __cplusplus\n}\n#endif\n\n"
                      "#if defined(__CUDACC__)\n/* The kernels, for launching them directly. */\n");
     for (int i = 0; i < n; i++)
         for (int j = 0; j < fn[i].prog.nkernels; j++)
-            te__gsb_printf(&h, "%s\n", fn[i].kdecl[j]);
-    te__gsb_printf(&h, "#endif\n\n#endif /* %s */\n", guard);
+            te__sb_printf(&h, "%s\n", fn[i].kdecl[j]);
+    te__sb_printf(&h, "#endif\n\n#endif /* %s */\n", guard);
 
-    out->source = te__gsb_finish(ctx, &s);
-    out->header = te__gsb_finish(ctx, &h);
+    out->source = te__sb_finish(ctx, &s);
+    out->header = te__sb_finish(ctx, &h);
     out->source_name = te__strdup(ctx, src_name);
     out->header_name = te__strdup(ctx, hdr_name);
     if (!out->source || !out->header || !out->source_name || !out->header_name)
