@@ -897,43 +897,47 @@ te_tensor *te_cache_write(te_schedule *s, te_tensor *t, te_scope scope)
 
 /* ---- Annotations ------------------------------------------------------------------------ */
 
+/* Checks shared by the loop annotations: x is a current, unannotated loop of st. */
+static int check_annotatable(te_stage *st, te_iter *x, const char *fn)
+{
+    if (!check_stage(st, fn))
+        return TE_ERR_ARG;
+    int rc = check_leaf(st, x, fn);
+    if (rc)
+        return rc;
+    if (x->ann != TE_ANN_NONE)
+        return SERR(st->sched, TE_ERR_SCHEDULE, "%s: loop '%s' of stage '%s' is already "
+                    "annotated", fn, x->name, st->tensor->name);
+    return TE_OK;
+}
+
+static int annotate(te_stage *st, te_iter *x, te_iter_ann ann, const char *verb)
+{
+    x->ann = ann;
+    return trace_add(st->sched, "%s %s %s", verb, st->tensor->name, x->name);
+}
+
 int te_vectorize(te_stage *st, te_iter *x)
 {
-    if (!check_stage(st, "te_vectorize"))
-        return TE_ERR_ARG;
-    int rc = check_leaf(st, x, "te_vectorize");
+    int rc = check_annotatable(st, x, "te_vectorize");
     if (rc)
         return rc;
     if (leaf_pos(st, x) != st->leaves.n - 1)
         return SERR(st->sched, TE_ERR_SCHEDULE, "te_vectorize: loop '%s' of stage '%s' is not the "
                     "innermost loop (the innermost is '%s'); reorder first", x->name,
                     st->tensor->name, ((te_iter *)st->leaves.v[st->leaves.n - 1])->name);
-    if (x->ann != TE_ANN_NONE)
-        return SERR(st->sched, TE_ERR_SCHEDULE, "te_vectorize: loop '%s' of stage '%s' is already "
-                    "annotated", x->name, st->tensor->name);
-    x->ann = TE_ANN_VECTORIZE;
-    return trace_add(st->sched, "vectorize %s %s", st->tensor->name, x->name);
+    return annotate(st, x, TE_ANN_VECTORIZE, "vectorize");
 }
 
 int te_unroll(te_stage *st, te_iter *x)
 {
-    if (!check_stage(st, "te_unroll"))
-        return TE_ERR_ARG;
-    int rc = check_leaf(st, x, "te_unroll");
-    if (rc)
-        return rc;
-    if (x->ann != TE_ANN_NONE)
-        return SERR(st->sched, TE_ERR_SCHEDULE, "te_unroll: loop '%s' of stage '%s' is already "
-                    "annotated", x->name, st->tensor->name);
-    x->ann = TE_ANN_UNROLL;
-    return trace_add(st->sched, "unroll %s %s", st->tensor->name, x->name);
+    int rc = check_annotatable(st, x, "te_unroll");
+    return rc ? rc : annotate(st, x, TE_ANN_UNROLL, "unroll");
 }
 
 int te_parallel(te_stage *st, te_iter *x)
 {
-    if (!check_stage(st, "te_parallel"))
-        return TE_ERR_ARG;
-    int rc = check_leaf(st, x, "te_parallel");
+    int rc = check_annotatable(st, x, "te_parallel");
     if (rc)
         return rc;
     if (x->reduce)
@@ -947,11 +951,7 @@ int te_parallel(te_stage *st, te_iter *x)
                         "parallel loop '%s'; fuse the loops and parallelize the fused one",
                         st->tensor->name, o->name);
     }
-    if (x->ann != TE_ANN_NONE)
-        return SERR(st->sched, TE_ERR_SCHEDULE, "te_parallel: loop '%s' of stage '%s' is already "
-                    "annotated", x->name, st->tensor->name);
-    x->ann = TE_ANN_PARALLEL;
-    return trace_add(st->sched, "parallel %s %s", st->tensor->name, x->name);
+    return annotate(st, x, TE_ANN_PARALLEL, "parallel");
 }
 
 int te_pragma_unroll_max(te_stage *st, int max_steps)
