@@ -31,7 +31,7 @@
 
 #define MAX_IO 32
 #define LCACHE 1024         /* lowered candidates remembered within one batch */
-#define RECYCLE_AFTER 20000 /* generated traces before the space's context is rebuilt */
+#define RECYCLE_AFTER 5000 /* lowered candidates before the space's context is rebuilt */
 
 /* ---- Small helpers -------------------------------------------------------------------------- */
 
