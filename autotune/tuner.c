@@ -30,7 +30,7 @@
 #include "tuning_db/json.h"
 
 #define MAX_IO 32
-#define LCACHE 1024         /* lowered candidates remembered within one batch */
+#define LCACHE 1024        /* lowered candidates remembered within one batch */
 #define RECYCLE_AFTER 5000 /* lowered candidates before the space's context is rebuilt */
 
 /* ---- Small helpers -------------------------------------------------------------------------- */
@@ -504,28 +504,46 @@ static lcache_ent *lc_find(task *k, const char *hash)
     return NULL;
 }
 
-/* Instantiates and lowers a trace in the batch context (remembered for the batch). The
- * schedule is made in the batch context from the space's tensors, so everything a candidate
- * allocates goes away with its batch; the space keeps only its memo of generated traces. */
-static lcache_ent *lower_trace(task *k, const char *trace, const char *hash)
+/* Instantiates and lowers a trace (remembered for the batch). With keep, the lowered function
+ * is made in the batch context and kept for emission; without, only its features are kept and
+ * the lowering happens in a scratch context freed at once (the evolutionary search scores
+ * several times more candidates than it measures, and a lowered nest can take megabytes). The
+ * schedule is made from the space's tensors, so nothing a candidate allocates outlives its
+ * batch; the space keeps only its memo of generated traces. */
+static lcache_ent *lower_trace(task *k, const char *trace, const char *hash, int keep)
 {
     lcache_ent *e = lc_find(k, hash);
-    if (e)
+    if (e && (!keep || e->f || !e->ok))
         return e;
-    if (k->nlc == LCACHE)
-        k->nlc = 0; /* forget the oldest; only the current batch matters */
-    e = &k->lc[k->nlc++];
-    memset(e, 0, sizeof *e);
-    snprintf(e->hash, sizeof e->hash, "%s", hash);
+    if (!e) {
+        if (k->nlc == LCACHE)
+            k->nlc = 0; /* forget the oldest; only the current batch matters */
+        e = &k->lc[k->nlc++];
+        memset(e, 0, sizeof *e);
+        snprintf(e->hash, sizeof e->hash, "%s", hash);
+    }
     k->w_lowered++;
-    te_ctx_clear_error(k->bctx);
-    te_schedule *s = te_schedule_create(k->bctx, k->n_out, k->w_args + k->n_in);
-    if (s && te_schedule_apply_trace(s, trace) == TE_OK)
-        e->f = te_lower(s, k->n_in + k->n_out, k->w_args, "cand", &k->tu->target);
-    if (!e->f)
+    te_ctx *ctx = keep ? k->bctx : te_ctx_create();
+    if (!ctx)
         return e;
-    te_features(e->f, e->feat, TE_NUM_FEATURES);
-    e->ok = 1;
+    te_ctx_clear_error(ctx);
+    te_lowered *f = NULL;
+    te_schedule *s = te_schedule_create(ctx, k->n_out, k->w_args + k->n_in);
+    if (s && te_schedule_apply_trace(s, trace) == TE_OK)
+        f = te_lower(s, k->n_in + k->n_out, k->w_args, "cand", &k->tu->target);
+    if (f) {
+        te_features(f, e->feat, TE_NUM_FEATURES);
+        e->ok = 1;
+        if (keep)
+            e->f = f;
+    } else {
+        e->ok = 0;
+        if (!keep) /* keep the message for the record, on the batch context */
+            te_ctx_set_error(k->bctx, te_ctx_errcode(ctx) ? te_ctx_errcode(ctx) : TE_ERR_LOWER,
+                             "%s", te_ctx_errmsg(ctx));
+    }
+    if (!keep)
+        te_ctx_free(ctx);
     return e;
 }
 
@@ -559,7 +577,7 @@ static int featurize_cb(const char *trace, float *feat, void *user)
     task *k = user;
     char hash[17];
     te_db_trace_hash(trace, hash);
-    lcache_ent *e = lower_trace(k, trace, hash);
+    lcache_ent *e = lower_trace(k, trace, hash, 0);
     if (!e->ok) {
         u64set_add(&k->seen, hex_u64(hash)); /* invalid: never propose it again */
         return 0;
@@ -663,7 +681,7 @@ static int prepare_task(task *k)
         for (int i = 0; i < nrk && i < 64; i++) {
             char hash[17];
             te_db_trace_hash(rk[i].trace, hash);
-            lcache_ent *e = lower_trace(k, rk[i].trace, hash);
+            lcache_ent *e = lower_trace(k, rk[i].trace, hash, 0);
             te__search_seed(k->search, rk[i].trace, e->ok ? e->feat : NULL, 1.0 / rk[i].s);
         }
     }
@@ -795,7 +813,7 @@ static int run_batch(task *k, int n)
         x->trace = traces[i];
         te_db_trace_hash(x->trace, x->hash);
         u64set_add(&k->seen, hex_u64(x->hash));
-        lcache_ent *e = lower_trace(k, x->trace, x->hash);
+        lcache_ent *e = lower_trace(k, x->trace, x->hash, !t->o.fake_runner);
         if (!e->ok) {
             x->done = 1;
             x->status = TE_TRIAL_INVALID_SCHEDULE;
