@@ -146,8 +146,9 @@ const char *te_tuner_errmsg(const te_tuner *t);
 int te_tuner_add_op(te_tuner *t, const char *op, const char *params, double weight);
 /* Adds a user-defined tensor expression (outputs computed from placeholders `ins`) as a task.
  * The tensors stay owned by their context, which must outlive the tuner. `name` names the
- * workload; its key is te_tuner_expr_key's. Tuned with automatic sketches (or a template only
- * if the space kind asks for one and `name` is an operator with a template). */
+ * workload; its key is te_tuner_expr_key's. Tuned with automatic sketches from the expression
+ * alone (TE_SPACE_AUTO and TE_SPACE_SKETCH; with TE_SPACE_TEMPLATE the task fails: a user
+ * expression has no template). */
 int te_tuner_add_expr(te_tuner *t, const char *name, int n_in, te_tensor *const *ins, int n_out,
                       te_tensor *const *outs, double weight);
 /* Adds every task of a JSON task list: [{"op": "matmul", "shape": "m=64,n=64,k=64",
