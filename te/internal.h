@@ -274,6 +274,11 @@ te_buf *te__buf_new(te_ctx *ctx, const char *name, te_dtype dtype, int ndim,
 typedef te_stmt *(*te__stmt_mutator)(te_ctx *ctx, te_stmt *s, void *user);
 te_stmt *te__stmt_mutate(te_ctx *ctx, te_stmt *s, te__stmt_mutator fs, te__expr_mutator fe,
                          void *user);
+/* Visits statement s and everything in it, pre-order: fs on every statement (returning false
+ * skips what is inside it, expressions included), fe on every expression (te__expr_visit
+ * rules). Either callback may be NULL. */
+typedef bool (*te__stmt_visitor)(const te_stmt *s, void *user);
+void te__stmt_visit(const te_stmt *s, te__stmt_visitor fs, te__expr_visitor fe, void *user);
 /* Substitutes variables in every expression of a statement. */
 te_stmt *te__stmt_substitute(te_ctx *ctx, te_stmt *s, const te__subst *map);
 

@@ -283,3 +283,46 @@ te_stmt *te__stmt_substitute(te_ctx *ctx, te_stmt *s, const te__subst *map)
         return s;
     return te__stmt_mutate(ctx, s, NULL, subst_e, (void *)map);
 }
+
+static void visit_e(const te_expr *e, te__expr_visitor fe, void *user)
+{
+    if (fe && e)
+        te__expr_visit(e, fe, user);
+}
+
+void te__stmt_visit(const te_stmt *s, te__stmt_visitor fs, te__expr_visitor fe, void *user)
+{
+    if (!s || (fs && !fs(s, user)))
+        return;
+    switch (s->kind) {
+    case TE_S_FOR:
+        visit_e(s->u.loop.min, fe, user);
+        visit_e(s->u.loop.extent, fe, user);
+        te__stmt_visit(s->u.loop.body, fs, fe, user);
+        break;
+    case TE_S_SEQ:
+        for (int i = 0; i < s->u.seq.n; i++)
+            te__stmt_visit(s->u.seq.v[i], fs, fe, user);
+        break;
+    case TE_S_IF:
+        visit_e(s->u.cond.cond, fe, user);
+        te__stmt_visit(s->u.cond.then_s, fs, fe, user);
+        te__stmt_visit(s->u.cond.else_s, fs, fe, user);
+        break;
+    case TE_S_STORE:
+        for (int i = 0; i < s->u.store.n; i++)
+            visit_e(s->u.store.idx[i], fe, user);
+        visit_e(s->u.store.value, fe, user);
+        break;
+    case TE_S_ALLOC:
+        te__stmt_visit(s->u.alloc.body, fs, fe, user);
+        break;
+    case TE_S_LET:
+        visit_e(s->u.let.value, fe, user);
+        te__stmt_visit(s->u.let.body, fs, fe, user);
+        break;
+    case TE_S_BARRIER:
+    case TE_S_COMMENT:
+        break;
+    }
+}

@@ -1794,43 +1794,15 @@ static bool pscan_visit(const te_expr *e, void *user)
     return p->ok;
 }
 
-static void pscan_stmt(pscan *p, const te_stmt *s)
+/* Records the accesses of every store to the scanned buffer; stops once it failed. */
+static bool pscan_stmt(const te_stmt *s, void *user)
 {
-    if (!s || !p->ok)
-        return;
-    switch (s->kind) {
-    case TE_S_FOR:
-        te__expr_visit(s->u.loop.min, pscan_visit, p);
-        te__expr_visit(s->u.loop.extent, pscan_visit, p);
-        pscan_stmt(p, s->u.loop.body);
-        break;
-    case TE_S_SEQ:
-        for (int i = 0; i < s->u.seq.n; i++)
-            pscan_stmt(p, s->u.seq.v[i]);
-        break;
-    case TE_S_IF:
-        te__expr_visit(s->u.cond.cond, pscan_visit, p);
-        pscan_stmt(p, s->u.cond.then_s);
-        pscan_stmt(p, s->u.cond.else_s);
-        break;
-    case TE_S_STORE:
-        if (s->u.store.buf == p->buf)
-            pscan_access(p, s->u.store.n, s->u.store.idx, s->u.store.value->lanes);
-        for (int i = 0; i < s->u.store.n; i++)
-            te__expr_visit(s->u.store.idx[i], pscan_visit, p);
-        te__expr_visit(s->u.store.value, pscan_visit, p);
-        break;
-    case TE_S_ALLOC:
-        pscan_stmt(p, s->u.alloc.body);
-        break;
-    case TE_S_LET:
-        te__expr_visit(s->u.let.value, pscan_visit, p);
-        pscan_stmt(p, s->u.let.body);
-        break;
-    case TE_S_BARRIER:
-    case TE_S_COMMENT:
-        break;
-    }
+    pscan *p = user;
+    if (!p->ok)
+        return false;
+    if (s->kind == TE_S_STORE && s->u.store.buf == p->buf)
+        pscan_access(p, s->u.store.n, s->u.store.idx, s->u.store.value->lanes);
+    return true;
 }
 
 static int64_t buf_numel(const te_buf *b)
@@ -1848,7 +1820,7 @@ static bool plan_promotion(emitter *em, const te_buf *b, const te_stmt *body, pr
     if (b->dtype == TE_BOOL || size <= 0 || size > PROMOTE_MAX)
         return false;
     pscan p = {b, true, 0, NULL, 0, 0};
-    pscan_stmt(&p, body);
+    te__stmt_visit(body, pscan_stmt, pscan_visit, &p);
     bool ok = p.ok && p.n > 0;
     unsigned char *kind = NULL;
     if (ok && !(kind = te__alloc(em->ctx, (size_t)size)))

@@ -919,41 +919,12 @@ static bool bs_expr(const te_expr *x, void *user)
     return true;
 }
 
-static void bs_stmt(bufset *b, const te_stmt *s)
+/* Every buffer a statement stores to (its loads come through bs_expr). */
+static bool bs_stmt(const te_stmt *s, void *user)
 {
-    if (!s)
-        return;
-    switch (s->kind) {
-    case TE_S_FOR:
-        te__expr_visit(s->u.loop.min, bs_expr, b);
-        te__expr_visit(s->u.loop.extent, bs_expr, b);
-        bs_stmt(b, s->u.loop.body);
-        break;
-    case TE_S_SEQ:
-        for (int i = 0; i < s->u.seq.n; i++)
-            bs_stmt(b, s->u.seq.v[i]);
-        break;
-    case TE_S_IF:
-        te__expr_visit(s->u.cond.cond, bs_expr, b);
-        bs_stmt(b, s->u.cond.then_s);
-        bs_stmt(b, s->u.cond.else_s);
-        break;
-    case TE_S_STORE:
-        bs_add(b, s->u.store.buf);
-        te__expr_visit(s->u.store.value, bs_expr, b);
-        for (int i = 0; i < s->u.store.n; i++)
-            te__expr_visit(s->u.store.idx[i], bs_expr, b);
-        break;
-    case TE_S_ALLOC:
-        bs_stmt(b, s->u.alloc.body);
-        break;
-    case TE_S_LET:
-        te__expr_visit(s->u.let.value, bs_expr, b);
-        bs_stmt(b, s->u.let.body);
-        break;
-    default:
-        break;
-    }
+    if (s->kind == TE_S_STORE)
+        bs_add(user, s->u.store.buf);
+    return true;
 }
 
 static bool writes(const te_stmt *s, const te_buf *b)
@@ -1036,7 +1007,7 @@ static void emit_kernel(prog_ctx *pc, const te_stmt *s)
     /* parameters */
     const te_buf *bv[TE__CUDA_MAX_PARAMS];
     bufset bs = {bv, 0, TE__CUDA_MAX_PARAMS};
-    bs_stmt(&bs, s);
+    te__stmt_visit(s, bs_stmt, bs_expr, &bs);
     if (bs.n > TE__CUDA_MAX_PARAMS) {
         fail(e, TE_ERR_UNSUPPORTED, "a kernel uses more than %d buffers", TE__CUDA_MAX_PARAMS);
         return;

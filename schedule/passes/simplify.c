@@ -1868,32 +1868,20 @@ te_stmt *te__simplify_stmt_in(te_ctx *ctx, te_stmt *s, te__range_map *ranges, bo
     return r;
 }
 
+static bool effect_fn(const te_stmt *s, void *user)
+{
+    bool *found = user;
+    if (s->kind == TE_S_STORE || s->kind == TE_S_BARRIER)
+        *found = true;
+    return !*found;
+}
+
 /* Whether a statement has an effect: a store or a barrier somewhere inside. */
 static bool has_effect(const te_stmt *s)
 {
-    if (!s)
-        return false;
-    switch (s->kind) {
-    case TE_S_STORE:
-    case TE_S_BARRIER:
-        return true;
-    case TE_S_FOR:
-        return has_effect(s->u.loop.body);
-    case TE_S_SEQ:
-        for (int i = 0; i < s->u.seq.n; i++)
-            if (has_effect(s->u.seq.v[i]))
-                return true;
-        return false;
-    case TE_S_IF:
-        return has_effect(s->u.cond.then_s) || has_effect(s->u.cond.else_s);
-    case TE_S_ALLOC:
-        return has_effect(s->u.alloc.body);
-    case TE_S_LET:
-        return has_effect(s->u.let.body);
-    case TE_S_COMMENT:
-        return false;
-    }
-    return true;
+    bool found = false;
+    te__stmt_visit(s, effect_fn, NULL, &found);
+    return found;
 }
 
 typedef struct {
@@ -1909,27 +1897,19 @@ static bool buf_use_expr(const te_expr *e, void *user)
     return !u->found;
 }
 
-static te_stmt *buf_use_stmt(te_ctx *ctx, te_stmt *s, void *user)
+static bool buf_use_stmt(const te_stmt *s, void *user)
 {
-    (void)ctx;
     buf_use *u = user;
     if (s->kind == TE_S_STORE && s->u.store.buf == u->buf)
         u->found = true;
-    return s;
-}
-
-static te_expr *buf_use_mut(te_ctx *ctx, te_expr *e, void *user)
-{
-    (void)ctx;
-    te__expr_visit(e, buf_use_expr, user);
-    return e;
+    return !u->found;
 }
 
 /* Whether statement s reads or writes buffer b. */
-static bool uses_buf(te_ctx *ctx, te_stmt *s, const te_buf *b)
+static bool uses_buf(const te_stmt *s, const te_buf *b)
 {
     buf_use u = {b, false};
-    te__stmt_mutate(ctx, s, buf_use_stmt, buf_use_mut, &u);
+    te__stmt_visit(s, buf_use_stmt, buf_use_expr, &u);
     return u.found;
 }
 
@@ -1938,6 +1918,7 @@ static bool uses_buf(te_ctx *ctx, te_stmt *s, const te_buf *b)
  * their scope touches. Comments stay only beside statements that do something. */
 static te_stmt *drop_dead(te_ctx *ctx, te_stmt *s, void *user)
 {
+    (void)ctx;
     (void)user;
     if (s->kind == TE_S_SEQ || s->kind == TE_S_COMMENT || s->kind == TE_S_STORE ||
         s->kind == TE_S_BARRIER)
@@ -1945,7 +1926,7 @@ static te_stmt *drop_dead(te_ctx *ctx, te_stmt *s, void *user)
     if (!has_effect(s))
         return NULL;
     if (s->kind == TE_S_ALLOC && s->u.alloc.buf->arg_index < 0 &&
-        !uses_buf(ctx, s->u.alloc.body, s->u.alloc.buf))
+        !uses_buf(s->u.alloc.body, s->u.alloc.buf))
         return s->u.alloc.body;
     return s;
 }
