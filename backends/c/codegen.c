@@ -2203,25 +2203,35 @@ static void gen_alloc(emitter *em, const te_stmt *s)
     if (b->scope != TE_SCOPE_GLOBAL && plan_promotion(em, b, s->u.alloc.body, &pr)) {
         line(em, "// %s: %lld x %s, promoted to registers", b->name, (long long)n,
              te_dtype_str(b->dtype));
-        if (pr.lanes) {
-            line_start(em);
-            te__sb_printf(&em->out, "%s", vtype(em, b->dtype, pr.lanes));
-            int k = 0;
-            for (int64_t i = 0; i < n; i += pr.lanes)
-                if (pr.kind[i] == 2)
-                    te__sb_printf(&em->out, "%s %s%lld", k++ ? "," : "", pr.vname, (long long)(i / pr.lanes));
-            te__sb_puts(&em->out, ";\n");
+        /* Declarations, wrapped before 100 columns. */
+        for (int pass = 2; pass >= 1; pass--) {
+            int64_t step = pass == 2 ? (pr.lanes ? pr.lanes : n) : 1;
+            const char *type = pass == 2 ? (pr.lanes ? vtype(em, b->dtype, pr.lanes) : "")
+                                         : ctype(b->dtype);
+            const char *stem = pass == 2 ? pr.vname : pr.sname;
+            size_t start = 0;
+            bool open = false;
+            for (int64_t i = 0; (pass == 1 || pr.lanes) && i < n; i += step) {
+                if (pr.kind[i] != pass)
+                    continue;
+                char name[160];
+                snprintf(name, sizeof name, "%s%lld", stem, (long long)(pass == 2 ? i / step : i));
+                if (open && em->out.n - start + strlen(name) + 3 > 96) {
+                    te__sb_puts(&em->out, ";\n");
+                    open = false;
+                }
+                if (!open) {
+                    line_start(em);
+                    start = em->out.n - (size_t)(em->indent * 4);
+                    te__sb_printf(&em->out, "%s %s", type, name);
+                    open = true;
+                } else {
+                    te__sb_printf(&em->out, ", %s", name);
+                }
+            }
+            if (open)
+                te__sb_puts(&em->out, ";\n");
         }
-        int k = 0;
-        for (int64_t i = 0; i < n; i++) {
-            if (pr.kind[i] != 1)
-                continue;
-            if (!k)
-                line_start(em), te__sb_puts(&em->out, ctype(b->dtype));
-            te__sb_printf(&em->out, "%s %s%lld", k++ ? "," : "", pr.sname, (long long)i);
-        }
-        if (k)
-            te__sb_puts(&em->out, ";\n");
         if (em->npromos == em->cappromos) {
             int cap = em->cappromos ? em->cappromos * 2 : 8;
             promo *v = te__alloc(em->ctx, sizeof *v * (size_t)cap);
