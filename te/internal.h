@@ -49,6 +49,9 @@ void te__sb_printf(te__sb *b, const char *fmt, ...) __attribute__((format(printf
 void te__sb_free(te__sb *b);
 /* Copies the text into ctx's arena and frees the buffer; NULL (TE_ERR_NOMEM) after oom. */
 const char *te__sb_finish(te_ctx *ctx, te__sb *b);
+/* Appends z as the body of a C block comment: " * " before every line, and no "*" "/" pair
+ * that would end the comment early. */
+void te__sb_comment(te__sb *b, const char *z);
 
 /* ---- Expressions ------------------------------------------------------------------------ */
 

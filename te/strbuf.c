@@ -70,3 +70,20 @@ const char *te__sb_finish(te_ctx *ctx, te__sb *b)
     te__sb_free(b);
     return r;
 }
+
+void te__sb_comment(te__sb *b, const char *z)
+{
+    for (const char *p = z ? z : ""; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        te__sb_puts(b, n ? " * " : " *");
+        for (size_t i = 0; i < n; i++) {
+            if (p[i] == '*' && i + 1 < n && p[i + 1] == '/')
+                te__sb_puts(b, "* "); /* never close the comment early */
+            else
+                te__sb_putn(b, p + i, 1);
+        }
+        te__sb_puts(b, "\n");
+        p += n + (nl ? 1 : 0);
+    }
+}

@@ -2360,25 +2360,6 @@ static void emit_helpers(emitter *em, te__sb *o)
                 }
 }
 
-static void emit_comment_text(te__sb *o, const char *z)
-{
-    /* one " * " line per line of z; never close the comment early */
-    const char *p = z;
-    while (*p) {
-        const char *nl = strchr(p, '\n');
-        size_t n = nl ? (size_t)(nl - p) : strlen(p);
-        te__sb_puts(o, n ? " * " : " *");
-        for (size_t i = 0; i < n; i++) {
-            if (p[i] == '*' && i + 1 < n && p[i + 1] == '/')
-                te__sb_puts(o, "* ");
-            else
-                te__sb_putn(o, p + i, 1);
-        }
-        te__sb_puts(o, "\n");
-        p += n + (nl ? 1 : 0);
-    }
-}
-
 /* The prelude the kernels of a unit need: the union of what their emitters recorded. */
 static void merge_needs(emitter *u, const emitter *em)
 {
@@ -2623,7 +2604,7 @@ const char *te__emit_c_unit(te_ctx *ctx, int n, const te_lowered *const *fs,
                   te_version());
         for (int i = 0; i < n; i++)
             if (fs[i]->header && *fs[i]->header) {
-                emit_comment_text(&o, fs[i]->header);
+                te__sb_comment(&o, fs[i]->header);
                 te__sb_puts(&o, " *\n");
             }
         te__sb_printf(&o, " * target: %s\n */\n", target ? key : "(none given)");
