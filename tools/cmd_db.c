@@ -429,11 +429,9 @@ static void print_trials(const te_db_trial_list *l, int json, int with_trace)
         }
         return;
     }
-    table t = {.ncol = with_trace ? 8 : 7};
-    if (with_trace)
-        table_add(&t, "#", "STATUS", "MEDIAN", "SPREAD", "GFLOP/S", "TARGET", "WHEN", "TRACE");
-    else
-        table_add(&t, "#", "STATUS", "MEDIAN", "SPREAD", "GFLOP/S", "TARGET", "WHEN");
+    /* Traces are several lines long: they follow the table, one block per row. */
+    table t = {.ncol = 7};
+    table_add(&t, "#", "STATUS", "MEDIAN", "SPREAD", "GFLOP/S", "TARGET", "WHEN");
     for (size_t i = 0; i < l->n; i++) {
         const te_db_trial *r = &l->items[i];
         char n[24], m[32], s[32], g[32], w[40], tk[600];
@@ -442,9 +440,18 @@ static void print_trials(const te_db_trial_list *l, int json, int with_trace)
         table_add(&t, fmt_i64(n, sizeof n, (int64_t)i + 1), te_trial_status_str(r->status),
                   fmt_time(m, sizeof m, r->median_s), fmt_time(s, sizeof s, r->spread_s),
                   fmt_num(g, sizeof g, r->gflops, "%.1f"), tk,
-                  fmt_stamp(w, sizeof w, r->created_us), with_trace ? r->trace : NULL);
+                  fmt_stamp(w, sizeof w, r->created_us));
     }
     table_print(&t, stdout);
+    for (size_t i = 0; with_trace && i < l->n; i++) {
+        const char *z = l->items[i].trace ? l->items[i].trace : "";
+        printf("\n#%zu trace:\n", i + 1);
+        while (*z) {
+            size_t n = strcspn(z, "\n");
+            printf("    %.*s\n", (int)n, z);
+            z += n + (z[n] == '\n');
+        }
+    }
 }
 
 static int cmd_best(int argc, char **argv)
