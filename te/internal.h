@@ -52,6 +52,9 @@ const char *te__sb_finish(te_ctx *ctx, te__sb *b);
 /* Appends z as the body of a C block comment: " * " before every line, and no "*" "/" pair
  * that would end the comment early. */
 void te__sb_comment(te__sb *b, const char *z);
+/* Writes a valid C identifier made from z into out (n bytes): other characters become '_',
+ * a leading digit gets a '_' in front, an empty or NULL z gives "v". */
+void te__c_ident(const char *z, char *out, size_t n);
 
 /* ---- Expressions ------------------------------------------------------------------------ */
 
@@ -282,6 +285,14 @@ te_stmt *te__stmt_mutate(te_ctx *ctx, te_stmt *s, te__stmt_mutator fs, te__expr_
  * rules). Either callback may be NULL. */
 typedef bool (*te__stmt_visitor)(const te_stmt *s, void *user);
 void te__stmt_visit(const te_stmt *s, te__stmt_visitor fs, te__expr_visitor fe, void *user);
+/* Rebuilds a SEQ, IF, LET or ALLOC with every child statement replaced by fn(user, child),
+ * for passes that recurse themselves (they handle FOR, where they track loop ranges). A child
+ * fn returns as NULL is dropped; an IF left with only its else branch is negated; a statement
+ * left with nothing returns NULL. Returns s itself when nothing changed and any other kind of
+ * statement unchanged. Allocation failure, or fn setting *failed, returns NULL with *failed. */
+typedef te_stmt *(*te__stmt_child_fn)(void *user, te_stmt *child);
+te_stmt *te__stmt_map_children(te_ctx *ctx, te_stmt *s, te__stmt_child_fn fn, void *user,
+                               bool *failed);
 /* Substitutes variables in every expression of a statement. */
 te_stmt *te__stmt_substitute(te_ctx *ctx, te_stmt *s, const te__subst *map);
 

@@ -326,3 +326,70 @@ void te__stmt_visit(const te_stmt *s, te__stmt_visitor fs, te__expr_visitor fe, 
         break;
     }
 }
+
+te_stmt *te__stmt_map_children(te_ctx *ctx, te_stmt *s, te__stmt_child_fn fn, void *user,
+                               bool *failed)
+{
+    if (!s || *failed)
+        return NULL;
+    te_stmt *r = s;
+    switch (s->kind) {
+    case TE_S_SEQ: {
+        int n = s->u.seq.n, left = 0;
+        te_stmt **v = te__alloc(ctx, sizeof(te_stmt *) * (size_t)(n ? n : 1));
+        if (!v) {
+            *failed = true;
+            return NULL;
+        }
+        bool changed = false;
+        for (int i = 0; i < n; i++) {
+            v[i] = fn(user, s->u.seq.v[i]);
+            if (*failed)
+                return NULL;
+            changed |= v[i] != s->u.seq.v[i];
+            left += v[i] != NULL;
+        }
+        if (!changed)
+            return s;
+        if (!left)
+            return NULL;
+        r = te__seq(ctx, n, v);
+        break;
+    }
+    case TE_S_IF: {
+        te_stmt *t = fn(user, s->u.cond.then_s);
+        te_stmt *e = *failed ? NULL : fn(user, s->u.cond.else_s);
+        if (*failed)
+            return NULL;
+        if (t == s->u.cond.then_s && e == s->u.cond.else_s)
+            return s;
+        if (!t && !e)
+            return NULL;
+        te_expr *c = s->u.cond.cond;
+        if (!t) { /* only the else branch is left: negate the condition */
+            c = te_not(ctx, c);
+            t = e;
+            e = NULL;
+        }
+        r = te__if(ctx, c, t, e);
+        break;
+    }
+    case TE_S_LET:
+    case TE_S_ALLOC: {
+        te_stmt *body = s->kind == TE_S_LET ? s->u.let.body : s->u.alloc.body;
+        te_stmt *b = fn(user, body);
+        if (*failed || !b)
+            return NULL;
+        if (b == body)
+            return s;
+        r = s->kind == TE_S_LET ? te__let(ctx, s->u.let.var, s->u.let.value, b)
+                                : te__alloc_stmt(ctx, s->u.alloc.buf, b);
+        break;
+    }
+    default:
+        return s;
+    }
+    if (!r)
+        *failed = true;
+    return r;
+}

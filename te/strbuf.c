@@ -87,3 +87,21 @@ void te__sb_comment(te__sb *b, const char *z)
         p += n + (nl ? 1 : 0);
     }
 }
+
+void te__c_ident(const char *z, char *out, size_t n)
+{
+    size_t j = 0;
+    if (!n)
+        return;
+    if (!z || !*z)
+        z = "v";
+    if (*z >= '0' && *z <= '9' && j + 1 < n)
+        out[j++] = '_';
+    for (; *z && j + 1 < n; z++) {
+        char c = *z;
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '_';
+        out[j++] = ok ? c : '_';
+    }
+    out[j] = 0;
+}

@@ -90,26 +90,10 @@ static bool is_reserved(const char *z)
     return false;
 }
 
-/* A valid C identifier made from z: other characters become '_', a leading digit gets '_'. */
-static void c_ident(const char *z, char *out, size_t n)
-{
-    size_t j = 0;
-    if (!z || !*z)
-        z = "v";
-    if (*z >= '0' && *z <= '9' && j + 1 < n)
-        out[j++] = '_';
-    for (; *z && j + 1 < n; z++) {
-        char c = *z;
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '_';
-        out[j++] = ok ? c : '_';
-    }
-    out[j] = 0;
-}
 
 char *te__c_kernel_ident(const char *name, char *buf, size_t n)
 {
-    c_ident(name, buf, n);
+    te__c_ident(name, buf, n);
     if (is_reserved(buf)) {
         size_t l = strlen(buf);
         snprintf(buf + l, n > l ? n - l : 0, "_kernel");
@@ -250,7 +234,7 @@ static const char *take_name(emitter *em, const char *z)
 static const char *unique_name(emitter *em, const char *base, int id)
 {
     char z[160], cand[224];
-    c_ident(base, z, sizeof z);
+    te__c_ident(base, z, sizeof z);
     if (!is_reserved(z) && !name_used(em, z))
         return take_name(em, z);
     if (is_reserved(z) && strncmp(z, "te_", 3) == 0) {

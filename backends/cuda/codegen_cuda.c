@@ -95,21 +95,6 @@ static bool is_reserved(const char *z)
     return false;
 }
 
-static void c_ident(const char *z, char *out, size_t n)
-{
-    size_t j = 0;
-    if (!z || !*z)
-        z = "v";
-    if (*z >= '0' && *z <= '9' && j + 1 < n)
-        out[j++] = '_';
-    for (; *z && j + 1 < n; z++) {
-        char c = *z;
-        bool ok =
-            (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-        out[j++] = ok ? c : '_';
-    }
-    out[j] = 0;
-}
 
 static bool name_taken(cem *e, const char *z)
 {
@@ -125,7 +110,7 @@ static const char *lookup(cem *e, int kind, int id, const void *ptr, const char 
         if (e->names[i].kind == kind && e->names[i].ptr == ptr)
             return e->names[i].name;
     char b[160];
-    c_ident(base, b, sizeof b);
+    te__c_ident(base, b, sizeof b);
     const char *z;
     if (is_reserved(b) || name_taken(e, b))
         z = te__sprintf(e->ctx, "%s_%d", b, id);
@@ -1180,7 +1165,7 @@ static int emit_program(te_ctx *ctx, const te_lowered *f, const te_target *targe
     any_big(f->body, &big);
     e->small = !big;
     char kbase[160];
-    c_ident(f->name, kbase, sizeof kbase);
+    te__c_ident(f->name, kbase, sizeof kbase);
     if (is_reserved(kbase))
         strcat(kbase, "_kernel");
     lookup(e, 2, 0, e, kbase);

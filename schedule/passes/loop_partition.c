@@ -253,6 +253,8 @@ static te_stmt *part_for(lp *p, te_stmt *s)
     return r;
 }
 
+static te_stmt *part_child(void *user, te_stmt *s);
+
 static te_stmt *part(lp *p, te_stmt *s)
 {
     te_ctx *ctx = p->ctx;
@@ -262,45 +264,6 @@ static te_stmt *part(lp *p, te_stmt *s)
     switch (s->kind) {
     case TE_S_FOR:
         return part_for(p, s);
-    case TE_S_SEQ: {
-        int n = s->u.seq.n;
-        te_stmt **v = te__alloc(ctx, sizeof(te_stmt *) * (size_t)(n ? n : 1));
-        if (!v) {
-            p->failed = true;
-            return NULL;
-        }
-        bool changed = false;
-        for (int i = 0; i < n; i++) {
-            v[i] = part(p, s->u.seq.v[i]);
-            if (p->failed)
-                return NULL;
-            changed |= v[i] != s->u.seq.v[i];
-        }
-        if (!changed)
-            return s;
-        r = te__seq(ctx, n, v);
-        if (r && r->kind == TE_S_SEQ && r->u.seq.n == 0)
-            return NULL;
-        break;
-    }
-    case TE_S_IF: {
-        te_stmt *t = part(p, s->u.cond.then_s);
-        te_stmt *e = part(p, s->u.cond.else_s);
-        if (p->failed)
-            return NULL;
-        if (t == s->u.cond.then_s && e == s->u.cond.else_s)
-            return s;
-        if (!t && !e)
-            return NULL;
-        te_expr *c = s->u.cond.cond;
-        if (!t) {
-            c = te_not(ctx, c);
-            t = e;
-            e = NULL;
-        }
-        r = te__if(ctx, c, t, e);
-        break;
-    }
     case TE_S_LET: {
         int64_t lo, hi;
         bool have = te_dtype_is_int(s->u.let.value->dtype) &&
@@ -317,22 +280,15 @@ static te_stmt *part(lp *p, te_stmt *s)
         r = te__let(ctx, s->u.let.var, s->u.let.value, b);
         break;
     }
-    case TE_S_ALLOC: {
-        te_stmt *b = part(p, s->u.alloc.body);
-        if (p->failed || !b)
-            return NULL;
-        if (b == s->u.alloc.body)
-            return s;
-        r = te__alloc_stmt(ctx, s->u.alloc.buf, b);
-        break;
-    }
     default:
-        return s;
+        return te__stmt_map_children(ctx, s, part_child, p, &p->failed);
     }
     if (!r)
         p->failed = true;
     return r;
 }
+
+static te_stmt *part_child(void *user, te_stmt *s) { return part(user, s); }
 
 te_stmt *te__pass_loop_partition(te_ctx *ctx, te_stmt *s)
 {

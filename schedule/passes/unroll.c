@@ -93,81 +93,18 @@ static te_stmt *unroll_for(ur *u, te_stmt *s)
     return r;
 }
 
+static te_stmt *unroll_child(void *user, te_stmt *s);
+
 static te_stmt *unroll(ur *u, te_stmt *s)
 {
-    te_ctx *ctx = u->ctx;
     if (!s || u->failed)
         return NULL;
-    te_stmt *r = s;
-    switch (s->kind) {
-    case TE_S_FOR:
+    if (s->kind == TE_S_FOR)
         return unroll_for(u, s);
-    case TE_S_SEQ: {
-        int n = s->u.seq.n;
-        te_stmt **v = te__alloc(ctx, sizeof(te_stmt *) * (size_t)(n ? n : 1));
-        if (!v) {
-            u->failed = true;
-            return NULL;
-        }
-        bool changed = false;
-        int m = 0;
-        for (int i = 0; i < n; i++) {
-            v[i] = unroll(u, s->u.seq.v[i]);
-            if (u->failed)
-                return NULL;
-            changed |= v[i] != s->u.seq.v[i];
-            m += v[i] != NULL;
-        }
-        if (!changed)
-            return s;
-        if (m == 0)
-            return NULL;
-        r = te__seq(ctx, n, v);
-        break;
-    }
-    case TE_S_IF: {
-        te_stmt *t = unroll(u, s->u.cond.then_s);
-        te_stmt *e = unroll(u, s->u.cond.else_s);
-        if (u->failed)
-            return NULL;
-        if (t == s->u.cond.then_s && e == s->u.cond.else_s)
-            return s;
-        if (!t && !e)
-            return NULL;
-        te_expr *c = s->u.cond.cond;
-        if (!t) {
-            c = te_not(ctx, c);
-            t = e;
-            e = NULL;
-        }
-        r = te__if(ctx, c, t, e);
-        break;
-    }
-    case TE_S_LET: {
-        te_stmt *b = unroll(u, s->u.let.body);
-        if (u->failed || !b)
-            return NULL;
-        if (b == s->u.let.body)
-            return s;
-        r = te__let(ctx, s->u.let.var, s->u.let.value, b);
-        break;
-    }
-    case TE_S_ALLOC: {
-        te_stmt *b = unroll(u, s->u.alloc.body);
-        if (u->failed || !b)
-            return NULL;
-        if (b == s->u.alloc.body)
-            return s;
-        r = te__alloc_stmt(ctx, s->u.alloc.buf, b);
-        break;
-    }
-    default:
-        return s;
-    }
-    if (!r)
-        u->failed = true;
-    return r;
+    return te__stmt_map_children(u->ctx, s, unroll_child, u, &u->failed);
 }
+
+static te_stmt *unroll_child(void *user, te_stmt *s) { return unroll(user, s); }
 
 te_stmt *te__pass_unroll(te_ctx *ctx, te_stmt *s)
 {
