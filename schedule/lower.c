@@ -1,42 +1,19 @@
 /*
- * Lowering: from a schedule to one loop program.
+ * Lowering: from a schedule to one loop program. te_lower checks its arguments and runs the
+ * pass table (schedule/pipeline.c); its first step, loop_nests, is here:
  *
  *   1. inline       substitute inlined stages into their consumers
- *   2. extents      loop extents of every stage, from its region through split/fuse
- *   3. bounds       region of each compute_at stage: what one iteration of its attach loop
- *                   needs (consumers first, producers after)
- *   4. loop nests   one nest per stage, producers placed at their attach loops
- *   5. passes       te_lower's list below, in order
+ *   2. regions      consumers before producers: the region of each compute_at stage
+ *                   (bound_infer.c), then extents and iterator values through split/fuse
+ *                   (relations.c)
+ *   3. loop nests   one nest per stage, producers placed at their attach loops
  */
+#include <stdlib.h>
 #include <string.h>
 
-#include "schedule/bound.h"
-#include "schedule/passes.h"
-#include "schedule/sched_impl.h"
+#include "schedule/lower_impl.h"
 
-typedef struct lstage {
-    te_stage *st;
-    te_expr *body;   /* after inlining, over the root variables */
-    te_buf *buf;     /* NULL for inlined stages */
-    te_expr *rmin[TE_MAX_DIMS]; /* region: first element along each axis */
-    int64_t rext[TE_MAX_DIMS];  /* region extent */
-    int64_t *ext;    /* lowered extent of st->iters[i] */
-    te_expr **val;   /* value of st->iters[i] in terms of the leaf loop variables */
-} lstage;
-
-typedef struct lower_ctx {
-    te_ctx *ctx;
-    te_schedule *s;
-    int n;
-    lstage *ls;
-    int n_args;
-    te_tensor *const *args;
-    te_buf **arg_bufs;
-} lower_ctx;
-
-#define LERR(L, code, ...) te_ctx_set_error((L)->ctx, code, __VA_ARGS__)
-
-static int iter_index(const te_stage *st, const te_iter *it)
+int te__iter_index(const te_stage *st, const te_iter *it)
 {
     for (int i = 0; i < st->iters.n; i++)
         if (st->iters.v[i] == it)
@@ -44,7 +21,15 @@ static int iter_index(const te_stage *st, const te_iter *it)
     return -1;
 }
 
-static lstage *find_ls(lower_ctx *L, const te_tensor *t)
+int te__leaf_pos(const te_stage *st, const te_iter *it)
+{
+    for (int i = 0; i < st->leaves.n; i++)
+        if (st->leaves.v[i] == it)
+            return i;
+    return -1;
+}
+
+lstage *te__find_lstage(lower_ctx *L, const te_tensor *t)
 {
     for (int i = 0; i < L->n; i++)
         if (L->ls[i].st->tensor == t)
@@ -63,7 +48,7 @@ static te_expr *inline_fn(te_ctx *ctx, te_expr *e, void *user)
     lower_ctx *L = ((inline_ctx *)user)->L;
     if (e->kind != TE_E_READ)
         return e;
-    lstage *p = find_ls(L, e->u.read.t);
+    lstage *p = te__find_lstage(L, e->u.read.t);
     if (!p || p->st->attach != TE_ATTACH_INLINE)
         return e;
     const te_expr *from[TE_MAX_DIMS];
@@ -83,226 +68,6 @@ static int do_inline(lower_ctx *L)
         L->ls[i].body = te__expr_mutate(L->ctx, L->ls[i].st->body, inline_fn, &ic);
         if (!L->ls[i].body)
             return te_ctx_errcode(L->ctx) ? te_ctx_errcode(L->ctx) : TE_ERR_NOMEM;
-    }
-    return TE_OK;
-}
-
-/* ---- 2. extents and iterator values ---------------------------------------------------- */
-
-/* Forward: root extents (the region) through split/fuse to the leaves. */
-static void compute_extents(lstage *l)
-{
-    te_stage *st = l->st;
-    for (int d = 0; d < st->ndim; d++)
-        l->ext[iter_index(st, st->axes[d])] = l->rext[d];
-    for (int r = 0; r < st->nred; r++)
-        l->ext[iter_index(st, st->raxes[r])] = st->raxes[r]->extent;
-    for (int k = 0; k < st->rels.n; k++) {
-        te_rel *r = st->rels.v[k];
-        if (r->kind == TE_REL_SPLIT) {
-            int64_t pe = l->ext[iter_index(st, r->parent)];
-            l->ext[iter_index(st, r->inner)] = r->factor < pe ? r->factor : pe;
-            l->ext[iter_index(st, r->outer)] = (pe + r->factor - 1) / r->factor;
-        } else {
-            l->ext[iter_index(st, r->fused)] =
-                l->ext[iter_index(st, r->outer)] * l->ext[iter_index(st, r->inner)];
-        }
-    }
-}
-
-/* Backward: the value of every iterator in terms of the leaf loop variables. */
-static int compute_values(lower_ctx *L, lstage *l)
-{
-    te_ctx *ctx = L->ctx;
-    te_stage *st = l->st;
-    for (int i = 0; i < st->leaves.n; i++) {
-        te_iter *it = st->leaves.v[i];
-        l->val[iter_index(st, it)] = it->var;
-    }
-    for (int k = st->rels.n - 1; k >= 0; k--) {
-        te_rel *r = st->rels.v[k];
-        if (r->kind == TE_REL_SPLIT) {
-            te_expr *o = l->val[iter_index(st, r->outer)], *i = l->val[iter_index(st, r->inner)];
-            l->val[iter_index(st, r->parent)] = te_add(ctx, te_mul(ctx, o, te_int(ctx, r->factor)), i);
-        } else {
-            te_expr *f = l->val[iter_index(st, r->fused)];
-            te_expr *ie = te_int(ctx, l->ext[iter_index(st, r->inner)]);
-            l->val[iter_index(st, r->outer)] = te_floordiv(ctx, f, ie);
-            l->val[iter_index(st, r->inner)] = te_floormod(ctx, f, ie);
-        }
-    }
-    for (int d = 0; d < st->ndim; d++)
-        if (!l->val[iter_index(st, st->axes[d])])
-            return TE_ERR_NOMEM;
-    return TE_OK;
-}
-
-/* ---- 3. bound inference ----------------------------------------------------------------- */
-
-typedef struct {
-    const te_tensor *t;
-    te_expr *reads[256];
-    int n;
-} reads_of;
-
-static bool reads_of_fn(const te_expr *e, void *user)
-{
-    reads_of *r = user;
-    if (e->kind == TE_E_READ && e->u.read.t == r->t && r->n < 256)
-        r->reads[r->n++] = (te_expr *)e;
-    return true;
-}
-
-static int leaf_pos(const te_stage *st, const te_iter *it)
-{
-    for (int i = 0; i < st->leaves.n; i++)
-        if (st->leaves.v[i] == it)
-            return i;
-    return -1;
-}
-
-/* Fills ve with every loop variable of every stage and its lowered extent. */
-static void all_var_extents(lower_ctx *L, te__var_ext *ve)
-{
-    ve->n = 0;
-    for (int i = 0; i < L->n; i++) {
-        lstage *l = &L->ls[i];
-        if (!l->ext)
-            continue;
-        for (int k = 0; k < l->st->leaves.n && ve->n < 256; k++) {
-            te_iter *it = l->st->leaves.v[k];
-            ve->vars[ve->n] = it->var;
-            ve->ext[ve->n++] = l->ext[iter_index(l->st, it)];
-        }
-    }
-}
-
-static int infer_region(lower_ctx *L, lstage *p)
-{
-    te_ctx *ctx = L->ctx;
-    te_stage *st = p->st;
-    te_stage *S = st->attach_stage;
-    lstage *ls_S = find_ls(L, S->tensor);
-    int at = leaf_pos(S, st->attach_iter);
-    if (at < 0)
-        return LERR(L, TE_ERR_SCHEDULE, "stage '%s' is computed at loop '%s' of '%s', which is "
-                    "no longer a loop of that stage", st->tensor->name, st->attach_iter->name,
-                    S->tensor->name);
-    te__relax base = {0};
-    for (int k = at + 1; k < S->leaves.n; k++) {
-        te_iter *it = S->leaves.v[k];
-        int64_t e = ls_S->ext[iter_index(S, it)];
-        if (!te__relax_add(&base, it->var, te_int(ctx, 0), te_int(ctx, e - 1)))
-            return LERR(L, TE_ERR_UNSUPPORTED, "bound inference: too many loops");
-    }
-    /* GPU: a shared buffer serves the whole block, so its region is the union over the
-     * threads: every loop bound to threadIdx ranges over its extent. */
-    if (st->scope == TE_SCOPE_SHARED) {
-        for (int i = 0; i < L->n; i++) {
-            lstage *o = &L->ls[i];
-            for (int k = 0; o->ext && k < o->st->leaves.n; k++) {
-                te_iter *it = o->st->leaves.v[k];
-                if (it->ann == TE_ANN_BIND && it->tag >= TE_THREAD_X &&
-                    !te__relax_add(&base, it->var, te_int(ctx, 0),
-                                   te_int(ctx, o->ext[iter_index(o->st, it)] - 1)))
-                    return LERR(L, TE_ERR_UNSUPPORTED, "bound inference: too many loops");
-            }
-        }
-    }
-    te__ival uni[TE_MAX_DIMS];
-    bool have[TE_MAX_DIMS] = {false}, full[TE_MAX_DIMS] = {false};
-    int nreads = 0;
-    for (int c = 0; c < L->n; c++) {
-        lstage *lc = &L->ls[c];
-        if (lc->st->attach == TE_ATTACH_INLINE || lc == p)
-            continue;
-        reads_of ro = {.t = st->tensor};
-        te__expr_visit(lc->body, reads_of_fn, &ro);
-        if (!ro.n)
-            continue;
-        te__relax r = base;
-        te_stage *C = lc->st;
-        if (C != S) {
-            bool inside = C->attach == TE_ATTACH_AT && C->attach_stage == S &&
-                          leaf_pos(S, C->attach_iter) >= at;
-            if (!inside)
-                return LERR(L, TE_ERR_SCHEDULE, "stage '%s' is computed at '%s.%s' but stage '%s' "
-                            "also reads it outside that loop; compute '%s' at the root or move "
-                            "'%s' inside '%s.%s'", st->tensor->name, S->tensor->name,
-                            st->attach_iter->name, C->tensor->name, st->tensor->name,
-                            C->tensor->name, S->tensor->name, st->attach_iter->name);
-        }
-        /* Ranges of C's root variables as seen from S's loop `at`. */
-        for (int d = 0; d < C->ndim; d++) {
-            te_expr *v = te_add(ctx, lc->rmin[d], lc->val[iter_index(C, C->axes[d])]);
-            te__relax inner = r;
-            if (C != S) {
-                for (int k = 0; k < C->leaves.n; k++) {
-                    te_iter *it = C->leaves.v[k];
-                    int64_t e = lc->ext[iter_index(C, it)];
-                    te__relax_add(&inner, it->var, te_int(ctx, 0), te_int(ctx, e - 1));
-                }
-            }
-            te__ival iv;
-            if (!v || !te__eval_interval(ctx, v, &inner, &iv))
-                return LERR(L, TE_ERR_LOWER, "bound inference failed for stage '%s' axis %d",
-                            C->tensor->name, d);
-            te__relax_add(&r, C->axes[d]->var, iv.lo, iv.hi);
-        }
-        for (int k = 0; k < C->nred; k++) {
-            te_expr *v = lc->val[iter_index(C, C->raxes[k])];
-            te__relax inner = r;
-            for (int q = 0; q < C->leaves.n; q++) {
-                te_iter *it = C->leaves.v[q];
-                if (C != S || q > at) {
-                    int64_t e = lc->ext[iter_index(C, it)];
-                    te__relax_add(&inner, it->var, te_int(ctx, 0), te_int(ctx, e - 1));
-                }
-            }
-            te__ival iv;
-            if (!te__eval_interval(ctx, v, &inner, &iv))
-                iv = (te__ival){te_int(ctx, 0), te_int(ctx, C->raxes[k]->extent - 1)};
-            te__relax_add(&r, C->raxes[k]->var, iv.lo, iv.hi);
-        }
-        for (int q = 0; q < ro.n; q++, nreads++) {
-            for (int d = 0; d < st->ndim; d++) {
-                te__ival iv;
-                if (full[d])
-                    continue;
-                if (!te__eval_interval(ctx, ro.reads[q]->u.read.idx[d], &r, &iv)) {
-                    full[d] = true;
-                    continue;
-                }
-                if (!have[d]) {
-                    uni[d] = iv;
-                    have[d] = true;
-                } else {
-                    uni[d].lo = te_min(ctx, uni[d].lo, iv.lo);
-                    uni[d].hi = te_max(ctx, uni[d].hi, iv.hi);
-                }
-            }
-        }
-    }
-    if (!nreads)
-        return LERR(L, TE_ERR_SCHEDULE, "stage '%s' is computed at '%s.%s' but nothing there "
-                    "reads it", st->tensor->name, S->tensor->name, st->attach_iter->name);
-    te__var_ext ve;
-    all_var_extents(L, &ve);
-    for (int d = 0; d < st->ndim; d++) {
-        int64_t shape = st->tensor->shape[d], ext;
-        if (!full[d] && have[d]) {
-            te_expr *lo = te__simplify_expr(ctx, uni[d].lo, NULL);
-            te_expr *n = te__simplify_expr(ctx, te_add(ctx, te_sub(ctx, uni[d].hi, lo), te_int(ctx, 1)),
-                                           NULL);
-            if (lo && n && (te__is_const_int(n, &ext) || te__max_over_vars(n, &ve, &ext)) &&
-                ext < shape) {
-                p->rmin[d] = lo;
-                p->rext[d] = ext < 1 ? 1 : ext;
-                continue;
-            }
-        }
-        p->rmin[d] = te_int(ctx, 0);
-        p->rext[d] = shape;
     }
     return TE_OK;
 }
@@ -341,7 +106,7 @@ static te_expr *to_load_fn(te_ctx *ctx, te_expr *e, void *user)
     for (int a = 0; a < L->n_args; a++)
         if (L->args[a] == t)
             return te__load(ctx, L->arg_bufs[a], e->u.read.n, e->u.read.idx);
-    lstage *p = find_ls(L, t);
+    lstage *p = te__find_lstage(L, t);
     if (!p || !p->buf) {
         lc->err = LERR(L, TE_ERR_ARG, "tensor '%s' is read but is neither computed by the "
                        "schedule nor among the kernel arguments", t->name);
@@ -399,13 +164,13 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
     te_expr *to[2 * TE_MAX_DIMS], *sidx[TE_MAX_DIMS];
     int nm = 0;
     for (int d = 0; d < st->ndim; d++) {
-        sidx[d] = l->val[iter_index(st, st->axes[d])];
+        sidx[d] = l->val[te__iter_index(st, st->axes[d])];
         from[nm] = st->axes[d]->var;
         to[nm++] = te_add(ctx, l->rmin[d], sidx[d]);
     }
     for (int r = 0; r < st->nred; r++) {
         from[nm] = st->raxes[r]->var;
-        to[nm++] = l->val[iter_index(st, st->raxes[r])];
+        to[nm++] = l->val[te__iter_index(st, st->raxes[r])];
     }
     te__subst map = {nm, from, to};
     load_ctx lc = {L, 0};
@@ -416,10 +181,10 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
         te_rel *r = st->rels.v[k];
         if (r->kind != TE_REL_SPLIT)
             continue;
-        int64_t pe = l->ext[iter_index(st, r->parent)];
+        int64_t pe = l->ext[te__iter_index(st, r->parent)];
         if (pe % r->factor == 0 || r->factor >= pe)
             continue;
-        te_expr *c = te_lt(ctx, l->val[iter_index(st, r->parent)], te_int(ctx, pe));
+        te_expr *c = te_lt(ctx, l->val[te__iter_index(st, r->parent)], te_int(ctx, pe));
         te__vec_push(ctx, &all, c);
         if (!r->parent->reduce)
             te__vec_push(ctx, &spatial, c);
@@ -466,7 +231,7 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
             te_iter *it = st->leaves.v[k];
             if (it->reduce)
                 continue;
-            init = te__for(ctx, it->var, te_int(ctx, 0), te_int(ctx, l->ext[iter_index(st, it)]),
+            init = te__for(ctx, it->var, te_int(ctx, 0), te_int(ctx, l->ext[te__iter_index(st, it)]),
                            for_kind(it), init);
         }
     }
@@ -479,7 +244,7 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
             te_iter *it = st->leaves.v[k];
             if (it->ann == TE_ANN_VECTORIZE)
                 continue;
-            int64_t e = l->ext[iter_index(st, it)];
+            int64_t e = l->ext[te__iter_index(st, it)];
             if (it->ann != TE_ANN_NONE || steps * e > st->unroll_max)
                 break;
             steps *= e;
@@ -494,17 +259,23 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
             body = te__seq2(ctx, init, body);
         body = with_attached(L, st, k, body);
         te_for_kind fk = unroll[k < 64 ? k : 0] && k < 64 ? TE_FOR_UNROLLED : for_kind(it);
-        if (it->reduce && fk == TE_FOR_THREAD) /* GPU cross-thread reduction (te_bind_reduce) */
-            inner = te__gpu_allreduce(ctx, it->var, l->ext[iter_index(st, it)], (int)it->tag, body,
-                                      l->buf, st->ndim, sidx, l->body->u.red.rkind,
-                                      l->body->u.red.custom, l->body->dtype);
-        else
-            inner = te__for(ctx, it->var, te_int(ctx, 0), te_int(ctx, l->ext[iter_index(st, it)]),
-                            fk, body);
+        inner = te__for(ctx, it->var, te_int(ctx, 0), te_int(ctx, l->ext[te__iter_index(st, it)]), fk,
+                        body);
         if (!inner)
             return NULL;
-        if (fk == TE_FOR_THREAD && inner->kind == TE_S_FOR)
+        if (fk == TE_FOR_THREAD)
             inner->u.loop.thread_tag = (int)it->tag;
+        if (fk == TE_FOR_THREAD && it->reduce) {
+            /* te_bind_reduce: the cross_thread_reduce pass lowers it. */
+            te__xreduce *x = te__alloc(ctx, sizeof *x);
+            te_expr **xi = te__alloc(ctx, sizeof(te_expr *) * (size_t)(st->ndim ? st->ndim : 1));
+            if (!x || !xi)
+                return NULL;
+            memcpy(xi, sidx, sizeof(te_expr *) * (size_t)st->ndim);
+            *x = (te__xreduce){l->buf, st->ndim, xi, l->body->u.red.rkind, l->body->u.red.custom,
+                               l->body->dtype};
+            inner->u.loop.xreduce = x;
+        }
     }
     if (is_red && p == 0)
         inner = te__seq2(ctx, init, inner);
@@ -588,12 +359,12 @@ static te_stmt *build_body(lower_ctx *L)
         if (!l->ext || !l->val)
             return NULL;
         if (st->attach == TE_ATTACH_AT) {
-            if (find_ls(L, st->attach_stage->tensor)->st->attach == TE_ATTACH_INLINE) {
+            if (te__find_lstage(L, st->attach_stage->tensor)->st->attach == TE_ATTACH_INLINE) {
                 LERR(L, TE_ERR_SCHEDULE, "stage '%s' is computed at '%s', which is inlined",
                      st->tensor->name, st->attach_stage->tensor->name);
                 return NULL;
             }
-            if (infer_region(L, l))
+            if (te__infer_region(L, l))
                 return NULL;
         } else {
             for (int d = 0; d < st->ndim; d++) {
@@ -601,8 +372,8 @@ static te_stmt *build_body(lower_ctx *L)
                 l->rext[d] = st->tensor->shape[d];
             }
         }
-        compute_extents(l);
-        if (compute_values(L, l))
+        te__compute_extents(l);
+        if (te__compute_values(L, l))
             return NULL;
         /* The buffer: an argument for outputs, an allocation otherwise. */
         te_buf *b = NULL;
@@ -640,8 +411,22 @@ static te_stmt *build_body(lower_ctx *L)
     return body;
 }
 
-te_lowered *te_lower(te_schedule *s, int n_args, te_tensor *const *args, const char *name,
-                     const te_target *target)
+te_stmt *te__pass_loop_nests(const te__pass_ctx *pc, te_stmt *unused)
+{
+    (void)unused;
+    te_schedule *s = (te_schedule *)pc->sched;
+    lower_ctx L = {pc->ctx, s, s->stages.n, NULL, pc->n_args, pc->args,
+                   (te_buf **)pc->arg_bufs};
+    L.ls = te__alloc(pc->ctx, sizeof(lstage) * (size_t)(L.n ? L.n : 1));
+    if (!L.ls)
+        return NULL;
+    for (int i = 0; i < L.n; i++)
+        L.ls[i].st = s->stages.v[i];
+    return build_body(&L);
+}
+
+te_lowered *te_lower_dump(te_schedule *s, int n_args, te_tensor *const *args, const char *name,
+                          const te_target *target, const char *dump, FILE *out)
 {
     if (!s)
         return NULL;
@@ -663,12 +448,9 @@ te_lowered *te_lower(te_schedule *s, int n_args, te_tensor *const *args, const c
         target = &host;
     }
     lower_ctx L = {ctx, s, s->stages.n, NULL, n_args, args, NULL};
-    L.ls = te__alloc(ctx, sizeof(lstage) * (size_t)(L.n ? L.n : 1));
     L.arg_bufs = te__alloc(ctx, sizeof(te_buf *) * (size_t)n_args);
-    if (!L.ls || !L.arg_bufs || check_args(&L))
+    if (!L.arg_bufs || check_args(&L))
         return NULL;
-    for (int i = 0; i < L.n; i++)
-        L.ls[i].st = s->stages.v[i];
     for (int a = 0; a < n_args; a++) {
         te_tensor *t = args[a];
         if (!(L.arg_bufs[a] = te__buf_new(ctx, t->name, t->dtype, t->ndim, t->shape,
@@ -677,46 +459,10 @@ te_lowered *te_lower(te_schedule *s, int n_args, te_tensor *const *args, const c
         L.arg_bufs[a]->arg_index = a;
         L.arg_bufs[a]->tensor = t;
     }
-
-    te_stmt *body = build_body(&L);
-    /* GPU-scheduled programs (loops bound to blocks or threads) get the GPU passes; on a C
-     * target they end with the thread split that makes them run on the CPU. */
-    bool gpu = body && te__has_thread_loops(body);
-    bool cuda = target->backend == TE_BACKEND_CUDA;
-    /* The pass list, in order. */
-    if (body)
-        body = te__pass_simplify(ctx, body);
-    if (body)
-        body = te__pass_loop_partition(ctx, body);
-    if (body)
-        body = te__pass_simplify(ctx, body);
-    if (body && gpu)
-        body = te__pass_double_buffer(ctx, s, body);
-    if (body && gpu)
-        body = te__pass_hoist_shared(ctx, body);
-    if (body)
-        body = te__pass_storage_flatten(ctx, body);
-    if (body && cuda)
-        body = te__pass_gpu_vector_filter(ctx, body);
-    if (body)
-        body = te__pass_vectorize(ctx, body, target);
-    if (body)
-        body = te__pass_unroll(ctx, body);
-    if (body)
-        body = te__pass_simplify(ctx, body);
-    if (body && gpu)
-        body = te__pass_barrier(ctx, s, body);
-    if (body && cuda)
-        body = te__pass_gpu_check(ctx, body, target);
-    if (body && gpu && !cuda)
-        body = te__pass_thread_split(ctx, body);
-    if (body && gpu && !cuda)
-        body = te__pass_simplify(ctx, body);
-    if (!body) {
-        if (te_ctx_errcode(ctx) == TE_OK)
-            te_ctx_set_error(ctx, TE_ERR_LOWER, "te_lower: lowering '%s' failed", name);
+    te__pass_ctx pc = {ctx, s, target, n_args, args, L.arg_bufs, name};
+    te_stmt *body = te__pipeline_run(&pc, dump, out ? out : stderr);
+    if (!body)
         return NULL;
-    }
     te_lowered *f = te__alloc(ctx, sizeof *f);
     if (!f)
         return NULL;
@@ -727,6 +473,34 @@ te_lowered *te_lower(te_schedule *s, int n_args, te_tensor *const *args, const c
     f->n_outputs = s->n_out;
     f->header = make_header(&L, name);
     return f;
+}
+
+te_lowered *te_lower(te_schedule *s, int n_args, te_tensor *const *args, const char *name,
+                     const te_target *target)
+{
+    /* TESSERA_DUMP_IR=all|<pass>[,<pass>...]: the IR after those passes, on stderr. This is the
+     * one place the library writes to stderr, and only when asked to. */
+    const char *dump = getenv("TESSERA_DUMP_IR");
+    return te_lower_dump(s, n_args, args, name, target, dump && *dump ? dump : NULL, stderr);
+}
+
+int te_lower_pass_count(void) { return te__pipeline_n; }
+
+const char *te_lower_pass_name(int i)
+{
+    return i >= 0 && i < te__pipeline_n ? te__pipeline[i].name : NULL;
+}
+
+const char *te_lower_pass_when(int i)
+{
+    static const char *when[] = {"always", "GPU schedules", "CUDA target", "C target",
+                                 "GPU schedules, C target"};
+    return i >= 0 && i < te__pipeline_n ? when[te__pipeline[i].when] : NULL;
+}
+
+const char *te_lower_pass_what(int i)
+{
+    return i >= 0 && i < te__pipeline_n ? te__pipeline[i].what : NULL;
 }
 
 void te_lowered_print(const te_lowered *f, FILE *out)

@@ -1,17 +1,76 @@
 /*
  * schedule/passes.h (private): the lowering passes, each a function from statement to
- * statement in its own file under schedule/passes/, with its own test. te_lower (lower.c)
- * runs them in order; read that function for the table of contents.
+ * statement in its own file under schedule/passes/, with its own test. The pass table in
+ * schedule/pipeline.c lists them in the order te_lower runs them; read it for the table of
+ * contents.
  *
- * Conventions: a pass never mutates its input (statements and expressions are rebuilt where
- * they change and shared where they do not); it returns NULL only on error, with a message on
- * the context.
+ * Conventions: every pass has the signature te__pass_fn: it reads what it needs from the pass
+ * context (the arena, the schedule being lowered, the target) and never mutates its input
+ * (statements and expressions are rebuilt where they change and shared where they do not); it
+ * returns NULL only on error, with a message on the context.
  */
 #ifndef TESSERA_SCHEDULE_PASSES_H
 #define TESSERA_SCHEDULE_PASSES_H
 
 #include "tessera/backend.h"
 #include "te/internal.h"
+
+struct te_schedule;
+
+/* What a pass may read besides the statement. sched is NULL when a pass runs outside te_lower
+ * (tests); passes that need it then do nothing. target is never NULL inside te_lower; a pass
+ * given NULL behaves as for the host C target. */
+typedef struct te__pass_ctx {
+    te_ctx *ctx;
+    const struct te_schedule *sched;
+    const te_target *target;
+    /* The kernel's arguments in te_lower's order and their global buffers (arg_index set):
+     * what the first step, loop_nests, builds the program over. */
+    int n_args;
+    te_tensor *const *args;
+    te_buf *const *arg_bufs;
+    const char *name; /* the kernel's name, for IR dumps */
+} te__pass_ctx;
+
+/* A pass context with only the arena, for running one pass by itself (tests). */
+#define TE_PC(c) (&(te__pass_ctx){.ctx = (c)})
+
+/* The one signature of every lowering pass. */
+typedef te_stmt *(*te__pass_fn)(const te__pass_ctx *pc, te_stmt *s);
+
+/* ---- pipeline.c: the pass table ----
+ * When a pass runs: on every program, on programs with loops bound to GPU blocks or threads,
+ * for the CUDA target, for the C target, or on GPU programs for the C target (which then run
+ * on the CPU). */
+typedef enum te__pass_when {
+    TE_PASS_ALWAYS,
+    TE_PASS_GPU,
+    TE_PASS_CUDA,
+    TE_PASS_C,
+    TE_PASS_GPU_ON_C,
+} te__pass_when;
+
+typedef struct te__pass {
+    const char *name; /* what TESSERA_DUMP_IR and error messages call it */
+    te__pass_fn run;
+    te__pass_when when;
+    const char *what; /* one line for docs and `tessera lower --passes` */
+} te__pass;
+
+/* The lowering pipeline in order; te__pipeline[0] is loop_nests (its input is NULL). */
+extern const te__pass te__pipeline[];
+extern const int te__pipeline_n;
+
+/* Runs the pipeline for pc: every pass whose `when` holds, in order. Stops at the first pass
+ * that fails and returns NULL with the message on pc->ctx prefixed by the pass's name. When
+ * dump is non-NULL ("all" or a comma-separated list of pass names) the IR after each selected
+ * pass is written to out; an unknown name in dump is an error (TE_ERR_ARG) listing the passes. */
+te_stmt *te__pipeline_run(const te__pass_ctx *pc, const char *dump, FILE *out);
+
+/* ---- lower.c ----
+ * The first step: inlining, bound inference and one loop nest per stage, producers placed at
+ * their attach loops (the input statement is ignored). */
+te_stmt *te__pass_loop_nests(const te__pass_ctx *pc, te_stmt *s);
 
 /* Known integer ranges of variables: [lo, hi] inclusive. Passes build these from the loops
  * that enclose an expression. */
@@ -38,7 +97,7 @@ bool te__prove(te_ctx *ctx, te_expr *cond, const te__range_map *ranges);
 /* Simplifies every expression of a statement using the ranges of enclosing loops; removes
  * loops of extent 1 (substituting their min), loops of extent <= 0, and ifs whose condition is
  * provably true (keeps the then-branch) or false (keeps the else-branch). */
-te_stmt *te__pass_simplify(te_ctx *ctx, te_stmt *s);
+te_stmt *te__pass_simplify(const te__pass_ctx *pc, te_stmt *s);
 /* Simplifies statement s under the ranges of the loops that enclose it (ranges is updated
  * while walking and restored on return). *failed is set on error. */
 te_stmt *te__simplify_stmt_in(te_ctx *ctx, te_stmt *s, te__range_map *ranges, bool *failed);
@@ -47,12 +106,12 @@ te_stmt *te__simplify_stmt_in(te_ctx *ctx, te_stmt *s, te__range_map *ranges, bo
  * Splits a loop whose body is guarded by a condition linear in the loop variable (the tail
  * guard of a non-divisible split, `if (i_o * 32 + i_i < 100)`) into a main part where the guard
  * is provably true (and removed) and a tail part that keeps it, so hot loops carry no guard. */
-te_stmt *te__pass_loop_partition(te_ctx *ctx, te_stmt *s);
+te_stmt *te__pass_loop_partition(const te__pass_ctx *pc, te_stmt *s);
 
 /* ---- storage_flatten.c ----
  * Rewrites every multi-dimensional LOAD/STORE into one flat index (row-major over the
  * buffer's shape), so backends see n == 1. */
-te_stmt *te__pass_storage_flatten(te_ctx *ctx, te_stmt *s);
+te_stmt *te__pass_storage_flatten(const te__pass_ctx *pc, te_stmt *s);
 
 /* ---- vectorize.c ----
  * Turns each TE_FOR_VECTORIZED loop of constant extent L into straight-line vector code:
@@ -61,12 +120,12 @@ te_stmt *te__pass_storage_flatten(te_ctx *ctx, te_stmt *s);
  * strides gathers/scatters; scalar operands are broadcast. When the body cannot be vectorized
  * (a store whose index does not depend on the lane, a condition that depends on the lane, a
  * nested loop, an unsupported op), the loop is left as a serial loop (scalar fallback). */
-te_stmt *te__pass_vectorize(te_ctx *ctx, te_stmt *s, const te_target *target);
+te_stmt *te__pass_vectorize(const te__pass_ctx *pc, te_stmt *s);
 
 /* ---- unroll.c ----
  * Expands TE_FOR_UNROLLED loops of constant extent into copies of their body with the loop
  * variable replaced by each value. */
-te_stmt *te__pass_unroll(te_ctx *ctx, te_stmt *s);
+te_stmt *te__pass_unroll(const te__pass_ctx *pc, te_stmt *s);
 
 /* ---- GPU passes (schedule/passes/gpu_*.c, barrier.c, thread_split.c, allreduce.c) --------
  * te_lower runs these when the loop program has loops bound to GPU blocks or threads
@@ -75,8 +134,6 @@ te_stmt *te__pass_unroll(te_ctx *ctx, te_stmt *s);
  * them and runs once per block, by every thread of the block at once (SPMD). A loop bound to
  * threadIdx.T with extent e means "threads with threadIdx.T < e run this, as variable
  * threadIdx.T"; the block has, along T, the largest extent bound to T in that kernel. */
-
-struct te_schedule;
 
 /* Annotations recorded by schedule/gpu.c, read back from the schedule's trace. */
 bool te__gpu_storage_align_of(const struct te_schedule *s, const char *stage, int *axis,
@@ -98,27 +155,24 @@ te_stmt *te__gpu_map_blocks(te_ctx *ctx, te_stmt *s, te_stmt *(*fn)(te_ctx *, te
                             void *user);
 
 /* ---- allreduce.c ----
- * Cross-thread reduction for a reduction loop bound to threadIdx (te_bind_reduce), called by
- * lowering when it builds that loop. `body` is the loop's body, in which every update of the
- * stage's buffer `buf` is `buf[idx] = combine(buf[idx], value)`. Produces: each thread reduces
- * its share into a register; the partial results go to a shared array of `extent` elements and
- * are combined by a tree (halving the active threads each step); then every thread folds the
- * total into buf[idx]. Barriers are left to the barrier pass. */
-te_stmt *te__gpu_allreduce(te_ctx *ctx, te_expr *var, int64_t extent, int tag, te_stmt *body,
-                           te_buf *buf, int ndim, te_expr *const *idx, te_reduce_kind kind,
-                           te_reducer *custom, te_dtype dtype);
+ * Cross-thread reduction (te_bind_reduce): every loop that the loop nests marked with a
+ * te__xreduce becomes: each thread reduces its share into a register; the partial results go
+ * to a shared array of `extent` elements and are combined by a tree (halving the active
+ * threads each step); then every thread folds the total into buf[idx]. Barriers are left to
+ * the barrier pass. Runs first on GPU programs, while the marked loops are as built. */
+te_stmt *te__pass_cross_thread_reduce(const te__pass_ctx *pc, te_stmt *s);
 
 /* ---- gpu_memory.c ----
  * Double buffering: for a shared buffer whose stage was marked te_double_buffer and is
  * allocated at the top of a serial loop's body, doubles the allocation and makes iteration v
  * use half (v % 2). */
-te_stmt *te__pass_double_buffer(te_ctx *ctx, const struct te_schedule *sched, te_stmt *s);
+te_stmt *te__pass_double_buffer(const te__pass_ctx *pc, te_stmt *s);
 /* Moves every shared allocation of a kernel to the top of its block body (one per block, not
  * one per thread or per loop iteration). */
-te_stmt *te__pass_hoist_shared(te_ctx *ctx, te_stmt *s);
+te_stmt *te__pass_hoist_shared(const te__pass_ctx *pc, te_stmt *s);
 /* CUDA only: a vectorized loop stays vectorized only when its body is a single store (a copy,
  * which the CUDA backend emits as float4/float2 loads and stores); others are unrolled. */
-te_stmt *te__pass_gpu_vector_filter(te_ctx *ctx, te_stmt *s);
+te_stmt *te__pass_gpu_vector_filter(const te__pass_ctx *pc, te_stmt *s);
 
 /* ---- barrier.c ----
  * Inserts a barrier (__syncthreads) into each block body exactly where a shared buffer is read
@@ -127,20 +181,20 @@ te_stmt *te__pass_gpu_vector_filter(te_ctx *ctx, te_stmt *s);
  * that a double-buffered buffer alternates halves. A barrier is only placed in code every thread
  * of the block runs; needing one inside a branch or a thread loop narrower than the block is an
  * error naming the buffer. */
-te_stmt *te__pass_barrier(te_ctx *ctx, const struct te_schedule *sched, te_stmt *s);
+te_stmt *te__pass_barrier(const te__pass_ctx *pc, te_stmt *s);
 
 /* ---- gpu_check.c ----
  * Checks every kernel against the target's limits: each root statement has loops bound to
  * blocks or threads, blockIdx loops are outermost and constant, threads per block and each
  * block dimension, grid dimensions, static shared memory per block. A violation is an error
  * that names the stage, the loop and the limit. */
-te_stmt *te__pass_gpu_check(te_ctx *ctx, te_stmt *s, const te_target *target);
+te_stmt *te__pass_gpu_check(const te__pass_ctx *pc, te_stmt *s);
 
 /* ---- thread_split.c ----
  * Makes GPU-scheduled code run on the CPU (C backend): in each block body, the code between
  * barriers runs in a loop over the block's threads (threadIdx loops become uses of those loop
  * variables); per-thread buffers that live across a barrier get one copy per thread; the
  * outermost block loop becomes a parallel loop. */
-te_stmt *te__pass_thread_split(te_ctx *ctx, te_stmt *s);
+te_stmt *te__pass_thread_split(const te__pass_ctx *pc, te_stmt *s);
 
 #endif

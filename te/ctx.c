@@ -55,6 +55,15 @@ int te_ctx_set_error(te_ctx *ctx, int code, const char *fmt, ...)
     return code;
 }
 
+void te__ctx_prefix_error(te_ctx *ctx, const char *prefix)
+{
+    if (!ctx || ctx->errcode == TE_OK || !prefix)
+        return;
+    char old[sizeof ctx->errmsg];
+    memcpy(old, ctx->errmsg, sizeof old);
+    snprintf(ctx->errmsg, sizeof ctx->errmsg, "%s%s", prefix, old);
+}
+
 void *te__alloc(te_ctx *ctx, size_t size)
 {
     size = (size + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);

@@ -22,6 +22,9 @@
 
 /* Zeroed allocation owned by ctx; NULL (with TE_ERR_NOMEM recorded) when out of memory. */
 void *te__alloc(te_ctx *ctx, size_t size);
+/* Puts prefix in front of the context's error message, when it has one (the pass pipeline
+ * names the failing pass this way). */
+void te__ctx_prefix_error(te_ctx *ctx, const char *prefix);
 char *te__strdup(te_ctx *ctx, const char *s);
 /* printf into the arena. */
 char *te__sprintf(te_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -222,6 +225,19 @@ typedef enum te_for_kind {
     TE_FOR_THREAD, /* bound to a GPU thread/block index (thread_tag) */
 } te_for_kind;
 
+/* A reduction loop bound to a GPU thread index (te_bind_reduce), as the loop nests are built:
+ * every update in the loop's body is buf[idx] = combine(buf[idx], value). The
+ * cross_thread_reduce pass (schedule/passes/allreduce.c) turns such a loop into a reduction
+ * across the threads; no loop carries one after it. */
+typedef struct te__xreduce {
+    te_buf *buf;
+    int ndim;
+    te_expr **idx;
+    te_reduce_kind kind;
+    te_reducer *custom;
+    te_dtype dtype;
+} te__xreduce;
+
 typedef struct te_stmt te_stmt;
 struct te_stmt {
     te_stmt_kind kind;
@@ -231,6 +247,7 @@ struct te_stmt {
             te_expr *min, *extent;
             te_for_kind fkind;
             int thread_tag;
+            te__xreduce *xreduce; /* non-NULL: a cross-thread reduction still to lower */
             te_stmt *body;
         } loop;
         struct {

@@ -68,7 +68,7 @@ static te_stmt *vec_loop(te_ctx *ctx, int64_t n, int lanes, te_for_kind outer, b
     te_expr *i = te_add(ctx, te_mul(ctx, o, I(ctx, lanes)), v);
     te_stmt *inner = te__for(ctx, v, I(ctx, 0), I(ctx, lanes), TE_FOR_VECTORIZED, fn(ctx, i, user));
     te_stmt *s = te__for(ctx, o, I(ctx, 0), I(ctx, n / lanes), outer, inner);
-    te_stmt *r = te__pass_vectorize(ctx, s, NULL);
+    te_stmt *r = te__pass_vectorize(TE_PC(ctx), s);
     assert_non_null(r);
     return r;
 }
@@ -578,7 +578,7 @@ static void test_global_alloc_and_select(void **state)
     te_stmt *c2 = te__for(ctx, j2, I(ctx, 16), I(ctx, n - 16), TE_FOR_SERIAL,
                           st(ctx, C, j2, te_add(ctx, te_max(ctx, ld(ctx, T, j2), te_f32(ctx, 0.25)), te_f32(ctx, 1))));
     te_stmt *body = te__alloc_stmt(ctx, T, te__seq(ctx, 3, (te_stmt *[]){p, c, c2}));
-    body = te__pass_vectorize(ctx, body, NULL);
+    body = te__pass_vectorize(TE_PC(ctx), body);
     built b = build(ctx, mk_fn(ctx, "galloc", 2, (te_buf *[]){A, C}, 1, body));
     has(b.src, "float *T = te_alloc64(1024);");
     has(b.src, "te_free64(T);");

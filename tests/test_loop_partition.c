@@ -52,7 +52,7 @@ static void test_split_tail_is_partitioned(void **state)
     te_stmt *prog = te__for(
         c, io, I(0), I(4), TE_FOR_SERIAL,
         te__for(c, ii, I(0), I(32), TE_FOR_SERIAL, te__if(c, te_lt(c, i, I(100)), st, NULL)));
-    te_stmt *out = te__pass_loop_partition(c, prog);
+    te_stmt *out = te__pass_loop_partition(TE_PC(c), prog);
     assert_non_null(out);
     char *txt = pt_print(out);
     assert_string_equal(txt, "for (i_o, 0, 3) {\n"
@@ -89,7 +89,7 @@ static void test_2d_tails_lose_every_guard(void **state)
                             te__for(c, jo, I(0), I(3), TE_FOR_SERIAL,
                                     te__for(c, ii, I(0), I(8), TE_FOR_SERIAL,
                                             te__for(c, ji, I(0), I(8), TE_FOR_SERIAL, g))));
-    te_stmt *out = te__pass_loop_partition(c, prog);
+    te_stmt *out = te__pass_loop_partition(TE_PC(c), prog);
     assert_non_null(out);
     char *txt = pt_print(out);
     if (getenv("PT_SHOW"))
@@ -121,7 +121,7 @@ static void test_padding_guard_both_sides(void **state)
         te__for(c, i, I(0), I(34), TE_FOR_SERIAL,
                 te__for(c, k, I(0), I(4), TE_FOR_SERIAL,
                         te__if(c, te_and(c, te_ge(c, i, I(1)), te_lt(c, i, I(33))), st, NULL)));
-    te_stmt *out = te__pass_loop_partition(c, prog);
+    te_stmt *out = te__pass_loop_partition(TE_PC(c), prog);
     char *txt = pt_print(out);
     assert_string_equal(txt, "for (i, 1, 32) {\n"
                              "  for (k, 0, 4) {\n"
@@ -147,13 +147,13 @@ static void test_guard_on_inner_variable_and_unknown_guard(void **state)
     te_stmt *prog =
         te__for(c, i, I(0), I(8), TE_FOR_SERIAL,
                 te__for(c, j, I(0), I(8), TE_FOR_SERIAL, te__if(c, te_lt(c, ix, ld), st, NULL)));
-    assert_ptr_equal(te__pass_loop_partition(c, prog), prog);
+    assert_ptr_equal(te__pass_loop_partition(TE_PC(c), prog), prog);
 
     /* A guard i + j < 10 with i outer: i in [0,2] is clean, i in [3,7] keeps it. */
     te_stmt *p2 = te__for(c, i, I(0), I(8), TE_FOR_SERIAL,
                           te__for(c, j, I(0), I(8), TE_FOR_SERIAL,
                                   te__if(c, te_lt(c, te_add(c, i, j), I(10)), st, NULL)));
-    te_stmt *out = te__pass_loop_partition(c, p2);
+    te_stmt *out = te__pass_loop_partition(TE_PC(c), p2);
     char *txt = pt_print(out);
     if (getenv("PT_SHOW"))
         fputs(txt, stderr);
@@ -193,9 +193,9 @@ static void test_random_guards_keep_semantics(void **state)
         te_for_kind k1 = tt_rng_int(&rng, 3) == 0 ? TE_FOR_UNROLLED : TE_FOR_SERIAL;
         te_stmt *prog = te__for(c, v0, I(m0), I(e0), TE_FOR_SERIAL,
                                 te__for(c, v1, I(m1), I(e1), k1, te__if(c, cond, st, NULL)));
-        te_stmt *out = te__pass_loop_partition(c, prog);
+        te_stmt *out = te__pass_loop_partition(TE_PC(c), prog);
         assert_non_null(out);
-        te_stmt *out2 = te__pass_simplify(c, te__pass_unroll(c, out));
+        te_stmt *out2 = te__pass_simplify(TE_PC(c), te__pass_unroll(TE_PC(c), out));
         assert_non_null(out2);
         long sa, sb, sc;
         double *ra = run(prog, B, e0 * e1, &sa), *rb = run(out, B, e0 * e1, &sb),

@@ -212,7 +212,7 @@ static void test_stmt_pass(void **state)
     te_stmt *never = te__if(c, te_gt(c, i, I(10)), st, let);
     te_stmt *body = te__seq(c, 3, (te_stmt *[]){lj, dead, never});
     te_stmt *li = te__for(c, i, I(0), I(4), TE_FOR_SERIAL, body);
-    te_stmt *out = te__pass_simplify(c, li);
+    te_stmt *out = te__pass_simplify(TE_PC(c), li);
     assert_non_null(out);
     char *txt = pt_print(out);
     assert_string_equal(txt, "for (i, 0, 4) {\n"
@@ -223,7 +223,7 @@ static void test_stmt_pass(void **state)
 
     /* A loop whose body vanishes vanishes; the pass result is then an empty sequence. */
     te_stmt *gone = te__pass_simplify(
-        c, te__for(c, i, I(0), I(4), TE_FOR_SERIAL, te__if(c, te_ge(c, i, I(4)), st, NULL)));
+        TE_PC(c), te__for(c, i, I(0), I(4), TE_FOR_SERIAL, te__if(c, te_ge(c, i, I(4)), st, NULL)));
     assert_non_null(gone);
     assert_int_equal(gone->kind, TE_S_SEQ);
     assert_int_equal(gone->u.seq.n, 0);
@@ -233,7 +233,7 @@ static void test_stmt_pass(void **state)
     te_stmt *tl = te__for(c, v, I(0), I(32), TE_FOR_SERIAL,
                           te__if(c, te_lt(c, te_add(c, v, I(96)), I(100)),
                                  te__store(c, B, 1, (te_expr *[]){v}, te_f32(c, 3)), NULL));
-    txt = pt_print(te__pass_simplify(c, tl));
+    txt = pt_print(te__pass_simplify(TE_PC(c), tl));
     assert_string_equal(txt, "for (v, 0, 4) {\n  B[v] = 3f\n}\n");
     free(txt);
 
@@ -246,7 +246,7 @@ static void test_stmt_pass(void **state)
                            te__store(c, B, 1, (te_expr *[]){te_floormod(c, v, I(8))}, te_f32(c, 3)),
                            NULL),
                     te__store(c, B, 1, (te_expr *[]){v}, te_f32(c, 4))}));
-    txt = pt_print(te__pass_simplify(c, nar));
+    txt = pt_print(te__pass_simplify(TE_PC(c), nar));
     assert_string_equal(txt, "for (v, 0, 32) {\n  if ((v < 4)) {\n    B[v] = 3f\n  }\n"
                              "  B[v] = 4f\n}\n");
     free(txt);

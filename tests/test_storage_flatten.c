@@ -24,7 +24,7 @@ static void test_3d_index_is_row_major(void **state)
     te_stmt *prog = te__for(
         c, i, I(0), I(2), TE_FOR_SERIAL,
         te__for(c, j, I(0), I(3), TE_FOR_SERIAL, te__for(c, k, I(0), I(4), TE_FOR_SERIAL, st)));
-    te_stmt *out = te__pass_storage_flatten(c, prog);
+    te_stmt *out = te__pass_storage_flatten(TE_PC(c), prog);
     assert_non_null(out);
     char *txt = pt_print(out);
     assert_non_null(strstr(txt, "O[(((i * 12) + (j * 4)) + k)] = "
@@ -65,7 +65,7 @@ static void test_vector_index_and_alloc(void **state)
     te_stmt *st =
         te__store(c, T, 2, (te_expr *[]){te__ramp(c, I(0), 1, 8), te__bcast(c, i, 8)}, ld);
     te_stmt *prog = te__alloc_stmt(c, T, st);
-    te_stmt *out = te__pass_storage_flatten(c, prog);
+    te_stmt *out = te__pass_storage_flatten(TE_PC(c), prog);
     assert_non_null(out);
     char *txt = pt_print(out);
     assert_string_equal(txt, "allocate T[f32 x 8 x 4], local\n"
@@ -81,7 +81,7 @@ static void test_rank_mismatch_is_an_error(void **state)
     te_ctx *c = te_ctx_create();
     te_buf *A = te__buf_new(c, "A", TE_F32, 3, (int64_t[]){2, 3, 4}, TE_SCOPE_GLOBAL);
     te_stmt *st = te__store(c, A, 2, (te_expr *[]){I(0), I(1)}, te_f32(c, 0));
-    assert_null(te__pass_storage_flatten(c, st));
+    assert_null(te__pass_storage_flatten(TE_PC(c), st));
     assert_non_null(strstr(te_ctx_errmsg(c), "'A'"));
     te_ctx_free(c);
 }

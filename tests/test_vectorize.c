@@ -51,7 +51,7 @@ static te_stmt *run(fx *f, te_expr *extent, te_stmt *body)
 {
     te_stmt *s = te__for(f->ctx, f->v, I(f, 0), extent, TE_FOR_VECTORIZED, body);
     assert_non_null(s);
-    te_stmt *r = te__pass_vectorize(f->ctx, s, NULL);
+    te_stmt *r = te__pass_vectorize(TE_PC(f->ctx), s);
     assert_non_null(r);
     if (getenv("TESSERA_TEST_VERBOSE"))
         te__stmt_print(r, stderr, 0);
@@ -218,7 +218,7 @@ static void test_outer_loops_untouched(void **state)
     te_stmt *vec = te__for(f->ctx, f->v, I(f, 0), I(f, 16), TE_FOR_VECTORIZED,
                            st(f, f->C, idx(f), ld(f, f->A, idx(f))));
     te_stmt *outer = te__for(f->ctx, f->o, I(f, 0), I(f, 64), TE_FOR_PARALLEL, vec);
-    te_stmt *r = te__pass_vectorize(f->ctx, outer, NULL);
+    te_stmt *r = te__pass_vectorize(TE_PC(f->ctx), outer);
     assert_int_equal(r->kind, TE_S_FOR);
     assert_int_equal(r->u.loop.fkind, TE_FOR_PARALLEL);
     assert_int_equal(r->u.loop.body->kind, TE_S_STORE);

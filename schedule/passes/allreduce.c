@@ -46,12 +46,24 @@ static te_stmt *thread_for(te_ctx *ctx, te_expr *var, int64_t extent, int tag, t
     return r;
 }
 
-te_stmt *te__gpu_allreduce(te_ctx *ctx, te_expr *var, int64_t extent, int tag, te_stmt *body,
-                           te_buf *buf, int ndim, te_expr *const *idx, te_reduce_kind kind,
-                           te_reducer *custom, te_dtype dtype)
+static te_stmt *allreduce(te_ctx *ctx, const te_stmt *loop)
 {
-    if (!body || extent <= 0)
+    const te__xreduce *x = loop->u.loop.xreduce;
+    te_expr *var = loop->u.loop.var;
+    te_stmt *body = loop->u.loop.body;
+    int tag = loop->u.loop.thread_tag;
+    te_buf *buf = x->buf;
+    int ndim = x->ndim;
+    te_expr *const *idx = x->idx;
+    te_reduce_kind kind = x->kind;
+    te_reducer *custom = x->custom;
+    te_dtype dtype = x->dtype;
+    int64_t extent;
+    if (!te__is_const_int(loop->u.loop.extent, &extent) || extent <= 0) {
+        te_ctx_set_error(ctx, TE_ERR_SCHEDULE, "cross-thread reduction over '%s' needs a constant "
+                         "positive thread count", var->u.var.name);
         return NULL;
+    }
     char name[160];
     snprintf(name, sizeof name, "%s_red", buf->name);
     te_buf *red = te__buf_new(ctx, name, dtype, 1, &extent, TE_SCOPE_SHARED);
@@ -94,4 +106,19 @@ te_stmt *te__gpu_allreduce(te_ctx *ctx, te_expr *var, int64_t extent, int tag, t
     if (!out || !fin)
         return NULL;
     return te__alloc_stmt(ctx, red, te__seq2(ctx, out, fin));
+}
+
+static te_stmt *lower_loop(te_ctx *ctx, te_stmt *s, void *user)
+{
+    (void)user;
+    if (s->kind != TE_S_FOR || !s->u.loop.xreduce)
+        return s;
+    return allreduce(ctx, s);
+}
+
+te_stmt *te__pass_cross_thread_reduce(const te__pass_ctx *pc, te_stmt *s)
+{
+    if (!s)
+        return NULL;
+    return te__stmt_mutate(pc->ctx, s, lower_loop, NULL, NULL);
 }

@@ -365,11 +365,11 @@ static te_stmt *insert(bctx *b, te_stmt *s, bset *st, const char *div)
 
 typedef struct {
     const te_schedule *sched;
-} pass_ctx;
+} barrier_ctx;
 
 static te_stmt *block_fn(te_ctx *ctx, te_stmt *body, void *user)
 {
-    pass_ctx *p = user;
+    barrier_ctx *p = user;
     bctx *b = te__alloc(ctx, sizeof *b);
     if (!b)
         return NULL;
@@ -388,8 +388,10 @@ static te_stmt *block_fn(te_ctx *ctx, te_stmt *body, void *user)
     return r;
 }
 
-te_stmt *te__pass_barrier(te_ctx *ctx, const te_schedule *sched, te_stmt *s)
+te_stmt *te__pass_barrier(const te__pass_ctx *pc, te_stmt *s)
 {
-    pass_ctx p = {sched};
+    te_ctx *ctx = pc->ctx;
+    const te_schedule *sched = pc->sched;
+    barrier_ctx p = {sched};
     return te__gpu_map_blocks(ctx, s, block_fn, &p);
 }

@@ -209,8 +209,10 @@ static void check_root(chk *c, const te_stmt *s)
          c->stage, s->kind == TE_S_FOR ? "loop '" : "", what, s->kind == TE_S_FOR ? "'" : "");
 }
 
-te_stmt *te__pass_gpu_check(te_ctx *ctx, te_stmt *s, const te_target *target)
+te_stmt *te__pass_gpu_check(const te__pass_ctx *pc, te_stmt *s)
 {
+    te_ctx *ctx = pc->ctx;
+    const te_target *target = pc->target;
     (void)target;
     chk c = {ctx, "?", false};
     check_root(&c, s);

@@ -281,8 +281,10 @@ static te_stmt *db_loops(te_ctx *ctx, te_stmt *s, void *user)
     return r;
 }
 
-te_stmt *te__pass_double_buffer(te_ctx *ctx, const te_schedule *sched, te_stmt *s)
+te_stmt *te__pass_double_buffer(const te__pass_ctx *pc, te_stmt *s)
 {
+    te_ctx *ctx = pc->ctx;
+    const te_schedule *sched = pc->sched;
     if (!s || !sched)
         return s;
     bool any = false;
@@ -335,8 +337,9 @@ static te_stmt *hoist_block(te_ctx *ctx, te_stmt *body, void *user)
     return b;
 }
 
-te_stmt *te__pass_hoist_shared(te_ctx *ctx, te_stmt *s)
+te_stmt *te__pass_hoist_shared(const te__pass_ctx *pc, te_stmt *s)
 {
+    te_ctx *ctx = pc->ctx;
     return te__gpu_map_blocks(ctx, s, hoist_block, NULL);
 }
 
@@ -353,7 +356,8 @@ static te_stmt *vf_fn(te_ctx *ctx, te_stmt *s, void *user)
     return r;
 }
 
-te_stmt *te__pass_gpu_vector_filter(te_ctx *ctx, te_stmt *s)
+te_stmt *te__pass_gpu_vector_filter(const te__pass_ctx *pc, te_stmt *s)
 {
+    te_ctx *ctx = pc->ctx;
     return te__stmt_mutate(ctx, s, vf_fn, NULL, NULL);
 }

@@ -290,8 +290,9 @@ static te_stmt *part(lp *p, te_stmt *s)
 
 static te_stmt *part_child(void *user, te_stmt *s) { return part(user, s); }
 
-te_stmt *te__pass_loop_partition(te_ctx *ctx, te_stmt *s)
+te_stmt *te__pass_loop_partition(const te__pass_ctx *pc, te_stmt *s)
 {
+    te_ctx *ctx = pc->ctx;
     if (!ctx || !s)
         return NULL;
     lp p = {ctx, {0, 0, NULL, NULL, NULL}, false, 0};

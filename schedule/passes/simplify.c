@@ -1931,8 +1931,9 @@ static te_stmt *drop_dead(te_ctx *ctx, te_stmt *s, void *user)
     return s;
 }
 
-te_stmt *te__pass_simplify(te_ctx *ctx, te_stmt *s)
+te_stmt *te__pass_simplify(const te__pass_ctx *pc, te_stmt *s)
 {
+    te_ctx *ctx = pc->ctx;
     if (!ctx || !s)
         return NULL;
     bool failed = false;

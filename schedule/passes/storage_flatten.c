@@ -104,8 +104,9 @@ static te_stmt *flatten_stmt(te_ctx *ctx, te_stmt *s, void *user)
     return r;
 }
 
-te_stmt *te__pass_storage_flatten(te_ctx *ctx, te_stmt *s)
+te_stmt *te__pass_storage_flatten(const te__pass_ctx *pc, te_stmt *s)
 {
+    te_ctx *ctx = pc->ctx;
     if (!ctx || !s)
         return NULL;
     fl f = {false};

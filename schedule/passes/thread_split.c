@@ -368,8 +368,9 @@ static te_stmt *convert_blocks(te_ctx *ctx, te_stmt *s)
     }
 }
 
-te_stmt *te__pass_thread_split(te_ctx *ctx, te_stmt *s)
+te_stmt *te__pass_thread_split(const te__pass_ctx *pc, te_stmt *s)
 {
+    te_ctx *ctx = pc->ctx;
     te_stmt *r = te__gpu_map_blocks(ctx, s, split_block, NULL);
     return r ? convert_blocks(ctx, r) : NULL;
 }

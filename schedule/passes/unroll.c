@@ -106,8 +106,9 @@ static te_stmt *unroll(ur *u, te_stmt *s)
 
 static te_stmt *unroll_child(void *user, te_stmt *s) { return unroll(user, s); }
 
-te_stmt *te__pass_unroll(te_ctx *ctx, te_stmt *s)
+te_stmt *te__pass_unroll(const te__pass_ctx *pc, te_stmt *s)
 {
+    te_ctx *ctx = pc->ctx;
     if (!ctx || !s)
         return NULL;
     ur u = {ctx, {0, 0, NULL, NULL, NULL}, false};

@@ -493,9 +493,10 @@ static te_stmt *vectorize_loop(te_ctx *ctx, te_stmt *s, void *user)
     return body;
 }
 
-te_stmt *te__pass_vectorize(te_ctx *ctx, te_stmt *s, const te_target *target)
+te_stmt *te__pass_vectorize(const te__pass_ctx *pc, te_stmt *s)
 {
-    (void)target; /* lanes come from the schedule; the backend splits wide vectors */
+    te_ctx *ctx = pc->ctx;
+    /* Lanes come from the schedule; the C backend legalizes them to the target's width. */
     if (!s)
         return NULL;
     return te__stmt_mutate(ctx, s, vectorize_loop, NULL, NULL);

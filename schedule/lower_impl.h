@@ -1,0 +1,61 @@
+/*
+ * schedule/lower_impl.h (private): the state te_lower keeps per stage while it builds loop
+ * nests, shared by lower.c (inlining and loop nests), relations.c (split/fuse propagation) and
+ * bound_infer.c (regions of compute_at stages).
+ */
+#ifndef TESSERA_SCHEDULE_LOWER_IMPL_H
+#define TESSERA_SCHEDULE_LOWER_IMPL_H
+
+#include "schedule/bound.h"
+#include "schedule/passes.h"
+#include "schedule/sched_impl.h"
+
+/* One stage while it is lowered. */
+typedef struct lstage {
+    te_stage *st;
+    te_expr *body;   /* after inlining, over the root variables */
+    te_buf *buf;     /* NULL for inlined stages */
+    te_expr *rmin[TE_MAX_DIMS]; /* region: first element along each axis */
+    int64_t rext[TE_MAX_DIMS];  /* region extent */
+    int64_t *ext;    /* lowered extent of st->iters[i] */
+    te_expr **val;   /* value of st->iters[i] in terms of the leaf loop variables */
+} lstage;
+
+/* te_lower's state: the schedule, its stages, the kernel arguments and their buffers. */
+typedef struct lower_ctx {
+    te_ctx *ctx;
+    te_schedule *s;
+    int n;
+    lstage *ls;
+    int n_args;
+    te_tensor *const *args;
+    te_buf **arg_bufs;
+} lower_ctx;
+
+
+#define LERR(L, code, ...) te_ctx_set_error((L)->ctx, code, __VA_ARGS__)
+
+/* Position of iterator it in st->iters, -1 when it is not one of st's. */
+int te__iter_index(const te_stage *st, const te_iter *it);
+/* Position of iterator it among st's current loops (leaves), -1 when it is not a loop. */
+int te__leaf_pos(const te_stage *st, const te_iter *it);
+/* The lowering state of the stage computing t, NULL when t is not computed by the schedule. */
+lstage *te__find_lstage(lower_ctx *L, const te_tensor *t);
+
+/* ---- relations.c: split/fuse propagation ----
+ * Forward: the stage's root extents (its region, l->rext) through split/fuse to every
+ * iterator's extent (l->ext). */
+void te__compute_extents(lstage *l);
+/* Backward: the value of every iterator in terms of the leaf loop variables (l->val): split
+ * gives outer * factor + inner, fuse floordiv/floormod. TE_OK or TE_ERR_NOMEM. */
+int te__compute_values(lower_ctx *L, lstage *l);
+
+/* ---- bound_infer.c ----
+ * The region of stage p, computed at a loop of another stage: what one iteration of that loop
+ * needs, from every consumer's reads as symbolic intervals (loops outside the attach point stay
+ * symbols). Sets p->rmin (first element, an expression of the outer loops) and p->rext (a
+ * constant extent, proven; the whole tensor when no bound can be proven). Consumers must have
+ * been processed. TE_OK or an error with a message on L->ctx. */
+int te__infer_region(lower_ctx *L, lstage *p);
+
+#endif
