@@ -148,8 +148,16 @@ void te__stmt_print(const te_stmt *s, FILE *f, int indent)
         return;
     switch (s->kind) {
     case TE_S_FOR:
-        fprintf(f, "%*s%s (%s, ", indent, "", for_kind_name(s->u.loop.fkind),
-                s->u.loop.var->u.var.name);
+        fprintf(f, "%*s%s", indent, "", for_kind_name(s->u.loop.fkind));
+        if (s->u.loop.fkind == TE_FOR_THREAD && s->u.loop.thread_tag >= 0 &&
+            s->u.loop.thread_tag < 6) {
+            static const char *tags[] = {"blockIdx.x",  "blockIdx.y",  "blockIdx.z",
+                                         "threadIdx.x", "threadIdx.y", "threadIdx.z"};
+            fprintf(f, " %s", tags[s->u.loop.thread_tag]);
+        }
+        if (s->u.loop.xreduce)
+            fprintf(f, " reduce-into %s", s->u.loop.xreduce->buf->name);
+        fprintf(f, " (%s, ", s->u.loop.var->u.var.name);
         te_expr_print(s->u.loop.min, f);
         fputs(", ", f);
         te_expr_print(s->u.loop.extent, f);

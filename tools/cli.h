@@ -8,5 +8,6 @@ int te_cmd_bench(int argc, char **argv);
 int te_cmd_tune(int argc, char **argv);
 int te_cmd_ops(int argc, char **argv);
 int te_cmd_gen(int argc, char **argv);
+int te_cmd_lower(int argc, char **argv);
 
 #endif

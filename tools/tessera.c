@@ -15,6 +15,7 @@ static const struct {
     {"tune", te_cmd_tune, "search schedules for an operator and record them in the database"},
     {"ops", te_cmd_ops, "list the operator library with its parameters"},
     {"gen", te_cmd_gen, "write a standalone kernel (.c/.cu + .h) for other projects"},
+    {"lower", te_cmd_lower, "print an operator's loop program, after any lowering pass"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,261 @@
+/*
+ * `tessera lower`: lowers one operator of the library and prints its loop program, the IR after
+ * any pass of the pipeline (--dump), the pass table (--passes) or the emitted source (--emit).
+ *
+ *   tessera lower matmul --shape m=64,n=64,k=64
+ *   tessera lower matmul --shape m=64,n=64,k=64 --db tune.db --dump=vectorize,unroll
+ *   tessera lower softmax --shape m=128,n=256 --trace-file best.trace --emit
+ *   tessera lower --passes
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tessera/autotune.h"
+#include "tessera/backend.h"
+#include "tessera/cuda.h"
+#include "tessera/gen.h"
+#include "tessera/ops.h"
+#include "tessera/schedule.h"
+#include "tessera/tuning_db.h"
+#include "tools/cli.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: tessera lower OP --shape KEY=VAL,... [options]\n"
+            "       tessera lower --passes\n\n"
+            "Lowers the operator (see `tessera ops`) with a schedule and prints the loop program\n"
+            "the backend turns into code.\n\n"
+            "  --shape KEY=VAL,...  the operator's parameters (also --params)\n"
+            "  --db FILE            use the best schedule recorded in FILE for this target\n"
+            "                       (default: the default schedule: the plain loop nest on C,\n"
+            "                       the operator's template with default knobs on CUDA)\n"
+            "  --trace TEXT         apply this schedule trace (as `tessera db best` prints it)\n"
+            "  --trace-file FILE    apply the trace in FILE\n"
+            "  --target c|cuda      what to lower for (default c, the host CPU)\n"
+            "  --sm N               CUDA compute capability x10 (default 80)\n"
+            "  --dump[=PASSES]      print the IR after every pass, or after the comma-separated\n"
+            "                       PASSES (the same as TESSERA_DUMP_IR=PASSES)\n"
+            "  --emit               print the generated C or CUDA source instead of the IR\n"
+            "  --passes             list the lowering pipeline: every pass, in order, and when\n"
+            "                       it runs\n");
+}
+
+static int bad(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "tessera lower: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n\n");
+    usage(stderr);
+    return 2;
+}
+
+static void print_passes(void)
+{
+    printf("%-3s %-20s %-24s %s\n", "#", "pass", "runs", "what it does");
+    for (int i = 0; i < te_lower_pass_count(); i++)
+        printf("%-3d %-20s %-24s %s\n", i, te_lower_pass_name(i), te_lower_pass_when(i),
+               te_lower_pass_what(i));
+}
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = (n + 4096 + 1) * 2;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, 4096, f);
+        n += got;
+        if (got < 4096)
+            break;
+    }
+    fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+/* Everything after option parsing: returns the exit status. */
+static int lower_op(te_ctx *ctx, const char *op, const char *shape, const char *db_path,
+                    const char *trace, const te_target *tgt, const char *dump, int emit)
+{
+    te_tensor *ins[TE_OP_MAX_IO], *outs[TE_OP_MAX_IO];
+    int n_in = 0, n_out = 0;
+    if (te_op_build(ctx, op, shape, ins, &n_in, outs, &n_out) != TE_OK) {
+        fprintf(stderr, "tessera lower: %s\n", te_ctx_errmsg(ctx));
+        return 2;
+    }
+    te_tensor *args[2 * TE_OP_MAX_IO];
+    for (int i = 0; i < n_in; i++)
+        args[i] = ins[i];
+    for (int i = 0; i < n_out; i++)
+        args[n_in + i] = outs[i];
+    te_schedule *s = NULL;
+    if (trace) {
+        s = te_schedule_create(ctx, n_out, outs);
+        if (s && te_schedule_apply_trace(s, trace) != TE_OK) {
+            fprintf(stderr, "tessera lower: the trace does not apply: %s\n", te_ctx_errmsg(ctx));
+            return 1;
+        }
+    } else {
+        /* The schedule `tessera gen` would use: the best record in the database, else the
+         * default (the plain loop nest on C, the operator's template on CUDA). */
+        te_db *db = NULL;
+        te_db_options dbo = {.flags = TE_DB_READONLY};
+        if (db_path && te_db_open(db_path, &dbo, &db) != TE_OK) {
+            fprintf(stderr, "tessera lower: %s\n", te_db_errmsg(db));
+            te_db_close(db);
+            return 1;
+        }
+        char key[512];
+        te_op_params kv;
+        te_gen_kernel k;
+        int rc = te_op_params_parse(ctx, shape, &kv) != TE_OK ||
+                         te_op_workload_key(ctx, te_op_lookup(op), &kv, key, sizeof key) < 0
+                     ? te_ctx_errcode(ctx)
+                     : te_gen_kernel_from_db(ctx, db, db_path, key, op, op, n_in + n_out, args,
+                                             n_out, tgt, 0, db == NULL, &k);
+        te_db_close(db);
+        if (rc != TE_OK) {
+            fprintf(stderr, "tessera lower: %s\n", te_ctx_errmsg(ctx));
+            return 1;
+        }
+        s = k.schedule;
+    }
+    if (!s) {
+        fprintf(stderr, "tessera lower: %s\n", te_ctx_errmsg(ctx));
+        return 1;
+    }
+    te_lowered *f = te_lower_dump(s, n_in + n_out, args, op, tgt, dump, stdout);
+    if (!f) {
+        fprintf(stderr, "tessera lower: %s\n", te_ctx_errmsg(ctx));
+        return te_ctx_errcode(ctx) == TE_ERR_ARG ? 2 : 1;
+    }
+    if (dump)
+        return 0;
+    if (emit) {
+        const char *src = tgt->backend == TE_BACKEND_CUDA ? te_emit_cuda(ctx, f, tgt)
+                                                          : te_emit_c(ctx, f, tgt);
+        if (!src) {
+            fprintf(stderr, "tessera lower: %s\n", te_ctx_errmsg(ctx));
+            return 1;
+        }
+        fputs(src, stdout);
+        return 0;
+    }
+    te_lowered_print(f, stdout);
+    return 0;
+}
+
+int te_cmd_lower(int argc, char **argv)
+{
+    enum { O_SHAPE = 1, O_DB, O_TRACE, O_TRACE_FILE, O_TARGET, O_SM, O_DUMP, O_EMIT, O_PASSES };
+    static const struct option opts[] = {
+        {"shape", required_argument, NULL, O_SHAPE},
+        {"params", required_argument, NULL, O_SHAPE},
+        {"db", required_argument, NULL, O_DB},
+        {"trace", required_argument, NULL, O_TRACE},
+        {"trace-file", required_argument, NULL, O_TRACE_FILE},
+        {"target", required_argument, NULL, O_TARGET},
+        {"sm", required_argument, NULL, O_SM},
+        {"dump", optional_argument, NULL, O_DUMP},
+        {"emit", no_argument, NULL, O_EMIT},
+        {"passes", no_argument, NULL, O_PASSES},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *shape = NULL, *db_path = NULL, *trace = NULL, *trace_file = NULL, *dump = NULL;
+    int cuda = 0, sm = 80, emit = 0, passes = 0;
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (c) {
+        case O_SHAPE:
+            shape = optarg;
+            break;
+        case O_DB:
+            db_path = optarg;
+            break;
+        case O_TRACE:
+            trace = optarg;
+            break;
+        case O_TRACE_FILE:
+            trace_file = optarg;
+            break;
+        case O_TARGET:
+            if (strcmp(optarg, "c") && strcmp(optarg, "cuda"))
+                return bad("--target must be c or cuda, not '%s'", optarg);
+            cuda = !strcmp(optarg, "cuda");
+            break;
+        case O_SM: {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*end || v < 30 || v > 200)
+                return bad("--sm takes a compute capability x10 such as 80 or 90, not '%s'",
+                           optarg);
+            sm = (int)v;
+            break;
+        }
+        case O_DUMP:
+            dump = optarg && *optarg ? optarg : "all";
+            break;
+        case O_EMIT:
+            emit = 1;
+            break;
+        case O_PASSES:
+            passes = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        case ':':
+            return bad("option '%s' needs a value", argv[optind - 1]);
+        default:
+            return bad("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (passes) {
+        print_passes();
+        return 0;
+    }
+    if (optind >= argc)
+        return bad("%s", "name an operator: tessera lower OP --shape KEY=VAL,... (see tessera ops)");
+    if (optind + 1 < argc)
+        return bad("unexpected argument '%s'", argv[optind + 1]);
+    const char *op = argv[optind];
+    if (!te_op_lookup(op))
+        return bad("unknown operator '%s' (see tessera ops)", op);
+    if (!shape)
+        return bad("operator '%s' needs --shape KEY=VAL,... (see tessera ops)", op);
+    if ((trace || trace_file) && db_path)
+        return bad("%s", "--db and --trace/--trace-file choose the schedule: give one");
+    if (trace && trace_file)
+        return bad("%s", "give --trace or --trace-file, not both");
+    if (dump && emit)
+        return bad("%s", "--dump prints IR and --emit prints source: give one");
+    char *trace_text = NULL;
+    if (trace_file && !(trace = trace_text = read_file(trace_file))) {
+        fprintf(stderr, "tessera lower: cannot read %s\n", trace_file);
+        return 1;
+    }
+    te_target tgt = cuda ? te_target_cuda(sm) : te_target_host();
+    te_ctx *ctx = te_ctx_create();
+    int rc = ctx ? lower_op(ctx, op, shape, db_path, trace, &tgt, dump, emit) : 1;
+    te_ctx_free(ctx);
+    free(trace_text);
+    return rc;
+}
