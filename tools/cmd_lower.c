@@ -25,7 +25,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tessera lower OP --shape KEY=VAL,... [options]\n"
-            "       tessera lower --passes\n\n"
+            "       tessera lower --passes [--markdown]\n\n"
             "Lowers the operator (see `tessera ops`) with a schedule and prints the loop program\n"
             "the backend turns into code.\n\n"
             "  --shape KEY=VAL,...  the operator's parameters (also --params)\n"
@@ -40,7 +40,7 @@ static void usage(FILE *f)
             "                       PASSES (the same as TESSERA_DUMP_IR=PASSES)\n"
             "  --emit               print the generated C or CUDA source instead of the IR\n"
             "  --passes             list the lowering pipeline: every pass, in order, and when\n"
-            "                       it runs\n");
+            "                       it runs (--markdown: as the table in docs/ARCHITECTURE.md)\n");
 }
 
 static int bad(const char *fmt, const char *arg)
@@ -52,12 +52,15 @@ static int bad(const char *fmt, const char *arg)
     return 2;
 }
 
-static void print_passes(void)
+static void print_passes(int markdown)
 {
-    printf("%-3s %-20s %-24s %s\n", "#", "pass", "runs", "what it does");
+    if (markdown)
+        printf("| # | pass | runs | what it does |\n| --- | --- | --- | --- |\n");
+    else
+        printf("%-3s %-20s %-24s %s\n", "#", "pass", "runs", "what it does");
     for (int i = 0; i < te_lower_pass_count(); i++)
-        printf("%-3d %-20s %-24s %s\n", i, te_lower_pass_name(i), te_lower_pass_when(i),
-               te_lower_pass_what(i));
+        printf(markdown ? "| %d | %s | %s | %s |\n" : "%-3d %-20s %-24s %s\n", i,
+               te_lower_pass_name(i), te_lower_pass_when(i), te_lower_pass_what(i));
 }
 
 static char *read_file(const char *path)
@@ -162,7 +165,7 @@ static int lower_op(te_ctx *ctx, const char *op, const char *shape, const char *
 
 int te_cmd_lower(int argc, char **argv)
 {
-    enum { O_SHAPE = 1, O_DB, O_TRACE, O_TRACE_FILE, O_TARGET, O_SM, O_DUMP, O_EMIT, O_PASSES };
+    enum { O_SHAPE = 1, O_DB, O_TRACE, O_TRACE_FILE, O_TARGET, O_SM, O_DUMP, O_EMIT, O_PASSES, O_MARKDOWN };
     static const struct option opts[] = {
         {"shape", required_argument, NULL, O_SHAPE},
         {"params", required_argument, NULL, O_SHAPE},
@@ -174,11 +177,12 @@ int te_cmd_lower(int argc, char **argv)
         {"dump", optional_argument, NULL, O_DUMP},
         {"emit", no_argument, NULL, O_EMIT},
         {"passes", no_argument, NULL, O_PASSES},
+        {"markdown", no_argument, NULL, O_MARKDOWN},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *shape = NULL, *db_path = NULL, *trace = NULL, *trace_file = NULL, *dump = NULL;
-    int cuda = 0, sm = 80, emit = 0, passes = 0;
+    int cuda = 0, sm = 80, emit = 0, passes = 0, markdown = 0;
     opterr = 0;
     optind = 1;
     int c;
@@ -219,6 +223,9 @@ int te_cmd_lower(int argc, char **argv)
         case O_PASSES:
             passes = 1;
             break;
+        case O_MARKDOWN:
+            markdown = 1;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -229,7 +236,7 @@ int te_cmd_lower(int argc, char **argv)
         }
     }
     if (passes) {
-        print_passes();
+        print_passes(markdown);
         return 0;
     }
     if (optind >= argc)
