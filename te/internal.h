@@ -15,7 +15,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tessera/schedule.h"
 #include "tessera/te.h"
 
 /* ---- Arena ------------------------------------------------------------------------------ */

@@ -38,13 +38,6 @@ typedef struct te_schedule te_schedule;
 typedef struct te_stage te_stage;
 typedef struct te_iter te_iter;
 
-/* Where a buffer lives. */
-typedef enum te_scope {
-    TE_SCOPE_GLOBAL, /* function arguments and root-level intermediates (heap) */
-    TE_SCOPE_LOCAL,  /* per-thread scratch: stack arrays, promoted to registers when small */
-    TE_SCOPE_SHARED, /* GPU shared memory (the CUDA backend) */
-} te_scope;
-
 /* GPU thread axes for te_bind. */
 typedef enum te_thread_tag {
     TE_BLOCK_X, TE_BLOCK_Y, TE_BLOCK_Z, TE_THREAD_X, TE_THREAD_Y, TE_THREAD_Z

@@ -140,6 +140,13 @@ te_expr *te_read(te_ctx *ctx, te_tensor *t, int n, te_expr *const *idx);
 
 /* ---- Reductions ------------------------------------------------------------------------ */
 
+/* Where a buffer of the lowered program lives (te_cache_read/te_cache_write choose it). */
+typedef enum te_scope {
+    TE_SCOPE_GLOBAL, /* function arguments and root-level intermediates (heap) */
+    TE_SCOPE_LOCAL,  /* per-thread scratch: stack arrays, promoted to registers when small */
+    TE_SCOPE_SHARED, /* GPU shared memory (the CUDA backend) */
+} te_scope;
+
 typedef enum te_reduce_kind { TE_RSUM, TE_RMAX, TE_RMIN, TE_RPROD, TE_RCUSTOM } te_reduce_kind;
 
 /* A user-defined commutative, associative reducer: combine(x, y) over free variables x and y
