@@ -114,7 +114,7 @@ te_tensor *te_cache_read(te_schedule *s, te_tensor *t, te_scope scope, int n_rea
     }
     char name[128];
     snprintf(name, sizeof name, "%s_%s", t->name, scope_str(scope));
-    for (int k = 1; te_schedule_stage_by_name(s, name); k++)
+    for (int k = 1; te_schedule_tensor_by_name(s, name); k++)
         snprintf(name, sizeof name, "%s_%s%d", t->name, scope_str(scope), k);
     te_expr *axes[TE_MAX_DIMS];
     te_tensor *c = derived_tensor(s, t, name, axes);
@@ -168,7 +168,7 @@ te_tensor *te_cache_write(te_schedule *s, te_tensor *t, te_scope scope)
     }
     char name[128];
     snprintf(name, sizeof name, "%s_%s", t->name, scope_str(scope));
-    for (int k = 1; te_schedule_stage_by_name(s, name); k++)
+    for (int k = 1; te_schedule_tensor_by_name(s, name); k++)
         snprintf(name, sizeof name, "%s_%s%d", t->name, scope_str(scope), k);
     te_expr *axes[TE_MAX_DIMS];
     te_tensor *c = derived_tensor(s, t, name, axes);
@@ -279,7 +279,7 @@ te_tensor *te_rfactor(te_schedule *s, te_tensor *t, te_iter *x)
     /* The factored tensor: t's axes plus x, reducing over the other parts. */
     char name[128];
     snprintf(name, sizeof name, "%s_rf", nm);
-    for (int k = 1; te_schedule_stage_by_name(s, name); k++)
+    for (int k = 1; te_schedule_tensor_by_name(s, name); k++)
         snprintf(name, sizeof name, "%s_rf%d", nm, k);
     te_tensor *rf = te__alloc(ctx, sizeof *rf);
     if (!rf)

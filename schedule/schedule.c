@@ -152,6 +152,53 @@ static int collect(te_schedule *s, te_tensor *t, int depth)
     return te__vec_push(s->ctx, &s->stages, st);
 }
 
+/* Traces, lowering and the emitted code address tensors by name, so every tensor of a
+ * schedule (each stage's and each placeholder a stage reads) must have its own. */
+typedef struct {
+    te_schedule *s;
+    te__vec seen; /* te_tensor*, distinct */
+    int err;
+} names_ctx;
+
+static int name_seen(names_ctx *c, te_tensor *t)
+{
+    for (int i = 0; i < c->seen.n; i++) {
+        te_tensor *o = c->seen.v[i];
+        if (o == t)
+            return TE_OK;
+        if (!strcmp(o->name, t->name)) {
+            bool p1 = o->kind == TE_T_PLACEHOLDER, p2 = t->kind == TE_T_PLACEHOLDER;
+            return TE__SERR(c->s, TE_ERR_ARG,
+                            "te_schedule_create: %s named '%s'; tensor names must be unique "
+                            "within a schedule (traces and generated code address tensors by "
+                            "name)",
+                            p1 && p2   ? "two placeholders are"
+                            : p1 || p2 ? "a placeholder and a compute are both"
+                                       : "two computes are",
+                            t->name);
+        }
+    }
+    return te__vec_push(c->s->ctx, &c->seen, t);
+}
+
+static bool names_fn(const te_expr *e, void *user)
+{
+    names_ctx *c = user;
+    if (!c->err && e->kind == TE_E_READ)
+        c->err = name_seen(c, e->u.read.t);
+    return !c->err;
+}
+
+static int check_unique_names(te_schedule *s)
+{
+    names_ctx c = {s, {0}, TE_OK};
+    for (int i = 0; i < s->stages.n && !c.err; i++)
+        c.err = name_seen(&c, ((te_stage *)s->stages.v[i])->tensor);
+    for (int i = 0; i < s->stages.n && !c.err; i++)
+        te__expr_visit(((te_stage *)s->stages.v[i])->body, names_fn, &c);
+    return c.err;
+}
+
 te_schedule *te_schedule_create(te_ctx *ctx, int n_out, te_tensor *const *outs)
 {
     if (!ctx)
@@ -182,6 +229,8 @@ te_schedule *te_schedule_create(te_ctx *ctx, int n_out, te_tensor *const *outs)
         if (collect(s, outs[i], 0))
             return NULL;
     }
+    if (check_unique_names(s))
+        return NULL;
     for (int i = 0; i < s->stages.n; i++) {
         te_stage *st = s->stages.v[i];
         for (int o = 0; o < n_out; o++)

@@ -51,7 +51,10 @@ typedef enum te_thread_tag {
 } te_thread_tag;
 
 /* Creates a schedule computing `outs` (each a computed tensor). Every compute the outputs
- * depend on gets a stage attached at the root. Returns NULL on error (message on ctx). */
+ * depend on gets a stage attached at the root. Tensor names must be unique within the
+ * schedule (stages and the placeholders they read), because traces, lowering and the
+ * generated code address tensors by name: two different tensors with one name are refused
+ * with TE_ERR_ARG. Returns NULL on error (message on ctx). */
 te_schedule *te_schedule_create(te_ctx *ctx, int n_out, te_tensor *const *outs);
 /* The context a schedule was made in. */
 te_ctx *te_schedule_ctx(const te_schedule *s);
