@@ -18,6 +18,8 @@
 #include "tessera/ops.h"
 #include "tuning_db/json.h"
 
+/* ---- The tuner ----------------------------------------------------------------------------- */
+
 int te__tuner_err(te_tuner *t, int code, const char *fmt, ...)
 {
     va_list ap;
@@ -69,6 +71,8 @@ int64_t te_tuner_job_id(const te_tuner *t, int *resumed)
         *resumed = t ? t->resumed : 0;
     return t ? t->job_id : 0;
 }
+
+/* ---- Adding tasks -------------------------------------------------------------------------- */
 
 static te__task *new_task(te_tuner *t)
 {
@@ -295,6 +299,8 @@ int te_tuner_add_tasks_file(te_tuner *t, const char *path, int shard_i, int shar
         *n_added = added;
     return rc;
 }
+
+/* ---- Reading them back --------------------------------------------------------------------- */
 
 int te_tuner_task_info(te_tuner *t, int i, te_tune_task_info *out)
 {

@@ -8,6 +8,8 @@
 
 #include "schedule/sched_impl.h"
 
+/* ---- cache_read, cache_write ------------------------------------------------------------- */
+
 static const char *scope_str(te_scope sc)
 {
     return sc == TE_SCOPE_LOCAL ? "local" : sc == TE_SCOPE_SHARED ? "shared" : "global";
