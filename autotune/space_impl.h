@@ -82,9 +82,6 @@ int te__sketch_apply(te__gen *g);
  * necessarily dividing), at most cap of them, ascending, each in [1, extent]. */
 int te__split_candidates(int64_t extent, int lanes, int64_t *out, int cap);
 
-/* The tensor named `name` that `reader` reads (autotune/trace.c). */
-te_tensor *te__trace_find_read(te_stage *reader, const char *name);
-
 /* One remembered configuration. */
 typedef struct te__memo_ent {
     uint64_t h;

@@ -1,7 +1,8 @@
 /*
  * autotune/tune_impl.h (private): the pieces of the tuner, shared by the autotune sources and the
  * tests: the measurer (builder + runner, measure.c), the cost model (cost_model.c) and the
- * search strategies (search.c). tuner.c drives them.
+ * search strategies (search.c). The job loop (tuner.c) drives them, over the task set that
+ * tasks.c builds; faults.c injects faulty candidates for the tests.
  */
 #ifndef TESSERA_AUTOTUNE_TUNE_IMPL_H
 #define TESSERA_AUTOTUNE_TUNE_IMPL_H
@@ -117,5 +118,96 @@ void te__search_seed(te__search *s, const char *trace, const float *feat, double
 
 /* Longest reduction (product of the reduction extents) in any stage computing outs. */
 int64_t te__max_reduction(int n_out, te_tensor *const *outs);
+
+/* ---- The tuner: task sets (tasks.c), the job loop (tuner.c), fault injection (faults.c) ----- */
+
+#define TE__TUNE_MAX_IO 32 /* arguments (inputs + outputs) of one task */
+
+/* An open-addressing set of nonzero 64-bit hashes (trace hashes already measured). */
+typedef struct te__u64set {
+    uint64_t *v;
+    size_t n, cap;
+} te__u64set;
+
+/* A candidate lowered within the current batch: its features, and the lowered function when
+ * it is kept for emission. */
+typedef struct te__lcache_ent {
+    char hash[17];
+    te_lowered *f;
+    float feat[TE_NUM_FEATURES];
+    int ok;
+} te__lcache_ent;
+
+/* One workload of the job and its search state. */
+typedef struct te__task {
+    struct te_tuner *tu;
+    int index;
+    char *op;     /* operator name, or the expression's name */
+    char *params; /* library operators */
+    int is_expr;
+    te_tensor *u_ins[TE__TUNE_MAX_IO], *u_outs[TE__TUNE_MAX_IO];
+    double weight;
+    char *key, *shapes_json;
+    char expr_hash[17];
+    double flops;
+    /* Prepared state. */
+    int prepared, failed;
+    te_ctx *tctx; /* the tensors the measurer uses (library operators) */
+    te_tensor *ins[TE__TUNE_MAX_IO], *outs[TE__TUNE_MAX_IO];
+    int n_in, n_out;
+    te_ctx *wctx; /* the space (and the operator's tensors it schedules); rebuilt now and then */
+    te_ctx *bctx; /* one batch: schedules, lowered candidates, sources */
+    te_tensor *w_args[2 * TE__TUNE_MAX_IO];
+    te_space *sp;
+    int64_t w_lowered;
+    te__measurer *meas;
+    te__search *search;
+    te__u64set seen;
+    te__lcache_ent *lc;
+    int nlc;
+    /* Statistics. */
+    int64_t trials, skipped, since_improve;
+    int64_t n_by_status[TE_TRIAL_STATUS_COUNT];
+    double best_s;       /* best median of this job (INFINITY when none) */
+    double db_best_s;    /* best in the database, any job */
+    double hist_best[4]; /* best_s after each of the last batches, for the scheduler */
+    int nbatches;
+    int done;
+    const char *stop_reason;
+    char *best_trace;
+    double best_median_s, best_gflops;
+    const char *space_kind;
+    int injected;
+} te__task;
+
+/* The tuner: its options, target, task set and job. */
+struct te_tuner {
+    te_db *db;
+    te_tune_options o;
+    te_target target;
+    te_db_target dbt;
+    char dbt_storage[1024];
+    char target_key[512];
+    te__task *tasks;
+    int ntasks, cap;
+    char err[2048];
+    int64_t job_id;
+    int resumed, interrupted;
+    int64_t job_trials; /* trials_done of the job, including before a resume */
+    int64_t errors, skipped;
+    double t0;
+};
+
+/* Formats the tuner's error message (t->err) and returns `code`. */
+int te__tuner_err(te_tuner *t, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Frees a task's job state (measurer, search, contexts, seen set, lowering cache); its
+ * description (op, params, key, ...) stays. Safe on a task that was never prepared. */
+void te__task_release(te__task *k);
+/* Test hook: with TESSERA_TUNE_INJECT=segv,hang,wrong,compile, replaces the sources of the
+ * first not-yet-final candidates of the task's first batch (c[0..n)) by faulty kernels; the
+ * sources live in the task's batch context. Does nothing without the variable or after the
+ * task's first batch. */
+void te__inject_faults(te__task *k, te__cand *c, int n);
 
 #endif

@@ -1,10 +1,10 @@
 /*
- * autotune/tuner.c: the tuning job. For every task (a library operator or a user-defined
- * expression) it keeps a search strategy (search.c), a measurer (measure.c) and the set of
- * trace hashes already measured; batch by batch it proposes candidates, lowers and emits them,
- * measures them and appends them to the database in one transaction. Between batches it
- * checks the budgets (trials, time), early stopping and the stop flag (SIGINT), and picks the
- * task whose next batch promises the most.
+ * autotune/tuner.c: the tuning job. For every task of the tuner's task set (tasks.c: a library
+ * operator or a user-defined expression) it keeps a search strategy (search.c), a measurer
+ * (measure.c) and the set of trace hashes already measured; batch by batch it proposes candidates,
+ * lowers and emits them, measures them and appends them to the database in one transaction. Between
+ * batches it checks the budgets (trials, time), early stopping and the stop flag (SIGINT), and
+ * picks the task whose next batch promises the most.
  *
  * Resume: a job is identified by its command. Rerunning the command of an interrupted job
  * marks that job running again (te_db_job_resume) and continues its trial count; whatever was
@@ -13,7 +13,6 @@
  */
 #define _GNU_SOURCE
 
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,13 +22,9 @@
 #include <unistd.h>
 
 #include "autotune/tune_impl.h"
-#include "backends/c/c_backend.h"
-#include "backends/c/cc.h"
 #include "te/internal.h"
 #include "tessera/ops.h"
-#include "tuning_db/json.h"
 
-#define MAX_IO 32
 #define LCACHE 1024        /* lowered candidates remembered within one batch */
 #define RECYCLE_AFTER 5000 /* lowered candidates before the space's context is rebuilt */
 
@@ -42,12 +37,7 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* ---- Tasks ------------------------------------------------------------------------------- */
-
-typedef struct {
-    uint64_t *v;
-    size_t n, cap;
-} u64set;
+/* ---- Seen traces ------------------------------------------------------------------------- */
 
 static uint64_t hex_u64(const char *hex)
 {
@@ -57,7 +47,7 @@ static uint64_t hex_u64(const char *hex)
     return h ? h : 1;
 }
 
-static int u64set_has(const u64set *s, uint64_t x)
+static int u64set_has(const te__u64set *s, uint64_t x)
 {
     if (!s->cap)
         return 0;
@@ -69,7 +59,7 @@ static int u64set_has(const u64set *s, uint64_t x)
     }
 }
 
-static int u64set_add(u64set *s, uint64_t x)
+static int u64set_add(te__u64set *s, uint64_t x)
 {
     if (2 * (s->n + 1) > s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 1024;
@@ -98,99 +88,7 @@ static int u64set_add(u64set *s, uint64_t x)
     }
 }
 
-typedef struct {
-    char hash[17];
-    te_lowered *f;
-    float feat[TE_NUM_FEATURES];
-    int ok;
-} lcache_ent;
-
-typedef struct task {
-    struct te_tuner *tu;
-    int index;
-    char *op;     /* operator name, or the expression's name */
-    char *params; /* library operators */
-    int is_expr;
-    te_tensor *u_ins[MAX_IO], *u_outs[MAX_IO];
-    double weight;
-    char *key, *shapes_json;
-    char expr_hash[17];
-    double flops;
-    /* Prepared state. */
-    int prepared, failed;
-    te_ctx *tctx; /* the tensors the measurer uses (library operators) */
-    te_tensor *ins[MAX_IO], *outs[MAX_IO];
-    int n_in, n_out;
-    te_ctx *wctx; /* the space (and the operator's tensors it schedules); rebuilt now and then */
-    te_ctx *bctx; /* one batch: schedules, lowered candidates, sources */
-    te_tensor *w_args[2 * MAX_IO];
-    te_space *sp;
-    int64_t w_lowered;
-    te__measurer *meas;
-    te__search *search;
-    u64set seen;
-    lcache_ent *lc;
-    int nlc;
-    /* Statistics. */
-    int64_t trials, skipped, since_improve;
-    int64_t n_by_status[TE_TRIAL_STATUS_COUNT];
-    double best_s;       /* best median of this job (INFINITY when none) */
-    double db_best_s;    /* best in the database, any job */
-    double hist_best[4]; /* best_s after each of the last batches, for the scheduler */
-    int nbatches;
-    int done;
-    const char *stop_reason;
-    char *best_trace;
-    double best_median_s, best_gflops;
-    const char *space_kind;
-    int injected;
-} task;
-
-struct te_tuner {
-    te_db *db;
-    te_tune_options o;
-    te_target target;
-    te_db_target dbt;
-    char dbt_storage[1024];
-    char target_key[512];
-    task *tasks;
-    int ntasks, cap;
-    char err[2048];
-    int64_t job_id;
-    int resumed, interrupted;
-    int64_t job_trials; /* trials_done of the job, including before a resume */
-    int64_t errors, skipped;
-    double t0;
-};
-
-static int tu_err(te_tuner *t, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int tu_err(te_tuner *t, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(t->err, sizeof t->err, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-te_tuner *te_tuner_create(te_db *db, const te_tune_options *opts)
-{
-    te_tuner *t = calloc(1, sizeof *t);
-    if (!t)
-        return NULL;
-    t->db = db;
-    t->o = opts ? *opts : te_tune_options_default();
-    if (t->o.batch_size <= 0)
-        t->o.batch_size = 16;
-    if (t->o.batch_size > 256)
-        t->o.batch_size = 256;
-    t->target = t->o.target ? *t->o.target : te_target_host();
-    t->o.target = NULL;
-    return t;
-}
-
-static void task_release(task *k)
+void te__task_release(te__task *k)
 {
     te__measurer_free(k->meas);
     k->meas = NULL;
@@ -208,261 +106,9 @@ static void task_release(task *k)
     k->lc = NULL;
 }
 
-void te_tuner_free(te_tuner *t)
-{
-    if (!t)
-        return;
-    for (int i = 0; i < t->ntasks; i++) {
-        task *k = &t->tasks[i];
-        task_release(k);
-        free(k->op);
-        free(k->params);
-        free(k->key);
-        free(k->shapes_json);
-        free(k->best_trace);
-    }
-    free(t->tasks);
-    free(t);
-}
-
-const char *te_tuner_errmsg(const te_tuner *t) { return t ? t->err : "out of memory"; }
-int te_tuner_ntasks(const te_tuner *t) { return t ? t->ntasks : 0; }
-int te_tuner_interrupted(const te_tuner *t) { return t ? t->interrupted : 0; }
-int64_t te_tuner_job_id(const te_tuner *t, int *resumed)
-{
-    if (resumed)
-        *resumed = t ? t->resumed : 0;
-    return t ? t->job_id : 0;
-}
-
-static task *new_task(te_tuner *t)
-{
-    if (t->ntasks == t->cap) {
-        int cap = t->cap ? 2 * t->cap : 8;
-        task *v = realloc(t->tasks, sizeof *v * (size_t)cap);
-        if (!v)
-            return NULL;
-        t->tasks = v;
-        t->cap = cap;
-    }
-    task *k = &t->tasks[t->ntasks];
-    memset(k, 0, sizeof *k);
-    k->tu = t;
-    k->index = t->ntasks;
-    k->best_s = k->db_best_s = INFINITY;
-    k->best_median_s = k->best_gflops = NAN;
-    for (int i = 0; i < 4; i++)
-        k->hist_best[i] = INFINITY;
-    return k;
-}
-
-/* {"A":[512,256],...}: the placeholders' shapes, for the workloads table. */
-static char *shapes_json(int n_in, te_tensor *const *ins, const te_op_params *kv)
-{
-    char buf[2048];
-    size_t len = 0;
-    len += (size_t)snprintf(buf + len, sizeof buf - len, "{");
-    if (kv) {
-        for (int i = 0; i < kv->n && len < sizeof buf; i++) {
-            if (kv->p[i].is_int)
-                len += (size_t)snprintf(buf + len, sizeof buf - len, "%s\"%s\":%lld", i ? "," : "",
-                                        kv->p[i].key, (long long)kv->p[i].ival);
-            else
-                len += (size_t)snprintf(buf + len, sizeof buf - len, "%s\"%s\":\"%s\"",
-                                        i ? "," : "", kv->p[i].key, kv->p[i].val);
-        }
-    } else {
-        for (int i = 0; i < n_in && len < sizeof buf; i++) {
-            len += (size_t)snprintf(buf + len, sizeof buf - len, "%s\"%s\":[", i ? "," : "",
-                                    ins[i]->name);
-            for (int d = 0; d < ins[i]->ndim && len < sizeof buf; d++)
-                len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%lld", d ? "," : "",
-                                        (long long)ins[i]->shape[d]);
-            if (len < sizeof buf)
-                len += (size_t)snprintf(buf + len, sizeof buf - len, "]");
-        }
-    }
-    if (len < sizeof buf)
-        snprintf(buf + len, sizeof buf - len, "}");
-    if (len + 2 >= sizeof buf)
-        return strdup("{}");
-    return strdup(buf);
-}
-
-int te_tuner_add_op(te_tuner *t, const char *op, const char *params, double weight)
-{
-    if (!t)
-        return TE_ERR_ARG;
-    if (!op || !*op)
-        return tu_err(t, TE_ERR_ARG, "an operator name is required");
-    const te_op_info *info = te_op_lookup(op);
-    if (!info)
-        return tu_err(t, TE_ERR_NOT_FOUND, "unknown operator '%s' (see `tessera ops`)", op);
-    te_ctx *ctx = te_ctx_create();
-    if (!ctx)
-        return tu_err(t, TE_ERR_NOMEM, "out of memory");
-    te_op_params kv;
-    char key[1024];
-    int rc = te_op_params_parse(ctx, params ? params : "", &kv);
-    int len = rc == TE_OK ? te_op_workload_key(ctx, info, &kv, key, sizeof key) : rc;
-    te_tensor *ins[TE_OP_MAX_IO], *outs[TE_OP_MAX_IO];
-    int n_in = 0, n_out = 0;
-    if (len >= 0 && (size_t)len >= sizeof key)
-        len = TE_ERR_OVERFLOW;
-    if (len >= 0)
-        len = info->build(ctx, &kv, ins, &n_in, outs, &n_out);
-    if (len < 0) {
-        tu_err(t, len, "%s", te_ctx_errmsg(ctx)[0] ? te_ctx_errmsg(ctx) : te_status_str(len));
-        te_ctx_free(ctx);
-        return len;
-    }
-    for (int i = 0; i < t->ntasks; i++)
-        if (!strcmp(t->tasks[i].key, key)) {
-            te_ctx_free(ctx);
-            return tu_err(t, TE_ERR_ARG, "workload '%s' is listed twice", key);
-        }
-    task *k = new_task(t);
-    if (!k) {
-        te_ctx_free(ctx);
-        return tu_err(t, TE_ERR_NOMEM, "out of memory");
-    }
-    k->op = strdup(op);
-    k->params = strdup(params ? params : "");
-    k->key = strdup(key);
-    k->shapes_json = shapes_json(0, NULL, &kv);
-    k->weight = weight > 0 ? weight : 1;
-    k->flops = te_tuner_flops(n_out, outs);
-    snprintf(k->expr_hash, sizeof k->expr_hash, "%016llx",
-             (unsigned long long)te_tuner_expr_hash(n_out, outs));
-    te_ctx_free(ctx);
-    if (!k->op || !k->params || !k->key || !k->shapes_json)
-        return tu_err(t, TE_ERR_NOMEM, "out of memory");
-    t->ntasks++;
-    return TE_OK;
-}
-
-int te_tuner_add_expr(te_tuner *t, const char *name, int n_in, te_tensor *const *ins, int n_out,
-                      te_tensor *const *outs, double weight)
-{
-    if (!t)
-        return TE_ERR_ARG;
-    if (!name || !*name || n_out < 1 || n_in < 0 || n_in + n_out > MAX_IO || !outs ||
-        (n_in && !ins))
-        return tu_err(t, TE_ERR_ARG,
-                      "te_tuner_add_expr: a name, 1..%d outputs and at most %d "
-                      "arguments in all are required",
-                      MAX_IO, MAX_IO);
-    for (int i = 0; i < n_in + n_out; i++) {
-        te_tensor *x = i < n_in ? ins[i] : outs[i - n_in];
-        if (!x)
-            return tu_err(t, TE_ERR_ARG, "te_tuner_add_expr: tensor %d is NULL", i);
-        if ((i < n_in) != (te_tensor_is_placeholder(x) != 0))
-            return tu_err(t, TE_ERR_ARG, "te_tuner_add_expr: '%s' must be %s", x->name,
-                          i < n_in ? "a placeholder" : "a computed tensor");
-    }
-    char key[1024];
-    int len = te_tuner_expr_key(name, n_in, ins, n_out, outs, key, sizeof key);
-    if (len < 0 || (size_t)len >= sizeof key)
-        return tu_err(t, TE_ERR_ARG, "te_tuner_add_expr: cannot make a key for '%s'", name);
-    task *k = new_task(t);
-    if (!k)
-        return tu_err(t, TE_ERR_NOMEM, "out of memory");
-    k->op = strdup(name);
-    k->is_expr = 1;
-    for (int i = 0; i < n_in; i++)
-        k->u_ins[i] = ins[i];
-    for (int i = 0; i < n_out; i++)
-        k->u_outs[i] = outs[i];
-    k->n_in = n_in;
-    k->n_out = n_out;
-    k->key = strdup(key);
-    k->shapes_json = shapes_json(n_in, ins, NULL);
-    k->weight = weight > 0 ? weight : 1;
-    k->flops = te_tuner_flops(n_out, outs);
-    snprintf(k->expr_hash, sizeof k->expr_hash, "%016llx",
-             (unsigned long long)te_tuner_expr_hash(n_out, outs));
-    if (!k->op || !k->key || !k->shapes_json)
-        return tu_err(t, TE_ERR_NOMEM, "out of memory");
-    t->ntasks++;
-    return TE_OK;
-}
-
-int te_tuner_add_tasks_file(te_tuner *t, const char *path, int shard_i, int shard_n, int *n_added)
-{
-    if (n_added)
-        *n_added = 0;
-    if (!t || !path)
-        return TE_ERR_ARG;
-    if (shard_n > 1 && (shard_i < 0 || shard_i >= shard_n))
-        return tu_err(t, TE_ERR_ARG, "shard %d/%d: the index must be in [0, %d)", shard_i, shard_n,
-                      shard_n);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return tu_err(t, TE_ERR_IO, "cannot read task list '%s': %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (size_t k; buf && (k = fread(buf + n, 1, cap - n, f)) > 0;) {
-        n += k;
-        if (n == cap) {
-            char *b = realloc(buf, cap *= 2);
-            if (!b) {
-                free(buf);
-                buf = NULL;
-            } else {
-                buf = b;
-            }
-        }
-    }
-    fclose(f);
-    if (!buf)
-        return tu_err(t, TE_ERR_NOMEM, "out of memory");
-    te__json_doc doc;
-    memset(&doc, 0, sizeof doc);
-    te__json *root = te__json_parse(&doc, buf, n);
-    int rc = TE_OK, added = 0, idx = 0;
-    if (!root) {
-        rc = tu_err(t, TE_ERR_ARG, "task list '%s': %s", path, doc.err);
-    } else if (root->type != TE__JSON_ARRAY) {
-        rc = tu_err(t, TE_ERR_ARG, "task list '%s': expected a JSON array of tasks", path);
-    } else {
-        for (te__json *e = root->first; e && rc == TE_OK; e = e->next, idx++) {
-            te__json *op = e->type == TE__JSON_OBJECT ? te__json_member(e, "op") : NULL;
-            te__json *sh = e->type == TE__JSON_OBJECT ? te__json_member(e, "shape") : NULL;
-            te__json *w = e->type == TE__JSON_OBJECT ? te__json_member(e, "weight") : NULL;
-            if (!sh && e->type == TE__JSON_OBJECT)
-                sh = te__json_member(e, "params");
-            if (!op || op->type != TE__JSON_STRING || (sh && sh->type != TE__JSON_STRING) ||
-                (w && (w->type != TE__JSON_NUMBER || !(w->num >= 0)))) {
-                rc = tu_err(t, TE_ERR_ARG,
-                            "task list '%s': task %d must be an object {\"op\": NAME, "
-                            "\"shape\": \"KEY=VAL,...\", \"weight\": N (optional)}",
-                            path, idx);
-                break;
-            }
-            if (shard_n > 1 && idx % shard_n != shard_i)
-                continue;
-            int r = te_tuner_add_op(t, op->str, sh ? sh->str : "", w ? w->num : 1);
-            if (r != TE_OK) {
-                char msg[1600];
-                memcpy(msg, t->err, sizeof msg - 1);
-                msg[sizeof msg - 1] = 0;
-                rc = tu_err(t, r == TE_ERR_NOMEM ? r : TE_ERR_ARG, "task list '%s': task %d: %s",
-                            path, idx, msg);
-                break;
-            }
-            added++;
-        }
-    }
-    te__json_doc_free(&doc);
-    free(buf);
-    if (n_added)
-        *n_added = added;
-    return rc;
-}
-
 /* ---- Preparing a task --------------------------------------------------------------------- */
 
-static int rebuild_work(task *k)
+static int rebuild_work(te__task *k)
 {
     te_tuner *t = k->tu;
     te_ctx_free(k->wctx);
@@ -470,8 +116,8 @@ static int rebuild_work(task *k)
     k->sp = NULL;
     k->w_lowered = 0;
     if (!k->wctx)
-        return tu_err(t, TE_ERR_NOMEM, "out of memory");
-    te_tensor *ins[MAX_IO], *outs[MAX_IO];
+        return te__tuner_err(t, TE_ERR_NOMEM, "out of memory");
+    te_tensor *ins[TE__TUNE_MAX_IO], *outs[TE__TUNE_MAX_IO];
     int n_in = k->n_in, n_out = k->n_out;
     if (k->is_expr) {
         memcpy(ins, k->ins, sizeof ins);
@@ -479,7 +125,7 @@ static int rebuild_work(task *k)
     } else {
         int rc = te_op_build(k->wctx, k->op, k->params, ins, &n_in, outs, &n_out);
         if (rc != TE_OK)
-            return tu_err(t, rc, "%s: %s", k->key, te_ctx_errmsg(k->wctx));
+            return te__tuner_err(t, rc, "%s: %s", k->key, te_ctx_errmsg(k->wctx));
     }
     for (int i = 0; i < n_in; i++)
         k->w_args[i] = ins[i];
@@ -488,15 +134,15 @@ static int rebuild_work(task *k)
     k->sp = te_space_create(k->wctx, k->is_expr ? NULL : k->op, n_in, ins, n_out, outs, t->o.space,
                             &t->target);
     if (!k->sp)
-        return tu_err(t, te_ctx_errcode(k->wctx) ? te_ctx_errcode(k->wctx) : TE_ERR_ARG,
-                      "%s: no search space: %s", k->key, te_ctx_errmsg(k->wctx));
+        return te__tuner_err(t, te_ctx_errcode(k->wctx) ? te_ctx_errcode(k->wctx) : TE_ERR_ARG,
+                             "%s: no search space: %s", k->key, te_ctx_errmsg(k->wctx));
     k->space_kind = te_space_kind_of(k->sp) == TE_SPACE_TEMPLATE ? "template" : "sketch";
     if (k->search)
         te__search_set_space(k->search, k->sp);
     return TE_OK;
 }
 
-static lcache_ent *lc_find(task *k, const char *hash)
+static te__lcache_ent *lc_find(te__task *k, const char *hash)
 {
     for (int i = 0; i < k->nlc; i++)
         if (!strcmp(k->lc[i].hash, hash))
@@ -510,9 +156,9 @@ static lcache_ent *lc_find(task *k, const char *hash)
  * several times more candidates than it measures, and a lowered nest can take megabytes). The
  * schedule is made from the space's tensors, so nothing a candidate allocates outlives its
  * batch; the space keeps only its memo of generated traces. */
-static lcache_ent *lower_trace(task *k, const char *trace, const char *hash, int keep)
+static te__lcache_ent *lower_trace(te__task *k, const char *trace, const char *hash, int keep)
 {
-    lcache_ent *e = lc_find(k, hash);
+    te__lcache_ent *e = lc_find(k, hash);
     if (e && (!keep || e->f || !e->ok))
         return e;
     if (!e) {
@@ -548,17 +194,17 @@ static lcache_ent *lower_trace(task *k, const char *trace, const char *hash, int
 }
 
 /* Starts a new batch context (the previous batch's candidates are gone). */
-static int new_batch_ctx(task *k)
+static int new_batch_ctx(te__task *k)
 {
     te_ctx_free(k->bctx);
     k->nlc = 0;
     k->bctx = te_ctx_create();
-    return k->bctx ? TE_OK : tu_err(k->tu, TE_ERR_NOMEM, "out of memory");
+    return k->bctx ? TE_OK : te__tuner_err(k->tu, TE_ERR_NOMEM, "out of memory");
 }
 
 static int seen_cb(const char *hash, void *user)
 {
-    task *k = user;
+    te__task *k = user;
     uint64_t h = hex_u64(hash);
     if (u64set_has(&k->seen, h))
         return 1;
@@ -574,10 +220,10 @@ static int seen_cb(const char *hash, void *user)
 
 static int featurize_cb(const char *trace, float *feat, void *user)
 {
-    task *k = user;
+    te__task *k = user;
     char hash[17];
     te_db_trace_hash(trace, hash);
-    lcache_ent *e = lower_trace(k, trace, hash, 0);
+    te__lcache_ent *e = lower_trace(k, trace, hash, 0);
     if (!e->ok) {
         u64set_add(&k->seen, hex_u64(hash)); /* invalid: never propose it again */
         return 0;
@@ -586,7 +232,7 @@ static int featurize_cb(const char *trace, float *feat, void *user)
     return 1;
 }
 
-static void set_best_from_db(task *k)
+static void set_best_from_db(te__task *k)
 {
     te_tuner *t = k->tu;
     te_db_trial_list *l = NULL;
@@ -611,24 +257,24 @@ static int cmp_ranked(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int prepare_task(task *k)
+static int prepare_task(te__task *k)
 {
     te_tuner *t = k->tu;
     char err[1024] = "";
     if (!k->is_expr) {
         k->tctx = te_ctx_create();
         if (!k->tctx)
-            return tu_err(t, TE_ERR_NOMEM, "out of memory");
+            return te__tuner_err(t, TE_ERR_NOMEM, "out of memory");
         int rc = te_op_build(k->tctx, k->op, k->params, k->ins, &k->n_in, k->outs, &k->n_out);
         if (rc != TE_OK)
-            return tu_err(t, rc, "%s: %s", k->key, te_ctx_errmsg(k->tctx));
+            return te__tuner_err(t, rc, "%s: %s", k->key, te_ctx_errmsg(k->tctx));
     } else {
         memcpy(k->ins, k->u_ins, sizeof k->ins);
         memcpy(k->outs, k->u_outs, sizeof k->outs);
     }
     k->lc = calloc(LCACHE, sizeof *k->lc);
     if (!k->lc)
-        return tu_err(t, TE_ERR_NOMEM, "out of memory");
+        return te__tuner_err(t, TE_ERR_NOMEM, "out of memory");
     int rc = rebuild_work(k);
     if (rc == TE_OK)
         rc = new_batch_ctx(k);
@@ -637,7 +283,7 @@ static int prepare_task(task *k)
     uint64_t seed = t->o.seed * 0x9e3779b97f4a7c15ull + (uint64_t)k->index * 0x632be59bd9b4e019ull;
     k->search = te__search_create(t->o.strategy, k->sp, seed);
     if (!k->search)
-        return tu_err(t, TE_ERR_NOMEM, "out of memory");
+        return te__tuner_err(t, TE_ERR_NOMEM, "out of memory");
     if (t->o.strategy == TE_TUNE_GRID && te_space_size(k->sp) < 0 && !t->o.quiet)
         fprintf(stderr,
                 "tessera tune: %s: the %s space is not enumerable; grid search samples "
@@ -647,20 +293,20 @@ static int prepare_task(task *k)
         k->meas = te__measurer_create(k->n_in, k->ins, k->n_out, k->outs, &t->target, &t->o.measure,
                                       err, sizeof err);
         if (!k->meas)
-            return tu_err(t, TE_ERR_NOMEM, "%s: %s", k->key, err);
+            return te__tuner_err(t, TE_ERR_NOMEM, "%s: %s", k->key, err);
         te_ctx *rctx = k->is_expr ? te_ctx_create() : k->tctx;
         rc = rctx ? te__measurer_reference(k->meas, rctx, 0, err, sizeof err) : TE_ERR_NOMEM;
         if (k->is_expr)
             te_ctx_free(rctx);
         if (rc != TE_OK)
-            return tu_err(t, rc, "%s: %s", k->key, err);
+            return te__tuner_err(t, rc, "%s: %s", k->key, err);
     }
     /* What the database already holds for (workload, target): never measured again; this
      * job's earlier trials count toward its statistics; the best ones seed the search. */
     te_db_trial_list *h = NULL;
     rc = te_db_history(t->db, k->key, &t->dbt, 0, &h);
     if (rc != TE_OK)
-        return tu_err(t, rc, "%s: %s", k->key, te_db_errmsg(t->db));
+        return te__tuner_err(t, rc, "%s: %s", k->key, te_db_errmsg(t->db));
     ranked *rk = calloc(h->n + 1, sizeof *rk);
     int nrk = 0;
     for (size_t i = 0; i < h->n; i++) {
@@ -681,7 +327,7 @@ static int prepare_task(task *k)
         for (int i = 0; i < nrk && i < 64; i++) {
             char hash[17];
             te_db_trace_hash(rk[i].trace, hash);
-            lcache_ent *e = lower_trace(k, rk[i].trace, hash, 0);
+            te__lcache_ent *e = lower_trace(k, rk[i].trace, hash, 0);
             te__search_seed(k->search, rk[i].trace, e->ok ? e->feat : NULL, 1.0 / rk[i].s);
         }
     }
@@ -696,61 +342,9 @@ static int prepare_task(task *k)
     return TE_OK;
 }
 
-/* ---- Test hook: faulty candidates ---------------------------------------------------------- */
-
-/* TESSERA_TUNE_INJECT=segv,hang,wrong,compile replaces the sources of the first candidates of
- * the first batch of each task by kernels that crash, loop forever, write wrong values or do
- * not compile, so the tests can watch the measurer record them and the job go on. */
-static void inject_faults(task *k, te__cand *c, int n)
-{
-    const char *spec = getenv("TESSERA_TUNE_INJECT");
-    if (!spec || !*spec || k->injected)
-        return;
-    k->injected = 1;
-    char ident[160];
-    te__c_kernel_ident("cand", ident, sizeof ident);
-    char list[256];
-    snprintf(list, sizeof list, "%s", spec);
-    int i = 0;
-    for (char *save = NULL, *w = strtok_r(list, ",", &save); w && i < n;
-         w = strtok_r(NULL, ",", &save)) {
-        while (i < n && c[i].done)
-            i++;
-        if (i >= n)
-            break;
-        const char *body;
-        if (!strcmp(w, "segv"))
-            body = "volatile int *p = (int *)0; *p = 1; return 0;";
-        else if (!strcmp(w, "hang"))
-            body = "for (;;) __asm__ volatile(\"\"); return 0;";
-        else if (!strcmp(w, "wrong"))
-            body = NULL;
-        else if (!strcmp(w, "compile"))
-            body = "this is not C;";
-        else
-            continue;
-        char *src = te__sprintf(k->bctx,
-                                "/* injected fault '%s' for %s */\n"
-                                "int %s_packed(void **args) { (void)args; %s }\n",
-                                w, c[i].hash, ident, body ? body : "");
-        if (!body) {
-            te_tensor *o = k->outs[0];
-            src = te__sprintf(k->bctx,
-                              "/* injected fault 'wrong' for %s */\n"
-                              "int %s_packed(void **args) {\n"
-                              "    float *o = (float *)args[%d];\n"
-                              "    for (long i = 0; i < %lld; i++) o[i] = 12345.0f;\n"
-                              "    return 0;\n}\n",
-                              c[i].hash, ident, k->n_in, (long long)te_tensor_numel(o));
-        }
-        c[i].source = src;
-        i++;
-    }
-}
-
 /* ---- One batch ------------------------------------------------------------------------------ */
 
-static void progress(te_tuner *t, task *k, int batch_n, int batch_ok)
+static void progress(te_tuner *t, te__task *k, int batch_n, int batch_ok)
 {
     if (!t->o.on_progress)
         return;
@@ -777,7 +371,7 @@ static void progress(te_tuner *t, task *k, int batch_n, int batch_ok)
     t->o.on_progress(&p, t->o.user);
 }
 
-static int run_batch(task *k, int n)
+static int run_batch(te__task *k, int n)
 {
     te_tuner *t = k->tu;
     if (k->w_lowered > RECYCLE_AFTER) {
@@ -795,7 +389,7 @@ static int run_batch(task *k, int n)
         free(traces);
         free(c);
         free(rec);
-        return tu_err(t, TE_ERR_NOMEM, "out of memory");
+        return te__tuner_err(t, TE_ERR_NOMEM, "out of memory");
     }
     double tp0 = now_s();
     int m = te__search_propose(k->search, n, traces, seen_cb, featurize_cb, k);
@@ -813,7 +407,7 @@ static int run_batch(task *k, int n)
         x->trace = traces[i];
         te_db_trace_hash(x->trace, x->hash);
         u64set_add(&k->seen, hex_u64(x->hash));
-        lcache_ent *e = lower_trace(k, x->trace, x->hash, !t->o.fake_runner);
+        te__lcache_ent *e = lower_trace(k, x->trace, x->hash, !t->o.fake_runner);
         if (!e->ok) {
             x->done = 1;
             x->status = TE_TRIAL_INVALID_SCHEDULE;
@@ -851,7 +445,7 @@ static int run_batch(task *k, int n)
             }
         }
     } else {
-        inject_faults(k, c, m);
+        te__inject_faults(k, c, m);
         te__measure_batch(k->meas, c, m);
     }
     if (getenv("TESSERA_TUNE_PROFILE")) {
@@ -885,7 +479,7 @@ static int run_batch(task *k, int n)
     }
     int rc = te_db_record_trials(t->db, rec, (size_t)m);
     if (rc != TE_OK) {
-        rc = tu_err(t, rc, "recording trials of %s: %s", k->key, te_db_errmsg(t->db));
+        rc = te__tuner_err(t, rc, "recording trials of %s: %s", k->key, te_db_errmsg(t->db));
         goto out;
     }
     for (int i = 0; i < m; i++) {
@@ -934,12 +528,12 @@ out:
 
 /* The next task: round robin until every task has two batches, then the one whose recent
  * relative gain times its share of the total run time (weight x best time) is largest. */
-static task *pick_task(te_tuner *t)
+static te__task *pick_task(te_tuner *t)
 {
-    task *best = NULL;
+    te__task *best = NULL;
     int running = 0;
     for (int i = 0; i < t->ntasks; i++) {
-        task *k = &t->tasks[i];
+        te__task *k = &t->tasks[i];
         if (k->done || !k->prepared)
             continue;
         running++;
@@ -950,13 +544,13 @@ static task *pick_task(te_tuner *t)
         return best;
     double total = 0;
     for (int i = 0; i < t->ntasks; i++) {
-        task *k = &t->tasks[i];
+        te__task *k = &t->tasks[i];
         if (!k->done && k->prepared && k->best_s < INFINITY)
             total += k->weight * k->best_s;
     }
     double best_score = -1;
     for (int i = 0; i < t->ntasks; i++) {
-        task *k = &t->tasks[i];
+        te__task *k = &t->tasks[i];
         if (k->done || !k->prepared)
             continue;
         double score;
@@ -1015,7 +609,7 @@ static int start_job(te_tuner *t)
         return TE_OK;
     int rc = te_db_job_start(t->db, cmd, t->o.max_trials, &t->job_id);
     if (rc != TE_OK)
-        return tu_err(t, rc, "starting a job: %s", te_db_errmsg(t->db));
+        return te__tuner_err(t, rc, "starting a job: %s", te_db_errmsg(t->db));
     return TE_OK;
 }
 
@@ -1024,17 +618,17 @@ int te_tuner_run(te_tuner *t)
     if (!t)
         return TE_ERR_ARG;
     if (!t->db)
-        return tu_err(t, TE_ERR_ARG, "te_tuner_run: no database");
+        return te__tuner_err(t, TE_ERR_ARG, "te_tuner_run: no database");
     if (t->ntasks == 0)
-        return tu_err(t, TE_ERR_ARG, "te_tuner_run: no task to tune");
+        return te__tuner_err(t, TE_ERR_ARG, "te_tuner_run: no task to tune");
     if (t->target.backend != TE_BACKEND_C)
-        return tu_err(t, TE_ERR_UNSUPPORTED,
-                      "the tuner measures C targets only in this build (no CUDA runner)");
+        return te__tuner_err(t, TE_ERR_UNSUPPORTED,
+                             "the tuner measures C targets only in this build (no CUDA runner)");
     t->t0 = now_s();
     t->interrupted = 0;
     int rc = te_tuner_db_target(&t->target, &t->dbt, t->dbt_storage, sizeof t->dbt_storage);
     if (rc != TE_OK)
-        return tu_err(t, rc, "cannot describe the target");
+        return te__tuner_err(t, rc, "cannot describe the target");
     te_db_target_key(&t->dbt, t->target_key, sizeof t->target_key);
     t->dbt.key = t->target_key;
     rc = start_job(t);
@@ -1043,7 +637,7 @@ int te_tuner_run(te_tuner *t)
     int n_ready = 0;
     char first_err[2048] = "";
     for (int i = 0; i < t->ntasks; i++) {
-        task *k = &t->tasks[i];
+        te__task *k = &t->tasks[i];
         if (k->prepared)
             continue;
         rc = prepare_task(k);
@@ -1055,14 +649,14 @@ int te_tuner_run(te_tuner *t)
                 snprintf(first_err, sizeof first_err, "%s", t->err);
             if (!t->o.quiet)
                 fprintf(stderr, "tessera tune: %s\n", t->err);
-            task_release(k);
+            te__task_release(k);
             continue;
         }
         n_ready++;
     }
     if (n_ready == 0) {
         te_db_job_finish(t->db, t->job_id, TE_JOB_FAILED);
-        return tu_err(t, TE_ERR_RUNTIME, "%s", first_err);
+        return te__tuner_err(t, TE_ERR_RUNTIME, "%s", first_err);
     }
     int job_rc = TE_OK;
     for (;;) {
@@ -1073,7 +667,7 @@ int te_tuner_run(te_tuner *t)
         int64_t left = t->o.max_trials > 0 ? t->o.max_trials - t->job_trials : INT64_MAX;
         if (left <= 0 || (t->o.max_seconds > 0 && now_s() - t->t0 >= t->o.max_seconds))
             break;
-        task *k = pick_task(t);
+        te__task *k = pick_task(t);
         if (!k)
             break;
         int n = t->o.batch_size;
@@ -1086,7 +680,7 @@ int te_tuner_run(te_tuner *t)
         }
     }
     for (int i = 0; i < t->ntasks; i++) {
-        task *k = &t->tasks[i];
+        te__task *k = &t->tasks[i];
         if (k->prepared)
             set_best_from_db(k);
         if (!k->stop_reason)
@@ -1097,27 +691,6 @@ int te_tuner_run(te_tuner *t)
                      : t->interrupted ? TE_JOB_INTERRUPTED
                                       : TE_JOB_FINISHED);
     return job_rc;
-}
-
-int te_tuner_task_info(te_tuner *t, int i, te_tune_task_info *out)
-{
-    if (!t || !out || i < 0 || i >= t->ntasks)
-        return TE_ERR_ARG;
-    task *k = &t->tasks[i];
-    memset(out, 0, sizeof *out);
-    out->op = k->op;
-    out->workload_key = k->key;
-    out->target_key = t->target_key;
-    out->flops = k->flops;
-    out->trials = k->trials;
-    memcpy(out->n_by_status, k->n_by_status, sizeof out->n_by_status);
-    out->skipped = k->skipped;
-    out->best_trace = k->best_trace;
-    out->best_median_s = k->best_median_s;
-    out->best_gflops = k->best_gflops;
-    out->space_kind = k->space_kind;
-    out->stop_reason = k->stop_reason;
-    return TE_OK;
 }
 
 /* ---- Using the database's best record ------------------------------------------------------- */

@@ -14,29 +14,6 @@
 #include "schedule/passes.h"
 #include "schedule/sched_impl.h"
 
-#define SERR(s, code, ...) te_ctx_set_error((s)->ctx, code, __VA_ARGS__)
-
-static int trace_line(te_schedule *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int trace_line(te_schedule *s, const char *fmt, ...)
-{
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    char *line = te__strdup(s->ctx, buf);
-    s->trace_text = NULL;
-    return line ? te__vec_push(s->ctx, &s->trace, line) : TE_ERR_NOMEM;
-}
-
-static int leaf_pos(const te_stage *st, const te_iter *it)
-{
-    for (int i = 0; i < st->leaves.n; i++)
-        if (st->leaves.v[i] == it)
-            return i;
-    return -1;
-}
-
 int te_storage_align(te_stage *st, int axis, int factor, int offset)
 {
     if (!st)
@@ -44,21 +21,21 @@ int te_storage_align(te_stage *st, int axis, int factor, int offset)
     te_schedule *s = st->sched;
     const char *nm = st->tensor->name;
     if (st->ndim < 2 || axis != st->ndim - 2)
-        return SERR(s, TE_ERR_SCHEDULE,
+        return TE__SERR(s, TE_ERR_SCHEDULE,
                     "te_storage_align: stage '%s' has %d axes; only the "
                     "second-to-last axis (%d) can be aligned, got %d",
                     nm, st->ndim, st->ndim - 2, axis);
     if (factor <= 0 || offset < 0 || offset >= factor)
-        return SERR(s, TE_ERR_ARG,
+        return TE__SERR(s, TE_ERR_ARG,
                     "te_storage_align: stage '%s': need factor > 0 and 0 <= "
                     "offset < factor, got factor %d offset %d",
                     nm, factor, offset);
     if (st->is_output)
-        return SERR(s, TE_ERR_SCHEDULE,
+        return TE__SERR(s, TE_ERR_SCHEDULE,
                     "te_storage_align: stage '%s' is an output; its layout is "
                     "the caller's row-major array",
                     nm);
-    return trace_line(s, "storage_align %s %d %d %d", nm, axis, factor, offset);
+    return te__trace_add(s, "storage_align %s %d %d %d", nm, axis, factor, offset);
 }
 
 int te_double_buffer(te_stage *st)
@@ -67,16 +44,16 @@ int te_double_buffer(te_stage *st)
         return TE_ERR_ARG;
     te_schedule *s = st->sched;
     if (st->scope != TE_SCOPE_SHARED)
-        return SERR(s, TE_ERR_SCHEDULE,
+        return TE__SERR(s, TE_ERR_SCHEDULE,
                     "te_double_buffer: stage '%s' is not in shared memory "
                     "(make it with te_cache_read(..., TE_SCOPE_SHARED, ...))",
                     st->tensor->name);
     if (st->attach != TE_ATTACH_AT)
-        return SERR(s, TE_ERR_SCHEDULE,
+        return TE__SERR(s, TE_ERR_SCHEDULE,
                     "te_double_buffer: stage '%s' must be computed inside a "
                     "loop (te_compute_at) whose iterations alternate between the two buffers",
                     st->tensor->name);
-    return trace_line(s, "double_buffer %s", st->tensor->name);
+    return te__trace_add(s, "double_buffer %s", st->tensor->name);
 }
 
 int te_bind_reduce(te_stage *st, te_iter *x, te_thread_tag tag)
@@ -85,35 +62,35 @@ int te_bind_reduce(te_stage *st, te_iter *x, te_thread_tag tag)
         return TE_ERR_ARG;
     te_schedule *s = st->sched;
     const char *nm = st->tensor->name;
-    if (!x || x->stage != st || !x->is_leaf || leaf_pos(st, x) < 0)
-        return SERR(s, TE_ERR_SCHEDULE,
+    if (!x || x->stage != st || !x->is_leaf || te__leaf_pos(st, x) < 0)
+        return TE__SERR(s, TE_ERR_SCHEDULE,
                     "te_bind_reduce: '%s' is not a current loop of stage "
                     "'%s'",
                     x ? x->name : "(null)", nm);
     if (!x->reduce)
-        return SERR(s, TE_ERR_SCHEDULE,
+        return TE__SERR(s, TE_ERR_SCHEDULE,
                     "te_bind_reduce: loop '%s' of stage '%s' is not a "
                     "reduction loop (use te_bind)",
                     x->name, nm);
     if (tag < TE_THREAD_X || tag > TE_THREAD_Z)
-        return SERR(s, TE_ERR_SCHEDULE,
+        return TE__SERR(s, TE_ERR_SCHEDULE,
                     "te_bind_reduce: loop '%s' of stage '%s': a cross-thread "
                     "reduction needs a threadIdx axis",
                     x->name, nm);
     if (x->ann != TE_ANN_NONE)
-        return SERR(s, TE_ERR_SCHEDULE,
+        return TE__SERR(s, TE_ERR_SCHEDULE,
                     "te_bind_reduce: loop '%s' of stage '%s' is already "
                     "annotated",
                     x->name, nm);
-    for (int l = leaf_pos(st, x) + 1; l < st->leaves.n; l++) {
+    for (int l = te__leaf_pos(st, x) + 1; l < st->leaves.n; l++) {
         te_iter *it = st->leaves.v[l];
         if (!it->reduce)
-            return SERR(s, TE_ERR_SCHEDULE,
+            return TE__SERR(s, TE_ERR_SCHEDULE,
                         "te_bind_reduce: stage '%s': loop '%s' inside '%s' "
                         "is not a reduction loop; move the data-parallel loops outside first",
                         nm, it->name, x->name);
         if (it->ann == TE_ANN_BIND)
-            return SERR(s, TE_ERR_SCHEDULE,
+            return TE__SERR(s, TE_ERR_SCHEDULE,
                         "te_bind_reduce: stage '%s': only one reduction loop "
                         "can be bound to threads",
                         nm);
@@ -121,7 +98,7 @@ int te_bind_reduce(te_stage *st, te_iter *x, te_thread_tag tag)
     for (int l = 0; l < st->leaves.n; l++) {
         te_iter *it = st->leaves.v[l];
         if (it->reduce && it->ann == TE_ANN_BIND)
-            return SERR(s, TE_ERR_SCHEDULE,
+            return TE__SERR(s, TE_ERR_SCHEDULE,
                         "te_bind_reduce: stage '%s': loop '%s' is already "
                         "bound; only one reduction loop can be bound to threads",
                         nm, it->name);
@@ -129,7 +106,7 @@ int te_bind_reduce(te_stage *st, te_iter *x, te_thread_tag tag)
     x->ann = TE_ANN_BIND;
     x->tag = tag;
     static const char *tags[] = {"threadIdx.x", "threadIdx.y", "threadIdx.z"};
-    return trace_line(s, "bind_reduce %s %s %s", nm, x->name, tags[tag - TE_THREAD_X]);
+    return te__trace_add(s, "bind_reduce %s %s %s", nm, x->name, tags[tag - TE_THREAD_X]);
 }
 
 /* ---- Reading the annotations back ------------------------------------------------------- */

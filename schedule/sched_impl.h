@@ -67,9 +67,42 @@ struct te_schedule {
     char *trace_text;
 };
 
-/* Stages whose bodies read `t` (directly). */
+/* ---- Shared core (schedule/schedule.c) ------------------------------------------------------
+ * Used by the primitives in loops.c, placement.c, dataflow.c and gpu.c, and by lowering. */
+
+/* Sets the error on the schedule's context and returns `code` (a negative te_status). */
+#define TE__SERR(s, code, ...) te_ctx_set_error((s)->ctx, code, __VA_ARGS__)
+
+/* Stages whose bodies read `t` (directly): stores up to `max` of them in out (may be NULL when
+ * max is 0) and returns how many there are. */
 int te__stage_readers(te_schedule *s, const te_tensor *t, te_stage **out, int max);
 /* Whether expression e reads tensor t. */
 bool te__expr_reads(const te_expr *e, const te_tensor *t);
+
+/* Appends one printf-formatted line to the schedule's trace (at most 511 characters; the line
+ * is copied into the context's arena) and invalidates the cached trace text. Returns TE_OK or
+ * TE_ERR_NOMEM. */
+int te__trace_add(te_schedule *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A new leaf iterator of stage st with its own loop variable, registered in st->iters (not in
+ * st->leaves: the caller places it). Arena-allocated; NULL when out of memory. */
+te_iter *te__new_iter(te_stage *st, const char *name, int64_t extent, bool reduce);
+/* A new stage of schedule s (not yet in s->stages) computing tensor t, whose body is `body`
+ * over the axis variables `axes` (t->ndim of them) and the reduction axes of a TE_E_REDUCE
+ * body. Fresh loop variables replace them, so no two stages share a variable; the leaves are
+ * the axes, then the reduction axes. Arena-allocated; NULL on error (out of memory). */
+te_stage *te__new_stage(te_schedule *s, te_tensor *t, te_expr *const *axes, te_expr *body);
+
+/* Position of `it` in st's current loop order, or -1 when it is not a current loop. */
+int te__leaf_pos(const te_stage *st, const te_iter *it);
+/* Checks that x is a current loop (leaf) of stage st. Returns TE_OK, or TE_ERR_ARG /
+ * TE_ERR_SCHEDULE with a message naming `fn`, the stage and the iterator. */
+int te__check_leaf(te_stage *st, const te_iter *x, const char *fn);
+/* Checks that no stage is computed at loop x of st (a loop that compute_at uses cannot be
+ * split or fused any more). Returns TE_OK or TE_ERR_SCHEDULE with a message naming `fn`. */
+int te__check_not_attached(te_stage *st, const te_iter *x, const char *fn);
+/* `base`, or `base` followed by the smallest number >= 1 that makes it unique among st's
+ * iterator names. Arena string; NULL when out of memory. */
+const char *te__unique_iter_name(te_stage *st, const char *base);
 
 #endif

@@ -254,6 +254,81 @@ static void test_schedule_create_rejects(void **state)
     te_ctx_clear_error(f->ctx);
 }
 
+/* Issue 13: traces address stages by name, so two tensors of one schedule with the same name
+ * would make "compute_inline U" replay onto whichever 'U' comes first, with TE_OK. */
+static void test_duplicate_names_rejected(void **state)
+{
+    (void)state;
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *A = te_placeholder(ctx, "A", TE_F32, 1, (int64_t[]){16});
+    te_expr *i = te_axis(ctx, "i", 16), *i2 = te_axis(ctx, "i", 16), *i3 = te_axis(ctx, "i", 16);
+    te_tensor *U1 = te_compute(ctx, "U", 1, &i, te_add(ctx, TE_AT(ctx, A, i), te_f32(ctx, 1)));
+    te_tensor *U2 = te_compute(ctx, "U", 1, &i2, te_mul(ctx, TE_AT(ctx, U1, i2), te_f32(ctx, 2)));
+    te_tensor *V = te_compute(ctx, "V", 1, &i3, te_neg(ctx, TE_AT(ctx, U2, i3)));
+    assert_non_null(V);
+    assert_null(te_schedule_create(ctx, 1, &V));
+    assert_int_equal(te_ctx_errcode(ctx), TE_ERR_ARG);
+    const char *msg = te_ctx_errmsg(ctx);
+    if (!strstr(msg, "'U'") || !strstr(msg, "unique"))
+        fail_msg("unclear message: %s", msg);
+    te_ctx_clear_error(ctx);
+    /* Two outputs with one name. */
+    te_expr *j = te_axis(ctx, "i", 16), *j2 = te_axis(ctx, "i", 16);
+    te_tensor *V2 = te_compute(ctx, "V", 1, &j, TE_AT(ctx, A, j));
+    te_tensor *V3 = te_compute(ctx, "V", 1, &j2, TE_AT(ctx, A, j2));
+    assert_null(te_schedule_create(ctx, 2, (te_tensor *[]){V2, V3}));
+    assert_non_null(strstr(te_ctx_errmsg(ctx), "'V'"));
+    te_ctx_clear_error(ctx);
+    /* A compute named like a placeholder it reads. */
+    te_expr *k = te_axis(ctx, "i", 16);
+    te_tensor *A2 = te_compute(ctx, "A", 1, &k, te_add(ctx, TE_AT(ctx, A, k), te_f32(ctx, 1)));
+    assert_null(te_schedule_create(ctx, 1, &A2));
+    assert_non_null(strstr(te_ctx_errmsg(ctx), "'A'"));
+    te_ctx_clear_error(ctx);
+    /* Two placeholders with one name. */
+    te_tensor *A3 = te_placeholder(ctx, "A", TE_F32, 1, (int64_t[]){16});
+    te_expr *l = te_axis(ctx, "i", 16);
+    te_tensor *W = te_compute(ctx, "W", 1, &l, te_add(ctx, TE_AT(ctx, A, l), TE_AT(ctx, A3, l)));
+    assert_null(te_schedule_create(ctx, 1, &W));
+    assert_non_null(strstr(te_ctx_errmsg(ctx), "'A'"));
+    te_ctx_free(ctx);
+}
+
+/* The stages cache_read, cache_write and rfactor add get names no other tensor of the schedule
+ * has, placeholders included. */
+static void test_derived_names_stay_unique(void **state)
+{
+    (void)state;
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *A = te_placeholder(ctx, "A", TE_F32, 2, (int64_t[]){8, 32});
+    te_tensor *AL = te_placeholder(ctx, "A_local", TE_F32, 2, (int64_t[]){8, 32});
+    te_tensor *CR = te_placeholder(ctx, "C_rf", TE_F32, 1, (int64_t[]){8});
+    te_expr *i = te_axis(ctx, "i", 8);
+    te_expr *r2 = te_reduce_axis(ctx, "k", 32);
+    te_tensor *C =
+        te_compute(ctx, "C", 1, &i,
+                   te_sum(ctx, te_add(ctx, TE_AT(ctx, A, i, r2), TE_AT(ctx, AL, i, r2)), 1, &r2));
+    te_expr *i2 = te_axis(ctx, "i", 8);
+    te_tensor *D = te_compute(ctx, "D", 1, &i2, te_add(ctx, TE_AT(ctx, C, i2), TE_AT(ctx, CR, i2)));
+    assert_non_null(D);
+    te_ctx_clear_error(ctx);
+    te_schedule *s = te_schedule_create(ctx, 1, &D);
+    assert_non_null(s);
+    te_stage *sc = te_schedule_stage(s, C);
+    te_tensor *a_local = te_cache_read(s, A, TE_SCOPE_LOCAL, 1, &sc);
+    assert_non_null(a_local);
+    assert_string_not_equal(te_tensor_name(a_local), "A_local");
+    te_tensor *rf = te_rfactor(s, C, te_stage_reduce_axis(sc, 0));
+    assert_non_null(rf);
+    assert_string_not_equal(te_tensor_name(rf), "C_rf");
+    /* Every name resolves to exactly the tensor that has it. */
+    assert_ptr_equal(te_schedule_tensor_by_name(s, "A_local"), AL);
+    assert_ptr_equal(te_schedule_tensor_by_name(s, "C_rf"), CR);
+    assert_ptr_equal(te_schedule_tensor_by_name(s, te_tensor_name(a_local)), a_local);
+    assert_ptr_equal(te_schedule_tensor_by_name(s, te_tensor_name(rf)), rf);
+    te_ctx_free(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -266,6 +341,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_placement_rejects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_write_and_read, setup, teardown),
         cmocka_unit_test_setup_teardown(test_schedule_create_rejects, setup, teardown),
+        cmocka_unit_test(test_duplicate_names_rejected),
+        cmocka_unit_test(test_derived_names_stay_unique),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -126,6 +126,39 @@ static void test_usage_errors_exit_2_and_help_exits_0(void **state)
     assert_false(tdb_exists(dflt));
 }
 
+/* One option parser serves every subcommand: the same mistakes get the same messages, exit
+ * status 2 and the subcommand's usage, and nothing is opened or created. */
+static void test_every_subcommand_parses_options_alike(void **state)
+{
+    (void)state;
+    static const char *subs[] = {"info",   "list",  "best",  "history", "jobs",        "export",
+                                 "import", "merge", "prune", "check",   "bench-insert"};
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
+        char usage[64];
+        snprintf(usage, sizeof usage, "usage: tessera db %s", subs[i]);
+        assert_int_equal(cli("db %s --bogus", subs[i]), 2);
+        assert_non_null(strstr(err_text, "unknown option '--bogus'"));
+        assert_non_null(strstr(err_text, usage));
+        assert_int_equal(cli("db %s --db", subs[i]), 2);
+        assert_non_null(strstr(err_text, "option '--db' needs a value"));
+        assert_int_equal(cli("db %s --json=yes", subs[i]), 2);
+        assert_non_null(strstr(err_text, "option '--json=yes' takes no value"));
+        assert_int_equal(cli("db %s --js", subs[i]), 2); /* long names are exact */
+        assert_non_null(strstr(err_text, "unknown option '--js'"));
+        assert_int_equal(cli("db %s -q", subs[i]), 2);
+        assert_non_null(strstr(err_text, "unknown option '-q'"));
+        assert_int_equal(cli("db %s -h", subs[i]), 0);
+        assert_non_null(strstr(out_text, usage));
+    }
+    assert_int_equal(cli("db list --db cli.db stray"), 2);
+    assert_non_null(strstr(err_text, "unexpected argument 'stray'"));
+    assert_int_equal(cli("db history -w"), 2);
+    assert_non_null(strstr(err_text, "option '-w' needs a value"));
+    assert_int_equal(cli("db jobs --id=0"), 2);
+    assert_non_null(strstr(err_text, "bad number for --id"));
+    assert_false(tdb_exists(db_file));
+}
+
 static void test_failures_exit_1_with_a_message(void **state)
 {
     (void)state;
@@ -250,6 +283,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_usage_errors_exit_2_and_help_exits_0, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_every_subcommand_parses_options_alike, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_failures_exit_1_with_a_message, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queries_tables_and_json, setup, teardown),
         cmocka_unit_test_setup_teardown(test_export_import_merge_round_trip, setup, teardown),

@@ -1,9 +1,20 @@
-/* `tessera db`: query and maintain the tuning database. Each subcommand parses its own options
- * from a small table, prints aligned tables for people or --json for scripts, and returns
- * 0 (ok), 1 (failed) or 2 (bad usage). */
+/*
+ * `tessera db`: query and maintain the tuning database.
+ *
+ * Every subcommand is one row of the table at the end of this file: its name, usage text,
+ * the options it accepts beyond the common ones (--db FILE, --json, --help), how many
+ * positional arguments it takes, and the function that runs it. One parser (getopt_long)
+ * reads every command line against that row, so options behave the same everywhere: long
+ * names exactly as listed (no abbreviations), `--name=VALUE` or `--name VALUE`, one-letter
+ * aliases, options and arguments in any order, `--` ends the options. Output goes through the
+ * one table/JSON printer (db_print.c). Exit status: 0 ok, 1 failed, 2 bad usage (a message
+ * and the subcommand's usage on stderr).
+ */
+#define _GNU_SOURCE
+
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,23 +24,76 @@
 
 #include "tessera/tuning_db.h"
 #include "tools/cli.h"
-#include "tuning_db/json.h"
+#include "tools/db_print.h"
 
 #define EXIT_USAGE 2
+#define MAX_POS 64 /* positional arguments (import, merge) */
 
-/* ---- option parsing ------------------------------------------------------------------------ */
+/* ---- Options --------------------------------------------------------------------------------- */
 
+/* Every option of every subcommand. */
+typedef enum db_opt {
+    OPT_NONE,
+    OPT_DB,
+    OPT_JSON,
+    OPT_HELP,
+    OPT_WORKLOAD,
+    OPT_TARGET,
+    OPT_TOP,
+    OPT_FALLBACK,
+    OPT_LIMIT,
+    OPT_ID,
+    OPT_OUTPUT,
+    OPT_OLDER_THAN,
+    OPT_STATUS,
+    OPT_KEEP_BEST,
+    OPT_DRY_RUN,
+    OPT_TRIALS,
+    OPT_BATCH,
+    OPT_COUNT
+} db_opt;
+
+static const struct {
+    const char *name; /* long name, without "--" */
+    int has_value;
+} opt_defs[OPT_COUNT] = {
+    [OPT_DB] = {"db", 1},
+    [OPT_JSON] = {"json", 0},
+    [OPT_HELP] = {"help", 0},
+    [OPT_WORKLOAD] = {"workload", 1},
+    [OPT_TARGET] = {"target", 1},
+    [OPT_TOP] = {"top", 1},
+    [OPT_FALLBACK] = {"fallback", 0},
+    [OPT_LIMIT] = {"limit", 1},
+    [OPT_ID] = {"id", 1},
+    [OPT_OUTPUT] = {"output", 1},
+    [OPT_OLDER_THAN] = {"older-than", 1},
+    [OPT_STATUS] = {"status", 1},
+    [OPT_KEEP_BEST] = {"keep-best", 0},
+    [OPT_DRY_RUN] = {"dry-run", 0},
+    [OPT_TRIALS] = {"trials", 1},
+    [OPT_BATCH] = {"batch", 1},
+};
+
+/* An option a subcommand accepts beyond --db, --json and --help, with its one-letter alias. */
 typedef struct {
-    const char *name;  /* "--db" */
-    const char *alias; /* "-o" or NULL */
-    int takes_value;
-    const char **value; /* for options with a value */
-    int *flag;          /* for flags */
-} opt_spec;
+    db_opt id;
+    char alias; /* 0: none */
+} sub_opt;
 
+/* A parsed command line. */
 typedef struct {
+    const char *val[OPT_COUNT];   /* the value of each option with one (the last given), or NULL */
+    int on[OPT_COUNT];            /* whether each option was given */
+    const char *pos[MAX_POS + 1]; /* positional arguments, NULL-terminated */
+    int npos;
+} db_args;
+
+typedef struct subcommand {
     const char *name, *args, *summary, *details;
-    int (*run)(int argc, char **argv);
+    int (*run)(const db_args *a);
+    int max_pos;     /* positional arguments accepted */
+    sub_opt opts[8]; /* terminated by OPT_NONE */
     int hidden;
 } subcommand;
 
@@ -54,47 +118,89 @@ static int usage_error(const char *fmt, const char *arg)
     return EXIT_USAGE;
 }
 
-/* Parses argv[1..] against specs; positional arguments go to pos (at most max_pos, NULL-
- * terminated). Returns 0, EXIT_USAGE (message printed) or -1 for --help (usage printed). */
-static int parse_opts(int argc, char **argv, const opt_spec *specs, const char **pos, int max_pos)
+/* The command-line word that held the option getopt_long just returned. */
+static const char *opt_word(char **argv)
 {
-    int npos = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            sub_usage(stdout, current);
+    return optarg && optind >= 2 && optarg == argv[optind - 1] ? argv[optind - 2]
+                                                               : argv[optind - 1];
+}
+
+/* Parses argv[1..argc) (argv[0] is the subcommand) against the options of `sub`. Returns 0,
+ * EXIT_USAGE (message and usage on stderr) or -1 for --help (usage on stdout). */
+static int parse_args(const subcommand *sub, int argc, char **argv, db_args *a)
+{
+    struct option lo[OPT_COUNT + 1];
+    char shorts[2 * OPT_COUNT + 4] = ":h";
+    db_opt by_alias[128] = {OPT_NONE};
+    int nlo = 0, ns = 2;
+    db_opt ids[OPT_COUNT];
+    int nids = 0;
+    ids[nids++] = OPT_DB;
+    ids[nids++] = OPT_JSON;
+    ids[nids++] = OPT_HELP;
+    for (int i = 0; sub->opts[i].id != OPT_NONE; i++) {
+        ids[nids++] = sub->opts[i].id;
+        char c = sub->opts[i].alias;
+        if (c) {
+            by_alias[(unsigned char)c] = sub->opts[i].id;
+            shorts[ns++] = c;
+            if (opt_defs[sub->opts[i].id].has_value)
+                shorts[ns++] = ':';
+        }
+    }
+    shorts[ns] = 0;
+    for (int i = 0; i < nids; i++)
+        lo[nlo++] = (struct option){opt_defs[ids[i]].name,
+                                    opt_defs[ids[i]].has_value ? required_argument : no_argument,
+                                    NULL, 256 + (int)ids[i]};
+    lo[nlo] = (struct option){0};
+    memset(a, 0, sizeof *a);
+    opterr = 0;
+    optind = 0; /* glibc: restart the scan */
+    for (;;) {
+        int c = getopt_long(argc, argv, shorts, lo, NULL);
+        if (c == -1)
+            break;
+        if (c == ':') { /* a value is missing */
+            if (optopt >= 256 || optopt == 0)
+                return usage_error("option '%s' needs a value", argv[optind - 1]);
+            char w[3] = {'-', (char)optopt, 0};
+            return usage_error("option '%s' needs a value", w);
+        }
+        if (c == '?') {
+            if (optopt >= 256) /* a known long option given "=VALUE" */
+                return usage_error("option '%s' takes no value", argv[optind - 1]);
+            if (optopt) {
+                char w[3] = {'-', (char)optopt, 0};
+                return usage_error("unknown option '%s'", w);
+            }
+            return usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+        db_opt id;
+        if (c >= 256) {
+            id = (db_opt)(c - 256);
+            /* Long names are exact: no abbreviations, so adding an option never breaks one. */
+            const char *w = opt_word(argv);
+            size_t n = strcspn(w, "=");
+            if (n != strlen(opt_defs[id].name) + 2 || strncmp(w + 2, opt_defs[id].name, n - 2))
+                return usage_error("unknown option '%s'", w);
+        } else {
+            id = c == 'h' ? OPT_HELP : by_alias[(unsigned char)c];
+        }
+        if (id == OPT_HELP) {
+            sub_usage(stdout, sub);
             return -1;
         }
-        if (a[0] == '-' && a[1] != '\0') {
-            const opt_spec *s = NULL;
-            const char *eq = strchr(a, '=');
-            size_t n = eq ? (size_t)(eq - a) : strlen(a);
-            for (int k = 0; specs[k].name && !s; k++)
-                if ((strlen(specs[k].name) == n && !strncmp(a, specs[k].name, n)) ||
-                    (specs[k].alias && !strcmp(a, specs[k].alias)))
-                    s = &specs[k];
-            if (!s)
-                return usage_error("unknown option '%s'", a);
-            if (!s->takes_value) {
-                if (eq)
-                    return usage_error("option '%s' takes no value", a);
-                *s->flag = 1;
-                continue;
-            }
-            if (eq)
-                *s->value = eq + 1;
-            else if (i + 1 < argc)
-                *s->value = argv[++i];
-            else
-                return usage_error("option '%s' needs a value", a);
-            continue;
-        }
-        if (npos >= max_pos)
-            return usage_error("unexpected argument '%s'", a);
-        pos[npos++] = a;
+        a->on[id] = 1;
+        if (opt_defs[id].has_value)
+            a->val[id] = optarg;
     }
-    if (pos)
-        pos[npos] = NULL;
+    for (int i = optind; i < argc; i++) {
+        if (a->npos >= sub->max_pos)
+            return usage_error("unexpected argument '%s'", argv[i]);
+        a->pos[a->npos++] = argv[i];
+    }
+    a->pos[a->npos] = NULL;
     return 0;
 }
 
@@ -108,6 +214,8 @@ static int parse_i64(const char *text, const char *what, int64_t lo, int64_t *ou
     *out = v;
     return 0;
 }
+
+/* ---- The database -------------------------------------------------------------------------- */
 
 static const char *db_path(const char *given)
 {
@@ -144,185 +252,34 @@ static int fail_db(te_db *db)
     return 1;
 }
 
-/* ---- output helpers ------------------------------------------------------------------------ */
+/* ---- Subcommands ---------------------------------------------------------------------------- */
 
-/* A table of strings printed with aligned columns. */
-typedef struct {
-    int ncol;
-    char **cells;
-    size_t n, cap;
-} table;
-
-static void table_add(table *t, ...)
+static int cmd_info(const db_args *a)
 {
-    va_list ap;
-    va_start(ap, t);
-    if (t->n + (size_t)t->ncol > t->cap) {
-        size_t cap = t->cap ? 2 * t->cap : 64;
-        while (cap < t->n + (size_t)t->ncol)
-            cap *= 2;
-        char **p = realloc(t->cells, cap * sizeof *p);
-        if (!p) {
-            va_end(ap);
-            return;
-        }
-        t->cells = p;
-        t->cap = cap;
-    }
-    for (int i = 0; i < t->ncol; i++) {
-        const char *s = va_arg(ap, const char *);
-        t->cells[t->n++] = strdup(s ? s : "");
-    }
-    va_end(ap);
-}
-
-static void table_print(table *t, FILE *f)
-{
-    size_t w[16] = {0};
-    for (size_t i = 0; i < t->n; i++) {
-        size_t len = t->cells[i] ? strlen(t->cells[i]) : 0;
-        if (len > w[i % (size_t)t->ncol])
-            w[i % (size_t)t->ncol] = len;
-    }
-    for (size_t i = 0; i < t->n; i++) {
-        int col = (int)(i % (size_t)t->ncol);
-        const char *s = t->cells[i] ? t->cells[i] : "";
-        if (col == t->ncol - 1)
-            fprintf(f, "%s\n", s);
-        else
-            fprintf(f, "%-*s  ", (int)w[col], s);
-    }
-    for (size_t i = 0; i < t->n; i++)
-        free(t->cells[i]);
-    free(t->cells);
-    memset(t, 0, sizeof *t);
-}
-
-static const char *fmt_time(char *buf, size_t n, double s)
-{
-    if (isnan(s))
-        snprintf(buf, n, "-");
-    else if (s < 1e-6)
-        snprintf(buf, n, "%.1f ns", s * 1e9);
-    else if (s < 1e-3)
-        snprintf(buf, n, "%.2f us", s * 1e6);
-    else if (s < 1)
-        snprintf(buf, n, "%.3f ms", s * 1e3);
-    else
-        snprintf(buf, n, "%.3f s", s);
-    return buf;
-}
-
-static const char *fmt_num(char *buf, size_t n, double x, const char *fmt)
-{
-    if (isnan(x))
-        snprintf(buf, n, "-");
-    else
-        snprintf(buf, n, fmt, x);
-    return buf;
-}
-
-static const char *fmt_i64(char *buf, size_t n, int64_t x)
-{
-    snprintf(buf, n, "%lld", (long long)x);
-    return buf;
-}
-
-static const char *fmt_stamp(char *buf, size_t n, int64_t us)
-{
-    if (us <= 0) {
-        snprintf(buf, n, "-");
-        return buf;
-    }
-    time_t t = (time_t)(us / 1000000);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(buf, n, "%Y-%m-%d %H:%M:%SZ", &tm);
-    return buf;
-}
-
-static void jkey(const char *key, int first)
-{
-    if (!first)
-        putchar(',');
-    te__json_write_str(stdout, key);
-    putchar(':');
-}
-
-static void jstr(const char *key, const char *v, int first)
-{
-    jkey(key, first);
-    te__json_write_str(stdout, v);
-}
-
-static void jnum(const char *key, double v)
-{
-    jkey(key, 0);
-    te__json_write_num(stdout, v);
-}
-
-static void jint(const char *key, int64_t v)
-{
-    jkey(key, 0);
-    printf("%lld", (long long)v);
-}
-
-static void json_trial(const te_db_trial *t)
-{
-    putchar('{');
-    jstr("uid", t->uid, 1);
-    jstr("workload", t->workload.key, 0);
-    jstr("target", t->target.key, 0);
-    jkey("exact_target", 0);
-    fputs(t->exact_target ? "true" : "false", stdout);
-    jkey("from_system", 0);
-    fputs(t->from_system ? "true" : "false", stdout);
-    jstr("trace", t->trace, 0);
-    jstr("trace_hash", t->trace_hash, 0);
-    jstr("status", te_trial_status_str(t->status), 0);
-    jstr("error", t->error, 0);
-    jnum("median_s", t->median_s);
-    jnum("spread_s", t->spread_s);
-    jint("repeats", t->repeats);
-    jnum("gflops", t->gflops);
-    jint("created_us", t->created_us);
-    jstr("tessera_version", t->tessera_version, 0);
-    jstr("job", t->job_uid, 0);
-    putchar('}');
-}
-
-/* ---- subcommands --------------------------------------------------------------------------- */
-
-static int cmd_info(int argc, char **argv)
-{
-    const char *path = NULL;
-    int json = 0;
-    opt_spec specs[] = {{"--db", NULL, 1, &path, NULL}, {"--json", NULL, 0, NULL, &json}, {0}};
-    int rc = parse_opts(argc, argv, specs, NULL, 0);
-    if (rc)
-        return rc < 0 ? 0 : rc;
     te_db *db;
-    if (open_db(path, 0, &db))
+    if (open_db(a->val[OPT_DB], 0, &db))
         return 1;
     te_db_info in;
     if (te_db_get_info(db, &in))
         return fail_db(db);
-    if (json) {
-        putchar('{');
-        jstr("path", in.path, 1);
-        jstr("system_path", in.system_path, 0);
-        jint("schema_version", in.schema_version);
-        jstr("journal_mode", in.journal_mode, 0);
-        jkey("readonly", 0);
-        fputs(in.readonly ? "true" : "false", stdout);
-        jint("targets", in.n_targets);
-        jint("workloads", in.n_workloads);
-        jint("trials", in.n_trials);
-        jint("ok_trials", in.n_ok);
-        jint("jobs", in.n_jobs);
-        jint("system_trials", in.n_system_trials);
-        jint("file_bytes", in.file_bytes);
-        puts("}");
+    if (a->on[OPT_JSON]) {
+        db_printer p;
+        dbp_init(&p, 1, 1, NULL);
+        dbp_begin(&p);
+        dbp_str(&p, "path", in.path, NULL);
+        dbp_str(&p, "system_path", in.system_path, NULL);
+        dbp_int(&p, "schema_version", in.schema_version, NULL);
+        dbp_str(&p, "journal_mode", in.journal_mode, NULL);
+        dbp_bool(&p, "readonly", in.readonly, NULL);
+        dbp_int(&p, "targets", in.n_targets, NULL);
+        dbp_int(&p, "workloads", in.n_workloads, NULL);
+        dbp_int(&p, "trials", in.n_trials, NULL);
+        dbp_int(&p, "ok_trials", in.n_ok, NULL);
+        dbp_int(&p, "jobs", in.n_jobs, NULL);
+        dbp_int(&p, "system_trials", in.n_system_trials, NULL);
+        dbp_int(&p, "file_bytes", in.file_bytes, NULL);
+        dbp_end(&p);
+        dbp_finish(&p);
     } else {
         printf("database:        %s%s\n", in.path, in.readonly ? " (read-only)" : "");
         printf("system database: %s\n", in.system_path ? in.system_path : "(none)");
@@ -342,8 +299,7 @@ static int cmd_info(int argc, char **argv)
 
 typedef struct {
     const char *wfilter, *tfilter, *wexact;
-    int json, nrows;
-    table tab;
+    db_printer *out;
     char **targets; /* for best without --target */
     size_t ntargets;
 } list_ctx;
@@ -368,113 +324,50 @@ static int list_cb(const te_db_summary *r, void *ud)
         return 0;
     if (c->tfilter && !strstr(r->target_key, c->tfilter))
         return 0;
-    if (c->json) {
-        putchar('{');
-        jstr("workload", r->workload_key, 1);
-        jstr("target", r->target_key, 0);
-        jint("trials", r->n_trials);
-        jint("ok", r->n_ok);
-        jnum("best_median_s", r->best_median_s);
-        jnum("best_gflops", r->best_gflops);
-        jkey("from_system", 0);
-        fputs(r->from_system ? "true" : "false", stdout);
-        puts("}");
-    } else {
-        char a[32], b[32], t[32], g[32];
-        table_add(&c->tab, r->workload_key, r->target_key, fmt_i64(a, sizeof a, r->n_trials),
-                  fmt_i64(b, sizeof b, r->n_ok), fmt_time(t, sizeof t, r->best_median_s),
-                  fmt_num(g, sizeof g, r->best_gflops, "%.1f"), r->from_system ? "system" : "user");
-    }
-    c->nrows++;
+    char a[32], b[32], t[32], g[32];
+    db_printer *p = c->out;
+    dbp_begin(p);
+    dbp_str(p, "workload", r->workload_key, r->workload_key);
+    dbp_str(p, "target", r->target_key, r->target_key);
+    dbp_int(p, "trials", r->n_trials, db_fmt_i64(a, sizeof a, r->n_trials));
+    dbp_int(p, "ok", r->n_ok, db_fmt_i64(b, sizeof b, r->n_ok));
+    dbp_num(p, "best_median_s", r->best_median_s, db_fmt_time(t, sizeof t, r->best_median_s));
+    dbp_num(p, "best_gflops", r->best_gflops, db_fmt_num(g, sizeof g, r->best_gflops, "%.1f"));
+    dbp_bool(p, "from_system", r->from_system, r->from_system ? "system" : "user");
+    dbp_end(p);
     return 0;
 }
 
-static int cmd_list(int argc, char **argv)
+static int cmd_list(const db_args *a)
 {
-    const char *path = NULL;
-    list_ctx c = {.tab = {.ncol = 7}};
-    opt_spec specs[] = {{"--db", NULL, 1, &path, NULL},
-                        {"--json", NULL, 0, NULL, &c.json},
-                        {"--workload", "-w", 1, &c.wfilter, NULL},
-                        {"--target", "-t", 1, &c.tfilter, NULL},
-                        {0}};
-    int rc = parse_opts(argc, argv, specs, NULL, 0);
-    if (rc)
-        return rc < 0 ? 0 : rc;
     te_db *db;
-    if (open_db(path, 0, &db))
+    if (open_db(a->val[OPT_DB], 0, &db))
         return 1;
-    if (!c.json)
-        table_add(&c.tab, "WORKLOAD", "TARGET", "TRIALS", "OK", "BEST", "GFLOP/S", "DB");
+    db_printer p;
+    dbp_init(&p, a->on[OPT_JSON], 7,
+             (const char *[]){"WORKLOAD", "TARGET", "TRIALS", "OK", "BEST", "GFLOP/S", "DB"});
+    list_ctx c = {.wfilter = a->val[OPT_WORKLOAD], .tfilter = a->val[OPT_TARGET], .out = &p};
     int code = te_db_summary_foreach(db, 0, list_cb, &c);
-    if (code) {
-        table_print(&c.tab, stdout);
+    size_t rows = dbp_finish(&p);
+    if (code)
         return fail_db(db);
-    }
-    if (!c.json) {
-        table_print(&c.tab, stdout);
-        if (!c.nrows)
-            printf("(no trials)\n");
-    }
+    if (!a->on[OPT_JSON] && !rows)
+        printf("(no trials)\n");
     te_db_close(db);
     return 0;
 }
 
-static void print_trials(const te_db_trial_list *l, int json, int with_trace)
+static int cmd_best(const db_args *a)
 {
-    if (json) {
-        for (size_t i = 0; i < l->n; i++) {
-            json_trial(&l->items[i]);
-            putchar('\n');
-        }
-        return;
-    }
-    /* Traces are several lines long: they follow the table, one block per row. */
-    table t = {.ncol = 7};
-    table_add(&t, "#", "STATUS", "MEDIAN", "SPREAD", "GFLOP/S", "TARGET", "WHEN");
-    for (size_t i = 0; i < l->n; i++) {
-        const te_db_trial *r = &l->items[i];
-        char n[24], m[32], s[32], g[32], w[40], tk[600];
-        snprintf(tk, sizeof tk, "%s%s%s", r->target.key, r->exact_target ? "" : " (fallback)",
-                 r->from_system ? " [system]" : "");
-        table_add(&t, fmt_i64(n, sizeof n, (int64_t)i + 1), te_trial_status_str(r->status),
-                  fmt_time(m, sizeof m, r->median_s), fmt_time(s, sizeof s, r->spread_s),
-                  fmt_num(g, sizeof g, r->gflops, "%.1f"), tk,
-                  fmt_stamp(w, sizeof w, r->created_us));
-    }
-    table_print(&t, stdout);
-    for (size_t i = 0; with_trace && i < l->n; i++) {
-        const char *z = l->items[i].trace ? l->items[i].trace : "";
-        printf("\n#%zu trace:\n", i + 1);
-        while (*z) {
-            size_t n = strcspn(z, "\n");
-            printf("    %.*s\n", (int)n, z);
-            z += n + (z[n] == '\n');
-        }
-    }
-}
-
-static int cmd_best(int argc, char **argv)
-{
-    const char *path = NULL, *wkey = NULL, *tkey = NULL, *ktext = NULL;
-    int json = 0, fallback = 0;
-    opt_spec specs[] = {{"--db", NULL, 1, &path, NULL},
-                        {"--json", NULL, 0, NULL, &json},
-                        {"--workload", "-w", 1, &wkey, NULL},
-                        {"--target", "-t", 1, &tkey, NULL},
-                        {"--top", "-k", 1, &ktext, NULL},
-                        {"--fallback", NULL, 0, NULL, &fallback},
-                        {0}};
-    int rc = parse_opts(argc, argv, specs, NULL, 0);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    const char *wkey = a->val[OPT_WORKLOAD], *tkey = a->val[OPT_TARGET];
     if (!wkey)
         return usage_error("%s", "--workload is required");
     int64_t k = 1;
-    if (ktext && (rc = parse_i64(ktext, "--top", 1, &k)))
+    int rc;
+    if (a->val[OPT_TOP] && (rc = parse_i64(a->val[OPT_TOP], "--top", 1, &k)))
         return rc;
     te_db *db;
-    if (open_db(path, 0, &db))
+    if (open_db(a->val[OPT_DB], 0, &db))
         return 1;
     list_ctx c = {.wexact = wkey};
     if (!tkey && (rc = te_db_summary_foreach(db, 0, list_cb, &c)) != 0) {
@@ -487,7 +380,8 @@ static int cmd_best(int argc, char **argv)
     for (size_t i = 0; i < ntk; i++) {
         te_db_target t = {.key = tkey ? tkey : c.targets[i]};
         all[i] = NULL;
-        int code = te_db_top_k(db, wkey, &t, (int)k, fallback ? TE_DB_FALLBACK : 0, &all[i]);
+        int code =
+            te_db_top_k(db, wkey, &t, (int)k, a->on[OPT_FALLBACK] ? TE_DB_FALLBACK : 0, &all[i]);
         if (code == TE_OK)
             found++;
         else if (code != TE_ERR_NOT_FOUND || tkey) {
@@ -497,7 +391,7 @@ static int cmd_best(int argc, char **argv)
     }
     for (size_t i = 0; i < ntk; i++) {
         if (all[i])
-            print_trials(all[i], json, 1);
+            dbp_trials(all[i], a->on[OPT_JSON], 1);
         te_db_trial_list_free(all[i]);
     }
     if (!found && !status) {
@@ -511,101 +405,73 @@ static int cmd_best(int argc, char **argv)
     return status;
 }
 
-static int cmd_history(int argc, char **argv)
+static int cmd_history(const db_args *a)
 {
-    const char *path = NULL, *wkey = NULL, *tkey = NULL, *ltext = NULL;
-    int json = 0;
-    opt_spec specs[] = {{"--db", NULL, 1, &path, NULL},       {"--json", NULL, 0, NULL, &json},
-                        {"--workload", "-w", 1, &wkey, NULL}, {"--target", "-t", 1, &tkey, NULL},
-                        {"--limit", "-n", 1, &ltext, NULL},   {0}};
-    int rc = parse_opts(argc, argv, specs, NULL, 0);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    const char *wkey = a->val[OPT_WORKLOAD], *tkey = a->val[OPT_TARGET];
     if (!wkey)
         return usage_error("%s", "--workload is required");
     int64_t limit = 0;
-    if (ltext && (rc = parse_i64(ltext, "--limit", 0, &limit)))
+    int rc;
+    if (a->val[OPT_LIMIT] && (rc = parse_i64(a->val[OPT_LIMIT], "--limit", 0, &limit)))
         return rc;
     te_db *db;
-    if (open_db(path, 0, &db))
+    if (open_db(a->val[OPT_DB], 0, &db))
         return 1;
     te_db_target t = {.key = tkey};
     te_db_trial_list *l = NULL;
     if (te_db_history(db, wkey, tkey ? &t : NULL, limit, &l))
         return fail_db(db);
-    print_trials(l, json, 1);
+    dbp_trials(l, a->on[OPT_JSON], 1);
     te_db_trial_list_free(l);
     te_db_close(db);
     return 0;
 }
 
-static int cmd_jobs(int argc, char **argv)
+static int cmd_jobs(const db_args *a)
 {
-    const char *path = NULL, *idtext = NULL;
-    int json = 0;
-    opt_spec specs[] = {{"--db", NULL, 1, &path, NULL},
-                        {"--json", NULL, 0, NULL, &json},
-                        {"--id", NULL, 1, &idtext, NULL},
-                        {0}};
-    int rc = parse_opts(argc, argv, specs, NULL, 0);
-    if (rc)
-        return rc < 0 ? 0 : rc;
     int64_t id = 0;
-    if (idtext && (rc = parse_i64(idtext, "--id", 1, &id)))
+    int rc;
+    if (a->val[OPT_ID] && (rc = parse_i64(a->val[OPT_ID], "--id", 1, &id)))
         return rc;
     te_db *db;
-    if (open_db(path, 0, &db))
+    if (open_db(a->val[OPT_DB], 0, &db))
         return 1;
     te_db_job_list *l = NULL;
     if (te_db_jobs(db, id, &l))
         return fail_db(db);
-    table t = {.ncol = 7};
-    if (!json)
-        table_add(&t, "ID", "STATUS", "TRIALS", "STARTED", "ENDED", "HOST/PID", "COMMAND");
+    db_printer p;
+    dbp_init(&p, a->on[OPT_JSON], 7,
+             (const char *[]){"ID", "STATUS", "TRIALS", "STARTED", "ENDED", "HOST/PID", "COMMAND"});
     for (size_t i = 0; i < l->n; i++) {
         const te_db_job *j = &l->items[i];
-        if (json) {
-            putchar('{');
-            jkey("id", 1);
-            printf("%lld", (long long)j->id);
-            jstr("uid", j->uid, 0);
-            jstr("status", te_job_status_str(j->status), 0);
-            jint("trials_done", j->trials_done);
-            jint("trials_planned", j->trials_planned);
-            jint("started_us", j->started_us);
-            jint("ended_us", j->ended_us);
-            jstr("host", j->host, 0);
-            jint("pid", j->pid);
-            jstr("command", j->command, 0);
-            puts("}");
-            continue;
-        }
-        char a[24], b[48], c[40], d[40], e[300];
+        char n[24], b[48], c[40], d[40], e[300];
         snprintf(b, sizeof b, "%lld/%lld", (long long)j->trials_done, (long long)j->trials_planned);
         snprintf(e, sizeof e, "%s/%lld", j->host, (long long)j->pid);
-        table_add(&t, fmt_i64(a, sizeof a, j->id), te_job_status_str(j->status), b,
-                  fmt_stamp(c, sizeof c, j->started_us), fmt_stamp(d, sizeof d, j->ended_us), e,
-                  j->command);
+        dbp_begin(&p);
+        dbp_int(&p, "id", j->id, db_fmt_i64(n, sizeof n, j->id));
+        dbp_str(&p, "uid", j->uid, NULL);
+        dbp_str(&p, "status", te_job_status_str(j->status), te_job_status_str(j->status));
+        dbp_int(&p, "trials_done", j->trials_done, b);
+        dbp_int(&p, "trials_planned", j->trials_planned, NULL);
+        dbp_int(&p, "started_us", j->started_us, db_fmt_stamp(c, sizeof c, j->started_us));
+        dbp_int(&p, "ended_us", j->ended_us, db_fmt_stamp(d, sizeof d, j->ended_us));
+        dbp_str(&p, "host", j->host, e);
+        dbp_int(&p, "pid", j->pid, NULL);
+        dbp_str(&p, "command", j->command, j->command);
+        dbp_end(&p);
     }
-    if (!json)
-        table_print(&t, stdout);
+    dbp_finish(&p);
     te_db_job_list_free(l);
     te_db_close(db);
     return 0;
 }
 
-static int cmd_export(int argc, char **argv)
+/* --json is accepted for uniformity: export always writes JSON lines. */
+static int cmd_export(const db_args *a)
 {
-    const char *path = NULL, *wkey = NULL, *tkey = NULL, *out = NULL;
-    int json = 0; /* accepted for uniformity: export always writes JSON lines */
-    opt_spec specs[] = {{"--db", NULL, 1, &path, NULL},       {"--json", NULL, 0, NULL, &json},
-                        {"--workload", "-w", 1, &wkey, NULL}, {"--target", "-t", 1, &tkey, NULL},
-                        {"--output", "-o", 1, &out, NULL},    {0}};
-    int rc = parse_opts(argc, argv, specs, NULL, 0);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    const char *out = a->val[OPT_OUTPUT];
     te_db *db;
-    if (open_db(path, 0, &db))
+    if (open_db(a->val[OPT_DB], 0, &db))
         return 1;
     FILE *f = stdout;
     if (out && strcmp(out, "-") && !(f = fopen(out, "w"))) {
@@ -614,7 +480,7 @@ static int cmd_export(int argc, char **argv)
         return 1;
     }
     int64_t n = 0;
-    int code = te_db_export(db, f, wkey, tkey, &n);
+    int code = te_db_export(db, f, a->val[OPT_WORKLOAD], a->val[OPT_TARGET], &n);
     if (f != stdout && fclose(f) != 0 && !code) {
         fprintf(stderr, "tessera db export: %s: %s\n", out, strerror(errno));
         te_db_close(db);
@@ -631,42 +497,40 @@ static int cmd_export(int argc, char **argv)
 static void print_stats(const char *what, const char *src, const te_db_import_stats *s, int json)
 {
     if (json) {
-        putchar('{');
-        jstr("source", src, 1);
-        jint("read", s->lines);
-        jint("imported", s->imported);
-        jint("duplicates", s->duplicates);
-        puts("}");
+        db_printer p;
+        dbp_init(&p, 1, 1, NULL);
+        dbp_begin(&p);
+        dbp_str(&p, "source", src, NULL);
+        dbp_int(&p, "read", s->lines, NULL);
+        dbp_int(&p, "imported", s->imported, NULL);
+        dbp_int(&p, "duplicates", s->duplicates, NULL);
+        dbp_end(&p);
+        dbp_finish(&p);
     } else {
         printf("%s: %lld trials read, %lld %s, %lld already present\n", src, (long long)s->lines,
                (long long)s->imported, what, (long long)s->duplicates);
     }
 }
 
-static int cmd_import_or_merge(int argc, char **argv, int merge)
+static int cmd_import_or_merge(const db_args *a, int merge)
 {
-    const char *path = NULL, *files[65];
-    int json = 0;
-    opt_spec specs[] = {{"--db", NULL, 1, &path, NULL}, {"--json", NULL, 0, NULL, &json}, {0}};
-    int rc = parse_opts(argc, argv, specs, files, 64);
-    if (rc)
-        return rc < 0 ? 0 : rc;
-    if (!files[0])
+    if (!a->pos[0])
         return usage_error("%s", merge ? "give at least one database to merge"
                                        : "give at least one file to import ('-' = stdin)");
     te_db *db;
-    if (open_db(path, 1, &db))
+    if (open_db(a->val[OPT_DB], 1, &db))
         return 1;
     int status = 0;
-    for (int i = 0; files[i]; i++) {
+    for (int i = 0; a->pos[i]; i++) {
+        const char *file = a->pos[i];
         te_db_import_stats s;
         int code;
         if (merge) {
-            code = te_db_merge(db, files[i], &s);
+            code = te_db_merge(db, file, &s);
         } else {
-            FILE *f = strcmp(files[i], "-") ? fopen(files[i], "rb") : stdin;
+            FILE *f = strcmp(file, "-") ? fopen(file, "rb") : stdin;
             if (!f) {
-                fprintf(stderr, "tessera db import: %s: %s\n", files[i], strerror(errno));
+                fprintf(stderr, "tessera db import: %s: %s\n", file, strerror(errno));
                 status = 1;
                 continue;
             }
@@ -675,34 +539,24 @@ static int cmd_import_or_merge(int argc, char **argv, int merge)
                 fclose(f);
         }
         if (code) {
-            fprintf(stderr, "tessera db %s: %s: %s\n", current->name, files[i], te_db_errmsg(db));
+            fprintf(stderr, "tessera db %s: %s: %s\n", current->name, file, te_db_errmsg(db));
             status = 1;
             continue;
         }
-        print_stats(merge ? "merged" : "imported", files[i], &s, json);
+        print_stats(merge ? "merged" : "imported", file, &s, a->on[OPT_JSON]);
     }
     te_db_close(db);
     return status;
 }
 
-static int cmd_import(int argc, char **argv) { return cmd_import_or_merge(argc, argv, 0); }
-static int cmd_merge(int argc, char **argv) { return cmd_import_or_merge(argc, argv, 1); }
+static int cmd_import(const db_args *a) { return cmd_import_or_merge(a, 0); }
+static int cmd_merge(const db_args *a) { return cmd_import_or_merge(a, 1); }
 
-static int cmd_prune(int argc, char **argv)
+static int cmd_prune(const db_args *a)
 {
-    const char *path = NULL, *days = NULL, *statuses = NULL;
-    int json = 0, keep_best = 0, dry = 0;
-    opt_spec specs[] = {{"--db", NULL, 1, &path, NULL},
-                        {"--json", NULL, 0, NULL, &json},
-                        {"--older-than", NULL, 1, &days, NULL},
-                        {"--status", NULL, 1, &statuses, NULL},
-                        {"--keep-best", NULL, 0, NULL, &keep_best},
-                        {"--dry-run", "-n", 0, NULL, &dry},
-                        {0}};
-    int rc = parse_opts(argc, argv, specs, NULL, 0);
-    if (rc)
-        return rc < 0 ? 0 : rc;
-    te_db_prune_options o = {.keep_best = keep_best, .dry_run = dry};
+    const char *days = a->val[OPT_OLDER_THAN], *statuses = a->val[OPT_STATUS];
+    int dry = a->on[OPT_DRY_RUN], rc = 0;
+    te_db_prune_options o = {.keep_best = a->on[OPT_KEEP_BEST], .dry_run = dry};
     if (days) {
         char *end;
         errno = 0;
@@ -730,40 +584,45 @@ static int cmd_prune(int argc, char **argv)
     if (!days && !statuses)
         return usage_error("%s", "give --older-than DAYS and/or --status LIST");
     te_db *db;
-    if (open_db(path, !dry, &db))
+    if (open_db(a->val[OPT_DB], !dry, &db))
         return 1;
     int64_t n = 0;
     if (te_db_prune(db, &o, &n))
         return fail_db(db);
-    if (json)
-        printf("{\"deleted\":%lld,\"dry_run\":%s}\n", (long long)n, dry ? "true" : "false");
-    else
+    if (a->on[OPT_JSON]) {
+        db_printer p;
+        dbp_init(&p, 1, 1, NULL);
+        dbp_begin(&p);
+        dbp_int(&p, "deleted", n, NULL);
+        dbp_bool(&p, "dry_run", dry, NULL);
+        dbp_end(&p);
+        dbp_finish(&p);
+    } else {
         printf("%s %lld trials\n", dry ? "would delete" : "deleted", (long long)n);
+    }
     te_db_close(db);
     return 0;
 }
 
-static int cmd_check(int argc, char **argv)
+static int cmd_check(const db_args *a)
 {
-    const char *path = NULL;
-    int json = 0;
-    opt_spec specs[] = {{"--db", NULL, 1, &path, NULL}, {"--json", NULL, 0, NULL, &json}, {0}};
-    int rc = parse_opts(argc, argv, specs, NULL, 0);
-    if (rc)
-        return rc < 0 ? 0 : rc;
     te_db *db;
-    if (open_db(path, 0, &db))
+    if (open_db(a->val[OPT_DB], 0, &db))
         return 1;
     char *report = NULL;
     int code = te_db_check(db, &report);
     if (code && !report)
         return fail_db(db);
-    if (json) {
-        printf("{\"ok\":%s,", code ? "false" : "true");
-        jstr("report", report, 1);
-        puts("}");
+    if (a->on[OPT_JSON]) {
+        db_printer p;
+        dbp_init(&p, 1, 1, NULL);
+        dbp_begin(&p);
+        dbp_bool(&p, "ok", !code, NULL);
+        dbp_str(&p, "report", report, NULL);
+        dbp_end(&p);
+        dbp_finish(&p);
     } else {
-        printf("%s: %s\n", db_path(path), report);
+        printf("%s: %s\n", db_path(a->val[OPT_DB]), report);
     }
     free(report);
     te_db_close(db);
@@ -771,21 +630,13 @@ static int cmd_check(int argc, char **argv)
 }
 
 /* Hidden: measures how many trials per second one writer records, batched. */
-static int cmd_bench_insert(int argc, char **argv)
+static int cmd_bench_insert(const db_args *a)
 {
-    const char *path = NULL, *ntext = NULL, *btext = NULL;
-    int json = 0;
-    opt_spec specs[] = {{"--db", NULL, 1, &path, NULL},
-                        {"--json", NULL, 0, NULL, &json},
-                        {"--trials", "-n", 1, &ntext, NULL},
-                        {"--batch", NULL, 1, &btext, NULL},
-                        {0}};
-    int rc = parse_opts(argc, argv, specs, NULL, 0);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    const char *path = a->val[OPT_DB];
     int64_t n = 100000, batch = 1000;
-    if ((ntext && (rc = parse_i64(ntext, "--trials", 1, &n))) ||
-        (btext && (rc = parse_i64(btext, "--batch", 1, &batch))))
+    int rc;
+    if ((a->val[OPT_TRIALS] && (rc = parse_i64(a->val[OPT_TRIALS], "--trials", 1, &n))) ||
+        (a->val[OPT_BATCH] && (rc = parse_i64(a->val[OPT_BATCH], "--batch", 1, &batch))))
         return rc;
     char tmp[] = "/tmp/tessera-bench-XXXXXX";
     int own = !path;
@@ -813,8 +664,8 @@ static int cmd_bench_insert(int argc, char **argv)
                        .features = "avx2,fma",
                        .cores = 2,
                        .compiler = "gcc 12.2.0"};
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     int status = 0;
     for (int64_t done = 0; done < n && !status;) {
         int64_t m = n - done < batch ? n - done : batch;
@@ -836,20 +687,31 @@ static int cmd_bench_insert(int argc, char **argv)
         }
         done += m;
     }
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    double s = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
     te_db_info in;
     te_db_get_info(db, &in);
     if (!status) {
-        if (json)
-            printf("{\"trials\":%lld,\"batch\":%lld,\"seconds\":%.6f,\"trials_per_s\":%.0f,"
-                   "\"journal_mode\":\"%s\"}\n",
-                   (long long)n, (long long)batch, s, (double)n / s, in.journal_mode);
-        else
+        if (a->on[OPT_JSON]) {
+            char secs[64], rate[64];
+            snprintf(secs, sizeof secs, "%.6f", s);
+            snprintf(rate, sizeof rate, "%.0f", (double)n / s);
+            db_printer p;
+            dbp_init(&p, 1, 1, NULL);
+            dbp_begin(&p);
+            dbp_int(&p, "trials", n, NULL);
+            dbp_int(&p, "batch", batch, NULL);
+            dbp_raw(&p, "seconds", secs, NULL);
+            dbp_raw(&p, "trials_per_s", rate, NULL);
+            dbp_str(&p, "journal_mode", in.journal_mode, NULL);
+            dbp_end(&p);
+            dbp_finish(&p);
+        } else {
             printf("%lld trials in batches of %lld: %.3f s, %.0f trials/s (journal %s, "
                    "synchronous %s)\n",
                    (long long)n, (long long)batch, s, (double)n / s, in.journal_mode,
                    strcmp(in.journal_mode, "wal") ? "FULL" : "NORMAL");
+        }
     }
     free(tr);
     free(traces);
@@ -866,53 +728,107 @@ static int cmd_bench_insert(int argc, char **argv)
 }
 
 static const subcommand subcommands[] = {
-    {"info", "[--json]", "Show the database's path, schema version, journal mode and counts.", NULL,
-     cmd_info, 0},
-    {"list", "[--workload TEXT] [--target TEXT] [--json]",
+    {"info",
+     "[--json]",
+     "Show the database's path, schema version, journal mode and counts.",
+     NULL,
+     cmd_info,
+     0,
+     {{OPT_NONE, 0}},
+     0},
+    {"list",
+     "[--workload TEXT] [--target TEXT] [--json]",
      "List every (workload, target) pair with its trial counts and best time.",
      "options:\n  -w, --workload TEXT  only workloads whose key contains TEXT\n"
      "  -t, --target TEXT    only targets whose key contains TEXT\n",
-     cmd_list, 0},
-    {"best", "--workload KEY [--target KEY] [--top K] [--fallback] [--json]",
+     cmd_list,
+     0,
+     {{OPT_WORKLOAD, 'w'}, {OPT_TARGET, 't'}, {OPT_NONE, 0}},
+     0},
+    {"best",
+     "--workload KEY [--target KEY] [--top K] [--fallback] [--json]",
      "Show the fastest ok trials of a workload (on every target, or one).",
      "options:\n  -w, --workload KEY  exact workload key, e.g. 'matmul;m=1024,n=1024,k=1024;f32'\n"
      "  -t, --target KEY    exact target key\n  -k, --top K         the K fastest (default 1)\n"
      "  --fallback          with --target: use the nearest compatible target when the exact\n"
      "                      one has no record, and say so\n",
-     cmd_best, 0},
-    {"history", "--workload KEY [--target KEY] [--limit N] [--json]",
+     cmd_best,
+     0,
+     {{OPT_WORKLOAD, 'w'}, {OPT_TARGET, 't'}, {OPT_TOP, 'k'}, {OPT_FALLBACK, 0}, {OPT_NONE, 0}},
+     0},
+    {"history",
+     "--workload KEY [--target KEY] [--limit N] [--json]",
      "Show every trial of a workload, oldest first.",
      "options:\n  -w, --workload KEY  exact workload key\n  -t, --target KEY    exact target "
      "key\n  -n, --limit N       only the newest N\n",
-     cmd_history, 0},
-    {"jobs", "[--id N] [--json]", "List tuning jobs, newest first.", NULL, cmd_jobs, 0},
-    {"export", "[--workload KEY] [--target KEY] [-o FILE] [--json]",
+     cmd_history,
+     0,
+     {{OPT_WORKLOAD, 'w'}, {OPT_TARGET, 't'}, {OPT_LIMIT, 'n'}, {OPT_NONE, 0}},
+     0},
+    {"jobs",
+     "[--id N] [--json]",
+     "List tuning jobs, newest first.",
+     NULL,
+     cmd_jobs,
+     0,
+     {{OPT_ID, 0}, {OPT_NONE, 0}},
+     0},
+    {"export",
+     "[--workload KEY] [--target KEY] [-o FILE] [--json]",
      "Write trials as JSON lines (one trial per line with its workload, target and job).",
-     "options:\n  -o, --output FILE   write to FILE instead of stdout\n", cmd_export, 0},
-    {"import", "FILE... [--json]",
+     "options:\n  -o, --output FILE   write to FILE instead of stdout\n",
+     cmd_export,
+     0,
+     {{OPT_WORKLOAD, 'w'}, {OPT_TARGET, 't'}, {OPT_OUTPUT, 'o'}, {OPT_NONE, 0}},
+     0},
+    {"import",
+     "FILE... [--json]",
      "Read JSON lines written by export ('-' = stdin). Each file is one transaction: a\n"
      "malformed line rejects the whole file (with its line number) and imports nothing.\n"
      "Trials already present (same uid) are skipped.",
-     NULL, cmd_import, 0},
-    {"merge", "DATABASE... [--json]",
+     NULL,
+     cmd_import,
+     MAX_POS,
+     {{OPT_NONE, 0}},
+     0},
+    {"merge",
+     "DATABASE... [--json]",
      "Fold other Tessera databases (other machines, shards) into this one without duplicating\n"
      "trials. The other files are opened read-only.",
-     NULL, cmd_merge, 0},
-    {"prune", "[--older-than DAYS] [--status LIST] [--keep-best] [--dry-run] [--json]",
+     NULL,
+     cmd_merge,
+     MAX_POS,
+     {{OPT_NONE, 0}},
+     0},
+    {"prune",
+     "[--older-than DAYS] [--status LIST] [--keep-best] [--dry-run] [--json]",
      "Delete trials older than DAYS and/or with one of the statuses in LIST\n"
      "(comma-separated: ok, compile_error, runtime_error, timeout, wrong_answer,\n"
      "invalid_schedule, load_error, other_error).",
      "options:\n  --keep-best   never delete the best ok trial of a (workload, target)\n"
      "  -n, --dry-run  only count\n",
-     cmd_prune, 0},
-    {"check", "[--json]",
+     cmd_prune,
+     0,
+     {{OPT_OLDER_THAN, 0}, {OPT_STATUS, 0}, {OPT_KEEP_BEST, 0}, {OPT_DRY_RUN, 'n'}, {OPT_NONE, 0}},
+     0},
+    {"check",
+     "[--json]",
      "Run SQLite's integrity and foreign-key checks and Tessera's consistency checks.\n"
      "Exit status 1 when a problem is found.",
-     NULL, cmd_check, 0},
-    {"bench-insert", "[--trials N] [--batch B] [--db FILE] [--json]",
+     NULL,
+     cmd_check,
+     0,
+     {{OPT_NONE, 0}},
+     0},
+    {"bench-insert",
+     "[--trials N] [--batch B] [--db FILE] [--json]",
      "Measure how many trials per second one writer records in batched transactions\n"
      "(default: 100000 trials, batches of 1000, in a temporary file).",
-     NULL, cmd_bench_insert, 1},
+     NULL,
+     cmd_bench_insert,
+     0,
+     {{OPT_TRIALS, 'n'}, {OPT_BATCH, 0}, {OPT_NONE, 0}},
+     1},
 };
 
 static void db_usage(FILE *f)
@@ -939,7 +855,11 @@ int te_cmd_db(int argc, char **argv)
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
         if (!strcmp(argv[1], subcommands[i].name)) {
             current = &subcommands[i];
-            return subcommands[i].run(argc - 1, argv + 1);
+            db_args a;
+            int rc = parse_args(current, argc - 1, argv + 1, &a);
+            if (rc)
+                return rc < 0 ? 0 : rc;
+            return current->run(&a);
         }
     fprintf(stderr, "tessera db: unknown subcommand '%s'\n\n", argv[1]);
     db_usage(stderr);

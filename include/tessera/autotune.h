@@ -23,14 +23,8 @@
 extern "C" {
 #endif
 
-/* ---- Traces --------------------------------------------------------------------------- */
-
-/* Applies every line of `trace` to schedule s (which should be fresh). Returns TE_OK, or the
- * first failing primitive's status with a message on the context naming the line number. */
-int te_schedule_apply_trace(te_schedule *s, const char *trace);
-/* Writes C code that calls the public scheduling API to reproduce `trace` on a schedule
- * variable named `sched_var`. Returns a malloc'd string (caller frees) or NULL. */
-char *te_trace_to_c(const char *trace, const char *sched_var);
+/* Traces are replayed by te_schedule_apply_trace and printed as C by te_trace_to_c, both
+ * declared in tessera/schedule.h (included above). */
 
 /* ---- Search spaces ----------------------------------------------------------------------- */
 

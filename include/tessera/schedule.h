@@ -20,7 +20,7 @@
  * arena: there is nothing to free.
  *
  * Each successful primitive is appended to the schedule's trace (te_schedule_trace), a text
- * form that names stages and iterators and can be replayed.
+ * form that names stages and iterators and can be replayed (te_schedule_apply_trace).
  */
 #ifndef TESSERA_SCHEDULE_H
 #define TESSERA_SCHEDULE_H
@@ -44,7 +44,10 @@ typedef enum te_thread_tag {
 } te_thread_tag;
 
 /* Creates a schedule computing `outs` (each a computed tensor). Every compute the outputs
- * depend on gets a stage attached at the root. Returns NULL on error (message on ctx). */
+ * depend on gets a stage attached at the root. Tensor names must be unique within the
+ * schedule (stages and the placeholders they read), because traces, lowering and the
+ * generated code address tensors by name: two different tensors with one name are refused
+ * with TE_ERR_ARG. Returns NULL on error (message on ctx). */
 te_schedule *te_schedule_create(te_ctx *ctx, int n_out, te_tensor *const *outs);
 /* The context a schedule was made in. */
 te_ctx *te_schedule_ctx(const te_schedule *s);
@@ -157,6 +160,25 @@ int te_double_buffer(te_stage *st);
  * are combined across the block (shared memory and warp shuffles) and every thread sees the
  * result. The loops inside x must all be reduction loops. Only threadIdx tags are allowed. */
 int te_bind_reduce(te_stage *st, te_iter *x, te_thread_tag tag);
+
+/* ---- Traces (schedule/trace.c) -----------------------------------------------------------
+ * A trace is the text te_schedule_trace returns: one primitive per line, naming stages by the
+ * tensor they compute (names are unique within a schedule) and iterators by te_stage_iter
+ * names. Blank lines and lines starting with '#' are ignored.
+ *
+ * Applies every line of `trace` to schedule s (normally fresh, of the same tensor expression
+ * the trace was recorded on), in order, through the public primitives. Returns TE_OK, or the
+ * first failing line's status (TE_ERR_ARG for a malformed line, TE_ERR_NOT_FOUND for a stage
+ * or iterator the schedule does not have, the primitive's own status otherwise) with a message
+ * on the context naming the line number and text. The lines before the failing one stay
+ * applied: replay onto a fresh schedule to retry. */
+int te_schedule_apply_trace(te_schedule *s, const char *trace);
+/* Writes C code (a block statement) that calls the public scheduling API to reproduce `trace`
+ * on a schedule variable named `sched_var` ("s" when NULL or empty); placeholders that
+ * cache_read names are referenced by C variables named like the tensors. Returns a malloc'd
+ * string that the caller frees, or NULL when the trace has a line it cannot translate or
+ * memory runs out. */
+char *te_trace_to_c(const char *trace, const char *sched_var);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,9 @@
 /*
- * Traces: replaying the text that te_schedule_trace prints, and printing it as C.
+ * schedule/trace.c: replaying the text that te_schedule_trace prints
+ * (te_schedule_apply_trace), and printing it as C (te_trace_to_c).
  *
- * One primitive per line, exactly as schedule/schedule.c appends them:
+ * One primitive per line, exactly as the primitives (loops.c, placement.c, dataflow.c,
+ * gpu.c) append them:
  *
  *   split S x F              split_nparts S x N         tile S x y XF YF
  *   fuse S outer inner       reorder S it...            compute_at S P it
@@ -20,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autotune/space_impl.h"
+#include "schedule/sched_impl.h"
 
 #define MAX_TOK 72
 
@@ -102,7 +104,7 @@ static bool find_fn(const te_expr *e, void *user)
 }
 
 /* The tensor named `name` that stage `reader` reads (a placeholder or a computed tensor). */
-te_tensor *te__trace_find_read(te_stage *reader, const char *name)
+static te_tensor *find_read(te_stage *reader, const char *name)
 {
     find_ctx f = {name, NULL};
     if (reader)
@@ -138,10 +140,10 @@ static int apply_line(te_schedule *s, toks *tk)
     const char *op = tk->t[0];
     int n = tk->n, rc = TE_OK;
     int64_t a = 0, b = 0;
-#define NEED(cnt)                                                                              \
-    do {                                                                                       \
-        if (n != (cnt))                                                                        \
-            return LERR(TE_ERR_ARG, "'%s' takes %d fields, got %d", op, (cnt)-1, n - 1);        \
+#define NEED(cnt)                                                                                  \
+    do {                                                                                           \
+        if (n != (cnt))                                                                            \
+            return LERR(TE_ERR_ARG, "'%s' takes %d fields, got %d", op, (cnt)-1, n - 1);           \
     } while (0)
 #define STAGE(i) need_stage(s, tk->t[i], &rc)
 #define ITER(st, i) need_iter(st, tk->t[i], &rc)
@@ -209,7 +211,7 @@ static int apply_line(te_schedule *s, toks *tk)
         if (own)
             t = te_stage_tensor(own);
         for (int i = 0; !t && i < n - 3; i++)
-            t = te__trace_find_read(readers[i], tk->t[1]);
+            t = find_read(readers[i], tk->t[1]);
         if (!t)
             return LERR(TE_ERR_NOT_FOUND, "'cache_read': stage '%s' reads no tensor named '%s'",
                         tk->t[3], tk->t[1]);
@@ -226,8 +228,8 @@ static int apply_line(te_schedule *s, toks *tk)
         if (!parse_scope(tk->t[2], &sc))
             return LERR(TE_ERR_ARG, "'cache_write': unknown scope '%s'", tk->t[2]);
         return te_cache_write(s, te_stage_tensor(st), sc) ? TE_OK
-               : te_ctx_errcode(ctx)                       ? te_ctx_errcode(ctx)
-                                                           : TE_ERR_SCHEDULE;
+               : te_ctx_errcode(ctx)                      ? te_ctx_errcode(ctx)
+                                                          : TE_ERR_SCHEDULE;
     }
     if (!strcmp(op, "vectorize") || !strcmp(op, "unroll") || !strcmp(op, "parallel")) {
         NEED(3);
@@ -235,8 +237,9 @@ static int apply_line(te_schedule *s, toks *tk)
         te_iter *x = ITER(st, 2);
         if (rc)
             return rc;
-        return op[0] == 'v' ? te_vectorize(st, x) : op[0] == 'u' ? te_unroll(st, x)
-                                                                  : te_parallel(st, x);
+        return op[0] == 'v'   ? te_vectorize(st, x)
+               : op[0] == 'u' ? te_unroll(st, x)
+                              : te_parallel(st, x);
     }
     if (!strcmp(op, "unroll_max") || !strcmp(op, "nontemporal")) {
         NEED(3);
@@ -501,8 +504,8 @@ char *te_trace_to_c(const char *trace, const char *sched_var)
             parse_i64(tk.t[3], &x)) {
             use_stage(&b, d, sv, tk.t[1]);
             stage_var(tk.t[1], v, sizeof v);
-            sb_printf(&b, "    if (rc == TE_OK) rc = %s(%s, ", op[5] ? "te_split_nparts" : "te_split",
-                      v);
+            sb_printf(&b, "    if (rc == TE_OK) rc = %s(%s, ",
+                      op[5] ? "te_split_nparts" : "te_split", v);
             iter_expr(&b, tk.t[1], tk.t[2]);
             sb_printf(&b, ", %lld, NULL, NULL);\n", (long long)x);
         } else if (!strcmp(op, "tile") && n == 6 && parse_i64(tk.t[4], &x) &&
@@ -563,10 +566,14 @@ char *te_trace_to_c(const char *trace, const char *sched_var)
             } else {
                 tensor_ident(tk.t[1], tv, sizeof tv);
             }
-            sb_printf(&b, "    if (rc == TE_OK && !te_cache_read(%s, %s, TE_SCOPE_%s, %d, (te_stage *[]){",
-                      sv, tv,
-                      sc == TE_SCOPE_LOCAL ? "LOCAL" : sc == TE_SCOPE_SHARED ? "SHARED" : "GLOBAL",
-                      n - 3);
+            sb_printf(
+                &b,
+                "    if (rc == TE_OK && !te_cache_read(%s, %s, TE_SCOPE_%s, %d, (te_stage *[]){",
+                sv, tv,
+                sc == TE_SCOPE_LOCAL    ? "LOCAL"
+                : sc == TE_SCOPE_SHARED ? "SHARED"
+                                        : "GLOBAL",
+                n - 3);
             for (int i = 3; i < n; i++) {
                 stage_var(tk.t[i], v, sizeof v);
                 sb_printf(&b, "%s%s", i > 3 ? ", " : "", v);
@@ -580,11 +587,15 @@ char *te_trace_to_c(const char *trace, const char *sched_var)
             }
             use_stage(&b, d, sv, tk.t[1]);
             stage_var(tk.t[1], v, sizeof v);
-            sb_printf(&b, "    if (rc == TE_OK && !te_cache_write(%s, te_stage_tensor(%s), "
-                          "TE_SCOPE_%s))\n        rc = TE_ERR_SCHEDULE;\n", sv, v,
-                      sc == TE_SCOPE_LOCAL ? "LOCAL" : sc == TE_SCOPE_SHARED ? "SHARED" : "GLOBAL");
-        } else if ((!strcmp(op, "vectorize") || !strcmp(op, "unroll") ||
-                    !strcmp(op, "parallel")) && n == 3) {
+            sb_printf(&b,
+                      "    if (rc == TE_OK && !te_cache_write(%s, te_stage_tensor(%s), "
+                      "TE_SCOPE_%s))\n        rc = TE_ERR_SCHEDULE;\n",
+                      sv, v,
+                      sc == TE_SCOPE_LOCAL    ? "LOCAL"
+                      : sc == TE_SCOPE_SHARED ? "SHARED"
+                                              : "GLOBAL");
+        } else if ((!strcmp(op, "vectorize") || !strcmp(op, "unroll") || !strcmp(op, "parallel")) &&
+                   n == 3) {
             use_stage(&b, d, sv, tk.t[1]);
             stage_var(tk.t[1], v, sizeof v);
             sb_printf(&b, "    if (rc == TE_OK) rc = te_%s(%s, ", op, v);
@@ -637,8 +648,10 @@ char *te_trace_to_c(const char *trace, const char *sched_var)
             bad = true;
         }
     }
-    sb_printf(&b, "    if (rc != TE_OK)\n        fprintf(stderr, \"schedule: %%s\\n\", "
-                  "te_ctx_errmsg(te_schedule_ctx(%s)));\n}\n", sv);
+    sb_printf(&b,
+              "    if (rc != TE_OK)\n        fprintf(stderr, \"schedule: %%s\\n\", "
+              "te_ctx_errmsg(te_schedule_ctx(%s)));\n}\n",
+              sv);
     free(d);
     if (bad || b.oom) {
         free(b.p);
