@@ -21,14 +21,6 @@ int te__iter_index(const te_stage *st, const te_iter *it)
     return -1;
 }
 
-int te__leaf_pos(const te_stage *st, const te_iter *it)
-{
-    for (int i = 0; i < st->leaves.n; i++)
-        if (st->leaves.v[i] == it)
-            return i;
-    return -1;
-}
-
 lstage *te__find_lstage(lower_ctx *L, const te_tensor *t)
 {
     for (int i = 0; i < L->n; i++)

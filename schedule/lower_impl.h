@@ -37,8 +37,6 @@ typedef struct lower_ctx {
 
 /* Position of iterator it in st->iters, -1 when it is not one of st's. */
 int te__iter_index(const te_stage *st, const te_iter *it);
-/* Position of iterator it among st's current loops (leaves), -1 when it is not a loop. */
-int te__leaf_pos(const te_stage *st, const te_iter *it);
 /* The lowering state of the stage computing t, NULL when t is not computed by the schedule. */
 lstage *te__find_lstage(lower_ctx *L, const te_tensor *t);
 
