@@ -16,6 +16,7 @@ packages=(
     sqlite3                # the sqlite3 shell, for inspecting tuning databases
     libcmocka-dev          # the unit test framework
     clang                  # the libFuzzer target is built with clang
+    clang-format           # tools/format.sh --check, a CI step
     libclang-rt-dev        # clang's runtimes (libFuzzer, sanitizers); only recommended by clang
     libomp-dev             # clang's OpenMP runtime: a clang build of the library needs -fopenmp
 )
