@@ -29,6 +29,18 @@ int te__tuner_err(te_tuner *t, int code, const char *fmt, ...)
     return code;
 }
 
+void te__tuner_warn(const te_tuner *t, const char *fmt, ...)
+{
+    if (t->o.quiet || !t->o.on_warning)
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    t->o.on_warning(msg, t->o.user);
+}
+
 te_tuner *te_tuner_create(te_db *db, const te_tune_options *opts)
 {
     te_tuner *t = calloc(1, sizeof *t);

@@ -201,6 +201,9 @@ struct te_tuner {
 /* Formats the tuner's error message (t->err) and returns `code`. */
 int te__tuner_err(te_tuner *t, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Passes a warning (printf-formatted, no newline) to the job's on_warning callback, unless the
+ * options say quiet or there is no callback. The library never prints. */
+void te__tuner_warn(const te_tuner *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Frees a task's job state (measurer, search, contexts, seen set, lowering cache); its
  * description (op, params, key, ...) stays. Safe on a task that was never prepared. */
 void te__task_release(te__task *k);

@@ -284,11 +284,11 @@ static int prepare_task(te__task *k)
     k->search = te__search_create(t->o.strategy, k->sp, seed);
     if (!k->search)
         return te__tuner_err(t, TE_ERR_NOMEM, "out of memory");
-    if (t->o.strategy == TE_TUNE_GRID && te_space_size(k->sp) < 0 && !t->o.quiet)
-        fprintf(stderr,
-                "tessera tune: %s: the %s space is not enumerable; grid search samples "
-                "it at random instead\n",
-                k->key, k->space_kind);
+    if (t->o.strategy == TE_TUNE_GRID && te_space_size(k->sp) < 0)
+        te__tuner_warn(t,
+                       "%s: the %s space is not enumerable; grid search samples it at random "
+                       "instead",
+                       k->key, k->space_kind);
     if (!t->o.fake_runner) {
         k->meas = te__measurer_create(k->n_in, k->ins, k->n_out, k->outs, &t->target, &t->o.measure,
                                       err, sizeof err);
@@ -451,8 +451,8 @@ static int run_batch(te__task *k, int n)
     if (getenv("TESSERA_TUNE_PROFILE")) {
         double cs = 0, rs = 0;
         te__measurer_times(k->meas, &cs, &rs);
-        fprintf(stderr, "profile: propose %.3f s, lower+emit %.3f s, compile %.3f s, run %.3f s\n",
-                tp1 - tp0, tp2 - tp1, cs, rs);
+        te__tuner_warn(t, "profile: propose %.3f s, lower+emit %.3f s, compile %.3f s, run %.3f s",
+                       tp1 - tp0, tp2 - tp1, cs, rs);
     }
     /* Record the batch in one transaction. */
     int ok = 0;
@@ -647,8 +647,7 @@ int te_tuner_run(te_tuner *t)
             k->stop_reason = "failed";
             if (!first_err[0])
                 snprintf(first_err, sizeof first_err, "%s", t->err);
-            if (!t->o.quiet)
-                fprintf(stderr, "tessera tune: %s\n", t->err);
+            te__tuner_warn(t, "%s", t->err);
             te__task_release(k);
             continue;
         }

@@ -536,6 +536,49 @@ static void test_failing_task_does_not_starve(void **state)
     te_db_close(db);
 }
 
+typedef struct warnings {
+    int n;
+    char last[1024];
+} warnings;
+
+static void collect_warning(const char *msg, void *user)
+{
+    warnings *w = user;
+    w->n++;
+    snprintf(w->last, sizeof w->last, "%s", msg);
+}
+
+/* The library never prints: warnings reach on_warning (and nothing at all when quiet). */
+static void test_warnings_go_to_the_callback_not_stderr(void **state)
+{
+    (void)state;
+    for (int quiet = 0; quiet <= 1; quiet++) {
+        te_db *db = open_db(quiet ? "warn_quiet.db" : "warn.db");
+        warnings w = {0};
+        te_tune_options o = te_tune_options_default();
+        o.strategy = TE_TUNE_GRID;
+        o.space = TE_SPACE_SKETCH; /* not enumerable: grid samples it, with a warning */
+        o.max_trials = 8;
+        o.batch_size = 8;
+        o.quiet = quiet;
+        o.fake_runner = fake_time;
+        o.on_warning = collect_warning;
+        o.user = &w;
+        te_tuner *t = te_tuner_create(db, &o);
+        assert_int_equal(te_tuner_add_op(t, "softmax", "m=64,n=256", 1), TE_OK);
+        assert_int_equal(te_tuner_run(t), TE_OK);
+        if (quiet) {
+            assert_int_equal(w.n, 0);
+        } else {
+            assert_int_equal(w.n, 1);
+            assert_non_null(strstr(w.last, "not enumerable; grid search samples it at random"));
+            assert_null(strchr(w.last, '\n'));
+        }
+        te_tuner_free(t);
+        te_db_close(db);
+    }
+}
+
 /* A user-defined fused expression tunes with sketches and no schedule code; the best record
  * then builds the operator. */
 static void test_user_expression_and_best_schedule(void **state)
@@ -603,6 +646,7 @@ int main(void)
         cmocka_unit_test(test_cli_kill_and_resume),
         cmocka_unit_test(test_task_list_and_shards),
         cmocka_unit_test(test_failing_task_does_not_starve),
+        cmocka_unit_test(test_warnings_go_to_the_callback_not_stderr),
         cmocka_unit_test(test_user_expression_and_best_schedule),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -123,8 +123,12 @@ typedef struct te_tune_options {
     volatile sig_atomic_t *stop; /* when it becomes nonzero, stop after the batch in flight */
     const te_target *target;     /* NULL = te_target_host() */
     void (*on_progress)(const te_tune_progress *p, void *user);
-    void *user;
-    int quiet;                   /* no warnings on stderr */
+    /* Warnings and notes the job does not fail for (a space grid search cannot enumerate, a
+     * task that could not be prepared, TESSERA_TUNE_PROFILE timings), one line each without a
+     * newline. The library never prints; NULL drops them. */
+    void (*on_warning)(const char *msg, void *user);
+    void *user;                  /* passed to on_progress and on_warning */
+    int quiet;                   /* do not call on_warning */
     te_tune_fake_fn fake_runner; /* tests only; NULL in real use */
     void *fake_user;
 } te_tune_options;
