@@ -676,7 +676,7 @@ static void test_cuda_files(void **state)
         fail_msg("%s", te_ctx_errmsg(ctx));
 
     /* NVRTC compiles the .cu as it is (the host part is behind __CUDACC_RTC__) */
-    if (te_nvrtc_available() == TE_OK) {
+    if (te_nvrtc_probe() == TE_OK) {
         const char *srcs[2] = {out.source, eout.source};
         for (int s = 0; s < 2; s++) {
             void *cubin = NULL;
