@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/backend_impl.h"
 #include "backends/cuda/cuda_impl.h"
 
 struct te_cuda_module {
@@ -372,3 +373,37 @@ int te_cuda_module_time(te_cuda_module *m, const uint64_t *dev_args, const te_cu
         snprintf(m->err, sizeof m->err, "%s", te_cuda_errmsg());
     return rc;
 }
+
+/* ---- The table (backends/backend_impl.h) ------------------------------------------------
+ * CUDA kernels are built from lowered programs (te_cuda_build: the launch dimensions come from
+ * emission), so compile_many, emit_unit, the host timer and a packed entry are not there yet. */
+
+static int cuda_target(te_target *out)
+{
+    int rc = te_cuda_target_device(0, out);
+    if (rc != TE_OK)
+        *out = te_target_cuda(80);
+    return rc;
+}
+
+static int cuda_run(te__kernel *k, void *const *args)
+{
+    return te_cuda_module_run((te_cuda_module *)k, args);
+}
+
+static const char *cuda_source(const te__kernel *k)
+{
+    return te_cuda_module_source((const te_cuda_module *)k);
+}
+
+static void cuda_free(te__kernel *k) { te_cuda_module_free((te_cuda_module *)k); }
+
+const te__backend te__cuda_backend = {
+    .kind = TE_BACKEND_CUDA,
+    .name = "cuda",
+    .target = cuda_target,
+    .emit = te_emit_cuda,
+    .run = cuda_run,
+    .source = cuda_source,
+    .free = cuda_free,
+};

@@ -1,0 +1,68 @@
+/*
+ * backends/backend_impl.h (private): the backend function table (ggml's habit). te_build, the
+ * tuner's measurer and the generators reach a backend through te__backend_get(kind) and the
+ * entries below, the same way for C and CUDA; an entry a backend does not have yet is NULL.
+ *
+ *     const te__backend *be = te__backend_get(target->backend);
+ *     const char *src = be->emit(ctx, f, target);
+ *     te__kernel *k;  int st;
+ *     be->compile_many(1, &src, (const int[]){1}, (const char *const *[]){&name}, target, 1,
+ *                      &k, &st, NULL, 0);
+ *     be->run(k, args);
+ *     be->free(k);
+ */
+#ifndef TESSERA_BACKENDS_BACKEND_IMPL_H
+#define TESSERA_BACKENDS_BACKEND_IMPL_H
+
+#include <stddef.h>
+
+#include "te/internal.h"
+#include "tessera/backend.h"
+
+/* A loaded kernel of some backend (a te_module for C, a te_cuda_module for CUDA), freed with
+ * its backend's `free`. */
+typedef struct te__kernel te__kernel;
+
+typedef struct te__backend {
+    te_backend_kind kind;
+    const char *name; /* "c", "cuda" */
+    /* Target facts: the default target of the backend (C: te_target_host()). Returns TE_OK, or
+     * TE_ERR_NO_CUDA when it needs a device that is missing. */
+    int (*target)(te_target *out);
+    /* Source text of one lowered function, owned by ctx; NULL on error (message on ctx). */
+    const char *(*emit)(te_ctx *ctx, const te_lowered *f, const te_target *target);
+    /* Source text of several lowered functions (distinct names) in one unit with one prelude,
+     * owned by ctx; NULL on error (message on ctx). */
+    const char *(*emit_unit)(te_ctx *ctx, int n, const te_lowered *const *fs,
+                             const te_target *target);
+    /* Compiles and loads n sources, up to `jobs` compilers at once (<= 0: one per core).
+     * Source i holds counts[i] kernels named names[i][0 .. counts[i]); out receives one kernel
+     * per name, in order (sum of counts entries; NULL where it failed), status[i] the status
+     * of source i (TE_OK, TE_ERR_COMPILE, TE_ERR_LOAD, ...), errbufs[i] (may be NULL) its
+     * diagnostics. Returns TE_OK when all built, else the first failing status. */
+    int (*compile_many)(int n, const char *const *sources, const int *counts,
+                        const char *const *const *names, const te_target *target, int jobs,
+                        te__kernel **out, int *status, char **errbufs, size_t errbuf_size);
+    /* Runs a kernel on the data of its arguments (host arrays). TE_OK or the kernel's
+     * failure status. */
+    int (*run)(te__kernel *k, void *const *args);
+    /* Median wall time in seconds of `repeat` runs after `warmup` runs. TE_OK or the kernel's
+     * failure status. */
+    int (*time)(te__kernel *k, void *const *args, int warmup, int repeat, double *median_s);
+    /* The packed entry `int f(void **args)` a measuring child calls directly (no other call in
+     * between); NULL when the backend has none. */
+    te_packed_fn (*entry)(const te__kernel *k);
+    /* The kernel's source (owned by the kernel). */
+    const char *(*source)(const te__kernel *k);
+    /* Unloads and frees; accepts NULL. */
+    void (*free)(te__kernel *k);
+} te__backend;
+
+/* The table of backend `kind`; NULL for an unknown kind. Static data. */
+const te__backend *te__backend_get(te_backend_kind kind);
+
+/* The tables themselves (backends/c/module.c, backends/cuda/module_cuda.c). */
+extern const te__backend te__c_backend;
+extern const te__backend te__cuda_backend;
+
+#endif
