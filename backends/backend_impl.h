@@ -14,10 +14,27 @@
 #ifndef TESSERA_BACKENDS_BACKEND_IMPL_H
 #define TESSERA_BACKENDS_BACKEND_IMPL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "te/internal.h"
 #include "tessera/backend.h"
+
+/* Options of emit_standalone. */
+typedef struct te__emit_opts {
+    const char *comment; /* text placed first (a complete comment); "" or NULL: none */
+    bool no_prelude;     /* only the kernels (a backend with a fixed `prelude` text) */
+    const char *const *const *arg_names; /* C backend: per function, per argument, the C name
+                                            to use (made valid and unique); NULL: the buffers' */
+} te__emit_opts;
+
+/* What emit_standalone tells about each function, in the backend's own terms (arena memory). */
+struct te__c_kernel_info;
+struct te__cuda_program;
+typedef struct te__emitted_fn {
+    const struct te__c_kernel_info *c;   /* C: the kernel's name, parameters, OpenMP, ... */
+    const struct te__cuda_program *cuda; /* CUDA: its kernels' text, launches, temporaries */
+} te__emitted_fn;
 
 /* A loaded kernel of some backend (a te_module for C, a te_cuda_module for CUDA), freed with
  * its backend's `free`. */
@@ -35,6 +52,16 @@ typedef struct te__backend {
      * owned by ctx; NULL on error (message on ctx). */
     const char *(*emit_unit)(te_ctx *ctx, int n, const te_lowered *const *fs,
                              const te_target *target);
+    /* The text every unit of the backend starts with after its comment, when it is fixed (CUDA);
+     * NULL when it depends on the kernels (C: the union of the helpers they use). */
+    const char *prelude;
+    /* Source for another project's build (gen/): fs[0 .. n) (distinct names) in one unit with
+     * opts->comment first, then the prelude (unless opts->no_prelude), then the kernels, with
+     * no Tessera entry points. *source (owned by ctx) receives the text, fns[i] (may be NULL)
+     * what the backend knows about function i. TE_OK, or an error with the message on ctx
+     * (TE_ERR_UNSUPPORTED for no_prelude without a fixed prelude). */
+    int (*emit_standalone)(te_ctx *ctx, int n, const te_lowered *const *fs, const te_target *target,
+                           const te__emit_opts *opts, const char **source, te__emitted_fn *fns);
     /* Compiles and loads n sources, up to `jobs` compilers at once (<= 0: one per core).
      * Source i holds counts[i] kernels named names[i][0 .. counts[i]); out receives one kernel
      * per name, in order (sum of counts entries; NULL where it failed), status[i] the status

@@ -1,8 +1,9 @@
 /*
  * gen/gen_c.c: standalone C files (tessera/gen.h, C target).
  *
- * Every kernel of a request is lowered, and all are emitted into one translation unit with one
- * prelude (te__emit_c_unit, without packed entries); the dispatcher follows when asked. The
+ * Every kernel of a request is lowered, and the C backend emits all of them into one
+ * translation unit with one prelude (its table's emit_standalone: no packed entries); the
+ * dispatcher follows when asked. The
  * header documents the ABI: layout, alignment, threads, return codes, and each kernel.
  */
 #define _GNU_SOURCE
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/backend_impl.h"
 #include "backends/c/c_backend.h"
 #include "gen/gen_impl.h"
 
@@ -38,7 +40,8 @@ int te__gen_c(te_ctx *ctx, te__gen_plan *p, te_gen_output *out)
     int n = p->n;
     te_lowered **fs = te__alloc(ctx, sizeof(te_lowered *) * (size_t)n);
     te__c_kernel_info *info = te__alloc(ctx, sizeof *info * (size_t)n);
-    if (!fs || !info)
+    te__emitted_fn *efs = te__alloc(ctx, sizeof *efs * (size_t)n);
+    if (!fs || !info || !efs)
         return te_ctx_set_error(ctx, TE_ERR_NOMEM, "te_gen: out of memory");
     for (int i = 0; i < n; i++) {
         int lrc = te__gen_lower(ctx, p, i, &fs[i]);
@@ -57,14 +60,17 @@ int te__gen_c(te_ctx *ctx, te__gen_plan *p, te_gen_output *out)
     }
     for (int i = 0; i < n; i++)
         names[i] = p->k[i].arg_names;
-    te__c_unit_opts uo = {
-        .comment = comment.p ? comment.p : "", .no_packed = 1, .standalone = 1, .arg_names = names};
-    const char *units =
-        comment.oom ? NULL
-                    : te__emit_c_unit(ctx, n, (const te_lowered *const *)fs, p->target, &uo, info);
+    const te__backend *be = te__backend_get(TE_BACKEND_C);
+    te__emit_opts eo = {.comment = comment.p, .arg_names = names};
+    const char *units = NULL;
+    int erc = comment.oom ? te_ctx_set_error(ctx, TE_ERR_NOMEM, "te_gen: out of memory")
+                          : be->emit_standalone(ctx, n, (const te_lowered *const *)fs, p->target,
+                                                &eo, &units, efs);
     free(comment.p);
-    if (!units)
-        return te_ctx_errcode(ctx) != TE_OK ? te_ctx_errcode(ctx) : TE_ERR_NOMEM;
+    if (erc != TE_OK)
+        return erc;
+    for (int i = 0; i < n; i++)
+        info[i] = *efs[i].c;
 
     bool dispatch = p->o->n_params > 0;
     bool any_omp = false, any_fail = false, any_nt = false;

@@ -259,6 +259,31 @@ static const char *c_emit_unit(te_ctx *ctx, int n, const te_lowered *const *fs,
     return te__emit_c_unit(ctx, n, fs, target, NULL, NULL);
 }
 
+static int c_emit_standalone(te_ctx *ctx, int n, const te_lowered *const *fs,
+                             const te_target *target, const te__emit_opts *opts,
+                             const char **source, te__emitted_fn *fns)
+{
+    *source = NULL;
+    if (opts && opts->no_prelude)
+        return te_ctx_set_error(ctx, TE_ERR_UNSUPPORTED,
+                                "te_emit_c: a C unit always has its own prelude");
+    te__c_kernel_info *info = n > 0 ? te__alloc(ctx, sizeof *info * (size_t)n) : NULL;
+    if (n > 0 && !info)
+        return te_ctx_set_error(ctx, TE_ERR_NOMEM, "te_emit_c: out of memory");
+    te__c_unit_opts uo = {.comment = opts && opts->comment ? opts->comment : "",
+                          .no_packed = 1,
+                          .standalone = 1,
+                          .arg_names = opts ? opts->arg_names : NULL};
+    *source = te__emit_c_unit(ctx, n, fs, target, &uo, info);
+    if (!*source)
+        return te_ctx_errcode(ctx) != TE_OK ? te_ctx_errcode(ctx) : TE_ERR_NOMEM;
+    for (int i = 0; fns && i < n; i++) {
+        fns[i].c = &info[i];
+        fns[i].cuda = NULL;
+    }
+    return TE_OK;
+}
+
 static int c_compile_many(int n, const char *const *sources, const int *counts,
                           const char *const *const *names, const te_target *target, int jobs,
                           te__kernel **out, int *status, char **errbufs, size_t errbuf_size)
@@ -286,6 +311,7 @@ const te__backend te__c_backend = {
     .target = c_target,
     .emit = te_emit_c,
     .emit_unit = c_emit_unit,
+    .emit_standalone = c_emit_standalone,
     .compile_many = c_compile_many,
     .run = c_run,
     .time = c_time,

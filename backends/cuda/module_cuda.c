@@ -376,7 +376,8 @@ int te_cuda_module_time(te_cuda_module *m, const uint64_t *dev_args, const te_cu
 
 /* ---- The table (backends/backend_impl.h) ------------------------------------------------
  * CUDA kernels are built from lowered programs (te_cuda_build: the launch dimensions come from
- * emission), so compile_many, emit_unit, the host timer and a packed entry are not there yet. */
+ * emission), so compile_many, emit_unit, the host timer and a packed entry are not there yet.
+ * emit_standalone with no_prelude and one function gives that function's kernels alone. */
 
 static int cuda_target(te_target *out)
 {
@@ -384,6 +385,35 @@ static int cuda_target(te_target *out)
     if (rc != TE_OK)
         *out = te_target_cuda(80);
     return rc;
+}
+
+static int cuda_emit_standalone(te_ctx *ctx, int n, const te_lowered *const *fs,
+                                const te_target *target, const te__emit_opts *opts,
+                                const char **source, te__emitted_fn *fns)
+{
+    *source = NULL;
+    te__cuda_program *progs = n > 0 ? te__alloc(ctx, sizeof *progs * (size_t)n) : NULL;
+    if (n > 0 && !progs)
+        return te_ctx_set_error(ctx, TE_ERR_NOMEM, "te_emit_cuda: out of memory");
+    te__sb b = {0};
+    if (opts && opts->comment)
+        te__sb_puts(&b, opts->comment);
+    if (!opts || !opts->no_prelude)
+        te__sb_puts(&b, te__cuda_prelude);
+    for (int i = 0; i < n; i++) {
+        int rc = te__cuda_emit_kernels(ctx, fs[i], target, &progs[i]);
+        if (rc != TE_OK) {
+            te__sb_free(&b);
+            return rc;
+        }
+        te__sb_puts(&b, progs[i].source);
+        if (fns) {
+            fns[i].c = NULL;
+            fns[i].cuda = &progs[i];
+        }
+    }
+    *source = te__sb_finish(ctx, &b);
+    return *source ? TE_OK : te_ctx_set_error(ctx, TE_ERR_NOMEM, "te_emit_cuda: out of memory");
 }
 
 static int cuda_run(te__kernel *k, void *const *args)
@@ -403,6 +433,8 @@ const te__backend te__cuda_backend = {
     .name = "cuda",
     .target = cuda_target,
     .emit = te_emit_cuda,
+    .prelude = te__cuda_prelude,
+    .emit_standalone = cuda_emit_standalone,
     .run = cuda_run,
     .source = cuda_source,
     .free = cuda_free,
