@@ -85,11 +85,36 @@ typedef struct te__backend {
     void (*free)(te__kernel *k);
 } te__backend;
 
-/* The table of backend `kind`; NULL for an unknown kind. Static data. */
+/* The table of backend `kind` (backends/backend.c); NULL for an unknown kind. Static data. */
 const te__backend *te__backend_get(te_backend_kind kind);
 
-/* The tables themselves (backends/c/module.c, backends/cuda/module_cuda.c). */
-extern const te__backend te__c_backend;
-extern const te__backend te__cuda_backend;
+/* ---- The entries, for backends/backend.c. Each behaves as its field above documents. */
+
+/* C (backends/c/module.c) */
+int te__c_target(te_target *out);
+const char *te__c_emit_unit(te_ctx *ctx, int n, const te_lowered *const *fs,
+                            const te_target *target);
+int te__c_emit_standalone(te_ctx *ctx, int n, const te_lowered *const *fs, const te_target *target,
+                          const te__emit_opts *opts, const char **source, te__emitted_fn *fns);
+int te__c_compile_many(int n, const char *const *sources, const int *counts,
+                       const char *const *const *names, const te_target *target, int jobs,
+                       te__kernel **out, int *status, char **errbufs, size_t errbuf_size);
+int te__c_run(te__kernel *k, void *const *args);
+int te__c_time(te__kernel *k, void *const *args, int warmup, int repeat, double *median_s);
+te_packed_fn te__c_entry(const te__kernel *k);
+const char *te__c_source(const te__kernel *k);
+void te__c_free(te__kernel *k);
+
+/* CUDA (backends/cuda/module_cuda.c). Its kernels are built from lowered programs
+ * (te_cuda_build: the launch dimensions come from emission), so it has no compile_many,
+ * emit_unit, host timer or packed entry yet; emit_standalone with no_prelude and one function
+ * gives that function's kernels alone. */
+int te__cuda_target(te_target *out);
+int te__cuda_emit_standalone(te_ctx *ctx, int n, const te_lowered *const *fs,
+                             const te_target *target, const te__emit_opts *opts,
+                             const char **source, te__emitted_fn *fns);
+int te__cuda_run(te__kernel *k, void *const *args);
+const char *te__cuda_source(const te__kernel *k);
+void te__cuda_free(te__kernel *k);
 
 #endif

@@ -94,7 +94,7 @@ int te_build(te_schedule *s, int n_args, te_tensor *const *args, const char *nam
     }
     const te__backend *be = te__backend_get(target->backend);
     /* te_module is the C backend's kernel: other backends have their own builders. */
-    if (be != &te__c_backend)
+    if (!be || be->kind != TE_BACKEND_C)
         return te_ctx_set_error(ctx, TE_ERR_UNSUPPORTED,
                                 "te_build: the target is not a C target (use the CUDA backend)");
     te_lowered *f = te_lower(s, n_args, args, name, target);
@@ -245,23 +245,23 @@ int te__module_time(te_module *m, void *const *args, int warmup, int repeat, dou
     return TE_OK;
 }
 
-/* ---- The table ------------------------------------------------------------------------- */
+/* ---- The table's entries (backends/backend.c)
+ * ------------------------------------------------------------------------- */
 
-static int c_target(te_target *out)
+int te__c_target(te_target *out)
 {
     *out = te_target_host();
     return TE_OK;
 }
 
-static const char *c_emit_unit(te_ctx *ctx, int n, const te_lowered *const *fs,
-                               const te_target *target)
+const char *te__c_emit_unit(te_ctx *ctx, int n, const te_lowered *const *fs,
+                            const te_target *target)
 {
     return te__emit_c_unit(ctx, n, fs, target, NULL, NULL);
 }
 
-static int c_emit_standalone(te_ctx *ctx, int n, const te_lowered *const *fs,
-                             const te_target *target, const te__emit_opts *opts,
-                             const char **source, te__emitted_fn *fns)
+int te__c_emit_standalone(te_ctx *ctx, int n, const te_lowered *const *fs, const te_target *target,
+                          const te__emit_opts *opts, const char **source, te__emitted_fn *fns)
 {
     *source = NULL;
     if (opts && opts->no_prelude)
@@ -284,49 +284,23 @@ static int c_emit_standalone(te_ctx *ctx, int n, const te_lowered *const *fs,
     return TE_OK;
 }
 
-static int c_compile_many(int n, const char *const *sources, const int *counts,
-                          const char *const *const *names, const te_target *target, int jobs,
-                          te__kernel **out, int *status, char **errbufs, size_t errbuf_size)
+int te__c_compile_many(int n, const char *const *sources, const int *counts,
+                       const char *const *const *names, const te_target *target, int jobs,
+                       te__kernel **out, int *status, char **errbufs, size_t errbuf_size)
 {
     return te__c_build_units(n, sources, counts, names, target, jobs, (te_module **)out, status,
                              errbufs, errbuf_size);
 }
 
-static int c_run(te__kernel *k, void *const *args) { return te_module_run((te_module *)k, args); }
+int te__c_run(te__kernel *k, void *const *args) { return te_module_run((te_module *)k, args); }
 
-static int c_time(te__kernel *k, void *const *args, int warmup, int repeat, double *median_s)
+int te__c_time(te__kernel *k, void *const *args, int warmup, int repeat, double *median_s)
 {
     return te__module_time((te_module *)k, args, warmup, repeat, median_s);
 }
 
-static te_packed_fn c_entry(const te__kernel *k) { return te_module_entry((const te_module *)k); }
+te_packed_fn te__c_entry(const te__kernel *k) { return te_module_entry((const te_module *)k); }
 
-static const char *c_source(const te__kernel *k) { return te_module_source((const te_module *)k); }
+const char *te__c_source(const te__kernel *k) { return te_module_source((const te_module *)k); }
 
-static void c_free(te__kernel *k) { te_module_free((te_module *)k); }
-
-const te__backend te__c_backend = {
-    .kind = TE_BACKEND_C,
-    .name = "c",
-    .target = c_target,
-    .emit = te_emit_c,
-    .emit_unit = c_emit_unit,
-    .emit_standalone = c_emit_standalone,
-    .compile_many = c_compile_many,
-    .run = c_run,
-    .time = c_time,
-    .entry = c_entry,
-    .source = c_source,
-    .free = c_free,
-};
-
-const te__backend *te__backend_get(te_backend_kind kind)
-{
-    switch (kind) {
-    case TE_BACKEND_C:
-        return &te__c_backend;
-    case TE_BACKEND_CUDA:
-        return &te__cuda_backend;
-    }
-    return NULL;
-}
+void te__c_free(te__kernel *k) { te_module_free((te_module *)k); }

@@ -374,12 +374,9 @@ int te_cuda_module_time(te_cuda_module *m, const uint64_t *dev_args, const te_cu
     return rc;
 }
 
-/* ---- The table (backends/backend_impl.h) ------------------------------------------------
- * CUDA kernels are built from lowered programs (te_cuda_build: the launch dimensions come from
- * emission), so compile_many, emit_unit, the host timer and a packed entry are not there yet.
- * emit_standalone with no_prelude and one function gives that function's kernels alone. */
+/* ---- The table's entries (backends/backend.c, declared in backends/backend_impl.h) ---- */
 
-static int cuda_target(te_target *out)
+int te__cuda_target(te_target *out)
 {
     int rc = te_cuda_target_device(0, out);
     if (rc != TE_OK)
@@ -387,9 +384,9 @@ static int cuda_target(te_target *out)
     return rc;
 }
 
-static int cuda_emit_standalone(te_ctx *ctx, int n, const te_lowered *const *fs,
-                                const te_target *target, const te__emit_opts *opts,
-                                const char **source, te__emitted_fn *fns)
+int te__cuda_emit_standalone(te_ctx *ctx, int n, const te_lowered *const *fs,
+                             const te_target *target, const te__emit_opts *opts,
+                             const char **source, te__emitted_fn *fns)
 {
     *source = NULL;
     te__cuda_program *progs = n > 0 ? te__alloc(ctx, sizeof *progs * (size_t)n) : NULL;
@@ -416,26 +413,14 @@ static int cuda_emit_standalone(te_ctx *ctx, int n, const te_lowered *const *fs,
     return *source ? TE_OK : te_ctx_set_error(ctx, TE_ERR_NOMEM, "te_emit_cuda: out of memory");
 }
 
-static int cuda_run(te__kernel *k, void *const *args)
+int te__cuda_run(te__kernel *k, void *const *args)
 {
     return te_cuda_module_run((te_cuda_module *)k, args);
 }
 
-static const char *cuda_source(const te__kernel *k)
+const char *te__cuda_source(const te__kernel *k)
 {
     return te_cuda_module_source((const te_cuda_module *)k);
 }
 
-static void cuda_free(te__kernel *k) { te_cuda_module_free((te_cuda_module *)k); }
-
-const te__backend te__cuda_backend = {
-    .kind = TE_BACKEND_CUDA,
-    .name = "cuda",
-    .target = cuda_target,
-    .emit = te_emit_cuda,
-    .prelude = te__cuda_prelude,
-    .emit_standalone = cuda_emit_standalone,
-    .run = cuda_run,
-    .source = cuda_source,
-    .free = cuda_free,
-};
+void te__cuda_free(te__kernel *k) { te_cuda_module_free((te_cuda_module *)k); }
