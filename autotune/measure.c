@@ -147,11 +147,13 @@ typedef struct {
     const char **names; /* kernel names in the unit */
 } unit;
 
-/* Records the failing status of building candidate x. */
+/* Records the failing status of building candidate x (TE_ERR_LOWER: it could not be emitted,
+ * an invalid schedule as when lowering fails). */
 static void build_failed(te__cand *x, int st, const char *err)
 {
     x->status = st == TE_ERR_COMPILE ? TE_TRIAL_COMPILE_ERROR
                 : st == TE_ERR_LOAD  ? TE_TRIAL_LOAD_ERROR
+                : st == TE_ERR_LOWER ? TE_TRIAL_INVALID_SCHEDULE
                                      : TE_TRIAL_OTHER_ERROR;
     if (err)
         snprintf(x->err, sizeof x->err, "%s", err);
@@ -227,8 +229,10 @@ static void make_unit(te_ctx *ctx, const te__backend *be, const te_target *targe
     const te_lowered **fs = te__alloc(ctx, sizeof *fs * (size_t)un->n);
     te_lowered *copies = te__alloc(ctx, sizeof *copies * (size_t)un->n);
     const char **names = te__alloc(ctx, sizeof *names * (size_t)un->n);
-    if (!fs || !copies || !names)
+    if (!fs || !copies || !names) {
+        snprintf(x0->err, sizeof x0->err, "out of memory");
         return;
+    }
     for (int f = 0; f < un->n; f++) {
         copies[f] = *c[which[order[un->first + f]]].lowered;
         if (un->n > 1)
@@ -240,7 +244,8 @@ static void make_unit(te_ctx *ctx, const te__backend *be, const te_target *targe
     un->src = un->n == 1 || !be->emit_unit ? be->emit(ctx, fs[0], target)
                                            : be->emit_unit(ctx, un->n, fs, target);
     if (!un->src) {
-        snprintf(x0->err, sizeof x0->err, "emitting: %s", te_ctx_errmsg(ctx));
+        snprintf(x0->err, sizeof x0->err, "emitting %s: %s",
+                 be->kind == TE_BACKEND_C ? "C" : "CUDA", te_ctx_errmsg(ctx));
         te_ctx_clear_error(ctx);
     }
 }
@@ -307,7 +312,7 @@ static void build_batch(te__measurer *m, te__cand *c, const int *which, int k, t
             for (int f = 0; f < units[u].n; f++)
                 retry[nretry++] = order[units[u].first + f];
         else
-            build_failed(&c[which[order[units[u].first]]], TE_ERR_INTERNAL, NULL);
+            build_failed(&c[which[order[units[u].first]]], TE_ERR_LOWER, NULL);
     }
     int nretry2 = 0;
     compile_units(m, be, c, which, order, units, nok, kern, fns, retry + nretry, &nretry2);
@@ -324,7 +329,7 @@ static void build_batch(te__measurer *m, te__cand *c, const int *which, int k, t
             if (units[r].src)
                 units[nr++] = units[r];
             else
-                build_failed(&c[which[retry[r]]], TE_ERR_INTERNAL, NULL);
+                build_failed(&c[which[retry[r]]], TE_ERR_LOWER, NULL);
         }
         int left = 0;
         compile_units(m, be, c, which, retry, units, nr, kern, fns, order, &left);
