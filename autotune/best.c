@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "te/internal.h"
 #include "tessera/tuner.h"
 
 int te_tuner_best_record(te_ctx *ctx, te_db *db, const char *workload_key, int n_out,
