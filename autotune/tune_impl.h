@@ -21,9 +21,11 @@
 
 /* One proposed configuration on its way through the measurer. */
 typedef struct te__cand {
-    char *trace;        /* malloc'ed */
-    char hash[17];      /* te_db_trace_hash(trace) */
-    const char *source; /* emitted C (owned elsewhere); NULL when not built */
+    char *trace;               /* malloc'ed */
+    char hash[17];             /* te_db_trace_hash(trace) */
+    const char *source;        /* source text to compile alone, as given (owned elsewhere); NULL: */
+    const te_lowered *lowered; /* the lowered function (named "cand", owned elsewhere), which
+                                  the backend emits together with other candidates */
     float feat[TE_NUM_FEATURES];
     int has_feat;
     double pred; /* cost model score (higher is better) */
@@ -58,7 +60,8 @@ const char *te__measurer_ref_kind(const te__measurer *m);
 double te__measurer_tolerance(const te__measurer *m);
 /* Best median known so far (for the slow-candidate cut); 0 = none. */
 void te__measurer_set_best(te__measurer *m, double best_s);
-/* Builds (parallel compilers) and runs (forked child, timeout) every candidate with a source
+/* Builds (through the backend table: several lowered candidates per compiler run, a source
+ * alone) and runs (forked child, timeout) every candidate with a source or a lowered function
  * and done == 0; sets status, err, median_s, spread_s, repeats, max_err, and done = 1. The
  * kernels must be named "cand" (te_lower's name). */
 void te__measure_batch(te__measurer *m, te__cand *c, int n);
@@ -67,8 +70,8 @@ void te__measurer_times(const te__measurer *m, double *compile_s, double *run_s)
 /* Number of bytes the kernel arguments take (inputs + outputs), for GB/s figures. */
 double te__measurer_bytes(const te__measurer *m);
 
-/* Runs fn(user) in a forked child with a timeout, child's result written into `out` (size
- * bytes, shared memory). Used for measurements that must not run OpenMP in this process
+/* Runs fn(user) in a forked child (measure_child.c) with a timeout, child's result written into
+ * `out` (size bytes, shared memory). Used for measurements that must not run OpenMP in this process
  * (the OpenBLAS baseline). Returns TE_OK, TE_ERR_TIMEOUT or TE_ERR_RUNTIME. */
 int te__run_in_child(void (*fn)(void *user, void *out), void *user, void *out, size_t size,
                      double timeout_s);

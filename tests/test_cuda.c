@@ -30,7 +30,7 @@ static int g_nvrtc = -1, g_dev = -1;
 static bool have_nvrtc(void)
 {
     if (g_nvrtc < 0) {
-        g_nvrtc = te_nvrtc_available() == TE_OK;
+        g_nvrtc = te_nvrtc_probe() == TE_OK;
         if (!g_nvrtc)
             printf("[  SKIP    ] NVRTC checks: %s\n", te_cuda_errmsg());
     }
@@ -40,7 +40,7 @@ static bool have_nvrtc(void)
 static bool have_device(void)
 {
     if (g_dev < 0) {
-        g_dev = te_cuda_available() == TE_OK;
+        g_dev = te_cuda_probe() == TE_OK;
         if (!g_dev)
             printf("[  SKIP    ] device runs: %s\n", te_cuda_errmsg());
     }
@@ -435,7 +435,7 @@ static void test_gpu_check_errors(void **state)
 static void test_no_cuda_is_clean(void **state)
 {
     (void)state;
-    int rc = te_cuda_available();
+    int rc = te_cuda_probe();
     assert_true(rc == TE_OK || rc == TE_ERR_NO_CUDA);
     if (rc == TE_ERR_NO_CUDA) {
         assert_true(strlen(te_cuda_errmsg()) > 10);

@@ -180,6 +180,41 @@ static void test_merged_units_attribute_errors(void **state)
     te_ctx_free(ctx);
 }
 
+/* Candidates given as lowered functions go through the backend table: emitted several to a
+ * unit (renamed apart by the backend, not by editing text) and each measured on its own. */
+static void test_lowered_candidates_share_units(void **state)
+{
+    (void)state;
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *ins[8], *outs[8];
+    int n_in, n_out;
+    assert_int_equal(te_op_build(ctx, "matmul", "m=32,n=48,k=24", ins, &n_in, outs, &n_out), TE_OK);
+    te_target tgt = te_target_host();
+    te_tensor *args[3] = {ins[0], ins[1], outs[0]};
+    char err[512];
+    te__measurer *m = te__measurer_create(n_in, ins, n_out, outs, NULL, NULL, err, sizeof err);
+    assert_non_null(m);
+    assert_int_equal(te__measurer_reference(m, ctx, 0, err, sizeof err), TE_OK);
+    te__cand c[5];
+    memset(c, 0, sizeof c);
+    for (int v = 0; v < 5; v++) {
+        te_schedule *s = te_schedule_create(ctx, 1, outs);
+        te_stage *st = te_schedule_stage(s, outs[0]);
+        te_iter *io, *ii;
+        assert_int_equal(te_split(st, te_stage_axis(st, 0), v + 2, &io, &ii), TE_OK);
+        c[v].lowered = te_lower(s, 3, args, "cand", &tgt);
+        assert_non_null(c[v].lowered);
+    }
+    te__measure_batch(m, c, 5);
+    for (int v = 0; v < 5; v++) {
+        printf("  cand %d: %s %s\n", v, te_trial_status_str(c[v].status), c[v].err);
+        assert_int_equal(c[v].status, TE_TRIAL_OK);
+        assert_true(c[v].done);
+    }
+    te__measurer_free(m);
+    te_ctx_free(ctx);
+}
+
 static void test_flops_and_keys(void **state)
 {
     (void)state;
@@ -280,6 +315,7 @@ int main(void)
         cmocka_unit_test(test_faulty_candidates_are_recorded),
         cmocka_unit_test(test_reference_from_default_schedule),
         cmocka_unit_test(test_merged_units_attribute_errors),
+        cmocka_unit_test(test_lowered_candidates_share_units),
         cmocka_unit_test(test_flops_and_keys),
         cmocka_unit_test(test_durations_and_targets),
         cmocka_unit_test(test_cost_model_ranks),

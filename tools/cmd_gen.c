@@ -77,8 +77,7 @@ static void add_word(char *buf, size_t size, size_t *len, const char *w)
 {
     bool plain = *w != 0;
     for (const char *c = w; *c; c++)
-        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=,./:@%",
-                    *c))
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=,./:@%", *c))
             plain = false;
     if (*len >= size)
         return;
@@ -132,7 +131,7 @@ int te_cmd_gen(int argc, char **argv)
             op = x;
         } else if (!v) {
             static const char *const valued[] = {"--shape", "--params", "--db", "-o", "--out",
-                                                 "--name", "--target", "--sm", NULL};
+                                                 "--name",  "--target", "--sm", NULL};
             for (int i = 0; valued[i]; i++)
                 if (!strcmp(x, valued[i]))
                     return bad("option '%s' needs a value", x);
@@ -342,14 +341,17 @@ int te_cmd_gen(int argc, char **argv)
         int64_t saved[TE_GEN_MAX_PARAMS];
         memcpy(saved, kernels[i].params, sizeof saved);
         if (te_gen_kernel_from_db(ctx, db, db ? db_path : NULL, keys[i], op, kname, ni + no, args,
-                                  no, &tgt, fallback ? TE_DB_FALLBACK : 0, quiet,
-                                  &kernels[i]) != TE_OK) {
+                                  no, &tgt, fallback ? TE_DB_FALLBACK : 0, &kernels[i]) != TE_OK) {
             fprintf(stderr, "tessera gen: %s\n", te_ctx_errmsg(ctx));
             rc = 1;
             goto done;
         }
         memcpy(kernels[i].params, saved, sizeof saved);
         kernels[i].arg_names = anames;
+        const te_gen_provenance *pr = &kernels[i].prov;
+        if (!quiet && !pr->from_db && pr->reason && pr->fallback)
+            fprintf(stderr, "tessera gen: warning: %s: %s; using %s\n", keys[i], pr->reason,
+                    pr->fallback);
     }
 
     te_gen_output out;

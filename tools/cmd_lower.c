@@ -130,12 +130,15 @@ static int lower_op(te_ctx *ctx, const char *op, const char *shape, const char *
                          te_op_workload_key(ctx, te_op_lookup(op), &kv, key, sizeof key) < 0
                      ? te_ctx_errcode(ctx)
                      : te_gen_kernel_from_db(ctx, db, db_path, key, op, op, n_in + n_out, args,
-                                             n_out, tgt, 0, db == NULL, &k);
+                                             n_out, tgt, 0, &k);
         te_db_close(db);
         if (rc != TE_OK) {
             fprintf(stderr, "tessera lower: %s\n", te_ctx_errmsg(ctx));
             return 1;
         }
+        if (db && !k.prov.from_db && k.prov.reason)
+            fprintf(stderr, "tessera lower: warning: %s: %s; using %s\n", key, k.prov.reason,
+                    k.prov.fallback ? k.prov.fallback : "the default schedule");
         s = k.schedule;
     }
     if (!s) {

@@ -1,7 +1,7 @@
 /*
- * backends/c/c_backend.h (private): the C backend's pieces for the tuner and the other
- * backends: the backend function table (DESIGN point 5), kernel naming, and building several
- * generated sources in one parallel compiler run.
+ * backends/c/c_backend.h (private): the C backend's pieces behind its function table
+ * (backends/backend_impl.h, defined in module.c) and for the generator: kernel naming, several
+ * kernels in one translation unit, and building several sources in one parallel compiler run.
  */
 #ifndef TESSERA_BACKENDS_C_C_BACKEND_H
 #define TESSERA_BACKENDS_C_C_BACKEND_H
@@ -56,23 +56,16 @@ int te__c_build_sources(int n, const char *const *sources, const char *const *na
                         const te_target *target, int jobs, te_module **out, int *status,
                         char **errbufs, size_t errbuf_size);
 
+/* The same for units of several kernels: source i holds counts[i] kernels named
+ * names[i][0 .. counts[i]), and out receives one module per name, in order (the modules of one
+ * source share its loaded library). status[i] and errbufs[i] are per source. Returns TE_OK
+ * when all built, else the first failing status. */
+int te__c_build_units(int n, const char *const *sources, const int *counts,
+                      const char *const *const *names, const te_target *target, int jobs,
+                      te_module **out, int *status, char **errbufs, size_t errbuf_size);
+
 /* Median wall time in seconds of `repeat` runs after `warmup` runs. Returns TE_OK or the
  * kernel's failure status. */
 int te__module_time(te_module *m, void *const *args, int warmup, int repeat, double *median_s);
-
-/* The backend table (ggml's habit): what the tuner needs to drive any backend the same way. */
-typedef struct te__backend {
-    const char *name;
-    /* Source text of a lowered function, owned by ctx; NULL on error (message on ctx). */
-    const char *(*emit)(te_ctx *ctx, const te_lowered *f, const te_target *target);
-    /* Compiles and loads several sources at once (see te__c_build_sources). */
-    int (*compile)(int n, const char *const *sources, const char *const *names,
-                   const te_target *target, int jobs, te_module **out, int *status,
-                   char **errbufs, size_t errbuf_size);
-    int (*run)(te_module *m, void *const *args);
-    int (*time)(te_module *m, void *const *args, int warmup, int repeat, double *median_s);
-} te__backend;
-
-extern const te__backend te__c_backend;
 
 #endif

@@ -1,6 +1,7 @@
 /*
- * backends/c/module.c: build a schedule into a loaded kernel (lower, emit C, compile, dlopen),
- * and the C backend's function table.
+ * backends/c/module.c: the C backend's function table (backends/backend_impl.h) and te_build,
+ * which reaches the backend through te__backend_get like every other caller: lower, emit C,
+ * compile (with the on-disk cache), dlopen.
  */
 #define _GNU_SOURCE
 
@@ -9,15 +10,30 @@
 #include <string.h>
 #include <time.h>
 
+#include "backends/backend_impl.h"
 #include "backends/c/c_backend.h"
 #include "backends/c/cc.h"
 
-struct te_module {
+/* A loaded shared object shared by the kernels compiled into it. */
+typedef struct shared_lib {
     te__cc_lib *lib;
+    int refs;
+} shared_lib;
+
+struct te_module {
+    shared_lib *sl;
     te_packed_fn entry;
     char *source;
     char *name; /* kernel identifier */
 };
+
+static void shared_lib_release(shared_lib *sl)
+{
+    if (sl && --sl->refs == 0) {
+        te__cc_lib_free(sl->lib);
+        free(sl);
+    }
+}
 
 static te__cc_opts cc_opts(const te_target *t)
 {
@@ -29,10 +45,11 @@ static te__cc_opts cc_opts(const te_target *t)
     return o;
 }
 
-/* Wraps a loaded library into a module; takes ownership of lib. */
-static int make_module(te__cc_lib *lib, const char *source, const char *name, te_module **out,
+/* Wraps kernel `name` of a loaded library into a module holding a reference to it. */
+static int make_module(shared_lib *sl, const char *source, const char *name, te_module **out,
                        char *errbuf, size_t errbuf_size)
 {
+    te__cc_lib *lib = sl->lib;
     char ident[160], sym[180];
     te__c_kernel_ident(name, ident, sizeof ident - 8);
     snprintf(sym, sizeof sym, "%s_packed", ident);
@@ -44,17 +61,17 @@ static int make_module(te__cc_lib *lib, const char *source, const char *name, te
     }
     if (!p || !m || !m->source || !m->name) {
         if (errbuf && errbuf_size)
-            snprintf(errbuf, errbuf_size, p ? "out of memory" : "symbol '%s' not found in %s",
-                     sym, te__cc_lib_so_path(lib));
+            snprintf(errbuf, errbuf_size, p ? "out of memory" : "symbol '%s' not found in %s", sym,
+                     te__cc_lib_so_path(lib));
         if (m) {
             free(m->source);
             free(m->name);
             free(m);
         }
-        te__cc_lib_free(lib);
         return p ? TE_ERR_NOMEM : TE_ERR_LOAD;
     }
-    m->lib = lib;
+    m->sl = sl;
+    sl->refs++;
     memcpy(&m->entry, &p, sizeof p);
     *out = m;
     return TE_OK;
@@ -75,25 +92,70 @@ int te_build(te_schedule *s, int n_args, te_tensor *const *args, const char *nam
         host = te_target_host();
         target = &host;
     }
-    if (target->backend != TE_BACKEND_C)
+    const te__backend *be = te__backend_get(target->backend);
+    /* te_module is the C backend's kernel: other backends have their own builders. */
+    if (!be || be->kind != TE_BACKEND_C)
         return te_ctx_set_error(ctx, TE_ERR_UNSUPPORTED,
                                 "te_build: the target is not a C target (use the CUDA backend)");
     te_lowered *f = te_lower(s, n_args, args, name, target);
     if (!f)
         return te_ctx_errcode(ctx) != TE_OK ? te_ctx_errcode(ctx) : TE_ERR_LOWER;
-    const char *src = te_emit_c(ctx, f, target);
+    const char *src = be->emit(ctx, f, target);
     if (!src)
         return te_ctx_errcode(ctx) != TE_OK ? te_ctx_errcode(ctx) : TE_ERR_INTERNAL;
-    te__cc_opts o = cc_opts(target);
-    te__cc_lib *lib = NULL;
     char *err = malloc(16384);
-    int rc = te__cc_build(src, &o, &lib, err, err ? 16384 : 0);
+    te__kernel *k = NULL;
+    int st = TE_OK;
+    int rc = be->compile_many(1, &src, (const int[]){1}, (const char *const *const[]){&name},
+                              target, 1, &k, &st, err ? &err : NULL, err ? 16384 : 0);
     if (rc == TE_OK)
-        rc = make_module(lib, src, name, out, err, err ? 16384 : 0);
-    if (rc != TE_OK)
+        *out = (te_module *)k;
+    else
         te_ctx_set_error(ctx, rc, "te_build '%s': %s", name, err ? err : te_status_str(rc));
     free(err);
     return rc;
+}
+
+int te__c_build_units(int n, const char *const *sources, const int *counts,
+                      const char *const *const *names, const te_target *target, int jobs,
+                      te_module **out, int *status, char **errbufs, size_t errbuf_size)
+{
+    if (n <= 0)
+        return TE_OK;
+    if (!sources || !counts || !names || !out || !status)
+        return TE_ERR_ARG;
+    te__cc_lib **libs = calloc((size_t)n, sizeof *libs);
+    if (!libs)
+        return TE_ERR_NOMEM;
+    te__cc_opts o = cc_opts(target);
+    te__cc_build_many(n, sources, &o, jobs, libs, status, errbufs, errbuf_size);
+    int first = TE_OK;
+    for (int i = 0, at = 0; i < n; at += counts[i], i++) {
+        for (int j = 0; j < counts[i]; j++)
+            out[at + j] = NULL;
+        shared_lib *sl = status[i] == TE_OK ? malloc(sizeof *sl) : NULL;
+        if (status[i] == TE_OK && !sl)
+            status[i] = TE_ERR_NOMEM;
+        if (sl) {
+            sl->lib = libs[i];
+            sl->refs = 1; /* held while the kernels are wrapped */
+            for (int j = 0; j < counts[i] && status[i] == TE_OK; j++)
+                status[i] = make_module(sl, sources[i], names[i][j], &out[at + j],
+                                        errbufs ? errbufs[i] : NULL, errbufs ? errbuf_size : 0);
+            if (status[i] != TE_OK)
+                for (int j = 0; j < counts[i]; j++) {
+                    te_module_free(out[at + j]);
+                    out[at + j] = NULL;
+                }
+            shared_lib_release(sl);
+        } else {
+            te__cc_lib_free(libs[i]);
+        }
+        if (status[i] != TE_OK && first == TE_OK)
+            first = status[i];
+    }
+    free(libs);
+    return first;
 }
 
 int te__c_build_sources(int n, const char *const *sources, const char *const *names,
@@ -102,26 +164,21 @@ int te__c_build_sources(int n, const char *const *sources, const char *const *na
 {
     if (n <= 0)
         return TE_OK;
-    if (!sources || !names || !out || !status)
+    if (!names)
         return TE_ERR_ARG;
-    te__cc_lib **libs = calloc((size_t)n, sizeof *libs);
-    if (!libs)
-        return TE_ERR_NOMEM;
-    te__cc_opts o = cc_opts(target);
-    te__cc_build_many(n, sources, &o, jobs, libs, status, errbufs, errbuf_size);
-    int first = TE_OK;
-    for (int i = 0; i < n; i++) {
-        out[i] = NULL;
-        if (status[i] == TE_OK)
-            status[i] = make_module(libs[i], sources[i], names[i], &out[i],
-                                    errbufs ? errbufs[i] : NULL, errbufs ? errbuf_size : 0);
-        else
-            te__cc_lib_free(libs[i]);
-        if (status[i] != TE_OK && first == TE_OK)
-            first = status[i];
+    int *counts = malloc(sizeof *counts * (size_t)n);
+    const char *const **nm = malloc(sizeof *nm * (size_t)n);
+    int rc = counts && nm ? TE_OK : TE_ERR_NOMEM;
+    for (int i = 0; rc == TE_OK && i < n; i++) {
+        counts[i] = 1;
+        nm[i] = &names[i];
     }
-    free(libs);
-    return first;
+    if (rc == TE_OK)
+        rc = te__c_build_units(n, sources, counts, nm, target, jobs, out, status, errbufs,
+                               errbuf_size);
+    free(counts);
+    free(nm);
+    return rc;
 }
 
 int te_module_run(te_module *m, void *const *args)
@@ -135,7 +192,7 @@ const char *te_module_source(const te_module *m) { return m ? m->source : NULL; 
 
 const char *te_module_source_path(const te_module *m)
 {
-    return m ? te__cc_lib_source_path(m->lib) : NULL;
+    return m ? te__cc_lib_source_path(m->sl->lib) : NULL;
 }
 
 te_packed_fn te_module_entry(const te_module *m) { return m ? m->entry : NULL; }
@@ -144,7 +201,7 @@ void te_module_free(te_module *m)
 {
     if (!m)
         return;
-    te__cc_lib_free(m->lib);
+    shared_lib_release(m->sl);
     free(m->source);
     free(m->name);
     free(m);
@@ -188,6 +245,62 @@ int te__module_time(te_module *m, void *const *args, int warmup, int repeat, dou
     return TE_OK;
 }
 
-const te__backend te__c_backend = {
-    "c", te_emit_c, te__c_build_sources, te_module_run, te__module_time,
-};
+/* ---- The table's entries (backends/backend.c)
+ * ------------------------------------------------------------------------- */
+
+int te__c_target(te_target *out)
+{
+    *out = te_target_host();
+    return TE_OK;
+}
+
+const char *te__c_emit_unit(te_ctx *ctx, int n, const te_lowered *const *fs,
+                            const te_target *target)
+{
+    return te__emit_c_unit(ctx, n, fs, target, NULL, NULL);
+}
+
+int te__c_emit_standalone(te_ctx *ctx, int n, const te_lowered *const *fs, const te_target *target,
+                          const te__emit_opts *opts, const char **source, te__emitted_fn *fns)
+{
+    *source = NULL;
+    if (opts && opts->no_prelude)
+        return te_ctx_set_error(ctx, TE_ERR_UNSUPPORTED,
+                                "te_emit_c: a C unit always has its own prelude");
+    te__c_kernel_info *info = n > 0 ? te__alloc(ctx, sizeof *info * (size_t)n) : NULL;
+    if (n > 0 && !info)
+        return te_ctx_set_error(ctx, TE_ERR_NOMEM, "te_emit_c: out of memory");
+    te__c_unit_opts uo = {.comment = opts && opts->comment ? opts->comment : "",
+                          .no_packed = 1,
+                          .standalone = 1,
+                          .arg_names = opts ? opts->arg_names : NULL};
+    *source = te__emit_c_unit(ctx, n, fs, target, &uo, info);
+    if (!*source)
+        return te_ctx_errcode(ctx) != TE_OK ? te_ctx_errcode(ctx) : TE_ERR_NOMEM;
+    for (int i = 0; fns && i < n; i++) {
+        fns[i].c = &info[i];
+        fns[i].cuda = NULL;
+    }
+    return TE_OK;
+}
+
+int te__c_compile_many(int n, const char *const *sources, const int *counts,
+                       const char *const *const *names, const te_target *target, int jobs,
+                       te__kernel **out, int *status, char **errbufs, size_t errbuf_size)
+{
+    return te__c_build_units(n, sources, counts, names, target, jobs, (te_module **)out, status,
+                             errbufs, errbuf_size);
+}
+
+int te__c_run(te__kernel *k, void *const *args) { return te_module_run((te_module *)k, args); }
+
+int te__c_time(te__kernel *k, void *const *args, int warmup, int repeat, double *median_s)
+{
+    return te__module_time((te_module *)k, args, warmup, repeat, median_s);
+}
+
+te_packed_fn te__c_entry(const te__kernel *k) { return te_module_entry((const te_module *)k); }
+
+const char *te__c_source(const te__kernel *k) { return te_module_source((const te_module *)k); }
+
+void te__c_free(te__kernel *k) { te_module_free((te_module *)k); }

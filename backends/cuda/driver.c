@@ -164,7 +164,9 @@ int te__cu_init(void)
     return TE_OK;
 }
 
-int te_cuda_available(void) { return te__cu_init(); }
+int te_cuda_probe(void) { return te__cu_init(); }
+
+bool te_cuda_available(void) { return te_cuda_probe() == TE_OK; }
 
 int te_cuda_device_count(int *count)
 {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/backend_impl.h"
 #include "backends/cuda/cuda_impl.h"
 
 struct te_cuda_module {
@@ -372,3 +373,54 @@ int te_cuda_module_time(te_cuda_module *m, const uint64_t *dev_args, const te_cu
         snprintf(m->err, sizeof m->err, "%s", te_cuda_errmsg());
     return rc;
 }
+
+/* ---- The table's entries (backends/backend.c, declared in backends/backend_impl.h) ---- */
+
+int te__cuda_target(te_target *out)
+{
+    int rc = te_cuda_target_device(0, out);
+    if (rc != TE_OK)
+        *out = te_target_cuda(80);
+    return rc;
+}
+
+int te__cuda_emit_standalone(te_ctx *ctx, int n, const te_lowered *const *fs,
+                             const te_target *target, const te__emit_opts *opts,
+                             const char **source, te__emitted_fn *fns)
+{
+    *source = NULL;
+    te__cuda_program *progs = n > 0 ? te__alloc(ctx, sizeof *progs * (size_t)n) : NULL;
+    if (n > 0 && !progs)
+        return te_ctx_set_error(ctx, TE_ERR_NOMEM, "te_emit_cuda: out of memory");
+    te__sb b = {0};
+    if (opts && opts->comment)
+        te__sb_puts(&b, opts->comment);
+    if (!opts || !opts->no_prelude)
+        te__sb_puts(&b, te__cuda_prelude);
+    for (int i = 0; i < n; i++) {
+        int rc = te__cuda_emit_kernels(ctx, fs[i], target, &progs[i]);
+        if (rc != TE_OK) {
+            te__sb_free(&b);
+            return rc;
+        }
+        te__sb_puts(&b, progs[i].source);
+        if (fns) {
+            fns[i].c = NULL;
+            fns[i].cuda = &progs[i];
+        }
+    }
+    *source = te__sb_finish(ctx, &b);
+    return *source ? TE_OK : te_ctx_set_error(ctx, TE_ERR_NOMEM, "te_emit_cuda: out of memory");
+}
+
+int te__cuda_run(te__kernel *k, void *const *args)
+{
+    return te_cuda_module_run((te_cuda_module *)k, args);
+}
+
+const char *te__cuda_source(const te__kernel *k)
+{
+    return te_cuda_module_source((const te_cuda_module *)k);
+}
+
+void te__cuda_free(te__kernel *k) { te_cuda_module_free((te_cuda_module *)k); }

@@ -121,7 +121,7 @@ int te__nvrtc_load(char *errbuf, size_t n)
     return nv.status;
 }
 
-int te_nvrtc_available(void)
+int te_nvrtc_probe(void)
 {
     char why[1024];
     int rc = te__nvrtc_load(why, sizeof why);
@@ -129,6 +129,8 @@ int te_nvrtc_available(void)
         te__cuda_set_error(rc, "%s", why);
     return rc;
 }
+
+bool te_nvrtc_available(void) { return te_nvrtc_probe() == TE_OK; }
 
 int te_nvrtc_version(void)
 {

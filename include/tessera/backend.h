@@ -18,31 +18,12 @@
 #include <stdio.h>
 
 #include "tessera/schedule.h"
+#include "tessera/target.h"
 #include "tessera/te.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef enum te_backend_kind { TE_BACKEND_C, TE_BACKEND_CUDA } te_backend_kind;
-
-/* Facts about the machine code is generated for. Algorithms read these, never constants. */
-typedef struct te_target {
-    te_backend_kind backend;
-    int vector_bits;      /* widest native vector register (512 with AVX-512) */
-    int num_cores;        /* threads for parallel loops */
-    char cpu_model[96];   /* "AMD EPYC 9R14 96-Core Processor" */
-    char isa[256];        /* comma-separated ISA features the code may use ("avx512f,fma") */
-    const char *cc;       /* C compiler; NULL: $CC or "cc" */
-    const char *cflags;   /* NULL: $TESSERA_CFLAGS or the default "-O3 -march=native ..." */
-    int sm;               /* CUDA: compute capability x10 (90 for sm_90); 0 for the C target */
-} te_target;
-
-/* Detects the host CPU (model, ISA features, core count) for the C backend. */
-te_target te_target_host(void);
-/* Canonical key of a target for the tuning database, written into buf (at most n bytes).
- * Returns buf. */
-char *te_target_key(const te_target *t, char *buf, size_t n);
 
 /* A lowered function (loop IR after every pass). Lives in the context's arena. */
 typedef struct te_lowered te_lowered;

@@ -26,6 +26,7 @@
 #ifndef TESSERA_CUDA_H
 #define TESSERA_CUDA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,11 +40,17 @@ extern "C" {
 
 /* ---- Availability and devices -------------------------------------------------------------- */
 
-/* TE_OK when the driver loads, initializes and has at least one device; TE_ERR_NO_CUDA
- * otherwise (te_cuda_errmsg says why). Cheap after the first call. */
-int te_cuda_available(void);
-/* TE_OK when NVRTC can be loaded (no device needed); TE_ERR_NO_CUDA otherwise. */
-int te_nvrtc_available(void);
+/* Loads and initializes the driver and checks for a device: TE_OK when the driver loads,
+ * initializes and has at least one device; TE_ERR_NO_CUDA otherwise (te_cuda_errmsg says
+ * why). Cheap after the first call. */
+int te_cuda_probe(void);
+/* Whether a CUDA device can be used: te_cuda_probe() == TE_OK. */
+bool te_cuda_available(void);
+/* Loads NVRTC (no device needed): TE_OK, or TE_ERR_NO_CUDA with the reason in
+ * te_cuda_errmsg. */
+int te_nvrtc_probe(void);
+/* Whether NVRTC can compile: te_nvrtc_probe() == TE_OK. */
+bool te_nvrtc_available(void);
 /* The last CUDA error message of this thread ("" when none). */
 const char *te_cuda_errmsg(void);
 /* NVRTC's version (major * 1000 + minor * 10, like CUDA_VERSION), or 0 without NVRTC. */

@@ -67,6 +67,10 @@ typedef struct te_gen_provenance {
     const char *measured_by;  /* Tessera version that measured it */
     int exact_target;         /* 0: the record is from a compatible but different target */
     const char *note;         /* free text ("no record for this target: default schedule") */
+    const char *reason;       /* without a record: why ("no record for this target in x.db") */
+    const char *fallback;     /* without a record: the schedule used instead ("the default
+                                 schedule (the plain loop nest, untuned)"); note is
+                                 "<reason>: <fallback>" */
 } te_gen_provenance;
 
 /* One kernel to generate. */
@@ -117,17 +121,17 @@ int te_gen_files(te_ctx *ctx, int n, const te_gen_kernel *kernels, const te_gen_
 
 /* Fills *k (name, schedule, args, prov) with the fastest ok record of workload_key on target
  * in db (te_db_best with `flags`, e.g. TE_DB_FALLBACK, then te_schedule_apply_trace on a fresh
- * schedule of the outputs, which are the last n_out of args). Without a database, a record,
- * or with a trace that no longer applies, it uses the default schedule (prov.from_db 0 and
- * prov.note says why) and warns on stderr unless `quiet`. The default schedule of a C target
+ * schedule of the outputs, which are the last n_out of args; the lookup is
+ * te_tuner_best_record). Without a database, a record, or with a trace that no longer applies,
+ * it uses the default schedule: prov.from_db is 0 and prov.note says why and what was used
+ * (nothing is printed: a caller that warns reads the note). The default schedule of a C target
  * is te_schedule_create's plain loop nest; a CUDA target needs a GPU schedule, so the default
  * is the operator's CUDA template with default knobs (te_cuda_schedule_*, chosen from `op` or
  * the outputs' tag), else the elementwise template; TE_ERR_UNSUPPORTED when neither applies.
  * Strings are copied into ctx. db_path (may be NULL) is only recorded in the provenance. */
 int te_gen_kernel_from_db(te_ctx *ctx, te_db *db, const char *db_path, const char *workload_key,
                           const char *op, const char *name, int n_args, te_tensor *const *args,
-                          int n_out, const te_target *target, int flags, int quiet,
-                          te_gen_kernel *k);
+                          int n_out, const te_target *target, int flags, te_gen_kernel *k);
 
 #ifdef __cplusplus
 }

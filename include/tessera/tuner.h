@@ -211,6 +211,20 @@ uint64_t te_tuner_expr_hash(int n_out, te_tensor *const *outs);
  * times its elements (times the reduction extents inside a reduction, plus one combine). */
 double te_tuner_flops(int n_out, te_tensor *const *outs);
 
+/* The one best-record lookup: the fastest ok record of (workload_key, target) in db
+ * (te_db_best with `flags`, e.g. TE_DB_FALLBACK), its trace applied to a fresh schedule of
+ * outs in ctx (target NULL: te_target_host()). Returns TE_OK with the schedule in *out and, when
+ * record is not NULL, the record list in *record (items[0] is the record; the caller frees it
+ * with te_db_trial_list_free). Otherwise *out and *record are NULL, nothing is printed, no
+ * error is left on ctx, and why (may be NULL; why_size bytes) says what happened:
+ * TE_ERR_NOT_FOUND when db or workload_key is NULL ("no database") or there is no record ("no
+ * record for this target"), TE_ERR_SCHEDULE when the record's trace no longer applies ("its
+ * best record (trial <uid>) no longer applies: <reason>"), TE_ERR_ARG for bad arguments. */
+int te_tuner_best_record(te_ctx *ctx, te_db *db, const char *workload_key, int n_out,
+                         te_tensor *const *outs, const te_target *target, int flags,
+                         te_schedule **out, te_db_trial_list **record, char *why,
+                         size_t why_size);
+
 /* A schedule for outs from the best database record of (workload_key, target): a fresh
  * schedule (in ctx) with the record's trace applied. When there is no record, or the trace no
  * longer applies, *out gets the default schedule (te_schedule_create), a warning goes to

@@ -279,7 +279,7 @@ int main(int argc, char **argv)
             budget = atof(argv[++i]);
     }
     double t0 = now_s();
-    if (te_cuda_available() != TE_OK) {
+    if (te_cuda_probe() != TE_OK) {
         printf("no GPU: %s\n", te_cuda_errmsg());
         return 1;
     }

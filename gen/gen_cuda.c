@@ -1,5 +1,5 @@
 /*
- * backends/cuda/standalone_cuda.c: standalone CUDA files (tessera/gen.h, CUDA target).
+ * gen/gen_cuda.c: standalone CUDA files (tessera/gen.h, CUDA target).
  *
  * The .cu file has the provenance comment, the CUDA prelude once, the __global__ kernels of
  * every lowered function, and then, outside NVRTC (`#ifndef __CUDACC_RTC__`), host launchers on
@@ -14,8 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/c/standalone.h"
+#include "backends/backend_impl.h"
 #include "backends/cuda/cuda_impl.h"
+#include "gen/gen_impl.h"
 #include "tessera/cuda.h"
 #include "tessera/ops.h"
 
@@ -45,7 +46,8 @@ int te__gen_cuda_default_schedule(te_ctx *ctx, const char *op, int n_out, te_ten
             char nm[128];
             snprintf(nm, sizeof nm, "%s_mm", te_tensor_name(Y));
             te_tensor *mm = te_op_find(Y, nm);
-            rc = mm ? te_cuda_schedule_matmul(s, mm, Y, &k) : te_cuda_schedule_matmul(s, Y, NULL, &k);
+            rc = mm ? te_cuda_schedule_matmul(s, mm, Y, &k)
+                    : te_cuda_schedule_matmul(s, Y, NULL, &k);
         } else if (!strcmp(tpl, "mlp_gate")) {
             rc = te_cuda_schedule_mlp_gate(s, Y, &k);
         } else if (!strcmp(tpl, "conv2d")) {
@@ -95,46 +97,34 @@ int te__gen_cuda_default_schedule(te_ctx *ctx, const char *op, int n_out, te_ten
 
 /* ---- Names and types ---------------------------------------------------------------------- */
 
+/* The CUDA type of a dtype in the launchers' casts (long long: the launchers never use the
+ * 32-bit index mode). */
 static const char *cu_type(te_dtype d)
 {
-    switch (d) {
-    case TE_BOOL:
-        return "bool";
-    case TE_I8:
-        return "signed char";
-    case TE_U8:
-        return "unsigned char";
-    case TE_I32:
-        return "int";
-    case TE_I64:
-        return "long long";
-    case TE_F32:
-        return "float";
-    case TE_F64:
-        return "double";
-    default:
-        return "?";
-    }
+    static const struct {
+        te_dtype d;
+        const char *name;
+    } names[] = {{TE_BOOL, "bool"}, {TE_I8, "signed char"}, {TE_U8, "unsigned char"},
+                 {TE_I32, "int"},   {TE_I64, "long long"},  {TE_F32, "float"},
+                 {TE_F64, "double"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].d == d)
+            return names[i].name;
+    return "?";
 }
 
 /* Type of an argument in the launchers (C-compatible header types). */
 static const char *host_type(te_dtype d) { return te_dtype_ctype(d); }
 
+/* Words the launchers' argument names must avoid besides te__gen_reserved's: the launchers'
+ * own locals and CUDA's built-in names. */
+static const char *const launcher_words[] = {"st",        "rc",       "err", "dim3",
+                                             "threadIdx", "blockIdx", NULL};
+
 static bool taken(const char *z, const char *const *names, int n)
 {
-    static const char *const w[] = {
-        "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
-        "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
-        "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch",
-        "typedef", "union", "unsigned", "void", "volatile", "while", "bool", "true", "false",
-        "class", "new", "delete", "this", "template", "typename", "namespace", "operator",
-        "private", "public", "protected", "friend", "virtual", "using", "try", "catch", "throw",
-        "stream", "st", "rc", "err", "dim3", "NULL", "threadIdx", "blockIdx", NULL};
-    if (!strncmp(z, "te_", 3) || !strncmp(z, "__", 2) || (z[0] == '_' && z[1] >= 'A' && z[1] <= 'Z'))
+    if (te__gen_reserved(z, launcher_words))
         return true;
-    for (int i = 0; w[i]; i++)
-        if (!strcmp(z, w[i]))
-            return true;
     for (int i = 0; i < n; i++)
         if (names[i] && !strcmp(z, names[i]))
             return true;
@@ -153,19 +143,10 @@ static const char **arg_names(te_ctx *ctx, const te_gen_kernel *k, const te__gen
         others[no++] = p->params[q];
     for (int a = 0; a < k->n_args; a++) {
         char z[128];
-        size_t j = 0;
         const char *s = k->arg_names && k->arg_names[a] && *k->arg_names[a]
                             ? k->arg_names[a]
                             : te_tensor_name(k->args[a]);
-        if (*s >= '0' && *s <= '9')
-            z[j++] = '_';
-        for (; *s && j + 3 < sizeof z; s++) {
-            char c = *s;
-            bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                      c == '_';
-            z[j++] = ok ? c : '_';
-        }
-        z[j] = 0;
+        te__c_ident(s, z, sizeof z - 2);
         while (taken(z, others, no) && strlen(z) + 2 < sizeof z)
             strcat(z, "_");
         v[a] = te__strdup(ctx, z);
@@ -209,7 +190,7 @@ static long long shared_bytes(const char *text, size_t len)
 
 typedef struct cu_fn {
     te__cuda_program prog;
-    const char **args; /* launcher argument names */
+    const char **args;  /* launcher argument names */
     const char **kdecl; /* per kernel: its __global__ declaration text */
     long long *shared;  /* per kernel: static shared bytes */
 } cu_fn;
@@ -218,7 +199,7 @@ static void launcher_params(te__sb *b, const te_gen_kernel *k, const char *const
 {
     for (int a = 0; a < k->n_args; a++)
         te__sb_printf(b, "%s%s%s *%s", a ? ", " : "", a < n_in ? "const " : "",
-                       host_type(te_tensor_dtype(k->args[a])), names[a]);
+                      host_type(te_tensor_dtype(k->args[a])), names[a]);
 }
 
 static int64_t arg_bytes(te_tensor *t)
@@ -226,27 +207,29 @@ static int64_t arg_bytes(te_tensor *t)
     return te_tensor_numel(t) * (int64_t)te_dtype_size(te_tensor_dtype(t));
 }
 
-int te__gen_cuda(te__gen_plan *p, te_gen_output *out)
+int te__gen_cuda(te_ctx *ctx, te__gen_plan *p, te_gen_output *out)
 {
-    te_ctx *ctx = te_schedule_ctx(p->k[0].schedule);
     int n = p->n;
     cu_fn *fn = te__alloc(ctx, sizeof *fn * (size_t)n);
     if (!fn)
         return te_ctx_set_error(ctx, TE_ERR_NOMEM, "te_gen: out of memory");
     memset(fn, 0, sizeof *fn * (size_t)n);
+    /* Each function is lowered and emitted in turn (its kernels alone, no prelude), so its
+     * names are numbered as when it is generated by itself. */
+    const te__backend *be = te__backend_get(TE_BACKEND_CUDA);
+    te__emit_opts eo = {.no_prelude = true};
     for (int i = 0; i < n; i++) {
         const te_gen_kernel *k = &p->k[i];
-        te_lowered *f = te_lower(k->schedule, k->n_args, k->args, p->knames[i], p->target);
-        if (!f)
-            return te_ctx_errcode(ctx) != TE_OK ? te_ctx_errcode(ctx) : TE_ERR_LOWER;
-        if (i == 0)
-            p->n_out = f->n_outputs;
-        else if (f->n_outputs != p->n_out)
-            return te_ctx_set_error(ctx, TE_ERR_ARG, "te_gen: '%s' writes %d outputs but '%s' %d",
-                                    p->knames[0], p->n_out, p->knames[i], f->n_outputs);
-        int rc = te__cuda_emit_kernels(ctx, f, p->target, &fn[i].prog);
+        te_lowered *f = NULL;
+        const char *text = NULL;
+        te__emitted_fn ef = {0};
+        int rc = te__gen_lower(ctx, p, i, &f);
+        if (rc == TE_OK)
+            rc = be->emit_standalone(ctx, 1, (const te_lowered *const *)&f, p->target, &eo, &text,
+                                     &ef);
         if (rc != TE_OK)
             return rc;
+        fn[i].prog = *ef.cuda;
         fn[i].args = arg_names(ctx, k, p);
         int nk = fn[i].prog.nkernels;
         fn[i].kdecl = te__alloc(ctx, sizeof(char *) * (size_t)(nk ? nk : 1));
@@ -284,13 +267,12 @@ int te__gen_cuda(te__gen_plan *p, te_gen_output *out)
     int n_in0 = p->k[0].n_args - p->n_out;
     bool dispatch = p->o->n_params > 0;
     char src_name[256], hdr_name[256];
-    snprintf(src_name, sizeof src_name, "%s.cu", p->o->name);
-    snprintf(hdr_name, sizeof hdr_name, "%s.h", p->o->name);
+    te__gen_file_names(p, "cu", src_name, hdr_name, sizeof src_name);
 
     /* ---- the .cu file */
     te__sb s = {0};
     te__gen_comment(p, &s, src_name, "CUDA");
-    te__sb_puts(&s, te__cuda_prelude);
+    te__sb_puts(&s, be->prelude);
     for (int i = 0; i < n; i++)
         te__sb_puts(&s, fn[i].prog.source);
     te__sb_printf(
@@ -313,35 +295,35 @@ int te__gen_cuda(te__gen_plan *p, te_gen_output *out)
         te__sb_printf(&s, "extern \"C\" int %s_launch(", p->knames[i]);
         launcher_params(&s, k, an, n_in);
         te__sb_puts(&s, ", void *stream)\n{\n    cudaStream_t st = (cudaStream_t)stream;\n"
-                         "    cudaError_t err = cudaSuccess;\n");
+                        "    cudaError_t err = cudaSuccess;\n");
         if (pg->ntemps) {
             te__sb_printf(&s, "    void *te_tmp[%d] = {0};\n", pg->ntemps);
             for (int t = 0; t < pg->ntemps; t++)
                 te__sb_printf(&s,
-                               "    if (err == cudaSuccess)\n"
-                               "        err = cudaMalloc(&te_tmp[%d], %zu); /* intermediate */\n",
-                               t, pg->temp_bytes[t]);
+                              "    if (err == cudaSuccess)\n"
+                              "        err = cudaMalloc(&te_tmp[%d], %zu); /* intermediate */\n",
+                              t, pg->temp_bytes[t]);
         }
         for (int j = 0; j < pg->nkernels; j++) {
             const te__cuda_kernel *kk = &pg->kernels[j];
             te__sb_printf(&s,
-                           "    if (err == cudaSuccess) {\n"
-                           "        %s<<<dim3(%d, %d, %d), dim3(%d, %d, %d), 0, st>>>(",
-                           kk->name, kk->grid[0], kk->grid[1], kk->grid[2], kk->block[0],
-                           kk->block[1], kk->block[2]);
+                          "    if (err == cudaSuccess) {\n"
+                          "        %s<<<dim3(%d, %d, %d), dim3(%d, %d, %d), 0, st>>>(",
+                          kk->name, kk->grid[0], kk->grid[1], kk->grid[2], kk->block[0],
+                          kk->block[1], kk->block[2]);
             for (int q = 0; q < kk->nparams; q++) {
                 int slot = kk->params[q];
                 if (slot < k->n_args)
                     te__sb_printf(&s, "%s(%s *)%s", q ? ", " : "",
-                                   cu_type(te_tensor_dtype(k->args[slot])), an[slot]);
+                                  cu_type(te_tensor_dtype(k->args[slot])), an[slot]);
                 else
-                    te__sb_printf(&s, "%ste_gen_ptr{te_tmp[%d]}", q ? ", " : "",
-                                   slot - k->n_args);
+                    te__sb_printf(&s, "%ste_gen_ptr{te_tmp[%d]}", q ? ", " : "", slot - k->n_args);
             }
             te__sb_puts(&s, ");\n        err = cudaGetLastError();\n    }\n");
         }
         if (pg->ntemps) {
-            te__sb_puts(&s, "    if (err == cudaSuccess)\n        err = cudaStreamSynchronize(st);\n");
+            te__sb_puts(&s,
+                        "    if (err == cudaSuccess)\n        err = cudaStreamSynchronize(st);\n");
             for (int t = 0; t < pg->ntemps; t++)
                 te__sb_printf(&s, "    cudaFree(te_tmp[%d]);\n", t);
         }
@@ -350,29 +332,31 @@ int te__gen_cuda(te__gen_plan *p, te_gen_output *out)
         te__sb_printf(&s, "extern \"C\" int %s_host(", p->knames[i]);
         launcher_params(&s, k, an, n_in);
         te__sb_printf(&s, ")\n{\n    void *d[%d] = {0};\n    cudaError_t err = cudaSuccess;\n",
-                       k->n_args);
+                      k->n_args);
         for (int a = 0; a < k->n_args; a++)
-            te__sb_printf(&s, "    if (err == cudaSuccess)\n        err = cudaMalloc(&d[%d], %lld);\n",
-                           a, (long long)arg_bytes(k->args[a]));
+            te__sb_printf(&s,
+                          "    if (err == cudaSuccess)\n        err = cudaMalloc(&d[%d], %lld);\n",
+                          a, (long long)arg_bytes(k->args[a]));
         for (int a = 0; a < n_in; a++)
             te__sb_printf(&s,
-                           "    if (err == cudaSuccess)\n"
-                           "        err = cudaMemcpy(d[%d], %s, %lld, cudaMemcpyHostToDevice);\n",
-                           a, an[a], (long long)arg_bytes(k->args[a]));
+                          "    if (err == cudaSuccess)\n"
+                          "        err = cudaMemcpy(d[%d], %s, %lld, cudaMemcpyHostToDevice);\n",
+                          a, an[a], (long long)arg_bytes(k->args[a]));
         te__sb_printf(&s, "    int rc = err == cudaSuccess ? %s_launch(", p->knames[i]);
         for (int a = 0; a < k->n_args; a++)
             te__sb_printf(&s, "%s(%s%s *)d[%d]", a ? ", " : "", a < n_in ? "const " : "",
-                           host_type(te_tensor_dtype(k->args[a])), a);
+                          host_type(te_tensor_dtype(k->args[a])), a);
         te__sb_puts(&s, ", 0) : te_gen_status(err);\n");
         for (int a = n_in; a < k->n_args; a++)
             te__sb_printf(&s,
-                           "    if (rc == 0)\n"
-                           "        rc = te_gen_status(cudaMemcpy(%s, d[%d], %lld, "
-                           "cudaMemcpyDeviceToHost));\n",
-                           an[a], a, (long long)arg_bytes(k->args[a]));
-        te__sb_printf(&s, "    for (int i = 0; i < %d; i++)\n        cudaFree(d[i]);\n"
-                           "    return rc;\n}\n\n",
-                       k->n_args);
+                          "    if (rc == 0)\n"
+                          "        rc = te_gen_status(cudaMemcpy(%s, d[%d], %lld, "
+                          "cudaMemcpyDeviceToHost));\n",
+                          an[a], a, (long long)arg_bytes(k->args[a]));
+        te__sb_printf(&s,
+                      "    for (int i = 0; i < %d; i++)\n        cudaFree(d[i]);\n"
+                      "    return rc;\n}\n\n",
+                      k->n_args);
     }
     if (dispatch) {
         const char *const *an = fn[0].args;
@@ -382,57 +366,45 @@ int te__gen_cuda(te__gen_plan *p, te_gen_output *out)
             te__sb_puts(&s, ", ");
             launcher_params(&s, &p->k[0], an, n_in0);
             te__sb_printf(&s, "%s)\n{\n", host ? "" : ", void *stream");
-            for (int i = 0; i < n; i++) {
-                te__sb_puts(&s, "    if (");
-                te__gen_dispatch_cond(p, &s, i);
-                te__sb_printf(&s, ")\n        return %s_%s(", p->knames[i], host ? "host" : "launch");
-                for (int a = 0; a < p->k[i].n_args; a++)
-                    te__sb_printf(&s, "%s%s", a ? ", " : "", an[a]);
-                te__sb_printf(&s, "%s);\n", host ? "" : ", stream");
-            }
-            te__sb_puts(&s, "    return -2;\n}\n\n");
+            te__gen_dispatch_body(p, &s, p->knames, host ? "_host" : "_launch", an,
+                                  host ? "" : ", stream");
+            te__sb_puts(&s, "\n");
         }
     }
     te__sb_puts(&s, "#endif /* __CUDACC_RTC__ */\n");
 
     /* ---- the header */
     te__sb h = {0};
-    te__gen_comment(p, &h, hdr_name, "CUDA");
     char guard[256];
-    size_t gl = (size_t)snprintf(guard, sizeof guard, "TESSERA_GEN_");
-    for (const char *c = p->entry; *c && gl + 3 < sizeof guard; c++)
-        guard[gl++] = (*c >= 'a' && *c <= 'z') ? (char)(*c - 32) : *c;
-    snprintf(guard + gl, sizeof guard - gl, "_H");
-    te__sb_printf(&h, "#ifndef %s\n#define %s\n\n#include <stdbool.h>\n#include <stdint.h>\n\n"
-                       "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n", guard, guard);
+    te__gen_header_begin(p, &h, src_name, hdr_name, "CUDA", true, guard, sizeof guard);
     te__sb_printf(
         &h,
-        "/*\n"
-        " * ABI of the functions below (%s has their definitions; compile it with nvcc, e.g.\n"
+        "; compile it with nvcc, e.g.\n"
         " * `nvcc -O3 -arch=sm_%d -c %s`, and link with the CUDA runtime, -lcudart):\n"
         " *\n"
-        " *  - Arrays are dense, row-major (C order) and contiguous: element [i0][i1]...[iN] of an\n"
-        " *    array of shape [d0][d1]...[dN] is at element offset (((i0 * d1) + i1) * d2 + ...) + iN.\n"
-        " *    There is no padding between rows; the strides (in elements) are listed with each\n"
-        " *    argument. Shapes are fixed: each kernel is specialised to the shapes it documents.\n"
+        "%s"
         " *  - <kernel>_launch takes device pointers (cudaMalloc'ed, or any device-accessible\n"
-        " *    memory) and a stream (a cudaStream_t passed as void *; NULL is the default stream).\n"
+        " *    memory) and a stream (a cudaStream_t passed as void *; NULL is the default "
+        "stream).\n"
         " *    It only enqueues: synchronize the stream before reading the outputs. Kernels with\n"
-        " *    intermediate buffers allocate them with cudaMalloc for the call and synchronize the\n"
+        " *    intermediate buffers allocate them with cudaMalloc for the call and synchronize "
+        "the\n"
         " *    stream before freeing them.\n"
-        " *  - <kernel>_host takes host pointers: it allocates device memory, copies the inputs in,\n"
+        " *  - <kernel>_host takes host pointers: it allocates device memory, copies the inputs "
+        "in,\n"
         " *    launches on the default stream, copies the outputs back and frees (synchronous).\n"
-        " *  - Inputs (const) are only read. Outputs are written entirely. Arrays must not overlap.\n"
+        " *  - Inputs (const) are only read. Outputs are written entirely. Arrays must not "
+        "overlap.\n"
         " *  - Alignment: cudaMalloc's alignment (256 bytes) is enough; pointers into the middle\n"
-        " *    of an allocation must keep 16-byte alignment where the kernels use float4 accesses.\n"
+        " *    of an allocation must keep 16-byte alignment where the kernels use float4 "
+        "accesses.\n"
         " *  - Return value: 0 on success, -1 when a device allocation failed, -3 for any other\n"
         " *    CUDA error (a failed launch, an invalid device pointer, no device)%s.\n"
         " *  - The kernels use no dynamic shared memory; their launch configurations are fixed\n"
         " *    and listed with each launcher.\n"
         " */\n\n",
-        src_name, p->target->sm > 0 ? p->target->sm : 80, src_name,
-        dispatch ? "; the dispatchers return -2 for parameter values they have no kernel for"
-                 : "");
+        p->target->sm > 0 ? p->target->sm : 80, src_name, te__gen_abi_arrays,
+        dispatch ? "; the dispatchers return -2 for parameter values they have no kernel for" : "");
     for (int i = 0; i < n; i++) {
         const te_gen_kernel *k = &p->k[i];
         const te__cuda_program *pg = &fn[i].prog;
@@ -443,18 +415,18 @@ int te__gen_cuda(te__gen_plan *p, te_gen_output *out)
         for (int j = 0; j < pg->nkernels; j++) {
             const te__cuda_kernel *kk = &pg->kernels[j];
             te__sb_printf(&h,
-                           " *   %s<<<grid (%d, %d, %d), block (%d, %d, %d)>>>: %d threads per "
-                           "block, %lld bytes of static shared memory\n",
-                           kk->name, kk->grid[0], kk->grid[1], kk->grid[2], kk->block[0],
-                           kk->block[1], kk->block[2], kk->block[0] * kk->block[1] * kk->block[2],
-                           fn[i].shared[j]);
+                          " *   %s<<<grid (%d, %d, %d), block (%d, %d, %d)>>>: %d threads per "
+                          "block, %lld bytes of static shared memory\n",
+                          kk->name, kk->grid[0], kk->grid[1], kk->grid[2], kk->block[0],
+                          kk->block[1], kk->block[2], kk->block[0] * kk->block[1] * kk->block[2],
+                          fn[i].shared[j]);
         }
         if (pg->ntemps) {
             size_t tb = 0;
             for (int t = 0; t < pg->ntemps; t++)
                 tb += pg->temp_bytes[t];
             te__sb_printf(&h, " *   intermediates: %d device buffers, %zu bytes in all\n",
-                           pg->ntemps, tb);
+                          pg->ntemps, tb);
         }
         te__sb_puts(&h, " */\n");
         te__sb_printf(&h, "int %s_launch(", p->knames[i]);
@@ -464,11 +436,13 @@ int te__gen_cuda(te__gen_plan *p, te_gen_output *out)
         te__sb_puts(&h, ");\n\n");
     }
     if (dispatch) {
-        te__sb_printf(&h, "/*\n * %s_launch, %s_host: call the launcher generated for the given "
-                           "parameter values:\n *\n", p->entry, p->entry);
+        te__sb_printf(&h,
+                      "/*\n * %s_launch, %s_host: call the launcher generated for the given "
+                      "parameter values:\n *\n",
+                      p->entry, p->entry);
         te__gen_describe_dispatch(p, &h, "_launch / _host");
         te__sb_puts(&h, " *\n * The arrays are those of the kernel called. Returns what it "
-                         "returns, or -2 when no\n * kernel was generated for the values.\n */\n");
+                        "returns, or -2 when no\n * kernel was generated for the values.\n */\n");
         for (int host = 0; host < 2; host++) {
             te__sb_printf(&h, "int %s_%s(", p->entry, host ? "host" : "launch");
             te__gen_dispatch_params(p, &h);
@@ -479,17 +453,11 @@ int te__gen_cuda(te__gen_plan *p, te_gen_output *out)
         te__sb_puts(&h, "\n");
     }
     te__sb_puts(&h, "#ifdef __cplusplus\n}\n#endif\n\n"
-                     "#if defined(__CUDACC__)\n/* The kernels, for launching them directly. */\n");
+                    "#if defined(__CUDACC__)\n/* The kernels, for launching them directly. */\n");
     for (int i = 0; i < n; i++)
         for (int j = 0; j < fn[i].prog.nkernels; j++)
             te__sb_printf(&h, "%s\n", fn[i].kdecl[j]);
     te__sb_printf(&h, "#endif\n\n#endif /* %s */\n", guard);
 
-    out->source = te__sb_finish(ctx, &s);
-    out->header = te__sb_finish(ctx, &h);
-    out->source_name = te__strdup(ctx, src_name);
-    out->header_name = te__strdup(ctx, hdr_name);
-    if (!out->source || !out->header || !out->source_name || !out->header_name)
-        return te_ctx_set_error(ctx, TE_ERR_NOMEM, "te_gen: out of memory");
-    return TE_OK;
+    return te__gen_finish(ctx, &s, &h, src_name, hdr_name, out);
 }

@@ -1,10 +1,11 @@
 /*
- * backends/c/standalone.c: standalone kernel files for other projects (tessera/gen.h).
+ * gen/gen_common.c: standalone kernel files for other projects (tessera/gen.h), the parts
+ * both targets share.
  *
- * te_gen_sources lowers every kernel of a request, emits them into one translation unit with
- * one prelude (te__emit_c_unit), adds the dispatcher when asked, and writes a header that
- * documents the ABI. Both files begin with the same provenance comment. The CUDA target is in
- * backends/cuda/standalone_cuda.c; te_gen_kernel_from_db picks a schedule from the database.
+ * te_gen_sources checks a request into a plan (valid, distinct names), then hands it to the
+ * C target (gen_c.c) or the CUDA target (gen_cuda.c). Both files of either target begin with
+ * the same provenance comment and describe their kernels the same way (this file).
+ * te_gen_kernel_from_db picks a schedule with te_tuner_best_record.
  */
 #define _GNU_SOURCE
 
@@ -18,7 +19,7 @@
 #include <time.h>
 
 #include "backends/c/c_backend.h"
-#include "backends/c/standalone.h"
+#include "gen/gen_impl.h"
 #include "tessera/autotune.h"
 #include "tessera/ops.h"
 #include "tessera/tuner.h"
@@ -38,21 +39,26 @@ static bool is_ident_char(char c)
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
 
-/* Words a dispatcher parameter must not be (C and C++ keywords, the types it uses). */
-static bool bad_param_name(const char *z)
+bool te__gen_reserved(const char *z, const char *const *extra)
 {
     static const char *const w[] = {
-        "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
-        "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
-        "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch",
-        "typedef", "union", "unsigned", "void", "volatile", "while", "bool", "true", "false",
-        "class", "new", "delete", "this", "template", "typename", "namespace", "operator",
-        "private", "public", "protected", "friend", "virtual", "using", "try", "catch", "throw",
-        "int64_t", "int32_t", "stream", "NULL", NULL};
-    if (!strncmp(z, "te_", 3) || !strncmp(z, "__", 2) || (z[0] == '_' && z[1] >= 'A' && z[1] <= 'Z'))
+        "auto",     "break",     "case",     "char",    "const",    "continue",  "default",
+        "do",       "double",    "else",     "enum",    "extern",   "float",     "for",
+        "goto",     "if",        "inline",   "int",     "long",     "register",  "restrict",
+        "return",   "short",     "signed",   "sizeof",  "static",   "struct",    "switch",
+        "typedef",  "union",     "unsigned", "void",    "volatile", "while",     "bool",
+        "true",     "false",     "class",    "new",     "delete",   "this",      "template",
+        "typename", "namespace", "operator", "private", "public",   "protected", "friend",
+        "virtual",  "using",     "try",      "catch",   "throw",    "stream",    "NULL",
+        NULL};
+    if (!strncmp(z, "te_", 3) || !strncmp(z, "__", 2) ||
+        (z[0] == '_' && z[1] >= 'A' && z[1] <= 'Z'))
         return true;
     for (int i = 0; w[i]; i++)
         if (!strcmp(z, w[i]))
+            return true;
+    for (int i = 0; extra && extra[i]; i++)
+        if (!strcmp(z, extra[i]))
             return true;
     return false;
 }
@@ -75,8 +81,9 @@ static int make_plan(te_ctx *ctx, int n, const te_gen_kernel *k, const te_gen_op
     if (n < 1 || !k || !o)
         return te_ctx_set_error(ctx, TE_ERR_ARG, "te_gen: no kernel to generate");
     if (!o->name || !*o->name)
-        return te_ctx_set_error(ctx, TE_ERR_ARG, "te_gen: options.name (the file and entry name) "
-                                                 "is required");
+        return te_ctx_set_error(ctx, TE_ERR_ARG,
+                                "te_gen: options.name (the file and entry name) "
+                                "is required");
     for (const char *c = o->name; *c; c++)
         if (!is_ident_char(*c) && *c != '-' && *c != '.')
             return te_ctx_set_error(ctx, TE_ERR_ARG,
@@ -103,7 +110,8 @@ static int make_plan(te_ctx *ctx, int n, const te_gen_kernel *k, const te_gen_op
             if (!ki->args[a])
                 return te_ctx_set_error(ctx, TE_ERR_ARG, "te_gen: kernel %d: argument %d is NULL",
                                         i, a);
-        const char *nm = ki->name && *ki->name ? ki->name : (n == 1 && !o->n_params ? o->name : NULL);
+        const char *nm =
+            ki->name && *ki->name ? ki->name : (n == 1 && !o->n_params ? o->name : NULL);
         if (!nm)
             return te_ctx_set_error(ctx, TE_ERR_ARG, "te_gen: kernel %d needs a name", i);
         p->knames[i] = te__strdup(ctx, te__c_kernel_ident(nm, buf, sizeof buf - 16));
@@ -118,9 +126,11 @@ static int make_plan(te_ctx *ctx, int n, const te_gen_kernel *k, const te_gen_op
                                     p->entry);
     }
     if (n > 1 && !o->n_params)
-        return te_ctx_set_error(ctx, TE_ERR_ARG, "te_gen: %d kernels in one file need dispatch "
-                                                 "parameters (options.n_params) to choose between "
-                                                 "them", n);
+        return te_ctx_set_error(ctx, TE_ERR_ARG,
+                                "te_gen: %d kernels in one file need dispatch "
+                                "parameters (options.n_params) to choose between "
+                                "them",
+                                n);
     if (o->n_params) {
         for (int i = 1; i < n; i++) {
             if (k[i].n_args != k[0].n_args)
@@ -130,12 +140,10 @@ static int make_plan(te_ctx *ctx, int n, const te_gen_kernel *k, const te_gen_op
                                         p->knames[0], k[0].n_args, p->knames[i], k[i].n_args);
             for (int a = 0; a < k[0].n_args; a++)
                 if (te_tensor_dtype(k[i].args[a]) != te_tensor_dtype(k[0].args[a]))
-                    return te_ctx_set_error(ctx, TE_ERR_ARG,
-                                            "te_gen: argument %d is %s in '%s' but %s in '%s'", a,
-                                            te_dtype_str(te_tensor_dtype(k[0].args[a])),
-                                            p->knames[0],
-                                            te_dtype_str(te_tensor_dtype(k[i].args[a])),
-                                            p->knames[i]);
+                    return te_ctx_set_error(
+                        ctx, TE_ERR_ARG, "te_gen: argument %d is %s in '%s' but %s in '%s'", a,
+                        te_dtype_str(te_tensor_dtype(k[0].args[a])), p->knames[0],
+                        te_dtype_str(te_tensor_dtype(k[i].args[a])), p->knames[i]);
             for (int j = 0; j < i; j++) {
                 bool same = true;
                 for (int q = 0; q < o->n_params; q++)
@@ -149,8 +157,10 @@ static int make_plan(te_ctx *ctx, int n, const te_gen_kernel *k, const te_gen_op
         }
         for (int q = 0; q < o->n_params; q++) {
             if (!o->params[q] || !*o->params[q])
-                return te_ctx_set_error(ctx, TE_ERR_ARG, "te_gen: dispatch parameter %d has no "
-                                                         "name", q);
+                return te_ctx_set_error(ctx, TE_ERR_ARG,
+                                        "te_gen: dispatch parameter %d has no "
+                                        "name",
+                                        q);
             char z[64];
             size_t j = 0;
             for (const char *c = o->params[q]; *c && j + 2 < sizeof z; c++)
@@ -162,7 +172,7 @@ static int make_plan(te_ctx *ctx, int n, const te_gen_kernel *k, const te_gen_op
             }
             /* distinct from the tensors' names and each other */
             for (bool again = true; again;) {
-                again = bad_param_name(z);
+                again = te__gen_reserved(z, (const char *const[]){"int64_t", "int32_t", NULL});
                 for (int a = 0; a < k[0].n_args && !again; a++)
                     again = !strcmp(z, te_tensor_name(k[0].args[a]));
                 for (int r = 0; r < q && !again; r++)
@@ -231,7 +241,7 @@ static void fmt_time(double s, char *buf, size_t n)
         snprintf(buf, n, "%.3f s", s);
 }
 
-static void kernel_label(te__gen_plan *p, int i, char *buf, size_t n)
+void te__gen_kernel_label(const te__gen_plan *p, int i, char *buf, size_t n)
 {
     size_t len = 0;
     buf[0] = 0;
@@ -245,7 +255,7 @@ void te__gen_comment(te__gen_plan *p, te__sb *b, const char *file_name, const ch
     const te_gen_options *o = p->o;
     const char *op = tensor_op(&p->k[0], o);
     te__sb_printf(b, "/*\n * %s: %s, generated by Tessera %s (`tessera gen`) for the %s target.\n",
-                   file_name, op ? op : p->entry, te_version(), kind);
+                  file_name, op ? op : p->entry, te_version(), kind);
     if (p->n > 1)
         te__sb_printf(b, " * %d shapes in one file, dispatched by %s().\n", p->n, p->entry);
     te__sb_puts(b, " * It needs nothing of Tessera to build or run. Do not edit: regenerate");
@@ -261,14 +271,14 @@ void te__gen_comment(te__gen_plan *p, te__sb *b, const char *file_name, const ch
         const te_gen_kernel *k = &p->k[i];
         const te_gen_provenance *pr = &k->prov;
         char label[256];
-        kernel_label(p, i, label, sizeof label);
+        te__gen_kernel_label(p, i, label, sizeof label);
         te__sb_printf(b, " *\n * kernel %s%s%s%s\n", p->knames[i], *label ? " (" : "", label,
-                       *label ? ")" : "");
+                      *label ? ")" : "");
         if (pr->workload_key)
             comment_lines(b, "  workload: ", pr->workload_key);
         if (pr->from_db) {
             te__sb_printf(b, " *   trial:    %s (id %lld", pr->trial_uid ? pr->trial_uid : "?",
-                           (long long)pr->trial_id);
+                          (long long)pr->trial_id);
             if (pr->job_id)
                 te__sb_printf(b, ", job %lld", (long long)pr->job_id);
             te__sb_puts(b, ")");
@@ -363,10 +373,10 @@ void te__gen_describe_kernel(te__gen_plan *p, te__sb *b, int i, const char *cons
             lt += (size_t)snprintf(strides + lt, sizeof strides - lt, "%s%lld", d ? ", " : "",
                                    (long long)st[d]);
         }
-        te__sb_printf(b, " *   %-*s %-6s %-7s %-16s strides {%s}, %lld bytes", (int)w,
-                       cnames[a], te_tensor_is_placeholder(t) ? "input" : "output",
-                       te_dtype_ctype(te_tensor_dtype(t)), shape, strides,
-                       (long long)(te_tensor_numel(t) * (int64_t)te_dtype_size(te_tensor_dtype(t))));
+        te__sb_printf(b, " *   %-*s %-6s %-7s %-16s strides {%s}, %lld bytes", (int)w, cnames[a],
+                      te_tensor_is_placeholder(t) ? "input" : "output",
+                      te_dtype_ctype(te_tensor_dtype(t)), shape, strides,
+                      (long long)(te_tensor_numel(t) * (int64_t)te_dtype_size(te_tensor_dtype(t))));
         if (strcmp(cnames[a], te_tensor_name(t)))
             te__sb_printf(b, " (tensor %s)", te_tensor_name(t));
         te__sb_puts(b, "\n");
@@ -377,7 +387,7 @@ void te__gen_describe_dispatch(te__gen_plan *p, te__sb *b, const char *suffix)
 {
     for (int i = 0; i < p->n; i++) {
         char label[256];
-        kernel_label(p, i, label, sizeof label);
+        te__gen_kernel_label(p, i, label, sizeof label);
         te__sb_printf(b, " *   %-32s -> %s%s\n", label, p->knames[i], suffix);
     }
 }
@@ -392,179 +402,72 @@ void te__gen_dispatch_cond(te__gen_plan *p, te__sb *b, int i)
 {
     for (int q = 0; q < p->o->n_params; q++)
         te__sb_printf(b, "%s%s == %lld", q ? " && " : "", p->params[q],
-                       (long long)p->k[i].params[q]);
+                      (long long)p->k[i].params[q]);
 }
 
-/* ---- The C target ------------------------------------------------------------------------- */
-
-static void c_prototype(te__sb *b, const te_gen_kernel *k, const char *name,
-                        const te__c_kernel_info *info, te__gen_plan *p, bool dispatch,
-                        bool restrict_)
+void te__gen_dispatch_body(te__gen_plan *p, te__sb *b, const char *const *callees,
+                           const char *suffix, const char *const *args, const char *extra)
 {
-    te__sb_printf(b, "int %s(", name);
-    if (dispatch) {
-        te__gen_dispatch_params(p, b);
-        te__sb_puts(b, ", ");
-    }
-    int n_in = k->n_args - p->n_out;
-    for (int a = 0; a < k->n_args; a++)
-        te__sb_printf(b, "%s%s%s *%s%s", a ? ", " : "", a < n_in ? "const " : "",
-                       te_dtype_ctype(te_tensor_dtype(k->args[a])), restrict_ ? "restrict " : "",
-                       info->params[a]);
-    te__sb_puts(b, ")");
-}
-
-static void header_guard(te__gen_plan *p, char *g, size_t n)
-{
-    size_t j = (size_t)snprintf(g, n, "TESSERA_GEN_");
-    for (const char *c = p->entry; *c && j + 3 < n; c++)
-        g[j++] = (*c >= 'a' && *c <= 'z') ? (char)(*c - 32) : *c;
-    snprintf(g + j, n - j, "_H");
-}
-
-static int gen_c(te_ctx *ctx, te__gen_plan *p, te_gen_output *out)
-{
-    int n = p->n;
-    const te_lowered **fs = te__alloc(ctx, sizeof(te_lowered *) * (size_t)n);
-    te__c_kernel_info *info = te__alloc(ctx, sizeof *info * (size_t)n);
-    if (!fs || !info)
-        return te_ctx_set_error(ctx, TE_ERR_NOMEM, "te_gen: out of memory");
-    for (int i = 0; i < n; i++) {
-        const te_gen_kernel *k = &p->k[i];
-        fs[i] = te_lower(k->schedule, k->n_args, k->args, p->knames[i], p->target);
-        if (!fs[i])
-            return te_ctx_errcode(ctx) != TE_OK ? te_ctx_errcode(ctx) : TE_ERR_LOWER;
-        if (i == 0)
-            p->n_out = fs[i]->n_outputs;
-        else if (fs[i]->n_outputs != p->n_out)
-            return te_ctx_set_error(ctx, TE_ERR_ARG,
-                                    "te_gen: '%s' writes %d outputs but '%s' %d", p->knames[0],
-                                    p->n_out, p->knames[i], fs[i]->n_outputs);
-    }
-    char src_name[256], hdr_name[256];
-    snprintf(src_name, sizeof src_name, "%s.c", p->o->name);
-    snprintf(hdr_name, sizeof hdr_name, "%s.h", p->o->name);
-
-    te__sb comment = {0};
-    te__gen_comment(p, &comment, src_name, "C");
-    const char *const **names = te__alloc(ctx, sizeof *names * (size_t)n);
-    if (!names) {
-        free(comment.p);
-        return te_ctx_set_error(ctx, TE_ERR_NOMEM, "te_gen: out of memory");
-    }
-    for (int i = 0; i < n; i++)
-        names[i] = p->k[i].arg_names;
-    te__c_unit_opts uo = {.comment = comment.p ? comment.p : "", .no_packed = 1,
-                          .standalone = 1, .arg_names = names};
-    const char *units = comment.oom ? NULL : te__emit_c_unit(ctx, n, fs, p->target, &uo, info);
-    free(comment.p);
-    if (!units)
-        return te_ctx_errcode(ctx) != TE_OK ? te_ctx_errcode(ctx) : TE_ERR_NOMEM;
-
-    bool dispatch = p->o->n_params > 0;
-    bool any_omp = false, any_fail = false, any_nt = false;
-    for (int i = 0; i < n; i++) {
-        any_omp |= info[i].uses_omp;
-        any_fail |= info[i].may_fail;
-        any_nt |= info[i].n_nt > 0;
-    }
-
-    /* ---- the source: the unit, then the dispatcher */
-    te__sb src = {0};
-    te__sb_puts(&src, units);
-    if (dispatch) {
-        te__sb_printf(&src, "\n/* Calls the kernel generated for these parameter values; -2 when "
-                             "there is none. */\n");
-        c_prototype(&src, &p->k[0], p->entry, &info[0], p, true, true);
-        te__sb_puts(&src, "\n{\n");
-        for (int i = 0; i < n; i++) {
-            te__sb_puts(&src, "    if (");
-            te__gen_dispatch_cond(p, &src, i);
-            te__sb_printf(&src, ")\n        return %s(", info[i].ident);
-            for (int a = 0; a < p->k[i].n_args; a++)
-                te__sb_printf(&src, "%s%s", a ? ", " : "", info[0].params[a]);
-            te__sb_puts(&src, ");\n");
-        }
-        te__sb_puts(&src, "    return -2;\n}\n");
-    }
-
-    /* ---- the header */
-    te__sb h = {0};
-    te__gen_comment(p, &h, hdr_name, "C");
-    char guard[256];
-    header_guard(p, guard, sizeof guard);
-    bool any_bool = false;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < p->n; i++) {
+        te__sb_puts(b, "    if (");
+        te__gen_dispatch_cond(p, b, i);
+        te__sb_printf(b, ")\n        return %s%s(", callees[i], suffix);
         for (int a = 0; a < p->k[i].n_args; a++)
-            any_bool |= te_tensor_dtype(p->k[i].args[a]) == TE_BOOL;
-    te__sb_printf(&h, "#ifndef %s\n#define %s\n\n%s#include <stdint.h>\n\n"
-                       "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n", guard, guard,
-                   any_bool ? "#include <stdbool.h>\n" : "");
-    te__sb_printf(
-        &h,
-        "/*\n"
-        " * ABI of the functions below (%s has their definitions):\n"
-        " *\n"
-        " *  - Arrays are dense, row-major (C order) and contiguous: element [i0][i1]...[iN] of an\n"
-        " *    array of shape [d0][d1]...[dN] is at element offset (((i0 * d1) + i1) * d2 + ...) + iN.\n"
-        " *    There is no padding between rows; the strides (in elements) are listed with each\n"
-        " *    argument. Shapes are fixed: each kernel is specialised to the shapes it documents.\n"
-        " *  - Inputs (const) are only read. Outputs are written entirely; what they held before\n"
-        " *    is ignored. Arrays must not overlap (the definitions use restrict).\n"
-        " *  - Alignment: nothing beyond the element type's alignment is required.%s\n"
-        " *  - Threads: %s\n"
-        " *    The functions keep no global state: calls are reentrant and thread-safe.\n"
-        " *  - Return value: 0 on success%s%s.\n"
-        " *  - Compiler: GCC or Clang (the vector code uses their vector extensions), any C\n"
-        " *    standard from C99 on; `-std=c99 -Wall -Wextra -Werror -pedantic` is clean. The\n"
-        " *    speed above was measured with `-O3 -march=native -std=gnu11 -fopenmp` on the\n"
-        " *    target above. In ISO modes (-std=c99, -std=c11) GCC does not fuse multiplies and\n"
-        " *    adds: add -ffp-contract=fast (or use -std=gnu99) to get that speed. Without ISA\n"
-        " *    flags (-march) it still builds and runs, slower (GCC may print notes about the\n"
-        " *    vector ABI, -Wpsabi: harmless).\n"
-        " */\n\n",
-        src_name,
-        any_nt ? "\n *    Outputs marked \"streaming\" use non-temporal stores when they are 64-byte\n"
-                 " *    aligned (checked at every call; ordinary stores otherwise)."
-               : "",
-        any_omp ? "compiled with OpenMP (-fopenmp), the parallel loops run on an OpenMP\n"
-                  " *    team of OMP_NUM_THREADS threads (omp_set_num_threads works too); compiled\n"
-                  " *    without it, everything runs on the calling thread (the OpenMP pragmas are\n"
-                  " *    behind the TE_OMP macro and vanish)."
-                : "none: the kernels run on the calling thread (no parallel loops).",
-        any_fail ? ", -1 when a scratch allocation (malloc) failed" : "",
-        dispatch ? "; the dispatcher returns -2 for parameter values it has no kernel for" : "");
-    for (int i = 0; i < n; i++) {
-        const te_gen_kernel *k = &p->k[i];
-        char label[256];
-        kernel_label(p, i, label, sizeof label);
-        te__sb_printf(&h, "/*\n * %s%s%s%s\n *\n", info[i].ident, *label ? " (" : "", label,
-                       *label ? ")" : "");
-        te__gen_describe_kernel(p, &h, i, info[i].params);
-        for (int j = 0; j < info[i].n_nt; j++)
-            te__sb_printf(&h, " *   %s: streaming stores when 64-byte aligned\n",
-                           info[i].nt_params[j]);
-        te__sb_printf(&h, " *\n * Returns 0%s.%s\n */\n",
-                       info[i].may_fail ? ", or -1 when a scratch allocation failed" : "",
-                       info[i].uses_omp ? " Parallel (OpenMP) when compiled with -fopenmp." : "");
-        c_prototype(&h, k, info[i].ident, &info[i], p, false, false);
-        te__sb_puts(&h, ";\n\n");
+            te__sb_printf(b, "%s%s", a ? ", " : "", args[a]);
+        te__sb_printf(b, "%s);\n", extra);
     }
-    if (dispatch) {
-        te__sb_printf(&h, "/*\n * %s: calls the kernel generated for the given parameter "
-                           "values:\n *\n", p->entry);
-        te__gen_describe_dispatch(p, &h, "()");
-        te__sb_puts(&h, " *\n * The arrays are those of the kernel called (same order, dtypes "
-                         "and layout; their\n * shapes follow from the parameters). Returns "
-                         "what it returns, or -2 when no kernel\n * was generated for the "
-                         "values.\n */\n");
-        c_prototype(&h, &p->k[0], p->entry, &info[0], p, true, false);
-        te__sb_puts(&h, ";\n\n");
-    }
-    te__sb_printf(&h, "#ifdef __cplusplus\n}\n#endif\n\n#endif /* %s */\n", guard);
+    te__sb_puts(b, "    return -2;\n}\n");
+}
 
-    out->source = te__sb_finish(ctx, &src);
-    out->header = te__sb_finish(ctx, &h);
+/* ---- Pieces of both targets' files ------------------------------------------------------- */
+
+int te__gen_lower(te_ctx *ctx, te__gen_plan *p, int i, te_lowered **f)
+{
+    const te_gen_kernel *k = &p->k[i];
+    *f = te_lower(k->schedule, k->n_args, k->args, p->knames[i], p->target);
+    if (!*f)
+        return te_ctx_errcode(ctx) != TE_OK ? te_ctx_errcode(ctx) : TE_ERR_LOWER;
+    if (i == 0)
+        p->n_out = (*f)->n_outputs;
+    else if ((*f)->n_outputs != p->n_out)
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "te_gen: '%s' writes %d outputs but '%s' %d",
+                                p->knames[0], p->n_out, p->knames[i], (*f)->n_outputs);
+    return TE_OK;
+}
+
+void te__gen_file_names(const te__gen_plan *p, const char *ext, char *src, char *hdr, size_t n)
+{
+    snprintf(src, n, "%s.%s", p->o->name, ext);
+    snprintf(hdr, n, "%s.h", p->o->name);
+}
+
+void te__gen_header_begin(te__gen_plan *p, te__sb *h, const char *src_name, const char *hdr_name,
+                          const char *kind, bool with_bool, char *guard, size_t guard_size)
+{
+    te__gen_comment(p, h, hdr_name, kind);
+    size_t j = (size_t)snprintf(guard, guard_size, "TESSERA_GEN_");
+    for (const char *c = p->entry; *c && j + 3 < guard_size; c++)
+        guard[j++] = (*c >= 'a' && *c <= 'z') ? (char)(*c - 32) : *c;
+    snprintf(guard + j, guard_size - j, "_H");
+    te__sb_printf(h,
+                  "#ifndef %s\n#define %s\n\n%s#include <stdint.h>\n\n"
+                  "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n",
+                  guard, guard, with_bool ? "#include <stdbool.h>\n" : "");
+    te__sb_printf(h, "/*\n * ABI of the functions below (%s has their definitions", src_name);
+}
+
+const char te__gen_abi_arrays[] =
+    " *  - Arrays are dense, row-major (C order) and contiguous: element [i0][i1]...[iN] of an\n"
+    " *    array of shape [d0][d1]...[dN] is at element offset (((i0 * d1) + i1) * d2 + ...) + "
+    "iN.\n"
+    " *    There is no padding between rows; the strides (in elements) are listed with each\n"
+    " *    argument. Shapes are fixed: each kernel is specialised to the shapes it documents.\n";
+
+int te__gen_finish(te_ctx *ctx, te__sb *src, te__sb *hdr, const char *src_name,
+                   const char *hdr_name, te_gen_output *out)
+{
+    out->source = te__sb_finish(ctx, src);
+    out->header = te__sb_finish(ctx, hdr);
     out->source_name = te__strdup(ctx, src_name);
     out->header_name = te__strdup(ctx, hdr_name);
     if (!out->source || !out->header || !out->source_name || !out->header_name)
@@ -587,8 +490,8 @@ int te_gen_sources(te_ctx *ctx, int n, const te_gen_kernel *kernels, const te_ge
     if (rc != TE_OK)
         return rc;
     if (p.target->backend == TE_BACKEND_CUDA)
-        return te__gen_cuda(&p, out);
-    return gen_c(ctx, &p, out);
+        return te__gen_cuda(ctx, &p, out);
+    return te__gen_c(ctx, &p, out);
 }
 
 static int write_file(te_ctx *ctx, const char *path, const char *text)
@@ -639,8 +542,7 @@ static const char *dupz(te_ctx *ctx, const char *z) { return z ? te__strdup(ctx,
 
 int te_gen_kernel_from_db(te_ctx *ctx, te_db *db, const char *db_path, const char *workload_key,
                           const char *op, const char *name, int n_args, te_tensor *const *args,
-                          int n_out, const te_target *target, int flags, int quiet,
-                          te_gen_kernel *k)
+                          int n_out, const te_target *target, int flags, te_gen_kernel *k)
 {
     if (!ctx)
         return TE_ERR_ARG;
@@ -665,46 +567,35 @@ int te_gen_kernel_from_db(te_ctx *ctx, te_db *db, const char *db_path, const cha
         host = te_target_host();
         target = &host;
     }
-    bool cuda = target->backend == TE_BACKEND_CUDA;
     char why[1024];
-    snprintf(why, sizeof why, db ? "no record for this target%s%s" : "no database",
-             db_path ? " in " : "", db_path ? db_path : "");
-    if (db && workload_key) {
-        te_db_target dbt;
-        char storage[1024];
-        te_db_trial_list *l = NULL;
-        if (te_tuner_db_target(target, &dbt, storage, sizeof storage) == TE_OK &&
-            te_db_best(db, workload_key, &dbt, flags, &l) == TE_OK && l && l->n) {
-            const te_db_trial *r = &l->items[0];
-            te_schedule *s = te_schedule_create(ctx, n_out, outs);
-            int rc = s ? te_schedule_apply_trace(s, r->trace) : TE_ERR_SCHEDULE;
-            if (rc == TE_OK) {
-                te_gen_provenance *pr = &k->prov;
-                k->schedule = s;
-                pr->from_db = 1;
-                pr->target_key = dupz(ctx, r->target.key);
-                pr->trial_uid = dupz(ctx, r->uid);
-                pr->trial_id = r->id;
-                pr->job_id = r->job_id;
-                pr->median_s = r->median_s;
-                pr->gflops = r->gflops;
-                pr->created_us = r->created_us;
-                pr->measured_by = dupz(ctx, r->tessera_version);
-                pr->exact_target = r->exact_target;
-                te_db_trial_list_free(l);
-                return TE_OK;
-            }
-            snprintf(why, sizeof why, "its best record (trial %s) no longer applies: %s",
-                     r->uid ? r->uid : "?", te_ctx_errmsg(ctx));
-            te_ctx_clear_error(ctx);
-        } else if (te_db_errmsg(db) && *te_db_errmsg(db) && !l) {
-            /* a lookup error other than "no record" is still only a reason to fall back */
-        }
+    te_db_trial_list *l = NULL;
+    int found = te_tuner_best_record(ctx, db, workload_key, n_out, outs, target, flags,
+                                     &k->schedule, &l, why, sizeof why);
+    if (found == TE_OK) {
+        const te_db_trial *r = &l->items[0];
+        te_gen_provenance *pr = &k->prov;
+        pr->from_db = 1;
+        pr->target_key = dupz(ctx, r->target.key);
+        pr->trial_uid = dupz(ctx, r->uid);
+        pr->trial_id = r->id;
+        pr->job_id = r->job_id;
+        pr->median_s = r->median_s;
+        pr->gflops = r->gflops;
+        pr->created_us = r->created_us;
+        pr->measured_by = dupz(ctx, r->tessera_version);
+        pr->exact_target = r->exact_target;
         te_db_trial_list_free(l);
+        return TE_OK;
+    }
+    if (found == TE_ERR_ARG)
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "te_gen_kernel_from_db: bad arguments");
+    if (found == TE_ERR_NOT_FOUND && db && db_path) {
+        size_t len = strlen(why);
+        snprintf(why + len, sizeof why - len, " in %s", db_path);
     }
     char what[512] = "";
     int rc = TE_OK;
-    if (cuda) {
+    if (target->backend == TE_BACKEND_CUDA) {
         const char *opn = op;
         for (int i = 0; !opn && i < n_out; i++)
             if (te_tensor_tag(outs[i]) && *te_tensor_tag(outs[i]))
@@ -719,8 +610,9 @@ int te_gen_kernel_from_db(te_ctx *ctx, te_db *db, const char *db_path, const cha
     if (rc != TE_OK)
         return rc;
     k->prov.note = te__sprintf(ctx, "%s: %s", why, what);
-    if (!quiet)
-        fprintf(stderr, "tessera gen: warning: %s: %s; using %s\n",
-                workload_key ? workload_key : (name ? name : "(no workload key)"), why, what);
-    return TE_OK;
+    k->prov.reason = te__strdup(ctx, why);
+    k->prov.fallback = te__strdup(ctx, what);
+    return k->prov.note && k->prov.reason && k->prov.fallback
+               ? TE_OK
+               : te_ctx_set_error(ctx, TE_ERR_NOMEM, "te_gen: out of memory");
 }
