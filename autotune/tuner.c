@@ -419,13 +419,7 @@ static int run_batch(te__task *k, int n)
         x->has_feat = 1;
         if (t->o.fake_runner)
             continue;
-        x->source = te_emit_c(k->bctx, e->f, &t->target);
-        if (!x->source) {
-            x->done = 1;
-            x->status = TE_TRIAL_INVALID_SCHEDULE;
-            snprintf(x->err, sizeof x->err, "emitting C: %s", te_ctx_errmsg(k->bctx));
-            te_ctx_clear_error(k->bctx);
-        }
+        x->lowered = e->f; /* the backend emits the batch several kernels per unit */
     }
     double tp2 = now_s();
     if (t->o.fake_runner) {
@@ -695,44 +689,24 @@ int te_tuner_run(te_tuner *t)
 /* ---- Using the database's best record ------------------------------------------------------- */
 
 int te_tuner_best_schedule(te_ctx *ctx, te_db *db, const char *workload_key, int n_out,
-                           te_tensor *const *outs, const te_target *target, int quiet,
-                           te_schedule **out, int *from_db)
+                           te_tensor *const *outs, const te_target *target, te_schedule **out,
+                           int *from_db, char *why, size_t why_size)
 {
     if (from_db)
         *from_db = 0;
+    if (why && why_size)
+        why[0] = 0;
     if (!ctx || !out || n_out < 1 || !outs)
         return TE_ERR_ARG;
-    *out = NULL;
-    te_target host;
-    if (!target) {
-        host = te_target_host();
-        target = &host;
+    int rc = te_tuner_best_record(ctx, db, workload_key, n_out, outs, target, 0, out, NULL, why,
+                                  why_size);
+    if (rc == TE_OK) {
+        if (from_db)
+            *from_db = 1;
+        return TE_OK;
     }
-    char why[1024] = "no database";
-    if (db && workload_key) {
-        te_db_target dbt;
-        char storage[1024];
-        te_db_trial_list *l = NULL;
-        snprintf(why, sizeof why, "no record for this target");
-        if (te_tuner_db_target(target, &dbt, storage, sizeof storage) == TE_OK &&
-            te_db_best(db, workload_key, &dbt, 0, &l) == TE_OK && l && l->n) {
-            te_schedule *s = te_schedule_create(ctx, n_out, outs);
-            int rc = s ? te_schedule_apply_trace(s, l->items[0].trace) : TE_ERR_SCHEDULE;
-            if (rc == TE_OK) {
-                *out = s;
-                if (from_db)
-                    *from_db = 1;
-                te_db_trial_list_free(l);
-                return TE_OK;
-            }
-            snprintf(why, sizeof why, "its best record no longer applies: %s", te_ctx_errmsg(ctx));
-            te_ctx_clear_error(ctx);
-        }
-        te_db_trial_list_free(l);
-    }
-    if (!quiet)
-        fprintf(stderr, "tessera: warning: %s: %s; using the default schedule\n",
-                workload_key ? workload_key : "(no workload key)", why);
+    if (rc == TE_ERR_ARG)
+        return rc;
     *out = te_schedule_create(ctx, n_out, outs);
     return *out ? TE_OK : (te_ctx_errcode(ctx) ? te_ctx_errcode(ctx) : TE_ERR_SCHEDULE);
 }

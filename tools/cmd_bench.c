@@ -494,7 +494,11 @@ static int bench_db(te_db *db, const char *op, const char *params, int threads, 
     }
     te_schedule *s = NULL;
     int from_db = 0;
-    BCHECK(te_tuner_best_schedule(ctx, db, key, n_out, outs, &lookup, 0, &s, &from_db) == TE_OK);
+    char why[512];
+    BCHECK(te_tuner_best_schedule(ctx, db, key, n_out, outs, &lookup, &s, &from_db, why,
+                                  sizeof why) == TE_OK);
+    if (!from_db)
+        fprintf(stderr, "tessera: warning: %s: %s; using the default schedule\n", key, why);
     te_target tgt = te_target_host();
     tgt.num_cores = threads;
     te_module *m = NULL;

@@ -225,14 +225,14 @@ int te_tuner_best_record(te_ctx *ctx, te_db *db, const char *workload_key, int n
                          te_schedule **out, te_db_trial_list **record, char *why,
                          size_t why_size);
 
-/* A schedule for outs from the best database record of (workload_key, target): a fresh
- * schedule (in ctx) with the record's trace applied. When there is no record, or the trace no
- * longer applies, *out gets the default schedule (te_schedule_create), a warning goes to
- * stderr unless `quiet`, and *from_db (may be NULL) is 0. db may be NULL (default schedule).
- * Returns TE_OK unless even the default schedule cannot be made. */
+/* A schedule for outs from the best database record of (workload_key, target): the schedule
+ * te_tuner_best_record makes. When there is no record, or the trace no longer applies, *out
+ * gets the default schedule (te_schedule_create), *from_db (may be NULL) is 0 and why (may be
+ * NULL) says why, as te_tuner_best_record does; nothing is printed. db may be NULL (default
+ * schedule). Returns TE_OK unless even the default schedule cannot be made. */
 int te_tuner_best_schedule(te_ctx *ctx, te_db *db, const char *workload_key, int n_out,
-                           te_tensor *const *outs, const te_target *target, int quiet,
-                           te_schedule **out, int *from_db);
+                           te_tensor *const *outs, const te_target *target, te_schedule **out,
+                           int *from_db, char *why, size_t why_size);
 
 /* Parses a duration: "90", "90s", "15m", "8h", "1.5h". Returns seconds, or -1 when invalid. */
 double te_tune_parse_duration(const char *text);
