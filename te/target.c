@@ -1,5 +1,5 @@
 /*
- * backends/c/target.c: the host CPU as a te_target, and canonical target keys.
+ * te/target.c: the host CPU as a te_target, and canonical target keys.
  *
  * The key names everything that makes a compiled kernel's speed or validity differ between
  * machines: architecture, CPU model, the ISA features code may use, threads, and the compiler
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tessera/backend.h"
+#include "tessera/target.h"
 
 /* ISA features recorded, in this order. Others (sse2 on x86_64, ...) are implied or do not
  * change generated code. */
