@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
