@@ -11,17 +11,25 @@
 # tessera_module(NAME DIRS <dir>... USES <module>... HEADERS <public header>...)
 #   declares a module; its sources are every .c under DIRS. Modules must be declared after
 #   the modules they use.
-# tessera_layer_includes(<target> USES <module>... [PUBLIC_ONLY])
-#   gives another target (the CLI, examples) the same kind of restricted view.
+# tessera_layer_includes(<target> USES <module>... [PUBLIC_ONLY] [EXTRA_DIRS <dir>...])
+#   gives another target (the CLI, examples) the same kind of restricted view: with
+#   PUBLIC_ONLY only the modules' public headers (and the umbrella tessera.h), plus the
+#   target's own EXTRA_DIRS (the CLI's "tools/cli.h").
 
 set(TESSERA_MODULES "")
 
 # Makes (once per configure) the link directory for a consumer that may use `uses`, and returns
 # its path in `out`. With public_only, no module directory is linked: only public headers.
-function(tessera_make_layer name uses public_only out)
+function(tessera_make_layer name uses public_only extra out)
     set(dir ${CMAKE_BINARY_DIR}/layers/${name})
     file(REMOVE_RECURSE ${dir})
     file(MAKE_DIRECTORY ${dir}/tessera)
+    foreach(d IN LISTS extra)
+        file(CREATE_LINK ${CMAKE_SOURCE_DIR}/${d} ${dir}/${d} SYMBOLIC)
+    endforeach()
+    if(public_only)
+        file(CREATE_LINK ${CMAKE_SOURCE_DIR}/include/tessera.h ${dir}/tessera.h SYMBOLIC)
+    endif()
     foreach(m IN LISTS uses)
         if(NOT public_only)
             foreach(d IN LISTS TESSERA_MODULE_${m}_DIRS)
@@ -71,7 +79,7 @@ function(tessera_module name)
         list(APPEND globs ${CMAKE_SOURCE_DIR}/${d}/*.c)
     endforeach()
     file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${globs})
-    tessera_make_layer(${name} "${closure}" FALSE layer)
+    tessera_make_layer(${name} "${closure}" FALSE "" layer)
     add_library(tessera_${name} OBJECT ${sources})
     set_target_properties(tessera_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
     target_include_directories(tessera_${name} PRIVATE ${layer})
@@ -83,8 +91,8 @@ function(tessera_module name)
 endfunction()
 
 function(tessera_layer_includes target)
-    cmake_parse_arguments(L "PUBLIC_ONLY" "" "USES" ${ARGN})
+    cmake_parse_arguments(L "PUBLIC_ONLY" "" "USES;EXTRA_DIRS" ${ARGN})
     tessera_closure("${L_USES}" closure)
-    tessera_make_layer(${target} "${closure}" ${L_PUBLIC_ONLY} layer)
+    tessera_make_layer(${target} "${closure}" ${L_PUBLIC_ONLY} "${L_EXTRA_DIRS}" layer)
     target_include_directories(${target} PRIVATE ${layer})
 endfunction()

@@ -12,7 +12,8 @@
 #ifndef TESSERA_SCHEDULE_PASSES_H
 #define TESSERA_SCHEDULE_PASSES_H
 
-#include "tessera/backend.h"
+#include "tessera/schedule.h"
+#include "tessera/target.h"
 #include "te/internal.h"
 
 struct te_schedule;

@@ -1,5 +1,6 @@
 /*
- * tessera/backend.h: lowering a schedule and building it into runnable code.
+ * tessera/backend.h: building a schedule into runnable code (te_build lowers it with te_lower,
+ * declared in schedule.h, then emits, compiles and loads it).
  *
  *     te_target tgt = te_target_host();
  *     te_module *m = NULL;
@@ -24,31 +25,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* A lowered function (loop IR after every pass). Lives in the context's arena. */
-typedef struct te_lowered te_lowered;
-
-/* Lowers a schedule for a target: bound inference, loop nests, then the pass list. args lists
- * the placeholders read and the tensors written (the outputs of the schedule, last). Returns
- * NULL on error with a message on the schedule's context. */
-te_lowered *te_lower(te_schedule *s, int n_args, te_tensor *const *args, const char *name,
-                     const te_target *target);
-/* Like te_lower, and writes the IR after each selected pass to out (stderr when NULL): dump is
- * "all" or a comma-separated list of pass names (te_lower_pass_name); NULL dumps nothing. A
- * name that is no pass is an error (NULL, TE_ERR_ARG, the message lists the passes). te_lower
- * itself reads the selection from the environment variable TESSERA_DUMP_IR. */
-te_lowered *te_lower_dump(te_schedule *s, int n_args, te_tensor *const *args, const char *name,
-                          const te_target *target, const char *dump, FILE *out);
-/* The lowering pipeline, for documentation and tools: the number of steps, and for step i
- * (0-based, in the order they run) its name, when it runs ("always", "GPU schedules", "CUDA
- * target", "C target", "GPU schedules, C target") and a one-line description. Static strings;
- * NULL when i is out of range. */
-int te_lower_pass_count(void);
-const char *te_lower_pass_name(int i);
-const char *te_lower_pass_when(int i);
-const char *te_lower_pass_what(int i);
-/* Prints lowered IR in readable form. */
-void te_lowered_print(const te_lowered *f, FILE *out);
 
 /* A compiled, loaded kernel. */
 typedef struct te_module te_module;

@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "tessera/target.h"
 #include "tessera/te.h"
 
 #ifdef __cplusplus
@@ -179,6 +180,33 @@ int te_schedule_apply_trace(te_schedule *s, const char *trace);
  * string that the caller frees, or NULL when the trace has a line it cannot translate or
  * memory runs out. */
 char *te_trace_to_c(const char *trace, const char *sched_var);
+
+/* ---- Lowering (schedule/lower.c, the pass table in schedule/pipeline.c) ------------------- */
+
+/* A lowered function (loop IR after every pass). Lives in the context's arena. */
+typedef struct te_lowered te_lowered;
+
+/* Lowers a schedule for a target: bound inference, loop nests, then the pass list. args lists
+ * the placeholders read and the tensors written (the outputs of the schedule, last). Returns
+ * NULL on error with a message on the schedule's context. */
+te_lowered *te_lower(te_schedule *s, int n_args, te_tensor *const *args, const char *name,
+                     const te_target *target);
+/* Like te_lower, and writes the IR after each selected pass to out (stderr when NULL): dump is
+ * "all" or a comma-separated list of pass names (te_lower_pass_name); NULL dumps nothing. A
+ * name that is no pass is an error (NULL, TE_ERR_ARG, the message lists the passes). te_lower
+ * itself reads the selection from the environment variable TESSERA_DUMP_IR. */
+te_lowered *te_lower_dump(te_schedule *s, int n_args, te_tensor *const *args, const char *name,
+                          const te_target *target, const char *dump, FILE *out);
+/* The lowering pipeline, for documentation and tools: the number of steps, and for step i
+ * (0-based, in the order they run) its name, when it runs ("always", "GPU schedules", "CUDA
+ * target", "C target", "GPU schedules, C target") and a one-line description. Static strings;
+ * NULL when i is out of range. */
+int te_lower_pass_count(void);
+const char *te_lower_pass_name(int i);
+const char *te_lower_pass_when(int i);
+const char *te_lower_pass_what(int i);
+/* Prints lowered IR in readable form. */
+void te_lowered_print(const te_lowered *f, FILE *out);
 
 #ifdef __cplusplus
 }
