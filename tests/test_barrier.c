@@ -214,6 +214,43 @@ static void test_no_barrier_inside_divergent_branch_is_an_error_naming_the_buffe
     te_ctx_free(c);
 }
 
+static void test_barrier_under_a_thread_dependent_let_or_loaded_condition_is_an_error(void **state)
+{
+    (void)state;
+    prog p;
+    prog_init(&p);
+    te_ctx *c = p.c;
+    /* let v = tx * 2; if (v < 16) {...}: v differs between threads */
+    te_expr *v = te_var(c, "v", TE_I64);
+    te_stmt *k =
+        kernel(&p, gt_bound(c, p.tx, 32, TE_THREAD_X,
+                            te__let(c, v, te_mul(c, p.tx, I(2)),
+                                    te__if(c, te_lt(c, v, I(16)),
+                                           te__seq2(c, fill(&p, p.tx), use(&p, p.tx)), NULL))));
+    assert_null(te__pass_barrier(TE_PC(c), k));
+    assert_non_null(strstr(te_ctx_errmsg(c), "shared buffer 'S'"));
+    te_ctx_clear_error(c);
+    /* if (A[0] > 0): a loaded value is taken to differ between threads */
+    te_expr *z = I(0);
+    te_stmt *k2 = kernel(&p, gt_bound(c, p.tx, 32, TE_THREAD_X,
+                                      te__if(c, te_gt(c, te__load(c, p.A, 1, &z), te_f32(c, 0)),
+                                             te__seq2(c, fill(&p, p.tx), use(&p, p.tx)), NULL)));
+    assert_null(te__pass_barrier(TE_PC(c), k2));
+    assert_non_null(strstr(te_ctx_errmsg(c), "inside a condition that depends on the thread"));
+    te_ctx_clear_error(c);
+    /* a let of a block-uniform value does not make the branch divergent */
+    te_stmt *k3 =
+        kernel(&p, te__let(c, v, te_mul(c, p.bx, I(2)),
+                           te__if(c, te_lt(c, v, I(4)),
+                                  te__seq2(c, gt_bound(c, p.tx, 32, TE_THREAD_X, fill(&p, p.tx)),
+                                           gt_bound(c, p.tx2, 32, TE_THREAD_X, use(&p, p.tx2))),
+                                  NULL)));
+    te_stmt *out = te__pass_barrier(TE_PC(c), k3);
+    assert_non_null(out);
+    assert_int_equal(gt_count_kind(out, TE_S_BARRIER), 1);
+    te_ctx_free(c);
+}
+
 static void test_barrier_in_a_thread_loop_narrower_than_the_block_is_an_error(void **state)
 {
     (void)state;
@@ -304,6 +341,7 @@ int main(void)
         cmocka_unit_test(test_barrier_is_hoisted_above_an_inner_serial_loop),
         cmocka_unit_test(test_barrier_inside_a_block_uniform_branch_is_allowed),
         cmocka_unit_test(test_no_barrier_inside_divergent_branch_is_an_error_naming_the_buffer),
+        cmocka_unit_test(test_barrier_under_a_thread_dependent_let_or_loaded_condition_is_an_error),
         cmocka_unit_test(test_barrier_in_a_thread_loop_narrower_than_the_block_is_an_error),
         cmocka_unit_test(test_barrier_in_a_loop_with_thread_dependent_bounds_is_an_error),
         cmocka_unit_test(test_double_buffered_tiles_need_one_barrier_less),
