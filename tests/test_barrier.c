@@ -11,6 +11,7 @@
 #include "gpu_testlib.h"
 #include "tessera/cuda.h"
 #include "tessera/ops.h"
+#include "testutil.h"
 
 #define I(v) te_int(c, (v))
 
@@ -331,6 +332,87 @@ static void test_double_buffered_tiles_need_one_barrier_less(void **state)
     }
 }
 
+/* Barriers by the pass, then thread split, compute what the block computes on a GPU: one
+ * 4 x 16 thread nest whose body passes values between threads through two shared arrays,
+ * phase after phase (no barrier written by hand). Compared with a direct simulation in which
+ * every phase completes in all threads before the next starts. */
+static int64_t perm(int64_t t, int64_t mul, int64_t add) { return (t * mul + add) % 64; }
+
+static void test_inserted_barriers_make_the_block_compute_the_gpu_result(void **state)
+{
+    (void)state;
+    te_ctx *c = te_ctx_create();
+    te_buf *A = te__buf_new(c, "A", TE_F64, 1, (int64_t[]){128}, TE_SCOPE_GLOBAL);
+    te_buf *B = te__buf_new(c, "B", TE_F64, 1, (int64_t[]){128}, TE_SCOPE_GLOBAL);
+    te_buf *S0 = te__buf_new(c, "S0", TE_F64, 1, (int64_t[]){64}, TE_SCOPE_SHARED);
+    te_buf *S1 = te__buf_new(c, "S1", TE_F64, 1, (int64_t[]){64}, TE_SCOPE_SHARED);
+    te_expr *bx = te__loop_var(c, "bx", 2), *ty = te__loop_var(c, "ty", 4),
+            *tx = te__loop_var(c, "tx", 16), *it = te__loop_var(c, "it", 3);
+    te_expr *t = te_add(c, te_mul(c, ty, I(16)), tx);
+#define P(mul, add) te_floormod(c, te_add(c, te_mul(c, t, I(mul)), add), I(64))
+    te_expr *ga = te_add(c, te_mul(c, bx, I(64)), t);
+    te_expr *gb = te_add(c, te_mul(c, bx, I(64)), P(3, te_add(c, it, I(0))));
+    te_expr *p1 = P(5, I(3)), *p2 = P(9, I(1)), *p3 = P(7, I(0));
+    te_stmt *step = te__seq2(
+        c,
+        te__store(c, S1, 1, &t,
+                  te_add(c, te_mul(c, te__load(c, S0, 1, &p1), te_const(c, TE_F64, 0.5)),
+                         te__load(c, A, 1, &gb))),
+        te__store(c, S0, 1, &t, te_sub(c, te__load(c, S1, 1, &p2), te__load(c, S1, 1, &t))));
+    te_stmt *body = te__seq(c, 3,
+                            (te_stmt *[]){te__store(c, S0, 1, &t, te__load(c, A, 1, &ga)),
+                                          te__for(c, it, I(0), I(3), TE_FOR_SERIAL, step),
+                                          te__store(c, B, 1, &ga, te__load(c, S0, 1, &p3))});
+#undef P
+    te_stmt *k =
+        gt_bound(c, bx, 2, TE_BLOCK_X,
+                 te__alloc_stmt(c, S0,
+                                te__alloc_stmt(c, S1,
+                                               gt_bound(c, ty, 4, TE_THREAD_Y,
+                                                        gt_bound(c, tx, 16, TE_THREAD_X, body)))));
+    te_stmt *bar = te__pass_barrier(TE_PC(c), k);
+    assert_non_null(bar);
+    te_stmt *cpu = te__pass_thread_split(TE_PC(c), bar);
+    assert_non_null(cpu);
+    assert_int_equal(gt_count_kind(cpu, TE_S_BARRIER), 0);
+
+    tt_rng r;
+    tt_rng_seed(&r, tt_seed(99));
+    double a[128], b[128], want[128];
+    tt_fill_f64(&r, a, 128);
+    for (int blk = 0; blk < 2; blk++) {
+        double s0[64], s1[64];
+        for (int i = 0; i < 64; i++)
+            s0[i] = a[blk * 64 + i];
+        for (int i3 = 0; i3 < 3; i3++) {
+            for (int i = 0; i < 64; i++)
+                s1[i] = s0[perm(i, 5, 3)] * 0.5 + a[blk * 64 + perm(i, 3, i3)];
+            for (int i = 0; i < 64; i++)
+                s0[i] = s1[perm(i, 9, 1)] - s1[i];
+        }
+        for (int i = 0; i < 64; i++)
+            want[blk * 64 + i] = s0[perm(i, 7, 0)];
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < 128; i++)
+            b[i] = NAN;
+        pt_env env = {0};
+        pt_add_buf(&env, A, a, 128);
+        pt_add_buf(&env, B, b, 128);
+        pt_exec(&env, pass ? k : cpu);
+        assert_int_equal(env.err, 0);
+        int wrong = 0;
+        for (int i = 0; i < 128; i++)
+            wrong += b[i] != want[i];
+        if (pass == 0 && wrong)
+            fail_msg("%d of 128 outputs differ from the simulation", wrong);
+        if (pass == 1)
+            assert_true(wrong > 0); /* one thread after the other is not the GPU's result */
+    }
+    assert_true(gt_count_kind(bar, TE_S_BARRIER) >= 3);
+    te_ctx_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -345,6 +427,7 @@ int main(void)
         cmocka_unit_test(test_barrier_in_a_thread_loop_narrower_than_the_block_is_an_error),
         cmocka_unit_test(test_barrier_in_a_loop_with_thread_dependent_bounds_is_an_error),
         cmocka_unit_test(test_double_buffered_tiles_need_one_barrier_less),
+        cmocka_unit_test(test_inserted_barriers_make_the_block_compute_the_gpu_result),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
