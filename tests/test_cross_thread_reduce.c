@@ -300,6 +300,11 @@ static void test_cross_thread_reduce_needs_a_constant_thread_count_naming_the_lo
     assert_null(te__pass_cross_thread_reduce(TE_PC(c), bad));
     assert_non_null(strstr(te_ctx_errmsg(c), "cross-thread reduction over 'k'"));
     assert_non_null(strstr(te_ctx_errmsg(c), "constant positive thread count"));
+    /* inside another loop bound to the same index there is no thread left to reduce over */
+    te_ctx_clear_error(c);
+    te_expr *o = te__loop_var(c, "outer_x", 2);
+    assert_null(te__pass_cross_thread_reduce(TE_PC(c), gt_bound(c, o, 2, TE_THREAD_X, l)));
+    assert_non_null(strstr(te_ctx_errmsg(c), "reduction over 'k' is inside loop 'outer_x'"));
     /* unmarked programs come back unchanged */
     te_stmt *plain = te__for(c, l->u.loop.var, I(0), I(32), TE_FOR_SERIAL, l->u.loop.body);
     te_ctx_clear_error(c);
