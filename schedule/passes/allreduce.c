@@ -7,6 +7,10 @@
  *         ... one step per halving, until one element is left
  *     <buf>[idx] = combine(<buf>[idx], <buf>_red[0])
  *
+ * Inside other loops bound to threadIdx (rows along threadIdx.y, each reducing its own row
+ * across threadIdx.x), the shared array has one slice of `extent` elements per thread of those
+ * loops, so the rows do not overwrite each other's partial results.
+ *
  * The last store runs in every thread when the buffer is per-thread (LOCAL: every thread needs
  * the total, as a softmax's max does) and in thread 0 only otherwise. The barrier pass puts a
  * barrier between the steps. The CUDA backend turns the steps of 32 threads and fewer into warp
@@ -46,8 +50,23 @@ static te_stmt *thread_for(te_ctx *ctx, te_expr *var, int64_t extent, int tag, t
     return r;
 }
 
-static te_stmt *allreduce(te_ctx *ctx, const te_stmt *loop)
+/* The loops bound to threadIdx around the marked loop being lowered. */
+typedef struct xr {
+    te_ctx *ctx;
+    const te_stmt *outer[16];
+    int n;
+    bool failed;
+} xr;
+
+/* red[base + i] (base NULL: red[i]) */
+static te_expr *at(te_ctx *ctx, te_expr *base, te_expr *i)
 {
+    return base ? te_add(ctx, base, i) : i;
+}
+
+static te_stmt *allreduce(xr *xc, const te_stmt *loop)
+{
+    te_ctx *ctx = xc->ctx;
     const te__xreduce *x = loop->u.loop.xreduce;
     te_expr *var = loop->u.loop.var;
     te_stmt *body = loop->u.loop.body;
@@ -60,13 +79,36 @@ static te_stmt *allreduce(te_ctx *ctx, const te_stmt *loop)
     te_dtype dtype = x->dtype;
     int64_t extent;
     if (!te__is_const_int(loop->u.loop.extent, &extent) || extent <= 0) {
-        te_ctx_set_error(ctx, TE_ERR_SCHEDULE, "cross-thread reduction over '%s' needs a constant "
-                         "positive thread count", var->u.var.name);
+        te_ctx_set_error(ctx, TE_ERR_SCHEDULE,
+                         "cross-thread reduction over '%s' needs a constant "
+                         "positive thread count",
+                         var->u.var.name);
         return NULL;
     }
+    /* Inside other thread loops (threadIdx.y rows each reducing their own row), every thread
+     * of those loops reduces separately: one slice of the shared array each. */
+    te_expr *slot = NULL;
+    int64_t slots = 1;
+    for (int i = 0; i < xc->n; i++) {
+        const te_stmt *o = xc->outer[i];
+        int64_t mn, ex;
+        if (o->u.loop.thread_tag == tag || !te__is_const_int(o->u.loop.min, &mn) ||
+            !te__is_const_int(o->u.loop.extent, &ex) || ex <= 0) {
+            te_ctx_set_error(ctx, TE_ERR_SCHEDULE,
+                             "cross-thread reduction over '%s' is inside loop '%s', which is "
+                             "bound to the same thread index or has a non-constant extent",
+                             var->u.var.name, o->u.loop.var->u.var.name);
+            return NULL;
+        }
+        te_expr *rel = te_sub(ctx, o->u.loop.var, te_int(ctx, mn));
+        slot = slot ? te_add(ctx, te_mul(ctx, slot, te_int(ctx, ex)), rel) : rel;
+        slots *= ex;
+    }
+    te_expr *base = slot ? te_mul(ctx, slot, te_int(ctx, extent)) : NULL;
+    int64_t red_n = slots * extent;
     char name[160];
     snprintf(name, sizeof name, "%s_red", buf->name);
-    te_buf *red = te__buf_new(ctx, name, dtype, 1, &extent, TE_SCOPE_SHARED);
+    te_buf *red = te__buf_new(ctx, name, dtype, 1, &red_n, TE_SCOPE_SHARED);
     snprintf(name, sizeof name, "%s_part", buf->name);
     int64_t one = 1;
     te_buf *part = te__buf_new(ctx, name, dtype, 1, &one, TE_SCOPE_LOCAL);
@@ -76,7 +118,8 @@ static te_stmt *allreduce(te_ctx *ctx, const te_stmt *loop)
     part_ctx pc = {buf, part};
     te_stmt *pbody = te__stmt_mutate(ctx, body, part_stmt, part_expr, &pc);
     te_stmt *init = te__store(ctx, part, 1, &zero, te__reduce_identity(ctx, kind, custom, dtype));
-    te_stmt *publish = te__store(ctx, red, 1, &var, te__load(ctx, part, 1, &zero));
+    te_expr *pi = at(ctx, base, var);
+    te_stmt *publish = te__store(ctx, red, 1, &pi, te__load(ctx, part, 1, &zero));
     te_stmt *first = te__seq2(ctx, te__seq2(ctx, init, pbody), publish);
     first = first ? te__alloc_stmt(ctx, part, first) : NULL;
     te_stmt *out = thread_for(ctx, var, extent, tag, first);
@@ -85,18 +128,20 @@ static te_stmt *allreduce(te_ctx *ctx, const te_stmt *loop)
         int64_t h = n / 2, m = n - h;
         snprintf(name, sizeof name, "%s_s%lld", var->u.var.name, (long long)h);
         te_expr *k = te__loop_var(ctx, name, h);
-        te_expr *a = te__load(ctx, red, 1, &k);
-        te_expr *kb = te_add(ctx, k, te_int(ctx, m));
+        te_expr *ka = at(ctx, base, k);
+        te_expr *a = te__load(ctx, red, 1, &ka);
+        te_expr *kb = at(ctx, base, te_add(ctx, k, te_int(ctx, m)));
         te_expr *b = kb ? te__load(ctx, red, 1, &kb) : NULL;
         te_expr *c = a && b ? te__reduce_combine(ctx, kind, custom, a, b) : NULL;
-        te_stmt *step = c ? te__store(ctx, red, 1, &k, c) : NULL;
+        te_stmt *step = c ? te__store(ctx, red, 1, &ka, c) : NULL;
         out = te__seq2(ctx, out, step ? thread_for(ctx, k, h, tag, step) : NULL);
         if (!step)
             out = NULL;
         n = m;
     }
     te_expr *acc = te__load(ctx, buf, ndim, idx);
-    te_expr *tot = te__load(ctx, red, 1, &zero);
+    te_expr *t0 = base ? base : zero;
+    te_expr *tot = te__load(ctx, red, 1, &t0);
     te_expr *c = acc && tot ? te__reduce_combine(ctx, kind, custom, acc, tot) : NULL;
     te_stmt *fin = c ? te__store(ctx, buf, ndim, idx, c) : NULL;
     if (fin && buf->scope != TE_SCOPE_LOCAL) {
@@ -108,17 +153,58 @@ static te_stmt *allreduce(te_ctx *ctx, const te_stmt *loop)
     return te__alloc_stmt(ctx, red, te__seq2(ctx, out, fin));
 }
 
-static te_stmt *lower_loop(te_ctx *ctx, te_stmt *s, void *user)
+static te_stmt *lower(xr *x, te_stmt *s);
+
+static te_stmt *lower_child(void *user, te_stmt *s) { return lower(user, s); }
+
+/* Lowers the marked loops in s, keeping the thread loops around them in x. */
+static te_stmt *lower(xr *x, te_stmt *s)
 {
-    (void)user;
-    if (s->kind != TE_S_FOR || !s->u.loop.xreduce)
+    if (!s || x->failed)
+        return NULL;
+    if (s->kind != TE_S_FOR)
+        return te__stmt_map_children(x->ctx, s, lower_child, x, &x->failed);
+    if (s->u.loop.xreduce) {
+        te_stmt *r = allreduce(x, s);
+        x->failed |= !r;
+        return r;
+    }
+    bool push = s->u.loop.fkind == TE_FOR_THREAD && s->u.loop.thread_tag >= TE_THREAD_X;
+    if (push && x->n == 16) {
+        te_ctx_set_error(x->ctx, TE_ERR_UNSUPPORTED, "more than 16 nested thread loops");
+        x->failed = true;
+        return NULL;
+    }
+    if (push)
+        x->outer[x->n++] = s;
+    te_stmt *b = lower(x, s->u.loop.body);
+    if (push)
+        x->n--;
+    if (x->failed)
+        return NULL;
+    if (b == s->u.loop.body)
         return s;
-    return allreduce(ctx, s);
+    if (!b)
+        b = te__seq(x->ctx, 0, NULL);
+    te_stmt *r =
+        b ? te__for(x->ctx, s->u.loop.var, s->u.loop.min, s->u.loop.extent, s->u.loop.fkind, b)
+          : NULL;
+    if (r)
+        r->u.loop.thread_tag = s->u.loop.thread_tag;
+    x->failed |= !r;
+    return r;
 }
 
 te_stmt *te__pass_cross_thread_reduce(const te__pass_ctx *pc, te_stmt *s)
 {
     if (!s)
         return NULL;
-    return te__stmt_mutate(pc->ctx, s, lower_loop, NULL, NULL);
+    xr x = {.ctx = pc->ctx, .n = 0, .failed = false};
+    te_stmt *r = lower(&x, s);
+    if (x.failed) {
+        if (te_ctx_errcode(pc->ctx) == TE_OK)
+            te_ctx_set_error(pc->ctx, TE_ERR_NOMEM, "cross-thread reduction: out of memory");
+        return NULL;
+    }
+    return r ? r : te__seq(pc->ctx, 0, NULL);
 }

@@ -317,7 +317,11 @@ static te_stmt *insert(bctx *b, te_stmt *s, bset *st, const char *div)
             push_dep(b, s->u.loop.var);
             bset acc = {.nw = 0};
             summary(s->u.loop.body, &acc);
+            /* A buffer the loop both writes and reads needs a barrier inside it too (between
+             * the write and the read, or before the next iteration's write). */
             const te_buf *cb = conflict(st, &acc);
+            if (!cb)
+                cb = conflict(&acc, &acc);
             if (cb) {
                 fail_divergent(b, cb,
                                div ? div : "inside a loop whose bounds depend on the thread");

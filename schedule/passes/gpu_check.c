@@ -6,6 +6,7 @@
  * hold for every architecture Tessera emits code for (sm_70 and later). Static shared memory
  * is 48 KiB per block (more needs dynamic shared memory, which the backend does not use).
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "schedule/passes.h"
@@ -106,6 +107,31 @@ static int64_t shared_bytes(const te_stmt *s)
     }
 }
 
+/* The name of a loop bound to threadIdx along `dim` that reaches `ext` threads ("?" if none). */
+typedef struct {
+    int tag;
+    int64_t ext;
+    const char *name;
+} widest_ctx;
+
+static bool widest_fn(const te_stmt *s, void *user)
+{
+    widest_ctx *w = user;
+    int64_t e, m;
+    if (!w->name && s->kind == TE_S_FOR && s->u.loop.fkind == TE_FOR_THREAD &&
+        s->u.loop.thread_tag == w->tag && te__is_const_int(s->u.loop.extent, &e) &&
+        te__is_const_int(s->u.loop.min, &m) && m + e == w->ext)
+        w->name = loop_name(s);
+    return !w->name;
+}
+
+static const char *widest_loop(const te_stmt *body, int dim, int64_t ext)
+{
+    widest_ctx w = {TE_THREAD_X + dim, ext, NULL};
+    te__stmt_visit(body, widest_fn, NULL, &w);
+    return w.name ? w.name : "?";
+}
+
 static void check_kernel(chk *c, const te_stmt *s)
 {
     int64_t grid[3] = {1, 1, 1};
@@ -146,17 +172,27 @@ static void check_kernel(chk *c, const te_stmt *s)
     }
     for (int d = 0; d < 3; d++)
         if (dims[d] > max_block[d]) {
-            CERR(c, "GPU check: stage '%s': %lld threads along %s; a block allows at most %lld",
-                 c->stage, (long long)dims[d], tag_names[TE_THREAD_X + d], (long long)max_block[d]);
+            CERR(c,
+                 "GPU check: stage '%s': loop '%s' makes %lld threads along %s; a block allows at "
+                 "most %lld",
+                 c->stage, widest_loop(b, d, dims[d]), (long long)dims[d],
+                 tag_names[TE_THREAD_X + d], (long long)max_block[d]);
             return;
         }
     int64_t nt = dims[0] * dims[1] * dims[2];
     if (nt > MAX_THREADS) {
+        char loops[256] = "";
+        size_t used = 0;
+        for (int d = 0; d < 3 && used < sizeof loops; d++)
+            if (dims[d] > 1)
+                used += (size_t)snprintf(loops + used, sizeof loops - used, "%s'%s' on %s",
+                                         used ? ", " : "", widest_loop(b, d, dims[d]),
+                                         tag_names[TE_THREAD_X + d]);
         CERR(c,
-             "GPU check: stage '%s': %lld x %lld x %lld = %lld threads per block; at most %d "
-             "are allowed",
+             "GPU check: stage '%s': %lld x %lld x %lld = %lld threads per block (loops %s); at "
+             "most %d are allowed",
              c->stage, (long long)dims[0], (long long)dims[1], (long long)dims[2], (long long)nt,
-             MAX_THREADS);
+             loops, MAX_THREADS);
         return;
     }
     int64_t sh = shared_bytes(b);

@@ -1,0 +1,216 @@
+/* Tests of double buffering: a shared tile marked te_double_buffer and allocated at the top of
+ * a serial loop's body gets a leading axis of 2, and every access in iteration v uses half
+ * (v - min) % 2; tiles not marked keep their shape; without a schedule or a mark the program
+ * comes back unchanged; and the double-buffered matmul (one barrier per k-step instead of two)
+ * built for the C target matches te_reference_eval. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "gpu_testlib.h"
+#include "tessera/cuda.h"
+#include "tessera/ops.h"
+#include "testutil.h"
+
+typedef struct mm {
+    te_ctx *c;
+    te_tensor *A, *B, *C;
+    te_schedule *s;
+} mm;
+
+/* The matmul template; db: 0 none, 1 both tiles (the knob), 2 only A's tile (marked after). */
+static mm mm_make(int64_t M, int64_t N, int64_t K, int db)
+{
+    mm m;
+    m.c = te_ctx_create();
+    m.A = te_placeholder(m.c, "A", TE_F32, 2, (int64_t[]){M, K});
+    m.B = te_placeholder(m.c, "B", TE_F32, 2, (int64_t[]){K, N});
+    m.C = te_op_matmul(m.c, m.A, m.B, 0, 0, "C");
+    m.s = te_schedule_create(m.c, 1, &m.C);
+    te_cuda_knobs k = te_cuda_knobs_default("matmul");
+    k.double_buffer = db == 1;
+    assert_int_equal(te_cuda_schedule_matmul(m.s, m.C, NULL, &k), TE_OK);
+    if (db == 2) {
+        te_stage *as = te_schedule_stage_by_name(m.s, "A_shared");
+        assert_non_null(as);
+        assert_int_equal(te_double_buffer(as), TE_OK);
+    }
+    return m;
+}
+
+/* The shared allocations of s, by name. */
+typedef struct {
+    const te_buf *bufs[8];
+    int n;
+} allocs;
+
+static bool alloc_fn(const te_stmt *s, void *user)
+{
+    allocs *a = user;
+    if (s->kind == TE_S_ALLOC && s->u.alloc.buf->scope == TE_SCOPE_SHARED && a->n < 8)
+        a->bufs[a->n++] = s->u.alloc.buf;
+    return true;
+}
+
+static const te_buf *shared_named(const te_stmt *s, const char *name)
+{
+    allocs a = {.n = 0};
+    te__stmt_visit(s, alloc_fn, NULL, &a);
+    for (int i = 0; i < a.n; i++)
+        if (strcmp(a.bufs[i]->name, name) == 0)
+            return a.bufs[i];
+    return NULL;
+}
+
+/* Every access to buf: its rank, and whether its first index is the half (v - min) % 2. */
+typedef struct {
+    const te_buf *buf;
+    int accesses, wrong_rank, halves;
+} acc_ctx;
+
+static void one_access(acc_ctx *a, int n, te_expr *const *idx)
+{
+    a->accesses++;
+    if (n != a->buf->ndim)
+        a->wrong_rank++;
+    /* floormod(k_o - min, 2): the k-step loop's iteration number, modulo 2 */
+    const te_expr *h = idx[0];
+    int64_t two = 0;
+    if (h->kind == TE_E_BINARY && h->u.bin.op == TE_FLOORMOD &&
+        te__is_const_int(h->u.bin.b, &two) && two == 2 && h->u.bin.a->kind == TE_E_BINARY &&
+        h->u.bin.a->u.bin.op == TE_SUB && h->u.bin.a->u.bin.a->kind == TE_E_VAR &&
+        strcmp(h->u.bin.a->u.bin.a->u.var.name, "k_o") == 0)
+        a->halves++;
+}
+
+static bool acc_expr(const te_expr *e, void *user)
+{
+    acc_ctx *a = user;
+    if (e->kind == TE_E_LOAD && e->u.load.buf == a->buf)
+        one_access(a, e->u.load.n, e->u.load.idx);
+    return true;
+}
+
+static bool acc_stmt(const te_stmt *s, void *user)
+{
+    acc_ctx *a = user;
+    if (s->kind == TE_S_STORE && s->u.store.buf == a->buf)
+        one_access(a, s->u.store.n, s->u.store.idx);
+    return true;
+}
+
+static acc_ctx accesses(const te_stmt *s, const te_buf *b)
+{
+    acc_ctx a = {b, 0, 0, 0};
+    te__stmt_visit(s, acc_stmt, acc_expr, &a);
+    return a;
+}
+
+static void test_double_buffer_gives_a_marked_tile_two_halves_used_alternately(void **state)
+{
+    (void)state;
+    mm m = mm_make(64, 64, 32, 1);
+    te_target tgt = te_target_cuda(80);
+    gt_lowering L = gt_lower_until(m.s, 3, (te_tensor *[]){m.A, m.B, m.C}, &tgt, "double_buffer");
+    te_stmt *out = te__pass_double_buffer(&L.pc, L.s);
+    assert_non_null(out);
+    assert_ptr_not_equal(out, L.s);
+    for (int t = 0; t < 2; t++) {
+        const char *name = t ? "B_shared" : "A_shared";
+        const te_buf *b0 = shared_named(L.s, name), *b1 = shared_named(out, name);
+        assert_non_null(b0);
+        assert_non_null(b1);
+        assert_int_equal(b1->ndim, b0->ndim + 1);
+        assert_int_equal(b1->shape[0], 2);
+        for (int d = 0; d < b0->ndim; d++)
+            assert_int_equal(b1->shape[d + 1], b0->shape[d]);
+        /* no access to the old buffer is left; every access to the new one picks a half */
+        assert_int_equal(accesses(out, b0).accesses, 0);
+        acc_ctx a = accesses(out, b1);
+        assert_true(a.accesses >= 2); /* the copy writes it, the compute reads it */
+        assert_int_equal(a.wrong_rank, 0);
+        assert_int_equal(a.halves, a.accesses);
+    }
+    char *txt = pt_print(out);
+    assert_non_null(strstr(txt, "allocate A_shared[f32 x 2 x "));
+    free(txt);
+    te_ctx_free(m.c);
+}
+
+static void test_double_buffer_leaves_unmarked_tiles_and_programs_alone(void **state)
+{
+    (void)state;
+    te_target tgt = te_target_cuda(80);
+    /* nothing marked: the very same program */
+    mm m = mm_make(64, 64, 32, 0);
+    gt_lowering L = gt_lower_until(m.s, 3, (te_tensor *[]){m.A, m.B, m.C}, &tgt, "double_buffer");
+    assert_ptr_equal(te__pass_double_buffer(&L.pc, L.s), L.s);
+    /* without a schedule (a pass run by itself) there is nothing to read the marks from */
+    assert_ptr_equal(te__pass_double_buffer(TE_PC(m.c), L.s), L.s);
+    te_ctx_free(m.c);
+    /* only A's tile marked: B's keeps its shape and accesses */
+    m = mm_make(64, 64, 32, 2);
+    L = gt_lower_until(m.s, 3, (te_tensor *[]){m.A, m.B, m.C}, &tgt, "double_buffer");
+    te_stmt *out = te__pass_double_buffer(&L.pc, L.s);
+    const te_buf *a0 = shared_named(L.s, "A_shared"), *a1 = shared_named(out, "A_shared");
+    const te_buf *b0 = shared_named(L.s, "B_shared"), *b1 = shared_named(out, "B_shared");
+    assert_int_equal(a1->ndim, a0->ndim + 1);
+    assert_ptr_equal(b1, b0);
+    assert_int_equal(accesses(out, b1).halves, 0);
+    /* and B's refill still needs its barrier: two per k-step, as without double buffering */
+    gt_lowering L2 = gt_lower_until(m.s, 3, (te_tensor *[]){m.A, m.B, m.C}, &tgt, "barrier");
+    assert_int_equal(gt_count_kind(te__pass_barrier(&L2.pc, L2.s), TE_S_BARRIER), 2);
+    te_ctx_free(m.c);
+}
+
+static void check_cpu_build(int64_t M, int64_t N, int64_t K, int db)
+{
+    mm m = mm_make(M, N, K, db);
+    te_target host = te_target_host();
+    te_module *mod = NULL;
+    te_tensor *args[] = {m.A, m.B, m.C};
+    if (te_build(m.s, 3, args, "mm_db", &host, &mod) != TE_OK)
+        fail_msg("build: %s", te_ctx_errmsg(m.c));
+    size_t na = (size_t)(M * K), nb = (size_t)(K * N), nc = (size_t)(M * N);
+    float *a = malloc(na * sizeof(float)), *b = malloc(nb * sizeof(float)),
+          *c = malloc(nc * sizeof(float));
+    double *ref = malloc(nc * sizeof(double));
+    tt_rng r;
+    tt_rng_seed(&r, tt_seed(40 + (uint64_t)db));
+    tt_fill_f32(&r, a, na);
+    tt_fill_f32(&r, b, nb);
+    tt_poison_f32(c, nc);
+    assert_int_equal(te_module_run(mod, (void *[]){a, b, c}), TE_OK);
+    assert_int_equal(
+        te_reference_eval(m.c, 2, args, (const void *const[]){a, b}, 1, &m.C, (double *[]){ref}),
+        TE_OK);
+    double err = tt_max_rel_err_f32(c, ref, nc);
+    if (!(err <= 1e-4))
+        fail_msg("%lldx%lldx%lld db=%d: max rel err %g", (long long)M, (long long)N, (long long)K,
+                 db, err);
+    te_module_free(mod);
+    free(a);
+    free(b);
+    free(c);
+    free(ref);
+    te_ctx_free(m.c);
+}
+
+static void test_double_buffered_matmul_on_the_c_target_matches_the_reference(void **state)
+{
+    (void)state;
+    check_cpu_build(64, 64, 64, 1); /* 8 k-steps: both halves used several times */
+    check_cpu_build(64, 64, 40, 2); /* an odd number of k-steps, one tile doubled */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_double_buffer_gives_a_marked_tile_two_halves_used_alternately),
+        cmocka_unit_test(test_double_buffer_leaves_unmarked_tiles_and_programs_alone),
+        cmocka_unit_test(test_double_buffered_matmul_on_the_c_target_matches_the_reference),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
