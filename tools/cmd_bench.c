@@ -42,6 +42,21 @@ static void jnum(double x, const char *fmt)
         printf("null");
 }
 
+/* Prints s as a JSON string. */
+static void jstr(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", *s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
 /* A ratio for the table, "-" when left out. */
 static void fmt_ratio(char *buf, size_t n, double x)
 {
@@ -653,10 +668,13 @@ int te_cmd_bench(int argc, char **argv)
         printf("[");
         for (int r = 0; r < n; r++) {
             const row *w = &rows[r];
-            printf("%s\n  {\"workload\": \"%s\", \"threads\": %d, \"%s\": %.3f, \"baseline\": "
-                   "\"%s\", \"baseline_impl\": \"%s\", \"baseline_%s\": ",
-                   r ? "," : "", w->workload, w->threads, w->unit, w->ours, w->base_name,
-                   w->base_impl, w->unit);
+            printf("%s\n  {\"workload\": ", r ? "," : "");
+            jstr(w->workload);
+            printf(", \"threads\": %d, \"%s\": %.3f, \"baseline\": ", w->threads, w->unit, w->ours);
+            jstr(w->base_name);
+            printf(", \"baseline_impl\": ");
+            jstr(w->base_impl);
+            printf(", \"baseline_%s\": ", w->unit);
             jnum(w->base, "%.3f");
             printf(", \"ratio\": ");
             jnum(w->ours / w->base, "%.4f");
