@@ -282,7 +282,7 @@ int te_bl_onednn_load(const char **note)
     if (!h) {
         const char *e = dlerror();
         snprintf(g_dn_note, sizeof g_dn_note,
-                 "oneDNN: not available (%s); compared with OpenBLAS only (Debian: libdnnl-dev)",
+                 "oneDNN: not available (%s); no oneDNN baseline (Debian: libdnnl-dev)",
                  e ? e : lib);
     } else {
         int ok = 1;
@@ -312,14 +312,14 @@ int te_bl_onednn_load(const char **note)
         const dnnl_version_t *v = ok ? dn.version() : NULL;
         if (!ok || !v || v->major != 2) {
             snprintf(g_dn_note, sizeof g_dn_note,
-                     "oneDNN: %s is not the oneDNN 2.x C API this build uses; compared with "
-                     "OpenBLAS only",
+                     "oneDNN: %s is not the oneDNN 2.x C API this build uses; no oneDNN "
+                     "baseline",
                      lib);
         } else if (dn.engine_create(&dn.engine, dnnl_cpu, 0) != dnnl_success ||
                    dn.stream_create(&dn.stream, dn.engine, dnnl_stream_default_flags) !=
                        dnnl_success) {
             snprintf(g_dn_note, sizeof g_dn_note,
-                     "oneDNN: %s loaded but no CPU engine; compared with OpenBLAS only", lib);
+                     "oneDNN: %s loaded but no CPU engine; no oneDNN baseline", lib);
         } else {
             g_dn_state = 1;
             snprintf(g_dn_note, sizeof g_dn_note, "oneDNN %d.%d.%d (%s, %s threads)", v->major,
@@ -331,7 +331,7 @@ int te_bl_onednn_load(const char **note)
 #else
     snprintf(g_dn_note, sizeof g_dn_note,
              "oneDNN: not built in (no oneDNN 2.x oneapi/dnnl/dnnl.h at build time; Debian: "
-             "libdnnl-dev); compared with OpenBLAS only (%s not tried)",
+             "libdnnl-dev); no oneDNN baseline (%s not tried)",
              lib);
 #endif
     if (note)

@@ -678,12 +678,15 @@ int te_cmd_bench(int argc, char **argv)
             jnum(w->base, "%.3f");
             printf(", \"ratio\": ");
             jnum(w->ours / w->base, "%.4f");
-            if (isfinite(w->openblas) && isfinite(w->onednn)) {
-                printf(", \"openblas_%s\": %.3f, \"onednn_%s\": %.3f, \"ratio_openblas\": %.4f, "
-                       "\"ratio_onednn\": %.4f",
-                       w->unit, w->openblas, w->unit, w->onednn, w->ours / w->openblas,
+            /* Each library's figure when it was measured (and trusted); both ratios when both
+             * were (with one, `ratio` is already the ratio to it). */
+            if (isfinite(w->openblas))
+                printf(", \"openblas_%s\": %.3f", w->unit, w->openblas);
+            if (isfinite(w->onednn))
+                printf(", \"onednn_%s\": %.3f", w->unit, w->onednn);
+            if (isfinite(w->openblas) && isfinite(w->onednn))
+                printf(", \"ratio_openblas\": %.4f, \"ratio_onednn\": %.4f", w->ours / w->openblas,
                        w->ours / w->onednn);
-            }
             printf(", \"max_rel_err\": ");
             jnum(w->err, "%.3g");
             printf("}");
