@@ -33,7 +33,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#if defined(__has_include)
+/* oneDNN's header gives the types of the entry points looked up with dlsym; without it (or with
+ * -DTESSERA_NO_ONEDNN) the CLI builds and reports oneDNN as not built in. */
+#if defined(__has_include) && !defined(TESSERA_NO_ONEDNN)
 #if __has_include(<oneapi/dnnl/dnnl.h>)
 #include <oneapi/dnnl/dnnl.h>
 #if DNNL_VERSION_MAJOR == 2
