@@ -185,8 +185,8 @@ static char *slurp(const char *path)
     return s;
 }
 
-/* Runs `env tessera bench ARGS`; returns the exit status, stdout and stderr in *out, *err. */
-static int run_bench(const char *env, const char *args, char **out, char **err)
+/* Runs `env tessera CMD ARGS`; returns the exit status, stdout and stderr in *out, *err. */
+static int run_cli(const char *env, const char *cmd_args, char **out, char **err)
 {
     char o[] = "/tmp/te_bl_out_XXXXXX", e[] = "/tmp/te_bl_err_XXXXXX";
     int fo = mkstemp(o), fe = mkstemp(e);
@@ -195,8 +195,8 @@ static int run_bench(const char *env, const char *args, char **out, char **err)
     close(fe);
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
-             "env -u OPENBLAS_CORETYPE -u TESSERA_BASELINE_REEXEC %s '%s' bench %s >'%s' 2>'%s'",
-             env, TESSERA_CLI, args, o, e);
+             "env -u OPENBLAS_CORETYPE -u TESSERA_BASELINE_REEXEC %s '%s' %s >'%s' 2>'%s'", env,
+             TESSERA_CLI, cmd_args, o, e);
     int ws = system(cmd);
     *out = slurp(o);
     *err = slurp(e);
@@ -205,6 +205,14 @@ static int run_bench(const char *env, const char *args, char **out, char **err)
     assert_non_null(*out);
     assert_non_null(*err);
     return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+}
+
+/* Runs `env tessera bench ARGS` (see run_cli). */
+static int run_bench(const char *env, const char *args, char **out, char **err)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "bench %s", args);
+    return run_cli(env, cmd, out, err);
 }
 
 static const char *const small = "--only matmul --reps 1 --threads 1";
@@ -284,6 +292,32 @@ static void test_bench_reexec_on_generic_core(void **state)
     free(err);
 }
 
+/* `tessera tune --json` reports the strongest baseline and which kernels it ran. */
+static void test_tune_json_baseline(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/te_bl_tune_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char args[512], *out, *err;
+    snprintf(args, sizeof args,
+             "tune matmul --shape m=48,n=64,k=32 --trials 2 --batch 2 --json --db '%s/t.db'", dir);
+    int rc = run_cli("", args, &out, &err);
+    if (rc != 0)
+        fail_msg("rc %d\nstdout:\n%s\nstderr:\n%s", rc, out, err);
+    static const char *fields[] = {
+        "\"baseline\": \"", "\"baseline_impl\": \"",
+        "\"baseline_gflops\": ", "\"openblas_gflops\": ", "\"onednn_gflops\": "};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        if (!strstr(out, fields[i]))
+            fail_msg("no %s in\n%s", fields[i], out);
+    assert_non_null(strstr(err, "tune: OpenBLAS: core "));
+    assert_non_null(strstr(err, ", baseline "));
+    free(out);
+    free(err);
+    snprintf(args, sizeof args, "rm -rf '%s'", dir);
+    assert_int_equal(system(args), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -295,6 +329,7 @@ int main(void)
         cmocka_unit_test(test_bench_json_fields),
         cmocka_unit_test(test_bench_onednn_absent),
         cmocka_unit_test(test_bench_reexec_on_generic_core),
+        cmocka_unit_test(test_tune_json_baseline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
