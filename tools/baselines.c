@@ -660,17 +660,91 @@ static void note_add(te_bl_result *r, const char *line)
         snprintf(r->notes + l, sizeof r->notes - l, "%s%s", l ? "\n" : "", line);
 }
 
-int te_bl_measure(const te_bl_shape *shape, int threads, int reps, te_bl_result *r)
+/* Nothing measured yet. */
+static void result_init(te_bl_result *r)
 {
     memset(r, 0, sizeof *r);
-    for (int i = 0; i < TE_BL_NLIBS; i++)
-        r->gflops[i] = NAN;
+    r->best = r->openblas = r->onednn = NAN;
+    r->best_lib = -1;
+    r->onednn_lib = TE_BL_ONEDNN;
+    for (int l = 0; l < TE_BL_NLIBS; l++)
+        r->gflops[l] = NAN;
+}
+
+int te_bl_set_create(te_bl_set *set, const te_bl_shape *shape, const float *A, const float *B1,
+                     const float *B3, te_bl_result *r)
+{
+    memset(set, 0, sizeof *set);
+    result_init(r);
+    set->shape = *shape;
+    int n = 0;
+    for (int l = 0; l < TE_BL_NLIBS; l++) {
+        const char *why = NULL;
+        set->p[l] = te_bl_product_create((te_bl_lib)l, shape, A, B1, B3, &why);
+        if (set->p[l])
+            n++;
+        else if (l != TE_BL_ONEDNN_PACKED) /* a missing packed variant is no news */
+            note_add(r, why);
+    }
+    return n;
+}
+
+int te_bl_set_fns(const te_bl_set *set, te_bl_run_fn *fn, void **arg)
+{
+    int n = 0;
+    for (int l = 0; l < TE_BL_NLIBS; l++)
+        if (set->p[l]) {
+            fn[n] = te_bl_product_run;
+            arg[n++] = set->p[l];
+        }
+    return n;
+}
+
+void te_bl_set_result(const te_bl_set *set, const double *med_s, double flop, te_bl_result *r)
+{
+    size_t mn = (size_t)set->shape.m * set->shape.n;
+    const te_bl_product *ob = set->p[TE_BL_OPENBLAS];
+    for (int l = 0, i = 0; l < TE_BL_NLIBS; l++) {
+        const te_bl_product *q = set->p[l];
+        if (!q)
+            continue;
+        double t = med_s[i++];
+        snprintf(r->impl[l], sizeof r->impl[l], "%s", te_bl_product_impl(q));
+        /* Every library's output checked against OpenBLAS's (same inputs). */
+        if (q != ob && ob &&
+            te_bl_rel_err(te_bl_product_out(q), te_bl_product_out(ob), mn) > 1e-3) {
+            note_add(r, "oneDNN: output differs from OpenBLAS's; left out");
+            continue;
+        }
+        r->gflops[l] = flop / t * 1e-9;
+    }
+    te_bl_result_choose(r);
+    if (!te_bl_openblas_trusted())
+        note_add(r, te_bl_openblas_note());
+}
+
+const float *te_bl_set_reference(const te_bl_set *set)
+{
+    return set->p[TE_BL_OPENBLAS] ? te_bl_product_out(set->p[TE_BL_OPENBLAS]) : NULL;
+}
+
+void te_bl_set_free(te_bl_set *set)
+{
+    for (int l = 0; l < TE_BL_NLIBS; l++) {
+        te_bl_product_free(set->p[l]);
+        set->p[l] = NULL;
+    }
+}
+
+int te_bl_measure(const te_bl_shape *shape, int threads, int reps, te_bl_result *r)
+{
     te_bl_set_threads(threads);
     const te_bl_shape *s = shape;
-    size_t na = (size_t)s->m * s->k, nb = (size_t)s->k * s->n, mn = (size_t)s->m * s->n;
+    size_t na = (size_t)s->m * s->k, nb = (size_t)s->k * s->n;
     float *a = alloc_f(na), *b1 = alloc_f(nb), *b3 = s->gate ? alloc_f(nb) : NULL;
+    te_bl_set set;
     int rc = -1;
-    te_bl_product *p[TE_BL_NLIBS] = {0};
+    result_init(r);
     if (!a || !b1 || (s->gate && !b3))
         goto done;
     unsigned seed = 12345;
@@ -684,43 +758,17 @@ int te_bl_measure(const te_bl_shape *shape, int threads, int reps, te_bl_result 
         else if (b3)
             b3[i - na - nb] = v;
     }
+    te_bl_set_create(&set, s, a, b1, b3, r);
     te_bl_run_fn fn[TE_BL_NLIBS];
     void *arg[TE_BL_NLIBS];
-    int which[TE_BL_NLIBS], n = 0;
-    for (int l = 0; l < TE_BL_NLIBS; l++) {
-        const char *why = NULL;
-        p[l] = te_bl_product_create((te_bl_lib)l, s, a, b1, b3, &why);
-        if (!p[l]) {
-            if (l != TE_BL_ONEDNN_PACKED) /* a missing packed variant is no news */
-                note_add(r, why);
-            continue;
-        }
-        fn[n] = te_bl_product_run;
-        arg[n] = p[l];
-        which[n++] = l;
-    }
     double med[TE_BL_NLIBS];
-    if (n == 0 || te_bl_time_alternating(n, fn, arg, reps, med) != 0)
-        goto done;
-    for (int i = 0; i < n; i++) {
-        int l = which[i];
-        snprintf(r->impl[l], sizeof r->impl[l], "%s", te_bl_product_impl(p[l]));
-        /* Every library's output checked against OpenBLAS's (same inputs). */
-        if (l != TE_BL_OPENBLAS && p[TE_BL_OPENBLAS] &&
-            te_bl_rel_err(te_bl_product_out(p[l]), te_bl_product_out(p[TE_BL_OPENBLAS]), mn) >
-                1e-3) {
-            note_add(r, "oneDNN: output differs from OpenBLAS's; left out");
-            continue;
-        }
-        r->gflops[l] = te_bl_shape_flops(s) / med[i] * 1e-9;
+    int n = te_bl_set_fns(&set, fn, arg);
+    if (n > 0 && te_bl_time_alternating(n, fn, arg, reps, med) == 0) {
+        te_bl_set_result(&set, med, te_bl_shape_flops(s), r);
+        rc = 0;
     }
-    te_bl_result_choose(r);
-    if (!te_bl_openblas_trusted())
-        note_add(r, te_bl_openblas_note());
-    rc = 0;
+    te_bl_set_free(&set);
 done:
-    for (int l = 0; l < TE_BL_NLIBS; l++)
-        te_bl_product_free(p[l]);
     free(a);
     free(b1);
     free(b3);

@@ -162,6 +162,34 @@ typedef struct {
  * leaving OpenBLAS out when te_bl_openblas_trusted() says its kernels do not fit. */
 void te_bl_result_choose(te_bl_result *r);
 
+/* Every baseline product available for one shape: p[lib] is NULL where that library (or
+ * variant) is not available. */
+typedef struct {
+    te_bl_shape shape;
+    te_bl_product *p[TE_BL_NLIBS];
+} te_bl_set;
+
+/* Creates every available product for *shape over the caller's inputs (see
+ * te_bl_product_create; set the threads first) and initializes *r (nothing measured, notes on
+ * what is missing). Returns the number of products created. */
+int te_bl_set_create(te_bl_set *set, const te_bl_shape *shape, const float *A, const float *B1,
+                     const float *B3, te_bl_result *r);
+
+/* Stores the run function and argument of each created product in fn[], arg[] (at most
+ * TE_BL_NLIBS entries, library order); returns how many, for te_bl_time_alternating. */
+int te_bl_set_fns(const te_bl_set *set, te_bl_run_fn *fn, void **arg);
+
+/* Fills *r from the medians med_s[] of the set's products (te_bl_set_fns's order) and `flop`
+ * floating-point operations per run: figures, implementation strings, outputs checked against
+ * OpenBLAS's (one that differs is left out, with a note), then te_bl_result_choose. */
+void te_bl_set_result(const te_bl_set *set, const double *med_s, double flop, te_bl_result *r);
+
+/* OpenBLAS's output (the reference for checks), NULL when it has no OpenBLAS product. */
+const float *te_bl_set_reference(const te_bl_set *set);
+
+/* Frees the set's products. */
+void te_bl_set_free(te_bl_set *set);
+
 /* Measures every available baseline for *shape on `threads` threads the way `tessera bench`
  * does: random inputs, one process, a warm-up, then `reps` alternating rounds, medians; outputs
  * checked against OpenBLAS. Runs OpenMP code in the calling process (call it in a child where

@@ -181,41 +181,26 @@ static void measure_products(tess_run *tr, const float *ours_out, const te_bl_sh
                              int threads, int reps, row *out)
 {
     te_bl_set_threads(threads); /* before the products: oneDNN sizes its primitives by it */
-    te_bl_product *p[TE_BL_NLIBS];
+    te_bl_set set;
+    te_bl_result r;
+    te_bl_set_create(&set, sh, A, B1, B3, &r);
     te_bl_run_fn fn[TE_BL_NLIBS + 1] = {run_tess};
     void *arg[TE_BL_NLIBS + 1] = {tr};
-    int which[TE_BL_NLIBS + 1], n = 1;
-    for (int l = 0; l < TE_BL_NLIBS; l++) {
-        p[l] = te_bl_product_create((te_bl_lib)l, sh, A, B1, B3, NULL);
-        if (p[l]) {
-            fn[n] = te_bl_product_run;
-            arg[n] = p[l];
-            which[n++] = l;
-        }
-    }
+    int n = 1 + te_bl_set_fns(&set, fn + 1, arg + 1);
     double med[TE_BL_NLIBS + 1];
     if (te_bl_time_alternating(n, fn, arg, reps, med) != 0) {
         fprintf(stderr, "tessera bench: out of memory\n");
         exit(1);
     }
-    size_t mn = (size_t)sh->m * sh->n;
-    te_bl_result r;
-    memset(&r, 0, sizeof r);
-    for (int l = 0; l < TE_BL_NLIBS; l++)
-        r.gflops[l] = NAN;
-    for (int i = 1; i < n; i++) {
-        int l = which[i];
-        snprintf(r.impl[l], sizeof r.impl[l], "%s", te_bl_product_impl(p[l]));
-        if (l != TE_BL_OPENBLAS && p[TE_BL_OPENBLAS] &&
-            te_bl_rel_err(te_bl_product_out(p[l]), te_bl_product_out(p[TE_BL_OPENBLAS]), mn) >
-                1e-3) {
-            fprintf(stderr, "tessera bench: %s's output differs from OpenBLAS's; left out\n",
-                    te_bl_lib_name((te_bl_lib)l));
-            continue;
-        }
-        r.gflops[l] = flop / med[i] * 1e-9;
+    te_bl_set_result(&set, med + 1, flop, &r);
+    /* What was left out and why, beyond the notes printed once for the whole run. */
+    for (const char *q = r.notes; *q;) {
+        const char *e = strchr(q, '\n');
+        int len = e ? (int)(e - q) : (int)strlen(q);
+        if (strncmp(q, "oneDNN: not", 11) && strncmp(q, "OpenBLAS: ", 10))
+            fprintf(stderr, "tessera bench: %.*s\n", len, q);
+        q += len + (e ? 1 : 0);
     }
-    te_bl_result_choose(&r);
     out->threads = threads;
     out->unit = "gflops";
     out->ours = flop / med[0] * 1e-9;
@@ -232,10 +217,9 @@ static void measure_products(tess_run *tr, const float *ours_out, const te_bl_sh
                  r.best_lib == TE_BL_OPENBLAS ? "openblas " : "", lib);
     snprintf(out->base_impl, sizeof out->base_impl, "%s",
              r.best_lib < 0 ? "none" : r.impl[r.best_lib]);
-    out->err =
-        p[TE_BL_OPENBLAS] ? te_bl_rel_err(ours_out, te_bl_product_out(p[TE_BL_OPENBLAS]), mn) : NAN;
-    for (int l = 0; l < TE_BL_NLIBS; l++)
-        te_bl_product_free(p[l]);
+    const float *ref = te_bl_set_reference(&set);
+    out->err = ref ? te_bl_rel_err(ours_out, ref, (size_t)sh->m * sh->n) : NAN;
+    te_bl_set_free(&set);
 }
 
 static int bench_matmul(int M, int N, int K, int threads, int reps, row *out)
