@@ -648,7 +648,20 @@ int te_cmd_tune(int argc, char **argv)
         char *end = strchr(params, ';');
         if (end)
             *end = 0;
-        int has = measure_baseline(ti.op, params, tgt.num_cores, br);
+        int has = 0;
+        if (!o.measure.flush_cache) {
+            has = measure_baseline(ti.op, params, tgt.num_cores, br);
+        } else {
+            /* The baselines are timed with warm caches, as `tessera bench` times them: beside
+             * candidates timed from cold caches the ratio would mean nothing. */
+            memset(br, 0, sizeof *br);
+            br->best = br->openblas = br->onednn = NAN;
+            br->best_lib = -1;
+            if (baseline_shape(ti.op, params, &(te_bl_shape){0}))
+                snprintf(br->notes, sizeof br->notes,
+                         "no baseline ratio with --flush-cache (baselines are timed with warm "
+                         "caches, as tessera bench does)");
+        }
         if (quiet)
             continue;
         fprintf(stderr, "tune: %s on %d core(s)", ti.workload_key, tgt.num_cores);
