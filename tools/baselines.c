@@ -171,7 +171,16 @@ void te_bl_openblas_select(char **argv)
     te_bl_cpu_detect(&cpu);
     const char *real = openblas_get_corename();
     snprintf(g_ob_core, sizeof g_ob_core, "%s", real ? real : "?");
-    const char *marker = getenv(REEXEC_VAR), *set = getenv("OPENBLAS_CORETYPE");
+    /* The marker is "PID:CORE": execv keeps the process id, so only the re-executed process
+     * itself matches; a marker inherited by another process (a child, a nested run) is not
+     * ours and is ignored. */
+    const char *mk = getenv(REEXEC_VAR), *set = getenv("OPENBLAS_CORETYPE"), *marker = NULL;
+    if (mk) {
+        char *colon;
+        long pid = strtol(mk, &colon, 10);
+        if (*colon == ':' && pid == (long)getpid())
+            marker = colon + 1;
+    }
     const char *want = NULL;
     te_bl_level cl = te_bl_cpu_level(&cpu);
     if (marker) {
@@ -200,7 +209,9 @@ void te_bl_openblas_select(char **argv)
     if (k == TE_BL_CORE_GENERIC && argv && argv[0]) {
         fflush(stdout);
         fflush(stderr);
-        setenv(REEXEC_VAR, seen, 1);
+        char mark[96];
+        snprintf(mark, sizeof mark, "%ld:%s", (long)getpid(), seen);
+        setenv(REEXEC_VAR, mark, 1);
         setenv("OPENBLAS_CORETYPE", want, 1);
         execv("/proc/self/exe", argv);
         execvp(argv[0], argv);

@@ -7,7 +7,8 @@
  * Environment:
  *   OPENBLAS_CORETYPE          set by the caller: respected as is (never changed, no re-exec).
  *   TESSERA_BASELINE_REEXEC    set by te_bl_openblas_select() on the re-executed process (the
- *                              loop guard; its value is the core name the first process saw).
+ *                              loop guard): "PID:CORE", the process id (which execv keeps) and
+ *                              the core name the first process saw; other processes ignore it.
  *   TESSERA_ONEDNN_LIB         the library te_bl_onednn_load() opens (default libdnnl.so.2);
  *                              a name that does not exist tests the "oneDNN absent" path.
  *   TESSERA_TEST_OPENBLAS_CORE test hook only: the first process takes this as the core name
