@@ -85,7 +85,7 @@ static void test_cpu_detect_consistent(void **state)
     assert_true(!c.avx512_bf16 || c.avx512);
 }
 
-static int g_calls[2];
+static int g_calls[3];
 
 static void count0(void *arg)
 {
@@ -100,16 +100,27 @@ static void count1(void *arg)
     usleep(200);
 }
 
+static void count2(void *arg)
+{
+    (void)arg;
+    g_calls[2]++;
+    usleep(3000); /* longer than TE_BL_MIN_SAMPLE_S: one call per sample */
+}
+
 static void test_time_alternating_and_choose(void **state)
 {
     (void)state;
-    te_bl_run_fn fn[2] = {count0, count1};
-    void *arg[2] = {NULL, NULL};
-    double med[2];
-    assert_int_equal(te_bl_time_alternating(2, fn, arg, 5, med), 0);
-    assert_int_equal(g_calls[0], 6); /* warm-up + 5 */
-    assert_int_equal(g_calls[1], 6);
-    assert_true(med[1] > med[0]);
+    te_bl_run_fn fn[3] = {count0, count1, count2};
+    void *arg[3] = {NULL, NULL, NULL};
+    double med[3];
+    assert_int_equal(te_bl_time_alternating(3, fn, arg, 5, med), 0);
+    /* warm-up (TE_BL_WARMUP_CALLS calls and TE_BL_WARMUP_S at least), calibration, 5
+     * samples of k calls each, k > 1 for the short ones */
+    for (int i = 0; i < 3; i++)
+        assert_true(g_calls[i] >= TE_BL_WARMUP_CALLS + 1 + 5);
+    assert_true(g_calls[0] > g_calls[1] && g_calls[1] > g_calls[2]);
+    assert_true(med[1] > med[0] && med[2] > med[1]);
+    assert_true(med[2] >= 3e-3 && med[1] >= 2e-4 && med[1] < 3e-3);
     float a[3] = {1, 2, 3}, b[3] = {1, 2, NAN};
     assert_true(isinf(te_bl_rel_err(b, a, 3)) || isnan(te_bl_rel_err(b, a, 3)) ||
                 te_bl_rel_err(b, a, 3) > 1e30);

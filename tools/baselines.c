@@ -611,18 +611,34 @@ static int cmp_double(const void *a, const void *b)
 
 int te_bl_time_alternating(int n, const te_bl_run_fn *fn, void *const *arg, int reps, double *med_s)
 {
-    if (n <= 0 || reps <= 0)
+    if (n <= 0 || n > 64 || reps <= 0)
         return -1;
     double *t = malloc(sizeof(double) * (size_t)n * (size_t)reps);
     if (!t)
         return -1;
-    for (int i = 0; i < n; i++)
+    /* After the warm-up, one timed call fixes how many calls make one sample: at least
+     * TE_BL_MIN_SAMPLE_S each, so that short kernels are timed over many back-to-back calls
+     * (as the tuner times its candidates) and not over one call plus the threads' wake-up. */
+    int inner[64];
+    /* The warm-up: every function in turn until each has run TE_BL_WARMUP_CALLS times and
+     * TE_BL_WARMUP_S have passed (thread pools, library buffers, page faults, clocks). */
+    double w0 = now_s();
+    for (int c = 0; c < 1000 && (c < TE_BL_WARMUP_CALLS || now_s() - w0 < TE_BL_WARMUP_S); c++)
+        for (int i = 0; i < n; i++)
+            fn[i](arg[i]);
+    for (int i = 0; i < n; i++) {
+        double t0 = now_s();
         fn[i](arg[i]);
+        double once = now_s() - t0;
+        double k = once > 0 ? ceil(TE_BL_MIN_SAMPLE_S / once) : 1e4;
+        inner[i] = k < 1 ? 1 : k > 1e4 ? 10000 : (int)k;
+    }
     for (int r = 0; r < reps; r++)
         for (int i = 0; i < n; i++) {
             double t0 = now_s();
-            fn[i](arg[i]);
-            t[(size_t)i * (size_t)reps + (size_t)r] = now_s() - t0;
+            for (int q = 0; q < inner[i]; q++)
+                fn[i](arg[i]);
+            t[(size_t)i * (size_t)reps + (size_t)r] = (now_s() - t0) / inner[i];
         }
     for (int i = 0; i < n; i++) {
         double *x = t + (size_t)i * (size_t)reps;
@@ -642,6 +658,22 @@ double te_bl_rel_err(const float *a, const float *b, size_t n)
             w = e;
     }
     return w;
+}
+
+const char *te_bl_load_note(void)
+{
+    static char note[512];
+    double load[1];
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    note[0] = 0;
+    if (getloadavg(load, 1) == 1 && load[0] > TE_BL_BUSY_LOAD)
+        snprintf(note, sizeof note,
+                 "busy machine: load average %.1f on %ld CPU(s) before this run: figures are "
+                 "noisy and multi-thread ratios distorted (the baselines synchronize their "
+                 "threads many times per call and lose more to other work than one parallel "
+                 "loop does); measure on a quiet machine before quoting",
+                 load[0], cpus);
+    return note;
 }
 
 /* ---- Choosing and measuring ------------------------------------------------------------- */

@@ -137,8 +137,20 @@ void te_bl_set_threads(int threads);
 /* A function timed by te_bl_time_alternating. */
 typedef void (*te_bl_run_fn)(void *arg);
 
-/* Runs fn[0..n) once each as a warm-up, then `reps` rounds calling each once in turn;
- * med_s[i] receives fn[i]'s median time in seconds. Returns 0, or -1 when out of memory. */
+/* Shortest sample of te_bl_time_alternating, in seconds. */
+#define TE_BL_MIN_SAMPLE_S 2e-3
+
+/* The warm-up of te_bl_time_alternating: at least this many calls of each function and
+ * this many seconds in all. */
+#define TE_BL_WARMUP_CALLS 2
+#define TE_BL_WARMUP_S 0.05
+
+/* Runs fn[0..n) (n <= 64) in turn as a warm-up (TE_BL_WARMUP_*), then once each timed, which
+ * fixes how many
+ * back-to-back calls make one of its samples (enough for TE_BL_MIN_SAMPLE_S; one for kernels
+ * longer than that), then `reps` rounds taking one sample of each in turn; med_s[i] receives
+ * fn[i]'s median time per call in seconds. Returns 0, or -1 when out of memory or n is out of
+ * range. */
 int te_bl_time_alternating(int n, const te_bl_run_fn *fn, void *const *arg, int reps,
                            double *med_s);
 
@@ -196,6 +208,15 @@ void te_bl_set_free(te_bl_set *set);
  * checked against OpenBLAS. Runs OpenMP code in the calling process (call it in a child where
  * that matters). Returns 0, or -1 when nothing could be measured. */
 int te_bl_measure(const te_bl_shape *shape, int threads, int reps, te_bl_result *r);
+
+/* 1-minute load average above which te_bl_load_note warns. */
+#define TE_BL_BUSY_LOAD 1.0
+
+/* A warning line when the machine is busy (load average above TE_BL_BUSY_LOAD), else "".
+ * On a busy machine the baselines, which synchronize their threads many times per call, lose
+ * far more than a kernel with one parallel loop: multi-thread ratios measured then flatter
+ * Tessera. */
+const char *te_bl_load_note(void);
 
 /* A short name for a library ("OpenBLAS", "oneDNN", "oneDNN packed"). */
 const char *te_bl_lib_name(te_bl_lib lib);

@@ -601,10 +601,11 @@ int te_cmd_bench(int argc, char **argv)
     }
     /* Before anything runs: OpenBLAS with the kernels that fit this CPU (may re-exec). */
     te_bl_openblas_select(te_cli_argv);
-    const char *dn_note = NULL;
+    const char *dn_note = NULL, *load_note = te_bl_load_note();
     te_bl_onednn_load(&dn_note);
     if (json)
-        fprintf(stderr, "%s\n%s\n", te_bl_openblas_note(), dn_note);
+        fprintf(stderr, "%s\n%s\n%s%s", te_bl_openblas_note(), dn_note, load_note,
+                *load_note ? "\n" : "");
     row rows[64];
     int n = 0;
     te_db *db = NULL;
@@ -693,6 +694,8 @@ int te_cmd_bench(int argc, char **argv)
         printf(
             "(medians of %d alternating repetitions; ratio: to the strongest baseline)\n%s\n%s\n",
             reps, te_bl_openblas_note(), dn_note);
+        if (*load_note)
+            printf("%s\n", load_note);
     }
     te_db_close(db);
     return 0;
