@@ -315,9 +315,9 @@ static void test_tune_json_baseline(void **state)
     int rc = run_cli("", args, &out, &err);
     if (rc != 0)
         fail_msg("rc %d\nstdout:\n%s\nstderr:\n%s", rc, out, err);
-    static const char *fields[] = {
-        "\"baseline\": \"", "\"baseline_impl\": \"",
-        "\"baseline_gflops\": ", "\"openblas_gflops\": ", "\"onednn_gflops\": "};
+    static const char *fields[] = {"\"baseline\": \"",      "\"baseline_impl\": \"",
+                                   "\"baseline_gflops\": ", "\"openblas_gflops\": ",
+                                   "\"onednn_gflops\": ",   "\"side_by_side\": "};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         if (!strstr(out, fields[i]))
             fail_msg("no %s in\n%s", fields[i], out);
