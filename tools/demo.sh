@@ -12,7 +12,9 @@
 # machine, measured like `tessera bench` does (tools/baselines.c): OpenBLAS with the kernels that
 # fit the CPU (the tuner re-runs itself with OPENBLAS_CORETYPE set when OpenBLAS picked generic
 # ones, and says so) and oneDNN's matmul when libdnnl is installed; medians of alternating runs
-# on the tuning target's threads. Tuning on a shared machine makes every figure noisy.
+# on the tuning target's threads. The line "beside the baselines at the end" times the best
+# schedule and the baselines alternating in one process: that is the ratio to quote (on a quiet
+# machine; a busy one is reported as such).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
