@@ -9,7 +9,8 @@
  * and the MLP gate the way `tessera bench` does (tools/baselines.c: OpenBLAS with the kernels that
  * fit the CPU, oneDNN plain and packed, alternating, medians, the tuning target's thread count; in
  * a child, since this process must not run OpenMP) so the best result can be read as a ratio,
- * handles SIGINT (stop after the batch in flight), and prints
+ * re-measures the job's best beside the baselines at the end (same discipline), handles SIGINT
+ * (stop after the batch in flight), and prints
  * the best schedule, as a trace and as C, at the end.
  */
 #define _GNU_SOURCE
