@@ -252,6 +252,8 @@ static void test_bench_json_fields(void **state)
         assert_non_null(strstr(out, "\"ratio_openblas\": "));
         assert_non_null(strstr(out, "\"ratio_onednn\": "));
         assert_non_null(strstr(out, "\"onednn_gflops\": "));
+        assert_non_null(strstr(out, "\"onednn_impl\": \"oneDNN "));
+        assert_non_null(strstr(out, "\"openblas_impl\": \"OpenBLAS core "));
     }
     free(out);
     free(err);

@@ -23,11 +23,13 @@
 typedef struct {
     char workload[64];
     int threads;
-    const char *unit;        /* "gflops" or "gbps" */
-    double ours, base;       /* base: the strongest trusted baseline, NAN when none */
-    double openblas, onednn; /* NAN when not measured or left out */
-    char base_name[48];      /* "openblas sgemm", "onednn matmul", "memcpy", ... */
-    char base_impl[112];     /* which kernels the strongest baseline ran */
+    const char *unit;                /* "gflops" or "gbps" */
+    double ours, base;               /* base: the strongest trusted baseline, NAN when none */
+    double openblas, onednn;         /* NAN when not measured or left out */
+    char base_name[48];              /* "openblas sgemm", "onednn matmul", "memcpy", ... */
+    char base_impl[112];             /* which kernels the strongest baseline ran */
+    char ob_impl[112], dn_impl[112]; /* each library's kernels, "" when not measured */
+    const char *other_impl;          /* the one of them that is not the strongest, or "" */
     double err;
 } row;
 
@@ -215,6 +217,13 @@ static void measure_products(tess_run *tr, const float *ours_out, const te_bl_sh
     else
         snprintf(out->base_name, sizeof out->base_name, "%s%s",
                  r.best_lib == TE_BL_OPENBLAS ? "openblas " : "", lib);
+    snprintf(out->ob_impl, sizeof out->ob_impl, "%s",
+             isfinite(r.openblas) ? r.impl[TE_BL_OPENBLAS] : "");
+    snprintf(out->dn_impl, sizeof out->dn_impl, "%s",
+             isfinite(r.onednn) ? r.impl[r.onednn_lib] : "");
+    out->other_impl = r.best_lib == TE_BL_OPENBLAS ? out->dn_impl
+                      : r.best_lib >= 0            ? out->ob_impl
+                                                   : "";
     snprintf(out->base_impl, sizeof out->base_impl, "%s",
              r.best_lib < 0 ? "none" : r.impl[r.best_lib]);
     const float *ref = te_bl_set_reference(&set);
@@ -426,6 +435,7 @@ static int bench_rowop(const char *op, int M, int N, int threads, int reps, row 
     out->openblas = out->onednn = NAN;
     snprintf(out->base_name, sizeof out->base_name, "memcpy");
     snprintf(out->base_impl, sizeof out->base_impl, "memcpy, 2 OpenMP sections");
+    out->other_impl = "";
     out->err = 0;
     for (int q = 0; q <= n_in; q++)
         free(bufs[q]);
@@ -523,6 +533,7 @@ static int bench_db(te_db *db, const char *op, const char *params, int threads, 
         out->openblas = out->onednn = NAN;
         snprintf(out->base_name, sizeof out->base_name, "memcpy");
         snprintf(out->base_impl, sizeof out->base_impl, "memcpy, 2 OpenMP sections");
+        out->other_impl = "";
         out->err = 0;
     }
     if (is_mm)
@@ -607,6 +618,7 @@ int te_cmd_bench(int argc, char **argv)
         fprintf(stderr, "%s\n%s\n%s%s", te_bl_openblas_note(), dn_note, load_note,
                 *load_note ? "\n" : "");
     row rows[64];
+    memset(rows, 0, sizeof rows);
     int n = 0;
     te_db *db = NULL;
     if (db_path) {
@@ -663,6 +675,14 @@ int te_cmd_bench(int argc, char **argv)
             jnum(w->base, "%.3f");
             printf(", \"ratio\": ");
             jnum(w->ours / w->base, "%.4f");
+            if (*w->ob_impl) {
+                printf(", \"openblas_impl\": ");
+                jstr(w->ob_impl);
+            }
+            if (*w->dn_impl) {
+                printf(", \"onednn_impl\": ");
+                jstr(w->dn_impl);
+            }
             /* Each library's figure when it was measured (and trusted); both ratios when both
              * were (with one, `ratio` is already the ratio to it). */
             if (isfinite(w->openblas))
@@ -687,9 +707,10 @@ int te_cmd_bench(int argc, char **argv)
             fmt_ratio(ro, sizeof ro, w->ours / w->openblas);
             fmt_ratio(rd, sizeof rd, w->ours / w->onednn);
             snprintf(bb, sizeof bb, isfinite(w->base) ? "%.1f" : "-", w->base);
-            printf("%-30s %7d %9.1f %9s %6s %10s %8s  %-7s  %s: %s\n", w->workload, w->threads,
-                   w->ours, bb, rb, ro, rd, !strcmp(w->unit, "gbps") ? "GB/s" : "GFLOP/s",
-                   w->base_name, w->base_impl);
+            printf("%-30s %7d %9.1f %9s %6s %10s %8s  %-7s  %s: %s%s%s%s\n", w->workload,
+                   w->threads, w->ours, bb, rb, ro, rd,
+                   !strcmp(w->unit, "gbps") ? "GB/s" : "GFLOP/s", w->base_name, w->base_impl,
+                   *w->other_impl ? " (other: " : "", w->other_impl, *w->other_impl ? ")" : "");
         }
         printf(
             "(medians of %d alternating repetitions; ratio: to the strongest baseline)\n%s\n%s\n",
