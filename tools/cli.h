@@ -3,6 +3,10 @@
 #ifndef TESSERA_TOOLS_CLI_H
 #define TESSERA_TOOLS_CLI_H
 
+/* main's argv (NULL-terminated), for commands that re-execute themselves (tools/baselines.h:
+ * te_bl_openblas_select). Set by main before any command runs. */
+extern char **te_cli_argv;
+
 int te_cmd_db(int argc, char **argv);
 int te_cmd_bench(int argc, char **argv);
 int te_cmd_tune(int argc, char **argv);

@@ -1,6 +1,8 @@
 /*
- * `tessera bench`: hand-scheduled Tessera kernels beside OpenBLAS (or memcpy for memory-bound
- * row operations), measured in the same process, alternating the two, medians over repeats.
+ * `tessera bench`: hand-scheduled Tessera kernels beside the strongest baselines on this machine
+ * (OpenBLAS with the kernels that fit the CPU and oneDNN's matmul, plain and with packed
+ * weights, tools/baselines.c; memcpy for memory-bound row operations), measured in the same
+ * process, alternating all of them, medians over repeats.
  */
 #include <cblas.h>
 #include <math.h>
@@ -15,56 +17,63 @@
 #include "tessera/schedule.h"
 #include "tessera/te.h"
 #include "tessera/tuner.h"
+#include "tools/baselines.h"
 #include "tools/cli.h"
-
-void openblas_set_num_threads(int n);
-int openblas_get_num_threads(void);
 
 typedef struct {
     char workload[64];
     int threads;
-    const char *unit; /* "gflops" or "gbps" */
-    double ours, base;
-    const char *base_name;
+    const char *unit;                /* "gflops" or "gbps" */
+    double ours, base;               /* base: the strongest trusted baseline, NAN when none */
+    double openblas, onednn;         /* NAN when not measured or left out */
+    char base_name[48];              /* "openblas sgemm", "onednn matmul", "memcpy", ... */
+    char base_impl[112];             /* which kernels the strongest baseline ran */
+    char ob_impl[112], dn_impl[112]; /* each library's kernels, "" when not measured */
+    const char *other_impl;          /* the one of them that is not the strongest, or "" */
     double err;
 } row;
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 typedef void (*run_fn)(void *arg);
+
+/* Prints x with fmt, or null when it is not finite (a ratio left out). */
+static void jnum(double x, const char *fmt)
+{
+    if (isfinite(x))
+        printf(fmt, x);
+    else
+        printf("null");
+}
+
+/* Prints s as a JSON string. */
+static void jstr(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", *s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+/* A ratio for the table, "-" when left out. */
+static void fmt_ratio(char *buf, size_t n, double x)
+{
+    snprintf(buf, n, isfinite(x) ? "%.2f" : "-", x);
+}
 
 /* Runs a and b alternately `reps` times after a warm-up; medians in seconds. */
 static void time_pair(run_fn a, void *pa, run_fn b, void *pb, int reps, double *ta, double *tb)
 {
-    double *xa = malloc(sizeof(double) * (size_t)reps), *xb = malloc(sizeof(double) * (size_t)reps);
-    a(pa);
-    b(pb);
-    for (int r = 0; r < reps; r++) {
-        double t0 = now();
-        a(pa);
-        double t1 = now();
-        b(pb);
-        double t2 = now();
-        xa[r] = t1 - t0;
-        xb[r] = t2 - t1;
-    }
-    qsort(xa, (size_t)reps, sizeof(double), cmp_double);
-    qsort(xb, (size_t)reps, sizeof(double), cmp_double);
-    *ta = xa[reps / 2];
-    *tb = xb[reps / 2];
-    free(xa);
-    free(xb);
+    te_bl_run_fn fn[2] = {a, b};
+    void *arg[2] = {pa, pb};
+    double med[2] = {NAN, NAN};
+    te_bl_time_alternating(2, fn, arg, reps, med);
+    *ta = med[0];
+    *tb = med[1];
 }
 
 static float *rand_buf(size_t n, unsigned seed)
@@ -75,17 +84,6 @@ static float *rand_buf(size_t n, unsigned seed)
         p[i] = ((float)(seed >> 8) / 16777216.0f - 0.5f) * 0.5f;
     }
     return p;
-}
-
-static double rel_err(const float *a, const float *b, size_t n)
-{
-    double w = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)a[i] - b[i]) / fmax(1.0, fabs((double)b[i]));
-        if (!(e <= w))
-            w = e;
-    }
-    return w;
 }
 
 #define BCHECK(cond)                                                                               \
@@ -176,23 +174,61 @@ static void run_tess(void *p)
     r->fn(r->args);
 }
 
-typedef struct {
-    int M, N, K;
-    const float *A, *B;
-    float *C;
-} sgemm_run;
-
-static void run_sgemm(void *p)
+/* Times the Tessera kernel `tr` (writing ours_out) beside every baseline product available for
+ * *sh over (A, B1, B3), all alternating in this process, and fills *out (GFLOP/s from `flop`
+ * floating-point operations per run): the figures, the
+ * strongest trusted baseline and which kernels it ran, the error against OpenBLAS. */
+static void measure_products(tess_run *tr, const float *ours_out, const te_bl_shape *sh,
+                             const float *A, const float *B1, const float *B3, double flop,
+                             int threads, int reps, row *out)
 {
-    sgemm_run *r = p;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r->M, r->N, r->K, 1.0f, r->A, r->K, r->B,
-                r->N, 0.0f, r->C, r->N);
-}
-
-static void set_threads(int t)
-{
-    omp_set_num_threads(t);
-    openblas_set_num_threads(t);
+    te_bl_set_threads(threads); /* before the products: oneDNN sizes its primitives by it */
+    te_bl_set set;
+    te_bl_result r;
+    te_bl_set_create(&set, sh, A, B1, B3, &r);
+    te_bl_run_fn fn[TE_BL_NLIBS + 1] = {run_tess};
+    void *arg[TE_BL_NLIBS + 1] = {tr};
+    int n = 1 + te_bl_set_fns(&set, fn + 1, arg + 1);
+    double med[TE_BL_NLIBS + 1];
+    if (te_bl_time_alternating(n, fn, arg, reps, med) != 0) {
+        fprintf(stderr, "tessera bench: out of memory\n");
+        exit(1);
+    }
+    te_bl_set_result(&set, med + 1, flop, &r);
+    /* What was left out and why, beyond the notes printed once for the whole run. */
+    for (const char *q = r.notes; *q;) {
+        const char *e = strchr(q, '\n');
+        int len = e ? (int)(e - q) : (int)strlen(q);
+        if (strncmp(q, "oneDNN: not", 11) && strncmp(q, "OpenBLAS: ", 10))
+            fprintf(stderr, "tessera bench: %.*s\n", len, q);
+        q += len + (e ? 1 : 0);
+    }
+    out->threads = threads;
+    out->unit = "gflops";
+    out->ours = flop / med[0] * 1e-9;
+    out->base = r.best;
+    out->openblas = r.openblas;
+    out->onednn = r.onednn;
+    const char *lib = r.best_lib == TE_BL_OPENBLAS ? "sgemm" : "onednn matmul";
+    if (r.best_lib < 0)
+        snprintf(out->base_name, sizeof out->base_name, "none");
+    else if (sh->gate)
+        snprintf(out->base_name, sizeof out->base_name, "2x %s + expf pass", lib);
+    else
+        snprintf(out->base_name, sizeof out->base_name, "%s%s",
+                 r.best_lib == TE_BL_OPENBLAS ? "openblas " : "", lib);
+    snprintf(out->ob_impl, sizeof out->ob_impl, "%s",
+             isfinite(r.openblas) ? r.impl[TE_BL_OPENBLAS] : "");
+    snprintf(out->dn_impl, sizeof out->dn_impl, "%s",
+             isfinite(r.onednn) ? r.impl[r.onednn_lib] : "");
+    out->other_impl = r.best_lib == TE_BL_OPENBLAS ? out->dn_impl
+                      : r.best_lib >= 0            ? out->ob_impl
+                                                   : "";
+    snprintf(out->base_impl, sizeof out->base_impl, "%s",
+             r.best_lib < 0 ? "none" : r.impl[r.best_lib]);
+    const float *ref = te_bl_set_reference(&set);
+    out->err = ref ? te_bl_rel_err(ours_out, ref, (size_t)sh->m * sh->n) : NAN;
+    te_bl_set_free(&set);
 }
 
 static int bench_matmul(int M, int N, int K, int threads, int reps, row *out)
@@ -226,49 +262,18 @@ static int bench_matmul(int M, int N, int K, int threads, int reps, row *out)
     te_module *m = NULL;
     BCHECK(te_build(s, 3, (te_tensor *[]){A, B, C}, "matmul", &tgt, &m) == TE_OK);
     float *a = rand_buf((size_t)M * K, 1), *b = rand_buf((size_t)K * N, 2);
-    float *c = rand_buf((size_t)M * N, 3), *c2 = rand_buf((size_t)M * N, 4);
+    float *c = rand_buf((size_t)M * N, 3);
     void *args[] = {a, b, c};
     tess_run tr = {te_module_entry(m), args};
-    sgemm_run sr = {M, N, K, a, b, c2};
-    set_threads(threads);
-    double ta, tb;
-    time_pair(run_tess, &tr, run_sgemm, &sr, reps, &ta, &tb);
-    double flop = 2.0 * M * N * K;
+    te_bl_shape sh = {M, N, K, 0, 0, 0};
+    measure_products(&tr, c, &sh, a, b, NULL, te_bl_shape_flops(&sh), threads, reps, out);
     snprintf(out->workload, sizeof out->workload, "matmul %dx%dx%d", M, N, K);
-    out->threads = threads;
-    out->unit = "gflops";
-    out->ours = flop / ta * 1e-9;
-    out->base = flop / tb * 1e-9;
-    out->base_name = "openblas sgemm";
-    out->err = rel_err(c, c2, (size_t)M * N);
     free(a);
     free(b);
     free(c);
-    free(c2);
     te_module_free(m);
     te_ctx_free(ctx);
     return 0;
-}
-
-typedef struct {
-    int M, N, K;
-    const float *X, *W1, *W3;
-    float *G, *U, *Y;
-} gate_run;
-
-static void run_gate_blas(void *p)
-{
-    gate_run *r = p;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r->M, r->N, r->K, 1.0f, r->X, r->K,
-                r->W1, r->N, 0.0f, r->G, r->N);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r->M, r->N, r->K, 1.0f, r->X, r->K,
-                r->W3, r->N, 0.0f, r->U, r->N);
-    size_t n = (size_t)r->M * r->N;
-#pragma omp parallel for schedule(static)
-    for (size_t q = 0; q < n; q++) {
-        float g = r->G[q];
-        r->Y[q] = g / (1.0f + expf(-g)) * r->U[q];
-    }
 }
 
 /* Builds the packing kernel Wp = pack(W) for weights of shape [K, N]. */
@@ -314,32 +319,20 @@ static int bench_mlp_gate(int M, int N, int K, int threads, int reps, row *out)
     BCHECK(te_build(s, 4, (te_tensor *[]){X, P1, P3, Y}, "mlp_gate", &tgt, &m) == TE_OK);
     size_t nk = (size_t)M * K, kn = (size_t)K * N, mn = (size_t)M * N;
     float *x = rand_buf(nk, 1), *w1 = rand_buf(kn, 2), *w3 = rand_buf(kn, 3);
-    float *y = rand_buf(mn, 4), *y2 = rand_buf(mn, 5), *gb = rand_buf(mn, 6), *ub = rand_buf(mn, 7);
+    float *y = rand_buf(mn, 4);
     size_t np_elems = (size_t)np * K * nr;
     float *p1 = rand_buf(np_elems, 11), *p3 = rand_buf(np_elems, 12);
     BCHECK(te_module_run(pack, (void *[]){w1, p1}) == TE_OK);
     BCHECK(te_module_run(pack, (void *[]){w3, p3}) == TE_OK);
     void *args[] = {x, p1, p3, y};
     tess_run tr = {te_module_entry(m), args};
-    gate_run gr = {M, N, K, x, w1, w3, gb, ub, y2};
-    set_threads(threads);
-    double ta, tb;
-    time_pair(run_tess, &tr, run_gate_blas, &gr, reps, &ta, &tb);
-    double flop = 4.0 * M * N * K;
+    te_bl_shape sh = {M, N, K, 0, 0, 1};
+    measure_products(&tr, y, &sh, x, w1, w3, te_bl_shape_flops(&sh), threads, reps, out);
     snprintf(out->workload, sizeof out->workload, "mlp_gate %dx%dx%d packed", M, K, N);
-    out->threads = threads;
-    out->unit = "gflops";
-    out->ours = flop / ta * 1e-9;
-    out->base = flop / tb * 1e-9;
-    out->base_name = "2x sgemm + expf pass";
-    out->err = rel_err(y, y2, mn);
     free(x);
     free(w1);
     free(w3);
     free(y);
-    free(y2);
-    free(gb);
-    free(ub);
     free(p1);
     free(p3);
     te_module_free(pack);
@@ -430,7 +423,7 @@ static int bench_rowop(const char *op, int M, int N, int threads, int reps, row 
     bufs[n_in] = y;
     tess_run tr = {te_module_entry(m), bufs};
     copy_run cr = {dst, bufs[0], mn * sizeof(float)};
-    set_threads(threads);
+    te_bl_set_threads(threads);
     double ta, tb;
     time_pair(run_tess, &tr, run_copy, &cr, reps, &ta, &tb);
     double bytes = 2.0 * (double)mn * sizeof(float);
@@ -439,7 +432,10 @@ static int bench_rowop(const char *op, int M, int N, int threads, int reps, row 
     out->unit = "gbps";
     out->ours = bytes / ta * 1e-9;
     out->base = bytes / tb * 1e-9;
-    out->base_name = "memcpy";
+    out->openblas = out->onednn = NAN;
+    snprintf(out->base_name, sizeof out->base_name, "memcpy");
+    snprintf(out->base_impl, sizeof out->base_impl, "memcpy, 2 OpenMP sections");
+    out->other_impl = "";
     out->err = 0;
     for (int q = 0; q <= n_in; q++)
         free(bufs[q]);
@@ -521,56 +517,39 @@ static int bench_db(te_db *db, const char *op, const char *params, int threads, 
             K = kv.p[i].ival;
     }
     size_t mn = (size_t)te_tensor_numel(outs[0]);
-    float *ref = rand_buf(mn, 40), *g = NULL, *u = NULL;
+    float *ref = rand_buf(mn, 40);
     tess_run tr = {te_module_entry(m), bufs};
-    sgemm_run sr = {(int)M, (int)N, (int)K, bufs[0], bufs[1], ref};
-    gate_run gr = {(int)M, (int)N, (int)K, bufs[0], bufs[1], bufs[2], NULL, NULL, ref};
-    copy_run cr = {ref, bufs[0], mn * sizeof(float)};
-    run_fn base;
-    void *barg;
-    double flop = te_tuner_flops(n_out, outs);
-    set_threads(threads);
-    if (!strcmp(op, "matmul")) {
-        base = run_sgemm, barg = &sr;
-        out->base_name = "openblas sgemm";
-    } else if (!strcmp(op, "mlp_gate")) {
-        g = rand_buf(mn, 41);
-        u = rand_buf(mn, 42);
-        gr.G = g;
-        gr.U = u;
-        base = run_gate_blas, barg = &gr;
-        out->base_name = "2x sgemm + expf pass";
+    int is_mm = !strcmp(op, "matmul"), is_gate = !strcmp(op, "mlp_gate");
+    if (is_mm || is_gate) {
+        te_bl_shape sh = {(int)M, (int)N, (int)K, 0, 0, is_gate};
+        measure_products(&tr, bufs[n_in], &sh, bufs[0], bufs[1], is_gate ? bufs[2] : NULL,
+                         te_tuner_flops(n_out, outs), threads, reps, out);
     } else {
-        base = run_copy, barg = &cr;
-        out->base_name = "memcpy";
+        copy_run cr = {ref, bufs[0], mn * sizeof(float)};
+        te_bl_set_threads(threads);
+        double ta, tb;
+        time_pair(run_tess, &tr, run_copy, &cr, reps, &ta, &tb);
+        double bytes = 2.0 * (double)mn * sizeof(float);
+        out->threads = threads;
+        out->unit = "gbps";
+        out->ours = bytes / ta * 1e-9;
+        out->base = bytes / tb * 1e-9;
+        out->openblas = out->onednn = NAN;
+        snprintf(out->base_name, sizeof out->base_name, "memcpy");
+        snprintf(out->base_impl, sizeof out->base_impl, "memcpy, 2 OpenMP sections");
+        out->other_impl = "";
+        out->err = 0;
     }
-    double ta, tb;
-    time_pair(run_tess, &tr, base, barg, reps, &ta, &tb);
-    if (!strcmp(op, "matmul"))
+    if (is_mm)
         snprintf(out->workload, sizeof out->workload, "matmul %dx%dx%d", (int)M, (int)N, (int)K);
-    else if (!strcmp(op, "mlp_gate"))
+    else if (is_gate)
         snprintf(out->workload, sizeof out->workload, "mlp_gate %dx%dx%d", (int)M, (int)K, (int)N);
     else
         snprintf(out->workload, sizeof out->workload, "%.30s %dx%d", op,
                  (int)te_tensor_shape(outs[0])[0], (int)te_tensor_shape(outs[0])[1]);
-    out->threads = threads;
-    if (base == run_copy) {
-        double bytes = 2.0 * (double)mn * sizeof(float);
-        out->unit = "gbps";
-        out->ours = bytes / ta * 1e-9;
-        out->base = bytes / tb * 1e-9;
-        out->err = 0;
-    } else {
-        out->unit = "gflops";
-        out->ours = flop / ta * 1e-9;
-        out->base = flop / tb * 1e-9;
-        out->err = rel_err(bufs[n_in], ref, mn);
-    }
     for (int q = 0; q < n_in + n_out; q++)
         free(bufs[q]);
     free(ref);
-    free(g);
-    free(u);
     te_module_free(m);
     te_ctx_free(ctx);
     return 0;
@@ -580,10 +559,15 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: tessera bench [--json] [--reps N] [--threads LIST] [--only NAME] "
                "[--db FILE]\n\n"
-               "Runs hand-scheduled Tessera kernels beside OpenBLAS (matmul, the MLP gate) and\n"
-               "beside memcpy (softmax, layer norm) in one process, alternating the two, and\n"
-               "prints medians and ratios. With --db, the kernels are built from the tuning\n"
-               "database's best records instead (workloads without a record are skipped).\n\n"
+               "Runs hand-scheduled Tessera kernels beside the strongest baselines on this\n"
+               "machine (matmul, the MLP gate: OpenBLAS with the kernels that fit the CPU and\n"
+               "oneDNN's matmul, plain and with packed weights) and beside memcpy (softmax,\n"
+               "layer norm) in one process, alternating all of them, and prints medians, which\n"
+               "kernels each baseline ran, and ratios to the strongest (and to each library).\n"
+               "When OpenBLAS picked kernels narrower than the CPU's vectors, the command\n"
+               "re-runs itself once with OPENBLAS_CORETYPE set and says so. With --db, the\n"
+               "kernels are built from the tuning database's best records instead (workloads\n"
+               "without a record are skipped).\n\n"
                "  --db FILE       benchmark the best tuned schedules of this database\n"
                "  --json          print a JSON list of rows instead of a table\n"
                "  --reps N        timed repetitions per kernel (default 9)\n"
@@ -630,7 +614,15 @@ int te_cmd_bench(int argc, char **argv)
             return 2;
         }
     }
+    /* Before anything runs: OpenBLAS with the kernels that fit this CPU (may re-exec). */
+    te_bl_openblas_select(te_cli_argv);
+    const char *dn_note = NULL, *load_note = te_bl_load_note();
+    te_bl_onednn_load(&dn_note);
+    if (json)
+        fprintf(stderr, "%s\n%s\n%s%s", te_bl_openblas_note(), dn_note, load_note,
+                *load_note ? "\n" : "");
     row rows[64];
+    memset(rows, 0, sizeof rows);
     int n = 0;
     te_db *db = NULL;
     if (db_path) {
@@ -675,22 +667,60 @@ int te_cmd_bench(int argc, char **argv)
     }
     if (json) {
         printf("[");
-        for (int r = 0; r < n; r++)
-            printf("%s\n  {\"workload\": \"%s\", \"threads\": %d, \"%s\": %.3f, \"baseline\": "
-                   "\"%s\", \"baseline_%s\": %.3f, \"ratio\": %.4f, \"max_rel_err\": %.3g}",
-                   r ? "," : "", rows[r].workload, rows[r].threads, rows[r].unit, rows[r].ours,
-                   rows[r].base_name, rows[r].unit, rows[r].base, rows[r].ours / rows[r].base,
-                   rows[r].err);
+        for (int r = 0; r < n; r++) {
+            const row *w = &rows[r];
+            printf("%s\n  {\"workload\": ", r ? "," : "");
+            jstr(w->workload);
+            printf(", \"threads\": %d, \"%s\": %.3f, \"baseline\": ", w->threads, w->unit, w->ours);
+            jstr(w->base_name);
+            printf(", \"baseline_impl\": ");
+            jstr(w->base_impl);
+            printf(", \"baseline_%s\": ", w->unit);
+            jnum(w->base, "%.3f");
+            printf(", \"ratio\": ");
+            jnum(w->ours / w->base, "%.4f");
+            if (*w->ob_impl) {
+                printf(", \"openblas_impl\": ");
+                jstr(w->ob_impl);
+            }
+            if (*w->dn_impl) {
+                printf(", \"onednn_impl\": ");
+                jstr(w->dn_impl);
+            }
+            /* Each library's figure when it was measured (and trusted); both ratios when both
+             * were (with one, `ratio` is already the ratio to it). */
+            if (isfinite(w->openblas))
+                printf(", \"openblas_%s\": %.3f", w->unit, w->openblas);
+            if (isfinite(w->onednn))
+                printf(", \"onednn_%s\": %.3f", w->unit, w->onednn);
+            if (isfinite(w->openblas) && isfinite(w->onednn))
+                printf(", \"ratio_openblas\": %.4f, \"ratio_onednn\": %.4f", w->ours / w->openblas,
+                       w->ours / w->onednn);
+            printf(", \"max_rel_err\": ");
+            jnum(w->err, "%.3g");
+            printf("}");
+        }
         printf("\n]\n");
     } else {
-        printf("%-32s %7s %10s %10s %-22s %7s\n", "workload", "threads", "tessera", "baseline",
-               "baseline is", "ratio");
-        for (int r = 0; r < n; r++)
-            printf("%-32s %7d %10.1f %10.1f %-22s %7.2f   %s\n", rows[r].workload, rows[r].threads,
-                   rows[r].ours, rows[r].base, rows[r].base_name, rows[r].ours / rows[r].base,
-                   !strcmp(rows[r].unit, "gbps") ? "GB/s" : "GFLOP/s");
-        printf("(medians of %d alternating repetitions; OpenBLAS threads %d at the end)\n", reps,
-               openblas_get_num_threads());
+        printf("%-30s %7s %9s %9s %6s %10s %8s  %-7s  %s\n", "workload", "threads", "tessera",
+               "baseline", "ratio", "x OpenBLAS", "x oneDNN", "unit", "baseline: kernels");
+        for (int r = 0; r < n; r++) {
+            const row *w = &rows[r];
+            char rb[16], ro[16], rd[16], bb[16];
+            fmt_ratio(rb, sizeof rb, w->ours / w->base);
+            fmt_ratio(ro, sizeof ro, w->ours / w->openblas);
+            fmt_ratio(rd, sizeof rd, w->ours / w->onednn);
+            snprintf(bb, sizeof bb, isfinite(w->base) ? "%.1f" : "-", w->base);
+            printf("%-30s %7d %9.1f %9s %6s %10s %8s  %-7s  %s: %s%s%s%s\n", w->workload,
+                   w->threads, w->ours, bb, rb, ro, rd,
+                   !strcmp(w->unit, "gbps") ? "GB/s" : "GFLOP/s", w->base_name, w->base_impl,
+                   *w->other_impl ? " (other: " : "", w->other_impl, *w->other_impl ? ")" : "");
+        }
+        printf(
+            "(medians of %d alternating repetitions; ratio: to the strongest baseline)\n%s\n%s\n",
+            reps, te_bl_openblas_note(), dn_note);
+        if (*load_note)
+            printf("%s\n", load_note);
     }
     te_db_close(db);
     return 0;

@@ -5,13 +5,16 @@
  *   tessera tune --tasks transformer.json --time 8h --shard 0/4 --db shard0.db
  *
  * The job is the library's (autotune/tuner.c); this file parses options, shows progress (a
- * progress line on a terminal, log lines otherwise), times OpenBLAS for matmul so the best
- * result can be read as a ratio, handles SIGINT (stop after the batch in flight), and prints
+ * progress line on a terminal, log lines otherwise), measures the strongest baseline for matmul
+ * and the MLP gate the way `tessera bench` does (tools/baselines.c: OpenBLAS with the kernels that
+ * fit the CPU, oneDNN plain and packed, alternating, medians, the tuning target's thread count; in
+ * a child, since this process must not run OpenMP) so the best result can be read as a ratio,
+ * re-measures the job's best beside the baselines at the end (same discipline), handles SIGINT
+ * (stop after the batch in flight), and prints
  * the best schedule, as a trace and as C, at the end.
  */
 #define _GNU_SOURCE
 
-#include <cblas.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -22,11 +25,12 @@
 #include <unistd.h>
 
 #include "autotune/tune_impl.h"
+#include "tessera/autotune.h"
+#include "tessera/backend.h"
 #include "tessera/ops.h"
 #include "tessera/tuner.h"
+#include "tools/baselines.h"
 #include "tools/cli.h"
-
-void openblas_set_num_threads(int n);
 
 static volatile sig_atomic_t g_stop;
 
@@ -116,106 +120,225 @@ static int parse_pos_double(const char *s, double *out)
     return 1;
 }
 
-/* ---- OpenBLAS baseline (in a child: this process must not start OpenMP threads) ----------- */
+/* ---- Baselines (in a child: this process must not start OpenMP threads) ------------------ */
+
+/* Repetitions of each baseline: `tessera bench`'s default. */
+#define BASELINE_REPS 9
 
 typedef struct {
-    int m, n, k, ta, tb, threads, gate;
-} sgemm_job;
+    te_bl_shape shape;
+    int threads;
+} baseline_job;
 
-static double mono(void)
+static void baseline_child(void *user, void *out)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    baseline_job *j = user;
+    te_bl_result *r = out;
+    if (te_bl_measure(&j->shape, j->threads, BASELINE_REPS, r) != 0)
+        r->best_lib = -1;
 }
 
-static int cmp_d(const void *a, const void *b)
+/* Fills *shape from a matmul or mlp_gate task's parameters; 0 for other tasks (no baseline). */
+static int baseline_shape(const char *op, const char *params, te_bl_shape *shape)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static void sgemm_child(void *user, void *out)
-{
-    sgemm_job *j = user;
-    openblas_set_num_threads(j->threads);
-    size_t na = (size_t)j->m * j->k, nb = (size_t)j->k * j->n, nc = (size_t)j->m * j->n;
-    float *a = malloc(na * 4), *b = malloc(nb * 4), *c = malloc(nc * 4);
-    float *b3 = j->gate ? malloc(nb * 4) : NULL, *c3 = j->gate ? malloc(nc * 4) : NULL;
-    if (!a || !b || !c || (j->gate && (!b3 || !c3)))
-        _exit(1);
-    for (size_t i = 0; j->gate && i < nb; i++)
-        b3[i] = (float)((i * 3) % 7) * 0.1f;
-    for (size_t i = 0; i < na; i++)
-        a[i] = (float)((i * 7) % 13) * 0.1f;
-    for (size_t i = 0; i < nb; i++)
-        b[i] = (float)((i * 5) % 11) * 0.1f;
-    double t[9];
-    int lda = j->ta ? j->m : j->k, ldb = j->tb ? j->k : j->n;
-    for (int r = -1; r < 9; r++) {
-        double t0 = mono();
-        cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans,
-                    j->tb ? CblasTrans : CblasNoTrans, j->m, j->n, j->k, 1.0f, a, lda, b, ldb, 0.0f,
-                    c, j->n);
-        if (j->gate) {
-            /* The unfused MLP gate: a second product, then silu(g) * u in a separate pass. */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, j->m, j->n, j->k, 1.0f, a, lda,
-                        b3, ldb, 0.0f, c3, j->n);
-#pragma omp parallel for num_threads(j->threads) schedule(static)
-            for (size_t q = 0; q < nc; q++)
-                c[q] = c[q] / (1.0f + expf(-c[q])) * c3[q];
-        }
-        if (r >= 0)
-            t[r] = mono() - t0;
-    }
-    qsort(t, 9, sizeof t[0], cmp_d);
-    *(double *)out = (j->gate ? 4.0 : 2.0) * j->m * j->n * j->k / t[4] * 1e-9;
-    free(b3);
-    free(c3);
-    free(a);
-    free(b);
-    free(c);
-}
-
-/* OpenBLAS GFLOP/s for a matmul task (or the unfused MLP gate: two sgemm calls and an
- * elementwise pass), else NAN. */
-static double openblas_gflops(const char *op, const char *params, int threads)
-{
-    if (strcmp(op, "matmul") && strcmp(op, "mlp_gate"))
-        return NAN;
+    int gate = !strcmp(op, "mlp_gate");
+    if (strcmp(op, "matmul") && !gate)
+        return 0;
     te_ctx *ctx = te_ctx_create();
     te_op_params kv;
-    double r = NAN;
+    int ok = 0;
+    memset(shape, 0, sizeof *shape);
+    shape->gate = gate;
     if (ctx && te_op_params_parse(ctx, params, &kv) == TE_OK && kv.dtype == TE_F32) {
-        sgemm_job j = {0, 0, 0, 0, 0, threads, !strcmp(op, "mlp_gate")};
         for (int i = 0; i < kv.n; i++) {
             int v = (int)kv.p[i].ival;
             if (!strcmp(kv.p[i].key, "m"))
-                j.m = v;
+                shape->m = v;
             else if (!strcmp(kv.p[i].key, "n"))
-                j.n = v;
+                shape->n = v;
             else if (!strcmp(kv.p[i].key, "k"))
-                j.k = v;
+                shape->k = v;
             else if (!strcmp(kv.p[i].key, "trans_a"))
-                j.ta = v;
+                shape->ta = v;
             else if (!strcmp(kv.p[i].key, "trans_b"))
-                j.tb = v;
+                shape->tb = v;
         }
-        double g = NAN;
-        if (j.m > 0 && j.n > 0 && j.k > 0 &&
-            te__run_in_child(sgemm_child, &j, &g, sizeof g, 120) == TE_OK)
-            r = g;
+        ok = shape->m > 0 && shape->n > 0 && shape->k > 0 && !(gate && (shape->ta || shape->tb));
     }
     te_ctx_free(ctx);
-    return r;
+    return ok;
+}
+
+/* The strongest baseline for a task measured in a child; 0 when there is none. */
+static int measure_baseline(const char *op, const char *params, int threads, te_bl_result *r)
+{
+    baseline_job j;
+    memset(r, 0, sizeof *r);
+    r->best = NAN;
+    r->best_lib = -1;
+    if (!baseline_shape(op, params, &j.shape))
+        return 0;
+    j.threads = threads;
+    if (te__run_in_child(baseline_child, &j, r, sizeof *r, 300) != TE_OK) {
+        memset(r, 0, sizeof *r);
+        r->best = NAN;
+        r->best_lib = -1;
+        snprintf(r->notes, sizeof r->notes, "the baseline measurement failed; no ratio");
+    }
+    r->notes[sizeof r->notes - 1] = 0;
+    for (int l = 0; l < TE_BL_NLIBS; l++)
+        r->impl[l][sizeof r->impl[l] - 1] = 0;
+    /* The tuner counts the task's floating-point operations its own way (te_tuner_flops counts
+     * the gate's elementwise work too): the baseline's figures in the same units, so that the
+     * ratio of two GFLOP/s figures is the ratio of the two times. */
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *in[TE_OP_MAX_IO], *outs[TE_OP_MAX_IO];
+    int n_in, n_out;
+    double scale = NAN;
+    if (ctx && te_op_build(ctx, op, params, in, &n_in, outs, &n_out) == TE_OK)
+        scale = te_tuner_flops(n_out, outs) / te_bl_shape_flops(&j.shape);
+    te_ctx_free(ctx);
+    if (!(scale > 0)) {
+        snprintf(r->notes, sizeof r->notes, "the task's flop count is unknown; no ratio");
+        r->best = NAN;
+        r->best_lib = -1;
+    }
+    for (int l = 0; l < TE_BL_NLIBS; l++)
+        r->gflops[l] *= scale;
+    r->openblas *= scale;
+    r->onednn *= scale;
+    r->best *= scale;
+    return r->best_lib >= 0;
+}
+
+/* The parameters part of a workload key ("matmul;k=64,m=64,n=64;f32" -> "k=64,m=64,n=64"). */
+static void task_params(const char *key, char *buf, size_t n)
+{
+    const char *sc = strchr(key, ';');
+    snprintf(buf, n, "%s", sc ? sc + 1 : "");
+    char *end = strchr(buf, ';');
+    if (end)
+        *end = 0;
+}
+
+/* ---- The best schedule beside the baselines, at the end of the job (in a child) ------------ */
+
+typedef struct {
+    const char *op, *params, *trace;
+    te_bl_shape shape;
+    int threads;
+} final_job;
+
+typedef struct {
+    int ok;
+    double ours, err; /* GFLOP/s (the tuner's flop count), error against OpenBLAS */
+    te_bl_result r;
+} final_result;
+
+typedef struct {
+    te_packed_fn fn;
+    void **args;
+} kernel_run;
+
+static void run_kernel(void *p)
+{
+    kernel_run *k = p;
+    k->fn(k->args);
+}
+
+/* Builds the best schedule (its trace), and times it beside every baseline the way
+ * `tessera bench` does: one process, a warm-up, BASELINE_REPS alternating rounds, medians. */
+static void final_child(void *user, void *out)
+{
+    final_job *j = user;
+    final_result *fr = out;
+    memset(fr, 0, sizeof *fr);
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *in[TE_OP_MAX_IO], *outs[TE_OP_MAX_IO], *args[2 * TE_OP_MAX_IO];
+    int n_in = 0, n_out = 0;
+    te_module *m = NULL;
+    te_schedule *s = NULL;
+    te_target tgt = te_target_host();
+    tgt.num_cores = j->threads;
+    if (!ctx || te_op_build(ctx, j->op, j->params, in, &n_in, outs, &n_out) != TE_OK ||
+        n_in < (j->shape.gate ? 3 : 2) || !(s = te_schedule_create(ctx, n_out, outs)) ||
+        te_schedule_apply_trace(s, j->trace) != TE_OK) {
+        te_ctx_free(ctx);
+        return;
+    }
+    for (int q = 0; q < n_in; q++)
+        args[q] = in[q];
+    for (int q = 0; q < n_out; q++)
+        args[n_in + q] = outs[q];
+    double flop = te_tuner_flops(n_out, outs);
+    if (te_build(s, n_in + n_out, args, j->op, &tgt, &m) != TE_OK) {
+        te_ctx_free(ctx);
+        return;
+    }
+    void *bufs[2 * TE_OP_MAX_IO] = {0};
+    unsigned seed = 777;
+    int ok = 1;
+    for (int q = 0; q < n_in + n_out; q++) {
+        size_t n = (size_t)te_tensor_numel(args[q]);
+        float *b = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+        ok = ok && b;
+        for (size_t i = 0; b && i < n; i++) {
+            seed = seed * 1664525u + 1013904223u;
+            b[i] = ((float)(seed >> 8) / 16777216.0f - 0.5f) * 0.5f;
+        }
+        bufs[q] = b;
+    }
+    if (ok) {
+        te_bl_set_threads(j->threads);
+        te_bl_set set;
+        te_bl_set_create(&set, &j->shape, bufs[0], bufs[1], j->shape.gate ? bufs[2] : NULL, &fr->r);
+        kernel_run kr = {te_module_entry(m), bufs};
+        te_bl_run_fn fn[TE_BL_NLIBS + 1] = {run_kernel};
+        void *arg[TE_BL_NLIBS + 1] = {&kr};
+        int n = 1 + te_bl_set_fns(&set, fn + 1, arg + 1);
+        double med[TE_BL_NLIBS + 1];
+        const float *ref = te_bl_set_reference(&set);
+        if (n > 1 && te_bl_time_alternating(n, fn, arg, BASELINE_REPS, med) == 0) {
+            te_bl_set_result(&set, med + 1, flop, &fr->r);
+            fr->ours = flop / med[0] * 1e-9;
+            fr->err = ref ? te_bl_rel_err(bufs[n_in], ref, (size_t)te_tensor_numel(outs[0])) : 0;
+            fr->ok = ref == NULL || fr->err < 1e-2;
+        }
+        te_bl_set_free(&set);
+    }
+    for (int q = 0; q < n_in + n_out; q++)
+        free(bufs[q]);
+    te_module_free(m);
+    te_ctx_free(ctx);
+}
+
+/* The best schedule of a task re-measured beside the baselines; 0 when not possible. */
+static int measure_final(const char *op, const char *params, const char *trace, int threads,
+                         final_result *fr)
+{
+    final_job j = {op, params, trace, {0}, threads};
+    memset(fr, 0, sizeof *fr);
+    if (!trace || !baseline_shape(op, params, &j.shape) ||
+        te__run_in_child(final_child, &j, fr, sizeof *fr, 300) != TE_OK || !fr->ok)
+        return 0;
+    fr->r.notes[sizeof fr->r.notes - 1] = 0;
+    for (int l = 0; l < TE_BL_NLIBS; l++)
+        fr->r.impl[l][sizeof fr->r.impl[l] - 1] = 0;
+    return fr->r.best_lib >= 0;
+}
+
+/* "oneDNN" or "OpenBLAS": how the progress line names the strongest baseline. */
+static const char *best_short(const te_bl_result *r)
+{
+    return r->best_lib == TE_BL_OPENBLAS ? "OpenBLAS" : "oneDNN";
 }
 
 /* ---- Progress ------------------------------------------------------------------------------ */
 
 typedef struct {
     int tty, quiet;
-    double *baseline; /* per task, NAN when none */
-    int64_t trials0;  /* job trials before this run (resume) */
+    te_bl_result *baseline; /* per task; best NAN when none */
+    int64_t trials0;        /* job trials before this run (resume) */
     int64_t planned;
     double time_budget;
     int line_open;
@@ -244,9 +367,9 @@ static void on_progress(const te_tune_progress *p, void *user)
                  p->task_best_s * 1e3);
     else if (isfinite(p->task_best_s))
         snprintf(best, sizeof best, "%.3f ms", p->task_best_s * 1e3);
-    double base = ps->baseline ? ps->baseline[p->task] : NAN;
-    if (isfinite(base) && isfinite(p->task_best_gflops))
-        snprintf(ratio, sizeof ratio, ", %.2fx OpenBLAS", p->task_best_gflops / base);
+    const te_bl_result *br = ps->baseline ? &ps->baseline[p->task] : NULL;
+    if (br && isfinite(br->best) && isfinite(p->task_best_gflops))
+        snprintf(ratio, sizeof ratio, ", %.2fx %s", p->task_best_gflops / br->best, best_short(br));
     double rem = INFINITY;
     int64_t done_now = p->trials_done - ps->trials0;
     if (p->trials_planned > 0 && done_now > 0)
@@ -283,7 +406,8 @@ static void on_progress(const te_tune_progress *p, void *user)
 /* ---- Tuning curve (SVG) -------------------------------------------------------------------- */
 
 static int write_curve(const char *path, te_db *db, const te_tune_task_info *info,
-                       const te_db_target *tgt, int64_t job_id, double baseline)
+                       const te_db_target *tgt, int64_t job_id, double baseline,
+                       const char *baseline_name)
 {
     te_db_trial_list *h = NULL;
     if (te_db_history(db, info->workload_key, tgt, 0, &h) != TE_OK)
@@ -380,9 +504,9 @@ static int write_curve(const char *path, te_db *db, const te_tune_task_info *inf
         double py = T + ph - baseline / ymax * ph;
         fprintf(f,
                 "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#26a\" "
-                "stroke-dasharray=\"6,4\"/><text x=\"%.1f\" y=\"%.1f\" fill=\"#26a\">OpenBLAS "
+                "stroke-dasharray=\"6,4\"/><text x=\"%.1f\" y=\"%.1f\" fill=\"#26a\">%s "
                 "%.1f GFLOP/s (same machine, same run)</text>\n",
-                L, py, L + pw, py, L + 8, py - 6, baseline);
+                L, py, L + pw, py, L + 8, py - 6, baseline_name, baseline);
     }
     fprintf(f, "</svg>\n");
     fclose(f);
@@ -595,7 +719,22 @@ int te_cmd_tune(int argc, char **argv)
             return shard_n > 1 ? 0 : 2;
         }
     }
+    /* A task with a baseline: OpenBLAS must run the kernels that fit this CPU, chosen before
+     * it loads (this may re-execute the command with OPENBLAS_CORETYPE set, see baselines.c). */
+    int any_baseline = 0;
+    for (int i = 0; i < te_tuner_ntasks(t); i++) {
+        te_tune_task_info ti;
+        te_tuner_task_info(t, i, &ti);
+        any_baseline |= !strcmp(ti.op, "matmul") || !strcmp(ti.op, "mlp_gate");
+    }
     te_tuner_free(t);
+    if (any_baseline) {
+        te_bl_openblas_select(te_cli_argv);
+        if (!quiet)
+            fprintf(stderr, "tune: %s\n", te_bl_openblas_note());
+        if (!quiet && *te_bl_load_note())
+            fprintf(stderr, "tune: %s\n", te_bl_load_note());
+    }
     te_db *db = NULL;
     rc = te_db_open(db_path, NULL, &db);
     if (rc != TE_OK) {
@@ -613,26 +752,53 @@ int te_cmd_tune(int argc, char **argv)
     else
         te_tuner_add_tasks_file(t, tasks, shard_i, shard_n, NULL);
     ntasks = te_tuner_ntasks(t);
-    ps.baseline = calloc((size_t)ntasks + 1, sizeof(double));
+    ps.baseline = calloc((size_t)ntasks + 1, sizeof *ps.baseline);
+    if (!ps.baseline) {
+        fprintf(stderr, "tessera tune: out of memory\n");
+        te_tuner_free(t);
+        te_db_close(db);
+        return 1;
+    }
     for (int i = 0; i < ntasks; i++) {
         te_tune_task_info ti;
         te_tuner_task_info(t, i, &ti);
-        ps.baseline[i] = NAN;
-        if (!strcmp(ti.op, "matmul") || !strcmp(ti.op, "mlp_gate")) {
-            const char *sc = strchr(ti.workload_key, ';');
-            char params[512];
-            snprintf(params, sizeof params, "%s", sc ? sc + 1 : "");
-            char *end = strchr(params, ';');
-            if (end)
-                *end = 0;
-            ps.baseline[i] = openblas_gflops(ti.op, params, tgt.num_cores);
+        te_bl_result *br = &ps.baseline[i];
+        char params[512];
+        task_params(ti.workload_key, params, sizeof params);
+        int has = 0;
+        if (!o.measure.flush_cache) {
+            has = measure_baseline(ti.op, params, tgt.num_cores, br);
+        } else {
+            /* The baselines are timed with warm caches, as `tessera bench` times them: beside
+             * candidates timed from cold caches the ratio would mean nothing. */
+            memset(br, 0, sizeof *br);
+            br->best = br->openblas = br->onednn = NAN;
+            br->best_lib = -1;
+            if (baseline_shape(ti.op, params, &(te_bl_shape){0}))
+                snprintf(br->notes, sizeof br->notes,
+                         "no baseline ratio with --flush-cache (baselines are timed with warm "
+                         "caches, as tessera bench does)");
         }
-        if (!quiet)
-            fprintf(stderr, "tune: %s on %d core(s)%s", ti.workload_key, tgt.num_cores,
-                    isfinite(ps.baseline[i]) ? "" : "\n");
-        if (!quiet && isfinite(ps.baseline[i]))
-            fprintf(stderr, ", OpenBLAS (%s) %.1f GFLOP/s\n",
-                    strcmp(ti.op, "matmul") ? "2 sgemm + silu pass" : "sgemm", ps.baseline[i]);
+        if (quiet)
+            continue;
+        fprintf(stderr, "tune: %s on %d core(s)", ti.workload_key, tgt.num_cores);
+        if (has) {
+            fprintf(stderr, ", baseline %s %.1f GFLOP/s (%smedians of %d alternating runs",
+                    br->impl[br->best_lib], br->best,
+                    !strcmp(ti.op, "mlp_gate") ? "2 products + silu pass, " : "", BASELINE_REPS);
+            if (br->best_lib != TE_BL_OPENBLAS && isfinite(br->openblas))
+                fprintf(stderr, "; %s %.1f", br->impl[TE_BL_OPENBLAS], br->openblas);
+            else if (br->best_lib == TE_BL_OPENBLAS && isfinite(br->onednn))
+                fprintf(stderr, "; %s %.1f", br->impl[br->onednn_lib], br->onednn);
+            fputc(')', stderr);
+        }
+        fputc('\n', stderr);
+        for (const char *q = br->notes; *q;) {
+            const char *e = strchr(q, '\n');
+            int len = e ? (int)(e - q) : (int)strlen(q);
+            fprintf(stderr, "tune: %.*s\n", len, q);
+            q += len + (e ? 1 : 0);
+        }
     }
     struct sigaction sa, old;
     memset(&sa, 0, sizeof sa);
@@ -672,9 +838,20 @@ int te_cmd_tune(int argc, char **argv)
         int64_t errors = 0;
         for (int s = 1; s < TE_TRIAL_STATUS_COUNT; s++)
             errors += ti.n_by_status[s];
-        double base = ps.baseline[i];
+        const te_bl_result *br = &ps.baseline[i];
+        double base = br->best;
         if (ti.stop_reason && !strcmp(ti.stop_reason, "failed"))
             status = 1; /* the task could not be tuned (its message went to stderr) */
+        /* The job's best beside the baselines, alternating in one process as `tessera bench`
+         * does: the best of many noisy candidates against one baseline figure from the job's
+         * start would flatter the best. */
+        final_result fr;
+        int has_final = 0;
+        if (isfinite(base) && ti.best_trace && !te_tuner_interrupted(t)) {
+            char params[512];
+            task_params(ti.workload_key, params, sizeof params);
+            has_final = measure_final(ti.op, params, ti.best_trace, tgt.num_cores, &fr);
+        }
         if (json) {
             printf("%s\n  {\"workload\": ", i ? "," : "");
             jstr(stdout, ti.workload_key);
@@ -695,7 +872,35 @@ int te_cmd_tune(int argc, char **argv)
             printf(", \"best_ms\": ");
             jnum(stdout, ti.best_median_s * 1e3);
             printf(", \"openblas_gflops\": ");
+            jnum(stdout, br->openblas);
+            printf(", \"onednn_gflops\": ");
+            jnum(stdout, br->onednn);
+            printf(", \"baseline\": ");
+            jstr(stdout, br->best_lib < 0 ? NULL : te_bl_lib_name((te_bl_lib)br->best_lib));
+            printf(", \"baseline_impl\": ");
+            jstr(stdout, br->best_lib < 0 ? NULL : br->impl[br->best_lib]);
+            printf(", \"baseline_gflops\": ");
             jnum(stdout, base);
+            printf(", \"side_by_side\": ");
+            if (has_final) {
+                printf("{\"gflops\": ");
+                jnum(stdout, fr.ours);
+                printf(", \"baseline\": ");
+                jstr(stdout, te_bl_lib_name((te_bl_lib)fr.r.best_lib));
+                printf(", \"baseline_impl\": ");
+                jstr(stdout, fr.r.impl[fr.r.best_lib]);
+                printf(", \"baseline_gflops\": ");
+                jnum(stdout, fr.r.best);
+                printf(", \"ratio\": ");
+                jnum(stdout, fr.ours / fr.r.best);
+                printf(", \"openblas_gflops\": ");
+                jnum(stdout, fr.r.openblas);
+                printf(", \"onednn_gflops\": ");
+                jnum(stdout, fr.r.onednn);
+                printf("}");
+            } else {
+                printf("null");
+            }
             printf(", \"best_trace\": ");
             jstr(stdout, ti.best_trace);
             printf("}");
@@ -715,8 +920,25 @@ int te_cmd_tune(int argc, char **argv)
             printf("best: %.4f ms", ti.best_median_s * 1e3);
             if (isfinite(ti.best_gflops))
                 printf(", %.1f GFLOP/s", ti.best_gflops);
-            if (isfinite(base) && isfinite(ti.best_gflops))
-                printf(" (%.2fx OpenBLAS at %.1f GFLOP/s)", ti.best_gflops / base, base);
+            if (isfinite(base) && isfinite(ti.best_gflops)) {
+                printf(" (%.2fx %s at %.1f GFLOP/s", ti.best_gflops / base, br->impl[br->best_lib],
+                       base);
+                if (br->best_lib != TE_BL_OPENBLAS && isfinite(br->openblas))
+                    printf("; %.2fx %s", ti.best_gflops / br->openblas, br->impl[TE_BL_OPENBLAS]);
+                else if (br->best_lib == TE_BL_OPENBLAS && isfinite(br->onednn))
+                    printf("; %.2fx %s", ti.best_gflops / br->onednn, br->impl[br->onednn_lib]);
+                printf(")");
+            }
+            if (has_final) {
+                printf("\nbeside the baselines at the end (medians of %d alternating runs): %.1f "
+                       "GFLOP/s, %.2fx %s at %.1f",
+                       BASELINE_REPS, fr.ours, fr.ours / fr.r.best, fr.r.impl[fr.r.best_lib],
+                       fr.r.best);
+                if (fr.r.best_lib != TE_BL_OPENBLAS && isfinite(fr.r.openblas))
+                    printf("; %.2fx %s", fr.ours / fr.r.openblas, fr.r.impl[TE_BL_OPENBLAS]);
+                else if (fr.r.best_lib == TE_BL_OPENBLAS && isfinite(fr.r.onednn))
+                    printf("; %.2fx %s", fr.ours / fr.r.onednn, fr.r.impl[fr.r.onednn_lib]);
+            }
             printf("\ntrace:\n");
             for (const char *p = ti.best_trace; *p;) {
                 const char *e = strchr(p, '\n');
@@ -733,7 +955,8 @@ int te_cmd_tune(int argc, char **argv)
             }
         }
         if (curve && i == 0) {
-            if (write_curve(curve, db, &ti, &dbt, job, base) != 0)
+            if (write_curve(curve, db, &ti, &dbt, job, base,
+                            br->best_lib < 0 ? "" : br->impl[br->best_lib]) != 0)
                 fprintf(stderr, "tessera tune: could not write the curve to '%s'\n", curve);
             else if (!json)
                 printf("tuning curve: %s\n", curve);

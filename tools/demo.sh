@@ -7,6 +7,14 @@
 #   bash tools/demo.sh [TRIALS]        (default 64 trials, about a minute on 2 cores)
 #
 # Rerunning continues in the same database; `sqlite3 tessera.db` reads it too.
+#
+# The "x oneDNN" / "x OpenBLAS" ratio the tuner prints is to the strongest baseline on this
+# machine, measured like `tessera bench` does (tools/baselines.c): OpenBLAS with the kernels that
+# fit the CPU (the tuner re-runs itself with OPENBLAS_CORETYPE set when OpenBLAS picked generic
+# ones, and says so) and oneDNN's matmul when libdnnl is installed; medians of alternating runs
+# on the tuning target's threads. The line "beside the baselines at the end" times the best
+# schedule and the baselines alternating in one process: that is the ratio to quote (on a quiet
+# machine; a busy one is reported as such).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"

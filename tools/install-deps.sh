@@ -12,6 +12,7 @@ packages=(
     cmake
     pkg-config
     libopenblas-openmp-dev # reference BLAS for tests and benchmarks, OpenMP build: one threading runtime
+    libdnnl-dev            # oneDNN, the second baseline of `tessera bench`/`tune` (dlopen'ed; optional at run time)
     libsqlite3-dev         # the tuning database
     sqlite3                # the sqlite3 shell, for inspecting tuning databases
     libcmocka-dev          # the unit test framework

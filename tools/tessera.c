@@ -5,13 +5,15 @@
 #include "tessera/status.h"
 #include "tools/cli.h"
 
+char **te_cli_argv;
+
 static const struct {
     const char *name;
     int (*fn)(int argc, char **argv);
     const char *help;
 } commands[] = {
     {"db", te_cmd_db, "query and maintain the tuning database"},
-    {"bench", te_cmd_bench, "benchmark Tessera kernels beside OpenBLAS"},
+    {"bench", te_cmd_bench, "benchmark Tessera kernels beside OpenBLAS and oneDNN"},
     {"tune", te_cmd_tune, "search schedules for an operator and record them in the database"},
     {"ops", te_cmd_ops, "list the operator library with its parameters"},
     {"gen", te_cmd_gen, "write a standalone kernel (.c/.cu + .h) for other projects"},
@@ -28,6 +30,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    te_cli_argv = argv;
     if (argc < 2) {
         usage(stderr);
         return 2;
