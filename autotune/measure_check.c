@@ -194,7 +194,7 @@ int te__measurer_reference(te__measurer *m, te_ctx *ctx, double interp_limit, ch
         } else {
             ref_job j = {m, mod};
             double limit = 3600;
-            rc = te__run_in_child(run_reference_child, &j, NULL, 0, limit);
+            rc = te_tune_run_isolated(run_reference_child, &j, NULL, 0, limit);
             if (rc != TE_OK)
                 snprintf(err, errsize, "running the default schedule for the reference: %s",
                          rc == TE_ERR_TIMEOUT ? "timed out" : "failed");

@@ -94,7 +94,7 @@ static int wait_child(pid_t pid, int rfd, double timeout_s)
     return st;
 }
 
-int te__run_in_child(void (*fn)(void *user, void *out), void *user, void *out, size_t size,
+int te_tune_run_isolated(void (*fn)(void *user, void *out), void *user, void *out, size_t size,
                      double timeout_s)
 {
     void *shm =

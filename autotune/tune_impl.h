@@ -70,11 +70,7 @@ void te__measurer_times(const te__measurer *m, double *compile_s, double *run_s)
 /* Number of bytes the kernel arguments take (inputs + outputs), for GB/s figures. */
 double te__measurer_bytes(const te__measurer *m);
 
-/* Runs fn(user) in a forked child (measure_child.c) with a timeout, child's result written into
- * `out` (size bytes, shared memory). Used for measurements that must not run OpenMP in this process
- * (the OpenBLAS baseline). Returns TE_OK, TE_ERR_TIMEOUT or TE_ERR_RUNTIME. */
-int te__run_in_child(void (*fn)(void *user, void *out), void *user, void *out, size_t size,
-                     double timeout_s);
+/* te_tune_run_isolated (tuner.h) is the forked-child runner; measure_child.c has it. */
 
 /* ---- Cost model ------------------------------------------------------------------------------ */
 

@@ -24,7 +24,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "autotune/tune_impl.h"
 #include "tessera/autotune.h"
 #include "tessera/backend.h"
 #include "tessera/ops.h"
@@ -179,7 +178,7 @@ static int measure_baseline(const char *op, const char *params, int threads, te_
     if (!baseline_shape(op, params, &j.shape))
         return 0;
     j.threads = threads;
-    if (te__run_in_child(baseline_child, &j, r, sizeof *r, 300) != TE_OK) {
+    if (te_tune_run_isolated(baseline_child, &j, r, sizeof *r, 300) != TE_OK) {
         memset(r, 0, sizeof *r);
         r->best = NAN;
         r->best_lib = -1;
@@ -319,7 +318,7 @@ static int measure_final(const char *op, const char *params, const char *trace, 
     final_job j = {op, params, trace, {0}, threads};
     memset(fr, 0, sizeof *fr);
     if (!trace || !baseline_shape(op, params, &j.shape) ||
-        te__run_in_child(final_child, &j, fr, sizeof *fr, 300) != TE_OK || !fr->ok)
+        te_tune_run_isolated(final_child, &j, fr, sizeof *fr, 300) != TE_OK || !fr->ok)
         return 0;
     fr->r.notes[sizeof fr->r.notes - 1] = 0;
     for (int l = 0; l < TE_BL_NLIBS; l++)

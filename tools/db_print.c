@@ -7,7 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "tuning_db/json.h"
 
 /* ---- Table cells ---------------------------------------------------------------------------- */
 
@@ -58,7 +57,7 @@ static int field(db_printer *p, const char *key, const char *cell)
         return 0;
     if (p->nfields++)
         putchar(',');
-    te__json_write_str(stdout, key);
+    te_db_json_write_str(stdout, key);
     putchar(':');
     return 1;
 }
@@ -66,7 +65,7 @@ static int field(db_printer *p, const char *key, const char *cell)
 void dbp_str(db_printer *p, const char *key, const char *v, const char *cell)
 {
     if (field(p, key, cell))
-        te__json_write_str(stdout, v);
+        te_db_json_write_str(stdout, v);
 }
 
 void dbp_int(db_printer *p, const char *key, int64_t v, const char *cell)
@@ -78,7 +77,7 @@ void dbp_int(db_printer *p, const char *key, int64_t v, const char *cell)
 void dbp_num(db_printer *p, const char *key, double v, const char *cell)
 {
     if (field(p, key, cell))
-        te__json_write_num(stdout, v);
+        te_db_json_write_num(stdout, v);
 }
 
 void dbp_bool(db_printer *p, const char *key, int v, const char *cell)

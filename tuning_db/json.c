@@ -454,3 +454,7 @@ void te__json_write_num(FILE *f, double x)
     else
         fprintf(f, "%.17g", x);
 }
+
+void te_db_json_write_str(FILE *f, const char *s) { te__json_write_str(f, s); }
+
+void te_db_json_write_num(FILE *f, double x) { te__json_write_num(f, x); }

@@ -234,6 +234,15 @@ int te_tuner_best_schedule(te_ctx *ctx, te_db *db, const char *workload_key, int
                            te_tensor *const *outs, const te_target *target, te_schedule **out,
                            int *from_db, char *why, size_t why_size);
 
+/* Runs fn(user, out) in a forked child with a timeout, the way the tuner runs candidates: the
+ * child writes its result into `out` (size bytes, shared with this process; may be NULL with
+ * size 0), and a crash or hang in it cannot take this process down. For measurements that
+ * must not start OpenMP in a process that forks (a baseline library timed beside a tuning
+ * job). Returns TE_OK, TE_ERR_TIMEOUT (the child was killed) or TE_ERR_RUNTIME (it crashed
+ * or could not start). */
+int te_tune_run_isolated(void (*fn)(void *user, void *out), void *user, void *out, size_t size,
+                         double timeout_s);
+
 /* Parses a duration: "90", "90s", "15m", "8h", "1.5h". Returns seconds, or -1 when invalid. */
 double te_tune_parse_duration(const char *text);
 

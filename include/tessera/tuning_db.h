@@ -370,6 +370,12 @@ int te_db_import_buffer(te_db *db, const char *data, size_t size, te_db_import_s
  * stats->lines counts the source's trials. Merging a file into itself is TE_ERR_ARG. */
 int te_db_merge(te_db *db, const char *other_path, te_db_import_stats *stats);
 
+/* JSON text as the database's exports write it, for tools that print JSON beside them: a
+ * string with its quotes and escapes (valid UTF-8 passes through; NULL writes null), and a
+ * number that reads back to the same double (non-finite values write null). */
+void te_db_json_write_str(FILE *f, const char *s);
+void te_db_json_write_num(FILE *f, double x);
+
 #ifdef __cplusplus
 }
 #endif
