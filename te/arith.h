@@ -53,8 +53,7 @@ int64_t te__arith_floormod(int64_t a, int64_t b);
  * variables range as in ranges (NULL: no known ranges). lo or hi may be NULL when that side is
  * not wanted; returns false when a wanted side is unknown (both when both are NULL). The
  * bounds hold for every evaluation without overflow. */
-bool te__expr_const_bounds(const te_expr *e, const te__range_map *ranges, int64_t *lo,
-                           int64_t *hi);
+bool te__expr_const_bounds(const te_expr *e, const te__range_map *ranges, int64_t *lo, int64_t *hi);
 
 /* Whether an integer expression is provably >= 0 under ranges (lane-wise for vectors; NULL
  * ranges: only constants and what the operations themselves imply, e.g. floormod(x, 8)). The

@@ -184,7 +184,8 @@ static te__bnd bounds_binary(const te_expr *e, const te__range_map *m)
         if (ba.has_lo && ba.lo >= 0)
             return bnd_floordiv(ba, c);
         /* Truncating division by a positive constant is monotonic. */
-        return (te__bnd){ba.has_lo, ba.has_hi, ba.has_lo ? ba.lo / c : 0, ba.has_hi ? ba.hi / c : 0};
+        return (te__bnd){ba.has_lo, ba.has_hi, ba.has_lo ? ba.lo / c : 0,
+                         ba.has_hi ? ba.hi / c : 0};
     case TE_MOD:
         if (!bconst)
             return bnd_divmod_nonneg(ba, bb, false);
@@ -274,7 +275,6 @@ bool te__expr_const_bounds(const te_expr *e, const te__range_map *ranges, int64_
         *hi = b.hi;
     return true;
 }
-
 
 bool te__arith_nonneg(const te_expr *e, const te__range_map *ranges)
 {

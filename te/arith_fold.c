@@ -213,4 +213,3 @@ te_expr *te__fold_cast(te_ctx *ctx, te_expr *e)
         return e;
     return mk_int(ctx, e->dtype, iv);
 }
-

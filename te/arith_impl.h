@@ -102,7 +102,6 @@ static inline bool index_type(const te_expr *e)
     return e->lanes == 1 && (e->dtype == TE_I64 || e->dtype == TE_I32);
 }
 
-
 /* ---- Bounds (arith_bounds.c) -------------------------------------------------------------- */
 
 /* An interval with each side known or not. */

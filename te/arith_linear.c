@@ -291,7 +291,6 @@ void te__lf_diff(te__lform *f, te_expr *a, te_expr *b)
     te__lf_add(f, b, -1);
 }
 
-
 bool te__arith_linear_in_var(const te_expr *a, const te_expr *b, const te_expr *v, int64_t *k,
                              int64_t *c)
 {

@@ -677,4 +677,3 @@ bool te__prove(te_ctx *ctx, te_expr *cond, const te__range_map *ranges)
     te_expr *c = te__simplify_expr(ctx, cond, ranges);
     return c && prove_simplified(ctx, c, ranges);
 }
-
