@@ -80,7 +80,8 @@ static void lf_recombine(simp *s, te__lform *f)
     }
 }
 
-/* Canonical expression of an i64 sum/difference/product node; NULL on failure. */
+/* Canonical expression of an i64 sum/difference/product node; NULL on failure. The node
+ * itself when the canonical form could overflow where e does not. */
 static te_expr *canon_linear(simp *s, te_expr *e)
 {
     te__lform f;
@@ -89,6 +90,13 @@ static te_expr *canon_linear(simp *s, te_expr *e)
     lf_recombine(s, &f);
     te_expr *r = f.ok ? te__lf_build(s->ctx, &f) : e;
     te__lf_free(&f);
+    if (r && r != e) {
+        te__facts fs;
+        te__facts_init(&fs, s->ranges);
+        te__facts_add(&fs, e);
+        if (!te__facts_fit(&fs, r, true)) /* r's value is e's: only its inner nodes matter */
+            return e;
+    }
     return r;
 }
 
@@ -197,16 +205,29 @@ static te_expr *simp_cmp_i64(simp *s, te_binop op, te_expr *a, te_expr *b, te_ex
         else
             te__lf_add_term(&N, d.v[i].t, -k);
     }
-    te_expr *r;
+    te_expr *r = orig, *rp = NULL, *rn = NULL;
     if (P.n > 0) {
         te__lf_add_const(&N, kc);
-        r = te_binary(ctx, op, te__lf_build(ctx, &P), te__lf_build(ctx, &N));
-    } else {
-        /* -N < K  <=>  N > -K  <=>  N >= 1 - K */
+        if (P.ok && N.ok) {
+            rp = te__lf_build(ctx, &P);
+            rn = te__lf_build(ctx, &N);
+            r = rp && rn ? te_binary(ctx, op, rp, rn) : NULL;
+        }
+    } else if (N.ok && !__builtin_sub_overflow(op == TE_LT ? 1 : 0, kc, &kc)) {
+        /* -N < K  <=>  N > -K  <=>  N >= 1 - K (and -N == K  <=>  N == -K) */
         te_binop rop = op == TE_LT ? TE_GE : op;
-        int64_t rc = op == TE_LT ? 1 - kc : -kc;
-        P.c = rc;
-        r = te_binary(ctx, rop, te__lf_build(ctx, &N), te_int(ctx, P.c));
+        rn = te__lf_build(ctx, &N);
+        rp = te_int(ctx, kc);
+        r = rn && rp ? te_binary(ctx, rop, rn, rp) : NULL;
+    }
+    if (r && r != orig) {
+        /* Both sides are new values: each must stay within int64 wherever a and b do. */
+        te__facts fs;
+        te__facts_init(&fs, s->ranges);
+        te__facts_add(&fs, a);
+        te__facts_add(&fs, b);
+        if (!te__facts_fit(&fs, rp, false) || !te__facts_fit(&fs, rn, false))
+            r = orig;
     }
     te__lf_free(&d);
     te__lf_free(&P);
@@ -291,18 +312,25 @@ static te_expr *simp_floordivmod_i64(simp *s, bool is_div, te_expr *a, int64_t c
     }
     if (!q.ok || !r.ok)
         goto done;
+    /* What a's evaluation implies, for the overflow checks of what is rebuilt from it. */
+    te__facts fs;
+    te__facts_init(&fs, s->ranges);
+    te__facts_add(&fs, a);
     te__bnd br = te__lf_bounds(&r, s->ranges);
     if (br.has_lo && br.has_hi && fdiv(br.lo, c) == fdiv(br.hi, c)) {
-        int64_t m = fdiv(br.lo, c);
+        int64_t m = fdiv(br.lo, c), mc;
         if (is_div) {
             te__lf_add_const(&q, m);
             if (q.ok)
                 res = te__lf_build(ctx, &q);
-        } else {
-            te__lf_add_const(&r, -m * c);
+        } else if (!__builtin_mul_overflow(m, -c, &mc)) {
+            te__lf_add_const(&r, mc);
             if (r.ok)
                 res = te__lf_build(ctx, &r);
         }
+        /* The result's value is floordiv(a, c) (or floormod): only its inner nodes matter. */
+        if (res && res != orig && !te__facts_fit(&fs, res, true))
+            res = orig;
         goto done;
     }
     if (is_div && q.n == 0 && q.c == 0 && r.n == f.n && r.c == f.c) {
@@ -310,6 +338,10 @@ static te_expr *simp_floordivmod_i64(simp *s, bool is_div, te_expr *a, int64_t c
         goto done;
     }
     te_expr *re = te__lf_build(ctx, &r);
+    if (re && !te__facts_fit(&fs, re, false)) {
+        res = orig; /* the new dividend could overflow where a does not */
+        goto done;
+    }
     te_expr *inner =
         re ? (is_div ? te_floordiv(ctx, re, te_int(ctx, c)) : te_floormod(ctx, re, te_int(ctx, c)))
            : NULL;
@@ -323,6 +355,8 @@ static te_expr *simp_floordivmod_i64(simp *s, bool is_div, te_expr *a, int64_t c
     }
     te__lf_add_term(&q, inner, 1);
     res = q.ok ? te__lf_build(ctx, &q) : orig;
+    if (res && res != orig && !te__facts_fit(&fs, res, true))
+        res = orig;
 done:
     te__lf_free(&f);
     te__lf_free(&q);
@@ -374,20 +408,23 @@ static te_expr *simp_vector_binary(simp *s, te_expr *e)
     }
     if (e->dtype != TE_I64 || !as_ramp(a, &ba, &sa) || !as_ramp(b, &bb, &sb))
         return e;
-    int64_t st;
+    int64_t st, span;
+    /* The lane offsets stride * lane of a new ramp must be int64 constants themselves. */
+#define SPAN_OVERFLOWS(st) __builtin_mul_overflow((st), (int64_t)(lanes - 1), &span)
     switch (e->u.bin.op) {
     case TE_ADD:
-        if (__builtin_add_overflow(sa, sb, &st))
+        if (__builtin_add_overflow(sa, sb, &st) || SPAN_OVERFLOWS(st))
             return e;
         return mk_vec(s, resimp(s, te_add(ctx, ba, bb)), st, lanes);
     case TE_SUB:
-        if (__builtin_sub_overflow(sa, sb, &st))
+        if (__builtin_sub_overflow(sa, sb, &st) || SPAN_OVERFLOWS(st))
             return e;
         return mk_vec(s, resimp(s, te_sub(ctx, ba, bb)), st, lanes);
     case TE_MUL: {
         te_expr *base = sb == 0 ? ba : bb, *k = sb == 0 ? bb : ba;
         int64_t sv = sb == 0 ? sa : sb;
-        if ((sa != 0 && sb != 0) || k->kind != TE_E_INT || __builtin_mul_overflow(sv, k->u.i, &st))
+        if ((sa != 0 && sb != 0) || k->kind != TE_E_INT ||
+            __builtin_mul_overflow(sv, k->u.i, &st) || SPAN_OVERFLOWS(st))
             return e;
         return mk_vec(s, resimp(s, te_mul(ctx, base, k)), st, lanes);
     }
@@ -396,7 +433,7 @@ static te_expr *simp_vector_binary(simp *s, te_expr *e)
         /* ramp(q*c + r, st, L) with 0 <= r and r + st*(L-1) < c stays in one block of c. */
         if (sb != 0 || bb->kind != TE_E_INT || bb->u.i <= 0 || sa < 0)
             return e;
-        int64_t c = bb->u.i, span;
+        int64_t c = bb->u.i;
         te_expr *r = resimp(s, te_floormod(ctx, ba, bb));
         if (!r)
             return NULL;
@@ -412,6 +449,7 @@ static te_expr *simp_vector_binary(simp *s, te_expr *e)
         return e;
     }
 }
+#undef SPAN_OVERFLOWS
 
 /* ---- Node rules -------------------------------------------------------------------------- */
 
@@ -478,7 +516,11 @@ static te_expr *simp_binary(simp *s, te_expr *e)
                 if (fa.ok && fb.ok && fa.n == 1 && fa.c == 0 && fb.n == 1 && fb.c == 0) {
                     int64_t k;
                     te_expr *t1 = fa.v[0].t, *t2 = fb.v[0].t;
-                    if (!__builtin_mul_overflow(fa.v[0].k, fb.v[0].k, &k)) {
+                    /* |t1 * t2| <= |e| / |k|, which fits unless k == -1 and e may be
+                     * INT64_MIN (then t1 * t2 would be 2^63). */
+                    te__bnd be = te__arith_bnd(e, s->ranges);
+                    if (!__builtin_mul_overflow(fa.v[0].k, fb.v[0].k, &k) &&
+                        (k != -1 || (be.has_lo && be.lo > INT64_MIN))) {
                         if (te__term_cmp(t1, t2) > 0) {
                             te_expr *t = t1;
                             t1 = t2, t2 = t;
