@@ -65,9 +65,11 @@ bool te__arith_nonneg(const te_expr *e, const te__range_map *ranges);
  * differences, negations and products built from them (a product when either factor is). */
 bool te__arith_multiple_of(const te_expr *e, int64_t m);
 
-/* Value of a scalar integer expression made of constants only (casts to integer types,
- * negation, + - * / % floordiv floormod min max), computed in the expression's dtype. Returns
- * false for anything else, on division by zero, and when any operation overflows its dtype. */
+/* Value of a scalar integer expression made of constants only (negation, + - * / % floordiv
+ * floormod min max, casts between integer types), computed in the expression's dtype. Casts
+ * wrap to the target's width as C conversions do. Returns false for anything else (floats,
+ * comparisons, variables, loads), on division by zero, and when an operation overflows its
+ * dtype (the emitted code would be undefined there). */
 bool te__arith_const_int(const te_expr *e, int64_t *out);
 
 /* Value of a scalar integer expression when variable vars[i] has value vals[i] (n of them).

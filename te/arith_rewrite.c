@@ -202,6 +202,8 @@ static te_expr *simp_cmp_i64(simp *s, te_binop op, te_expr *a, te_expr *b, te_ex
         int64_t k = d.v[i].k / g;
         if (k > 0)
             te__lf_add_term(&P, d.v[i].t, k);
+        else if (k == INT64_MIN)
+            N.ok = false; /* -k does not exist */
         else
             te__lf_add_term(&N, d.v[i].t, -k);
     }
