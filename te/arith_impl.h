@@ -10,6 +10,7 @@
 
 /* ---- Small integer helpers --------------------------------------------------------------- */
 
+/* Floor division (b != 0, not INT64_MIN / -1). */
 static inline int64_t fdiv(int64_t a, int64_t b)
 {
     int64_t q = a / b;
@@ -18,6 +19,7 @@ static inline int64_t fdiv(int64_t a, int64_t b)
     return q;
 }
 
+/* Floor modulo: the sign of b (b != 0). */
 static inline int64_t fmodi(int64_t a, int64_t b)
 {
     int64_t r = a % b;
@@ -55,6 +57,7 @@ static inline int64_t wrap_int(te_dtype dt, int64_t v)
     }
 }
 
+/* Value range of a narrow integer dtype; false for i64 (whose range is int64 itself). */
 static inline bool dtype_range(te_dtype dt, int64_t *lo, int64_t *hi)
 {
     switch (dt) {
@@ -75,6 +78,7 @@ static inline bool dtype_range(te_dtype dt, int64_t *lo, int64_t *hi)
     }
 }
 
+/* An integer constant of dtype dt, wrapped to its width; NULL on allocation failure. */
 static inline te_expr *mk_int(te_ctx *ctx, te_dtype dt, int64_t v)
 {
     te_expr *e = te__new_expr(ctx, TE_E_INT, dt);
@@ -83,6 +87,7 @@ static inline te_expr *mk_int(te_ctx *ctx, te_dtype dt, int64_t v)
     return e;
 }
 
+/* A float constant of dtype dt (rounded to float for f32); NULL on allocation failure. */
 static inline te_expr *mk_float(te_ctx *ctx, te_dtype dt, double v)
 {
     te_expr *e = te__new_expr(ctx, TE_E_FLOAT, dt);
@@ -91,6 +96,7 @@ static inline te_expr *mk_float(te_ctx *ctx, te_dtype dt, double v)
     return e;
 }
 
+/* Whether e is the scalar integer constant v. */
 static inline bool is_int(const te_expr *e, int64_t v)
 {
     return e->kind == TE_E_INT && e->lanes == 1 && e->u.i == v;
@@ -156,15 +162,20 @@ typedef struct te__lform {
     bool ok; /* false after an overflow or allocation failure: the form is unusable */
 } te__lform;
 
+/* An empty form (ok). */
 void te__lf_init(te__lform *f);
+/* Frees the term array (the terms themselves belong to the context). */
 void te__lf_free(te__lform *f);
+/* Adds the constant k (ok cleared on overflow). */
 void te__lf_add_const(te__lform *f, int64_t k);
-/* Adds k * t, merging with an equal term (te__expr_equal). */
+/* Adds k * t, merging with an equal term (te__expr_equal); ok cleared on overflow or when
+ * out of memory. */
 void te__lf_add_term(te__lform *f, te_expr *t, int64_t k);
 /* Adds scale * e, decomposing + - unary minus and products by constants of scalar e. */
 void te__lf_add(te__lform *f, te_expr *e, int64_t scale);
 /* f = a - b. */
 void te__lf_diff(te__lform *f, te_expr *a, te_expr *b);
+/* Bounds of the form's value under m. */
 te__bnd te__lf_bounds(const te__lform *f, const te__range_map *m);
 /* Rebuilds the canonical expression of f (sorting its terms in place); NULL on allocation
  * failure. */
