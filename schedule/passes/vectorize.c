@@ -100,26 +100,19 @@ static bool linear_coef(const vec_state *v, const te_expr *e, int64_t *coef)
         case TE_SUB:
             if (!linear_coef(v, e->u.bin.a, &ca) || !linear_coef(v, e->u.bin.b, &cb))
                 return false;
-            *coef = e->u.bin.op == TE_ADD ? ca + cb : ca - cb;
-            return true;
+            return !(e->u.bin.op == TE_ADD ? __builtin_add_overflow(ca, cb, coef)
+                                           : __builtin_sub_overflow(ca, cb, coef));
         case TE_MUL:
-            if (te__is_const_int(e->u.bin.a, &k) && linear_coef(v, e->u.bin.b, &cb)) {
-                *coef = k * cb;
-                return true;
-            }
-            if (te__is_const_int(e->u.bin.b, &k) && linear_coef(v, e->u.bin.a, &ca)) {
-                *coef = k * ca;
-                return true;
-            }
+            if (te__is_const_int(e->u.bin.a, &k) && linear_coef(v, e->u.bin.b, &cb))
+                return !__builtin_mul_overflow(k, cb, coef);
+            if (te__is_const_int(e->u.bin.b, &k) && linear_coef(v, e->u.bin.a, &ca))
+                return !__builtin_mul_overflow(k, ca, coef);
             return false;
         default:
             return false;
         }
     case TE_E_NEG:
-        if (!linear_coef(v, e->u.un.a, &ca))
-            return false;
-        *coef = -ca;
-        return true;
+        return linear_coef(v, e->u.un.a, &ca) && !__builtin_sub_overflow((int64_t)0, ca, coef);
     case TE_E_CAST:
         if (!is_int_dtype(e->dtype) || !is_int_dtype(e->u.un.a->dtype))
             return false;
