@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "schedule/bound.h"
+#include "te/arith.h"
 
 bool te__relax_add(te__relax *r, const te_expr *var, te_expr *lo, te_expr *hi)
 {
@@ -123,74 +124,6 @@ bool te__eval_interval(te_ctx *ctx, te_expr *e, const te__relax *r, te__ival *ou
     return out->lo && out->hi;
 }
 
-bool te__eval_int(const te_expr *e, int n, const te_expr *const *vars, const int64_t *vals,
-                  int64_t *out)
-{
-    int64_t a, b;
-    switch (e->kind) {
-    case TE_E_INT:
-        *out = e->u.i;
-        return true;
-    case TE_E_VAR:
-        for (int i = 0; i < n; i++)
-            if (vars[i] == e) {
-                *out = vals[i];
-                return true;
-            }
-        return false;
-    case TE_E_CAST:
-        return te_dtype_is_int(e->dtype) && te__eval_int(e->u.un.a, n, vars, vals, out);
-    case TE_E_NEG:
-        if (!te__eval_int(e->u.un.a, n, vars, vals, &a))
-            return false;
-        *out = -a;
-        return true;
-    case TE_E_BINARY:
-        if (!te__eval_int(e->u.bin.a, n, vars, vals, &a) ||
-            !te__eval_int(e->u.bin.b, n, vars, vals, &b))
-            return false;
-        switch (e->u.bin.op) {
-        case TE_ADD:
-            *out = a + b;
-            return true;
-        case TE_SUB:
-            *out = a - b;
-            return true;
-        case TE_MUL:
-            *out = a * b;
-            return true;
-        case TE_DIV:
-        case TE_MOD:
-            if (b == 0)
-                return false;
-            *out = e->u.bin.op == TE_DIV ? a / b : a % b;
-            return true;
-        case TE_FLOORDIV:
-        case TE_FLOORMOD: {
-            if (b == 0)
-                return false;
-            int64_t q = a / b, r = a % b;
-            if (r != 0 && ((r < 0) != (b < 0))) {
-                q--;
-                r += b;
-            }
-            *out = e->u.bin.op == TE_FLOORDIV ? q : r;
-            return true;
-        }
-        case TE_MIN:
-            *out = a < b ? a : b;
-            return true;
-        case TE_MAX:
-            *out = a > b ? a : b;
-            return true;
-        default:
-            return false;
-        }
-    default:
-        return false;
-    }
-}
-
 typedef struct {
     const te__var_ext *ve;
     const te_expr *vars[32];
@@ -233,34 +166,27 @@ bool te__max_over_vars(const te_expr *e, const te__var_ext *ve, int64_t *out)
         space *= c.ext[i];
     int64_t vals[32] = {0}, best = INT64_MIN, v;
     if (space <= 65536) {
+        /* Few points: every one of them. */
         for (int64_t k = 0; k < space; k++) {
             int64_t rem = k;
             for (int i = 0; i < c.n; i++) {
                 vals[i] = rem % c.ext[i];
                 rem /= c.ext[i];
             }
-            if (!te__eval_int(e, c.n, c.vars, vals, &v))
+            if (!te__arith_eval_int(e, c.n, c.vars, vals, &v))
                 return false;
             best = v > best ? v : best;
         }
         *out = best;
         return true;
     }
-    /* Too many points: sample, and trust only a constant answer. */
-    uint64_t seed = 0x9E3779B97F4A7C15ull;
-    int64_t first = 0;
-    for (int k = 0; k < 512; k++) {
-        for (int i = 0; i < c.n; i++) {
-            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-            vals[i] = k < 2 ? (k == 0 ? 0 : c.ext[i] - 1) : (int64_t)((seed >> 33) % (uint64_t)c.ext[i]);
-        }
-        if (!te__eval_int(e, c.n, c.vars, vals, &v))
-            return false;
-        if (k == 0)
-            first = v;
-        else if (v != first)
-            return false;
+    /* Too many points: a constant upper bound over the variables' ranges, or nothing (agreeing
+     * samples prove nothing: the maximum may sit at a point no sample hits). */
+    int64_t lo[32], hi[32];
+    for (int i = 0; i < c.n; i++) {
+        lo[i] = 0;
+        hi[i] = c.ext[i] - 1;
     }
-    *out = first;
-    return true;
+    te__range_map m = {c.n, c.n, c.vars, lo, hi};
+    return te__expr_const_bounds(e, &m, NULL, out);
 }

@@ -36,13 +36,11 @@ typedef struct te__var_ext {
     int64_t ext[256];
 } te__var_ext;
 
-/* Largest value of integer expression e over all values of its variables (each in
- * [0, extent) from ve). Exhaustive when the space is small, otherwise sampled and then only
- * trusted when every sample agrees. Returns false when it cannot bound e. */
+/* An upper bound of integer expression e over all values of its variables (each in
+ * [0, extent) from ve): the largest value when the space is small enough to enumerate (at most
+ * 65536 points), else a constant bound proven by the arithmetic library (te/arith.h) over the
+ * variables' ranges. Returns false when it cannot bound e (a variable not in ve, an overflow);
+ * the caller then uses the whole tensor. */
 bool te__max_over_vars(const te_expr *e, const te__var_ext *ve, int64_t *out);
-
-/* Evaluates an integer expression with variable values; false when e uses something else. */
-bool te__eval_int(const te_expr *e, int n, const te_expr *const *vars, const int64_t *vals,
-                  int64_t *out);
 
 #endif

@@ -14,6 +14,7 @@
 
 #include "tessera/schedule.h"
 #include "tessera/target.h"
+#include "te/arith.h"
 #include "te/internal.h"
 
 struct te_schedule;
@@ -73,28 +74,7 @@ te_stmt *te__pipeline_run(const te__pass_ctx *pc, const char *dump, FILE *out);
  * their attach loops (the input statement is ignored). */
 te_stmt *te__pass_loop_nests(const te__pass_ctx *pc, te_stmt *s);
 
-/* Known integer ranges of variables: [lo, hi] inclusive. Passes build these from the loops
- * that enclose an expression. */
-typedef struct te__range_map {
-    int n, cap;
-    const te_expr **vars;
-    int64_t *lo, *hi;
-} te__range_map;
-
-/* Pushes/pops a variable range (stack discipline). Push returns TE_OK or TE_ERR_NOMEM. */
-int te__ranges_push(te_ctx *ctx, te__range_map *m, const te_expr *var, int64_t lo, int64_t hi);
-void te__ranges_pop(te__range_map *m);
-
-/* ---- simplify.c ----
- * Simplifies an expression: constant folding, canonical linear arithmetic (sums of
- * coefficient * term, constants last), floordiv/floormod of linear forms by constants when the
- * ranges make it exact, min/max/comparisons decided by ranges. ranges may be NULL. */
-te_expr *te__simplify_expr(te_ctx *ctx, te_expr *e, const te__range_map *ranges);
-/* Constant bounds of an integer expression under ranges; false when unknown. */
-bool te__expr_const_bounds(const te_expr *e, const te__range_map *ranges, int64_t *lo,
-                           int64_t *hi);
-/* true when cond (TE_BOOL) is provably true under ranges. */
-bool te__prove(te_ctx *ctx, te_expr *cond, const te__range_map *ranges);
+/* ---- simplify.c ---- (the expression simplifier and range maps: te/arith.h) */
 /* Simplifies every expression of a statement using the ranges of enclosing loops; removes
  * loops of extent 1 (substituting their min), loops of extent <= 0, and ifs whose condition is
  * provably true (keeps the then-branch) or false (keeps the else-branch). */

@@ -2,6 +2,7 @@
 #include <limits.h>
 #include <string.h>
 
+#include "te/arith.h"
 #include "te/internal.h"
 
 static bool check_name(te_ctx *ctx, const char *fn, const char *name)
@@ -92,84 +93,9 @@ typedef struct {
     int ndim;
     te_expr *const *axes;
     const te_expr *reduce; /* the top-level reduction, if any */
+    te__range_map ranges;  /* every axis over [0, extent) */
     int err;
 } check_ctx;
-
-/* Constant interval of an index expression, when every variable has a known range. */
-static bool const_bounds(const te_expr *e, int64_t *lo, int64_t *hi)
-{
-    int64_t a0, a1, b0, b1;
-    switch (e->kind) {
-    case TE_E_INT:
-        *lo = *hi = e->u.i;
-        return true;
-    case TE_E_VAR:
-        if (e->u.var.extent <= 0)
-            return false;
-        *lo = 0;
-        *hi = e->u.var.extent - 1;
-        return true;
-    case TE_E_CAST:
-        return te_dtype_is_int(e->dtype) && const_bounds(e->u.un.a, lo, hi);
-    case TE_E_NEG:
-        if (!const_bounds(e->u.un.a, &a0, &a1))
-            return false;
-        *lo = -a1;
-        *hi = -a0;
-        return true;
-    case TE_E_BINARY:
-        if (!const_bounds(e->u.bin.a, &a0, &a1) || !const_bounds(e->u.bin.b, &b0, &b1))
-            return false;
-        switch (e->u.bin.op) {
-        case TE_ADD:
-            return !__builtin_add_overflow(a0, b0, lo) && !__builtin_add_overflow(a1, b1, hi);
-        case TE_SUB:
-            return !__builtin_sub_overflow(a0, b1, lo) && !__builtin_sub_overflow(a1, b0, hi);
-        case TE_MUL: {
-            int64_t p[4];
-            if (__builtin_mul_overflow(a0, b0, &p[0]) || __builtin_mul_overflow(a0, b1, &p[1]) ||
-                __builtin_mul_overflow(a1, b0, &p[2]) || __builtin_mul_overflow(a1, b1, &p[3]))
-                return false;
-            *lo = *hi = p[0];
-            for (int i = 1; i < 4; i++) {
-                *lo = p[i] < *lo ? p[i] : *lo;
-                *hi = p[i] > *hi ? p[i] : *hi;
-            }
-            return true;
-        }
-        case TE_DIV:
-        case TE_FLOORDIV:
-            if (b0 != b1 || b0 <= 0 || a0 < 0)
-                return false;
-            *lo = a0 / b0;
-            *hi = a1 / b0;
-            return true;
-        case TE_MOD:
-        case TE_FLOORMOD:
-            if (b0 != b1 || b0 <= 0 || a0 < 0)
-                return false;
-            *lo = 0;
-            *hi = b0 - 1 < a1 ? b0 - 1 : a1;
-            if (a1 - a0 < b0 && a0 % b0 <= a1 % b0) {
-                *lo = a0 % b0;
-                *hi = a1 % b0;
-            }
-            return true;
-        case TE_MIN:
-            *lo = a0 < b0 ? a0 : b0;
-            *hi = a1 < b1 ? a1 : b1;
-            return true;
-        case TE_MAX:
-            *lo = a0 > b0 ? a0 : b0;
-            *hi = a1 > b1 ? a1 : b1;
-            return true;
-        default:
-            return false;
-        }
-    default:
-        return false;
-    }
-}
 
 static void check_expr(check_ctx *c, const te_expr *e, bool guarded);
 
@@ -201,7 +127,8 @@ static void check_read(check_ctx *c, const te_expr *e, bool guarded)
     for (int d = 0; d < e->u.read.n && !c->err; d++) {
         check_expr(c, e->u.read.idx[d], guarded);
         int64_t lo, hi;
-        if (!c->err && !guarded && const_bounds(e->u.read.idx[d], &lo, &hi) &&
+        if (!c->err && !guarded &&
+            te__expr_const_bounds(e->u.read.idx[d], &c->ranges, &lo, &hi) &&
             (lo < 0 || hi >= t->shape[d])) {
             c->err = te_ctx_set_error(c->ctx, TE_ERR_BOUNDS,
                                       "compute '%s': read of tensor '%s' axis %d spans [%lld, "
@@ -293,10 +220,18 @@ te_tensor *te_compute(te_ctx *ctx, const char *name, int ndim, te_expr *const *a
         te_ctx_set_error(ctx, TE_ERR_ARG, "te_compute '%s': body must be scalar", name);
         return NULL;
     }
-    check_ctx c = {ctx, name, ndim, axes, NULL, 0};
+    check_ctx c = {ctx, name, ndim, axes, NULL, {0, 0, NULL, NULL, NULL}, 0};
+    for (int d = 0; d < ndim && !c.err; d++)
+        c.err = te__ranges_push(ctx, &c.ranges, axes[d], 0, axes[d]->u.var.extent - 1);
     if (body->kind == TE_E_REDUCE) {
         c.reduce = body;
-        check_expr(&c, body->u.red.src, false);
+        for (int a = 0; a < body->u.red.n && !c.err; a++) {
+            const te_expr *r = body->u.red.axes[a];
+            if (r->kind == TE_E_VAR && r->u.var.extent > 0)
+                c.err = te__ranges_push(ctx, &c.ranges, r, 0, r->u.var.extent - 1);
+        }
+        if (!c.err)
+            check_expr(&c, body->u.red.src, false);
     } else {
         check_expr(&c, body, false);
     }

@@ -89,9 +89,9 @@ static void test_barrier_inside_one_thread_loop_between_write_and_read(void **st
     te_stmt *out = te__pass_barrier(TE_PC(c), k);
     assert_non_null(out);
     char *txt = pt_print(out);
-    assert_string_equal(txt, "thread (bx, 0, 4) {\n"
+    assert_string_equal(txt, "thread blockIdx.x (bx, 0, 4) {\n"
                              "  allocate S[f32 x 32], shared\n"
-                             "  thread (tx, 0, 32) {\n"
+                             "  thread threadIdx.x (tx, 0, 32) {\n"
                              "    S[tx] = A[((bx * 32) + tx)]\n"
                              "    barrier()\n"
                              "    B[((bx * 32) + tx)] = S[(31 - tx)]\n"

@@ -157,7 +157,7 @@ static void test_cross_thread_reduce_builds_a_shared_tree_of_halving_steps(void 
     assert_non_null(strstr(txt, "O_red[k] = O_part[0]\n"));
     assert_non_null(strstr(txt, "O_red[k_s16] = (O_red[k_s16] + O_red[(k_s16 + 16)])\n"));
     /* a global target is written once, by one thread */
-    assert_non_null(strstr(txt, "thread (k_w, 0, 1) {\n  O[r] = (O[r] + O_red[0])\n"));
+    assert_non_null(strstr(txt, "thread threadIdx.x (k_w, 0, 1) {\n  O[r] = (O[r] + O_red[0])\n"));
     free(txt);
     /* the barrier pass puts one barrier before each step and before the final read */
     te_stmt *b = te__pass_barrier(TE_PC(c), te__pass_cross_thread_reduce(TE_PC(c), p.kernel));

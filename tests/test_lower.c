@@ -139,6 +139,33 @@ static void test_compute_at_region_with_halo(void **state)
     te_ctx_free(ctx);
 }
 
+/* A region whose extent is not constant and whose maximum no sample finds: P is read at
+ * floordiv(i, 40001) with i = io * 2 + ii, so one io needs one element of P except io = 20000
+ * and io = 60001, which need two. io has 100000 values, too many to enumerate: the region must
+ * be sized by a proof (or be the whole tensor), never from agreeing samples, which sized it 1
+ * and read past the buffer at those two iterations. */
+static void test_compute_at_region_extent_not_sampled(void **state)
+{
+    (void)state;
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *X = te_placeholder(ctx, "X", TE_F32, 1, (int64_t[]){8});
+    te_expr *x = te_axis(ctx, "x", 8);
+    te_tensor *P = te_compute(ctx, "P", 1, &x, te_mul(ctx, TE_AT(ctx, X, x), te_f32(ctx, 2)));
+    te_expr *i = te_axis(ctx, "i", 200000);
+    te_tensor *C = te_compute(ctx, "C", 1, &i,
+                              te_add(ctx, TE_AT(ctx, P, te_floordiv(ctx, i, te_int(ctx, 40001))),
+                                     te_f32(ctx, 1)));
+    te_schedule *s = te_schedule_create(ctx, 1, &C);
+    te_stage *sc = te_schedule_stage(s, C), *sp = te_schedule_stage(s, P);
+    te_iter *o, *in;
+    OK(te_split(sc, te_stage_axis(sc, 0), 2, &o, &in));
+    OK(te_compute_at(sp, sc, o));
+    char *ir = check_schedule(ctx, s, 1, &X, 1, &C);
+    assert_null(strstr(ir, "allocate P[f32 x 1]"));
+    free(ir);
+    te_ctx_free(ctx);
+}
+
 /* The register-tiled matmul: cache_write + compute_at + unroll + vectorize, non-divisible. */
 static void test_register_tile_matmul(void **state)
 {
@@ -304,6 +331,7 @@ int main(void)
         cmocka_unit_test(test_default_schedule),
         cmocka_unit_test(test_tail_split_is_partitioned),
         cmocka_unit_test(test_compute_at_region_with_halo),
+        cmocka_unit_test(test_compute_at_region_extent_not_sampled),
         cmocka_unit_test(test_register_tile_matmul),
         cmocka_unit_test(test_inline_and_fuse),
         cmocka_unit_test(test_softmax_fused_rows),

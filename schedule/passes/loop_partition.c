@@ -31,14 +31,6 @@ typedef struct lp {
     int splits;
 } lp;
 
-static int64_t fdiv(int64_t a, int64_t b)
-{
-    int64_t q = a / b;
-    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
-static int64_t ceil_div(int64_t a, int64_t b) { return -fdiv(-a, b); }
-
 static bool push_range(lp *p, const te_expr *v, int64_t lo, int64_t hi)
 {
     if (te__ranges_push(p->ctx, &p->ranges, v, lo, hi) != TE_OK) {
@@ -114,9 +106,9 @@ static bool conjunct_interval(lp *p, te_expr *c, const te_expr *v, int64_t *tlo,
     }
     int64_t lo = INT64_MIN, hi = INT64_MAX;
     if (a > 0)
-        hi = ceil_div(-Rhi, a) - 1;
+        hi = -te__arith_floordiv(Rhi, a) - 1; /* ceil(-Rhi / a) - 1; |Rhi|, |a| <= 2^60 */
     else
-        lo = fdiv(Rhi, -a) + 1;
+        lo = te__arith_floordiv(Rhi, -a) + 1;
     *tlo = lo > *tlo ? lo : *tlo;
     *thi = hi < *thi ? hi : *thi;
     return true;

@@ -9,8 +9,33 @@
 #include "schedule/passes.h"
 
 typedef struct fl {
+    te_ctx *ctx;
+    te__range_map ranges; /* every loop variable over the union of its loops' ranges */
     bool failed;
 } fl;
+
+/* Records the range of each loop's variable, so that the flat index can be put in canonical
+ * form with the proof that its new intermediate sums do not overflow (te/arith.h). A loop
+ * variable is only used inside its loop, so one map for the whole statement is sound; a
+ * variable that several loops bind gets the union of their ranges. */
+static bool collect_loop_ranges(const te_stmt *s, void *user)
+{
+    fl *f = user;
+    int64_t mlo, mhi, elo, ehi, hi, plo, phi;
+    if (s->kind != TE_S_FOR || f->failed)
+        return !f->failed;
+    if (!te__expr_const_bounds(s->u.loop.min, &f->ranges, &mlo, &mhi) ||
+        !te__expr_const_bounds(s->u.loop.extent, &f->ranges, &elo, &ehi) || ehi < 1 ||
+        __builtin_add_overflow(mhi, ehi - 1, &hi))
+        return true;
+    if (te__ranges_lookup(&f->ranges, s->u.loop.var, &plo, &phi)) {
+        mlo = plo < mlo ? plo : mlo;
+        hi = phi > hi ? phi : hi;
+    }
+    if (te__ranges_push(f->ctx, &f->ranges, s->u.loop.var, mlo, hi) != TE_OK)
+        f->failed = true;
+    return !f->failed;
+}
 
 /* Splits an index into base + stride * lane; false for an index that is neither scalar,
  * RAMP nor BCAST. */
@@ -32,7 +57,8 @@ static bool split_lanes(te_expr *e, te_expr **base, int64_t *stride)
 }
 
 /* The flat index of buf[idx[0], ..., idx[n-1]], or NULL on error (message on ctx). */
-static te_expr *flat_index(te_ctx *ctx, const te_buf *buf, int n, te_expr *const *idx)
+static te_expr *flat_index(te_ctx *ctx, const te_buf *buf, int n, te_expr *const *idx,
+                           const te__range_map *ranges)
 {
     if (n == 0)
         return te_int(ctx, 0);
@@ -71,7 +97,7 @@ static te_expr *flat_index(te_ctx *ctx, const te_buf *buf, int n, te_expr *const
         te_expr *term = strides[d] == 1 ? x : te_mul(ctx, x, te_int(ctx, strides[d]));
         flat = flat ? te_add(ctx, flat, term) : term;
     }
-    flat = te__simplify_expr(ctx, flat, NULL);
+    flat = te__simplify_expr(ctx, flat, ranges);
     if (!flat || lanes == 1 || !vec_ok)
         return flat;
     return lane_stride == 0 ? te__bcast(ctx, flat, lanes) : te__ramp(ctx, flat, lane_stride, lanes);
@@ -82,7 +108,7 @@ static te_expr *flatten_expr(te_ctx *ctx, te_expr *e, void *user)
     fl *f = user;
     if (e->kind != TE_E_LOAD || e->u.load.n == 1)
         return e;
-    te_expr *ix = flat_index(ctx, e->u.load.buf, e->u.load.n, e->u.load.idx);
+    te_expr *ix = flat_index(ctx, e->u.load.buf, e->u.load.n, e->u.load.idx, &f->ranges);
     te_expr *r = ix ? te__load(ctx, e->u.load.buf, 1, &ix) : NULL;
     if (!r)
         f->failed = true;
@@ -94,7 +120,7 @@ static te_stmt *flatten_stmt(te_ctx *ctx, te_stmt *s, void *user)
     fl *f = user;
     if (s->kind != TE_S_STORE || s->u.store.n == 1)
         return s;
-    te_expr *ix = flat_index(ctx, s->u.store.buf, s->u.store.n, s->u.store.idx);
+    te_expr *ix = flat_index(ctx, s->u.store.buf, s->u.store.n, s->u.store.idx, &f->ranges);
     te_stmt *r = ix ? te__store(ctx, s->u.store.buf, 1, &ix, s->u.store.value) : NULL;
     if (!r) {
         f->failed = true;
@@ -109,8 +135,9 @@ te_stmt *te__pass_storage_flatten(const te__pass_ctx *pc, te_stmt *s)
     te_ctx *ctx = pc->ctx;
     if (!ctx || !s)
         return NULL;
-    fl f = {false};
-    te_stmt *r = te__stmt_mutate(ctx, s, flatten_stmt, flatten_expr, &f);
+    fl f = {ctx, {0, 0, NULL, NULL, NULL}, false};
+    te__stmt_visit(s, collect_loop_ranges, NULL, &f);
+    te_stmt *r = f.failed ? NULL : te__stmt_mutate(ctx, s, flatten_stmt, flatten_expr, &f);
     if (f.failed || !r) {
         if (te_ctx_errcode(ctx) == TE_OK)
             te_ctx_set_error(ctx, TE_ERR_INTERNAL, "storage flatten: could not rebuild");

@@ -100,26 +100,19 @@ static bool linear_coef(const vec_state *v, const te_expr *e, int64_t *coef)
         case TE_SUB:
             if (!linear_coef(v, e->u.bin.a, &ca) || !linear_coef(v, e->u.bin.b, &cb))
                 return false;
-            *coef = e->u.bin.op == TE_ADD ? ca + cb : ca - cb;
-            return true;
+            return !(e->u.bin.op == TE_ADD ? __builtin_add_overflow(ca, cb, coef)
+                                           : __builtin_sub_overflow(ca, cb, coef));
         case TE_MUL:
-            if (te__is_const_int(e->u.bin.a, &k) && linear_coef(v, e->u.bin.b, &cb)) {
-                *coef = k * cb;
-                return true;
-            }
-            if (te__is_const_int(e->u.bin.b, &k) && linear_coef(v, e->u.bin.a, &ca)) {
-                *coef = k * ca;
-                return true;
-            }
+            if (te__is_const_int(e->u.bin.a, &k) && linear_coef(v, e->u.bin.b, &cb))
+                return !__builtin_mul_overflow(k, cb, coef);
+            if (te__is_const_int(e->u.bin.b, &k) && linear_coef(v, e->u.bin.a, &ca))
+                return !__builtin_mul_overflow(k, ca, coef);
             return false;
         default:
             return false;
         }
     case TE_E_NEG:
-        if (!linear_coef(v, e->u.un.a, &ca))
-            return false;
-        *coef = -ca;
-        return true;
+        return linear_coef(v, e->u.un.a, &ca) && !__builtin_sub_overflow((int64_t)0, ca, coef);
     case TE_E_CAST:
         if (!is_int_dtype(e->dtype) || !is_int_dtype(e->u.un.a->dtype))
             return false;
@@ -144,26 +137,28 @@ static te_expr *fold_fn(te_ctx *ctx, te_expr *e, void *user)
     (void)user;
     if (e->kind != TE_E_BINARY || !is_int_dtype(e->dtype) || e->lanes != 1)
         return e;
-    int64_t a, b;
+    int64_t a, b, v;
     bool ka = te__is_const_int(e->u.bin.a, &a), kb = te__is_const_int(e->u.bin.b, &b);
+    /* Constant operands: folded by the arithmetic library (in the dtype; not on overflow). */
+    bool kv = ka && kb && te__arith_const_int(e, &v);
     switch (e->u.bin.op) {
     case TE_ADD:
-        if (ka && kb)
-            return int_const(ctx, e->dtype, a + b);
+        if (kv)
+            return int_const(ctx, e->dtype, v);
         if (ka && a == 0)
             return e->u.bin.b;
         if (kb && b == 0)
             return e->u.bin.a;
         break;
     case TE_SUB:
-        if (ka && kb)
-            return int_const(ctx, e->dtype, a - b);
+        if (kv)
+            return int_const(ctx, e->dtype, v);
         if (kb && b == 0)
             return e->u.bin.a;
         break;
     case TE_MUL:
-        if (ka && kb)
-            return int_const(ctx, e->dtype, a * b);
+        if (kv)
+            return int_const(ctx, e->dtype, v);
         if ((ka && a == 0) || (kb && b == 0))
             return int_const(ctx, e->dtype, 0);
         if (ka && a == 1)
@@ -173,9 +168,15 @@ static te_expr *fold_fn(te_ctx *ctx, te_expr *e, void *user)
         if (kb) { /* (x * c1) * c2 -> x * (c1 * c2) */
             te_expr *x = e->u.bin.a;
             int64_t c1;
+            te_expr *k;
             if (x->kind == TE_E_BINARY && x->u.bin.op == TE_MUL && x->lanes == 1 &&
                 te__is_const_int(x->u.bin.b, &c1)) {
-                te_expr *k = int_const(ctx, e->dtype, c1 * b);
+                if (!(k = int_const(ctx, e->dtype, c1)) ||
+                    !(k = te_binary(ctx, TE_MUL, k, e->u.bin.b)))
+                    return NULL;
+                if (!te__arith_const_int(k, &v))
+                    return e; /* c1 * c2 overflows the dtype */
+                k = int_const(ctx, e->dtype, v);
                 return k ? te_binary(ctx, TE_MUL, x->u.bin.a, k) : NULL;
             }
         }
