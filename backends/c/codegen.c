@@ -38,10 +38,9 @@
 #include <string.h>
 
 #include "backends/c/c_backend.h"
+#include "schedule/passes.h"
 #include "te/internal.h"
 
-/* Largest LOCAL buffer (elements) promoted to variables. */
-#define PROMOTE_MAX 1024
 /* LOCAL buffers above this many bytes go on the heap instead of the stack. */
 #define STACK_MAX_BYTES 65536
 
@@ -120,13 +119,12 @@ static int lane_slot(int lanes)
     return s;
 }
 
+/* A buffer the promote_registers pass put in registers, and its variables' name stems. */
 typedef struct promo {
     const te_buf *buf;
-    int lanes;           /* lanes of vector accesses; 0 when only scalars */
-    int64_t size;        /* elements */
-    unsigned char *kind; /* per element: 0 unused, 1 scalar variable, 2 in a vector chunk */
-    const char *vname;   /* "<buf>_v" */
-    const char *sname;   /* "<buf>_s" */
+    const te__promotion *pr; /* the pass's decision (te/internal.h) */
+    const char *vname;       /* "<buf>_v" */
+    const char *sname;       /* "<buf>_s" */
 } promo;
 
 typedef struct name_ent {
@@ -882,72 +880,6 @@ enum {
     P_ADD = 12, P_MUL = 13, P_UNARY = 14, P_POSTFIX = 15, P_PRIMARY = 16
 };
 
-/* Value of an integer expression made of constants only. */
-static bool const_eval(const te_expr *e, int64_t *out)
-{
-    if (!e || e->lanes != 1 || te_dtype_is_float(e->dtype))
-        return false;
-    int64_t a, b;
-    switch (e->kind) {
-    case TE_E_INT:
-        *out = e->u.i;
-        return true;
-    case TE_E_NEG:
-        if (!const_eval(e->u.un.a, &a))
-            return false;
-        *out = -a;
-        return true;
-    case TE_E_CAST:
-        if (e->dtype != TE_I64 && e->dtype != TE_I32)
-            return false;
-        if (!const_eval(e->u.un.a, &a))
-            return false;
-        *out = e->dtype == TE_I32 ? (int32_t)a : a;
-        return true;
-    case TE_E_BINARY:
-        if (e->dtype == TE_BOOL || !const_eval(e->u.bin.a, &a) || !const_eval(e->u.bin.b, &b))
-            return false;
-        switch (e->u.bin.op) {
-        case TE_ADD:
-            *out = a + b;
-            return true;
-        case TE_SUB:
-            *out = a - b;
-            return true;
-        case TE_MUL:
-            *out = a * b;
-            return true;
-        case TE_MIN:
-            *out = a < b ? a : b;
-            return true;
-        case TE_MAX:
-            *out = a > b ? a : b;
-            return true;
-        case TE_DIV:
-        case TE_MOD:
-        case TE_FLOORDIV:
-        case TE_FLOORMOD: {
-            if (b == 0 || (a == INT64_MIN && b == -1))
-                return false;
-            int64_t q = a / b, r = a % b;
-            if (e->u.bin.op == TE_DIV)
-                *out = q;
-            else if (e->u.bin.op == TE_MOD)
-                *out = r;
-            else if (e->u.bin.op == TE_FLOORDIV)
-                *out = q - (r != 0 && (r < 0) != (b < 0));
-            else
-                *out = r != 0 && (r < 0) != (b < 0) ? r + b : r;
-            return true;
-        }
-        default:
-            return false;
-        }
-    default:
-        return false;
-    }
-}
-
 static bool is_nonneg_var(const emitter *em, const te_expr *v)
 {
     for (int i = 0; i < em->nnonneg; i++)
@@ -960,7 +892,7 @@ static bool is_nonneg_var(const emitter *em, const te_expr *v)
 static bool nonneg(const emitter *em, const te_expr *e)
 {
     int64_t c;
-    if (const_eval(e, &c))
+    if (te__const_int_eval(e, &c))
         return c >= 0;
     switch (e->kind) {
     case TE_E_VAR:
@@ -998,7 +930,7 @@ static bool nonneg(const emitter *em, const te_expr *e)
 static bool multiple_of(const te_expr *e, int64_t m)
 {
     int64_t c;
-    if (const_eval(e, &c))
+    if (te__const_int_eval(e, &c))
         return c % m == 0;
     if (e->kind != TE_E_BINARY)
         return false;
@@ -1139,23 +1071,11 @@ static void put_index(emitter *em, te__sb *o, const te_buf *b, int n, te_expr *c
 /* Name of a promoted element (scalar access at constant index i). */
 static void put_promo_scalar(te__sb *o, const promo *p, int64_t i)
 {
-    if (p->kind[i] == 2)
-        te__sb_printf(o, "%s%lld[%lld]", p->vname, (long long)(i / p->lanes), (long long)(i % p->lanes));
+    if (p->pr->kind[i] == TE_PROMO_LANE)
+        te__sb_printf(o, "%s%lld[%lld]", p->vname, (long long)(i / p->pr->lanes),
+                      (long long)(i % p->pr->lanes));
     else
         te__sb_printf(o, "%s%lld", p->sname, (long long)i);
-}
-
-static bool flat_const(const te_buf *b, int n, te_expr *const *idx, int64_t *out)
-{
-    int64_t flat = 0;
-    for (int d = 0; d < n; d++) {
-        int64_t v;
-        if (!const_eval(idx[d], &v))
-            return false;
-        flat = flat * (n == 1 ? 1 : b->shape[d]) + v;
-    }
-    *out = flat;
-    return true;
 }
 
 static int gen_load(emitter *em, te__sb *o, const te_expr *e)
@@ -1166,7 +1086,7 @@ static int gen_load(emitter *em, te__sb *o, const te_expr *e)
     te_expr *ix = e->u.load.idx[0];
     if (e->lanes == 1) {
         int64_t c;
-        if (p && flat_const(b, e->u.load.n, e->u.load.idx, &c)) {
+        if (p && te__const_flat_index(b, e->u.load.n, e->u.load.idx, &c)) {
             put_promo_scalar(o, p, c);
             return P_POSTFIX;
         }
@@ -1181,7 +1101,7 @@ static int gen_load(emitter *em, te__sb *o, const te_expr *e)
     }
     if (ix->kind == TE_E_RAMP && ix->u.ramp.stride == 1) {
         int64_t c;
-        if (p && const_eval(ix->u.ramp.base, &c)) {
+        if (p && te__const_int_eval(ix->u.ramp.base, &c)) {
             te__sb_printf(o, "%s%lld", p->vname, (long long)(c / e->lanes));
             return P_PRIMARY;
         }
@@ -1335,7 +1255,7 @@ static int gen_binary(emitter *em, te__sb *o, const te_expr *e)
     if (op == TE_AND || op == TE_OR)
         lp = rp = vec ? P_REL + 1 : P_EQ;
     put_operand(em, o, a, lanes, lp);
-    if (op == TE_ADD && !vec && const_eval(b, &c) && c < 0 && c != INT64_MIN) {
+    if (op == TE_ADD && !vec && te__const_int_eval(b, &c) && c < 0 && c != INT64_MIN) {
         te__sb_printf(o, " - ");
         put_int(o, b->dtype, -c);
     } else {
@@ -1434,7 +1354,7 @@ static int gen(emitter *em, te__sb *o, const te_expr *e)
 {
     int64_t c;
     if (e->lanes == 1 && e->kind != TE_E_INT && te_dtype_is_int(e->dtype) &&
-        e->dtype != TE_BOOL && const_eval(e, &c)) {
+        e->dtype != TE_BOOL && te__const_int_eval(e, &c)) {
         put_int(o, e->dtype, c);
         return c < 0 ? P_UNARY : P_PRIMARY;
     }
@@ -1497,7 +1417,7 @@ static int gen(emitter *em, te__sb *o, const te_expr *e)
         const te_expr *base = e->u.ramp.base;
         const char *vt = vtype(em, e->dtype, e->lanes);
         int64_t b0 = 0;
-        bool kb = const_eval(base, &b0);
+        bool kb = te__const_int_eval(base, &b0);
         if (!kb) {
             put(em, o, base, P_ADD);
             te__sb_puts(o, " + ");
@@ -1517,331 +1437,6 @@ static int gen(emitter *em, te__sb *o, const te_expr *e)
         return P_PRIMARY;
     }
     return P_PRIMARY;
-}
-
-/* ---- Vector width legalization ------------------------------------------------------------ */
-
-/* GCC keeps a generic vector wider than the machine's registers (te_f32x32 on AVX-512) in
- * memory, so a micro-kernel's accumulators would live on the stack. Before emission, every
- * store and let of more than W lanes (W = vector register bytes / 4) is split into W-lane
- * parts: RAMP(b, s, 2W) lanes [W, 2W) is RAMP(b + W s, s, W), a broadcast narrows, a vector
- * let becomes one let per part. */
-typedef struct legal {
-    emitter *em;
-    int width;
-    int nsplit;
-    const te_expr *from[64]; /* vector let variables that were split */
-    te_expr **parts[64];
-} legal;
-
-static te_expr *slice(legal *lg, te_expr *e, int lo, int n)
-{
-    te_ctx *ctx = lg->em->ctx;
-    if (!e || e->lanes == 1)
-        return e;
-    te_expr *r = NULL;
-    int64_t c;
-    switch (e->kind) {
-    case TE_E_RAMP: {
-        te_expr *base = e->u.ramp.base;
-        int64_t off = (int64_t)lo * e->u.ramp.stride;
-        int64_t k;
-        if (off && const_eval(base, &c) && base->dtype == TE_I64)
-            base = te_int(ctx, c + off);
-        else if (off && base->kind == TE_E_BINARY && base->u.bin.op == TE_ADD &&
-                 base->dtype == TE_I64 && const_eval(base->u.bin.b, &k))
-            base = te_add(ctx, base->u.bin.a, te_int(ctx, k + off)); /* x + 32 + 16 -> x + 48 */
-        else if (off)
-            base = te_add(ctx, base, te_int(ctx, off));
-        return base ? te__ramp(ctx, base, e->u.ramp.stride, n) : NULL;
-    }
-    case TE_E_BCAST:
-        return te__bcast(ctx, e->u.un.a, n);
-    case TE_E_VAR:
-        for (int i = 0; i < lg->nsplit; i++)
-            if (lg->from[i] == e)
-                return lg->parts[i][lo / n];
-        fail(lg->em, TE_ERR_INTERNAL, "vector variable '%s' of %d lanes has no parts",
-             e->u.var.name, e->lanes);
-        return NULL;
-    default:
-        break;
-    }
-    if (!(r = te__alloc(ctx, sizeof *r)))
-        return NULL;
-    *r = *e;
-    r->lanes = n;
-    switch (e->kind) {
-    case TE_E_BINARY:
-        r->u.bin.a = slice(lg, e->u.bin.a, lo, n);
-        r->u.bin.b = slice(lg, e->u.bin.b, lo, n);
-        return r->u.bin.a && r->u.bin.b ? r : NULL;
-    case TE_E_NOT:
-    case TE_E_NEG:
-    case TE_E_CAST:
-        r->u.un.a = slice(lg, e->u.un.a, lo, n);
-        return r->u.un.a ? r : NULL;
-    case TE_E_SELECT:
-    case TE_E_IF:
-        r->u.sel.c = slice(lg, e->u.sel.c, lo, n);
-        r->u.sel.t = slice(lg, e->u.sel.t, lo, n);
-        r->u.sel.f = slice(lg, e->u.sel.f, lo, n);
-        return r->u.sel.c && r->u.sel.t && r->u.sel.f ? r : NULL;
-    case TE_E_CALL:
-        for (int i = 0; i < e->u.call.n; i++)
-            if (!(r->u.call.args[i] = slice(lg, e->u.call.args[i], lo, n)))
-                return NULL;
-        return r;
-    case TE_E_LOAD: {
-        te_expr **idx = te__alloc(ctx, sizeof(te_expr *) * (size_t)e->u.load.n);
-        if (!idx)
-            return NULL;
-        for (int i = 0; i < e->u.load.n; i++)
-            if (!(idx[i] = slice(lg, e->u.load.idx[i], lo, n)))
-                return NULL;
-        r->u.load.idx = idx;
-        return r;
-    }
-    default:
-        fail(lg->em, TE_ERR_INTERNAL, "cannot split a vector expression of kind %d", e->kind);
-        return NULL;
-    }
-}
-
-static te_stmt *legalize(legal *lg, te_stmt *s);
-
-static te_stmt *legalize_store(legal *lg, te_stmt *s)
-{
-    te_ctx *ctx = lg->em->ctx;
-    int lanes = s->u.store.value->lanes;
-    for (int i = 0; i < s->u.store.n; i++)
-        if (s->u.store.idx[i]->lanes > lanes)
-            lanes = s->u.store.idx[i]->lanes;
-    if (lanes <= lg->width || lanes % lg->width)
-        return s;
-    te_stmt *seq = NULL;
-    for (int lo = 0; lo < lanes; lo += lg->width) {
-        te_expr *idx[TE_MAX_DIMS];
-        for (int i = 0; i < s->u.store.n; i++)
-            if (!(idx[i] = slice(lg, s->u.store.idx[i], lo, lg->width)))
-                return NULL;
-        te_expr *v = slice(lg, s->u.store.value, lo, lg->width);
-        te_stmt *p = v ? te__store(ctx, s->u.store.buf, s->u.store.n, idx, v) : NULL;
-        if (!p)
-            return NULL;
-        p->u.store.nontemporal = s->u.store.nontemporal;
-        seq = te__seq2(ctx, seq, p);
-    }
-    return seq;
-}
-
-static te_stmt *legalize_let(legal *lg, te_stmt *s)
-{
-    te_ctx *ctx = lg->em->ctx;
-    te_expr *var = s->u.let.var, *val = s->u.let.value;
-    int lanes = val->lanes;
-    if (lanes <= lg->width || lanes % lg->width || lg->nsplit == 64) {
-        te_stmt *b = legalize(lg, s->u.let.body);
-        return b ? te__let(ctx, var, val, b) : NULL;
-    }
-    int np = lanes / lg->width;
-    te_expr **parts = te__alloc(ctx, sizeof(te_expr *) * (size_t)np);
-    te_expr **vals = te__alloc(ctx, sizeof(te_expr *) * (size_t)np);
-    if (!parts || !vals)
-        return NULL;
-    for (int k = 0; k < np; k++) {
-        char name[96];
-        snprintf(name, sizeof name, "%s_%d", var->u.var.name, k);
-        te_expr *pv = te__alloc(ctx, sizeof *pv);
-        if (!pv || !(vals[k] = slice(lg, val, k * lg->width, lg->width)))
-            return NULL;
-        *pv = *var;
-        pv->u.var.name = te__strdup(ctx, name);
-        pv->u.var.id = te__next_id(ctx);
-        pv->lanes = lg->width;
-        parts[k] = pv;
-    }
-    lg->from[lg->nsplit] = var;
-    lg->parts[lg->nsplit] = parts;
-    lg->nsplit++;
-    te_stmt *b = legalize(lg, s->u.let.body);
-    for (int k = np - 1; b && k >= 0; k--)
-        b = te__let(ctx, parts[k], vals[k], b);
-    return b;
-}
-
-static te_stmt *legalize(legal *lg, te_stmt *s)
-{
-    te_ctx *ctx = lg->em->ctx;
-    if (!s || lg->em->err)
-        return NULL;
-    switch (s->kind) {
-    case TE_S_FOR: {
-        te_stmt *b = legalize(lg, s->u.loop.body);
-        te_stmt *r = b ? te__for(ctx, s->u.loop.var, s->u.loop.min, s->u.loop.extent,
-                                 s->u.loop.fkind, b)
-                       : NULL;
-        if (r)
-            r->u.loop.thread_tag = s->u.loop.thread_tag;
-        return r;
-    }
-    case TE_S_SEQ: {
-        te_stmt **v = te__alloc(ctx, sizeof(te_stmt *) * (size_t)(s->u.seq.n ? s->u.seq.n : 1));
-        if (!v)
-            return NULL;
-        for (int i = 0; i < s->u.seq.n; i++)
-            if (!(v[i] = legalize(lg, s->u.seq.v[i])))
-                return NULL;
-        return te__seq(ctx, s->u.seq.n, v);
-    }
-    case TE_S_IF: {
-        te_stmt *t = legalize(lg, s->u.cond.then_s);
-        te_stmt *e = s->u.cond.else_s ? legalize(lg, s->u.cond.else_s) : NULL;
-        if (!t || (s->u.cond.else_s && !e))
-            return NULL;
-        return te__if(ctx, s->u.cond.cond, t, e);
-    }
-    case TE_S_STORE:
-        return legalize_store(lg, s);
-    case TE_S_ALLOC: {
-        te_stmt *b = legalize(lg, s->u.alloc.body);
-        return b ? te__alloc_stmt(ctx, s->u.alloc.buf, b) : NULL;
-    }
-    case TE_S_LET:
-        return legalize_let(lg, s);
-    case TE_S_BARRIER:
-    case TE_S_COMMENT:
-        return s;
-    }
-    return s;
-}
-
-/* ---- Register promotion analysis ----------------------------------------------------------- */
-
-typedef struct access {
-    int64_t index; /* constant flat index (vector: base) */
-    int lanes;
-} access;
-
-typedef struct pscan {
-    const te_buf *buf;
-    bool ok;
-    int lanes;
-    access *v;
-    int n, cap;
-} pscan;
-
-static void pscan_add(pscan *p, int64_t index, int lanes)
-{
-    if (p->n == p->cap) {
-        int cap = p->cap ? p->cap * 2 : 64;
-        access *v = realloc(p->v, sizeof *v * (size_t)cap);
-        if (!v) {
-            p->ok = false;
-            return;
-        }
-        p->v = v;
-        p->cap = cap;
-    }
-    p->v[p->n].index = index;
-    p->v[p->n].lanes = lanes;
-    p->n++;
-}
-
-static void pscan_access(pscan *p, int n, te_expr *const *idx, int lanes)
-{
-    int64_t c;
-    if (!p->ok)
-        return;
-    if (lanes == 1) {
-        if (flat_const(p->buf, n, idx, &c))
-            pscan_add(p, c, 1);
-        else
-            p->ok = false;
-        return;
-    }
-    const te_expr *ix = idx[0];
-    if (n != 1 || ix->kind != TE_E_RAMP || ix->u.ramp.stride != 1 ||
-        !const_eval(ix->u.ramp.base, &c) || (p->lanes && p->lanes != lanes)) {
-        p->ok = false;
-        return;
-    }
-    p->lanes = lanes;
-    pscan_add(p, c, lanes);
-}
-
-static bool pscan_visit(const te_expr *e, void *user)
-{
-    pscan *p = user;
-    if (e->kind == TE_E_LOAD && e->u.load.buf == p->buf)
-        pscan_access(p, e->u.load.n, e->u.load.idx, e->lanes);
-    return p->ok;
-}
-
-/* Records the accesses of every store to the scanned buffer; stops once it failed. */
-static bool pscan_stmt(const te_stmt *s, void *user)
-{
-    pscan *p = user;
-    if (!p->ok)
-        return false;
-    if (s->kind == TE_S_STORE && s->u.store.buf == p->buf)
-        pscan_access(p, s->u.store.n, s->u.store.idx, s->u.store.value->lanes);
-    return true;
-}
-
-static int64_t buf_numel(const te_buf *b)
-{
-    int64_t n = 1;
-    for (int d = 0; d < b->ndim; d++)
-        n *= b->shape[d];
-    return n;
-}
-
-/* Decides whether LOCAL buffer b (allocated around `body`) becomes variables; fills *out. */
-static bool plan_promotion(emitter *em, const te_buf *b, const te_stmt *body, promo *out)
-{
-    int64_t size = buf_numel(b);
-    if (b->dtype == TE_BOOL || size <= 0 || size > PROMOTE_MAX)
-        return false;
-    pscan p = {b, true, 0, NULL, 0, 0};
-    te__stmt_visit(body, pscan_stmt, pscan_visit, &p);
-    bool ok = p.ok && p.n > 0;
-    unsigned char *kind = NULL;
-    if (ok && !(kind = te__alloc(em->ctx, (size_t)size)))
-        ok = false;
-    for (int i = 0; ok && i < p.n; i++) { /* vector chunks first */
-        access a = p.v[i];
-        if (a.lanes == 1)
-            continue;
-        if (a.index < 0 || a.index % a.lanes || a.index + a.lanes > size)
-            ok = false;
-        else
-            memset(kind + a.index, 2, (size_t)a.lanes);
-    }
-    for (int i = 0; ok && i < p.n; i++) {
-        access a = p.v[i];
-        if (a.lanes > 1)
-            continue;
-        if (a.index < 0 || a.index >= size)
-            ok = false;
-        else if (kind[a.index] == 0 && p.lanes && kind[a.index / p.lanes * p.lanes] == 2)
-            kind[a.index] = 2; /* lane of a vector chunk */
-        else if (kind[a.index] == 0)
-            kind[a.index] = 1;
-    }
-    free(p.v);
-    if (!ok)
-        return false;
-    out->buf = b;
-    out->lanes = p.lanes;
-    out->size = size;
-    out->kind = kind;
-    const char *bn = buf_name(em, b);
-    /* The same buffer allocated again (loop partition copies) reuses its names: the earlier
-     * declarations are in another C block. */
-    out->vname = lookup_name(em, 2, b->id, b, te__sprintf(em->ctx, "%s_v", bn));
-    out->sname = lookup_name(em, 3, b->id, b, te__sprintf(em->ctx, "%s_s", bn));
-    return true;
 }
 
 /* ---- Statements --------------------------------------------------------------------------- */
@@ -1910,6 +1505,19 @@ static const char *expr_text(emitter *em, const te_expr *e, int minp)
     return z ? z : "";
 }
 
+typedef struct reads_buf {
+    const te_buf *buf;
+    bool *found;
+} reads_buf;
+
+static bool reads_buf_visit(const te_expr *e, void *user)
+{
+    reads_buf *r = user;
+    if (e->kind == TE_E_LOAD && e->u.load.buf == r->buf)
+        *r->found = true;
+    return !*r->found;
+}
+
 /* A reduction loop: the innermost loop body is one update `acc = acc op e` of a scalar
  * accumulator promoted to a variable, op one of + * min max, e not reading acc. Returns the
  * OpenMP reduction operator and stores the variable's name, else NULL. `#pragma omp simd
@@ -1923,7 +1531,7 @@ static const char *reduction_of(emitter *em, const te_stmt *s, char *var, size_t
     const te_buf *buf = b->u.store.buf;
     const promo *p = find_promo(em, buf);
     int64_t at, c2;
-    if (!p || !flat_const(buf, b->u.store.n, b->u.store.idx, &at) || p->kind[at] != 1)
+    if (!p || !te__const_flat_index(buf, b->u.store.n, b->u.store.idx, &at) || p->pr->kind[at] != TE_PROMO_SCALAR)
         return NULL;
     const te_expr *v = b->u.store.value;
     if (v->kind != TE_E_BINARY)
@@ -1947,20 +1555,18 @@ static const char *reduction_of(emitter *em, const te_stmt *s, char *var, size_t
     }
     const te_expr *a = v->u.bin.a, *e = v->u.bin.b;
     bool a_acc = a->kind == TE_E_LOAD && a->u.load.buf == buf &&
-                 flat_const(buf, a->u.load.n, a->u.load.idx, &c2) && c2 == at;
+                 te__const_flat_index(buf, a->u.load.n, a->u.load.idx, &c2) && c2 == at;
     if (!a_acc) {
         const te_expr *t = a;
         a = e;
         e = t;
         a_acc = a->kind == TE_E_LOAD && a->u.load.buf == buf &&
-                flat_const(buf, a->u.load.n, a->u.load.idx, &c2) && c2 == at;
+                te__const_flat_index(buf, a->u.load.n, a->u.load.idx, &c2) && c2 == at;
     }
     if (!a_acc)
         return NULL;
-    pscan ps = {buf, true, 0, NULL, 0, 0};
-    te__expr_visit(e, pscan_visit, &ps);
-    bool reads_acc = ps.n > 0 || !ps.ok;
-    free(ps.v);
+    bool reads_acc = false;
+    te__expr_visit(e, reads_buf_visit, &(reads_buf){buf, &reads_acc});
     if (reads_acc)
         return NULL;
     snprintf(var, n, "%s%lld", p->sname, (long long)at);
@@ -1973,7 +1579,7 @@ static void gen_for(emitter *em, const te_stmt *s)
     const char *v = var_name(em, var);
     const char *vt = ctype(var->dtype);
     int64_t mn, ex;
-    bool kmin = const_eval(s->u.loop.min, &mn), kext = const_eval(s->u.loop.extent, &ex);
+    bool kmin = te__const_int_eval(s->u.loop.min, &mn), kext = te__const_int_eval(s->u.loop.extent, &ex);
     const char *lo = expr_text(em, s->u.loop.min, 0);
     const char *hi;
     if (kmin && kext)
@@ -2087,7 +1693,7 @@ static void gen_store(emitter *em, const te_stmt *s)
     int64_t c;
     if (lanes == 1) {
         line_start(em);
-        if (p && flat_const(b, s->u.store.n, s->u.store.idx, &c)) {
+        if (p && te__const_flat_index(b, s->u.store.n, s->u.store.idx, &c)) {
             put_promo_scalar(&em->out, p, c);
         } else {
             te__sb_printf(&em->out, "%s[", bn);
@@ -2101,7 +1707,7 @@ static void gen_store(emitter *em, const te_stmt *s)
         const char *base = expr_text(em, ix->u.ramp.base, 0);
         int bytes = lanes * (int)te_dtype_size(b->dtype);
         const char *flag = NULL;
-        if (p && const_eval(ix->u.ramp.base, &c)) {
+        if (p && te__const_int_eval(ix->u.ramp.base, &c)) {
             line(em, "%s%lld = %s;", p->vname, (long long)(c / lanes), vz);
         } else if (s->u.store.nontemporal && b->arg_index >= 0 &&
                    (bytes == 16 || bytes == 32 || bytes == 64) &&
@@ -2175,7 +1781,7 @@ static void gen_alloc(emitter *em, const te_stmt *s)
 {
     const te_buf *b = s->u.alloc.buf;
     const char *bn = buf_name(em, b);
-    int64_t n = buf_numel(b);
+    int64_t n = te__buf_numel(b);
     int64_t bytes = n * (int64_t)te_dtype_size(b->dtype);
     bool wrap = declared_here(em, b->id); /* the same buffer twice in one block */
     if (wrap) {
@@ -2183,20 +1789,25 @@ static void gen_alloc(emitter *em, const te_stmt *s)
         block_open(em);
     }
     declare(em, b->id);
-    promo pr;
-    if (b->scope != TE_SCOPE_GLOBAL && plan_promotion(em, b, s->u.alloc.body, &pr)) {
+    const te__promotion *pm = s->u.alloc.promote;
+    if (pm) {
+        promo pr = {b, pm, NULL, NULL};
+        /* The same buffer allocated again (loop partition copies) reuses its names: the
+         * earlier declarations are in another C block. */
+        pr.vname = lookup_name(em, 2, b->id, b, te__sprintf(em->ctx, "%s_v", bn));
+        pr.sname = lookup_name(em, 3, b->id, b, te__sprintf(em->ctx, "%s_s", bn));
         line(em, "// %s: %lld x %s, promoted to registers", b->name, (long long)n,
              te_dtype_str(b->dtype));
         /* Declarations, wrapped before 100 columns. */
         for (int pass = 2; pass >= 1; pass--) {
-            int64_t step = pass == 2 ? (pr.lanes ? pr.lanes : n) : 1;
-            const char *type = pass == 2 ? (pr.lanes ? vtype(em, b->dtype, pr.lanes) : "")
+            int64_t step = pass == 2 ? (pm->lanes ? pm->lanes : n) : 1;
+            const char *type = pass == 2 ? (pm->lanes ? vtype(em, b->dtype, pm->lanes) : "")
                                          : ctype(b->dtype);
             const char *stem = pass == 2 ? pr.vname : pr.sname;
             size_t start = 0;
             bool open = false;
-            for (int64_t i = 0; (pass == 1 || pr.lanes) && i < n; i += step) {
-                if (pr.kind[i] != pass)
+            for (int64_t i = 0; (pass == 1 || pm->lanes) && i < n; i += step) {
+                if (pm->kind[i] != pass)
                     continue;
                 char name[160];
                 snprintf(name, sizeof name, "%s%lld", stem, (long long)(pass == 2 ? i / step : i));
@@ -2411,7 +2022,6 @@ static void emit_function(emitter *em, te__sb *k, bool packed, int n_avoid,
 {
     te_ctx *ctx = em->ctx;
     const te_lowered *f = em->f;
-    const te_target *target = em->target;
     char kname[160];
     te__c_kernel_ident(f->name, kname, sizeof kname - 8);
     take_name(em, kname);
@@ -2430,18 +2040,9 @@ static void emit_function(emitter *em, te__sb *k, bool packed, int n_avoid,
             buf_name(em, f->args[i]);
     }
 
-    /* vector width legalization, then the kernel body: it decides which types and helpers
-     * the prelude needs */
-    legal lg;
-    memset(&lg, 0, sizeof lg);
-    lg.em = em;
-    lg.width = (target && target->vector_bits >= 128 ? target->vector_bits : 512) / 32;
-    te_stmt *body = em->err ? NULL : legalize(&lg, f->body);
-    if (!body && !em->err)
-        fail(em, te_ctx_errcode(ctx) != TE_OK ? te_ctx_errcode(ctx) : TE_ERR_NOMEM,
-             "out of memory splitting wide vectors");
+    /* the kernel body: it decides which types and helpers the prelude needs */
     block_open(em);
-    gen_stmt(em, body);
+    gen_stmt(em, em->err ? NULL : f->body);
     block_close(em);
     if (em->nt_stores)
         use_helper(em, H_SFENCE, TE_F32, 1);
