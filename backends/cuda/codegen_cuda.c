@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "backends/cuda/cuda_impl.h"
+#include "backends/emit_common.h"
 #include "schedule/passes.h"
 
 /* ---- Emitter -------------------------------------------------------------------------------- */
@@ -56,45 +57,13 @@ typedef struct cem {
 static void fail(cem *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void fail(cem *e, int code, const char *fmt, ...)
 {
-    if (e->err)
-        return;
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    te__emit_vfail(e->ctx, &e->err, "te_emit_cuda", e->f ? e->f->name : NULL, code, fmt, ap);
     va_end(ap);
-    e->err = code;
-    te_ctx_set_error(e->ctx, code, "te_emit_cuda '%s': %s", e->f && e->f->name ? e->f->name : "?",
-                     msg);
 }
 
-static const char *const reserved[] = {
-    "auto",      "break",    "case",     "char",     "const",     "continue",  "default",
-    "do",        "double",   "else",     "enum",     "extern",    "float",     "for",
-    "goto",      "if",       "inline",   "int",      "long",      "register",  "return",
-    "short",     "signed",   "sizeof",   "static",   "struct",    "switch",    "typedef",
-    "union",     "unsigned", "void",     "volatile", "while",     "bool",      "true",
-    "false",     "class",    "new",      "delete",   "this",      "template",  "typename",
-    "namespace", "operator", "private",  "public",   "protected", "friend",    "virtual",
-    "using",     "try",      "catch",    "throw",    "asm",       "threadIdx", "blockIdx",
-    "blockDim",  "gridDim",  "warpSize", "min",      "max",       "float2",    "float4",
-    "int2",      "int4",     "dim3",     "exp",      "expf",      "log",       "logf",
-    "sqrt",      "sqrtf",    "rsqrtf",   "tanh",     "tanhf",     "erf",       "erff",
-    "fabs",      "fabsf",    "floor",    "floorf",   "ceil",      "ceilf",     "pow",
-    "powf",      "fminf",    "fmaxf",    "fmin",     "fmax",      "NULL",      "main",
-    "nullptr",   "restrict", NULL};
-
-static bool is_reserved(const char *z)
-{
-    if (!strncmp(z, "te_", 3) || !strncmp(z, "__", 2) ||
-        (z[0] == '_' && z[1] >= 'A' && z[1] <= 'Z'))
-        return true;
-    for (int i = 0; reserved[i]; i++)
-        if (!strcmp(z, reserved[i]))
-            return true;
-    return false;
-}
-
+static bool is_reserved(const char *z) { return te__emit_reserved(z, TE__LANG_CUDA); }
 
 static bool name_taken(cem *e, const char *z)
 {
@@ -167,23 +136,13 @@ static const char *ctype(cem *e, te_dtype d)
     }
 }
 
-static void line_start(cem *e)
-{
-    for (int i = 0; i < e->indent; i++)
-        te__sb_puts(e->o, "    ");
-}
-
 static void line(cem *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void line(cem *e, const char *fmt, ...)
 {
-    char tmp[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    te__emit_vline(e->o, e->indent, fmt, ap);
     va_end(ap);
-    line_start(e);
-    te__sb_puts(e->o, tmp);
-    te__sb_puts(e->o, "\n");
 }
 
 /* ---- Expressions -------------------------------------------------------------------------- */
@@ -233,28 +192,15 @@ static bool is_nonneg(cem *e, const te_expr *x)
     }
 }
 
+/* A float literal; NaN and infinities by their bit patterns (CUDA has no math.h macros). */
 static void put_float(te__sb *o, te_dtype d, double v)
 {
-    if (isnan(v)) {
-        te__sb_puts(o, d == TE_F32 ? "__int_as_float(0x7fc00000)"
-                               : "__longlong_as_double(0x7ff8000000000000LL)");
-        return;
-    }
-    if (isinf(v)) {
-        if (d == TE_F32)
-            te__sb_puts(o, v > 0 ? "__int_as_float(0x7f800000)" : "__int_as_float(0xff800000)");
-        else
-            te__sb_puts(o, v > 0 ? "__longlong_as_double(0x7ff0000000000000LL)"
-                             : "__longlong_as_double(0xfff0000000000000LL)");
-        return;
-    }
-    char b[64];
-    snprintf(b, sizeof b, d == TE_F32 ? "%.9g" : "%.17g", v);
-    if (!strpbrk(b, ".eEn"))
-        strcat(b, ".0");
-    te__sb_puts(o, b);
-    if (d == TE_F32)
-        te__sb_puts(o, "f");
+    static const te__nonfinite f32 = {"__int_as_float(0x7fc00000)", "__int_as_float(0x7f800000)",
+                                      "__int_as_float(0xff800000)"};
+    static const te__nonfinite f64 = {"__longlong_as_double(0x7ff8000000000000LL)",
+                                      "__longlong_as_double(0x7ff0000000000000LL)",
+                                      "__longlong_as_double(0xfff0000000000000LL)"};
+    te__emit_float(o, d, v, d == TE_F32 ? &f32 : &f64);
 }
 
 static const char *binop_tok(te_binop op, int *prec)
@@ -560,24 +506,6 @@ static te_expr *lane(cem *e, te_expr *x, int l)
 
 static void gen(cem *e, const te_stmt *s);
 
-static bool multiple_of(cem *e, const te_expr *x, int64_t m)
-{
-    int64_t c;
-    if (te__is_const_int(x, &c))
-        return c % m == 0;
-    if (x->kind != TE_E_BINARY)
-        return false;
-    switch (x->u.bin.op) {
-    case TE_ADD:
-    case TE_SUB:
-        return multiple_of(e, x->u.bin.a, m) && multiple_of(e, x->u.bin.b, m);
-    case TE_MUL:
-        return multiple_of(e, x->u.bin.a, m) || multiple_of(e, x->u.bin.b, m);
-    default:
-        return false;
-    }
-}
-
 static void gen_store(cem *e, const te_stmt *s)
 {
     const te_buf *b = s->u.store.buf;
@@ -596,8 +524,8 @@ static void gen_store(cem *e, const te_stmt *s)
     if (ix->kind == TE_E_RAMP && ix->u.ramp.stride == 1 && val->kind == TE_E_LOAD &&
         val->u.load.idx[0]->kind == TE_E_RAMP && val->u.load.idx[0]->u.ramp.stride == 1 &&
         val->dtype == b->dtype && es == 4 && (lanes == 2 || lanes == 4) &&
-        multiple_of(e, ix->u.ramp.base, lanes) &&
-        multiple_of(e, val->u.load.idx[0]->u.ramp.base, lanes)) {
+        te__expr_multiple_of(ix->u.ramp.base, lanes) &&
+        te__expr_multiple_of(val->u.load.idx[0]->u.ramp.base, lanes)) {
         const char *vt = b->dtype == TE_F32 ? (lanes == 4 ? "float4" : "float2")
                                             : (lanes == 4 ? "int4" : "int2");
         line(e, "*(%s *)&%s[%s] = *(const %s *)&%s[%s];", vt, buf_name(e, b),
@@ -834,9 +762,7 @@ static void gen(cem *e, const te_stmt *s)
         return;
     case TE_S_ALLOC: {
         const te_buf *b = s->u.alloc.buf;
-        int64_t n = 1;
-        for (int d = 0; d < b->ndim; d++)
-            n *= b->shape[d];
+        int64_t n = te__buf_numel(b);
         if (b->scope == TE_SCOPE_GLOBAL) {
             fail(e, TE_ERR_SCHEDULE,
                  "buffer '%s' is allocated in global memory inside a kernel; "
@@ -867,14 +793,9 @@ static void gen(cem *e, const te_stmt *s)
     case TE_S_BARRIER:
         line(e, "__syncthreads();");
         return;
-    case TE_S_COMMENT: {
-        line_start(e);
-        te__sb_puts(e->o, "// ");
-        for (const char *p = s->u.comment.text ? s->u.comment.text : ""; *p; p++)
-            te__sb_putn(e->o, *p == '\n' ? " " : p, 1);
-        te__sb_puts(e->o, "\n");
+    case TE_S_COMMENT:
+        te__emit_comment_line(e->o, e->indent, s->u.comment.text);
         return;
-    }
     }
 }
 
@@ -1069,10 +990,7 @@ static void walk_root(prog_ctx *pc, const te_stmt *s)
 
 static bool big_buf(const te_buf *b)
 {
-    int64_t n = 1;
-    for (int d = 0; d < b->ndim; d++)
-        n *= b->shape[d];
-    return n >= ((int64_t)1 << 31) || b->dtype == TE_I64;
+    return te__buf_numel(b) >= ((int64_t)1 << 31) || b->dtype == TE_I64;
 }
 
 static bool any_big(const te_stmt *s, bool *big);
@@ -1165,9 +1083,7 @@ static int emit_program(te_ctx *ctx, const te_lowered *f, const te_target *targe
     any_big(f->body, &big);
     e->small = !big;
     char kbase[160];
-    te__c_ident(f->name, kbase, sizeof kbase);
-    if (is_reserved(kbase))
-        strcat(kbase, "_kernel");
+    te__emit_kernel_ident(f->name, TE__LANG_CUDA, kbase, sizeof kbase);
     lookup(e, 2, 0, e, kbase);
     for (int i = 0; i < f->n_args; i++)
         buf_name(e, f->args[i]);
@@ -1178,16 +1094,7 @@ static int emit_program(te_ctx *ctx, const te_lowered *f, const te_target *targe
 
     te__sb o = {0};
     if (!kernels_only) {
-        char key[512] = "";
-        if (target)
-            te_target_key(target, key, sizeof key);
-        te__sb_printf(&o, "/*\n * %s: generated by Tessera %s (CUDA backend).\n *\n", kbase,
-                  te_version());
-        if (f->header && *f->header) {
-            te__sb_comment(&o, f->header);
-            te__sb_puts(&o, " *\n");
-        }
-        te__sb_printf(&o, " * target: %s\n */\n", target ? key : "(none given)");
+        te__emit_provenance(&o, kbase, "CUDA", 1, &f->header, target);
         te__sb_puts(&o, te__cuda_prelude);
     }
     te__sb_puts(&o, body->p ? body->p : "");
