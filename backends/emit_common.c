@@ -290,3 +290,91 @@ bool te__expr_multiple_of(const te_expr *e, int64_t m)
         return false;
     }
 }
+
+const char *te__emit_binop(te_binop op, bool vec, int *prec)
+{
+    switch (op) {
+    case TE_ADD:
+        *prec = P_ADD;
+        return "+";
+    case TE_SUB:
+        *prec = P_ADD;
+        return "-";
+    case TE_MUL:
+        *prec = P_MUL;
+        return "*";
+    case TE_DIV:
+    case TE_FLOORDIV:
+        *prec = P_MUL;
+        return "/";
+    case TE_MOD:
+    case TE_FLOORMOD:
+        *prec = P_MUL;
+        return "%";
+    case TE_EQ:
+        *prec = P_EQ;
+        return "==";
+    case TE_NE:
+        *prec = P_EQ;
+        return "!=";
+    case TE_LT:
+        *prec = P_REL;
+        return "<";
+    case TE_LE:
+        *prec = P_REL;
+        return "<=";
+    case TE_GT:
+        *prec = P_REL;
+        return ">";
+    case TE_GE:
+        *prec = P_REL;
+        return ">=";
+    case TE_AND:
+        *prec = vec ? P_BAND : P_LAND;
+        return vec ? "&" : "&&";
+    case TE_OR:
+        *prec = vec ? P_BOR : P_LOR;
+        return vec ? "|" : "||";
+    default:
+        *prec = P_PRIMARY;
+        return NULL;
+    }
+}
+
+const char *te__names_find(const te__name_table *t, int kind, bool by_id, int id, const void *ptr)
+{
+    for (int i = 0; i < t->n; i++) {
+        const te__name_ent *e = &t->v[i];
+        if (e->kind == kind && (by_id ? e->id == id : e->ptr == ptr))
+            return e->name;
+    }
+    return NULL;
+}
+
+int te__names_add(te_ctx *ctx, te__name_table *t, int kind, int id, const void *ptr,
+                  const char *name)
+{
+    if (t->n == t->cap) {
+        int cap = t->cap ? t->cap * 2 : 64;
+        te__name_ent *v = te__alloc(ctx, sizeof *v * (size_t)cap);
+        if (!v)
+            return TE_ERR_NOMEM;
+        if (t->n)
+            memcpy(v, t->v, sizeof *v * (size_t)t->n);
+        t->v = v;
+        t->cap = cap;
+    }
+    t->v[t->n++] = (te__name_ent){kind, id, ptr, name};
+    return TE_OK;
+}
+
+const char *te__emit_libm_name(te_intrin fn, te_dtype d)
+{
+    static const char *const f64[TE_INTRIN_COUNT] = {"exp", "log",  "sqrt",  NULL,   "tanh", "erf",
+                                                     NULL,  "fabs", "floor", "ceil", "pow"};
+    static const char *const f32[TE_INTRIN_COUNT] = {
+        "expf", "logf", "sqrtf", NULL, "tanhf", "erff", NULL, "fabsf", "floorf", "ceilf", "powf"};
+    if ((int)fn < 0 || fn >= TE_INTRIN_COUNT)
+        return NULL;
+    return d == TE_F32 ? f32[fn] : f64[fn];
+}

@@ -60,6 +60,49 @@ int te__emit_vfail(te_ctx *ctx, int *err, const char *who, const char *fname, in
 void te__emit_provenance(te__sb *b, const char *ident, const char *backend, int n,
                          const char *const *headers, const te_target *target);
 
+/* C operator precedence, higher binds tighter (the levels of the C grammar, the same in C++). */
+enum {
+    P_TERNARY = 3,
+    P_LOR = 4,
+    P_LAND = 5,
+    P_BOR = 6,
+    P_BAND = 8,
+    P_EQ = 9,
+    P_REL = 10,
+    P_ADD = 12,
+    P_MUL = 13,
+    P_UNARY = 14,
+    P_POSTFIX = 15,
+    P_PRIMARY = 16
+};
+
+/* The C token of binary operator op and its precedence in *prec: on scalars, or lane-wise on
+ * GNU C vectors when vec (AND/OR of masks are then & and |). FLOORDIV/FLOORMOD give / and %,
+ * exact only for non-negative operands. NULL (and P_PRIMARY) for MIN, MAX and other operators
+ * that have no token. */
+const char *te__emit_binop(te_binop op, bool vec, int *prec);
+
+/* The math library's function for intrinsic fn on float dtype d ("expf" for f32, "exp" for f64);
+ * NULL for RSQRT and SIGMOID, which libm does not have. */
+const char *te__emit_libm_name(te_intrin fn, te_dtype d);
+
+/* The names an emitter gave: entity (kind, id or pointer) -> C name. Arena memory. */
+typedef struct te__name_ent {
+    int kind;
+    int id;
+    const void *ptr;
+    const char *name;
+} te__name_ent;
+typedef struct te__name_table {
+    te__name_ent *v;
+    int n, cap;
+} te__name_table;
+/* The name of entity kind: matched by id when by_id, else by ptr. NULL when it has none. */
+const char *te__names_find(const te__name_table *t, int kind, bool by_id, int id, const void *ptr);
+/* Records a name (not copied). TE_OK or TE_ERR_NOMEM (the table is unchanged). */
+int te__names_add(te_ctx *ctx, te__name_table *t, int kind, int id, const void *ptr,
+                  const char *name);
+
 /* Whether the integer index e is provably a multiple of m (constants, sums and differences of
  * multiples, products with a multiple). */
 bool te__expr_multiple_of(const te_expr *e, int64_t m);

@@ -217,71 +217,6 @@ static int gen_load(emitter *em, te__sb *o, const te_expr *e)
     return P_PRIMARY;
 }
 
-static const char *binop_token(te_binop op, bool vec)
-{
-    switch (op) {
-    case TE_ADD:
-        return "+";
-    case TE_SUB:
-        return "-";
-    case TE_MUL:
-        return "*";
-    case TE_DIV:
-    case TE_FLOORDIV:
-        return "/";
-    case TE_MOD:
-    case TE_FLOORMOD:
-        return "%";
-    case TE_EQ:
-        return "==";
-    case TE_NE:
-        return "!=";
-    case TE_LT:
-        return "<";
-    case TE_LE:
-        return "<=";
-    case TE_GT:
-        return ">";
-    case TE_GE:
-        return ">=";
-    case TE_AND:
-        return vec ? "&" : "&&";
-    case TE_OR:
-        return vec ? "|" : "||";
-    default:
-        return "?";
-    }
-}
-
-static int binop_prec(te_binop op, bool vec)
-{
-    switch (op) {
-    case TE_ADD:
-    case TE_SUB:
-        return P_ADD;
-    case TE_MUL:
-    case TE_DIV:
-    case TE_MOD:
-    case TE_FLOORDIV:
-    case TE_FLOORMOD:
-        return P_MUL;
-    case TE_EQ:
-    case TE_NE:
-        return P_EQ;
-    case TE_LT:
-    case TE_LE:
-    case TE_GT:
-    case TE_GE:
-        return P_REL;
-    case TE_AND:
-        return vec ? P_BAND : P_LAND;
-    case TE_OR:
-        return vec ? P_BOR : P_LOR;
-    default:
-        return P_PRIMARY;
-    }
-}
-
 static int gen_binary(emitter *em, te__sb *o, const te_expr *e)
 {
     te_binop op = e->u.bin.op;
@@ -331,7 +266,7 @@ static int gen_binary(emitter *em, te__sb *o, const te_expr *e)
             if (vec)
                 te__sb_printf(o, "%s(", te__c_helper_name(em, H_FLOOR, od, lanes));
             else
-                te__sb_printf(o, "%s(", te__c_libm_name(TE_FLOOR, od));
+                te__sb_printf(o, "%s(", te__emit_libm_name(TE_FLOOR, od));
             te__c_put(em, o, &q, 0);
             te__sb_puts(o, ")");
             return P_PRIMARY;
@@ -339,7 +274,8 @@ static int gen_binary(emitter *em, te__sb *o, const te_expr *e)
     }
     bool cmp = op >= TE_EQ && op <= TE_GE;
     bool conv = vec && cmp && te__c_int_of(od) != TE_I32;
-    int p = binop_prec(op, vec);
+    int p;
+    const char *tok = te__emit_binop(op, vec, &p);
     if (conv)
         te__sb_puts(o, "__builtin_convertvector(");
     /* Masks combined with & and | read better with their comparisons in parentheses. */
@@ -351,7 +287,7 @@ static int gen_binary(emitter *em, te__sb *o, const te_expr *e)
         te__sb_printf(o, " - ");
         put_int(o, b->dtype, -c);
     } else {
-        te__sb_printf(o, " %s ", binop_token(op, vec));
+        te__sb_printf(o, " %s ", tok ? tok : "?");
         put_operand(em, o, b, lanes, rp);
     }
     if (conv) {
@@ -372,12 +308,12 @@ static int gen_call(emitter *em, te__sb *o, const te_expr *e)
         if (fn == TE_SIGMOID) {
             te__sb_printf(o, "%s(", te__c_helper_name(em, H_SIGMOID, d, 1));
         } else if (fn == TE_RSQRT) {
-            te__sb_printf(o, "%s / %s(", one, te__c_libm_name(TE_SQRT, d));
+            te__sb_printf(o, "%s / %s(", one, te__emit_libm_name(TE_SQRT, d));
             te__c_put(em, o, x, 0);
             te__sb_puts(o, ")");
             return P_MUL;
         } else {
-            te__sb_printf(o, "%s(", te__c_libm_name(fn, d));
+            te__sb_printf(o, "%s(", te__emit_libm_name(fn, d));
         }
         te__c_put(em, o, x, P_LOR);
         if (fn == TE_POW) {

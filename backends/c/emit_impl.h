@@ -99,14 +99,6 @@ typedef struct promo {
     const char *sname;       /* "<buf>_s" */
 } promo;
 
-typedef struct name_ent {
-    int kind; /* 0 variable (by id), 1 buffer, 2/3 its promoted vector/scalar prefix (by
-               * pointer) */
-    int id;
-    const void *ptr;
-    const char *name;
-} name_ent;
-
 typedef struct emitter {
     te_ctx *ctx;
     const te_lowered *f;
@@ -115,9 +107,9 @@ typedef struct emitter {
     int indent;
     int err; /* first error status */
 
-    name_ent *names;
-    int nnames, capnames;
-    const char **used; /* every C name taken in the function */
+    te__name_table names; /* kinds: 0 variable (by id), 1 buffer, 2/3 a promoted buffer's
+                           * vector/scalar stem (by pointer) */
+    const char **used;    /* every C name taken in the function */
     int nused, capused;
 
     /* vector types used: bit lane_slot(lanes) per dtype; the unaligned twins separately */
@@ -154,22 +146,6 @@ typedef struct emitter {
     int nt_stores;
 } emitter;
 
-/* C operator precedence, higher binds tighter. */
-enum {
-    P_TERNARY = 3,
-    P_LOR = 4,
-    P_LAND = 5,
-    P_BOR = 6,
-    P_BAND = 8,
-    P_EQ = 9,
-    P_REL = 10,
-    P_ADD = 12,
-    P_MUL = 13,
-    P_UNARY = 14,
-    P_POSTFIX = 15,
-    P_PRIMARY = 16
-};
-
 /* ---- emit_names.c ----
  * Records the first error of the emitter: status code and the message on the context ("te_emit_c
  * '<kernel>': ..."); later calls do nothing. */
@@ -205,8 +181,6 @@ const char *te__c_type_of(emitter *em, te_dtype d, int lanes);
 const char *te__c_helper_name(emitter *em, helper h, te_dtype d, int lanes);
 /* Marks a helper (and the helpers, types and headers it uses) needed. */
 void te__c_use_helper(emitter *em, helper h, te_dtype d, int lanes);
-/* The libm function for intrinsic fn on dtype d ("expf"). */
-const char *te__c_libm_name(te_intrin fn, te_dtype d);
 /* Appends the includes, macros, vector typedefs and helpers u recorded as needed: everything
  * before the first kernel. */
 void te__c_emit_prelude(emitter *u, te__sb *o, bool standalone);

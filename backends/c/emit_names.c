@@ -76,29 +76,15 @@ const char *te__c_unique_name(emitter *em, const char *base, int id)
 
 const char *te__c_lookup_name(emitter *em, int kind, int id, const void *ptr, const char *base)
 {
-    for (int i = 0; i < em->nnames; i++) {
-        name_ent *e = &em->names[i];
-        if (e->kind == kind && (kind == 0 ? e->id == id : e->ptr == ptr))
-            return e->name;
+    const char *z = te__names_find(&em->names, kind, kind == 0, id, ptr);
+    if (z)
+        return z;
+    z = te__c_unique_name(em, base, id);
+    if (te__names_add(em->ctx, &em->names, kind, id, ptr, z) != TE_OK) {
+        te__c_fail(em, TE_ERR_NOMEM, "out of memory");
+        return "oom";
     }
-    if (em->nnames == em->capnames) {
-        int cap = em->capnames ? em->capnames * 2 : 64;
-        name_ent *v = te__alloc(em->ctx, sizeof *v * (size_t)cap);
-        if (!v) {
-            te__c_fail(em, TE_ERR_NOMEM, "out of memory");
-            return "oom";
-        }
-        if (em->nnames)
-            memcpy(v, em->names, sizeof *v * (size_t)em->nnames);
-        em->names = v;
-        em->capnames = cap;
-    }
-    name_ent *e = &em->names[em->nnames++];
-    e->kind = kind;
-    e->id = id;
-    e->ptr = ptr;
-    e->name = te__c_unique_name(em, base, id);
-    return e->name;
+    return z;
 }
 
 const char *te__c_var_name(emitter *em, const te_expr *v)

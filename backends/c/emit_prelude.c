@@ -328,15 +328,6 @@ static const char math_floor_f32[] =
     "    return te_blend_f32x$L(small, (te_f32x$L)((te_i32x$L)t | sign), x);\n"
     "}\n";
 
-const char *te__c_libm_name(te_intrin fn, te_dtype d)
-{
-    static const char *const n[] = {"exp", "log",  "sqrt",  "sqrt", "tanh", "erf",
-                                    "exp", "fabs", "floor", "ceil", "pow"};
-    static const char *const nf[] = {"expf", "logf",  "sqrtf",  "sqrtf", "tanhf", "erff",
-                                     "expf", "fabsf", "floorf", "ceilf", "powf"};
-    return d == TE_F32 ? nf[fn] : n[fn];
-}
-
 /* Writes the intrinsic applied to lane l as C text for lane-loop helpers. */
 static void lane_loop(te__sb *b, const char *v, int lanes, const char *proto, const char *stmt)
 {
@@ -386,8 +377,8 @@ static void emit_helper(emitter *em, te__sb *b, helper h, te_dtype d, int lanes)
                           "static inline %s te_sigmoid_%s(%s x)\n{\n"
                           "    %s e = %s(-%s(x)); /* exp(-|x|): no overflow, no cancellation */\n"
                           "    return (x < 0 ? e : %s) / (%s + e);\n}\n",
-                          S, dn, S, S, te__c_libm_name(TE_EXP, d), te__c_libm_name(TE_FABS, d), one,
-                          one);
+                          S, dn, S, S, te__emit_libm_name(TE_EXP, d),
+                          te__emit_libm_name(TE_FABS, d), one, one);
             break;
         case H_SFENCE:
             te__sb_puts(b, "/* Orders streaming (non-temporal) stores before later stores. */\n"
@@ -570,7 +561,7 @@ static void emit_helper(emitter *em, te__sb *b, helper h, te_dtype d, int lanes)
             snprintf(proto, sizeof proto, "%s te_%s_%s(%s x)", V, h == H_FLOOR ? "floor" : "ceil",
                      V + 3, V);
             snprintf(tmp, sizeof tmp, "r[l] = %s(x[l])",
-                     te__c_libm_name(h == H_FLOOR ? TE_FLOOR : TE_CEIL, d));
+                     te__emit_libm_name(h == H_FLOOR ? TE_FLOOR : TE_CEIL, d));
             lane_loop(b, V, lanes, proto, tmp);
         }
         break;
@@ -597,7 +588,7 @@ static void emit_helper(emitter *em, te__sb *b, helper h, te_dtype d, int lanes)
             b,
             "    %s r = {0};\n    for (int l = 0; l < %d; ++l)\n        r[l] = %s(x[l]);\n"
             "    return r;\n",
-            V, lanes, te__c_libm_name(TE_SQRT, d));
+            V, lanes, te__emit_libm_name(TE_SQRT, d));
         if (guard)
             te__sb_puts(b, "#endif\n");
         te__sb_puts(b, "}\n");
@@ -638,7 +629,7 @@ static void emit_helper(emitter *em, te__sb *b, helper h, te_dtype d, int lanes)
         break;
     case H_POW:
         snprintf(proto, sizeof proto, "%s te_pow_%s(%s x, %s y)", V, V + 3, V, V);
-        snprintf(tmp, sizeof tmp, "r[l] = %s(x[l], y[l])", te__c_libm_name(TE_POW, d));
+        snprintf(tmp, sizeof tmp, "r[l] = %s(x[l], y[l])", te__emit_libm_name(TE_POW, d));
         lane_loop(b, V, lanes, proto, tmp);
         break;
     default:

@@ -30,13 +30,6 @@
 
 /* ---- Emitter -------------------------------------------------------------------------------- */
 
-typedef struct name_ent {
-    int kind; /* 0 var, 1 buffer */
-    int id;
-    const void *ptr;
-    const char *name;
-} name_ent;
-
 typedef struct cem {
     te_ctx *ctx;
     const te_lowered *f;
@@ -45,8 +38,7 @@ typedef struct cem {
     int err;
     bool small; /* int indices */
     int64_t dims[3];
-    name_ent *names;
-    int nnames, capnames;
+    te__name_table names; /* kinds: 0 variable, 1 buffer, 2 the kernel name (by pointer) */
     const te_expr *nonneg[512];
     int nnonneg;
     /* buffers of the current kernel */
@@ -67,43 +59,31 @@ static bool is_reserved(const char *z) { return te__emit_reserved(z, TE__LANG_CU
 
 static bool name_taken(cem *e, const char *z)
 {
-    for (int i = 0; i < e->nnames; i++)
-        if (!strcmp(e->names[i].name, z))
+    for (int i = 0; i < e->names.n; i++)
+        if (!strcmp(e->names.v[i].name, z))
             return true;
     return false;
 }
 
+/* The name of an entity (by pointer), made from base the first time: valid, not reserved, not
+ * taken ("_<id>" and a counter make it so). */
 static const char *lookup(cem *e, int kind, int id, const void *ptr, const char *base)
 {
-    for (int i = 0; i < e->nnames; i++)
-        if (e->names[i].kind == kind && e->names[i].ptr == ptr)
-            return e->names[i].name;
+    const char *z = te__names_find(&e->names, kind, false, id, ptr);
+    if (z)
+        return z;
     char b[160];
     te__c_ident(base, b, sizeof b);
-    const char *z;
     if (is_reserved(b) || name_taken(e, b))
         z = te__sprintf(e->ctx, "%s_%d", b, id);
     else
         z = te__strdup(e->ctx, b);
     for (int k = 2; z && name_taken(e, z); k++)
         z = te__sprintf(e->ctx, "%s_%d_%d", b, id, k);
-    if (!z) {
+    if (!z || te__names_add(e->ctx, &e->names, kind, id, ptr, z) != TE_OK) {
         fail(e, TE_ERR_NOMEM, "out of memory");
         return "?";
     }
-    if (e->nnames == e->capnames) {
-        int cap = e->capnames ? 2 * e->capnames : 64;
-        name_ent *v = te__alloc(e->ctx, sizeof *v * (size_t)cap);
-        if (!v) {
-            fail(e, TE_ERR_NOMEM, "out of memory");
-            return "?";
-        }
-        if (e->nnames)
-            memcpy(v, e->names, sizeof *v * (size_t)e->nnames);
-        e->names = v;
-        e->capnames = cap;
-    }
-    e->names[e->nnames++] = (name_ent){kind, id, ptr, z};
     return z;
 }
 
@@ -146,18 +126,6 @@ static void line(cem *e, const char *fmt, ...)
 }
 
 /* ---- Expressions -------------------------------------------------------------------------- */
-
-enum {
-    P_COND = 1,
-    P_OR = 2,
-    P_AND = 3,
-    P_EQ = 4,
-    P_REL = 5,
-    P_ADD = 6,
-    P_MUL = 7,
-    P_UNARY = 8,
-    P_ATOM = 9
-};
 
 static void put(cem *e, te__sb *o, const te_expr *x, int minp);
 
@@ -203,81 +171,11 @@ static void put_float(te__sb *o, te_dtype d, double v)
     te__emit_float(o, d, v, d == TE_F32 ? &f32 : &f64);
 }
 
-static const char *binop_tok(te_binop op, int *prec)
-{
-    switch (op) {
-    case TE_ADD:
-        *prec = P_ADD;
-        return "+";
-    case TE_SUB:
-        *prec = P_ADD;
-        return "-";
-    case TE_MUL:
-        *prec = P_MUL;
-        return "*";
-    case TE_DIV:
-        *prec = P_MUL;
-        return "/";
-    case TE_MOD:
-        *prec = P_MUL;
-        return "%";
-    case TE_EQ:
-        *prec = P_EQ;
-        return "==";
-    case TE_NE:
-        *prec = P_EQ;
-        return "!=";
-    case TE_LT:
-        *prec = P_REL;
-        return "<";
-    case TE_LE:
-        *prec = P_REL;
-        return "<=";
-    case TE_GT:
-        *prec = P_REL;
-        return ">";
-    case TE_GE:
-        *prec = P_REL;
-        return ">=";
-    case TE_AND:
-        *prec = P_AND;
-        return "&&";
-    case TE_OR:
-        *prec = P_OR;
-        return "||";
-    default:
-        *prec = P_ATOM;
-        return NULL;
-    }
-}
-
 static const char *fn_name(te_intrin fn, te_dtype d)
 {
-    bool f = d == TE_F32;
-    switch (fn) {
-    case TE_EXP:
-        return f ? "expf" : "exp";
-    case TE_LOG:
-        return f ? "logf" : "log";
-    case TE_SQRT:
-        return f ? "sqrtf" : "sqrt";
-    case TE_RSQRT:
-        return f ? "rsqrtf" : "rsqrt";
-    case TE_TANH:
-        return f ? "tanhf" : "tanh";
-    case TE_ERF:
-        return f ? "erff" : "erf";
-    case TE_FABS:
-        return f ? "fabsf" : "fabs";
-    case TE_FLOOR:
-        return f ? "floorf" : "floor";
-    case TE_CEIL:
-        return f ? "ceilf" : "ceil";
-    case TE_POW:
-        return f ? "powf" : "pow";
-    default:
-        return NULL;
-    }
+    if (fn == TE_RSQRT)
+        return d == TE_F32 ? "rsqrtf" : "rsqrt";
+    return te__emit_libm_name(fn, d);
 }
 
 static void put_binary(cem *e, te__sb *o, const te_expr *x, int minp)
@@ -342,7 +240,7 @@ static void put_binary(cem *e, te__sb *o, const te_expr *x, int minp)
         break;
     }
     int p;
-    const char *tok = binop_tok(op, &p);
+    const char *tok = te__emit_binop(op, false, &p);
     if (!tok) {
         fail(e, TE_ERR_UNSUPPORTED, "binary operator %d", (int)op);
         return;
@@ -399,14 +297,14 @@ static void put(cem *e, te__sb *o, const te_expr *x, int minp)
         return;
     case TE_E_SELECT:
     case TE_E_IF:
-        if (minp > P_COND)
+        if (minp > P_TERNARY)
             te__sb_puts(o, "(");
-        put(e, o, x->u.sel.c, P_OR);
+        put(e, o, x->u.sel.c, P_LOR);
         te__sb_puts(o, " ? ");
-        put(e, o, x->u.sel.t, P_COND);
+        put(e, o, x->u.sel.t, P_TERNARY);
         te__sb_puts(o, " : ");
-        put(e, o, x->u.sel.f, P_COND);
-        if (minp > P_COND)
+        put(e, o, x->u.sel.f, P_TERNARY);
+        if (minp > P_TERNARY)
             te__sb_puts(o, ")");
         return;
     case TE_E_CAST:
@@ -730,12 +628,18 @@ static void gen(cem *e, const te_stmt *s)
     if (!s || e->err)
         return;
     switch (s->kind) {
+    case TE_S_BARRIER:
+        line(e, "__syncthreads();");
+        return;
+    case TE_S_COMMENT:
+        te__emit_comment_line(e->o, e->indent, s->u.comment.text);
+        return;
     case TE_S_FOR:
         gen_for(e, s);
         return;
     case TE_S_SEQ:
         for (int i = 0; i < s->u.seq.n;) {
-            int j = gen_warp_steps(e, s, i);
+            int j = gen_warp_steps(e, s, i); /* runs of tree steps as warp shuffles */
             if (j > i) {
                 i = j;
                 continue;
@@ -790,12 +694,6 @@ static void gen(cem *e, const te_stmt *s)
         e->nnonneg = saved;
         return;
     }
-    case TE_S_BARRIER:
-        line(e, "__syncthreads();");
-        return;
-    case TE_S_COMMENT:
-        te__emit_comment_line(e->o, e->indent, s->u.comment.text);
-        return;
     }
 }
 
