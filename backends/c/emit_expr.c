@@ -217,6 +217,23 @@ static int gen_load(emitter *em, te__sb *o, const te_expr *e)
     return P_PRIMARY;
 }
 
+/* The two arguments and closing parenthesis of a helper call "name(" already written: whole
+ * vectors for vector helpers. */
+static int put_call2(emitter *em, te__sb *o, const te_expr *a, const te_expr *b, int lanes)
+{
+    if (lanes > 1) {
+        te__c_put_vec(em, o, a, lanes);
+        te__sb_puts(o, ", ");
+        te__c_put_vec(em, o, b, lanes);
+    } else {
+        te__c_put(em, o, a, P_LOR);
+        te__sb_puts(o, ", ");
+        te__c_put(em, o, b, P_LOR);
+    }
+    te__sb_puts(o, ")");
+    return P_PRIMARY;
+}
+
 static int gen_binary(emitter *em, te__sb *o, const te_expr *e)
 {
     te_binop op = e->u.bin.op;
@@ -228,17 +245,7 @@ static int gen_binary(emitter *em, te__sb *o, const te_expr *e)
 
     if (op == TE_MIN || op == TE_MAX) {
         te__sb_printf(o, "%s(", te__c_helper_name(em, op == TE_MIN ? H_MIN : H_MAX, od, lanes));
-        if (vec) {
-            te__c_put_vec(em, o, a, lanes);
-            te__sb_puts(o, ", ");
-            te__c_put_vec(em, o, b, lanes);
-        } else {
-            te__c_put(em, o, a, P_LOR);
-            te__sb_puts(o, ", ");
-            te__c_put(em, o, b, P_LOR);
-        }
-        te__sb_puts(o, ")");
-        return P_PRIMARY;
+        return put_call2(em, o, a, b, lanes);
     }
     if (op == TE_FLOORDIV || op == TE_FLOORMOD) {
         /* Exact as C's / and % when both sides are >= 0 (or the type is unsigned). */
@@ -247,17 +254,7 @@ static int gen_binary(emitter *em, te__sb *o, const te_expr *e)
             te__sb_printf(
                 o, "%s(",
                 te__c_helper_name(em, op == TE_FLOORDIV ? H_FLOORDIV : H_FLOORMOD, od, lanes));
-            if (vec) {
-                te__c_put_vec(em, o, a, lanes);
-                te__sb_puts(o, ", ");
-                te__c_put_vec(em, o, b, lanes);
-            } else {
-                te__c_put(em, o, a, P_LOR);
-                te__sb_puts(o, ", ");
-                te__c_put(em, o, b, P_LOR);
-            }
-            te__sb_puts(o, ")");
-            return P_PRIMARY;
+            return put_call2(em, o, a, b, lanes);
         }
         if (te_dtype_is_float(od) && op == TE_FLOORDIV) {
             /* floor(a / b) on floats */
