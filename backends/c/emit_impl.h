@@ -83,6 +83,7 @@ typedef enum helper {
 
 #define NLANES 7 /* lane counts 1, 2, 4, ..., 64 */
 
+/* The bit of a lane count in the per-dtype masks of used types and helpers: log2(lanes). */
 static inline int lane_slot(int lanes)
 {
     int s = 0;
@@ -99,10 +100,13 @@ typedef struct promo {
     const char *sname;       /* "<buf>_s" */
 } promo;
 
+/* The state of emitting one function; a unit's prelude is the union of its functions' needs
+ * (vtypes, helpers, uses_*), merged into one more emitter. Heap-allocated by te__emit_c_unit;
+ * names and texts live in ctx. */
 typedef struct emitter {
     te_ctx *ctx;
     const te_lowered *f;
-    const te_target *target;
+    const te_target *target; /* for the record: the passes already legalized for it */
     te__sb out;
     int indent;
     int err; /* first error status */
