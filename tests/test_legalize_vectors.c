@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "passes_testlib.h"
+#include "tessera/ops.h"
 
 #define I(v) te_int(c, (v))
 
@@ -329,6 +330,29 @@ static void test_pipeline_runs_it_for_c_targets(void **state)
                     te__pipeline[i].run != te__pass_thread_split);
 }
 
+/* Through te_lower: a 32-lane vectorized elementwise loop comes out in register-wide stores. */
+static void test_lowered_for_the_target(void **state)
+{
+    (void)state;
+    for (int bits = 256; bits <= 512; bits += 256) {
+        te_ctx *c = te_ctx_create();
+        te_tensor *in[TE_OP_MAX_IO], *out[TE_OP_MAX_IO];
+        int ni, no;
+        assert_int_equal(te_op_build(c, "relu", "m=4,n=64", in, &ni, out, &no), TE_OK);
+        te_schedule *s = te_schedule_create(c, 1, out);
+        te_stage *st = te_schedule_stage(s, out[0]);
+        te_iter *o, *i;
+        assert_int_equal(te_split(st, te_stage_axis(st, 1), 32, &o, &i), TE_OK);
+        assert_int_equal(te_vectorize(st, i), TE_OK);
+        te_target t = {.backend = TE_BACKEND_C, .vector_bits = bits, .num_cores = 1};
+        te_lowered *f = te_lower(s, 2, (te_tensor *[]){in[0], out[0]}, "k", &t);
+        if (!f)
+            fail_msg("%s", te_ctx_errmsg(c));
+        assert_int_equal(max_store_lanes(f->body), bits / 32);
+        te_ctx_free(c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -337,6 +361,7 @@ int main(void)
         cmocka_unit_test(test_vector_let_split_into_parts),
         cmocka_unit_test(test_narrow_and_odd_widths_unchanged),
         cmocka_unit_test(test_pipeline_runs_it_for_c_targets),
+        cmocka_unit_test(test_lowered_for_the_target),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

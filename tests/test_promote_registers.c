@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "passes_testlib.h"
+#include "tessera/ops.h"
 
 #define I(v) te_int(c, (v))
 
@@ -278,6 +279,71 @@ static void test_pipeline_runs_it_last_for_c_targets(void **state)
     assert_true(te__pipeline[n - 2].run == te__pass_legalize_vectors);
 }
 
+/* Through te_lower: a register-tiled matmul (cache_write local, compute_at, unroll, vectorize)
+ * ends with its accumulator tile marked, in chunks of the target's register width. */
+static const te_stmt *find_promoted(const te_stmt *s)
+{
+    if (!s)
+        return NULL;
+    const te_stmt *r = NULL;
+    switch (s->kind) {
+    case TE_S_ALLOC:
+        return s->u.alloc.promote ? s : find_promoted(s->u.alloc.body);
+    case TE_S_FOR:
+        return find_promoted(s->u.loop.body);
+    case TE_S_LET:
+        return find_promoted(s->u.let.body);
+    case TE_S_IF:
+        return (r = find_promoted(s->u.cond.then_s)) ? r : find_promoted(s->u.cond.else_s);
+    case TE_S_SEQ:
+        for (int i = 0; i < s->u.seq.n && !r; i++)
+            r = find_promoted(s->u.seq.v[i]);
+        return r;
+    default:
+        return NULL;
+    }
+}
+
+static void test_lowered_register_tile(void **state)
+{
+    (void)state;
+    for (int bits = 256; bits <= 512; bits += 256) {
+        te_ctx *c = te_ctx_create();
+        te_tensor *in[TE_OP_MAX_IO], *out[TE_OP_MAX_IO];
+        int ni, no;
+        assert_int_equal(te_op_build(c, "matmul", "m=8,n=32,k=16", in, &ni, out, &no), TE_OK);
+        te_schedule *s = te_schedule_create(c, 1, out);
+        te_tensor *CL = te_cache_write(s, out[0], TE_SCOPE_LOCAL);
+        assert_non_null(CL);
+        te_stage *sc = te_schedule_stage(s, out[0]), *sl = te_schedule_stage(s, CL);
+        te_iter *io, *jo, *ii, *ji;
+        assert_int_equal(
+            te_tile(sc, te_stage_axis(sc, 0), te_stage_axis(sc, 1), 4, 16, &io, &jo, &ii, &ji),
+            TE_OK);
+        assert_int_equal(te_vectorize(sc, ji), TE_OK);
+        assert_int_equal(te_unroll(sc, ii), TE_OK); /* the tile is read at constant indices */
+        assert_int_equal(te_compute_at(sl, sc, jo), TE_OK);
+        te_iter *k = te_stage_reduce_axis(sl, 0);
+        assert_int_equal(
+            te_reorder(sl, 3, (te_iter *[]){k, te_stage_axis(sl, 0), te_stage_axis(sl, 1)}), TE_OK);
+        assert_int_equal(te_unroll(sl, te_stage_axis(sl, 0)), TE_OK);
+        assert_int_equal(te_vectorize(sl, te_stage_axis(sl, 1)), TE_OK);
+        te_target t = {.backend = TE_BACKEND_C, .vector_bits = bits, .num_cores = 1};
+        te_lowered *f = te_lower(s, 3, (te_tensor *[]){in[0], in[1], out[0]}, "mm", &t);
+        if (!f)
+            fail_msg("%s", te_ctx_errmsg(c));
+        const te_stmt *a = find_promoted(f->body);
+        assert_non_null(a);
+        assert_string_equal(a->u.alloc.buf->name, "matmul_local");
+        const te__promotion *p = a->u.alloc.promote;
+        assert_int_equal(p->lanes, bits / 32);
+        assert_int_equal(p->size, 64);
+        for (int i = 0; i < 64; i++)
+            assert_int_equal(p->kind[i], TE_PROMO_LANE);
+        te_ctx_free(c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -286,6 +352,7 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_rebuild_keeps_fields),
         cmocka_unit_test(test_pipeline_runs_it_last_for_c_targets),
+        cmocka_unit_test(test_lowered_register_tile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
