@@ -358,19 +358,20 @@ static void gen_alloc(emitter *em, const te_stmt *s)
         pr.sname = te__c_lookup_name(em, 3, b->id, b, te__sprintf(em->ctx, "%s_s", bn));
         te__c_line(em, "// %s: %lld x %s, promoted to registers", b->name, (long long)n,
                    te_dtype_str(b->dtype));
-        /* Declarations, wrapped before 100 columns. */
-        for (int pass = 2; pass >= 1; pass--) {
-            int64_t step = pass == 2 ? (pm->lanes ? pm->lanes : n) : 1;
-            const char *type = pass == 2 ? (pm->lanes ? te__c_vtype(em, b->dtype, pm->lanes) : "")
-                                         : te__c_ctype(b->dtype);
-            const char *stem = pass == 2 ? pr.vname : pr.sname;
+        /* Declarations, wrapped before 100 columns: the vector chunks, then the scalars. */
+        for (int kind = TE_PROMO_LANE; kind >= TE_PROMO_SCALAR; kind--) {
+            bool vec = kind == TE_PROMO_LANE;
+            int64_t step = vec ? (pm->lanes ? pm->lanes : n) : 1;
+            const char *type = vec ? (pm->lanes ? te__c_vtype(em, b->dtype, pm->lanes) : "")
+                                   : te__c_ctype(b->dtype);
+            const char *stem = vec ? pr.vname : pr.sname;
             size_t start = 0;
             bool open = false;
-            for (int64_t i = 0; (pass == 1 || pm->lanes) && i < n; i += step) {
-                if (pm->kind[i] != pass)
+            for (int64_t i = 0; (!vec || pm->lanes) && i < n; i += step) {
+                if (pm->kind[i] != kind)
                     continue;
                 char name[160];
-                snprintf(name, sizeof name, "%s%lld", stem, (long long)(pass == 2 ? i / step : i));
+                snprintf(name, sizeof name, "%s%lld", stem, (long long)(vec ? i / step : i));
                 if (open && em->out.n - start + strlen(name) + 3 > 96) {
                     te__sb_puts(&em->out, ";\n");
                     open = false;
