@@ -140,6 +140,7 @@ void te__c_use_helper(emitter *em, helper h, te_dtype d, int lanes)
         break;
     case H_FLOOR:
     case H_CEIL:
+    case H_LOG:
         if (f32v) {
             te__c_use_helper(em, H_SPLAT, e, lanes);
             te__c_use_helper(em, H_BLEND, e, lanes);
@@ -156,12 +157,6 @@ void te__c_use_helper(emitter *em, helper h, te_dtype d, int lanes)
             te__c_use_helper(em, H_MAX, e, lanes);
             if (lanes == 16)
                 em->need_immintrin = true;
-        }
-        break;
-    case H_LOG:
-        if (f32v) {
-            te__c_use_helper(em, H_SPLAT, e, lanes);
-            te__c_use_helper(em, H_BLEND, e, lanes);
         }
         break;
     case H_TANH:

@@ -51,16 +51,6 @@ const char *te__cem_lookup(cem *e, int kind, int id, const void *ptr, const char
     return z;
 }
 
-const char *te__cem_var_name(cem *e, const te_expr *v)
-{
-    return te__cem_lookup(e, 0, v->u.var.id, v, v->u.var.name);
-}
-
-const char *te__cem_buf_name(cem *e, const te_buf *b)
-{
-    return te__cem_lookup(e, 1, b->id, b, b->name);
-}
-
 const char *te__cem_ctype(cem *e, te_dtype d)
 {
     switch (d) {

@@ -58,8 +58,15 @@ void te__cem_fail(cem *e, int code, const char *fmt, ...) __attribute__((format(
 /* The C++ name of an entity (kind 0 variable, 1 buffer, 2 the kernel; by pointer), made valid
  * and unique from base the first time. Arena string ("?" after a failure). */
 const char *te__cem_lookup(cem *e, int kind, int id, const void *ptr, const char *base);
-const char *te__cem_var_name(cem *e, const te_expr *v);
-const char *te__cem_buf_name(cem *e, const te_buf *b);
+/* The names of a variable and of a buffer (te__cem_lookup). */
+static inline const char *te__cem_var_name(cem *e, const te_expr *v)
+{
+    return te__cem_lookup(e, 0, v->u.var.id, v, v->u.var.name);
+}
+static inline const char *te__cem_buf_name(cem *e, const te_buf *b)
+{
+    return te__cem_lookup(e, 1, b->id, b, b->name);
+}
 /* The C++ type of dtype d (i64 is int when the program's indices fit in int). */
 const char *te__cem_ctype(cem *e, te_dtype d);
 /* Appends one indented line to e->o. */
