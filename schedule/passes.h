@@ -108,6 +108,40 @@ te_stmt *te__pass_vectorize(const te__pass_ctx *pc, te_stmt *s);
  * variable replaced by each value. */
 te_stmt *te__pass_unroll(const te__pass_ctx *pc, te_stmt *s);
 
+/* ---- const_eval.c ----
+ * Constant folding shared by the late passes and the C emitter, which must agree on which
+ * accesses have constant indices. */
+/* The value of an integer scalar expression made of constants only (+ - * min max, C and floor
+ * division and modulo, negation, casts to i32/i64) in *out; false when it is not one (or
+ * divides by zero). */
+bool te__const_int_eval(const te_expr *e, int64_t *out);
+/* The constant flat (row-major over b's shape) index of an access with n indices; false when
+ * an index is not constant. */
+bool te__const_flat_index(const te_buf *b, int n, te_expr *const *idx, int64_t *out);
+/* Elements of buffer b (the product of its shape). */
+int64_t te__buf_numel(const te_buf *b);
+
+/* ---- legalize_vectors.c (C target) ----
+ * Splits every store and let of more than W lanes, when the lane count is a multiple of W,
+ * into W-lane parts (W = te__vector_width_lanes(pc->target)): GCC keeps generic vectors wider
+ * than a register in memory. Ramps are sliced by offsetting their base, broadcasts narrow,
+ * other vector expressions are sliced operand by operand; a vector let becomes one let per
+ * part, named <var>_<k>. Other statements are rebuilt unchanged. */
+te_stmt *te__pass_legalize_vectors(const te__pass_ctx *pc, te_stmt *s);
+/* 32-bit lanes in one vector register of the target: vector_bits / 32, and 16 (512 bits) for a
+ * NULL target or one that gives no width. */
+int te__vector_width_lanes(const te_target *target);
+
+/* ---- promote_registers.c (C target) ----
+ * Largest buffer (elements) promoted to registers. */
+#define TE__PROMOTE_MAX 1024
+/* Marks every non-global, non-bool buffer of at most TE__PROMOTE_MAX elements whose accesses
+ * inside its allocation all have constant indices (scalars, or stride-1 ramps of one lane
+ * count L at bases that are multiples of L) with a te__promotion on its ALLOC statement
+ * (te/internal.h): the C emitter then declares named variables <buf>_v<k> (chunk k of L
+ * lanes) and <buf>_s<i> instead of an array. Runs last: later rebuilds would drop the mark. */
+te_stmt *te__pass_promote_registers(const te__pass_ctx *pc, te_stmt *s);
+
 /* ---- GPU passes (schedule/passes/gpu_*.c, barrier.c, thread_split.c, allreduce.c) --------
  * te_lower runs these when the loop program has loops bound to GPU blocks or threads
  * (TE_FOR_THREAD). Terms: a *kernel* is a root-level statement containing bound loops; its

@@ -41,6 +41,10 @@ const te__pass te__pipeline[] = {
     {"thread_split", te__pass_thread_split, TE_PASS_GPU_ON_C,
      "GPU code runs on the CPU: thread loops split at barriers"},
     {"simplify", te__pass_simplify, TE_PASS_GPU_ON_C, "again, on the thread loops"},
+    {"legalize_vectors", te__pass_legalize_vectors, TE_PASS_C,
+     "vectors wider than a register split into register-wide parts"},
+    {"promote_registers", te__pass_promote_registers, TE_PASS_C,
+     "small local buffers with constant indices marked to live in variables"},
 };
 
 const int te__pipeline_n = (int)(sizeof te__pipeline / sizeof te__pipeline[0]);

@@ -237,6 +237,26 @@ typedef struct te__xreduce {
     te_dtype dtype;
 } te__xreduce;
 
+/* Register promotion of a local buffer, decided by the promote_registers pass
+ * (schedule/passes/promote_registers.c) and carried by the ALLOC statement: the buffer lives
+ * in named variables instead of memory. Element i is, by kind[i]: TE_PROMO_UNUSED (never
+ * accessed), TE_PROMO_SCALAR (a scalar variable of its own) or TE_PROMO_LANE (lane i % lanes of
+ * vector variable i / lanes). Every access to the buffer inside the allocation has a constant
+ * flat index: a scalar element, or a stride-1 ramp of `lanes` lanes starting at a multiple of
+ * `lanes`. Arena memory; statement rebuilds (te__alloc_stmt, te__stmt_mutate) drop it, which is
+ * why the pass runs last. */
+typedef enum te__promo_kind {
+    TE_PROMO_UNUSED = 0,
+    TE_PROMO_SCALAR = 1,
+    TE_PROMO_LANE = 2,
+} te__promo_kind;
+
+typedef struct te__promotion {
+    int lanes;                 /* lanes of the vector variables; 0 when there are only scalars */
+    int64_t size;              /* elements of the buffer */
+    const unsigned char *kind; /* size entries, te__promo_kind */
+} te__promotion;
+
 typedef struct te_stmt te_stmt;
 struct te_stmt {
     te_stmt_kind kind;
@@ -267,6 +287,7 @@ struct te_stmt {
         struct {
             te_buf *buf;
             te_stmt *body;
+            const te__promotion *promote; /* non-NULL: lives in registers (C backend) */
         } alloc;
         struct {
             te_expr *var, *value;

@@ -192,7 +192,12 @@ void te__stmt_print(const te_stmt *s, FILE *f, int indent)
                 te_dtype_str(s->u.alloc.buf->dtype));
         for (int d = 0; d < s->u.alloc.buf->ndim; d++)
             fprintf(f, " x %lld", (long long)s->u.alloc.buf->shape[d]);
-        fprintf(f, "], %s\n", scope_name(s->u.alloc.buf->scope));
+        fprintf(f, "], %s", scope_name(s->u.alloc.buf->scope));
+        if (s->u.alloc.promote && s->u.alloc.promote->lanes)
+            fprintf(f, ", registers (vectors of %d)", s->u.alloc.promote->lanes);
+        else if (s->u.alloc.promote)
+            fprintf(f, ", registers (scalars)");
+        fputc('\n', f);
         te__stmt_print(s->u.alloc.body, f, indent);
         break;
     case TE_S_BARRIER:

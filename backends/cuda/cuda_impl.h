@@ -1,7 +1,8 @@
 /*
  * backends/cuda/cuda_impl.h (private): the pieces of the CUDA backend.
  *
- *   codegen_cuda.c  lowered function -> CUDA C++ source and the kernels' launch descriptions
+ *   emit_cuda_*.c   lowered function -> CUDA C++ source and the kernels' launch descriptions
+ *                   (emit_cuda_impl.h; pieces shared with the C emitter: backends/emit_common.h)
  *   nvrtc.c         NVRTC loaded with dlopen: source -> cubin, ptxas figures from its log
  *   driver.c        the driver API loaded with dlopen: devices, context, modules, launches,
  *                   memory, events

@@ -14,7 +14,7 @@
  * The last store runs in every thread when the buffer is per-thread (LOCAL: every thread needs
  * the total, as a softmax's max does) and in thread 0 only otherwise. The barrier pass puts a
  * barrier between the steps. The CUDA backend turns the steps of 32 threads and fewer into warp
- * shuffles (see backends/cuda/codegen_cuda.c).
+ * shuffles (see backends/cuda/emit_cuda_stmt.c).
  */
 #include <stdio.h>
 

@@ -1,0 +1,719 @@
+/*
+ * backends/c/emit_prelude.c: what a C file has before its first kernel: the vector types and
+ * the helper registry (each helper records the helpers, types and headers it uses), the
+ * helpers' text (vector exp, log, tanh, erf, sigmoid as polynomials with about 1 ulp error,
+ * blends, min/max, floor division, loads, stores, streaming stores, gathers, scatters), and the
+ * includes and loop-pragma macros.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/c/emit_impl.h"
+
+/* ---- String buffer ------------------------------------------------------------------------ */
+
+/* Copies template text, replacing "$L" by the lane count. */
+static void sb_template(te__sb *b, const char *t, int lanes)
+{
+    char l[16];
+    snprintf(l, sizeof l, "%d", lanes);
+    for (const char *p = t; *p;) {
+        const char *d = strstr(p, "$L");
+        if (!d) {
+            te__sb_puts(b, p);
+            break;
+        }
+        te__sb_putn(b, p, (size_t)(d - p));
+        te__sb_puts(b, l);
+        p = d + 2;
+    }
+}
+
+/* ---- Types -------------------------------------------------------------------------------- */
+
+const char *te__c_dt_short(te_dtype d)
+{
+    switch (d) {
+    case TE_BOOL:
+        return "i32"; /* masks */
+    case TE_I8:
+        return "i8";
+    case TE_U8:
+        return "u8";
+    case TE_I32:
+        return "i32";
+    case TE_I64:
+        return "i64";
+    case TE_F32:
+        return "f32";
+    case TE_F64:
+        return "f64";
+    default:
+        return "?";
+    }
+}
+
+/* Element dtype of the vector type a value of dtype d is held in (bools are i32 masks). */
+te_dtype te__c_vec_elem(te_dtype d) { return d == TE_BOOL ? TE_I32 : d; }
+
+/* Integer dtype of the same width (mask and bit-pattern type). */
+te_dtype te__c_int_of(te_dtype d)
+{
+    switch (d) {
+    case TE_F32:
+    case TE_BOOL:
+    case TE_I32:
+        return TE_I32;
+    case TE_F64:
+    case TE_I64:
+        return TE_I64;
+    default:
+        return TE_I8;
+    }
+}
+
+const char *te__c_vtype(emitter *em, te_dtype d, int lanes)
+{
+    te_dtype e = te__c_vec_elem(d);
+    em->vtypes[e] |= 1u << lane_slot(lanes);
+    return te__sprintf(em->ctx, "te_%sx%d", te__c_dt_short(e), lanes);
+}
+
+/* Type name of a value: scalar C type or vector typedef. */
+const char *te__c_type_of(emitter *em, te_dtype d, int lanes)
+{
+    return lanes > 1 ? te__c_vtype(em, d, lanes) : te__c_ctype(d);
+}
+
+void te__c_use_helper(emitter *em, helper h, te_dtype d, int lanes);
+
+/* Name of a helper for dtype/lanes, marking it used: te_exp_f32x16, te_floordiv_i64. */
+const char *te__c_helper_name(emitter *em, helper h, te_dtype d, int lanes)
+{
+    static const char *const names[H_COUNT] = {
+        "splat",  "blend",  "min",        "max",     "floordiv",    "floormod", "load",  "store",
+        "stream", "gather", "gather_idx", "scatter", "scatter_idx", "fabs",     "floor", "ceil",
+        "sqrt",   "exp",    "log",        "tanh",    "sigmoid",     "erf",      "pow",   "sfence"};
+    te__c_use_helper(em, h, d, lanes);
+    if (h == H_SFENCE)
+        return "te_sfence";
+    if (lanes == 1)
+        return te__sprintf(em->ctx, "te_%s_%s", names[h], te_dtype_str(d));
+    return te__sprintf(em->ctx, "te_%s_%sx%d", names[h], te__c_dt_short(te__c_vec_elem(d)), lanes);
+}
+
+void te__c_use_helper(emitter *em, helper h, te_dtype d, int lanes)
+{
+    te_dtype e = lanes > 1 ? te__c_vec_elem(d) : d;
+    unsigned bit = 1u << lane_slot(lanes);
+    if (em->helpers[h][e] & bit)
+        return;
+    em->helpers[h][e] |= bit;
+    if (lanes > 1) {
+        te__c_vtype(em, e, lanes);
+        te__c_vtype(em, TE_I32, lanes); /* masks */
+        te__c_vtype(em, te__c_int_of(e), lanes);
+    }
+    bool f32v = e == TE_F32 && lanes > 1;
+    switch (h) {
+    case H_MIN:
+    case H_MAX:
+        if (lanes > 1) {
+            te__c_use_helper(em, H_BLEND, e, lanes);
+            if (te_dtype_is_float(e))
+                em->need_immintrin = true;
+        }
+        break;
+    case H_LOAD:
+    case H_STORE:
+        em->vtypes_u[e] |= bit;
+        break;
+    case H_STREAM:
+        em->vtypes_u[e] |= bit;
+        em->need_immintrin = true;
+        break;
+    case H_GATHER_IDX:
+    case H_SCATTER_IDX:
+        te__c_vtype(em, TE_I64, lanes);
+        break;
+    case H_FLOOR:
+    case H_CEIL:
+    case H_LOG:
+        if (f32v) {
+            te__c_use_helper(em, H_SPLAT, e, lanes);
+            te__c_use_helper(em, H_BLEND, e, lanes);
+        }
+        break;
+    case H_SQRT:
+        if (lanes > 1)
+            em->need_immintrin = true;
+        break;
+    case H_EXP:
+        if (f32v) {
+            te__c_use_helper(em, H_SPLAT, e, lanes);
+            te__c_use_helper(em, H_MIN, e, lanes);
+            te__c_use_helper(em, H_MAX, e, lanes);
+            if (lanes == 16)
+                em->need_immintrin = true;
+        }
+        break;
+    case H_TANH:
+    case H_SIGMOID:
+    case H_ERF:
+        if (f32v) {
+            te__c_use_helper(em, H_EXP, e, lanes);
+            te__c_use_helper(em, H_BLEND, e, lanes);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- Helper text -------------------------------------------------------------------------- */
+
+/* exp: x = n ln2 + r with |r| <= ln2 / 2 (Cody-Waite, ln2 in two parts), exp(r) by a degree-7
+ * polynomial, then 2^n applied in two steps so that subnormal results and overflow to infinity
+ * come out right. Max relative error about 1 ulp. Three parts: the head, the portable body, and
+ * for 16 lanes an AVX-512 body (rounding and vscalef do in one instruction each what the
+ * portable body does in several) chosen when the compiler targets AVX-512. */
+static const char math_exp_f32_head[] =
+    "/* exp: x = n ln2 + r with |r| <= ln2 / 2 (Cody-Waite, ln2 in two parts), exp(r) by a "
+    "degree-7\n"
+    " * polynomial, then 2^n applied so that subnormal results and overflow to infinity come\n"
+    " * out right. Max relative error about 1 ulp. */\n"
+    "static inline te_f32x$L te_exp_f32x$L(te_f32x$L x)\n"
+    "{\n";
+static const char math_exp_f32_body[] =
+    "    x = te_min_f32x$L(te_max_f32x$L(x, te_splat_f32x$L(-104.0f)), te_splat_f32x$L(89.0f));\n"
+    "    te_f32x$L t = x * 1.44269504088896341f + 0.5f;\n"
+    "    te_i32x$L n = __builtin_convertvector(t, te_i32x$L);\n"
+    "    n += __builtin_convertvector(n, te_f32x$L) > t; /* truncation to floor: -1 where needed "
+    "*/\n"
+    "    te_f32x$L nf = __builtin_convertvector(n, te_f32x$L);\n"
+    "    te_f32x$L r = x - nf * 0.693359375f;\n"
+    "    r = r - nf * -2.12194440e-4f;\n"
+    "    te_f32x$L p = 1.9875691500e-4f * r + 1.3981999507e-3f;\n"
+    "    p = p * r + 8.3334519073e-3f;\n"
+    "    p = p * r + 4.1665795894e-2f;\n"
+    "    p = p * r + 1.6666665459e-1f;\n"
+    "    p = p * r + 5.0000001201e-1f;\n"
+    "    te_f32x$L y = p * (r * r) + r + 1.0f;\n"
+    "    te_i32x$L n1 = n >> 1, n2 = n - n1;\n"
+    "    y *= (te_f32x$L)((n1 + 127) << 23);\n"
+    "    return y * (te_f32x$L)((n2 + 127) << 23);\n";
+static const char math_exp_f32_avx512[] =
+    "    __m512 v = _mm512_min_ps(_mm512_max_ps((__m512)x, _mm512_set1_ps(-104.0f)),\n"
+    "                             _mm512_set1_ps(89.0f));\n"
+    "    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(v, _mm512_set1_ps(1.44269504088896341f)),\n"
+    "                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);\n"
+    "    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), v);\n"
+    "    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);\n"
+    "    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, "
+    "_mm512_set1_ps(1.3981999507e-3f));\n"
+    "    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));\n"
+    "    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));\n"
+    "    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));\n"
+    "    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));\n"
+    "    __m512 y = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, "
+    "_mm512_set1_ps(1.0f)));\n"
+    "    return (te_f32x16)_mm512_scalef_ps(y, n); /* y 2^n, exact for subnormals and overflow "
+    "*/\n";
+static const char math_log_f32[] =
+    "/* log: x = m 2^e with m in [sqrt(1/2), sqrt(2)), log(m) = f - f^2/2 + f^3 P(f) with f = m - "
+    "1\n"
+    " * (degree-8 P), plus e ln2 in two parts. Subnormal inputs are scaled first. */\n"
+    "static inline te_f32x$L te_log_f32x$L(te_f32x$L x)\n"
+    "{\n"
+    "    te_i32x$L tiny = x < 1.17549435e-38f;\n"
+    "    te_f32x$L xs = te_blend_f32x$L(tiny, x * 8388608.0f, x);\n"
+    "    te_i32x$L bits = (te_i32x$L)xs;\n"
+    "    te_i32x$L e = ((bits >> 23) & 0xff) - 126 + (tiny & -23);\n"
+    "    te_f32x$L m = (te_f32x$L)((bits & 0x007fffff) | 0x3f000000); /* [0.5, 1) */\n"
+    "    te_i32x$L lo = m < 0.707106781186547524f;\n"
+    "    e += lo; /* -1 where m < sqrt(1/2) */\n"
+    "    te_f32x$L f = te_blend_f32x$L(lo, m + m, m) - 1.0f;\n"
+    "    te_f32x$L ef = __builtin_convertvector(e, te_f32x$L);\n"
+    "    te_f32x$L z = f * f;\n"
+    "    te_f32x$L p = 7.0376836292e-2f * f - 1.1514610310e-1f;\n"
+    "    p = p * f + 1.1676998740e-1f;\n"
+    "    p = p * f - 1.2420140846e-1f;\n"
+    "    p = p * f + 1.4249322787e-1f;\n"
+    "    p = p * f - 1.6668057665e-1f;\n"
+    "    p = p * f + 2.0000714765e-1f;\n"
+    "    p = p * f - 2.4999993993e-1f;\n"
+    "    p = p * f + 3.3333331174e-1f;\n"
+    "    te_f32x$L y = p * f * z + ef * -2.12194440e-4f - 0.5f * z;\n"
+    "    y = f + y + ef * 0.693359375f;\n"
+    "    y = te_blend_f32x$L(x == 0.0f, te_splat_f32x$L(-INFINITY), y);\n"
+    "    y = te_blend_f32x$L(x < 0.0f, te_splat_f32x$L(NAN), y);\n"
+    "    return te_blend_f32x$L(x == INFINITY, x, y);\n"
+    "}\n";
+static const char math_tanh_f32[] =
+    "/* tanh: odd polynomial for |x| < 0.625, else 1 - 2 / (exp(2|x|) + 1), sign restored. */\n"
+    "static inline te_f32x$L te_tanh_f32x$L(te_f32x$L x)\n"
+    "{\n"
+    "    te_i32x$L sign = (te_i32x$L)x & (int32_t)0x80000000;\n"
+    "    te_f32x$L a = (te_f32x$L)((te_i32x$L)x & 0x7fffffff);\n"
+    "    te_f32x$L s = x * x;\n"
+    "    te_f32x$L p = -5.70498872745e-3f * s + 2.06390887954e-2f;\n"
+    "    p = p * s - 5.37397155531e-2f;\n"
+    "    p = p * s + 1.33314422036e-1f;\n"
+    "    p = p * s - 3.33332819422e-1f;\n"
+    "    te_f32x$L small = p * s * x + x;\n"
+    "    te_f32x$L e = te_exp_f32x$L(te_min_f32x$L(a + a, te_splat_f32x$L(40.0f)));\n"
+    "    te_f32x$L big = (te_f32x$L)((te_i32x$L)(1.0f - 2.0f / (e + 1.0f)) | sign);\n"
+    "    return te_blend_f32x$L(a < 0.625f, small, big);\n"
+    "}\n";
+static const char math_sigmoid_f32[] =
+    "/* sigmoid: 1 / (1 + exp(-x)) for x >= 0 and exp(x) / (1 + exp(x)) for x < 0, one division,\n"
+    " * so that neither side loses accuracy to cancellation or underflow. */\n"
+    "static inline te_f32x$L te_sigmoid_f32x$L(te_f32x$L x)\n"
+    "{\n"
+    "    te_i32x$L neg = x < 0.0f;\n"
+    "    te_f32x$L e = te_exp_f32x$L(te_blend_f32x$L(neg, x, -x)); /* exp(-|x|) */\n"
+    "    return te_blend_f32x$L(neg, e, te_splat_f32x$L(1.0f)) / (1.0f + e);\n"
+    "}\n";
+static const char math_erf_f32[] =
+    "/* erf: x + x P(x^2) for |x| < 1; 1 - exp(-x^2) R(1/|x|) for 1 <= |x| < 4, sign restored;\n"
+    " * +-1 beyond. P (degree 6) and R (degree 9, in 1/|x| - 0.625) are Chebyshev fits. */\n"
+    "static inline te_f32x$L te_erf_f32x$L(te_f32x$L x)\n"
+    "{\n"
+    "    te_i32x$L sign = (te_i32x$L)x & (int32_t)0x80000000;\n"
+    "    te_f32x$L a = te_min_f32x$L((te_f32x$L)((te_i32x$L)x & 0x7fffffff), "
+    "te_splat_f32x$L(4.0f));\n"
+    "    te_f32x$L u = x * x;\n"
+    "    te_f32x$L p = 7.875875062685488e-05f * u - 8.01686428716587e-04f;\n"
+    "    p = p * u + 5.189087423433974e-03f;\n"
+    "    p = p * u - 2.6854212010626412e-02f;\n"
+    "    p = p * u + 1.1283594715160218e-01f;\n"
+    "    p = p * u - 3.7612626666720334e-01f;\n"
+    "    p = p * u + 1.2837916584835093e-01f;\n"
+    "    te_f32x$L small = x + x * p;\n"
+    "    te_f32x$L s = 1.0f / a - 0.625f;\n"
+    "    te_f32x$L r = 2.503254318653564e-02f * s - 7.090389200874667e-03f;\n"
+    "    r = r * s - 2.6610224160197794e-02f;\n"
+    "    r = r * s + 4.466035463530791e-02f;\n"
+    "    r = r * s - 4.6975775462040355e-02f;\n"
+    "    r = r * s + 2.3258428922195633e-02f;\n"
+    "    r = r * s + 4.376821965127413e-02f;\n"
+    "    r = r * s - 1.723935043927423e-01f;\n"
+    "    r = r * s + 3.822837581694632e-01f;\n"
+    "    r = r * s + 3.059529887942309e-01f;\n"
+    "    te_f32x$L big = 1.0f - te_exp_f32x$L(-(a * a)) * r;\n"
+    "    big = (te_f32x$L)((te_i32x$L)big | sign);\n"
+    "    return te_blend_f32x$L(a < 1.0f, small, big);\n"
+    "}\n";
+
+/* floor and ceil of f32 vectors: truncate through int32 where |x| < 2^23 (larger values are
+ * integers, infinities or NaN already), step by one where truncation went the wrong way, and
+ * keep the sign of x so that zeros keep theirs. */
+static const char math_floor_f32[] =
+    "static inline te_f32x$L te_$F_f32x$L(te_f32x$L x)\n"
+    "{\n"
+    "    te_i32x$L bits = (te_i32x$L)x, sign = bits & (int32_t)0x80000000;\n"
+    "    te_i32x$L small = (te_f32x$L)(bits & 0x7fffffff) < 8388608.0f;\n"
+    "    te_f32x$L xs = (te_f32x$L)(small & bits);\n"
+    "    te_f32x$L t = __builtin_convertvector(__builtin_convertvector(xs, te_i32x$L), "
+    "te_f32x$L);\n"
+    "    t $O= (te_f32x$L)((t $C xs) & 0x3f800000); /* 1.0f where truncation went the wrong "
+    "way */\n"
+    "    return te_blend_f32x$L(small, (te_f32x$L)((te_i32x$L)t | sign), x);\n"
+    "}\n";
+
+/* Writes the intrinsic applied to lane l as C text for lane-loop helpers. */
+static void lane_loop(te__sb *b, const char *v, int lanes, const char *proto, const char *stmt)
+{
+    te__sb_printf(
+        b,
+        "static inline %s\n{\n    %s r = {0};\n    for (int l = 0; l < %d; ++l)\n        %s;\n"
+        "    return r;\n}\n",
+        proto, v, lanes, stmt);
+}
+
+static void emit_helper(emitter *em, te__sb *b, helper h, te_dtype d, int lanes)
+{
+    const char *S = te__c_ctype(d);
+    char V[32], I[32], M[32], Vu[40], tmp[512], proto[256];
+    snprintf(V, sizeof V, "te_%sx%d", te__c_dt_short(d), lanes);
+    snprintf(I, sizeof I, "te_%sx%d", te__c_dt_short(te__c_int_of(d)), lanes);
+    snprintf(M, sizeof M, "te_i32x%d", lanes);
+    snprintf(Vu, sizeof Vu, "%su", V);
+    const char *dn = te_dtype_str(d);
+    bool f = te_dtype_is_float(d);
+    const char *one = d == TE_F32 ? "1.0f" : "1.0";
+    (void)em;
+
+    if (lanes == 1) {
+        switch (h) {
+        case H_MIN:
+        case H_MAX:
+            te__sb_printf(b, "static inline %s te_%s_%s(%s a, %s b) { return a %s b ? a : b; }\n",
+                          S, h == H_MIN ? "min" : "max", dn, S, S, h == H_MIN ? "<" : ">");
+            break;
+        case H_FLOORDIV:
+            te__sb_printf(b,
+                          "static inline %s te_floordiv_%s(%s a, %s b)\n{\n"
+                          "    %s q = a / b, r = a %% b;\n"
+                          "    return q - (r != 0 && (r < 0) != (b < 0));\n}\n",
+                          S, dn, S, S, S);
+            break;
+        case H_FLOORMOD:
+            te__sb_printf(b,
+                          "static inline %s te_floormod_%s(%s a, %s b)\n{\n"
+                          "    %s r = a %% b;\n"
+                          "    return r != 0 && (r < 0) != (b < 0) ? r + b : r;\n}\n",
+                          S, dn, S, S, S);
+            break;
+        case H_SIGMOID:
+            te__sb_printf(b,
+                          "static inline %s te_sigmoid_%s(%s x)\n{\n"
+                          "    %s e = %s(-%s(x)); /* exp(-|x|): no overflow, no cancellation */\n"
+                          "    return (x < 0 ? e : %s) / (%s + e);\n}\n",
+                          S, dn, S, S, te__emit_libm_name(TE_EXP, d),
+                          te__emit_libm_name(TE_FABS, d), one, one);
+            break;
+        case H_SFENCE:
+            te__sb_puts(b, "/* Orders streaming (non-temporal) stores before later stores. */\n"
+                           "static inline void te_sfence(void)\n{\n"
+                           "#if defined(__x86_64__) || defined(__i386__)\n"
+                           "    __builtin_ia32_sfence();\n#endif\n}\n");
+            break;
+        default:
+            break;
+        }
+        return;
+    }
+
+    /* mask of a comparison of two V values, as the canonical int32 mask type */
+    const char *mopen = te__c_int_of(d) == TE_I32 ? "" : "__builtin_convertvector(";
+    char mclose[48];
+    snprintf(mclose, sizeof mclose, "%s%s", te__c_int_of(d) == TE_I32 ? "" : ", ",
+             te__c_int_of(d) == TE_I32 ? "" : M);
+    if (te__c_int_of(d) != TE_I32)
+        strcat(mclose, ")");
+
+    switch (h) {
+    case H_SPLAT:
+        te__sb_printf(b, "static inline %s te_splat_%s(%s s) { return (%s){0} + s; }\n", V, V + 3,
+                      S, V);
+        break;
+    case H_BLEND:
+        if (te__c_int_of(d) == TE_I32)
+            te__sb_printf(b,
+                          "static inline %s te_blend_%s(%s m, %s a, %s b)\n{\n"
+                          "    return (%s)((m & (%s)a) | (~m & (%s)b));\n}\n",
+                          V, V + 3, M, V, V, V, I, I);
+        else
+            te__sb_printf(b,
+                          "static inline %s te_blend_%s(%s m, %s a, %s b)\n{\n"
+                          "    %s w = __builtin_convertvector(m, %s);\n"
+                          "    return (%s)((w & (%s)a) | (~w & (%s)b));\n}\n",
+                          V, V + 3, M, V, V, I, I, V, I, I);
+        break;
+    case H_MIN:
+    case H_MAX: {
+        /* x86 min/max instructions compute exactly a < b ? a : b (a > b ? a : b) */
+        int bytes = lanes * (int)te_dtype_size(d);
+        const char *mm = NULL, *guard = NULL, *nat = NULL;
+        const char *sfx = d == TE_F32 ? "ps" : "pd";
+        if (f && bytes == 64)
+            mm = "_mm512_", guard = "__AVX512F__", nat = d == TE_F32 ? "__m512" : "__m512d";
+        else if (f && bytes == 32)
+            mm = "_mm256_", guard = "__AVX__", nat = d == TE_F32 ? "__m256" : "__m256d";
+        else if (f && bytes == 16)
+            mm = "_mm_", guard = d == TE_F32 ? "__SSE__" : "__SSE2__",
+            nat = d == TE_F32 ? "__m128" : "__m128d";
+        const char *nm = h == H_MIN ? "min" : "max";
+        te__sb_printf(b, "static inline %s te_%s_%s(%s a, %s b)\n{\n", V, nm, V + 3, V, V);
+        if (mm)
+            te__sb_printf(b, "#if defined(%s)\n    return (%s)%s%s_%s((%s)a, (%s)b);\n#else\n",
+                          guard, V, mm, nm, sfx, nat, nat);
+        te__sb_printf(b, "    return te_blend_%s(%sa %s b%s, a, b);\n", V + 3, mopen,
+                      h == H_MIN ? "<" : ">", mclose);
+        if (mm)
+            te__sb_puts(b, "#endif\n");
+        te__sb_puts(b, "}\n");
+        break;
+    }
+    case H_FLOORDIV:
+        te__sb_printf(b,
+                      "static inline %s te_floordiv_%s(%s a, %s b)\n{\n"
+                      "    %s q = a / b, r = a %% b;\n"
+                      "    return q + ((r != 0) & ((r ^ b) < 0)); /* masks are -1 */\n}\n",
+                      V, V + 3, V, V, V);
+        break;
+    case H_FLOORMOD:
+        te__sb_printf(b,
+                      "static inline %s te_floormod_%s(%s a, %s b)\n{\n"
+                      "    %s r = a %% b;\n"
+                      "    return r + (((r != 0) & ((r ^ b) < 0)) & b);\n}\n",
+                      V, V + 3, V, V, V);
+        break;
+    case H_LOAD:
+        te__sb_printf(b, "static inline %s te_load_%s(const %s *p) { return *(const %s *)p; }\n", V,
+                      V + 3, S, Vu);
+        break;
+    case H_STORE:
+        te__sb_printf(b, "static inline void te_store_%s(%s *p, %s v) { *(%s *)p = v; }\n", V + 3,
+                      S, V, Vu);
+        break;
+    case H_STREAM: {
+        /* gcc has no __builtin_nontemporal_store: use the ISA's streaming store */
+        int bytes = lanes * (int)te_dtype_size(d);
+        const char *guard, *fn, *nat;
+        if (bytes == 64)
+            guard = "__AVX512F__",
+            nat = d == TE_F32   ? "__m512"
+                  : d == TE_F64 ? "__m512d"
+                                : "__m512i",
+            fn = d == TE_F32   ? "_mm512_stream_ps"
+                 : d == TE_F64 ? "_mm512_stream_pd"
+                               : "_mm512_stream_si512";
+        else if (bytes == 32)
+            guard = "__AVX__",
+            nat = d == TE_F32   ? "__m256"
+                  : d == TE_F64 ? "__m256d"
+                                : "__m256i",
+            fn = d == TE_F32   ? "_mm256_stream_ps"
+                 : d == TE_F64 ? "_mm256_stream_pd"
+                               : "_mm256_stream_si256";
+        else
+            guard = "__SSE2__",
+            nat = d == TE_F32   ? "__m128"
+                  : d == TE_F64 ? "__m128d"
+                                : "__m128i",
+            fn = d == TE_F32   ? "_mm_stream_ps"
+                 : d == TE_F64 ? "_mm_stream_pd"
+                               : "_mm_stream_si128";
+        te__sb_printf(
+            b,
+            "/* Streaming store where p is 64-byte aligned (the flag), else a plain one. */\n"
+            "static inline void te_stream_%s(int aligned, %s *p, %s v)\n{\n"
+            "#if defined(%s)\n"
+            "    if (aligned) {\n        %s((%s *)p, (%s)v);\n        return;\n    }\n"
+            "#else\n"
+            "    (void)aligned;\n"
+            "#endif\n"
+            "    *(%s *)p = v;\n}\n",
+            V + 3, S, V, guard, fn, f ? S : nat, nat, Vu);
+        break;
+    }
+    case H_GATHER:
+        snprintf(proto, sizeof proto, "%s te_gather_%s(const %s *p, int64_t stride)", V, V + 3, S);
+        lane_loop(b, V, lanes, proto, "r[l] = p[l * stride]");
+        break;
+    case H_GATHER_IDX:
+        snprintf(proto, sizeof proto, "%s te_gather_idx_%s(const %s *p, te_i64x%d idx)", V, V + 3,
+                 S, lanes);
+        lane_loop(b, V, lanes, proto, "r[l] = p[idx[l]]");
+        break;
+    case H_SCATTER:
+        te__sb_printf(b,
+                      "static inline void te_scatter_%s(%s *p, int64_t stride, %s v)\n{\n"
+                      "    for (int l = 0; l < %d; ++l)\n        p[l * stride] = v[l];\n}\n",
+                      V + 3, S, V, lanes);
+        break;
+    case H_SCATTER_IDX:
+        te__sb_printf(b,
+                      "static inline void te_scatter_idx_%s(%s *p, te_i64x%d idx, %s v)\n{\n"
+                      "    for (int l = 0; l < %d; ++l)\n        p[idx[l]] = v[l];\n}\n",
+                      V + 3, S, lanes, V, lanes);
+        break;
+    case H_FABS:
+        if (f)
+            te__sb_printf(b, "static inline %s te_fabs_%s(%s x) { return (%s)((%s)x & %s); }\n", V,
+                          V + 3, V, V, I, d == TE_F32 ? "0x7fffffff" : "0x7fffffffffffffffLL");
+        break;
+    case H_FLOOR:
+    case H_CEIL:
+        if (d == TE_F32) {
+            const char *t = math_floor_f32;
+            /* instantiate: $F name, $O operator, $C comparison */
+            te__sb x = {0};
+            for (const char *p = t; *p; p++) {
+                if (p[0] == '$' && p[1] == 'F') {
+                    te__sb_puts(&x, h == H_FLOOR ? "floor" : "ceil");
+                    p++;
+                } else if (p[0] == '$' && p[1] == 'O') {
+                    te__sb_puts(&x, h == H_FLOOR ? "-" : "+");
+                    p++;
+                } else if (p[0] == '$' && p[1] == 'C') {
+                    te__sb_puts(&x, h == H_FLOOR ? ">" : "<");
+                    p++;
+                } else {
+                    te__sb_putn(&x, p, 1);
+                }
+            }
+            if (x.oom)
+                b->oom = true;
+            else
+                sb_template(b, x.p, lanes);
+            free(x.p);
+        } else {
+            snprintf(proto, sizeof proto, "%s te_%s_%s(%s x)", V, h == H_FLOOR ? "floor" : "ceil",
+                     V + 3, V);
+            snprintf(tmp, sizeof tmp, "r[l] = %s(x[l])",
+                     te__emit_libm_name(h == H_FLOOR ? TE_FLOOR : TE_CEIL, d));
+            lane_loop(b, V, lanes, proto, tmp);
+        }
+        break;
+    case H_SQRT: {
+        /* One instruction where the ISA has it; gcc does not vectorize sqrtf in a lane loop
+         * because of errno. */
+        const char *guard = NULL, *fn = NULL, *nat = NULL;
+        int bytes = lanes * (int)te_dtype_size(d);
+        if (bytes == 64)
+            guard = "__AVX512F__", fn = d == TE_F32 ? "_mm512_sqrt_ps" : "_mm512_sqrt_pd",
+            nat = d == TE_F32 ? "__m512" : "__m512d";
+        else if (bytes == 32)
+            guard = "__AVX__", fn = d == TE_F32 ? "_mm256_sqrt_ps" : "_mm256_sqrt_pd",
+            nat = d == TE_F32 ? "__m256" : "__m256d";
+        else if (bytes == 16)
+            guard = d == TE_F32 ? "__SSE__" : "__SSE2__",
+            fn = d == TE_F32 ? "_mm_sqrt_ps" : "_mm_sqrt_pd",
+            nat = d == TE_F32 ? "__m128" : "__m128d";
+        te__sb_printf(b, "static inline %s te_sqrt_%s(%s x)\n{\n", V, V + 3, V);
+        if (guard)
+            te__sb_printf(b, "#if defined(%s)\n    return (%s)%s((%s)x);\n#else\n", guard, V, fn,
+                          nat);
+        te__sb_printf(
+            b,
+            "    %s r = {0};\n    for (int l = 0; l < %d; ++l)\n        r[l] = %s(x[l]);\n"
+            "    return r;\n",
+            V, lanes, te__emit_libm_name(TE_SQRT, d));
+        if (guard)
+            te__sb_puts(b, "#endif\n");
+        te__sb_puts(b, "}\n");
+        break;
+    }
+    case H_EXP:
+    case H_LOG:
+    case H_TANH:
+    case H_SIGMOID:
+    case H_ERF:
+        if (d == TE_F32 && h == H_EXP) {
+            sb_template(b, math_exp_f32_head, lanes);
+            if (lanes == 16) {
+                te__sb_puts(b, "#if defined(__AVX512F__)\n");
+                te__sb_puts(b, math_exp_f32_avx512);
+                te__sb_puts(b, "#else\n");
+            }
+            sb_template(b, math_exp_f32_body, lanes);
+            if (lanes == 16)
+                te__sb_puts(b, "#endif\n");
+            te__sb_puts(b, "}\n");
+        } else if (d == TE_F32) {
+            const char *t = h == H_LOG    ? math_log_f32
+                            : h == H_TANH ? math_tanh_f32
+                            : h == H_ERF  ? math_erf_f32
+                                          : math_sigmoid_f32;
+            sb_template(b, t, lanes);
+        } else {
+            static const char *const nm[] = {"exp", "log", "tanh", "sigmoid", "erf"};
+            const char *n = nm[h - H_EXP];
+            snprintf(proto, sizeof proto, "%s te_%s_%s(%s x)", V, n, V + 3, V);
+            if (h == H_SIGMOID)
+                snprintf(tmp, sizeof tmp, "r[l] = 1.0 / (1.0 + exp(-x[l]))");
+            else
+                snprintf(tmp, sizeof tmp, "r[l] = %s(x[l])", n);
+            lane_loop(b, V, lanes, proto, tmp);
+        }
+        break;
+    case H_POW:
+        snprintf(proto, sizeof proto, "%s te_pow_%s(%s x, %s y)", V, V + 3, V, V);
+        snprintf(tmp, sizeof tmp, "r[l] = %s(x[l], y[l])", te__emit_libm_name(TE_POW, d));
+        lane_loop(b, V, lanes, proto, tmp);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- The prelude --------------------------------------------------------------------------- */
+
+static void emit_typedefs(emitter *em, te__sb *o)
+{
+    bool any = false;
+    for (int d = 0; d < TE_DTYPE_COUNT; d++) {
+        for (int s = 1; s < NLANES; s++) {
+            unsigned bit = 1u << s;
+            if (!(em->vtypes[d] & bit))
+                continue;
+            int lanes = 1 << s;
+            int bytes = lanes * (int)te_dtype_size((te_dtype)d);
+            const char *n = te__c_dt_short((te_dtype)d);
+            te__sb_printf(o, "typedef %s te_%sx%d __attribute__((vector_size(%d)));\n",
+                          te__c_ctype((te_dtype)d), n, lanes, bytes);
+            if (em->vtypes_u[d] & bit)
+                te__sb_printf(o,
+                              "typedef %s te_%sx%du __attribute__((vector_size(%d), aligned(%zu), "
+                              "may_alias));\n",
+                              te__c_ctype((te_dtype)d), n, lanes, bytes,
+                              te_dtype_size((te_dtype)d));
+            any = true;
+        }
+    }
+    if (any)
+        te__sb_puts(o, "\n");
+}
+
+static void emit_helpers(emitter *em, te__sb *o)
+{
+    for (int h = 0; h < H_COUNT; h++)
+        for (int d = 0; d < TE_DTYPE_COUNT; d++)
+            for (int s = 0; s < NLANES; s++)
+                if (em->helpers[h][d] & (1u << s)) {
+                    emit_helper(em, o, (helper)h, (te_dtype)d, 1 << s);
+                    te__sb_puts(o, "\n");
+                }
+}
+
+/* Includes, macros, vector typedefs and inline helpers: everything before the first kernel. */
+void te__c_emit_prelude(emitter *u, te__sb *o, bool standalone)
+{
+    te__sb_puts(o, "#include <math.h>\n#include <stdbool.h>\n#include <stdint.h>\n"
+                   "#include <stdlib.h>\n#include <string.h>\n"
+                   "#ifdef _OPENMP\n#include <omp.h>\n#endif\n");
+    if (u->need_immintrin)
+        te__sb_puts(
+            o, "#if defined(__x86_64__) || defined(__i386__)\n#include <immintrin.h>\n#endif\n");
+    bool vectors = false;
+    for (int d = 0; d < TE_DTYPE_COUNT; d++)
+        vectors |= u->vtypes[d] != 0;
+    if (vectors)
+        te__sb_puts(o,
+                    "#if defined(__GNUC__) && !defined(__clang__)\n"
+                    "#pragma GCC diagnostic ignored \"-Wpsabi\" /* vector arguments */\n#endif\n");
+    if (standalone)
+        te__sb_puts(o, "#if defined(__GNUC__) && !defined(__clang__)\n"
+                       "/* Registers of a tile are set and read under the same tail guards. */\n"
+                       "#pragma GCC diagnostic ignored \"-Wmaybe-uninitialized\"\n#endif\n");
+    if (u->uses_omp || u->uses_unroll)
+        te__sb_puts(o, "\n/* Loop pragmas: OpenMP ones vanish when compiled without OpenMP. */\n"
+                       "#define TE_PRAGMA(x) _Pragma(#x)\n");
+    if (u->uses_omp)
+        te__sb_puts(o,
+                    "#ifdef _OPENMP\n#define TE_OMP(x) TE_PRAGMA(omp x)\n#else\n#define TE_OMP(x)\n"
+                    "#endif\n");
+    if (u->uses_unroll)
+        te__sb_puts(o, "#if defined(__clang__)\n#define TE_UNROLL(n) TE_PRAGMA(unroll n)\n"
+                       "#elif defined(__GNUC__)\n#define TE_UNROLL(n) TE_PRAGMA(GCC unroll n)\n"
+                       "#else\n#define TE_UNROLL(n)\n#endif\n");
+    if (u->uses_heap)
+        te__sb_puts(
+            o, "\n/* 64-byte aligned scratch from malloc (C99 has no aligned_alloc): the\n"
+               " * byte before the block records the offset back to malloc's pointer. */\n"
+               "static inline void *te_alloc64(size_t n)\n{\n"
+               "    unsigned char *p = (unsigned char *)malloc(n + 64), *a;\n"
+               "    if (!p)\n        return NULL;\n"
+               "    a = p + 64 - ((uintptr_t)p & 63);\n"
+               "    a[-1] = (unsigned char)(a - p);\n    return a;\n}\n\n"
+               "static inline void te_free64(void *a)\n{\n"
+               "    if (a)\n        free((unsigned char *)a - ((unsigned char *)a)[-1]);\n}\n");
+    te__sb_puts(o, "\n");
+    emit_typedefs(u, o);
+    emit_helpers(u, o);
+}

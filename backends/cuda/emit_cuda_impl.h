@@ -1,0 +1,87 @@
+/*
+ * backends/cuda/emit_cuda_impl.h (private): the CUDA emitter's pieces, one file per job:
+ *   emit_cuda_expr.c     names, types, the line writer, expressions, lanes of vector code
+ *   emit_cuda_stmt.c     statements: loops (thread loops become threadIdx), stores (float4
+ *                        copies), allocations, warp-shuffle reduction steps
+ *   emit_cuda_kernels.c  kernels of a program (block loops, parameters, launch dimensions),
+ *                        the file, te__cuda_emit_program / te__cuda_emit_kernels / te_emit_cuda
+ * Shared with the C emitter: backends/emit_common.h.
+ *
+ * The file has the C backend's provenance header, a short prelude (index type, floor division
+ * helpers), then one `extern "C" __global__` kernel per kernel of the loop program (a root
+ * statement whose outer loops are bound to blockIdx): the block loops become `const int
+ * <var> = blockIdx.<d>;`, a loop bound to threadIdx.<d> becomes `const int <var> =
+ * threadIdx.<d>;` (inside `if (threadIdx.<d> < extent)` when it is narrower than the block),
+ * shared allocations become `__shared__` arrays, barriers `__syncthreads()`. Each kernel carries
+ * __launch_bounds__(threads per block) and a comment with its launch dimensions.
+ *
+ * Conventions:
+ *   - index arithmetic is `int` when every buffer has fewer than 2^31 elements (and no tensor
+ *     holds i64 data), else `long long`;
+ *   - a vector store whose value is a contiguous load (a cooperative copy after vectorize) is one
+ *     float4/float2 (int4/int2) load and store when both indices are provably multiples of the
+ *     lane count; other vector statements are written lane by lane;
+ *   - the steps of a cross-thread reduction tree (schedule/passes/allreduce.c) over 32 partial
+ *     results or fewer become warp shuffles when the block is one-dimensional.
+ */
+#ifndef TESSERA_BACKENDS_CUDA_EMIT_CUDA_IMPL_H
+#define TESSERA_BACKENDS_CUDA_EMIT_CUDA_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backends/cuda/cuda_impl.h"
+#include "backends/emit_common.h"
+#include "schedule/passes.h"
+
+/* The emitter of one program. */
+typedef struct cem {
+    te_ctx *ctx;
+    const te_lowered *f;
+    te__sb *o;
+    int indent;
+    int err;
+    bool small; /* int indices */
+    int64_t dims[3];
+    te__name_table names; /* kinds: 0 variable, 1 buffer, 2 the kernel name (by pointer) */
+    const te_expr *nonneg[512];
+    int nnonneg;
+    /* buffers of the current kernel */
+    const te_buf *used[TE__CUDA_MAX_PARAMS];
+    int nused;
+} cem;
+
+/* ---- emit_cuda_expr.c ----
+ * Records the first error ("te_emit_cuda '<kernel>': ..." on the context); later calls do
+ * nothing. */
+void te__cem_fail(cem *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The C++ name of an entity (kind 0 variable, 1 buffer, 2 the kernel; by pointer), made valid
+ * and unique from base the first time. Arena string ("?" after a failure). */
+const char *te__cem_lookup(cem *e, int kind, int id, const void *ptr, const char *base);
+/* The names of a variable and of a buffer (te__cem_lookup). */
+static inline const char *te__cem_var_name(cem *e, const te_expr *v)
+{
+    return te__cem_lookup(e, 0, v->u.var.id, v, v->u.var.name);
+}
+static inline const char *te__cem_buf_name(cem *e, const te_buf *b)
+{
+    return te__cem_lookup(e, 1, b->id, b, b->name);
+}
+/* The C++ type of dtype d (i64 is int when the program's indices fit in int). */
+const char *te__cem_ctype(cem *e, te_dtype d);
+/* Appends one indented line to e->o. */
+void te__cem_line(cem *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Whether an integer expression is provably >= 0 given the non-negative variables. */
+bool te__cem_nonneg(cem *e, const te_expr *x);
+/* An expression as C++ text (arena string; "" after a failure). */
+const char *te__cem_text(cem *e, const te_expr *x);
+/* Lane l of a vector expression, as a scalar expression (NULL on failure, message on e). */
+te_expr *te__cem_lane(cem *e, te_expr *x, int l);
+
+/* ---- emit_cuda_stmt.c ----
+ * Emits statement s (inside a kernel: block loops already taken off). */
+void te__cem_gen_stmt(cem *e, const te_stmt *s);
+/* "x", "y", "z". */
+extern const char *const te__cem_dim_name[3];
+
+#endif
