@@ -355,6 +355,17 @@ static void fmt_dur(double s, char *buf, size_t n)
         snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
 }
 
+/* The tuner's warnings (it never prints itself), on their own line. */
+static void on_warning(const char *msg, void *user)
+{
+    prog_state *ps = user;
+    if (ps->line_open) {
+        fputc('\n', stderr);
+        ps->line_open = 0;
+    }
+    fprintf(stderr, "tessera tune: %s\n", msg);
+}
+
 static void on_progress(const te_tune_progress *p, void *user)
 {
     prog_state *ps = user;
@@ -744,6 +755,7 @@ int te_cmd_tune(int argc, char **argv)
     int ntasks = 0;
     prog_state ps = {isatty(2) && !quiet, quiet, NULL, 0, o.max_trials, o.max_seconds, 0};
     o.on_progress = on_progress;
+    o.on_warning = on_warning;
     o.user = &ps;
     t = te_tuner_create(db, &o);
     if (op)
