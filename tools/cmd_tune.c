@@ -28,8 +28,10 @@
 #include "tessera/backend.h"
 #include "tessera/ops.h"
 #include "tessera/tuner.h"
+#include "tessera/tuning_db.h"
 #include "tools/baselines.h"
 #include "tools/cli.h"
+#include "tools/tune_extras.h"
 
 static volatile sig_atomic_t g_stop;
 
@@ -119,219 +121,6 @@ static int parse_pos_double(const char *s, double *out)
     return 1;
 }
 
-/* ---- Baselines (in a child: this process must not start OpenMP threads) ------------------ */
-
-/* Repetitions of each baseline: `tessera bench`'s default. */
-#define BASELINE_REPS 9
-
-typedef struct {
-    te_bl_shape shape;
-    int threads;
-} baseline_job;
-
-static void baseline_child(void *user, void *out)
-{
-    baseline_job *j = user;
-    te_bl_result *r = out;
-    if (te_bl_measure(&j->shape, j->threads, BASELINE_REPS, r) != 0)
-        r->best_lib = -1;
-}
-
-/* Fills *shape from a matmul or mlp_gate task's parameters; 0 for other tasks (no baseline). */
-static int baseline_shape(const char *op, const char *params, te_bl_shape *shape)
-{
-    int gate = !strcmp(op, "mlp_gate");
-    if (strcmp(op, "matmul") && !gate)
-        return 0;
-    te_ctx *ctx = te_ctx_create();
-    te_op_params kv;
-    int ok = 0;
-    memset(shape, 0, sizeof *shape);
-    shape->gate = gate;
-    if (ctx && te_op_params_parse(ctx, params, &kv) == TE_OK && kv.dtype == TE_F32) {
-        for (int i = 0; i < kv.n; i++) {
-            int v = (int)kv.p[i].ival;
-            if (!strcmp(kv.p[i].key, "m"))
-                shape->m = v;
-            else if (!strcmp(kv.p[i].key, "n"))
-                shape->n = v;
-            else if (!strcmp(kv.p[i].key, "k"))
-                shape->k = v;
-            else if (!strcmp(kv.p[i].key, "trans_a"))
-                shape->ta = v;
-            else if (!strcmp(kv.p[i].key, "trans_b"))
-                shape->tb = v;
-        }
-        ok = shape->m > 0 && shape->n > 0 && shape->k > 0 && !(gate && (shape->ta || shape->tb));
-    }
-    te_ctx_free(ctx);
-    return ok;
-}
-
-/* The strongest baseline for a task measured in a child; 0 when there is none. */
-static int measure_baseline(const char *op, const char *params, int threads, te_bl_result *r)
-{
-    baseline_job j;
-    memset(r, 0, sizeof *r);
-    r->best = NAN;
-    r->best_lib = -1;
-    if (!baseline_shape(op, params, &j.shape))
-        return 0;
-    j.threads = threads;
-    if (te_tune_run_isolated(baseline_child, &j, r, sizeof *r, 300) != TE_OK) {
-        memset(r, 0, sizeof *r);
-        r->best = NAN;
-        r->best_lib = -1;
-        snprintf(r->notes, sizeof r->notes, "the baseline measurement failed; no ratio");
-    }
-    r->notes[sizeof r->notes - 1] = 0;
-    for (int l = 0; l < TE_BL_NLIBS; l++)
-        r->impl[l][sizeof r->impl[l] - 1] = 0;
-    /* The tuner counts the task's floating-point operations its own way (te_tuner_flops counts
-     * the gate's elementwise work too): the baseline's figures in the same units, so that the
-     * ratio of two GFLOP/s figures is the ratio of the two times. */
-    te_ctx *ctx = te_ctx_create();
-    te_tensor *in[TE_OP_MAX_IO], *outs[TE_OP_MAX_IO];
-    int n_in, n_out;
-    double scale = NAN;
-    if (ctx && te_op_build(ctx, op, params, in, &n_in, outs, &n_out) == TE_OK)
-        scale = te_tuner_flops(n_out, outs) / te_bl_shape_flops(&j.shape);
-    te_ctx_free(ctx);
-    if (!(scale > 0)) {
-        snprintf(r->notes, sizeof r->notes, "the task's flop count is unknown; no ratio");
-        r->best = NAN;
-        r->best_lib = -1;
-    }
-    for (int l = 0; l < TE_BL_NLIBS; l++)
-        r->gflops[l] *= scale;
-    r->openblas *= scale;
-    r->onednn *= scale;
-    r->best *= scale;
-    return r->best_lib >= 0;
-}
-
-/* The parameters part of a workload key ("matmul;k=64,m=64,n=64;f32" -> "k=64,m=64,n=64"). */
-static void task_params(const char *key, char *buf, size_t n)
-{
-    const char *sc = strchr(key, ';');
-    snprintf(buf, n, "%s", sc ? sc + 1 : "");
-    char *end = strchr(buf, ';');
-    if (end)
-        *end = 0;
-}
-
-/* ---- The best schedule beside the baselines, at the end of the job (in a child) ------------ */
-
-typedef struct {
-    const char *op, *params, *trace;
-    te_bl_shape shape;
-    int threads;
-} final_job;
-
-typedef struct {
-    int ok;
-    double ours, err; /* GFLOP/s (the tuner's flop count), error against OpenBLAS */
-    te_bl_result r;
-} final_result;
-
-typedef struct {
-    te_packed_fn fn;
-    void **args;
-} kernel_run;
-
-static void run_kernel(void *p)
-{
-    kernel_run *k = p;
-    k->fn(k->args);
-}
-
-/* Builds the best schedule (its trace), and times it beside every baseline the way
- * `tessera bench` does: one process, a warm-up, BASELINE_REPS alternating rounds, medians. */
-static void final_child(void *user, void *out)
-{
-    final_job *j = user;
-    final_result *fr = out;
-    memset(fr, 0, sizeof *fr);
-    te_ctx *ctx = te_ctx_create();
-    te_tensor *in[TE_OP_MAX_IO], *outs[TE_OP_MAX_IO], *args[2 * TE_OP_MAX_IO];
-    int n_in = 0, n_out = 0;
-    te_module *m = NULL;
-    te_schedule *s = NULL;
-    te_target tgt = te_target_host();
-    tgt.num_cores = j->threads;
-    if (!ctx || te_op_build(ctx, j->op, j->params, in, &n_in, outs, &n_out) != TE_OK ||
-        n_in < (j->shape.gate ? 3 : 2) || !(s = te_schedule_create(ctx, n_out, outs)) ||
-        te_schedule_apply_trace(s, j->trace) != TE_OK) {
-        te_ctx_free(ctx);
-        return;
-    }
-    for (int q = 0; q < n_in; q++)
-        args[q] = in[q];
-    for (int q = 0; q < n_out; q++)
-        args[n_in + q] = outs[q];
-    double flop = te_tuner_flops(n_out, outs);
-    if (te_build(s, n_in + n_out, args, j->op, &tgt, &m) != TE_OK) {
-        te_ctx_free(ctx);
-        return;
-    }
-    void *bufs[2 * TE_OP_MAX_IO] = {0};
-    unsigned seed = 777;
-    int ok = 1;
-    for (int q = 0; q < n_in + n_out; q++) {
-        size_t n = (size_t)te_tensor_numel(args[q]);
-        float *b = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
-        ok = ok && b;
-        for (size_t i = 0; b && i < n; i++) {
-            seed = seed * 1664525u + 1013904223u;
-            b[i] = ((float)(seed >> 8) / 16777216.0f - 0.5f) * 0.5f;
-        }
-        bufs[q] = b;
-    }
-    if (ok) {
-        te_bl_set_threads(j->threads);
-        te_bl_set set;
-        te_bl_set_create(&set, &j->shape, bufs[0], bufs[1], j->shape.gate ? bufs[2] : NULL, &fr->r);
-        kernel_run kr = {te_module_entry(m), bufs};
-        te_bl_run_fn fn[TE_BL_NLIBS + 1] = {run_kernel};
-        void *arg[TE_BL_NLIBS + 1] = {&kr};
-        int n = 1 + te_bl_set_fns(&set, fn + 1, arg + 1);
-        double med[TE_BL_NLIBS + 1];
-        const float *ref = te_bl_set_reference(&set);
-        if (n > 1 && te_bl_time_alternating(n, fn, arg, BASELINE_REPS, med) == 0) {
-            te_bl_set_result(&set, med + 1, flop, &fr->r);
-            fr->ours = flop / med[0] * 1e-9;
-            fr->err = ref ? te_bl_rel_err(bufs[n_in], ref, (size_t)te_tensor_numel(outs[0])) : 0;
-            fr->ok = ref == NULL || fr->err < 1e-2;
-        }
-        te_bl_set_free(&set);
-    }
-    for (int q = 0; q < n_in + n_out; q++)
-        free(bufs[q]);
-    te_module_free(m);
-    te_ctx_free(ctx);
-}
-
-/* The best schedule of a task re-measured beside the baselines; 0 when not possible. */
-static int measure_final(const char *op, const char *params, const char *trace, int threads,
-                         final_result *fr)
-{
-    final_job j = {op, params, trace, {0}, threads};
-    memset(fr, 0, sizeof *fr);
-    if (!trace || !baseline_shape(op, params, &j.shape) ||
-        te_tune_run_isolated(final_child, &j, fr, sizeof *fr, 300) != TE_OK || !fr->ok)
-        return 0;
-    fr->r.notes[sizeof fr->r.notes - 1] = 0;
-    for (int l = 0; l < TE_BL_NLIBS; l++)
-        fr->r.impl[l][sizeof fr->r.impl[l] - 1] = 0;
-    return fr->r.best_lib >= 0;
-}
-
-/* "oneDNN" or "OpenBLAS": how the progress line names the strongest baseline. */
-static const char *best_short(const te_bl_result *r)
-{
-    return r->best_lib == TE_BL_OPENBLAS ? "OpenBLAS" : "oneDNN";
-}
-
 /* ---- Progress ------------------------------------------------------------------------------ */
 
 typedef struct {
@@ -379,7 +168,7 @@ static void on_progress(const te_tune_progress *p, void *user)
         snprintf(best, sizeof best, "%.3f ms", p->task_best_s * 1e3);
     const te_bl_result *br = ps->baseline ? &ps->baseline[p->task] : NULL;
     if (br && isfinite(br->best) && isfinite(p->task_best_gflops))
-        snprintf(ratio, sizeof ratio, ", %.2fx %s", p->task_best_gflops / br->best, best_short(br));
+        snprintf(ratio, sizeof ratio, ", %.2fx %s", p->task_best_gflops / br->best, te__tune_best_short(br));
     double rem = INFINITY;
     int64_t done_now = p->trials_done - ps->trials0;
     if (p->trials_planned > 0 && done_now > 0)
@@ -413,139 +202,7 @@ static void on_progress(const te_tune_progress *p, void *user)
     fflush(stderr);
 }
 
-/* ---- Tuning curve (SVG) -------------------------------------------------------------------- */
-
-static int write_curve(const char *path, te_db *db, const te_tune_task_info *info,
-                       const te_db_target *tgt, int64_t job_id, double baseline,
-                       const char *baseline_name)
-{
-    te_db_trial_list *h = NULL;
-    if (te_db_history(db, info->workload_key, tgt, 0, &h) != TE_OK)
-        return 1;
-    size_t n = 0;
-    double *best = malloc(sizeof(double) * (h->n + 1)), *val = malloc(sizeof(double) * (h->n + 1));
-    double b = 0, ymax = isfinite(baseline) ? baseline : 0;
-    for (size_t i = 0; best && val && i < h->n; i++) {
-        const te_db_trial *r = &h->items[i];
-        if (r->job_id != job_id || r->from_system)
-            continue;
-        double g = r->status == TE_TRIAL_OK && isfinite(r->gflops) ? r->gflops : 0;
-        if (g > b)
-            b = g;
-        val[n] = g;
-        best[n++] = b;
-        if (g > ymax)
-            ymax = g;
-    }
-    te_db_trial_list_free(h);
-    FILE *f = fopen(path, "w");
-    if (!f || !best || !val || n == 0) {
-        if (f)
-            fclose(f);
-        free(best);
-        free(val);
-        return 1;
-    }
-    const double W = 800, H = 480, L = 70, R = 20, T = 40, B = 60;
-    double pw = W - L - R, ph = H - T - B;
-    ymax = ymax > 0 ? ymax * 1.08 : 1;
-    /* A round tick step. */
-    double step = pow(10, floor(log10(ymax / 5)));
-    if (ymax / step > 10)
-        step *= 2;
-    if (ymax / step > 10)
-        step *= 2.5;
-    fprintf(f,
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-            "font-family=\"sans-serif\" font-size=\"12\">\n"
-            "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
-            W, H);
-    fprintf(f, "<text x=\"%.0f\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">Tuning curve: ",
-            W / 2);
-    for (const char *p = info->workload_key; *p; p++)
-        fprintf(f, *p == '<' ? "&lt;" : *p == '&' ? "&amp;" : "%c", *p);
-    fprintf(f, "</text>\n");
-    for (double y = 0; y <= ymax + 1e-9; y += step) {
-        double py = T + ph - y / ymax * ph;
-        fprintf(f,
-                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
-                L, py, L + pw, py, L - 6, py + 4, y);
-    }
-    double xstep = pow(10, floor(log10((double)n / 5 > 1 ? (double)n / 5 : 1)));
-    if ((double)n / xstep > 10)
-        xstep *= 2;
-    if ((double)n / xstep > 10)
-        xstep *= 2.5;
-    for (double x = 0; x <= (double)n; x += xstep) {
-        double px = L + x / (double)n * pw;
-        fprintf(f,
-                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n",
-                px, T, px, T + ph, px, T + ph + 18, x);
-    }
-    fprintf(f,
-            "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
-            "stroke=\"black\"/>\n",
-            L, T, pw, ph);
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">trial</text>\n", L + pw / 2,
-            H - 18);
-    fprintf(f,
-            "<text x=\"18\" y=\"%.1f\" text-anchor=\"middle\" transform=\"rotate(-90 18 %.1f)\">"
-            "GFLOP/s</text>\n",
-            T + ph / 2, T + ph / 2);
-    for (size_t i = 0; i < n; i++)
-        if (val[i] > 0)
-            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"1.6\" fill=\"#9ab\"/>\n",
-                    L + (double)(i + 1) / (double)n * pw, T + ph - val[i] / ymax * ph);
-    fprintf(f, "<polyline fill=\"none\" stroke=\"#c22\" stroke-width=\"2\" points=\"");
-    for (size_t i = 0; i < n; i++)
-        fprintf(f, "%.1f,%.1f ", L + (double)(i + 1) / (double)n * pw,
-                T + ph - best[i] / ymax * ph);
-    fprintf(f, "\"/>\n");
-    double lx = L + pw - 250, ly = T + ph - 70;
-    fprintf(f,
-            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c22\" "
-            "stroke-width=\"2\"/><text x=\"%.1f\" y=\"%.1f\">best so far (%.1f GFLOP/s)</text>\n"
-            "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2\" fill=\"#9ab\"/><text x=\"%.1f\" "
-            "y=\"%.1f\">each measured candidate</text>\n",
-            lx, ly, lx + 24, ly, lx + 30, ly + 4, b, lx + 12, ly + 18, lx + 30, ly + 22);
-    if (isfinite(baseline)) {
-        double py = T + ph - baseline / ymax * ph;
-        fprintf(f,
-                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#26a\" "
-                "stroke-dasharray=\"6,4\"/><text x=\"%.1f\" y=\"%.1f\" fill=\"#26a\">%s "
-                "%.1f GFLOP/s (same machine, same run)</text>\n",
-                L, py, L + pw, py, L + 8, py - 6, baseline_name, baseline);
-    }
-    fprintf(f, "</svg>\n");
-    fclose(f);
-    free(best);
-    free(val);
-    return 0;
-}
-
 /* ---- JSON helpers ---------------------------------------------------------------------------- */
-
-static void jstr(FILE *f, const char *s)
-{
-    if (!s) {
-        fputs("null", f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fprintf(f, "\\%c", *s);
-        else if (*s == '\n')
-            fputs("\\n", f);
-        else if ((unsigned char)*s < 0x20)
-            fprintf(f, "\\u%04x", *s);
-        else
-            fputc(*s, f);
-    }
-    fputc('"', f);
-}
 
 static void jnum(FILE *f, double x)
 {
@@ -775,17 +432,17 @@ int te_cmd_tune(int argc, char **argv)
         te_tuner_task_info(t, i, &ti);
         te_bl_result *br = &ps.baseline[i];
         char params[512];
-        task_params(ti.workload_key, params, sizeof params);
+        te__tune_task_params(ti.workload_key, params, sizeof params);
         int has = 0;
         if (!o.measure.flush_cache) {
-            has = measure_baseline(ti.op, params, tgt.num_cores, br);
+            has = te__tune_measure_baseline(ti.op, params, tgt.num_cores, br);
         } else {
             /* The baselines are timed with warm caches, as `tessera bench` times them: beside
              * candidates timed from cold caches the ratio would mean nothing. */
             memset(br, 0, sizeof *br);
             br->best = br->openblas = br->onednn = NAN;
             br->best_lib = -1;
-            if (baseline_shape(ti.op, params, &(te_bl_shape){0}))
+            if (te__tune_baseline_shape(ti.op, params, &(te_bl_shape){0}))
                 snprintf(br->notes, sizeof br->notes,
                          "no baseline ratio with --flush-cache (baselines are timed with warm "
                          "caches, as tessera bench does)");
@@ -796,7 +453,7 @@ int te_cmd_tune(int argc, char **argv)
         if (has) {
             fprintf(stderr, ", baseline %s %.1f GFLOP/s (%smedians of %d alternating runs",
                     br->impl[br->best_lib], br->best,
-                    !strcmp(ti.op, "mlp_gate") ? "2 products + silu pass, " : "", BASELINE_REPS);
+                    !strcmp(ti.op, "mlp_gate") ? "2 products + silu pass, " : "", TE_TUNE_BASELINE_REPS);
             if (br->best_lib != TE_BL_OPENBLAS && isfinite(br->openblas))
                 fprintf(stderr, "; %s %.1f", br->impl[TE_BL_OPENBLAS], br->openblas);
             else if (br->best_lib == TE_BL_OPENBLAS && isfinite(br->onednn))
@@ -834,13 +491,13 @@ int te_cmd_tune(int argc, char **argv)
     dbt.key = tkey;
     if (json) {
         printf("{\"db\": ");
-        jstr(stdout, db_path);
+        te_db_json_write_str(stdout, db_path);
         printf(
             ", \"job\": %lld, \"resumed\": %s, \"interrupted\": %s, \"target\": ", (long long)job,
             resumed ? "true" : "false", te_tuner_interrupted(t) ? "true" : "false");
     }
     if (json) {
-        jstr(stdout, tkey);
+        te_db_json_write_str(stdout, tkey);
         printf(", \"tasks\": [");
     }
     for (int i = 0; i < ntasks; i++) {
@@ -856,18 +513,18 @@ int te_cmd_tune(int argc, char **argv)
         /* The job's best beside the baselines, alternating in one process as `tessera bench`
          * does: the best of many noisy candidates against one baseline figure from the job's
          * start would flatter the best. */
-        final_result fr;
+        te__tune_final fr;
         int has_final = 0;
         if (isfinite(base) && ti.best_trace && !te_tuner_interrupted(t)) {
             char params[512];
-            task_params(ti.workload_key, params, sizeof params);
-            has_final = measure_final(ti.op, params, ti.best_trace, tgt.num_cores, &fr);
+            te__tune_task_params(ti.workload_key, params, sizeof params);
+            has_final = te__tune_measure_final(ti.op, params, ti.best_trace, tgt.num_cores, &fr);
         }
         if (json) {
             printf("%s\n  {\"workload\": ", i ? "," : "");
-            jstr(stdout, ti.workload_key);
+            te_db_json_write_str(stdout, ti.workload_key);
             printf(", \"space\": ");
-            jstr(stdout, ti.space_kind);
+            te_db_json_write_str(stdout, ti.space_kind);
             printf(", \"trials\": %lld, \"errors\": %lld, \"skipped\": %lld, \"status\": {",
                    (long long)ti.trials, (long long)errors, (long long)ti.skipped);
             for (int s = 0, first = 1; s < TE_TRIAL_STATUS_COUNT; s++)
@@ -877,7 +534,7 @@ int te_cmd_tune(int argc, char **argv)
                     first = 0;
                 }
             printf("}, \"stop\": ");
-            jstr(stdout, ti.stop_reason);
+            te_db_json_write_str(stdout, ti.stop_reason);
             printf(", \"best_gflops\": ");
             jnum(stdout, ti.best_gflops);
             printf(", \"best_ms\": ");
@@ -887,9 +544,9 @@ int te_cmd_tune(int argc, char **argv)
             printf(", \"onednn_gflops\": ");
             jnum(stdout, br->onednn);
             printf(", \"baseline\": ");
-            jstr(stdout, br->best_lib < 0 ? NULL : te_bl_lib_name((te_bl_lib)br->best_lib));
+            te_db_json_write_str(stdout, br->best_lib < 0 ? NULL : te_bl_lib_name((te_bl_lib)br->best_lib));
             printf(", \"baseline_impl\": ");
-            jstr(stdout, br->best_lib < 0 ? NULL : br->impl[br->best_lib]);
+            te_db_json_write_str(stdout, br->best_lib < 0 ? NULL : br->impl[br->best_lib]);
             printf(", \"baseline_gflops\": ");
             jnum(stdout, base);
             printf(", \"side_by_side\": ");
@@ -897,9 +554,9 @@ int te_cmd_tune(int argc, char **argv)
                 printf("{\"gflops\": ");
                 jnum(stdout, fr.ours);
                 printf(", \"baseline\": ");
-                jstr(stdout, te_bl_lib_name((te_bl_lib)fr.r.best_lib));
+                te_db_json_write_str(stdout, te_bl_lib_name((te_bl_lib)fr.r.best_lib));
                 printf(", \"baseline_impl\": ");
-                jstr(stdout, fr.r.impl[fr.r.best_lib]);
+                te_db_json_write_str(stdout, fr.r.impl[fr.r.best_lib]);
                 printf(", \"baseline_gflops\": ");
                 jnum(stdout, fr.r.best);
                 printf(", \"ratio\": ");
@@ -913,7 +570,7 @@ int te_cmd_tune(int argc, char **argv)
                 printf("null");
             }
             printf(", \"best_trace\": ");
-            jstr(stdout, ti.best_trace);
+            te_db_json_write_str(stdout, ti.best_trace);
             printf("}");
         } else {
             printf("\n%s: %lld trials this job (%lld failed", ti.workload_key, (long long)ti.trials,
@@ -943,7 +600,7 @@ int te_cmd_tune(int argc, char **argv)
             if (has_final) {
                 printf("\nbeside the baselines at the end (medians of %d alternating runs): %.1f "
                        "GFLOP/s, %.2fx %s at %.1f",
-                       BASELINE_REPS, fr.ours, fr.ours / fr.r.best, fr.r.impl[fr.r.best_lib],
+                       TE_TUNE_BASELINE_REPS, fr.ours, fr.ours / fr.r.best, fr.r.impl[fr.r.best_lib],
                        fr.r.best);
                 if (fr.r.best_lib != TE_BL_OPENBLAS && isfinite(fr.r.openblas))
                     printf("; %.2fx %s", fr.ours / fr.r.openblas, fr.r.impl[TE_BL_OPENBLAS]);
@@ -966,7 +623,7 @@ int te_cmd_tune(int argc, char **argv)
             }
         }
         if (curve && i == 0) {
-            if (write_curve(curve, db, &ti, &dbt, job, base,
+            if (te__tune_write_curve(curve, db, &ti, &dbt, job, base,
                             br->best_lib < 0 ? "" : br->impl[br->best_lib]) != 0)
                 fprintf(stderr, "tessera tune: could not write the curve to '%s'\n", curve);
             else if (!json)
