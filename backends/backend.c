@@ -42,3 +42,13 @@ const te__backend *te__backend_get(te_backend_kind kind)
     }
     return NULL;
 }
+
+int te__build_check_args(te_schedule *s, bool have_out, const char *name, const char *fn)
+{
+    if (!s)
+        return TE_ERR_ARG;
+    if (!have_out || !name)
+        return te_ctx_set_error(te_schedule_ctx(s), TE_ERR_ARG, "%s: name and out are required",
+                                fn);
+    return TE_OK;
+}

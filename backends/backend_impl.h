@@ -88,6 +88,10 @@ typedef struct te__backend {
 /* The table of backend `kind` (backends/backend.c); NULL for an unknown kind. Static data. */
 const te__backend *te__backend_get(te_backend_kind kind);
 
+/* The argument checks te_build and te_cuda_build (`fn`) share: s, an out pointer (have_out) and
+ * a name are required. Returns TE_OK, or TE_ERR_ARG with the message on s's context. */
+int te__build_check_args(te_schedule *s, bool have_out, const char *name, const char *fn);
+
 /* ---- The entries, for backends/backend.c. Each behaves as its field above documents. */
 
 /* C (backends/c/module.c) */

@@ -82,11 +82,10 @@ int te_build(te_schedule *s, int n_args, te_tensor *const *args, const char *nam
 {
     if (out)
         *out = NULL;
-    if (!s)
-        return TE_ERR_ARG;
+    int rc = te__build_check_args(s, out != NULL, name, "te_build");
+    if (rc != TE_OK)
+        return rc;
     te_ctx *ctx = te_schedule_ctx(s);
-    if (!out || !name)
-        return te_ctx_set_error(ctx, TE_ERR_ARG, "te_build: name and out are required");
     te_target host;
     if (!target) {
         host = te_target_host();
@@ -106,7 +105,7 @@ int te_build(te_schedule *s, int n_args, te_tensor *const *args, const char *nam
     char *err = malloc(16384);
     te__kernel *k = NULL;
     int st = TE_OK;
-    int rc = be->compile_many(1, &src, (const int[]){1}, (const char *const *const[]){&name},
+    rc = be->compile_many(1, &src, (const int[]){1}, (const char *const *const[]){&name},
                               target, 1, &k, &st, err ? &err : NULL, err ? 16384 : 0);
     if (rc == TE_OK)
         *out = (te_module *)k;

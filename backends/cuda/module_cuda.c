@@ -97,11 +97,10 @@ int te_cuda_build(te_schedule *s, int n_args, te_tensor *const *args, const char
 {
     if (out)
         *out = NULL;
-    if (!s)
-        return TE_ERR_ARG;
+    int rc = te__build_check_args(s, out != NULL, name, "te_cuda_build");
+    if (rc != TE_OK)
+        return rc;
     te_ctx *ctx = te_schedule_ctx(s);
-    if (!out || !name)
-        return te_ctx_set_error(ctx, TE_ERR_ARG, "te_cuda_build: name and out are required");
     te_target dev;
     if (!target) {
         if (te_cuda_target_device(0, &dev) != TE_OK)
@@ -120,7 +119,7 @@ int te_cuda_build(te_schedule *s, int n_args, te_tensor *const *args, const char
     if (!f)
         return te_ctx_errcode(ctx) != TE_OK ? te_ctx_errcode(ctx) : TE_ERR_LOWER;
     te__cuda_program p;
-    int rc = te__cuda_emit_program(ctx, f, target, &p);
+    rc = te__cuda_emit_program(ctx, f, target, &p);
     if (rc != TE_OK)
         return rc;
     te_cuda_module *m = calloc(1, sizeof *m);
