@@ -80,9 +80,9 @@ static int make_module(shared_lib *sl, const char *source, const char *name, te_
 int te_build(te_schedule *s, int n_args, te_tensor *const *args, const char *name,
              const te_target *target, te_module **out)
 {
+    int rc = te__build_check_args(s, out != NULL, name, "te_build");
     if (out)
         *out = NULL;
-    int rc = te__build_check_args(s, out != NULL, name, "te_build");
     if (rc != TE_OK)
         return rc;
     te_ctx *ctx = te_schedule_ctx(s);

@@ -92,6 +92,17 @@ void te_cuda_module_free(te_cuda_module *m)
     free(m);
 }
 
+/* te_cuda_build without a target: device 0's. */
+static int device_target(te_ctx *ctx, const char *name, te_target *dev)
+{
+    if (te_cuda_target_device(0, dev) == TE_OK)
+        return TE_OK;
+    return te_ctx_set_error(ctx, TE_ERR_NO_CUDA,
+                            "te_cuda_build '%s': no target given and no device to take one "
+                            "from: %s",
+                            name, te_cuda_errmsg());
+}
+
 int te_cuda_build(te_schedule *s, int n_args, te_tensor *const *args, const char *name,
                   const te_target *target, te_cuda_module **out)
 {
@@ -102,14 +113,9 @@ int te_cuda_build(te_schedule *s, int n_args, te_tensor *const *args, const char
         return rc;
     te_ctx *ctx = te_schedule_ctx(s);
     te_target dev;
-    if (!target) {
-        if (te_cuda_target_device(0, &dev) != TE_OK)
-            return te_ctx_set_error(ctx, TE_ERR_NO_CUDA,
-                                    "te_cuda_build '%s': no target given and "
-                                    "no device to take one from: %s",
-                                    name, te_cuda_errmsg());
-        target = &dev;
-    }
+    if (!target && (rc = device_target(ctx, name, &dev)) != TE_OK)
+        return rc;
+    target = target ? target : &dev;
     if (target->backend != TE_BACKEND_CUDA || target->sm <= 0)
         return te_ctx_set_error(ctx, TE_ERR_ARG,
                                 "te_cuda_build '%s': the target is not a CUDA "
