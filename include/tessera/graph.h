@@ -262,14 +262,16 @@ int te_graph_optimize(te_graph *g, FILE *log);
  *     atom     := OPNAME-GLOB                'matmul', 'gelu*' ('*' matches any characters)
  *              |  '@' KIND                   '@elemwise', '@broadcast', ..., '@out_ewise'
  *              |  'any'                      any operator
- *     quant    := '?' | '+' | '*' | '{' N [',' [M]] '}'
+ *     quant    := '?' | '+' | '{' N [',' [M]] '}'       ('{0,}' is zero or more)
  * `where` constraints (space-separated, all must hold, on the first matched node's output
  * unless noted): dtype=D[|D], rank=N, min_rank=N, target=cpu|cuda, isa=FEATURE, kernel=KHxKW
  * (convolution weights of every conv in the group), same_shape=1 (siblings' outputs), escape=1
  * (intermediates may be read outside the group: they become extra group outputs),
  * max_numel=N. `priority` is an integer (higher first; ties: more specific pattern first,
- * then file order). `produces` names a library operator the group equals when the pattern
- * matched exactly (every optional element present as listed), else the group is generic.
+ * then file order). `produces` names a library operator (and attributes: `produces
+ * matmul_bias_act act=gelu`) that the group equals when every element of the pattern matched
+ * exactly one node (siblings: as many as the quantifier's maximum); otherwise the group is
+ * generic and only the rule's name is reported.
  */
 typedef struct te_fuse_rules te_fuse_rules;
 
