@@ -494,6 +494,10 @@ static int check_candidate(fctx *f, const char *rule, int allow_escape, mstate *
             char hb[32], hl[32];
             human_bytes(b, hb, sizeof hb);
             human_bytes((double)f->t->l2_bytes, hl, sizeof hl);
+            char key[64];
+            snprintf(key, sizeof key, "'%s' (", vname(f, v));
+            if (strstr(notes, key))
+                continue; /* one note per intermediate */
             if (b <= (double)f->t->l2_bytes) {
                 size_t len = strlen(notes);
                 snprintf(notes + len, sizeof notes - len, "; '%s' (%s) staged in L2 (%s)",
@@ -501,8 +505,8 @@ static int check_candidate(fctx *f, const char *rule, int allow_escape, mstate *
             } else if (NODE(f, p)->op->kind <= TE_KIND_INJECTIVE) {
                 recompute += te_graph_node_flops(g, p) * (reuse - 1);
                 size_t len = strlen(notes);
-                snprintf(notes + len, sizeof notes - len, "; '%s' recomputed %.0fx", vname(f, v),
-                         reuse);
+                snprintf(notes + len, sizeof notes - len, "; '%s' (%s) recomputed %.0fx",
+                         vname(f, v), NODE(f, p)->op->name, reuse);
             } else {
                 add_decision(f, 0, rule, "l2", st,
                              "'%s' (%s, %s) is re-read %.0fx by '%s' (%s) and must be staged, "
@@ -722,9 +726,72 @@ static int sole_consumer(const fctx *f, int n)
     return f->cons[v][0];
 }
 
+/* Groups formed by rules absorb the elemwise/broadcast chains that follow their out_ewise
+ * outputs (the bias adds after a horizontal QKV), as TVM fuses epilogues into any
+ * out_ewise-fusable group. The group then no longer equals its `produces` operator. */
+static void absorb_epilogues(fctx *f)
+{
+    for (int gi = 0; gi < f->ntmp; gi++) {
+        fgroup *gr = &f->tmp[gi];
+        mstate st = {.n = 0};
+        for (int i = 0; i < gr->n && st.n < MAXM; i++)
+            st.nodes[st.n++] = gr->nodes[i];
+        int base = st.n;
+        for (int i = 0; i < base; i++) {
+            int n = st.nodes[i];
+            if (NODE(f, n)->op->kind != TE_KIND_OUT_EWISE_FUSABLE)
+                continue;
+            /* Walk the chain after n through the group's own nodes, then take free ones. */
+            for (int cur = n, c; (c = sole_consumer(f, cur)) >= 0; cur = c) {
+                if (in_state(&st, c))
+                    continue;
+                if (!free_node(f, &st, c) || NODE(f, c)->op->kind > TE_KIND_BROADCAST)
+                    break;
+                st.nodes[st.n++] = c;
+            }
+        }
+        if (st.n == base)
+            continue;
+        sort_state(&st);
+        char rule[80];
+        snprintf(rule, sizeof rule, "%s+epilogue", gr->rule);
+        /* Free the group's nodes while the larger candidate is checked. */
+        for (int i = 0; i < gr->n; i++)
+            f->assigned[gr->nodes[i]] = -1;
+        if (check_candidate(f, rule, 1, &st)) {
+            int *nodes = realloc(gr->nodes, sizeof(int) * (size_t)st.n);
+            int *outs = realloc(gr->outs, sizeof(int) * (size_t)(st.n * TE__G_MAXIO + 1));
+            if (nodes)
+                gr->nodes = nodes;
+            if (outs)
+                gr->outs = outs;
+            if (nodes && outs) {
+                memcpy(gr->nodes, st.nodes, sizeof(int) * (size_t)st.n);
+                gr->n = st.n;
+                snprintf(gr->rule, sizeof gr->rule, "%.63s", rule);
+                gr->fused[0] = 0;
+            }
+        }
+        for (int i = 0; i < gr->n; i++)
+            f->assigned[gr->nodes[i]] = gi;
+        gr->nout = 0;
+        for (int i = 0; i < gr->n; i++) {
+            const te__gnode *nd = NODE(f, gr->nodes[i]);
+            for (int o = 0; o < nd->n_out; o++) {
+                int v = nd->out[o], leaves = VAL(f, v)->is_output;
+                for (int k = 0; k < f->ncons[v]; k++)
+                    leaves |= f->assigned[f->cons[v][k]] != gi;
+                if (leaves)
+                    gr->outs[gr->nout++] = v;
+            }
+        }
+    }
+}
+
 static void generic(fctx *f)
 {
     int nn = f->g->nn;
+    absorb_epilogues(f);
     /* out_ewise + the elemwise/broadcast chain after it. */
     for (int n = 0; n < nn; n++) {
         if (f->assigned[n] >= 0 || NODE(f, n)->op->kind != TE_KIND_OUT_EWISE_FUSABLE)
