@@ -357,6 +357,29 @@ int te_fuse_plan_print(const te_fuse_plan *p, FILE *f);
 int te_fuse_plan_print_json(const te_fuse_plan *p, FILE *f);
 int te_fuse_plan_print_dot(const te_fuse_plan *p, FILE *f);
 
+/* ---- Compiling and running a fused graph ------------------------------------------------ */
+
+typedef struct te_target te_target;
+typedef struct te_graph_exec te_graph_exec;
+
+/* Compiles every group of plan p (made from g) as one kernel: the group's operators are built
+ * on placeholders for the values it reads (chaining the same te_op_* constructors as the
+ * graph), scheduled with the default schedule and built with te_build for target (NULL: the
+ * host C target). Stores the executable in *out (free with te_graph_exec_free); g and p must
+ * outlive it unchanged. On failure returns a status with a message on g naming the group. */
+int te_graph_compile(te_graph *g, const te_fuse_plan *p, const te_target *target,
+                     te_graph_exec **out);
+/* Runs the kernels in plan order. input_data[i] is the data of the i-th graph input (in
+ * te_graph_input_value order); output_data[j] receives the j-th graph output
+ * (te_graph_output_value order), in its dtype. Intermediates live in buffers owned by e. */
+int te_graph_run(te_graph_exec *e, const void *const *input_data, void *const *output_data);
+/* After a run: the data of any value (intermediate, input, constant or output) in its dtype,
+ * owned by e; NULL for an out-of-range id. For checking each group against the reference. */
+const void *te_graph_exec_value(const te_graph_exec *e, int v);
+/* Number of kernels (groups). */
+int te_graph_exec_kernel_count(const te_graph_exec *e);
+void te_graph_exec_free(te_graph_exec *e);
+
 #ifdef __cplusplus
 }
 #endif
