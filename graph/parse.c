@@ -449,7 +449,9 @@ int te_graph_print(const te_graph *g, FILE *f, const char *data_dir)
                 fclose(df);
                 fprintf(f, " file=%s\n", path);
             } else {
-                fprintf(f, " fill=0  # folded data, not written (give a data directory)\n");
+                /* No silent zeros: reading this back fails on the missing initializer file. */
+                fprintf(f, " file=%s.bin  # folded data: give te_graph_print a data directory\n",
+                        v->name);
             }
         }
     }

@@ -520,6 +520,83 @@ static void test_host_target_reads_l2_at_run_time(void **state)
     assert_string_equal(t.name, "cpu");
 }
 
+/* ---- The shipped sample graphs and user rules --------------------------------------------- */
+
+static te_graph *load_sample(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/graph/examples/%s", TE_SOURCE_DIR, name);
+    te_graph *g = te_graph_create();
+    if (te_graph_load(g, path))
+        fail_msg("%s", te_graph_errmsg(g));
+    return g;
+}
+
+static void test_encoder_block_sample_fuses_into_eleven_kernels(void **state)
+{
+    (void)state;
+    te_graph *g = load_sample("encoder_block.graph");
+    assert_int_equal(te_graph_node_count(g), 29);
+    te_fuse_plan *p = fuse(g, g_rules, 512 << 10);
+    assert_int_equal(te_fuse_plan_group_count(p), 11);
+    te_fuse_group gr = group_of(g, p, "q");
+    assert_string_equal(gr.rule, "ln_qkv+epilogue"); /* the bias adds joined the QKV kernel */
+    assert_int_equal(gr.n_nodes, 7);
+    assert_null(gr.fused_op);
+    gr = group_of(g, p, "h2");
+    assert_string_equal(gr.rule, "bias_residual_layer_norm");
+    assert_int_equal(gr.n_outputs, 2);
+    gr = group_of(g, p, "f1");
+    assert_string_equal(gr.fused_op, "matmul_bias_act act=gelu");
+    /* The 12 x 128 x 128 attention probabilities (768 KiB) do not fit a 512 KiB L2. */
+    const char *why = rejected(p, "l2", "attention_core");
+    assert_non_null(why);
+    assert_non_null(strstr(why, "'p' (softmax, 768.0 KiB) is re-read 64x by 'o'"));
+    te_fuse_plan_free(p);
+    te_graph_free(g);
+}
+
+static void test_resnet_block_sample_after_folding_is_two_kernels(void **state)
+{
+    (void)state;
+    te_graph *g = load_sample("resnet_block.graph");
+    assert_int_equal(te_graph_optimize(g, NULL), TE_OK);
+    te_fuse_plan *p = fuse(g, g_rules, 1 << 20);
+    assert_int_equal(te_fuse_plan_group_count(p), 2);
+    assert_string_equal(group_of(g, p, "r1").rule, "conv_bias_relu");
+    assert_string_equal(group_of(g, p, "y").rule, "conv_bias_residual_relu");
+    te_fuse_plan_free(p);
+    te_graph_free(g);
+}
+
+static void test_user_rules_merge_and_take_priority(void **state)
+{
+    (void)state;
+    char err[256];
+    te_fuse_rules *all = te_fuse_rules_parse("", "empty.rules", err, sizeof err);
+    assert_non_null(all);
+    assert_int_equal(te_fuse_rules_merge(all, g_rules, err, sizeof err), TE_OK);
+    te_fuse_rules *user = te_fuse_rules_parse("rule my_mm_add\n  class vertical\n"
+                                              "  pattern matmul add\n  priority 500\nend\n",
+                                              "user.rules", err, sizeof err);
+    assert_non_null(user);
+    assert_int_equal(te_fuse_rules_merge(all, user, err, sizeof err), TE_OK);
+    assert_int_equal(te_fuse_rules_count(all), te_fuse_rules_count(g_rules) + 1);
+    assert_int_equal(te_fuse_rules_merge(all, user, err, sizeof err), TE_ERR_ARG);
+    assert_non_null(strstr(err, "rule 'my_mm_add' is defined in both"));
+    te_graph *g = parse("input x f32[8,16]\nconst w f32[16,16] random seed=1\n"
+                        "const b f32[16] random seed=2\n"
+                        "h = matmul(x, w)\nhb = add(h, b)\ny = gelu(hb)\noutput y\n");
+    te_fuse_plan *p = fuse(g, all, 1 << 20);
+    te_fuse_group gr = group_of(g, p, "h");
+    assert_string_equal(gr.rule, "my_mm_add+epilogue"); /* gelu joins as an epilogue */
+    assert_int_equal(gr.n_nodes, 3);
+    te_fuse_plan_free(p);
+    te_graph_free(g);
+    te_fuse_rules_free(user);
+    te_fuse_rules_free(all);
+}
+
 /* ---- CLI ---------------------------------------------------------------------------------- */
 
 static char *run(const char *cmd, int *status)
@@ -607,6 +684,9 @@ int main(void)
         cmocka_unit_test(test_generic_kind_based_fusion_without_rules),
         cmocka_unit_test(test_json_and_dot_outputs),
         cmocka_unit_test(test_host_target_reads_l2_at_run_time),
+        cmocka_unit_test(test_encoder_block_sample_fuses_into_eleven_kernels),
+        cmocka_unit_test(test_resnet_block_sample_after_folding_is_two_kernels),
+        cmocka_unit_test(test_user_rules_merge_and_take_priority),
         cmocka_unit_test(test_cli_prints_the_plan),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tessera/graph.h"
 #include "testutil.h"
@@ -240,6 +241,35 @@ static void test_optimize_runs_the_passes_in_order(void **state)
     te_graph_free(g);
 }
 
+static void test_folded_constants_print_to_files_and_parse_back(void **state)
+{
+    (void)state;
+    te_graph *g = parse(k_conv_bn_relu);
+    assert_int_equal(te_graph_optimize(g, NULL), TE_OK);
+    char dir[] = "/tmp/test_graph_passes_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char *buf;
+    size_t len;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(te_graph_print(g, f, dir), TE_OK);
+    fclose(f);
+    assert_non_null(strstr(buf, "file="));
+    te_graph *g2 = parse(buf);
+    float *x = rnd(2 * 3 * 10 * 10);
+    double *a = eval(g, "y", x), *b = eval(g2, "y", x);
+    assert_memory_equal(a, b, sizeof(double) * 2 * 8 * 10 * 10);
+    for (int v = 0; v < te_graph_value_count(g); v++)
+        if (te_graph_value_kind_of(g, v) == TE_GRAPH_CONST) {
+            char path[256];
+            snprintf(path, sizeof path, "%s/%s.bin", dir, te_graph_value_name(g, v));
+            remove(path);
+        }
+    rmdir(dir);
+    free(buf), free(x), free(a), free(b);
+    te_graph_free(g2);
+    te_graph_free(g);
+}
+
 int main(void)
 {
     tt_rng_seed(&g_rng, tt_seed(12));
@@ -251,6 +281,7 @@ int main(void)
         cmocka_unit_test(test_fold_batch_norm_into_matmul),
         cmocka_unit_test(test_batch_norm_stays_when_the_conv_output_has_other_readers),
         cmocka_unit_test(test_optimize_runs_the_passes_in_order),
+        cmocka_unit_test(test_folded_constants_print_to_files_and_parse_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -126,8 +126,9 @@ int te_graph_parse(te_graph *g, const char *text, const char *filename);
 /* Reads a file and parses it (TE_ERR_IO when it cannot be read). */
 int te_graph_load(te_graph *g, const char *path);
 /* Writes the text form. Constants are written as their INIT when they still hold it, otherwise
- * (folded constants) as "fill=" when uniform and "file=<dir>/<name>.bin" after writing the data
- * there when data_dir is given, else as a comment. TE_OK or TE_ERR_IO. */
+ * (folded constants) as "file=<data_dir>/<name>.bin" after writing the data there; without a
+ * data_dir as "file=<name>.bin" with a comment, so that reading the text back fails rather than
+ * inventing data. TE_OK or TE_ERR_IO. */
 int te_graph_print(const te_graph *g, FILE *f, const char *data_dir);
 
 /* ---- Inspecting a graph ---------------------------------------------------------------- */
