@@ -217,6 +217,28 @@ static void test_every_registry_operator_has_a_pattern_kind(void **state)
     assert_int_equal(k, TE_KIND_OUT_EWISE_FUSABLE);
 }
 
+static void test_random_mutations_of_the_text_form_never_crash(void **state)
+{
+    (void)state;
+    size_t n = strlen(k_block);
+    char *mut = malloc(n + 1);
+    const char alphabet[] = "()[],=#\n xyzw0123456789-.f_";
+    int failed = 0;
+    for (int it = 0; it < 300; it++) {
+        memcpy(mut, k_block, n + 1);
+        for (int e = 0; e < 1 + (int)tt_rng_int(&g_rng, 3); e++)
+            mut[tt_rng_int(&g_rng, (int64_t)n)] = alphabet[tt_rng_int(&g_rng, sizeof alphabet - 1)];
+        te_graph *g = te_graph_create();
+        if (te_graph_parse(g, mut, "mut.graph")) {
+            failed++;
+            assert_true(strncmp(te_graph_errmsg(g), "mut.graph:", 10) == 0);
+        }
+        te_graph_free(g);
+    }
+    assert_true(failed > 0);
+    free(mut);
+}
+
 int main(void)
 {
     tt_rng_seed(&g_rng, tt_seed(11));
@@ -227,6 +249,7 @@ int main(void)
         cmocka_unit_test(test_text_form_errors_carry_file_and_line),
         cmocka_unit_test(test_multi_output_qkv_node),
         cmocka_unit_test(test_every_registry_operator_has_a_pattern_kind),
+        cmocka_unit_test(test_random_mutations_of_the_text_form_never_crash),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -194,6 +194,74 @@ static void test_layer_norm_qkv_runs_as_one_kernel(void **state)
     assert_int_equal(nk, 1);
 }
 
+/* The sample graphs of graph/examples at small sizes, end to end: every group compiles and
+ * every group output matches the reference. */
+static void test_small_encoder_block_end_to_end(void **state)
+{
+    (void)state;
+    int nk = check_graph("input x f32[8,32]\n"
+                         "const ln1_g f32[32] random seed=1 lo=0.5 hi=1.5\n"
+                         "const ln1_b f32[32] random seed=2\n"
+                         "const wq f32[32,32] random seed=3 lo=-0.2 hi=0.2\n"
+                         "const wk f32[32,32] random seed=4 lo=-0.2 hi=0.2\n"
+                         "const wv f32[32,32] random seed=5 lo=-0.2 hi=0.2\n"
+                         "const bq f32[32] random seed=6\n"
+                         "const bk f32[32] random seed=7\n"
+                         "const bv f32[32] random seed=8\n"
+                         "const scale f32[1] fill=0.25\n"
+                         "const wo f32[32,32] random seed=9 lo=-0.2 hi=0.2\n"
+                         "const bo f32[32] random seed=10\n"
+                         "const ln2_g f32[32] random seed=11 lo=0.5 hi=1.5\n"
+                         "const ln2_b f32[32] random seed=12\n"
+                         "const w1 f32[32,64] random seed=13 lo=-0.2 hi=0.2\n"
+                         "const b1 f32[64] random seed=14\n"
+                         "const w2 f32[64,32] random seed=15 lo=-0.2 hi=0.2\n"
+                         "const b2 f32[32] random seed=16\n"
+                         "h1 = layer_norm(x, ln1_g, ln1_b)\n"
+                         "q = matmul(h1, wq)\nk = matmul(h1, wk)\nv = matmul(h1, wv)\n"
+                         "qb = add(q, bq)\nkb = add(k, bk)\nvb = add(v, bv)\n"
+                         "q3 = reshape(qb) shape=8:2:16\nk3 = reshape(kb) shape=8:2:16\n"
+                         "v3 = reshape(vb) shape=8:2:16\n"
+                         "qh = transpose(q3) perm=1:0:2\nkh = transpose(k3) perm=1:0:2\n"
+                         "vh = transpose(v3) perm=1:0:2\n"
+                         "s = batch_matmul(qh, kh) trans_b=1\nss = mul(s, scale)\n"
+                         "p = softmax(ss)\no = batch_matmul(p, vh)\n"
+                         "ot = transpose(o) perm=1:0:2\no2 = reshape(ot) shape=8:32\n"
+                         "a = matmul(o2, wo)\nab = add(a, bo)\nr1 = add(ab, x)\n"
+                         "h2 = layer_norm(r1, ln2_g, ln2_b)\n"
+                         "f1 = matmul(h2, w1)\nf1b = add(f1, b1)\ng = gelu(f1b)\n"
+                         "f2 = matmul(g, w2)\nf2b = add(f2, b2)\ny = add(f2b, r1)\n"
+                         "output y\n",
+                         0, "attention_core");
+    assert_true(nk < 29);
+}
+
+static void test_small_resnet_block_end_to_end(void **state)
+{
+    (void)state;
+    int nk = check_graph("input x f32[1,8,8,8]\n"
+                         "const w1 f32[8,8,3,3] random seed=1 lo=-0.3 hi=0.3\n"
+                         "const g1 f32[8] random seed=2 lo=0.5 hi=1.5\n"
+                         "const be1 f32[8] random seed=3\n"
+                         "const m1 f32[8] random seed=4\n"
+                         "const v1 f32[8] random seed=5 lo=0.5 hi=2\n"
+                         "const w2 f32[8,8,3,3] random seed=6 lo=-0.3 hi=0.3\n"
+                         "const g2 f32[8] random seed=7 lo=0.5 hi=1.5\n"
+                         "const be2 f32[8] random seed=8\n"
+                         "const m2 f32[8] random seed=9\n"
+                         "const v2 f32[8] random seed=10 lo=0.5 hi=2\n"
+                         "c1 = conv2d(x, w1) pad=1\n"
+                         "n1 = batch_norm(c1, g1, be1, m1, v1)\n"
+                         "r1 = relu(n1)\n"
+                         "c2 = conv2d(r1, w2) pad=1\n"
+                         "n2 = batch_norm(c2, g2, be2, m2, v2)\n"
+                         "s = add(n2, x)\n"
+                         "y = relu(s)\n"
+                         "output y\n",
+                         1, "conv_bias_residual_relu");
+    assert_int_equal(nk, 2);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -220,6 +288,8 @@ int main(void)
         cmocka_unit_test(test_mlp_gate_runs_as_one_kernel),
         cmocka_unit_test(test_residual_layer_norm_writes_both_outputs),
         cmocka_unit_test(test_layer_norm_qkv_runs_as_one_kernel),
+        cmocka_unit_test(test_small_encoder_block_end_to_end),
+        cmocka_unit_test(test_small_resnet_block_end_to_end),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
