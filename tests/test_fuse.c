@@ -520,6 +520,43 @@ static void test_host_target_reads_l2_at_run_time(void **state)
     assert_string_equal(t.name, "cpu");
 }
 
+static void test_target_and_kernel_constraints(void **state)
+{
+    (void)state;
+    te_graph *g = parse("input q f32[2,16,8]\ninput k f32[2,16,8]\ninput v f32[2,16,8]\n"
+                        "s = batch_matmul(q, k) trans_b=1\np = softmax(s)\n"
+                        "o = batch_matmul(p, v)\noutput o\n");
+    te_fuse_plan *p = fuse(g, g_rules, 1 << 20);
+    assert_string_equal(group_of(g, p, "o").rule, "attention_core"); /* cuda rule skipped */
+    te_fuse_plan_free(p);
+    te_fuse_target t = target(1 << 20);
+    snprintf(t.name, sizeof t.name, "cuda");
+    p = te_graph_fuse(g, g_rules, &t);
+    assert_non_null(p);
+    assert_string_equal(group_of(g, p, "o").rule, "flash_attention_cuda");
+    te_fuse_plan_free(p);
+    te_graph_free(g);
+
+    /* Inception-style 1x1 siblings fuse; 3x3 siblings fall to the same-shape rule, and the
+     * kernel constraint's refusal is recorded. */
+    g = parse("input x f32[1,16,8,8]\n"
+              "const a f32[8,16,1,1] random seed=1\nconst b f32[8,16,1,1] random seed=2\n"
+              "const c f32[8,16,3,3] random seed=3\nconst d f32[8,16,3,3] random seed=4\n"
+              "ya = conv2d(x, a)\nyb = conv2d(x, b)\n"
+              "x2 = relu(x)\nyc = conv2d(x2, c) pad=1\nyd = conv2d(x2, d) pad=1\n"
+              "output ya, yb, yc, yd\n");
+    p = fuse(g, g_rules, 1 << 20);
+    te_fuse_group gr = group_of(g, p, "ya");
+    assert_string_equal(gr.rule, "conv1x1_siblings");
+    assert_int_equal(gr.n_nodes, 2);
+    assert_string_equal(group_of(g, p, "yc").rule, "conv_siblings");
+    const char *why = rejected(p, "constraint", "conv1x1_siblings");
+    assert_non_null(why);
+    assert_non_null(strstr(why, "'yc' has a 3x3 kernel, the rule wants 1x1"));
+    te_fuse_plan_free(p);
+    te_graph_free(g);
+}
+
 /* ---- The shipped sample graphs and user rules --------------------------------------------- */
 
 static te_graph *load_sample(const char *name)
@@ -684,6 +721,7 @@ int main(void)
         cmocka_unit_test(test_generic_kind_based_fusion_without_rules),
         cmocka_unit_test(test_json_and_dot_outputs),
         cmocka_unit_test(test_host_target_reads_l2_at_run_time),
+        cmocka_unit_test(test_target_and_kernel_constraints),
         cmocka_unit_test(test_encoder_block_sample_fuses_into_eleven_kernels),
         cmocka_unit_test(test_resnet_block_sample_after_folding_is_two_kernels),
         cmocka_unit_test(test_user_rules_merge_and_take_priority),

@@ -264,8 +264,8 @@ int te_graph_optimize(te_graph *g, FILE *log);
  *              |  '@' KIND                   '@elemwise', '@broadcast', ..., '@out_ewise'
  *              |  'any'                      any operator
  *     quant    := '?' | '+' | '{' N [',' [M]] '}'       ('{0,}' is zero or more)
- * `where` constraints (space-separated, all must hold, on the first matched node's output
- * unless noted): dtype=D[|D], rank=N, min_rank=N, target=cpu|cuda, isa=FEATURE, kernel=KHxKW
+ * `where` constraints (space-separated, all must hold; on the output of the group's first node
+ * in graph order unless noted): dtype=D[|D], rank=N, min_rank=N, target=cpu|cuda, isa=FEATURE, kernel=KHxKW
  * (convolution weights of every conv in the group), same_shape=1 (siblings' outputs), escape=1
  * (intermediates may be read outside the group: they become extra group outputs),
  * max_numel=N. `priority` is an integer (higher first; ties: more specific pattern first,
