@@ -673,6 +673,13 @@ static void test_cli_prints_the_plan(void **state)
     out = run(cmd, &st);
     assert_int_equal(st, 0);
     assert_non_null(strstr(out, "conv_bias_relu"));
+    snprintf(cmd, sizeof cmd, "%s fuse %s --optimize --check --rules %s/cpu.rules 2>&1",
+             TESSERA_CLI, path, TE_RULES_DIR);
+    out = run(cmd, &st);
+    if (st != 0)
+        fail_msg("%s", out);
+    assert_non_null(strstr(out, "check: group 0 conv_bias_relu"));
+    assert_non_null(strstr(out, "check: 1 kernels, all outputs match"));
     snprintf(cmd, sizeof cmd, "%s fuse /nonexistent.graph 2>&1", TESSERA_CLI);
     out = run(cmd, &st);
     assert_int_equal(WEXITSTATUS(st), 1);
