@@ -1044,6 +1044,27 @@ static int group_inputs(const te_fuse_plan *p, int gi, int *out, int cap)
     return n;
 }
 
+/* Bytes of the intermediates written to memory: every node output that is not a graph output
+ * when run node by node, every group output that is not one when fused. */
+static void traffic_totals(const te_fuse_plan *p, double *unfused, double *fused)
+{
+    const te_graph *g = p->g;
+    *unfused = *fused = 0;
+    for (int n = 0; n < g->nn; n++)
+        for (int o = 0; o < g->n[n].n_out; o++) {
+            int v = g->n[n].out[o];
+            if (!g->v[v].is_output)
+                *unfused +=
+                    (double)te_graph_value_numel(g, v) * (double)te_dtype_size(g->v[v].dtype);
+        }
+    for (int i = 0; i < p->ng; i++)
+        for (int k = 0; k < p->gr[i].nout; k++) {
+            int v = p->gr[i].outs[k];
+            if (!g->v[v].is_output)
+                *fused += (double)te_graph_value_numel(g, v) * (double)te_dtype_size(g->v[v].dtype);
+        }
+}
+
 int te_fuse_plan_print(const te_fuse_plan *p, FILE *f)
 {
     if (!p || !f)
@@ -1058,6 +1079,12 @@ int te_fuse_plan_print(const te_fuse_plan *p, FILE *f)
         rejected += !p->d[i].accepted;
     fprintf(f, "fusion plan: %d nodes -> %d kernels (%d fused groups), %d candidates rejected\n",
             g->nn, p->ng, fused, rejected);
+    double iu, ifu;
+    char hu[32], hf[32];
+    traffic_totals(p, &iu, &ifu);
+    human_bytes(iu, hu, sizeof hu);
+    human_bytes(ifu, hf, sizeof hf);
+    fprintf(f, "intermediates written to memory: %s node by node -> %s fused\n", hu, hf);
     fprintf(f, "target: %s, %d cores, %d-bit vectors, L2 %s, peak %.0f GFLOP/s, %.0f GB/s (%s)\n\n",
             p->t.name, p->t.cores, p->t.vector_bits, hl, p->t.peak_gflops, p->t.mem_gbps,
             p->t.source);
@@ -1128,7 +1155,12 @@ int te_fuse_plan_print_json(const te_fuse_plan *p, FILE *f)
     json_str(f, p->t.name);
     fprintf(f, ",\"cores\":%d,\"l2_bytes\":%zu,\"peak_gflops\":%.1f,\"mem_gbps\":%.1f},",
             p->t.cores, p->t.l2_bytes, p->t.peak_gflops, p->t.mem_gbps);
-    fprintf(f, "\"nodes\":%d,\"groups\":[", g->nn);
+    double iu, ifu;
+    traffic_totals(p, &iu, &ifu);
+    fprintf(f,
+            "\"nodes\":%d,\"intermediate_bytes_unfused\":%.0f,\"intermediate_bytes_fused\":%.0f,"
+            "\"groups\":[",
+            g->nn, iu, ifu);
     for (int i = 0; i < p->ng; i++) {
         const fgroup *gr = &p->gr[i];
         fprintf(f, "%s{\"rule\":", i ? "," : "");

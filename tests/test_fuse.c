@@ -576,6 +576,10 @@ static void test_encoder_block_sample_fuses_into_eleven_kernels(void **state)
     assert_int_equal(te_graph_node_count(g), 29);
     te_fuse_plan *p = fuse(g, g_rules, 512 << 10);
     assert_int_equal(te_fuse_plan_group_count(p), 11);
+    char *txt = plan_text(p);
+    assert_non_null(strstr(txt, "fusion plan: 29 nodes -> 11 kernels"));
+    assert_non_null(strstr(txt, "intermediates written to memory: "));
+    free(txt);
     te_fuse_group gr = group_of(g, p, "q");
     assert_string_equal(gr.rule, "ln_qkv+epilogue"); /* the bias adds joined the QKV kernel */
     assert_int_equal(gr.n_nodes, 7);

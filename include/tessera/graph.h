@@ -265,9 +265,9 @@ int te_graph_optimize(te_graph *g, FILE *log);
  *              |  'any'                      any operator
  *     quant    := '?' | '+' | '{' N [',' [M]] '}'       ('{0,}' is zero or more)
  * `where` constraints (space-separated, all must hold; on the output of the group's first node
- * in graph order unless noted): dtype=D[|D], rank=N, min_rank=N, target=cpu|cuda, isa=FEATURE, kernel=KHxKW
- * (convolution weights of every conv in the group), same_shape=1 (siblings' outputs), escape=1
- * (intermediates may be read outside the group: they become extra group outputs),
+ * in graph order unless noted): dtype=D[|D], rank=N, min_rank=N, target=cpu|cuda, isa=FEATURE,
+ * kernel=KHxKW (convolution weights of every conv in the group), same_shape=1 (siblings' outputs),
+ * escape=1 (intermediates may be read outside the group: they become extra group outputs),
  * max_numel=N. `priority` is an integer (higher first; ties: more specific pattern first,
  * then file order). `produces` names a library operator (and attributes: `produces
  * matmul_bias_act act=gelu`) that the group equals when every element of the pattern matched
@@ -352,7 +352,9 @@ int te_fuse_plan_group(const te_fuse_plan *p, int i, te_fuse_group *out);
 int te_fuse_plan_group_of(const te_fuse_plan *p, int node);
 int te_fuse_plan_decision_count(const te_fuse_plan *p);
 int te_fuse_plan_decision(const te_fuse_plan *p, int i, te_fuse_decision *out);
-/* The plan as text (groups, then every rejected candidate with its reason), as JSON, or as a
+/* The plan as text (the kernel count, the bytes of intermediates written to memory node by node
+ * and fused, the target facts, the groups with the reason each was accepted, then every
+ * rejected candidate with its reason), as JSON, or as a
  * Graphviz digraph of the fused graph (one cluster per group). TE_OK or TE_ERR_IO. */
 int te_fuse_plan_print(const te_fuse_plan *p, FILE *f);
 int te_fuse_plan_print_json(const te_fuse_plan *p, FILE *f);
