@@ -473,9 +473,46 @@ static int check_candidate(fctx *f, const char *rule, int allow_escape, mstate *
             }
         }
     }
-    /* 3. Intermediates re-read by a reduction: staged in L2, or recomputed (roofline). */
-    double recompute = 0;
+    /* 3. Register tile fit: matmuls/convolutions that read one input in one kernel keep one
+     * accumulator tile each (r rows x 2 vectors) plus 2 vector loads and a broadcast; the
+     * largest r in 4, 2, 1 that fits the target's vector registers is used. */
     char notes[256] = "";
+    if (ok && strcmp(f->t->name, "cuda") != 0) {
+        int k = 0, shared = -1;
+        for (int i = 0; i < st->n; i++) {
+            const te__gnode *a = NODE(f, st->nodes[i]);
+            if (a->op->kind != TE_KIND_OUT_EWISE_FUSABLE)
+                continue;
+            int c = 0;
+            for (int j = 0; j < st->n; j++) {
+                const te__gnode *b = NODE(f, st->nodes[j]);
+                c += b->op->kind == TE_KIND_OUT_EWISE_FUSABLE && b->in[0] == a->in[0];
+            }
+            if (c > k)
+                k = c, shared = a->in[0];
+        }
+        if (k >= 2) {
+            int nregs = strstr(f->t->isa, "avx512f") ? 32 : 16;
+            int lanes = f->t->vector_bits / 32 > 0 ? f->t->vector_bits / 32 : 4, r = 4;
+            while (r > 1 && k * r * 2 + 3 > nregs)
+                r /= 2;
+            int need = k * r * 2 + 3;
+            if (need > nregs) {
+                add_decision(f, 0, rule, "registers", st,
+                             "%d matmul/conv nodes read '%s' in one kernel: %d accumulator tiles "
+                             "of 1x%d need %d vector registers, the target has %d",
+                             k, vname(f, shared), k, 2 * lanes, need, nregs);
+                ok = 0;
+            } else {
+                snprintf(notes, sizeof notes,
+                         "; %d accumulator tiles of %dx%d: %d of %d vector "
+                         "registers",
+                         k, r, 2 * lanes, need, nregs);
+            }
+        }
+    }
+    /* 4. Intermediates re-read by a reduction: staged in L2, or recomputed (roofline). */
+    double recompute = 0;
     for (int i = 0; ok && i < st->n; i++) {
         const te__gnode *c = NODE(f, st->nodes[i]);
         if (c->op->kind < TE_KIND_REDUCTION)
@@ -517,7 +554,7 @@ static int check_candidate(fctx *f, const char *rule, int allow_escape, mstate *
             }
         }
     }
-    /* 4. Roofline: estimated time of the nodes one by one against the fused kernel. */
+    /* 5. Roofline: estimated time of the nodes one by one against the fused kernel. */
     if (ok) {
         double P = f->t->peak_gflops * 1e9, BW = f->t->mem_gbps * 1e9, L = f->t->launch_us * 1e-6;
         double t_unf = 0, F = 0, B_unf = 0, B_f = 0;

@@ -557,6 +557,39 @@ static void test_target_and_kernel_constraints(void **state)
     te_graph_free(g);
 }
 
+static void test_register_tile_fit_limits_horizontal_fusion(void **state)
+{
+    (void)state;
+    char err[256];
+    te_fuse_rules *r = te_fuse_rules_parse("rule eight\n  class horizontal\n"
+                                           "  pattern [matmul{2,8}]\n  priority 1\nend\n",
+                                           "user.rules", err, sizeof err);
+    assert_non_null(r);
+    char text[2048] = "input x f32[16,32]\n";
+    for (int i = 0; i < 8; i++) {
+        size_t n = strlen(text);
+        snprintf(text + n, sizeof text - n,
+                 "const w%d f32[32,32] random seed=%d\ny%d = matmul(x, w%d)\noutput y%d\n", i,
+                 i + 1, i, i, i);
+    }
+    te_graph *g = parse(text);
+    te_fuse_plan *p = fuse(g, r, 1 << 20); /* avx2: 16 vector registers */
+    const char *why = rejected(p, "registers", "eight");
+    assert_non_null(why);
+    assert_non_null(strstr(why, "8 matmul/conv nodes read 'x' in one kernel: 8 accumulator tiles "
+                                "of 1x16 need 19 vector registers, the target has 16"));
+    te_fuse_plan_free(p);
+    te_fuse_target t = target(1 << 20);
+    snprintf(t.isa, sizeof t.isa, "avx512f,fma");
+    p = te_graph_fuse(g, r, &t);
+    te_fuse_group gr = group_of(g, p, "y0");
+    assert_string_equal(gr.rule, "eight");
+    assert_int_equal(gr.n_nodes, 8);
+    te_fuse_plan_free(p);
+    te_graph_free(g);
+    te_fuse_rules_free(r);
+}
+
 /* ---- The shipped sample graphs and user rules --------------------------------------------- */
 
 static te_graph *load_sample(const char *name)
@@ -733,6 +766,7 @@ int main(void)
         cmocka_unit_test(test_json_and_dot_outputs),
         cmocka_unit_test(test_host_target_reads_l2_at_run_time),
         cmocka_unit_test(test_target_and_kernel_constraints),
+        cmocka_unit_test(test_register_tile_fit_limits_horizontal_fusion),
         cmocka_unit_test(test_encoder_block_sample_fuses_into_eleven_kernels),
         cmocka_unit_test(test_resnet_block_sample_after_folding_is_two_kernels),
         cmocka_unit_test(test_user_rules_merge_and_take_priority),

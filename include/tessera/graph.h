@@ -316,8 +316,12 @@ int te_fuse_target_host(te_fuse_target *t);
 typedef struct te_fuse_plan te_fuse_plan;
 
 /* Partitions g's nodes into fused groups: rules by priority (the most specific first), each
- * match checked for feasibility (a dependency cycle through the rest of the graph, staged
- * intermediates against the L2, recomputation by roofline); then the generic kind-based fusion
+ * match checked for feasibility, in this order: the rule's `where` constraints; a dependency
+ * cycle through the rest of the graph; intermediates read outside the group (escape); the
+ * register tile of matmuls/convolutions sharing one input against the target's vector
+ * registers (16, or 32 with avx512f); intermediates a reduction re-reads staged in the L2 (or,
+ * for elemwise producers, recomputed); the roofline estimate of the fused kernel against the
+ * nodes one by one. Then the generic kind-based fusion
  * (out_ewise + following elemwise/broadcast, injective chains, reductions absorbing elemwise
  * producers) over what is left; every other node is a group of its own. rules may be NULL
  * (generic fusion only); t NULL means te_fuse_target_host. Returns the plan (free with
@@ -339,7 +343,7 @@ typedef struct te_fuse_group {
 typedef struct te_fuse_decision {
     int accepted;
     const char *rule;   /* rule or generic step that proposed it */
-    const char *check;  /* "ok", "cycle", "l2", "roofline", "escape", "constraint" */
+    const char *check;  /* "ok", "constraint", "cycle", "escape", "registers", "l2", "roofline" */
     const char *reason; /* one line with the numbers */
     int n_nodes;
     const int *nodes;
