@@ -18,6 +18,7 @@ static const struct {
     {"ops", te_cmd_ops, "list the operator library with its parameters"},
     {"gen", te_cmd_gen, "write a standalone kernel (.c/.cu + .h) for other projects"},
     {"lower", te_cmd_lower, "print an operator's loop program, after any lowering pass"},
+    {"fuse", te_cmd_fuse, "print the fusion plan of a graph: groups, rules, rejected fusions"},
 };
 
 static void usage(FILE *f)

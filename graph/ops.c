@@ -1,0 +1,501 @@
+/* The operators a graph node may apply: every registry operator plus the graph's own
+ * (batch_norm, reshape), each with its pattern kind (TVM's OpPatternKind), its inputs, its
+ * attributes with defaults, and a function that builds it on given input tensors by calling the
+ * public te_op_* constructors. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/graph_internal.h"
+
+/* ---- Attributes --------------------------------------------------------------------------- */
+
+/* Default value text of `key` in op->attrs, copied into buf; NULL when op has no such key. */
+static const char *attr_default(const te__gop *op, const char *key, char *buf, size_t n)
+{
+    size_t klen = strlen(key);
+    for (const char *p = op->attrs; p && *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        if (eq && (size_t)(eq - p) == klen && strncmp(p, key, klen) == 0) {
+            size_t vl = len - klen - 1;
+            if (vl >= n)
+                vl = n - 1;
+            memcpy(buf, eq + 1, vl);
+            buf[vl] = 0;
+            return buf;
+        }
+        p = comma ? comma + 1 : p + len;
+    }
+    return NULL;
+}
+
+const char *te__gop_attr_str(const te__gop *op, const te_op_params *kv, const char *key, char *buf,
+                             size_t n)
+{
+    for (int i = 0; kv && i < kv->n; i++)
+        if (strcmp(kv->p[i].key, key) == 0) {
+            snprintf(buf, n, "%s", kv->p[i].val);
+            return buf;
+        }
+    const char *d = attr_default(op, key, buf, n);
+    return d ? d : "";
+}
+
+int64_t te__gop_attr_int(const te__gop *op, const te_op_params *kv, const char *key)
+{
+    char buf[64];
+    return strtoll(te__gop_attr_str(op, kv, key, buf, sizeof buf), NULL, 10);
+}
+
+double te__gop_attr_f64(const te__gop *op, const te_op_params *kv, const char *key)
+{
+    char buf[64];
+    return strtod(te__gop_attr_str(op, kv, key, buf, sizeof buf), NULL);
+}
+
+int te__gop_check_attrs(te_ctx *ctx, const te__gop *op, const te_op_params *kv)
+{
+    for (int i = 0; i < kv->n; i++) {
+        char buf[64];
+        if (!attr_default(op, kv->p[i].key, buf, sizeof buf))
+            return te_ctx_set_error(ctx, TE_ERR_ARG, "unknown attribute '%s' (%s takes: %s)",
+                                    kv->p[i].key, op->name, *op->attrs ? op->attrs : "none");
+        if (strcmp(kv->p[i].key, "layout") == 0 || strcmp(kv->p[i].key, "act") == 0 ||
+            strcmp(kv->p[i].key, "perm") == 0 || strcmp(kv->p[i].key, "shape") == 0 ||
+            strcmp(kv->p[i].key, "eps") == 0 || strcmp(kv->p[i].key, "value") == 0)
+            continue;
+        if (!kv->p[i].is_int)
+            return te_ctx_set_error(ctx, TE_ERR_ARG,
+                                    "attribute '%s' has value '%s', not an "
+                                    "integer",
+                                    kv->p[i].key, kv->p[i].val);
+    }
+    return TE_OK;
+}
+
+/* "1:0:2" into ints; returns the count or -1. */
+static int parse_list(const char *s, int64_t *out, int cap)
+{
+    int n = 0;
+    while (*s) {
+        char *end;
+        long long v = strtoll(s, &end, 10);
+        if (end == s || n == cap)
+            return -1;
+        out[n++] = v;
+        s = end;
+        if (*s == ':')
+            s++;
+        else if (*s)
+            return -1;
+    }
+    return n;
+}
+
+/* ---- Builders ----------------------------------------------------------------------------- */
+
+#define APPLY_ARGS                                                                                 \
+    te_ctx *ctx, const te__gop *op, const te_op_params *kv, int n_in, te_tensor *const *in,        \
+        const char *const *names, te_tensor **out
+#define UNUSED_ARGS (void)op, (void)kv, (void)n_in, (void)in
+
+static int done(te_ctx *ctx, te_tensor *t, te_tensor **out)
+{
+    out[0] = t;
+    return t ? TE_OK : (te_ctx_errcode(ctx) ? te_ctx_errcode(ctx) : TE_ERR_INTERNAL);
+}
+
+static int ap_matmul(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    return done(ctx,
+                te_op_matmul(ctx, in[0], in[1], (int)te__gop_attr_int(op, kv, "trans_a"),
+                             (int)te__gop_attr_int(op, kv, "trans_b"), names[0]),
+                out);
+}
+
+static int ap_batch_matmul(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    return done(ctx,
+                te_op_batch_matmul(ctx, in[0], in[1], (int)te__gop_attr_int(op, kv, "trans_a"),
+                                   (int)te__gop_attr_int(op, kv, "trans_b"), names[0]),
+                out);
+}
+
+static int ap_dense_bias(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    return done(ctx, te_op_dense_bias(ctx, in[0], in[1], in[2], names[0]), out);
+}
+
+static te_conv2d_params conv_params(const te__gop *op, const te_op_params *kv)
+{
+    te_conv2d_params p = te_conv2d_params_default();
+    char buf[16];
+    p.stride_h = p.stride_w = (int32_t)te__gop_attr_int(op, kv, "stride");
+    p.pad_h = p.pad_w = (int32_t)te__gop_attr_int(op, kv, "pad");
+    p.dilation_h = p.dilation_w = (int32_t)te__gop_attr_int(op, kv, "dilation");
+    if (strstr(op->attrs, "groups="))
+        p.groups = (int32_t)te__gop_attr_int(op, kv, "groups");
+    if (strstr(op->attrs, "layout="))
+        p.layout = strcmp(te__gop_attr_str(op, kv, "layout", buf, sizeof buf), "NHWC") == 0
+                       ? TE_LAYOUT_NHWC
+                       : TE_LAYOUT_NCHW;
+    return p;
+}
+
+static int check_layout(te_ctx *ctx, const te__gop *op, const te_op_params *kv)
+{
+    char buf[16];
+    const char *l = te__gop_attr_str(op, kv, "layout", buf, sizeof buf);
+    if (strcmp(l, "NCHW") && strcmp(l, "NHWC"))
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "attribute layout=%s: use NCHW or NHWC", l);
+    return TE_OK;
+}
+
+static int ap_conv2d(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    int rc = check_layout(ctx, op, kv);
+    if (rc)
+        return rc;
+    te_conv2d_params p = conv_params(op, kv);
+    return done(ctx, te_op_conv2d(ctx, in[0], in[1], &p, names[0]), out);
+}
+
+static int ap_conv2d_bn_relu(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    int rc = check_layout(ctx, op, kv);
+    if (rc)
+        return rc;
+    te_conv2d_params p = conv_params(op, kv);
+    return done(ctx, te_op_conv2d_bn_relu(ctx, in[0], in[1], in[2], in[3], &p, names[0]), out);
+}
+
+static int ap_depthwise(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    te_conv2d_params p = conv_params(op, kv);
+    return done(ctx, te_op_depthwise_conv2d(ctx, in[0], in[1], &p, names[0]), out);
+}
+
+static int ap_pool(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    te_pool2d_params p = {0};
+    p.kernel_h = p.kernel_w = (int32_t)te__gop_attr_int(op, kv, "kernel");
+    p.stride_h = p.stride_w = (int32_t)te__gop_attr_int(op, kv, "stride");
+    p.pad_h = p.pad_w = (int32_t)te__gop_attr_int(op, kv, "pad");
+    int avg = strcmp(op->name, "avg_pool2d") == 0;
+    if (avg)
+        p.count_include_pad = (int32_t)te__gop_attr_int(op, kv, "include_pad");
+    return done(ctx, te_op_pool2d(ctx, in[0], avg ? TE_POOL_AVG : TE_POOL_MAX, &p, names[0]), out);
+}
+
+static int ap_pad(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    int nd = te_tensor_ndim(in[0]);
+    int64_t before[TE_MAX_DIMS] = {0}, after[TE_MAX_DIMS] = {0};
+    int64_t pad = te__gop_attr_int(op, kv, "pad");
+    for (int d = nd - 2; d < nd; d++)
+        if (d >= 0)
+            before[d] = after[d] = pad;
+    return done(
+        ctx, te_op_pad(ctx, in[0], nd, before, after, te__gop_attr_f64(op, kv, "value"), names[0]),
+        out);
+}
+
+static int ap_softmax(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    return done(ctx, te_op_softmax(ctx, in[0], (int)te__gop_attr_int(op, kv, "axis"), names[0]),
+                out);
+}
+
+static int ap_layer_norm(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    return done(ctx,
+                te_op_layer_norm(ctx, in[0], n_in > 1 ? in[1] : NULL, n_in > 2 ? in[2] : NULL,
+                                 te__gop_attr_f64(op, kv, "eps"),
+                                 (int)te__gop_attr_int(op, kv, "axis"), names[0]),
+                out);
+}
+
+static int ap_rms_norm(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    return done(ctx,
+                te_op_rms_norm(ctx, in[0], n_in > 1 ? in[1] : NULL, te__gop_attr_f64(op, kv, "eps"),
+                               names[0]),
+                out);
+}
+
+static int ap_act(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    te_op_act act;
+    if (te_op_act_parse(op->name, &act))
+        return te_ctx_set_error(ctx, TE_ERR_INTERNAL, "no activation '%s'", op->name);
+    return done(ctx, te_op_activation(ctx, in[0], act, names[0]), out);
+}
+
+static int ap_binary(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    static const struct {
+        const char *name;
+        te_binop op;
+    } ops[] = {{"add", TE_ADD}, {"sub", TE_SUB},     {"mul", TE_MUL},
+               {"div", TE_DIV}, {"minimum", TE_MIN}, {"maximum", TE_MAX}};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (strcmp(ops[i].name, op->name) == 0)
+            return done(ctx, te_op_binary(ctx, ops[i].op, in[0], in[1], names[0]), out);
+    return TE_ERR_INTERNAL;
+}
+
+static int ap_transpose(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    int nd = te_tensor_ndim(in[0]);
+    int perm[TE_MAX_DIMS];
+    char buf[64];
+    const char *s = te__gop_attr_str(op, kv, "perm", buf, sizeof buf);
+    if (!*s) { /* swap the last two axes */
+        for (int d = 0; d < nd; d++)
+            perm[d] = d;
+        if (nd >= 2) {
+            perm[nd - 1] = nd - 2;
+            perm[nd - 2] = nd - 1;
+        }
+    } else {
+        int64_t v[TE_MAX_DIMS];
+        if (parse_list(s, v, TE_MAX_DIMS) != nd)
+            return te_ctx_set_error(ctx, TE_ERR_ARG,
+                                    "attribute perm=%s: need %d axes separated by ':'", s, nd);
+        for (int d = 0; d < nd; d++)
+            perm[d] = (int)v[d];
+    }
+    return done(ctx, te_op_transpose(ctx, in[0], perm, names[0]), out);
+}
+
+static int ap_reshape(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    char buf[128];
+    int64_t shape[TE_MAX_DIMS];
+    const char *s = te__gop_attr_str(op, kv, "shape", buf, sizeof buf);
+    int nd = parse_list(s, shape, TE_MAX_DIMS);
+    if (nd < 1)
+        return te_ctx_set_error(ctx, TE_ERR_ARG,
+                                "attribute shape='%s': give extents separated by ':' (one may "
+                                "be -1)",
+                                s);
+    return done(ctx, te_op_reshape(ctx, in[0], nd, shape, names[0]), out);
+}
+
+static int ap_sum(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    int axis = (int)te__gop_attr_int(op, kv, "axis");
+    return done(ctx,
+                te_op_reduce(ctx, in[0], TE_RSUM, 1, &axis,
+                             (int)te__gop_attr_int(op, kv, "keepdims"), names[0]),
+                out);
+}
+
+static int ap_matmul_bias_act(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    char buf[16];
+    te_op_act act;
+    const char *a = te__gop_attr_str(op, kv, "act", buf, sizeof buf);
+    if (te_op_act_parse(a, &act))
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "attribute act=%s is not an activation", a);
+    return done(
+        ctx, te_op_matmul_bias_act(ctx, in[0], in[1], n_in > 2 ? in[2] : NULL, act, names[0]), out);
+}
+
+static int ap_mlp_gate(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    return done(ctx, te_op_mlp_gate(ctx, in[0], in[1], in[2], names[0]), out);
+}
+
+static int ap_qkv(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    te_tensor *o[3] = {NULL, NULL, NULL};
+    int rc = te_op_qkv_projection(ctx, in[0], in[1], in[2], in[3], o, names[0]);
+    if (rc)
+        return rc;
+    /* The operator names its outputs "<name>_q" ...; the graph names them itself. */
+    for (int i = 0; i < 3; i++)
+        out[i] = o[i];
+    return TE_OK;
+}
+
+/* Inference batch norm over axis `axis`: (x - mean) * rsqrt(var + eps) * gamma + beta. */
+typedef struct bn_args {
+    te_tensor *x, *gamma, *beta, *mean, *var;
+    int axis;
+    double eps;
+} bn_args;
+
+static te_expr *bn_body(te_ctx *ctx, te_expr *const *axes, void *user)
+{
+    bn_args *a = user;
+    int nd = te_tensor_ndim(a->x);
+    te_expr *x = te_read(ctx, a->x, nd, axes);
+    te_expr *c = axes[a->axis];
+    te_expr *inv = te_rsqrt(
+        ctx, te_add(ctx, TE_AT(ctx, a->var, c), te_const(ctx, te_tensor_dtype(a->x), a->eps)));
+    te_expr *norm = te_mul(ctx, te_sub(ctx, x, TE_AT(ctx, a->mean, c)), inv);
+    return te_add(ctx, te_mul(ctx, norm, TE_AT(ctx, a->gamma, c)), TE_AT(ctx, a->beta, c));
+}
+
+static int ap_batch_norm(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    bn_args a = {in[0],
+                 in[1],
+                 in[2],
+                 in[3],
+                 in[4],
+                 (int)te__gop_attr_int(op, kv, "axis"),
+                 te__gop_attr_f64(op, kv, "eps")};
+    int nd = te_tensor_ndim(a.x);
+    if (a.axis < 0)
+        a.axis += nd;
+    if (a.axis < 0 || a.axis >= nd)
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "batch_norm: axis %d is outside rank %d",
+                                (int)te__gop_attr_int(op, kv, "axis"), nd);
+    te_dtype dt = te_tensor_dtype(a.x);
+    if (dt != TE_F32 && dt != TE_F64)
+        return te_ctx_set_error(ctx, TE_ERR_DTYPE, "batch_norm: needs f32 or f64, not %s",
+                                te_dtype_str(dt));
+    if (!(a.eps >= 0))
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "batch_norm: eps must be >= 0");
+    int64_t c = te_tensor_shape(a.x)[a.axis];
+    const char *pn[] = {"gamma", "beta", "mean", "var"};
+    for (int i = 1; i < 5; i++)
+        if (te_tensor_ndim(in[i]) != 1 || te_tensor_shape(in[i])[0] != c)
+            return te_ctx_set_error(ctx, TE_ERR_SHAPE,
+                                    "batch_norm: input %d (%s) '%s' must have shape [%lld] (the "
+                                    "extent of axis %d of '%s')",
+                                    i + 1, pn[i - 1], te_tensor_name(in[i]), (long long)c, a.axis,
+                                    te_tensor_name(a.x));
+    te_tensor *y = te_compute_shape(ctx, names[0], nd, te_tensor_shape(a.x), bn_body, &a);
+    if (y)
+        te_tensor_set_tag(ctx, y, "batch_norm");
+    return done(ctx, y, out);
+}
+
+/* ---- The table ---------------------------------------------------------------------------- */
+
+#define CONV_ATTRS "stride=1,pad=0,dilation=1,groups=1,layout=NCHW"
+#define EW(nm, cost)                                                                               \
+    {                                                                                              \
+        nm, TE_KIND_ELEMWISE, 1, 1, 1, "X", "", cost, ap_act                                       \
+    }
+#define BIN(nm)                                                                                    \
+    {                                                                                              \
+        nm, TE_KIND_BROADCAST, 2, 2, 1, "A,B", "", 1, ap_binary                                    \
+    }
+
+static const te__gop table[] = {
+    {"matmul", TE_KIND_OUT_EWISE_FUSABLE, 2, 2, 1, "A,B", "trans_a=0,trans_b=0", 0, ap_matmul},
+    {"batch_matmul", TE_KIND_OUT_EWISE_FUSABLE, 2, 2, 1, "A,B", "trans_a=0,trans_b=0", 0,
+     ap_batch_matmul},
+    {"dense_bias", TE_KIND_OUT_EWISE_FUSABLE, 3, 3, 1, "X,W,bias", "", 0, ap_dense_bias},
+    {"conv2d", TE_KIND_OUT_EWISE_FUSABLE, 2, 2, 1, "X,W", CONV_ATTRS, 0, ap_conv2d},
+    {"depthwise_conv2d", TE_KIND_OUT_EWISE_FUSABLE, 2, 2, 1, "X,W", "stride=1,pad=0,dilation=1", 0,
+     ap_depthwise},
+    {"max_pool2d", TE_KIND_OUT_EWISE_FUSABLE, 1, 1, 1, "X", "kernel=2,stride=2,pad=0", 0, ap_pool},
+    {"avg_pool2d", TE_KIND_OUT_EWISE_FUSABLE, 1, 1, 1, "X", "kernel=2,stride=2,pad=0,include_pad=0",
+     0, ap_pool},
+    {"pad", TE_KIND_INJECTIVE, 1, 1, 1, "X", "pad=1,value=0", 0, ap_pad},
+    {"softmax", TE_KIND_REDUCTION, 1, 1, 1, "X", "axis=-1", 8, ap_softmax},
+    {"layer_norm", TE_KIND_REDUCTION, 1, 3, 1, "X[,gamma[,beta]]", "eps=1e-5,axis=-1", 8,
+     ap_layer_norm},
+    {"rms_norm", TE_KIND_REDUCTION, 1, 2, 1, "X[,gamma]", "eps=1e-6", 5, ap_rms_norm},
+    EW("relu", 1),
+    EW("gelu", 14),
+    EW("gelu_tanh", 16),
+    EW("silu", 10),
+    EW("sigmoid", 9),
+    EW("tanh", 12),
+    BIN("add"),
+    BIN("sub"),
+    BIN("mul"),
+    BIN("div"),
+    BIN("minimum"),
+    BIN("maximum"),
+    {"transpose", TE_KIND_INJECTIVE, 1, 1, 1, "X", "perm=", 0, ap_transpose},
+    {"sum", TE_KIND_REDUCTION, 1, 1, 1, "X", "axis=-1,keepdims=0", 1, ap_sum},
+    {"matmul_bias_act", TE_KIND_OUT_EWISE_FUSABLE, 2, 3, 1, "X,W[,bias]", "act=relu", 0,
+     ap_matmul_bias_act},
+    {"mlp_gate", TE_KIND_OUT_EWISE_FUSABLE, 3, 3, 1, "X,W1,W3", "", 0, ap_mlp_gate},
+    {"conv2d_bn_relu", TE_KIND_OUT_EWISE_FUSABLE, 4, 4, 1, "X,W,scale,shift", CONV_ATTRS, 0,
+     ap_conv2d_bn_relu},
+    {"qkv_projection", TE_KIND_OPAQUE, 4, 4, 3, "X,Wq,Wk,Wv", "", 0, ap_qkv},
+    /* The graph's own operators (not in the registry). */
+    {"batch_norm", TE_KIND_BROADCAST, 5, 5, 1, "X,gamma,beta,mean,var", "eps=1e-5,axis=1", 4,
+     ap_batch_norm},
+    {"reshape", TE_KIND_INJECTIVE, 1, 1, 1, "X", "shape=-1", 0, ap_reshape},
+};
+
+#define NTABLE ((int)(sizeof table / sizeof table[0]))
+
+const te__gop *te__gop_find(const char *name)
+{
+    for (int i = 0; name && i < NTABLE; i++)
+        if (strcmp(table[i].name, name) == 0)
+            return &table[i];
+    return NULL;
+}
+
+int te_graph_op_count(void) { return NTABLE; }
+
+const char *te_graph_op_name(int i) { return i >= 0 && i < NTABLE ? table[i].name : NULL; }
+
+int te_graph_op_kind(const char *op)
+{
+    const te__gop *o = te__gop_find(op);
+    return o ? (int)o->kind : TE_ERR_NOT_FOUND;
+}
+
+const char *te_graph_op_attrs(const char *op)
+{
+    const te__gop *o = te__gop_find(op);
+    return o ? o->attrs : NULL;
+}
+
+const char *te_graph_op_inputs(const char *op)
+{
+    const te__gop *o = te__gop_find(op);
+    return o ? o->inputs : NULL;
+}
+
+static const char *const kind_names[TE_KIND_COUNT] = {"elemwise",  "broadcast", "injective",
+                                                      "reduction", "out_ewise", "opaque"};
+
+const char *te_op_kind_name(te_op_kind kind)
+{
+    return (unsigned)kind < TE_KIND_COUNT ? kind_names[kind] : NULL;
+}
+
+int te_op_kind_parse(const char *name, te_op_kind *out)
+{
+    for (int k = 0; name && k < TE_KIND_COUNT; k++)
+        if (strcmp(kind_names[k], name) == 0) {
+            if (out)
+                *out = (te_op_kind)k;
+            return TE_OK;
+        }
+    return TE_ERR_ARG;
+}

@@ -1,0 +1,393 @@
+/*
+ * tessera/graph.h: graphs of library operators, graph passes and rule-driven fusion.
+ *
+ * A te_graph holds values (tensors with a name, dtype and shape) and nodes (one operator of the
+ * library, by registry name, with KEY=VAL attributes). Values are graph inputs, constants (weights
+ * whose data the graph owns) or node outputs; some values are marked as graph outputs. Every node
+ * is checked when it is added: the operator exists, it gets the right number of inputs, all of one
+ * dtype, and the operator accepts their shapes (the graph builds the operator's tensor expression
+ * on its inputs' tensors, so the shape rules are exactly the library's).
+ *
+ *     te_graph *g = te_graph_create();
+ *     int x = te_graph_input(g, "x", TE_F32, 2, (int64_t[]){128, 768});
+ *     int w = te_graph_const_random(g, "w", TE_F32, 2, (int64_t[]){768, 3072}, 1, -1, 1);
+ *     int b = te_graph_const_random(g, "b", TE_F32, 1, (int64_t[]){3072}, 2, -1, 1);
+ *     int h = te_graph_node(g, "matmul", NULL, 2, (int[]){x, w}, "h");
+ *     int y = te_graph_node(g, "gelu", NULL, 1, (int[]){te_graph_node(g, "add", NULL, 2,
+ *                           (int[]){h, b}, "hb")}, "y");
+ *     te_graph_output(g, y);
+ *     if (te_graph_errcode(g)) fprintf(stderr, "%s\n", te_graph_errmsg(g));
+ *     te_graph_optimize(g, NULL);                     // dead nodes, CSE, constant folding
+ *     te_fuse_rules *rules = te_fuse_rules_load("rules/cpu.rules", err, sizeof err);
+ *     te_fuse_target tgt;
+ *     te_fuse_target_host(&tgt);
+ *     te_fuse_plan *plan = te_graph_fuse(g, rules, &tgt);
+ *     te_fuse_plan_print(plan, stdout);               // groups, rules, rejected fusions
+ *     te_fuse_plan_free(plan);
+ *     te_fuse_rules_free(rules);
+ *     te_graph_free(g);
+ *
+ * The same graph as text (te_graph_parse, te_graph_load):
+ *
+ *     input x f32[128,768]
+ *     const w f32[768,3072] random seed=1
+ *     const b f32[3072] random seed=2
+ *     h = matmul(x, w)
+ *     hb = add(h, b)
+ *     y = gelu(hb)
+ *     output y
+ *
+ * Text form grammar (one statement per line; '#' starts a comment; blank lines are ignored):
+ *
+ *     stmt   := 'input' NAME TYPE
+ *             | 'const' NAME TYPE INIT*
+ *             | NAME {',' NAME} '=' OP '(' [NAME {',' NAME}] ')' [ATTRS]
+ *             | 'output' NAME {',' NAME}
+ *     TYPE   := DTYPE '[' INT {',' INT} ']'          e.g. f32[1,3,56,56]
+ *     INIT   := 'random' | 'seed=' INT | 'lo=' NUM | 'hi=' NUM     (uniform in [lo, hi), never 0)
+ *             | 'fill=' NUM                           (every element NUM)
+ *             | 'file=' PATH                          (raw little-endian elements of DTYPE)
+ *     ATTRS  := KEY=VAL {',' KEY=VAL}                 e.g. stride=1,pad=1
+ *
+ * NAME is a C identifier of at most 40 characters, unique in the graph. A constant without INIT
+ * is `random seed=0`. An OP with several outputs (qkv_projection) names one value per output.
+ * te_graph_op_attrs lists each operator's attributes and defaults (`tessera fuse --ops`).
+ *
+ * Ownership: the graph owns its values, nodes, constant data and every string it returns; they
+ * stay valid until the next call that changes the graph (a node, a pass) or te_graph_free.
+ * Values and nodes are small integer ids; passes renumber them (look values up by name with
+ * te_graph_find after a pass). A te_fuse_plan reads its graph, which must outlive it unchanged.
+ *
+ * Errors are values: fallible calls return a status (TE_OK or a negative TE_ERR_*; calls that
+ * make a value return its id >= 0 or a negative status) and leave a message on the graph
+ * (te_graph_errmsg, like sqlite3_errmsg) naming the node, input or line at fault, e.g.
+ * "node 'y' (conv2d): input 2 'w' has dtype f64 but input 1 'x' has f32". The first message is
+ * kept until te_graph_clear_error; a call given the id of a failed call (a negative id) fails
+ * without replacing it, so a whole graph can be built and checked once at the end. Nothing in
+ * this module prints unless given a FILE.
+ */
+#ifndef TESSERA_GRAPH_H
+#define TESSERA_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tessera/status.h"
+#include "tessera/te.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct te_graph te_graph;
+
+/* ---- Graphs --------------------------------------------------------------------------- */
+
+/* Creates an empty graph; NULL only when out of memory. Free with te_graph_free. */
+te_graph *te_graph_create(void);
+/* Frees the graph, its constants' data and everything it returned. Accepts NULL. */
+void te_graph_free(te_graph *g);
+/* Message of the first error since te_graph_clear_error ("" when none); owned by g. */
+const char *te_graph_errmsg(const te_graph *g);
+/* Status of that error (TE_OK when none). */
+int te_graph_errcode(const te_graph *g);
+void te_graph_clear_error(te_graph *g);
+
+/* A graph input. Returns its value id, or a negative status (bad or duplicate name, rank outside
+ * 1..TE_MAX_DIMS, extent < 1). */
+int te_graph_input(te_graph *g, const char *name, te_dtype dtype, int ndim, const int64_t *shape);
+/* A constant: the graph copies numel * te_dtype_size(dtype) bytes from data. Returns its id. */
+int te_graph_const(te_graph *g, const char *name, te_dtype dtype, int ndim, const int64_t *shape,
+                   const void *data);
+/* A constant with uniform random elements in [lo, hi) from a fixed PRNG (splitmix64 seeded by
+ * seed; zero is never produced, so tests never see an all-zero weight). f32, f64, i32, i64. */
+int te_graph_const_random(te_graph *g, const char *name, te_dtype dtype, int ndim,
+                          const int64_t *shape, uint64_t seed, double lo, double hi);
+/* A node applying library operator `op` (a registry name, or a graph operator such as
+ * batch_norm: te_graph_op_count) with attributes "k=v,..." (NULL or "" for the defaults) to
+ * n_in input values. Returns the id of its (first) output value, named `name` (NULL: the
+ * operator's name with a number). Errors name the node and the input at fault: an unknown
+ * operator or attribute, the wrong number of inputs, mixed dtypes, shapes the operator refuses
+ * (its message is kept after the node's name), a negative input id. */
+int te_graph_node(te_graph *g, const char *op, const char *attrs, int n_in, const int *inputs,
+                  const char *name);
+/* Like te_graph_node for operators with several outputs: names[n_out] and outs[n_out], n_out
+ * equal to the operator's output count. Returns TE_OK or a status. */
+int te_graph_node_multi(te_graph *g, const char *op, const char *attrs, int n_in, const int *inputs,
+                        int n_out, const char *const *names, int *outs);
+/* Marks a value as a graph output (once; a second time is a no-op). TE_OK or a status. */
+int te_graph_output(te_graph *g, int value);
+
+/* Parses the text form (grammar above) and appends it to g. filename only labels messages
+ * ("model.graph:3: ..."; NULL: "<string>"); file= paths are relative to the working directory.
+ * TE_OK or a status; on error the graph may hold the statements before the bad line. */
+int te_graph_parse(te_graph *g, const char *text, const char *filename);
+/* Reads a file and parses it (TE_ERR_IO when it cannot be read). */
+int te_graph_load(te_graph *g, const char *path);
+/* Writes the text form. Constants are written as their INIT when they still hold it, otherwise
+ * (folded constants) as "file=<data_dir>/<name>.bin" after writing the data there; without a
+ * data_dir as "file=<name>.bin" with a comment, so that reading the text back fails rather than
+ * inventing data. TE_OK or TE_ERR_IO. */
+int te_graph_print(const te_graph *g, FILE *f, const char *data_dir);
+
+/* ---- Inspecting a graph ---------------------------------------------------------------- */
+
+typedef enum te_graph_value_kind {
+    TE_GRAPH_INPUT,
+    TE_GRAPH_CONST,
+    TE_GRAPH_NODE_OUTPUT
+} te_graph_value_kind;
+
+int te_graph_value_count(const te_graph *g);
+/* Id of the value named `name`, or TE_ERR_NOT_FOUND (no message). */
+int te_graph_find(const te_graph *g, const char *name);
+/* Accessors of value v; out-of-range ids give NULL / -1 / 0. Strings and arrays owned by g. */
+const char *te_graph_value_name(const te_graph *g, int v);
+te_dtype te_graph_value_dtype(const te_graph *g, int v);
+int te_graph_value_ndim(const te_graph *g, int v);
+const int64_t *te_graph_value_shape(const te_graph *g, int v);
+int64_t te_graph_value_numel(const te_graph *g, int v);
+te_graph_value_kind te_graph_value_kind_of(const te_graph *g, int v);
+/* Constant data (row-major, the value's dtype) or NULL for a value that is not a constant. */
+const void *te_graph_value_data(const te_graph *g, int v);
+/* Node producing v, or -1 for inputs and constants. */
+int te_graph_value_producer(const te_graph *g, int v);
+/* Number of nodes reading v. */
+int te_graph_value_use_count(const te_graph *g, int v);
+int te_graph_value_is_output(const te_graph *g, int v);
+
+/* Nodes are kept in a topological order: a node's inputs come before it. */
+int te_graph_node_count(const te_graph *g);
+const char *te_graph_node_op(const te_graph *g, int n);
+/* The node's name: its first output's name. */
+const char *te_graph_node_name(const te_graph *g, int n);
+/* The node's attributes as given ("" for none). */
+const char *te_graph_node_attrs(const te_graph *g, int n);
+int te_graph_node_ninputs(const te_graph *g, int n);
+int te_graph_node_input(const te_graph *g, int n, int i);
+int te_graph_node_noutputs(const te_graph *g, int n);
+int te_graph_node_output(const te_graph *g, int n, int i);
+/* Estimated floating-point operations of the node (2 per multiply-add), for rooflines. */
+double te_graph_node_flops(const te_graph *g, int n);
+
+int te_graph_output_count(const te_graph *g);
+int te_graph_output_value(const te_graph *g, int i);
+
+/* The tensor of value v in the graph's own context (a placeholder for inputs and constants,
+ * the operator's output otherwise), owned by g and valid until the graph changes. */
+te_tensor *te_graph_value_tensor(te_graph *g, int v);
+
+/* ---- Reference evaluation -------------------------------------------------------------- */
+
+/* Evaluates n values of the graph in float64 with te_reference_eval. input_data[i] is the
+ * row-major data of the i-th graph input (in the order they were added, in its dtype);
+ * constants use their own data. out[j] receives te_graph_value_numel(values[j]) doubles. */
+int te_graph_eval_reference(te_graph *g, const void *const *input_data, int n, const int *values,
+                            double *const *out);
+/* Number of graph inputs and the value id of the i-th. */
+int te_graph_input_count(const te_graph *g);
+int te_graph_input_value(const te_graph *g, int i);
+
+/* ---- Operators and pattern kinds ------------------------------------------------------- */
+
+/* Pattern kinds, ordered as TVM's OpPatternKind: a kind fuses into kinds above it. */
+typedef enum te_op_kind {
+    TE_KIND_ELEMWISE,  /* out[i] = f(in[i]), same shapes */
+    TE_KIND_BROADCAST, /* out[i] = f(in[i], p[bcast(i)]): add with a bias, batch norm */
+    TE_KIND_INJECTIVE, /* each output reads one input element: transpose, reshape, pad */
+    TE_KIND_REDUCTION, /* reduces axes, or row ops built on reductions: sum, softmax, norms */
+    TE_KIND_OUT_EWISE_FUSABLE, /* complex reduction whose output takes an elementwise epilogue:
+                                  matmul, conv2d, pooling */
+    TE_KIND_OPAQUE,            /* fuses with nothing (multi-output operators) */
+    TE_KIND_COUNT
+} te_op_kind;
+
+/* "elemwise", "broadcast", "injective", "reduction", "out_ewise", "opaque"; NULL otherwise. */
+const char *te_op_kind_name(te_op_kind kind);
+/* Parses those names; TE_OK or TE_ERR_ARG. */
+int te_op_kind_parse(const char *name, te_op_kind *out);
+/* The pattern kind of operator `op`, or TE_ERR_NOT_FOUND for an operator the graph lacks. */
+int te_graph_op_kind(const char *op);
+/* Operators a graph node may use (every registry operator and the graph's own, batch_norm and
+ * reshape): count, i-th name, its attributes with defaults ("stride=1,pad=0,..."), its input
+ * names ("X,W" with optional inputs in brackets) and whether it comes from the registry. */
+int te_graph_op_count(void);
+const char *te_graph_op_name(int i);
+const char *te_graph_op_attrs(const char *op);
+const char *te_graph_op_inputs(const char *op);
+
+/* ---- Graph passes ---------------------------------------------------------------------- */
+
+/* Removes nodes no graph output depends on and constants nobody reads. *removed (may be NULL)
+ * receives the number of nodes removed. Graph inputs are kept. */
+int te_graph_dce(te_graph *g, int *removed);
+/* Merges nodes with the same operator, attributes and inputs (and constants with equal dtype,
+ * shape and data) into the first; readers of the duplicate read the survivor. */
+int te_graph_cse(te_graph *g, int *merged);
+/* Folds weight-only subgraphs: a node whose inputs are all constants is evaluated (in float64,
+ * stored in its dtype) and becomes a constant; batch_norm after conv2d (NCHW, groups=1) or after
+ * matmul (trans_b=0) is folded into the weights plus a bias add when the batch norm's
+ * parameters are constants and the convolution's output has no other reader. *folded receives
+ * the number of nodes replaced. Runs te_graph_dce afterwards. */
+int te_graph_fold_constants(te_graph *g, int *folded);
+/* te_graph_dce, te_graph_cse, te_graph_fold_constants, te_graph_cse. log (may be NULL) gets
+ * one line per pass: "fold_constants: 2 nodes folded". */
+int te_graph_optimize(te_graph *g, FILE *log);
+
+/* ---- Fusion rules ---------------------------------------------------------------------- */
+
+/*
+ * A rules file holds rules; each starts with `rule NAME`, has one directive per line and ends
+ * with `end`. '#' starts a comment.
+ *
+ *     rule conv_bn_relu
+ *       class     vertical           # vertical | horizontal | branch | composite
+ *       pattern   conv2d add? batch_norm? relu
+ *       where     dtype=f32 rank=4 target=cpu
+ *       priority  100
+ *       produces  conv2d_bn_relu     # optional: the library operator when matched exactly
+ *     end
+ *
+ * Patterns:
+ *     pattern  := item {['->'] item}
+ *     item     := elem                       a node reading the previous item's output
+ *              |  '(' [seq] ',' [seq] ')' elem
+ *                                           branch: two paths from one shared input joined by
+ *                                           elem (either input order); an empty path is the
+ *                                           shared input itself (a residual)
+ *              |  '[' elem ']'               siblings: nodes reading one value (the previous
+ *                                           item's output, or any value when first), matched as
+ *                                           many times as elem's quantifier allows (default 2+)
+ *     elem     := atom {'|' atom} [quant]
+ *     atom     := OPNAME-GLOB                'matmul', 'gelu*' ('*' matches any characters)
+ *              |  '@' KIND                   '@elemwise', '@broadcast', ..., '@out_ewise'
+ *              |  'any'                      any operator
+ *     quant    := '?' | '+' | '{' N [',' [M]] '}'       ('{0,}' is zero or more)
+ * `where` constraints (space-separated, all must hold; on the output of the group's first node
+ * in graph order unless noted): dtype=D[|D], rank=N, min_rank=N, target=cpu|cuda, isa=FEATURE,
+ * kernel=KHxKW (convolution weights of every conv in the group), same_shape=1 (siblings' outputs),
+ * escape=1 (intermediates may be read outside the group: they become extra group outputs),
+ * max_numel=N. `priority` is an integer (higher first; ties: more specific pattern first,
+ * then file order). `produces` names a library operator (and attributes: `produces
+ * matmul_bias_act act=gelu`) that the group equals when every element of the pattern matched
+ * exactly one node (siblings: as many as the quantifier's maximum); otherwise the group is
+ * generic and only the rule's name is reported.
+ */
+typedef struct te_fuse_rules te_fuse_rules;
+
+/* Parses rules from a string: a pure function of its arguments (fuzzable). filename labels
+ * messages. Returns the rules (free with te_fuse_rules_free) or NULL with "file:line: message"
+ * written to err (errsize bytes; may be NULL). Malformed input is refused as a whole. */
+te_fuse_rules *te_fuse_rules_parse(const char *text, const char *filename, char *err,
+                                   size_t errsize);
+/* Reads and parses a file. */
+te_fuse_rules *te_fuse_rules_load(const char *path, char *err, size_t errsize);
+/* Appends the rules of b to a (names must stay unique). TE_OK or TE_ERR_ARG with err. */
+int te_fuse_rules_merge(te_fuse_rules *a, const te_fuse_rules *b, char *err, size_t errsize);
+void te_fuse_rules_free(te_fuse_rules *r);
+int te_fuse_rules_count(const te_fuse_rules *r);
+/* Name, class, pattern text and priority of rule i; NULL / 0 when out of range. */
+const char *te_fuse_rule_name(const te_fuse_rules *r, int i);
+const char *te_fuse_rule_class(const te_fuse_rules *r, int i);
+const char *te_fuse_rule_pattern(const te_fuse_rules *r, int i);
+int te_fuse_rule_priority(const te_fuse_rules *r, int i);
+const char *te_fuse_rule_produces(const te_fuse_rules *r, int i);
+
+/* ---- Fusion ---------------------------------------------------------------------------- */
+
+/* Facts of the machine fusion decides for, read at run time. */
+typedef struct te_fuse_target {
+    char name[8];       /* "cpu" or "cuda" */
+    char isa[256];      /* "avx2,fma,..." (te_target's list) */
+    int cores;          /* cores used for parallel loops */
+    int vector_bits;    /* widest vector register */
+    size_t l2_bytes;    /* L2 cache per core (sysfs cache/index*, else sysconf) */
+    double peak_gflops; /* cores x GHz x FP32 lanes x 2 (FMA) x 2 (ports) */
+    double mem_gbps;    /* DRAM bandwidth estimate ($TESSERA_MEM_GBPS, else 8 GB/s x cores) */
+    double launch_us;   /* fixed cost of one kernel (parallel region or launch) */
+    char source[160];   /* where l2_bytes and the clock came from, for the plan's header */
+} te_fuse_target;
+
+/* Fills *t for the host CPU (te_target_host plus sysfs/sysconf). TE_OK, or TE_ERR_IO when no
+ * cache size could be read (l2_bytes is then 0 and the L2 check rejects staged intermediates). */
+int te_fuse_target_host(te_fuse_target *t);
+
+typedef struct te_fuse_plan te_fuse_plan;
+
+/* Partitions g's nodes into fused groups: rules by priority (the most specific first), each
+ * match checked for feasibility, in this order: the rule's `where` constraints; a dependency
+ * cycle through the rest of the graph; intermediates read outside the group (escape); the
+ * register tile of matmuls/convolutions sharing one input against the target's vector
+ * registers (16, or 32 with avx512f); intermediates a reduction re-reads staged in the L2 (or,
+ * for elemwise producers, recomputed); the roofline estimate of the fused kernel against the
+ * nodes one by one. Then the generic kind-based fusion
+ * (out_ewise + following elemwise/broadcast, injective chains, reductions absorbing elemwise
+ * producers) over what is left; every other node is a group of its own. rules may be NULL
+ * (generic fusion only); t NULL means te_fuse_target_host. Returns the plan (free with
+ * te_fuse_plan_free; g must outlive it unchanged) or NULL with a message on g. */
+te_fuse_plan *te_graph_fuse(te_graph *g, const te_fuse_rules *rules, const te_fuse_target *t);
+void te_fuse_plan_free(te_fuse_plan *p);
+
+typedef struct te_fuse_group {
+    const char *rule;     /* the rule that formed it, "generic:<how>", or "single" */
+    const char *cls;      /* vertical | horizontal | branch | composite | single */
+    const char *fused_op; /* library operator the group equals, or NULL */
+    int n_nodes;
+    const int *nodes; /* node ids in topological order */
+    int n_outputs;
+    const int *outputs; /* values the group writes for readers outside it */
+} te_fuse_group;
+
+/* A checked candidate fusion, accepted or not (XLA's FusionDecision). */
+typedef struct te_fuse_decision {
+    int accepted;
+    const char *rule;   /* rule or generic step that proposed it */
+    const char *check;  /* "ok", "constraint", "cycle", "escape", "registers", "l2", "roofline" */
+    const char *reason; /* one line with the numbers */
+    int n_nodes;
+    const int *nodes;
+} te_fuse_decision;
+
+int te_fuse_plan_group_count(const te_fuse_plan *p);
+/* Fills *out with group i (pointers owned by the plan). TE_OK or TE_ERR_ARG. */
+int te_fuse_plan_group(const te_fuse_plan *p, int i, te_fuse_group *out);
+/* Group index of node n, or -1. */
+int te_fuse_plan_group_of(const te_fuse_plan *p, int node);
+int te_fuse_plan_decision_count(const te_fuse_plan *p);
+int te_fuse_plan_decision(const te_fuse_plan *p, int i, te_fuse_decision *out);
+/* The plan as text (the kernel count, the bytes of intermediates written to memory node by node
+ * and fused, the target facts, the groups with the reason each was accepted, then every
+ * rejected candidate with its reason), as JSON, or as a
+ * Graphviz digraph of the fused graph (one cluster per group). TE_OK or TE_ERR_IO. */
+int te_fuse_plan_print(const te_fuse_plan *p, FILE *f);
+int te_fuse_plan_print_json(const te_fuse_plan *p, FILE *f);
+int te_fuse_plan_print_dot(const te_fuse_plan *p, FILE *f);
+
+/* ---- Compiling and running a fused graph ------------------------------------------------ */
+
+typedef struct te_target te_target;
+typedef struct te_graph_exec te_graph_exec;
+
+/* Compiles every group of plan p (made from g) as one kernel: the group's operators are built
+ * on placeholders for the values it reads (chaining the same te_op_* constructors as the
+ * graph), scheduled with the default schedule and built with te_build for target (NULL: the
+ * host C target). Stores the executable in *out (free with te_graph_exec_free); g and p must
+ * outlive it unchanged. On failure returns a status with a message on g naming the group. */
+int te_graph_compile(te_graph *g, const te_fuse_plan *p, const te_target *target,
+                     te_graph_exec **out);
+/* Runs the kernels in plan order. input_data[i] is the data of the i-th graph input (in
+ * te_graph_input_value order); output_data[j] receives the j-th graph output
+ * (te_graph_output_value order), in its dtype. Intermediates live in buffers owned by e. */
+int te_graph_run(te_graph_exec *e, const void *const *input_data, void *const *output_data);
+/* After a run: the data of any value (intermediate, input, constant or output) in its dtype,
+ * owned by e; NULL for an out-of-range id. For checking each group against the reference. */
+const void *te_graph_exec_value(const te_graph_exec *e, int v);
+/* Number of kernels (groups). */
+int te_graph_exec_kernel_count(const te_graph_exec *e);
+void te_graph_exec_free(te_graph_exec *e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TESSERA_GRAPH_H */

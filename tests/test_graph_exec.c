@@ -1,0 +1,295 @@
+/* Fused graphs compiled and run: every fused group is one kernel (the group's operators chained
+ * on its inputs, default schedule, C backend), checked against the unfused graph evaluated by
+ * the float64 reference interpreter at every group output (relative error <= 1e-5), on the
+ * sub-graphs of the fusion classes: conv + bn + relu (folded), matmul + bias + gelu, QKV, the
+ * MLP gate, residual add + layer norm, layer norm -> QKV. */
+/* cmocka.h needs these first. */
+// clang-format off
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+// clang-format on
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tessera/graph.h"
+#include "testutil.h"
+
+static tt_rng g_rng;
+static te_fuse_rules *g_rules;
+
+static te_fuse_target target(void)
+{
+    te_fuse_target t;
+    memset(&t, 0, sizeof t);
+    snprintf(t.name, sizeof t.name, "cpu");
+    t.cores = 2;
+    t.vector_bits = 256;
+    t.l2_bytes = 1 << 20;
+    t.peak_gflops = 100;
+    t.mem_gbps = 20;
+    t.launch_us = 2;
+    return t;
+}
+
+/* Parses, optionally optimizes, fuses, compiles and runs `text`; checks every group output and
+ * the graph outputs against the reference; returns the number of kernels. */
+static int check_graph(const char *text, int optimize, const char *want_rule)
+{
+    te_graph *g = te_graph_create();
+    if (te_graph_parse(g, text, "exec.graph"))
+        fail_msg("%s", te_graph_errmsg(g));
+    if (optimize && te_graph_optimize(g, NULL))
+        fail_msg("%s", te_graph_errmsg(g));
+    te_fuse_target t = target();
+    te_fuse_plan *p = te_graph_fuse(g, g_rules, &t);
+    assert_non_null(p);
+    int found = 0;
+    for (int i = 0; i < te_fuse_plan_group_count(p); i++) {
+        te_fuse_group gr;
+        te_fuse_plan_group(p, i, &gr);
+        found |= !strcmp(gr.rule, want_rule);
+    }
+    if (!found)
+        fail_msg("no group formed by rule '%s'", want_rule);
+    te_graph_exec *e = NULL;
+    if (te_graph_compile(g, p, NULL, &e))
+        fail_msg("%s", te_graph_errmsg(g));
+    int nin = te_graph_input_count(g);
+    float *in[8];
+    const void *inp[8];
+    for (int i = 0; i < nin; i++) {
+        size_t n = (size_t)te_graph_value_numel(g, te_graph_input_value(g, i));
+        in[i] = malloc(sizeof(float) * n);
+        tt_fill_f32(&g_rng, in[i], n);
+        inp[i] = in[i];
+    }
+    int nout = te_graph_output_count(g);
+    float *out[8];
+    for (int j = 0; j < nout; j++) {
+        size_t n = (size_t)te_graph_value_numel(g, te_graph_output_value(g, j));
+        out[j] = malloc(sizeof(float) * n);
+        tt_poison_f32(out[j], n);
+    }
+    if (te_graph_run(e, inp, (void *const *)out))
+        fail_msg("%s", te_graph_errmsg(g));
+    /* Every group output, against the reference evaluation of the unfused graph. */
+    for (int i = 0; i < te_fuse_plan_group_count(p); i++) {
+        te_fuse_group gr;
+        te_fuse_plan_group(p, i, &gr);
+        for (int k = 0; k < gr.n_outputs; k++) {
+            int v = gr.outputs[k];
+            size_t n = (size_t)te_graph_value_numel(g, v);
+            double *want = malloc(sizeof(double) * n);
+            if (te_graph_eval_reference(g, inp, 1, &v, &want))
+                fail_msg("%s", te_graph_errmsg(g));
+            double e1 = tt_max_rel_err_f32(te_graph_exec_value(e, v), want, n);
+            if (!(e1 <= 1e-5))
+                fail_msg("group %d (%s) output '%s': relative error %g", i, gr.rule,
+                         te_graph_value_name(g, v), e1);
+            free(want);
+        }
+    }
+    for (int j = 0; j < nout; j++) {
+        int v = te_graph_output_value(g, j);
+        size_t n = (size_t)te_graph_value_numel(g, v);
+        double *want = malloc(sizeof(double) * n);
+        assert_int_equal(te_graph_eval_reference(g, inp, 1, &v, &want), TE_OK);
+        assert_true(tt_max_rel_err_f32(out[j], want, n) <= 1e-5);
+        free(want);
+        free(out[j]);
+    }
+    for (int i = 0; i < nin; i++)
+        free(in[i]);
+    int nk = te_graph_exec_kernel_count(e);
+    te_graph_exec_free(e);
+    te_fuse_plan_free(p);
+    te_graph_free(g);
+    return nk;
+}
+
+static void test_conv_bn_relu_folded_runs_as_one_kernel(void **state)
+{
+    (void)state;
+    int nk = check_graph("input x f32[1,8,10,10]\n"
+                         "const w f32[8,8,3,3] random seed=1\n"
+                         "const gamma f32[8] random seed=2 lo=0.5 hi=1.5\n"
+                         "const beta f32[8] random seed=3\n"
+                         "const mean f32[8] random seed=4\n"
+                         "const var f32[8] random seed=5 lo=0.5 hi=2\n"
+                         "c = conv2d(x, w) pad=1\n"
+                         "bn = batch_norm(c, gamma, beta, mean, var)\n"
+                         "y = relu(bn)\n"
+                         "output y\n",
+                         1, "conv_bias_relu");
+    assert_int_equal(nk, 1);
+}
+
+static void test_matmul_bias_gelu_runs_as_one_kernel(void **state)
+{
+    (void)state;
+    int nk = check_graph("input x f32[16,32]\n"
+                         "const w f32[32,24] random seed=1\n"
+                         "const b f32[24] random seed=2\n"
+                         "h = matmul(x, w)\nhb = add(h, b)\ny = gelu(hb)\noutput y\n",
+                         0, "matmul_bias_gelu");
+    assert_int_equal(nk, 1);
+}
+
+static void test_qkv_runs_as_one_kernel_with_three_outputs(void **state)
+{
+    (void)state;
+    int nk = check_graph("input x f32[16,32]\n"
+                         "const wq f32[32,32] random seed=1\n"
+                         "const wk f32[32,32] random seed=2\n"
+                         "const wv f32[32,16] random seed=3\n"
+                         "q = matmul(x, wq)\nk = matmul(x, wk)\nv = matmul(x, wv)\n"
+                         "output q, k, v\n",
+                         0, "qkv_projection");
+    assert_int_equal(nk, 1);
+}
+
+static void test_mlp_gate_runs_as_one_kernel(void **state)
+{
+    (void)state;
+    int nk = check_graph("input x f32[8,32]\n"
+                         "const w1 f32[32,48] random seed=1\n"
+                         "const w3 f32[32,48] random seed=2\n"
+                         "a = matmul(x, w1)\ns = silu(a)\nu = matmul(x, w3)\ny = mul(s, u)\n"
+                         "output y\n",
+                         0, "mlp_gate");
+    assert_int_equal(nk, 1);
+}
+
+static void test_residual_layer_norm_writes_both_outputs(void **state)
+{
+    (void)state;
+    int nk = check_graph("input x f32[8,64]\ninput h f32[8,64]\n"
+                         "const g1 f32[64] random seed=1 lo=0.5 hi=1.5\n"
+                         "const b1 f32[64] random seed=2\n"
+                         "r = add(x, h)\nn = layer_norm(r, g1, b1)\nt = tanh(n)\n"
+                         "r2 = add(r, t)\noutput r2\n",
+                         0, "residual_layer_norm");
+    assert_true(nk <= 2);
+}
+
+static void test_layer_norm_qkv_runs_as_one_kernel(void **state)
+{
+    (void)state;
+    int nk = check_graph("input x f32[8,32]\n"
+                         "const g1 f32[32] random seed=9 lo=0.5 hi=1.5\n"
+                         "const wq f32[32,32] random seed=1\n"
+                         "const wk f32[32,32] random seed=2\n"
+                         "const wv f32[32,32] random seed=3\n"
+                         "const bq f32[32] random seed=4\n"
+                         "ln = layer_norm(x, g1)\n"
+                         "q = matmul(ln, wq)\nk = matmul(ln, wk)\nv = matmul(ln, wv)\n"
+                         "qb = add(q, bq)\noutput qb, k, v\n",
+                         0, "ln_qkv+epilogue");
+    assert_int_equal(nk, 1);
+}
+
+/* The sample graphs of graph/examples at small sizes, end to end: every group compiles and
+ * every group output matches the reference. */
+static void test_small_encoder_block_end_to_end(void **state)
+{
+    (void)state;
+    int nk = check_graph("input x f32[8,32]\n"
+                         "const ln1_g f32[32] random seed=1 lo=0.5 hi=1.5\n"
+                         "const ln1_b f32[32] random seed=2\n"
+                         "const wq f32[32,32] random seed=3 lo=-0.2 hi=0.2\n"
+                         "const wk f32[32,32] random seed=4 lo=-0.2 hi=0.2\n"
+                         "const wv f32[32,32] random seed=5 lo=-0.2 hi=0.2\n"
+                         "const bq f32[32] random seed=6\n"
+                         "const bk f32[32] random seed=7\n"
+                         "const bv f32[32] random seed=8\n"
+                         "const scale f32[1] fill=0.25\n"
+                         "const wo f32[32,32] random seed=9 lo=-0.2 hi=0.2\n"
+                         "const bo f32[32] random seed=10\n"
+                         "const ln2_g f32[32] random seed=11 lo=0.5 hi=1.5\n"
+                         "const ln2_b f32[32] random seed=12\n"
+                         "const w1 f32[32,64] random seed=13 lo=-0.2 hi=0.2\n"
+                         "const b1 f32[64] random seed=14\n"
+                         "const w2 f32[64,32] random seed=15 lo=-0.2 hi=0.2\n"
+                         "const b2 f32[32] random seed=16\n"
+                         "h1 = layer_norm(x, ln1_g, ln1_b)\n"
+                         "q = matmul(h1, wq)\nk = matmul(h1, wk)\nv = matmul(h1, wv)\n"
+                         "qb = add(q, bq)\nkb = add(k, bk)\nvb = add(v, bv)\n"
+                         "q3 = reshape(qb) shape=8:2:16\nk3 = reshape(kb) shape=8:2:16\n"
+                         "v3 = reshape(vb) shape=8:2:16\n"
+                         "qh = transpose(q3) perm=1:0:2\nkh = transpose(k3) perm=1:0:2\n"
+                         "vh = transpose(v3) perm=1:0:2\n"
+                         "s = batch_matmul(qh, kh) trans_b=1\nss = mul(s, scale)\n"
+                         "p = softmax(ss)\no = batch_matmul(p, vh)\n"
+                         "ot = transpose(o) perm=1:0:2\no2 = reshape(ot) shape=8:32\n"
+                         "a = matmul(o2, wo)\nab = add(a, bo)\nr1 = add(ab, x)\n"
+                         "h2 = layer_norm(r1, ln2_g, ln2_b)\n"
+                         "f1 = matmul(h2, w1)\nf1b = add(f1, b1)\ng = gelu(f1b)\n"
+                         "f2 = matmul(g, w2)\nf2b = add(f2, b2)\ny = add(f2b, r1)\n"
+                         "output y\n",
+                         0, "attention_core");
+    assert_true(nk < 29);
+}
+
+static void test_small_resnet_block_end_to_end(void **state)
+{
+    (void)state;
+    int nk = check_graph("input x f32[1,8,8,8]\n"
+                         "const w1 f32[8,8,3,3] random seed=1 lo=-0.3 hi=0.3\n"
+                         "const g1 f32[8] random seed=2 lo=0.5 hi=1.5\n"
+                         "const be1 f32[8] random seed=3\n"
+                         "const m1 f32[8] random seed=4\n"
+                         "const v1 f32[8] random seed=5 lo=0.5 hi=2\n"
+                         "const w2 f32[8,8,3,3] random seed=6 lo=-0.3 hi=0.3\n"
+                         "const g2 f32[8] random seed=7 lo=0.5 hi=1.5\n"
+                         "const be2 f32[8] random seed=8\n"
+                         "const m2 f32[8] random seed=9\n"
+                         "const v2 f32[8] random seed=10 lo=0.5 hi=2\n"
+                         "c1 = conv2d(x, w1) pad=1\n"
+                         "n1 = batch_norm(c1, g1, be1, m1, v1)\n"
+                         "r1 = relu(n1)\n"
+                         "c2 = conv2d(r1, w2) pad=1\n"
+                         "n2 = batch_norm(c2, g2, be2, m2, v2)\n"
+                         "s = add(n2, x)\n"
+                         "y = relu(s)\n"
+                         "output y\n",
+                         1, "conv_bias_residual_relu");
+    assert_int_equal(nk, 2);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    char path[512], err[512];
+    snprintf(path, sizeof path, "%s/cpu.rules", TE_RULES_DIR);
+    g_rules = te_fuse_rules_load(path, err, sizeof err);
+    return g_rules ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    te_fuse_rules_free(g_rules);
+    return 0;
+}
+
+int main(void)
+{
+    tt_rng_seed(&g_rng, tt_seed(14));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_conv_bn_relu_folded_runs_as_one_kernel),
+        cmocka_unit_test(test_matmul_bias_gelu_runs_as_one_kernel),
+        cmocka_unit_test(test_qkv_runs_as_one_kernel_with_three_outputs),
+        cmocka_unit_test(test_mlp_gate_runs_as_one_kernel),
+        cmocka_unit_test(test_residual_layer_norm_writes_both_outputs),
+        cmocka_unit_test(test_layer_norm_qkv_runs_as_one_kernel),
+        cmocka_unit_test(test_small_encoder_block_end_to_end),
+        cmocka_unit_test(test_small_resnet_block_end_to_end),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
