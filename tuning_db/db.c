@@ -368,6 +368,10 @@ static uint32_t be32(const unsigned char *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
+static int identity_refusal(te_db *db, const char *path, int64_t version, int64_t app,
+                            int has_objects);
+static int readonly_refusal(te_db *db, const char *path, int64_t version);
+
 /* Checks the file before SQLite sees it, so that nothing SQLite might do to a damaged or
  * foreign file (hot-journal rollback, header rewrite) can happen. *is_new = 1 for a missing or
  * empty file. */
@@ -434,17 +438,17 @@ static int precheck_file(te_db *db, const char *path, int readonly, int no_creat
     /* The in-header page count is trustworthy when the change counter matches the
      * version-valid-for number. With a non-empty WAL beside it, the file may legitimately lag
      * (a checkpoint was interrupted), so only check when there is none. */
+    size_t n = strlen(path);
+    char *wal = malloc(n + 5);
+    if (!wal)
+        return te__db_err(db, TE_ERR_NOMEM, "out of memory");
+    memcpy(wal, path, n);
+    memcpy(wal + n, "-wal", 5);
+    struct stat wst;
+    int has_wal = stat(wal, &wst) == 0 && wst.st_size > 0;
+    free(wal);
     uint32_t pages = be32(h + 28);
     if (pages && be32(h + 24) == be32(h + 92)) {
-        size_t n = strlen(path);
-        char *wal = malloc(n + 5);
-        if (!wal)
-            return te__db_err(db, TE_ERR_NOMEM, "out of memory");
-        memcpy(wal, path, n);
-        memcpy(wal + n, "-wal", 5);
-        struct stat wst;
-        int has_wal = stat(wal, &wst) == 0 && wst.st_size > 0;
-        free(wal);
         uint64_t want = (uint64_t)pages * page;
         if (!has_wal && (uint64_t)st.st_size < want)
             return te__db_err(db, TE_ERR_CORRUPT,
@@ -452,7 +456,18 @@ static int precheck_file(te_db *db, const char *path, int readonly, int no_creat
                               "file left unchanged",
                               path, (long long)st.st_size, (unsigned long long)want);
     }
-    return TE_OK;
+    /* Without a non-empty WAL beside it the header is the committed state: refuse a foreign,
+     * newer or (read-only) unusable file here, before SQLite opens it. SQLite opening a
+     * WAL-mode file creates -wal and -shm files, and a read-only connection leaves them
+     * behind, next to a file that is then refused as not modified. read_identity repeats the
+     * checks on what SQLite reads (a WAL may hold newer commits). */
+    if (has_wal)
+        return TE_OK;
+    int64_t version = (int32_t)be32(h + 60), app = (int32_t)be32(h + 68);
+    int code = identity_refusal(db, path, version, app, be32(h + 40) != 0);
+    if (!code && readonly)
+        code = readonly_refusal(db, path, version);
+    return code;
 }
 
 static int query_int(te_db *db, te__conn *c, const char *sql, int64_t *out)
@@ -481,6 +496,46 @@ static int query_int(te_db *db, te__conn *c, const char *sql, int64_t *out)
     return TE_OK;
 }
 
+/* The refusals that follow from a file's identity: user_version, application_id and whether
+ * it holds any schema objects. Shared by the header check (before SQLite opens the file) and
+ * read_identity (after), so both refuse the same files with the same words. */
+static int identity_refusal(te_db *db, const char *path, int64_t version, int64_t app,
+                            int has_objects)
+{
+    if (app != 0 && app != TE_DB_APPLICATION_ID)
+        return te__db_err(db, TE_ERR_CORRUPT,
+                          "%s: an SQLite database of another application (application_id "
+                          "0x%llx), not a Tessera database; file left unchanged",
+                          path, (unsigned long long)app);
+    if ((version == 0 && has_objects) || (version > 0 && app == 0))
+        return te__db_err(db, TE_ERR_CORRUPT,
+                          "%s: an SQLite database but not a Tessera database; file left "
+                          "unchanged",
+                          path);
+    if (version > TE_DB_SCHEMA_VERSION)
+        return te__db_err(db, TE_ERR_VERSION,
+                          "%s: database schema version %lld is newer than this Tessera "
+                          "(%s) supports (version %d); upgrade Tessera to use it. The file "
+                          "was not modified",
+                          path, (long long)version, te_version(), TE_DB_SCHEMA_VERSION);
+    return TE_OK;
+}
+
+/* What a read-only open refuses beyond identity_refusal: it can neither create the schema
+ * nor migrate an old one. */
+static int readonly_refusal(te_db *db, const char *path, int64_t version)
+{
+    if (version == 0)
+        return te__db_err(db, TE_ERR_CORRUPT, "%s: empty database, not a Tessera database", path);
+    if (version < TE_DB_SCHEMA_VERSION)
+        return te__db_err(db, TE_ERR_VERSION,
+                          "%s: schema version %lld is older than this Tessera's (%d) and "
+                          "the file is opened read-only; open it read-write once to "
+                          "upgrade it",
+                          path, (long long)version, TE_DB_SCHEMA_VERSION);
+    return TE_OK;
+}
+
 /* Identifies the file: *version = user_version; refuses foreign and newer files. */
 static int read_identity(te_db *db, te__conn *c, int64_t *version)
 {
@@ -506,23 +561,7 @@ static int read_identity(te_db *db, te__conn *c, int64_t *version)
                               c->path);
         return te__db_sqlerr(db, c, rc, "reading the database header");
     }
-    if (app != 0 && app != TE_DB_APPLICATION_ID)
-        return te__db_err(db, TE_ERR_CORRUPT,
-                          "%s: an SQLite database of another application (application_id "
-                          "0x%llx), not a Tessera database; file left unchanged",
-                          c->path, (unsigned long long)app);
-    if ((*version == 0 && n_objects > 0) || (*version > 0 && app == 0))
-        return te__db_err(db, TE_ERR_CORRUPT,
-                          "%s: an SQLite database but not a Tessera database; file left "
-                          "unchanged",
-                          c->path);
-    if (*version > TE_DB_SCHEMA_VERSION)
-        return te__db_err(db, TE_ERR_VERSION,
-                          "%s: database schema version %lld is newer than this Tessera "
-                          "(%s) supports (version %d); upgrade Tessera to use it. The file "
-                          "was not modified",
-                          c->path, (long long)*version, te_version(), TE_DB_SCHEMA_VERSION);
-    return TE_OK;
+    return identity_refusal(db, c->path, *version, app, n_objects > 0);
 }
 
 /* Reads the last row of every table: a truncated or damaged file fails here, at open time,
@@ -637,15 +676,8 @@ static int conn_open(te_db *db, te__conn *c, const char *path, int flags)
         return code;
     c->schema_version = (int)version;
     if (readonly) {
-        if (version == 0)
-            return te__db_err(db, TE_ERR_CORRUPT, "%s: empty database, not a Tessera database",
-                              path);
-        if (version < TE_DB_SCHEMA_VERSION)
-            return te__db_err(db, TE_ERR_VERSION,
-                              "%s: schema version %lld is older than this Tessera's (%d) and "
-                              "the file is opened read-only; open it read-write once to "
-                              "upgrade it",
-                              path, (long long)version, TE_DB_SCHEMA_VERSION);
+        if ((code = readonly_refusal(db, path, version)))
+            return code;
         code = te__exec(db, c, "PRAGMA query_only = 1");
         if (!code)
             code = probe_tables(db, c);
