@@ -368,6 +368,71 @@ static uint32_t be32(const unsigned char *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
+/* 1 when the directory holding `path` may be written by this process. */
+static int dir_writable(const char *path)
+{
+    char *copy = strdup(path);
+    if (!copy)
+        return 1; /* let SQLite report it */
+    int ok = access(dirname(copy), W_OK) == 0;
+    free(copy);
+    return ok;
+}
+
+/* 1 when the file `path` + `suffix` exists; with nonempty, only when it also has bytes. */
+static int side_file(const char *path, const char *suffix, int nonempty)
+{
+    size_t n = strlen(path), k = strlen(suffix);
+    char *p = malloc(n + k + 1);
+    if (!p)
+        return 1;
+    memcpy(p, path, n);
+    memcpy(p + n, suffix, k + 1);
+    struct stat st;
+    int yes = stat(p, &st) == 0 && (!nonempty || st.st_size > 0);
+    free(p);
+    return yes;
+}
+
+/* Whether a read-only open must use SQLite's immutable=1: the file is in WAL mode, has no
+ * -shm file and no WAL content, and the directory cannot be written, so the -shm that a WAL
+ * reader needs cannot be created (SQLite then fails with "attempt to write a readonly
+ * database"). With no WAL content, the main file is the whole committed state, and nobody
+ * without write access to the directory can be writing it through SQLite's WAL. */
+static int needs_immutable(const char *path)
+{
+    unsigned char h[20];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    size_t got = fread(h, 1, sizeof h, f);
+    fclose(f);
+    if (got < sizeof h || h[18] != 2 || h[19] != 2)
+        return 0;
+    return !side_file(path, "-shm", 0) && !side_file(path, "-wal", 1) && !dir_writable(path);
+}
+
+/* "file:" URI of `path` with the query `query`: '%', '?' and '#' are percent-encoded.
+ * malloc'ed, NULL when out of memory. */
+static char *uri_of(const char *path, const char *query)
+{
+    size_t n = strlen(path), q = strlen(query);
+    char *u = malloc(5 + 3 * n + 1 + q + 1), *p = u;
+    if (!u)
+        return NULL;
+    memcpy(p, "file:", 5);
+    p += 5;
+    for (const char *s = path; *s; s++) {
+        if (*s == '%' || *s == '?' || *s == '#')
+            p += sprintf(p, "%%%02X", (unsigned char)*s);
+        else
+            *p++ = *s;
+    }
+    *p++ = '?';
+    memcpy(p, query, q + 1);
+    return u;
+}
+
 static int identity_refusal(te_db *db, const char *path, int64_t version, int64_t app,
                             int has_objects);
 static int readonly_refusal(te_db *db, const char *path, int64_t version);
@@ -406,6 +471,11 @@ static int precheck_file(te_db *db, const char *path, int readonly, int no_creat
     if (!readonly && ((st.st_mode & 0222) == 0 || access(path, W_OK) != 0))
         return te__db_err(db, TE_ERR_READONLY,
                           "%s: the file is read-only; open it read-only to query it", path);
+    if (!readonly && !dir_writable(path))
+        return te__db_err(db, TE_ERR_READONLY,
+                          "%s: the directory is not writable (SQLite keeps its journal files "
+                          "beside the database); open it read-only to query it",
+                          path);
     if (st.st_size == 0) {
         /* An empty file becomes a new database, but only when creating is allowed: a
          * query must not write. */
@@ -654,7 +724,10 @@ static int conn_open(te_db *db, te__conn *c, const char *path, int flags)
     /* URI names are on so that merge can ATTACH with ?mode=ro; a plain path that happens to
      * start with "file:" is kept a path by prefixing "./". */
     char *name = NULL;
-    if (!strncmp(path, "file:", 5)) {
+    if (readonly && !memory && needs_immutable(path)) {
+        if (!(name = uri_of(path, "immutable=1")))
+            return te__db_err(db, TE_ERR_NOMEM, "out of memory");
+    } else if (!strncmp(path, "file:", 5)) {
         name = malloc(strlen(path) + 3);
         if (!name)
             return te__db_err(db, TE_ERR_NOMEM, "out of memory");

@@ -174,6 +174,13 @@ typedef struct te_db_options {
  * even for root), a missing directory (TE_ERR_IO), a missing file with TE_DB_NO_CREATE or
  * TE_DB_READONLY (TE_ERR_NOT_FOUND). A zero-length file counts as a new, empty database
  * (refused as TE_ERR_CORRUPT with TE_DB_NO_CREATE or TE_DB_READONLY, which never write).
+ * A file in a directory this process cannot write is read-only too (SQLite keeps its journal
+ * and WAL files beside the database). Refused files get no -wal, -shm or -journal file.
+ *
+ * A TE_DB_READONLY open never creates a file: a WAL-mode database in a directory it cannot
+ * write, with no -shm file and no WAL content beside it, is opened with SQLite's immutable=1
+ * (the main file is then its whole committed state), so a shared read-only copy can be queried
+ * by any user.
  *
  * Like sqlite3_open, *out is set to a handle even when the call fails (unless memory ran out,
  * then NULL), so that te_db_errmsg can explain the failure; the caller must te_db_close it.
