@@ -199,7 +199,9 @@ const char *te_db_errmsg(const te_db *db);
 /* Recording.                                                                                 */
 
 /* Appends one trial; the target and workload rows are created on first use (an existing row with
- * the same key is kept as is). *out_id (may be NULL) receives the new row id. Returns TE_OK,
+ * the same key is kept as is). *out_id (may be NULL) receives the new row id. Text fields must
+ * be well-formed UTF-8 and a given uid a UUID (8-4-4-4-12 hex digits); invalid bytes in `error`
+ * are stored as U+FFFD instead. Returns TE_OK,
  * TE_ERR_ARG for an invalid trial (message names the field), TE_ERR_READONLY on a read-only
  * handle, TE_ERR_BUSY if another writer held the file past the busy timeout, TE_ERR_DB. */
 int te_db_record_trial(te_db *db, const te_db_trial *trial, int64_t *out_id);
@@ -365,7 +367,7 @@ int te_db_export(te_db *db, FILE *out, const char *workload_key, const char *tar
                  int64_t *n_written);
 
 /* Reads JSON lines and appends their trials. The whole import is one transaction: a malformed
- * line aborts it with TE_ERR_CORRUPT, a message "line N: ..." and stats->error_line = N, and
+ * line (bad JSON, invalid UTF-8, a trial or job uid that is not a UUID, ...) aborts it with TE_ERR_CORRUPT, a message "line N: ..." and stats->error_line = N, and
  * nothing from the input is kept. Trials whose uid is already present are skipped (counted as
  * duplicates), so importing the same file twice changes nothing. stats may be NULL. */
 int te_db_import(te_db *db, FILE *in, te_db_import_stats *stats);
