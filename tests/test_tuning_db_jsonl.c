@@ -92,6 +92,14 @@ static void fill_odd(te_db *db, int n, uint64_t seed)
         t.spread_s = random_double(&r);
         t.gflops = random_double(&r);
         t.workload.flops = i % 2 ? 0 : 1.2345678901234567e15;
+        /* te_db_check holds GFLOP/s to flops / median: random bits where the flops are unknown,
+         * derived where they are known, none without a positive median. */
+        if (!(t.median_s > 0))
+            t.gflops = NAN;
+        else if (t.workload.flops > 0)
+            t.gflops = isfinite(t.workload.flops / t.median_s * 1e-9)
+                           ? t.workload.flops / t.median_s * 1e-9
+                           : NAN;
         t.workload.shapes = i % 2 ? "{\"m\": [1, 2, {\"x\": -0.0}], \"s\": \"a\\u00e9\"}" : NULL;
         t.workload.key = i % 2 ? "conv2d;n=1,c=64;f32" : TDB_MATMUL;
         t.error = t.status ? "error:\n  \"line 3\"" : NULL;

@@ -345,9 +345,12 @@ typedef struct te_db_prune_options {
  * otherwise), so a forgotten option cannot empty the database. */
 int te_db_prune(te_db *db, const te_db_prune_options *opts, int64_t *n_deleted);
 
-/* Runs PRAGMA integrity_check, PRAGMA foreign_key_check and Tessera's own consistency checks.
- * *report (may be NULL) receives a malloc'ed text the caller frees: "ok" or one problem per
- * line. Returns TE_OK when all pass, TE_ERR_CORRUPT when any fails. */
+/* Runs PRAGMA integrity_check, PRAGMA foreign_key_check, compares every schema object (table,
+ * index, view, trigger) with the schema this library creates, and checks the rows for internal
+ * consistency (timings vs GFLOP/s vs the workload's flops, target columns vs key, statuses vs
+ * error text, ...). *report (may be NULL) receives a malloc'ed text the caller frees: "ok", or
+ * every problem found, one per line, with its count and the ids of a few examples. Returns
+ * TE_OK when all pass, TE_ERR_CORRUPT when any fails (TE_ERR_NOMEM when memory ran out). */
 int te_db_check(te_db *db, char **report);
 
 /* ---------------------------------------------------------------------------------------- */
