@@ -21,7 +21,7 @@
  *     }
  *     te_db_target t = {.backend = "c", .arch = "x86_64", .device = "AMD EPYC",
  *                       .features = "avx512f,avx2,fma", .cores = 2, .compiler = "gcc 12.2.0"};
- *     te_db_trial r = {.workload = {.key = "matmul;m=1024,n=1024,k=1024;f32"},
+ *     te_db_trial r = {.workload = {.key = "matmul;k=1024,m=1024,n=1024;f32"},
  *                      .target = t, .trace = "split(i,32);...", .status = TE_TRIAL_OK,
  *                      .median_s = 1.5e-3, .spread_s = 2e-5, .repeats = 10, .gflops = 1431.6};
  *     te_db_record_trial(db, &r, NULL);
@@ -82,7 +82,7 @@ typedef struct te_db_target {
 /* What is computed: one operator instance. */
 typedef struct te_db_workload {
     /* Canonical text key, required: operator;shapes;dtypes[;parameters], e.g.
-     * "matmul;m=1024,n=1024,k=1024;f32". Lookups match it exactly. */
+     * "matmul;k=1024,m=1024,n=1024;f32". Lookups match it exactly. */
     const char *key;
     const char *op;        /* operator name; NULL = the text of `key` before its first ';' */
     const char *expr_hash; /* hash of the tensor-expression structure (hex); NULL = "" */
