@@ -6,6 +6,8 @@
 #include <pwd.h>
 #include <sys/wait.h>
 
+#include <sqlite3.h>
+
 #include "tuning_db/json.h"
 
 #ifndef TESSERA_CLI
@@ -190,6 +192,33 @@ static void test_read_only_directory_is_queryable(void **state)
     assert_false(tdb_exists(p));
     snprintf(p, sizeof p, "%s-wal", db_file);
     assert_false(tdb_exists(p));
+}
+
+/* `tessera db check` on a database whose `best` view and append-only trigger were dropped and
+ * whose target row contradicts its key: every problem on stdout, exit status 1. */
+static void test_check_reports_every_problem_and_exits_1(void **state)
+{
+    (void)state;
+    seed();
+    assert_int_equal(cli("db check --db cli.db"), 0);
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(db_file, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h,
+                                  "DROP VIEW best; DROP TRIGGER trials_append_only; "
+                                  "UPDATE trials SET median_s = 1e-9 WHERE trace = 'fast'; "
+                                  "UPDATE targets SET compiler = 'clang 18'",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(h);
+    assert_int_equal(cli("db check --db cli.db"), 1);
+    const char *needles[] = {"view 'best' is missing", "trigger 'trials_append_only' is missing",
+                             "1 trials whose GFLOP/s disagree", "compiler column 'clang 18'"};
+    for (size_t i = 0; i < sizeof needles / sizeof needles[0]; i++)
+        if (!strstr(out_text, needles[i]))
+            fail_msg("check output lacks '%s':\n%s", needles[i], out_text);
+    assert_int_equal(cli("db check --db cli.db --json"), 1);
+    assert_int_equal(json_lines(), 1);
+    assert_non_null(strstr(out_text, "\"ok\":false"));
 }
 
 static void test_usage_errors_exit_2_and_help_exits_0(void **state)
@@ -391,6 +420,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_queries_tables_and_json, setup, teardown),
         cmocka_unit_test_setup_teardown(test_export_import_merge_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_only_directory_is_queryable, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_check_reports_every_problem_and_exits_1, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
