@@ -399,8 +399,8 @@ static void test_flag_keys_take_zero_or_one(void **state)
                 assert_int_equal(te_op_params_parse(ctx, params, &kv), TE_OK);
                 int len = te_op_workload_key(ctx, &ops[o], &kv, wkey, sizeof wkey);
                 if (len >= 0 || !strstr(te_ctx_errmsg(ctx), "takes 0 or 1")) {
-                    fprintf(stderr, "%s %s: key %d \"%s\", message \"%s\"\n", ops[o].name,
-                            params, len, len >= 0 ? wkey : "", te_ctx_errmsg(ctx));
+                    fprintf(stderr, "%s %s: key %d \"%s\", message \"%s\"\n", ops[o].name, params,
+                            len, len >= 0 ? wkey : "", te_ctx_errmsg(ctx));
                     fail();
                 }
                 assert_non_null(strstr(te_ctx_errmsg(ctx), key->name));

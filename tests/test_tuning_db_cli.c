@@ -106,8 +106,7 @@ static int as_unprivileged(int (*fn)(void))
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        if (pw && (setgroups(0, NULL) != 0 || setgid(pw->pw_gid) != 0 ||
-                   setuid(pw->pw_uid) != 0))
+        if (pw && (setgroups(0, NULL) != 0 || setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0))
             _exit(77);
         _exit(fn());
     }
@@ -150,8 +149,9 @@ static int query_read_only_directory(void)
     }
     te_db_close(db);
     /* The CLI's read commands. */
-    const char *cmds[] = {"info", "list", "best -w '" TDB_MATMUL "'", "history -w '" TDB_MATMUL "'",
-                          "jobs", "export", "check"};
+    const char *cmds[] = {
+        "info",   "list", "best -w '" TDB_MATMUL "'", "history -w '" TDB_MATMUL "'", "jobs",
+        "export", "check"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         char cmd[1024];
         snprintf(cmd, sizeof cmd, "'%s' db %s --db '%s' >/dev/null 2>/tmp/tessera-ro-%d.err",

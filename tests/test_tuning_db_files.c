@@ -238,7 +238,7 @@ static void test_refused_open_leaves_no_wal_files(void **state)
     sqlite_set("PRAGMA journal_mode = WAL; PRAGMA user_version = 99");
     for (int i = 0; i < 3; i++) {
         expect_refused(flags[i], TE_ERR_VERSION, "newer");
-        expect_no_wal_files(i == 0 ? "read-write open of a newer schema"
+        expect_no_wal_files(i == 0   ? "read-write open of a newer schema"
                             : i == 1 ? "read-only open of a newer schema"
                                      : "no-create open of a newer schema");
     }

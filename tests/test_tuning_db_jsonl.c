@@ -300,8 +300,7 @@ static void test_invalid_utf8_and_uids_are_refused(void **state)
         {"0190c0de-0000-7000-8000-000000000001", "\"trace\":\"t\xff\"", "invalid UTF-8"},
         {"0190c0de-0000-7000-8000-000000000001", "\"trace\":\"\xc0\xaf\"", "invalid UTF-8"},
         {"0190c0de-0000-7000-8000-000000000001", "\"trace\":\"\xed\xa0\x80\"", "invalid UTF-8"},
-        {"0190c0de-0000-7000-8000-000000000001", "\"trace\":\"\xf4\x90\x80\x80\"",
-         "invalid UTF-8"},
+        {"0190c0de-0000-7000-8000-000000000001", "\"trace\":\"\xf4\x90\x80\x80\"", "invalid UTF-8"},
         {"0190c0de-0000-7000-8000-000000000001", "\"trace\":\"t\",\"error\":\"\xe2\x82\"",
          "invalid UTF-8"},
         {"0190c0de-0000-7000-8000-000000000001", "\"trace\":\"t\",\"x\":{\"\xfe\":1}",
@@ -329,10 +328,11 @@ static void test_invalid_utf8_and_uids_are_refused(void **state)
     }
     /* Valid multi-byte text of every length imports. */
     char text[2048];
-    snprintf(text, sizeof text,
-             "{\"uid\":\"0190c0de-0000-7000-8000-0000000000AB\",%s\"trace\":\"\xc3\xa9 \xe2\x82\xac "
-             "\xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf\"}\n",
-             tail);
+    snprintf(
+        text, sizeof text,
+        "{\"uid\":\"0190c0de-0000-7000-8000-0000000000AB\",%s\"trace\":\"\xc3\xa9 \xe2\x82\xac "
+        "\xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf\"}\n",
+        tail);
     assert_int_equal(te_db_import_buffer(db, text, strlen(text), NULL), TE_OK);
     assert_int_equal(tdb_count(db), 1);
 

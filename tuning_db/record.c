@@ -137,8 +137,7 @@ int te__valid_uuid(const char *s)
         if (i == 8 || i == 13 || i == 18 || i == 23) {
             if (c != '-')
                 return 0;
-        } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
-                     (c >= 'A' && c <= 'F'))) {
+        } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) {
             return 0;
         }
     }
@@ -154,18 +153,25 @@ static const char *non_utf8_field(const te_db_trial *t)
     const struct {
         const char *name, *value;
     } f[] = {
-        {"workload key", t->workload.key},  {"workload op", t->workload.op},
-        {"workload expr_hash", t->workload.expr_hash}, {"workload shapes", t->workload.shapes},
-        {"target key", t->target.key},      {"target backend", t->target.backend},
-        {"target arch", t->target.arch},    {"target device", t->target.device},
-        {"target features", t->target.features}, {"target compiler", t->target.compiler},
-        {"target driver", t->target.driver}, {"trace", t->trace},
+        {"workload key", t->workload.key},
+        {"workload op", t->workload.op},
+        {"workload expr_hash", t->workload.expr_hash},
+        {"workload shapes", t->workload.shapes},
+        {"target key", t->target.key},
+        {"target backend", t->target.backend},
+        {"target arch", t->target.arch},
+        {"target device", t->target.device},
+        {"target features", t->target.features},
+        {"target compiler", t->target.compiler},
+        {"target driver", t->target.driver},
+        {"trace", t->trace},
         {"trace_hash", t->trace_hash},
-        {"tessera_version", t->tessera_version}, {"uid", t->uid},
+        {"tessera_version", t->tessera_version},
+        {"uid", t->uid},
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
-        if (f[i].value && te__utf8_valid_prefix(f[i].value, strlen(f[i].value)) !=
-                              strlen(f[i].value))
+        if (f[i].value &&
+            te__utf8_valid_prefix(f[i].value, strlen(f[i].value)) != strlen(f[i].value))
             return f[i].name;
     return NULL;
 }

@@ -483,7 +483,7 @@ static int build_qkv(BUILD_ARGS)
 
 #define K_REQ(nm, help)                                                                            \
     {                                                                                              \
-        nm, NULL, 0, help, 0                                                                        \
+        nm, NULL, 0, help, 0                                                                       \
     }
 #define K_OPT(nm, dflt, help)                                                                      \
     {                                                                                              \
