@@ -22,7 +22,8 @@ static int do_split(te_stage *st, te_iter *x, int64_t factor, te_iter **outer, t
     if (!on || !in)
         return TE_ERR_NOMEM;
     int64_t inner_ext = factor < x->extent ? factor : x->extent;
-    te_iter *o = te__new_iter(st, on, (x->extent + factor - 1) / factor, x->reduce);
+    /* Ceiling division that cannot overflow: factor may be as large as INT64_MAX. */
+    te_iter *o = te__new_iter(st, on, x->extent / factor + (x->extent % factor != 0), x->reduce);
     te_iter *i = te__new_iter(st, in, inner_ext, x->reduce);
     te_rel *r = te__alloc(ctx, sizeof *r);
     if (!o || !i || !r)
@@ -85,7 +86,7 @@ int te_split_nparts(te_stage *st, te_iter *x, int64_t nparts, te_iter **outer, t
                         st->tensor->name, x->name, (long long)nparts);
     if ((rc = te__check_not_attached(st, x, "te_split_nparts")))
         return rc;
-    int64_t factor = (x->extent + nparts - 1) / nparts;
+    int64_t factor = x->extent / nparts + (x->extent % nparts != 0); /* no overflow */
     if ((rc = do_split(st, x, factor, outer, inner)))
         return rc;
     return te__trace_add(st->sched, "split_nparts %s %s %lld", st->tensor->name, x->name,

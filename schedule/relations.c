@@ -18,7 +18,7 @@ void te__compute_extents(lstage *l)
         if (r->kind == TE_REL_SPLIT) {
             int64_t pe = l->ext[te__iter_index(st, r->parent)];
             l->ext[te__iter_index(st, r->inner)] = r->factor < pe ? r->factor : pe;
-            l->ext[te__iter_index(st, r->outer)] = (pe + r->factor - 1) / r->factor;
+            l->ext[te__iter_index(st, r->outer)] = pe / r->factor + (pe % r->factor != 0);
         } else {
             l->ext[te__iter_index(st, r->fused)] =
                 l->ext[te__iter_index(st, r->outer)] * l->ext[te__iter_index(st, r->inner)];

@@ -216,8 +216,12 @@ te_schedule *te_schedule_create(te_ctx *ctx, int n_out, te_tensor *const *outs)
     if (!s->outs)
         return NULL;
     for (int i = 0; i < n_out; i++) {
-        if (!outs[i])
+        if (!outs[i]) {
+            /* Keeps the first error: a NULL from a failed te_compute reports its cause. */
+            te_ctx_set_error(ctx, TE_ERR_ARG, "te_schedule_create: output %d of %d is NULL", i,
+                             n_out);
             return NULL;
+        }
         if (outs[i]->kind != TE_T_COMPUTE) {
             te_ctx_set_error(ctx, TE_ERR_ARG,
                              "te_schedule_create: output '%s' is a placeholder; "

@@ -19,6 +19,7 @@
  * are ignored.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,13 +53,16 @@ static void tokenize(char *line, toks *tk)
     }
 }
 
+/* A decimal integer that fits int64: strtoll clamps one that does not to the range's end,
+ * which would then be applied as if written (found by tests/fuzz/fuzz_trace.c). */
 static bool parse_i64(const char *s, int64_t *out)
 {
     char *end;
     if (!s || !*s)
         return false;
+    errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (*end)
+    if (*end || errno == ERANGE)
         return false;
     *out = v;
     return true;
@@ -154,7 +158,8 @@ static int apply_line(te_schedule *s, toks *tk)
         if (rc)
             return rc;
         if (!parse_i64(tk->t[3], &a))
-            return LERR(TE_ERR_ARG, "'%s': '%s' is not an integer", op, tk->t[3]);
+            return LERR(TE_ERR_ARG, "'%s': '%s' is not an integer (in the int64 range)", op,
+                        tk->t[3]);
         return op[5] ? te_split_nparts(st, x, a, NULL, NULL) : te_split(st, x, a, NULL, NULL);
     }
     if (!strcmp(op, "tile")) {

@@ -189,8 +189,11 @@ te_tensor *te_compute(te_ctx *ctx, const char *name, int ndim, te_expr *const *a
 {
     if (!ctx || !check_name(ctx, "te_compute", name))
         return NULL;
-    if (!body)
+    if (!body) {
+        /* Keeps the first error: a body that failed to build reports its own cause. */
+        te_ctx_set_error(ctx, TE_ERR_ARG, "te_compute: tensor '%s' has a NULL body", name);
         return NULL;
+    }
     if (ndim < 0 || ndim > TE_MAX_DIMS || (ndim > 0 && !axes)) {
         te_ctx_set_error(ctx, TE_ERR_SHAPE, "te_compute: tensor '%s' has rank %d; ranks 0 to %d "
                          "are supported", name, ndim, TE_MAX_DIMS);
@@ -198,8 +201,11 @@ te_tensor *te_compute(te_ctx *ctx, const char *name, int ndim, te_expr *const *a
     }
     int64_t shape[TE_MAX_DIMS];
     for (int d = 0; d < ndim; d++) {
-        if (!axes[d])
+        if (!axes[d]) {
+            te_ctx_set_error(ctx, TE_ERR_ARG, "te_compute: output axis %d of '%s' is NULL", d,
+                             name);
             return NULL;
+        }
         if (axes[d]->kind != TE_E_VAR || axes[d]->u.var.vkind != TE_VAR_AXIS) {
             te_ctx_set_error(ctx, TE_ERR_ARG, "te_compute: output axis %d of '%s' is not a "
                              "te_axis variable", d, name);

@@ -371,6 +371,60 @@ static void test_build_errors(void **state)
     te_ctx_free(ctx);
 }
 
+/* Flags (keys documented "1: ...") take only 0 or 1: "trans_a=7" must not become part of a
+ * workload key. Checked for every flag of every operator, through the key and the builder. */
+static void test_flag_keys_take_zero_or_one(void **state)
+{
+    (void)state;
+    te_ctx *ctx = te_ctx_create();
+    int n_ops = 0, n_flags = 0;
+    const te_op_info *ops = te_op_list(&n_ops);
+    for (int o = 0; o < n_ops; o++) {
+        for (int k = 0; k < ops[o].nkeys; k++) {
+            const te_op_key *key = &ops[o].keys[k];
+            if (key->is_str || strncmp(key->help, "1:", 2) != 0)
+                continue;
+            n_flags++;
+            /* Small values for the operator's other required keys. */
+            char base[512] = "";
+            for (int j = 0; j < ops[o].nkeys; j++)
+                if (!ops[o].keys[j].dflt)
+                    snprintf(base + strlen(base), sizeof base - strlen(base), "%s=4,",
+                             ops[o].keys[j].name);
+            const char *bad[] = {"7", "-1", "2"};
+            for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+                char params[600], wkey[256];
+                snprintf(params, sizeof params, "%s%s=%s", base, key->name, bad[b]);
+                te_op_params kv;
+                assert_int_equal(te_op_params_parse(ctx, params, &kv), TE_OK);
+                int len = te_op_workload_key(ctx, &ops[o], &kv, wkey, sizeof wkey);
+                if (len >= 0 || !strstr(te_ctx_errmsg(ctx), "takes 0 or 1")) {
+                    fprintf(stderr, "%s %s: key %d \"%s\", message \"%s\"\n", ops[o].name, params,
+                            len, len >= 0 ? wkey : "", te_ctx_errmsg(ctx));
+                    fail();
+                }
+                assert_non_null(strstr(te_ctx_errmsg(ctx), key->name));
+                te_ctx_clear_error(ctx);
+                te_tensor *in[TE_OP_MAX_IO], *out[TE_OP_MAX_IO];
+                int ni, no;
+                assert_int_equal(te_op_build(ctx, ops[o].name, params, in, &ni, out, &no),
+                                 TE_ERR_ARG);
+                assert_non_null(strstr(te_ctx_errmsg(ctx), "takes 0 or 1"));
+                te_ctx_clear_error(ctx);
+            }
+            for (int v = 0; v <= 1; v++) {
+                char params[600], wkey[256];
+                snprintf(params, sizeof params, "%s%s=%d", base, key->name, v);
+                te_op_params kv;
+                assert_int_equal(te_op_params_parse(ctx, params, &kv), TE_OK);
+                assert_true(te_op_workload_key(ctx, &ops[o], &kv, wkey, sizeof wkey) > 0);
+            }
+        }
+    }
+    assert_true(n_flags >= 6); /* matmul, batch_matmul (2 each), avg_pool2d, bias add */
+    te_ctx_free(ctx);
+}
+
 /* Small values for every required key; builds and evaluates every registered operator. */
 static void test_build_every_operator(void **state)
 {
@@ -449,6 +503,7 @@ int main(void)
         cmocka_unit_test(test_params_parse),
         cmocka_unit_test(test_workload_key),
         cmocka_unit_test(test_build_errors),
+        cmocka_unit_test(test_flag_keys_take_zero_or_one),
         cmocka_unit_test(test_build_every_operator),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

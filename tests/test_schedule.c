@@ -256,6 +256,39 @@ static void test_schedule_create_rejects(void **state)
 
 /* Issue 13: traces address stages by name, so two tensors of one schedule with the same name
  * would make "compute_inline U" replay onto whichever 'U' comes first, with TE_OK. */
+/* A NULL output or a NULL compute body (from a caller's own bug, not from an earlier failed
+ * call) is an argument error with a message, never NULL with error code 0. And an earlier
+ * error stays the one reported. */
+static void test_null_arguments_have_messages(void **state)
+{
+    (void)state;
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *none = NULL;
+    assert_null(te_schedule_create(ctx, 1, &none));
+    assert_int_equal(te_ctx_errcode(ctx), TE_ERR_ARG);
+    assert_non_null(strstr(te_ctx_errmsg(ctx), "te_schedule_create"));
+    assert_non_null(strstr(te_ctx_errmsg(ctx), "NULL"));
+    te_ctx_clear_error(ctx);
+
+    te_expr *i = te_axis(ctx, "i", 4);
+    assert_null(te_compute(ctx, "Y", 1, (te_expr *[]){i}, NULL));
+    assert_int_equal(te_ctx_errcode(ctx), TE_ERR_ARG);
+    assert_non_null(strstr(te_ctx_errmsg(ctx), "te_compute"));
+    assert_non_null(strstr(te_ctx_errmsg(ctx), "'Y'"));
+    te_ctx_clear_error(ctx);
+
+    assert_null(te_compute(ctx, "Y", 1, (te_expr *[]){NULL}, te_f32(ctx, 1)));
+    assert_int_equal(te_ctx_errcode(ctx), TE_ERR_ARG);
+    assert_non_null(strstr(te_ctx_errmsg(ctx), "te_compute"));
+    te_ctx_clear_error(ctx);
+
+    /* The first error is kept: a body that failed to build reports its own cause. */
+    te_ctx_set_error(ctx, TE_ERR_SHAPE, "first problem");
+    assert_null(te_compute(ctx, "Y", 1, (te_expr *[]){i}, NULL));
+    assert_string_equal(te_ctx_errmsg(ctx), "first problem");
+    te_ctx_free(ctx);
+}
+
 static void test_duplicate_names_rejected(void **state)
 {
     (void)state;
@@ -342,6 +375,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cache_write_and_read, setup, teardown),
         cmocka_unit_test_setup_teardown(test_schedule_create_rejects, setup, teardown),
         cmocka_unit_test(test_duplicate_names_rejected),
+        cmocka_unit_test(test_null_arguments_have_messages),
         cmocka_unit_test(test_derived_names_stay_unique),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

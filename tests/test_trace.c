@@ -232,6 +232,47 @@ static const char *run_c(tcase *c, const char *snippet)
     return te_schedule_trace(s);
 }
 
+/* Found by tests/fuzz/fuzz_trace.c: numbers at and beyond the int64 range. A factor that
+ * does not fit int64 is refused as not an integer (strtoll clamped it before); INT64_MAX as a
+ * split factor or part count gives sane extents instead of overflowing the ceiling division. */
+static void test_huge_numbers(void **state)
+{
+    (void)state;
+    tt_rng r;
+    tt_rng_seed(&r, 1);
+    tcase c;
+    tcase_op(&c, "matmul", "m=8,n=8,k=8", &r);
+    const char *too_big[] = {"split matmul i 92233720368547758078\n",
+                             "split matmul i -92233720368547758078\n",
+                             "tile matmul i j 4 92233720368547758078\n",
+                             "unroll_max matmul 92233720368547758078\n"};
+    for (size_t q = 0; q < sizeof too_big / sizeof too_big[0]; q++) {
+        te_schedule *s = te_schedule_create(c.ctx, 1, c.out);
+        int rc = te_schedule_apply_trace(s, too_big[q]);
+        if (rc != TE_ERR_ARG || !strstr(te_ctx_errmsg(c.ctx), "integer"))
+            fail_msg("'%s': got %d '%s'", too_big[q], rc, te_ctx_errmsg(c.ctx));
+        te_ctx_clear_error(c.ctx);
+    }
+    const char *huge[] = {"split matmul i 9223372036854775807\n",
+                          "split_nparts matmul i 9223372036854775807\n",
+                          "tile matmul i j 9223372036854775807 9223372036854775807\n"};
+    for (size_t q = 0; q < sizeof huge / sizeof huge[0]; q++) {
+        te_schedule *s = te_schedule_create(c.ctx, 1, c.out);
+        int rc = te_schedule_apply_trace(s, huge[q]);
+        if (rc != TE_OK)
+            fail_msg("'%s': got %d '%s'", huge[q], rc, te_ctx_errmsg(c.ctx));
+        te_stage *st = te_schedule_stage(s, c.out[0]);
+        int64_t product = 1;
+        for (int k = 0; k < te_stage_nleaves(st); k++) {
+            int64_t e = te_iter_extent(te_stage_leaf(st, k));
+            if (e < 1 || e > 8)
+                fail_msg("'%s': loop %d has extent %lld", huge[q], k, (long long)e);
+            product *= e;
+        }
+        assert_int_equal(product, 8 * 8 * 8);
+    }
+}
+
 static void test_trace_to_c(void **state)
 {
     (void)state;
@@ -313,6 +354,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_trace_to_c),
+        cmocka_unit_test(test_huge_numbers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

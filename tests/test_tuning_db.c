@@ -479,6 +479,103 @@ static void test_check_reports_inconsistent_rows(void **state)
     te_db_close(db);
 }
 
+/* A fresh database with two consistent ok trials and a failed one, then `sql` run on it with
+ * the plain SQLite library; returns te_db_check's code and its report (caller frees). */
+static int check_after(const char *sql, char **report)
+{
+    remove(path);
+    te_db *db = tdb_open(path, 0);
+    te_db_trial t[3] = {tdb_trial("a", 1e-3), tdb_trial("b", 2e-3), tdb_trial("c", 0)};
+    t[2].status = TE_TRIAL_COMPILE_ERROR;
+    t[2].median_s = NAN;
+    t[2].gflops = NAN;
+    t[2].error = "x.c:1: error: expected ';'";
+    assert_int_equal(te_db_record_trials(db, t, 3), TE_OK);
+    te_db_close(db);
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    char *err = NULL;
+    if (sqlite3_exec(h, sql, NULL, NULL, &err) != SQLITE_OK)
+        fail_msg("%s: %s", sql, err);
+    sqlite3_close(h);
+    db = tdb_open(path, 0);
+    int rc = te_db_check(db, report);
+    te_db_close(db);
+    return rc;
+}
+
+/* te_db_check compares every schema object with the schema the migrations create and the rows
+ * with each other: each damage below is found, reported with its count and an example, and
+ * the check fails. */
+static void test_check_finds_schema_damage_and_contradicting_rows(void **state)
+{
+    (void)state;
+    static const char insert[] =
+        "INSERT INTO trials(uid, workload_id, target_id, trace, trace_hash, status, error, "
+        "median_s, gflops, repeats, created_us, tessera_version) VALUES";
+    char fake_fast[512], ok_with_error[512], gflops_no_time[512];
+    snprintf(fake_fast, sizeof fake_fast,
+             "%s('0190c0de-0000-7000-8000-000000000010', 1, 1, 'f', 'ff', 'ok', '', 1e-9, 64.5, "
+             "10, 5, '0'), ('0190c0de-0000-7000-8000-000000000011', 1, 1, 'g', 'gg', 'ok', '', "
+             "2e-9, 64.5, 10, 6, '0')",
+             insert);
+    snprintf(ok_with_error, sizeof ok_with_error,
+             "%s('0190c0de-0000-7000-8000-000000000012', 1, 1, 'e', 'ee', 'ok', 'segfault', "
+             "1e-3, NULL, 10, 5, '0')",
+             insert);
+    snprintf(gflops_no_time, sizeof gflops_no_time,
+             "%s('0190c0de-0000-7000-8000-000000000013', 1, 1, 'n', 'nn', 'timeout', '', NULL, "
+             "3.5, 10, 5, '0')",
+             insert);
+    const struct {
+        const char *sql, *needles[3];
+    } cases[] = {
+        {"DROP VIEW best", {"view 'best' is missing", NULL}},
+        {"DROP TRIGGER trials_append_only", {"trigger 'trials_append_only' is missing", NULL}},
+        {"DROP INDEX trials_by_hash; CREATE INDEX trials_by_hash ON trials(trace_hash)",
+         {"index 'trials_by_hash' differs", NULL}},
+        {"DROP VIEW best; CREATE VIEW best AS SELECT * FROM trials", {"view 'best' differs", NULL}},
+        {"CREATE TRIGGER no_prune BEFORE DELETE ON trials BEGIN SELECT 1; END",
+         {"unexpected trigger 'no_prune'", NULL}},
+        {"DROP INDEX trials_by_time", {"index 'trials_by_time' is missing", NULL}},
+        {fake_fast, {"2 trials whose GFLOP/s disagree", "(e.g. trial 4, 5)", NULL}},
+        {"UPDATE targets SET device = 'Intel Xeon'",
+         {"1 targets whose columns contradict their key", "device column 'Intel Xeon'", NULL}},
+        {"UPDATE targets SET cores = 64", {"cores column '64'", NULL}},
+        {"UPDATE targets SET backend = 'cuda'", {"backend column 'cuda'", NULL}},
+        {ok_with_error, {"1 ok trials with an error text", NULL}},
+        {gflops_no_time, {"GFLOP/s figure but no positive median", NULL}},
+        {"UPDATE workloads SET flops = -1", {"negative flops", NULL}},
+        {"UPDATE jobs SET trials_done = -1; INSERT INTO jobs(uid, started_us, ended_us) "
+         "VALUES('0190c0de-0000-7000-8000-0000000000aa', 10, 5)",
+         {"1 jobs with negative counts or an end before their start", NULL}},
+    };
+    char *report = NULL;
+    assert_int_equal(check_after("SELECT 1", &report), TE_OK);
+    assert_string_equal(report, "ok");
+    free(report);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = check_after(cases[i].sql, &report);
+        for (int j = 0; cases[i].needles[j]; j++)
+            if (rc != TE_ERR_CORRUPT || !report || !strstr(report, cases[i].needles[j]))
+                fail_msg("after \"%s\": rc %d, report \"%s\" lacks \"%s\"", cases[i].sql, rc,
+                         report ? report : "(none)", cases[i].needles[j]);
+        free(report);
+        report = NULL;
+    }
+    /* Several problems at once: every one is reported, one per line. */
+    char all[2048];
+    snprintf(all, sizeof all, "DROP VIEW best; DROP TRIGGER trials_append_only; %s; %s", fake_fast,
+             ok_with_error);
+    assert_int_equal(check_after(all, &report), TE_ERR_CORRUPT);
+    int lines = 1;
+    for (const char *p = report; *p; p++)
+        lines += *p == '\n';
+    if (lines != 4)
+        fail_msg("want 4 problem lines, got: %s", report);
+    free(report);
+}
+
 static int count_cb(const te_db_summary *row, void *ud)
 {
     int *n = ud;
@@ -533,6 +630,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_prune_by_age_and_status_keeps_best, setup, teardown),
         cmocka_unit_test_setup_teardown(test_check_reports_inconsistent_rows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_check_finds_schema_damage_and_contradicting_rows,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_summary_and_argument_checks, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,7 +2,11 @@
  * parses, export/import/merge through the command line. Runs the real binary (TESSERA_CLI). */
 #include "test_tuning_db_common.h"
 
+#include <grp.h>
+#include <pwd.h>
 #include <sys/wait.h>
+
+#include <sqlite3.h>
 
 #include "tuning_db/json.h"
 
@@ -88,6 +92,133 @@ static void seed(void)
     assert_int_equal(te_db_record_trials(db, t, 3), TE_OK);
     assert_int_equal(te_db_job_finish(db, job, TE_JOB_FINISHED), TE_OK);
     te_db_close(db);
+}
+
+/* Runs fn in a forked child without root's powers: as `nobody` when the test runs as root
+ * (as in CI), else as the current (non-root) user. Returns the child's exit status, or -1 when
+ * no unprivileged user is available. */
+static int as_unprivileged(int (*fn)(void))
+{
+    struct passwd *pw = getuid() == 0 ? getpwnam("nobody") : NULL;
+    if (getuid() == 0 && !pw)
+        return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (pw && (setgroups(0, NULL) != 0 || setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0))
+            _exit(77);
+        _exit(fn());
+    }
+    int ws = 0;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    assert_true(WIFEXITED(ws));
+    return WEXITSTATUS(ws);
+}
+
+/* In the unprivileged child: queries of a database in a read-only directory. */
+static int query_read_only_directory(void)
+{
+    if (access(dir, W_OK) == 0 || access(db_file, R_OK) != 0)
+        return 77; /* still privileged (capabilities), or TMPDIR not reachable */
+    int bad = 0;
+    te_db *db = NULL;
+    te_db_options o = {.flags = TE_DB_READONLY | TE_DB_NO_SYSTEM};
+    int rc = te_db_open(db_file, &o, &db);
+    te_db_trial_list *l = NULL;
+    if (rc != TE_OK) {
+        fprintf(stderr, "read-only open: %s\n", te_db_errmsg(db));
+        bad = 1;
+    } else if (te_db_best(db, TDB_MATMUL, &tdb_cpu, 0, &l) != TE_OK || l->n != 1) {
+        fprintf(stderr, "best: %s\n", te_db_errmsg(db));
+        bad = 1;
+    } else if (te_db_check(db, NULL) != TE_OK) {
+        fprintf(stderr, "check: %s\n", te_db_errmsg(db));
+        bad = 1;
+    }
+    te_db_trial_list_free(l);
+    te_db_close(db);
+    /* A read-write open says why it cannot write, instead of SQLite's "attempt to write a
+     * readonly database" halfway through opening. */
+    o.flags = TE_DB_NO_SYSTEM;
+    rc = te_db_open(db_file, &o, &db);
+    if (rc != TE_ERR_READONLY || strstr(te_db_errmsg(db), "attempt to write") ||
+        !strstr(te_db_errmsg(db), "read")) {
+        fprintf(stderr, "read-write open: %d %s\n", rc, te_db_errmsg(db));
+        bad = 1;
+    }
+    te_db_close(db);
+    /* The CLI's read commands. */
+    const char *cmds[] = {
+        "info",   "list", "best -w '" TDB_MATMUL "'", "history -w '" TDB_MATMUL "'", "jobs",
+        "export", "check"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "'%s' db %s --db '%s' >/dev/null 2>/tmp/tessera-ro-%d.err",
+                 TESSERA_CLI, cmds[i], db_file, (int)getpid());
+        int ws = system(cmd);
+        if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+            char show[1200];
+            snprintf(show, sizeof show, "cat /tmp/tessera-ro-%d.err >&2", (int)getpid());
+            fprintf(stderr, "tessera db %s failed:\n", cmds[i]);
+            if (system(show) != 0)
+                fprintf(stderr, "(no stderr)\n");
+            bad = 1;
+        }
+    }
+    char err[64];
+    snprintf(err, sizeof err, "/tmp/tessera-ro-%d.err", (int)getpid());
+    unlink(err);
+    return bad;
+}
+
+/* A database in a directory the user cannot write (a shared, read-only location): every query
+ * works, read-only, and leaves no file behind. */
+static void test_read_only_directory_is_queryable(void **state)
+{
+    (void)state;
+    seed();
+    assert_int_equal(chmod(db_file, 0644), 0);
+    assert_int_equal(chmod(dir, 0555), 0);
+    int rc = as_unprivileged(query_read_only_directory);
+    assert_int_equal(chmod(dir, 0700), 0);
+    if (rc == -1 || rc == 77) {
+        fprintf(stderr, "skipped: no unprivileged user to run as (need `nobody` when root)\n");
+        skip();
+    }
+    assert_int_equal(rc, 0);
+    char p[400];
+    snprintf(p, sizeof p, "%s-shm", db_file);
+    assert_false(tdb_exists(p));
+    snprintf(p, sizeof p, "%s-wal", db_file);
+    assert_false(tdb_exists(p));
+}
+
+/* `tessera db check` on a database whose `best` view and append-only trigger were dropped and
+ * whose target row contradicts its key: every problem on stdout, exit status 1. */
+static void test_check_reports_every_problem_and_exits_1(void **state)
+{
+    (void)state;
+    seed();
+    assert_int_equal(cli("db check --db cli.db"), 0);
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(db_file, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h,
+                                  "DROP VIEW best; DROP TRIGGER trials_append_only; "
+                                  "UPDATE trials SET median_s = 1e-9 WHERE trace = 'fast'; "
+                                  "UPDATE targets SET compiler = 'clang 18'",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(h);
+    assert_int_equal(cli("db check --db cli.db"), 1);
+    const char *needles[] = {"view 'best' is missing", "trigger 'trials_append_only' is missing",
+                             "1 trials whose GFLOP/s disagree", "compiler column 'clang 18'"};
+    for (size_t i = 0; i < sizeof needles / sizeof needles[0]; i++)
+        if (!strstr(out_text, needles[i]))
+            fail_msg("check output lacks '%s':\n%s", needles[i], out_text);
+    assert_int_equal(cli("db check --db cli.db --json"), 1);
+    assert_int_equal(json_lines(), 1);
+    assert_non_null(strstr(out_text, "\"ok\":false"));
 }
 
 static void test_usage_errors_exit_2_and_help_exits_0(void **state)
@@ -288,6 +419,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failures_exit_1_with_a_message, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queries_tables_and_json, setup, teardown),
         cmocka_unit_test_setup_teardown(test_export_import_merge_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_only_directory_is_queryable, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_check_reports_every_problem_and_exits_1, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

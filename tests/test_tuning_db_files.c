@@ -203,6 +203,62 @@ static void test_newer_schema_is_refused_untouched(void **state)
     sqlite3_close(h);
 }
 
+/* No -wal or -shm file beside `path`. */
+static void expect_no_wal_files(const char *when)
+{
+    char p[400];
+    const char *sfx[] = {"-wal", "-shm", "-journal"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s%s", path, sfx[i]);
+        if (tdb_exists(p))
+            fail_msg("%s: %s was left beside the database", when, p);
+    }
+}
+
+/* Sets PRAGMAs on `path` with the plain SQLite library, keeping the file in WAL mode (as
+ * Tessera writes it) and closing cleanly, so no -wal/-shm remains. */
+static void sqlite_set(const char *sql)
+{
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_close(h), SQLITE_OK);
+    expect_no_wal_files(sql);
+}
+
+/* A file refused as "not modified" must not get -wal/-shm files either (gen and bench open
+ * read-only and were refused a newer database, leaving both behind). Every refusal of a
+ * WAL-mode file, read-write, read-only and no-create. */
+static void test_refused_open_leaves_no_wal_files(void **state)
+{
+    (void)state;
+    const int flags[] = {0, TE_DB_READONLY, TE_DB_NO_CREATE};
+    make_db(5);
+    expect_no_wal_files("make_db");
+    sqlite_set("PRAGMA journal_mode = WAL; PRAGMA user_version = 99");
+    for (int i = 0; i < 3; i++) {
+        expect_refused(flags[i], TE_ERR_VERSION, "newer");
+        expect_no_wal_files(i == 0   ? "read-write open of a newer schema"
+                            : i == 1 ? "read-only open of a newer schema"
+                                     : "no-create open of a newer schema");
+    }
+    sqlite_set("PRAGMA journal_mode = WAL; PRAGMA user_version = 2; PRAGMA application_id = 77");
+    for (int i = 0; i < 3; i++) {
+        expect_refused(flags[i], TE_ERR_CORRUPT, "another application");
+        expect_no_wal_files("refused foreign application id");
+    }
+    sqlite_set("PRAGMA journal_mode = WAL; PRAGMA application_id = 0");
+    for (int i = 0; i < 3; i++) {
+        expect_refused(flags[i], TE_ERR_CORRUPT, "not a Tessera database");
+        expect_no_wal_files("refused database without application id");
+    }
+    /* An older schema cannot be migrated by a read-only open: refused, untouched. */
+    sqlite_set("PRAGMA journal_mode = WAL; PRAGMA user_version = 1; PRAGMA application_id = "
+               "1413829459");
+    expect_refused(TE_DB_READONLY, TE_ERR_VERSION, "older");
+    expect_no_wal_files("read-only open of an older schema");
+}
+
 static void test_version_1_is_migrated_forward(void **state)
 {
     (void)state;
@@ -288,6 +344,7 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_directory_and_missing_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_newer_schema_is_refused_untouched, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refused_open_leaves_no_wal_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_version_1_is_migrated_forward, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_wal_environment_variable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memory_database, setup, teardown),

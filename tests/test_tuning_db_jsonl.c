@@ -92,6 +92,14 @@ static void fill_odd(te_db *db, int n, uint64_t seed)
         t.spread_s = random_double(&r);
         t.gflops = random_double(&r);
         t.workload.flops = i % 2 ? 0 : 1.2345678901234567e15;
+        /* te_db_check holds GFLOP/s to flops / median: random bits where the flops are unknown,
+         * derived where they are known, none without a positive median. */
+        if (!(t.median_s > 0))
+            t.gflops = NAN;
+        else if (t.workload.flops > 0)
+            t.gflops = isfinite(t.workload.flops / t.median_s * 1e-9)
+                           ? t.workload.flops / t.median_s * 1e-9
+                           : NAN;
         t.workload.shapes = i % 2 ? "{\"m\": [1, 2, {\"x\": -0.0}], \"s\": \"a\\u00e9\"}" : NULL;
         t.workload.key = i % 2 ? "conv2d;n=1,c=64;f32" : TDB_MATMUL;
         t.error = t.status ? "error:\n  \"line 3\"" : NULL;
@@ -278,6 +286,88 @@ static void test_malformed_line_rejects_whole_import_with_line_number(void **sta
     te_db_close(db);
 }
 
+/* Import refuses invalid UTF-8 anywhere in a line and uids (trial or job) that are not UUIDs,
+ * naming the line; recording refuses them too, except in the error text, which is repaired
+ * (U+FFFD). Whatever is stored exports as valid UTF-8 and imports again. */
+static void test_invalid_utf8_and_uids_are_refused(void **state)
+{
+    (void)state;
+    static const char tail[] = "\"workload\":{\"key\":\"w\"},\"target\":{\"key\":\"k\","
+                               "\"backend\":\"c\"},\"status\":\"ok\",\"median_s\":1,";
+    static const struct {
+        const char *uid, *rest, *needle;
+    } bad[] = {
+        {"0190c0de-0000-7000-8000-000000000001", "\"trace\":\"t\xff\"", "invalid UTF-8"},
+        {"0190c0de-0000-7000-8000-000000000001", "\"trace\":\"\xc0\xaf\"", "invalid UTF-8"},
+        {"0190c0de-0000-7000-8000-000000000001", "\"trace\":\"\xed\xa0\x80\"", "invalid UTF-8"},
+        {"0190c0de-0000-7000-8000-000000000001", "\"trace\":\"\xf4\x90\x80\x80\"", "invalid UTF-8"},
+        {"0190c0de-0000-7000-8000-000000000001", "\"trace\":\"t\",\"error\":\"\xe2\x82\"",
+         "invalid UTF-8"},
+        {"0190c0de-0000-7000-8000-000000000001", "\"trace\":\"t\",\"x\":{\"\xfe\":1}",
+         "invalid UTF-8"},
+        {"x", "\"trace\":\"t\"", "not a UUID"},
+        {"0190c0de-0000-7000-8000-00000000001", "\"trace\":\"t\"", "not a UUID"},
+        {"0190c0de-0000-7000-8000-00000000000g", "\"trace\":\"t\"", "not a UUID"},
+        {"0190c0de00000-7000-8000-000000000001", "\"trace\":\"t\"", "not a UUID"},
+        {"0190c0de-0000-7000-8000-000000000001",
+         "\"trace\":\"t\",\"job\":{\"uid\":\"j1\",\"status\":\"running\"}", "job uid"},
+    };
+    te_db *db = tdb_open(path, 0);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[4096];
+        snprintf(text, sizeof text, "%s\n\n%s\n{\"uid\":\"%s\",%s%s}\n%s\n", valid_line(),
+                 valid_line(), bad[i].uid, tail, bad[i].rest, valid_line());
+        te_db_import_stats st;
+        int rc = te_db_import_buffer(db, text, strlen(text), &st);
+        const char *msg = te_db_errmsg(db);
+        if (rc != TE_ERR_CORRUPT || st.error_line != 4 || !strstr(msg, "line 4:") ||
+            !strstr(msg, bad[i].needle))
+            fail_msg("case %zu: rc %d, line %lld, message '%s' (want 'line 4:' and '%s')", i, rc,
+                     (long long)st.error_line, msg, bad[i].needle);
+        assert_int_equal(tdb_count(db), 0);
+    }
+    /* Valid multi-byte text of every length imports. */
+    char text[2048];
+    snprintf(
+        text, sizeof text,
+        "{\"uid\":\"0190c0de-0000-7000-8000-0000000000AB\",%s\"trace\":\"\xc3\xa9 \xe2\x82\xac "
+        "\xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf\"}\n",
+        tail);
+    assert_int_equal(te_db_import_buffer(db, text, strlen(text), NULL), TE_OK);
+    assert_int_equal(tdb_count(db), 1);
+
+    /* Recording: invalid UTF-8 in a key or trace, or a uid that is not a UUID, is TE_ERR_ARG. */
+    te_db_trial t = tdb_trial("bad \xff trace", 1e-3);
+    assert_int_equal(te_db_record_trial(db, &t, NULL), TE_ERR_ARG);
+    assert_non_null(strstr(te_db_errmsg(db), "trace is not valid UTF-8"));
+    t = tdb_trial("t", 1e-3);
+    t.workload.key = "matmul;m=\xc0\x80;f32";
+    assert_int_equal(te_db_record_trial(db, &t, NULL), TE_ERR_ARG);
+    assert_non_null(strstr(te_db_errmsg(db), "workload key is not valid UTF-8"));
+    t = tdb_trial("t", 1e-3);
+    t.uid = "not-a-uuid";
+    assert_int_equal(te_db_record_trial(db, &t, NULL), TE_ERR_ARG);
+    assert_non_null(strstr(te_db_errmsg(db), "not a UUID"));
+    /* A stray byte in a compiler's message does not cost the trial: it is replaced. */
+    t = tdb_trial("t-err", 0);
+    t.status = TE_TRIAL_COMPILE_ERROR;
+    t.median_s = NAN;
+    t.error = "x.c:1: error: stray '\xb5' in program";
+    assert_int_equal(te_db_record_trial(db, &t, NULL), TE_OK);
+    assert_int_equal(tdb_count(db), 2);
+    size_t n;
+    char *out = export_all(db, &n);
+    assert_int_equal(te__utf8_valid_prefix(out, n), n);
+    assert_non_null(strstr(out, "stray '\xef\xbf\xbd' in program"));
+    te_db *db2 = tdb_open(path2, 0);
+    te_db_import_stats st;
+    assert_int_equal(te_db_import_buffer(db2, out, n, &st), TE_OK);
+    assert_int_equal(st.imported, 2);
+    free(out);
+    te_db_close(db2);
+    te_db_close(db);
+}
+
 static void test_merge_folds_databases_without_duplicates(void **state)
 {
     (void)state;
@@ -383,6 +473,7 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_merge_folds_databases_without_duplicates, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_invalid_utf8_and_uids_are_refused, setup, teardown),
         cmocka_unit_test(test_json_reader_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

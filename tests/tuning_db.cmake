@@ -7,10 +7,15 @@ if(TARGET test_tuning_db_cli)
                              TESSERA_CLI="$<TARGET_FILE:tessera_cli>")
   add_dependencies(test_tuning_db_cli tessera_cli)
 endif()
+# The documentation test runs every SQL snippet of docs/TUNING_DB.md.
+if(TARGET test_tuning_db_docs)
+  target_compile_definitions(test_tuning_db_docs PRIVATE
+                             TESSERA_DOCS_TUNING_DB="${CMAKE_SOURCE_DIR}/docs/TUNING_DB.md")
+endif()
 # The tests write to temporary directories and fork writer processes; keep them off the
 # kernel-compile cache and give the SIGKILL/concurrency test a sane limit.
 foreach(t test_tuning_db test_tuning_db_files test_tuning_db_jsonl test_tuning_db_concurrency
-          test_tuning_db_cli)
+          test_tuning_db_cli test_tuning_db_docs)
   if(TEST ${t})
     set_tests_properties(${t} PROPERTIES TIMEOUT 120 LABELS tuning_db)
   endif()

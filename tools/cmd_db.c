@@ -813,8 +813,10 @@ static const subcommand subcommands[] = {
      0},
     {"check",
      "[--json]",
-     "Run SQLite's integrity and foreign-key checks and Tessera's consistency checks.\n"
-     "Exit status 1 when a problem is found.",
+     "Run SQLite's integrity and foreign-key checks, compare every table, index, view and\n"
+     "trigger with the schema Tessera creates, and check the rows against each other\n"
+     "(GFLOP/s vs flops and median, target columns vs key, statuses vs error text, ...).\n"
+     "Every problem is listed with its count and examples; exit status 1 when there is one.",
      NULL,
      cmd_check,
      0,

@@ -368,6 +368,75 @@ static uint32_t be32(const unsigned char *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
+/* 1 when the directory holding `path` may be written by this process. */
+static int dir_writable(const char *path)
+{
+    char *copy = strdup(path);
+    if (!copy)
+        return 1; /* let SQLite report it */
+    int ok = access(dirname(copy), W_OK) == 0;
+    free(copy);
+    return ok;
+}
+
+/* 1 when the file `path` + `suffix` exists; with nonempty, only when it also has bytes. */
+static int side_file(const char *path, const char *suffix, int nonempty)
+{
+    size_t n = strlen(path), k = strlen(suffix);
+    char *p = malloc(n + k + 1);
+    if (!p)
+        return 1;
+    memcpy(p, path, n);
+    memcpy(p + n, suffix, k + 1);
+    struct stat st;
+    int yes = stat(p, &st) == 0 && (!nonempty || st.st_size > 0);
+    free(p);
+    return yes;
+}
+
+/* Whether a read-only open must use SQLite's immutable=1: the file is in WAL mode, has no
+ * -shm file and no WAL content, and the directory cannot be written, so the -shm that a WAL
+ * reader needs cannot be created (SQLite then fails with "attempt to write a readonly
+ * database"). With no WAL content, the main file is the whole committed state, and nobody
+ * without write access to the directory can be writing it through SQLite's WAL. */
+static int needs_immutable(const char *path)
+{
+    unsigned char h[20];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    size_t got = fread(h, 1, sizeof h, f);
+    fclose(f);
+    if (got < sizeof h || h[18] != 2 || h[19] != 2)
+        return 0;
+    return !side_file(path, "-shm", 0) && !side_file(path, "-wal", 1) && !dir_writable(path);
+}
+
+/* "file:" URI of `path` with the query `query`: '%', '?' and '#' are percent-encoded.
+ * malloc'ed, NULL when out of memory. */
+static char *uri_of(const char *path, const char *query)
+{
+    size_t n = strlen(path), q = strlen(query);
+    char *u = malloc(5 + 3 * n + 1 + q + 1), *p = u;
+    if (!u)
+        return NULL;
+    memcpy(p, "file:", 5);
+    p += 5;
+    for (const char *s = path; *s; s++) {
+        if (*s == '%' || *s == '?' || *s == '#')
+            p += sprintf(p, "%%%02X", (unsigned char)*s);
+        else
+            *p++ = *s;
+    }
+    *p++ = '?';
+    memcpy(p, query, q + 1);
+    return u;
+}
+
+static int identity_refusal(te_db *db, const char *path, int64_t version, int64_t app,
+                            int has_objects);
+static int readonly_refusal(te_db *db, const char *path, int64_t version);
+
 /* Checks the file before SQLite sees it, so that nothing SQLite might do to a damaged or
  * foreign file (hot-journal rollback, header rewrite) can happen. *is_new = 1 for a missing or
  * empty file. */
@@ -402,6 +471,11 @@ static int precheck_file(te_db *db, const char *path, int readonly, int no_creat
     if (!readonly && ((st.st_mode & 0222) == 0 || access(path, W_OK) != 0))
         return te__db_err(db, TE_ERR_READONLY,
                           "%s: the file is read-only; open it read-only to query it", path);
+    if (!readonly && !dir_writable(path))
+        return te__db_err(db, TE_ERR_READONLY,
+                          "%s: the directory is not writable (SQLite keeps its journal files "
+                          "beside the database); open it read-only to query it",
+                          path);
     if (st.st_size == 0) {
         /* An empty file becomes a new database, but only when creating is allowed: a
          * query must not write. */
@@ -434,17 +508,17 @@ static int precheck_file(te_db *db, const char *path, int readonly, int no_creat
     /* The in-header page count is trustworthy when the change counter matches the
      * version-valid-for number. With a non-empty WAL beside it, the file may legitimately lag
      * (a checkpoint was interrupted), so only check when there is none. */
+    size_t n = strlen(path);
+    char *wal = malloc(n + 5);
+    if (!wal)
+        return te__db_err(db, TE_ERR_NOMEM, "out of memory");
+    memcpy(wal, path, n);
+    memcpy(wal + n, "-wal", 5);
+    struct stat wst;
+    int has_wal = stat(wal, &wst) == 0 && wst.st_size > 0;
+    free(wal);
     uint32_t pages = be32(h + 28);
     if (pages && be32(h + 24) == be32(h + 92)) {
-        size_t n = strlen(path);
-        char *wal = malloc(n + 5);
-        if (!wal)
-            return te__db_err(db, TE_ERR_NOMEM, "out of memory");
-        memcpy(wal, path, n);
-        memcpy(wal + n, "-wal", 5);
-        struct stat wst;
-        int has_wal = stat(wal, &wst) == 0 && wst.st_size > 0;
-        free(wal);
         uint64_t want = (uint64_t)pages * page;
         if (!has_wal && (uint64_t)st.st_size < want)
             return te__db_err(db, TE_ERR_CORRUPT,
@@ -452,7 +526,18 @@ static int precheck_file(te_db *db, const char *path, int readonly, int no_creat
                               "file left unchanged",
                               path, (long long)st.st_size, (unsigned long long)want);
     }
-    return TE_OK;
+    /* Without a non-empty WAL beside it the header is the committed state: refuse a foreign,
+     * newer or (read-only) unusable file here, before SQLite opens it. SQLite opening a
+     * WAL-mode file creates -wal and -shm files, and a read-only connection leaves them
+     * behind, next to a file that is then refused as not modified. read_identity repeats the
+     * checks on what SQLite reads (a WAL may hold newer commits). */
+    if (has_wal)
+        return TE_OK;
+    int64_t version = (int32_t)be32(h + 60), app = (int32_t)be32(h + 68);
+    int code = identity_refusal(db, path, version, app, be32(h + 40) != 0);
+    if (!code && readonly)
+        code = readonly_refusal(db, path, version);
+    return code;
 }
 
 static int query_int(te_db *db, te__conn *c, const char *sql, int64_t *out)
@@ -481,6 +566,46 @@ static int query_int(te_db *db, te__conn *c, const char *sql, int64_t *out)
     return TE_OK;
 }
 
+/* The refusals that follow from a file's identity: user_version, application_id and whether
+ * it holds any schema objects. Shared by the header check (before SQLite opens the file) and
+ * read_identity (after), so both refuse the same files with the same words. */
+static int identity_refusal(te_db *db, const char *path, int64_t version, int64_t app,
+                            int has_objects)
+{
+    if (app != 0 && app != TE_DB_APPLICATION_ID)
+        return te__db_err(db, TE_ERR_CORRUPT,
+                          "%s: an SQLite database of another application (application_id "
+                          "0x%llx), not a Tessera database; file left unchanged",
+                          path, (unsigned long long)app);
+    if ((version == 0 && has_objects) || (version > 0 && app == 0))
+        return te__db_err(db, TE_ERR_CORRUPT,
+                          "%s: an SQLite database but not a Tessera database; file left "
+                          "unchanged",
+                          path);
+    if (version > TE_DB_SCHEMA_VERSION)
+        return te__db_err(db, TE_ERR_VERSION,
+                          "%s: database schema version %lld is newer than this Tessera "
+                          "(%s) supports (version %d); upgrade Tessera to use it. The file "
+                          "was not modified",
+                          path, (long long)version, te_version(), TE_DB_SCHEMA_VERSION);
+    return TE_OK;
+}
+
+/* What a read-only open refuses beyond identity_refusal: it can neither create the schema
+ * nor migrate an old one. */
+static int readonly_refusal(te_db *db, const char *path, int64_t version)
+{
+    if (version == 0)
+        return te__db_err(db, TE_ERR_CORRUPT, "%s: empty database, not a Tessera database", path);
+    if (version < TE_DB_SCHEMA_VERSION)
+        return te__db_err(db, TE_ERR_VERSION,
+                          "%s: schema version %lld is older than this Tessera's (%d) and "
+                          "the file is opened read-only; open it read-write once to "
+                          "upgrade it",
+                          path, (long long)version, TE_DB_SCHEMA_VERSION);
+    return TE_OK;
+}
+
 /* Identifies the file: *version = user_version; refuses foreign and newer files. */
 static int read_identity(te_db *db, te__conn *c, int64_t *version)
 {
@@ -506,23 +631,7 @@ static int read_identity(te_db *db, te__conn *c, int64_t *version)
                               c->path);
         return te__db_sqlerr(db, c, rc, "reading the database header");
     }
-    if (app != 0 && app != TE_DB_APPLICATION_ID)
-        return te__db_err(db, TE_ERR_CORRUPT,
-                          "%s: an SQLite database of another application (application_id "
-                          "0x%llx), not a Tessera database; file left unchanged",
-                          c->path, (unsigned long long)app);
-    if ((*version == 0 && n_objects > 0) || (*version > 0 && app == 0))
-        return te__db_err(db, TE_ERR_CORRUPT,
-                          "%s: an SQLite database but not a Tessera database; file left "
-                          "unchanged",
-                          c->path);
-    if (*version > TE_DB_SCHEMA_VERSION)
-        return te__db_err(db, TE_ERR_VERSION,
-                          "%s: database schema version %lld is newer than this Tessera "
-                          "(%s) supports (version %d); upgrade Tessera to use it. The file "
-                          "was not modified",
-                          c->path, (long long)*version, te_version(), TE_DB_SCHEMA_VERSION);
-    return TE_OK;
+    return identity_refusal(db, c->path, *version, app, n_objects > 0);
 }
 
 /* Reads the last row of every table: a truncated or damaged file fails here, at open time,
@@ -615,7 +724,10 @@ static int conn_open(te_db *db, te__conn *c, const char *path, int flags)
     /* URI names are on so that merge can ATTACH with ?mode=ro; a plain path that happens to
      * start with "file:" is kept a path by prefixing "./". */
     char *name = NULL;
-    if (!strncmp(path, "file:", 5)) {
+    if (readonly && !memory && needs_immutable(path)) {
+        if (!(name = uri_of(path, "immutable=1")))
+            return te__db_err(db, TE_ERR_NOMEM, "out of memory");
+    } else if (!strncmp(path, "file:", 5)) {
         name = malloc(strlen(path) + 3);
         if (!name)
             return te__db_err(db, TE_ERR_NOMEM, "out of memory");
@@ -637,15 +749,8 @@ static int conn_open(te_db *db, te__conn *c, const char *path, int flags)
         return code;
     c->schema_version = (int)version;
     if (readonly) {
-        if (version == 0)
-            return te__db_err(db, TE_ERR_CORRUPT, "%s: empty database, not a Tessera database",
-                              path);
-        if (version < TE_DB_SCHEMA_VERSION)
-            return te__db_err(db, TE_ERR_VERSION,
-                              "%s: schema version %lld is older than this Tessera's (%d) and "
-                              "the file is opened read-only; open it read-write once to "
-                              "upgrade it",
-                              path, (long long)version, TE_DB_SCHEMA_VERSION);
+        if ((code = readonly_refusal(db, path, version)))
+            return code;
         code = te__exec(db, c, "PRAGMA query_only = 1");
         if (!code)
             code = probe_tables(db, c);

@@ -81,6 +81,8 @@ enum {
     TE__INS_IGNORE_DUP = 1,  /* skip a trial whose uid exists (sets *inserted = 0) */
     TE__INS_NO_JOB_COUNT = 2 /* do not add to jobs.trials_done (import: the count came along) */
 };
+/* 1 when s is a UUID in text form: 8-4-4-4-12 hex digits (either case). */
+int te__valid_uuid(const char *s);
 /* Validates trial i (index in messages). */
 int te__validate_trial(te_db *db, const te_db_trial *t, size_t i);
 /* Inserts inside an open transaction. */

@@ -211,6 +211,9 @@ static int job_id_for(te_db *db, line_ctx *lc, const te__json *job, int64_t *out
     if (!known)
         return bad(lc, "job status '%s' is not running, finished, interrupted or failed", status),
                TE_ERR_CORRUPT;
+    if (!te__valid_uuid(uid))
+        return bad(lc, "job uid '%.40s' is not a UUID (8-4-4-4-12 hex digits)", uid),
+               TE_ERR_CORRUPT;
     if (db->job_cache.key && !strcmp(db->job_cache.key, uid)) {
         *out = db->job_cache.id;
         return TE_OK;
@@ -314,6 +317,12 @@ static int import_line(te_db *db, line_ctx *lc, const char *s, size_t n, int *in
         shapes_text[shapes->raw_len] = '\0';
         tr.workload.shapes = shapes_text;
     }
+    /* The job first: its own problems (status, uid) are named before the trial's uid. */
+    if (job && job->type == TE__JSON_OBJECT) {
+        int code = job_id_for(db, lc, job, &tr.job_id);
+        if (code)
+            return code;
+    }
     if (te__validate_trial(db, &tr, 0) != TE_OK) {
         /* "trial 0: x" -> "x" */
         const char *m = strchr(db->errmsg, ':');
@@ -323,11 +332,6 @@ static int import_line(te_db *db, line_ctx *lc, const char *s, size_t n, int *in
         lc->errbuf[k] = '\0';
         lc->err = lc->errbuf;
         return TE_ERR_CORRUPT;
-    }
-    if (job && job->type == TE__JSON_OBJECT) {
-        int code = job_id_for(db, lc, job, &tr.job_id);
-        if (code)
-            return code;
     }
     return te__insert_trial(db, &tr, TE__INS_IGNORE_DUP | TE__INS_NO_JOB_COUNT, inserted);
 }

@@ -101,6 +101,54 @@ static size_t put_utf8(char *o, unsigned cp)
     return 4;
 }
 
+/* Length of the well-formed UTF-8 sequence at p[0..n) (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF), or 0 when it is not one. */
+static size_t utf8_seq(const unsigned char *p, size_t n)
+{
+    if (n == 0)
+        return 0;
+    unsigned c = p[0];
+    size_t len;
+    unsigned lo = 0x80, hi = 0xbf; /* allowed range of the second byte */
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        len = 2;
+    else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        if (c == 0xe0)
+            lo = 0xa0; /* overlong */
+        if (c == 0xed)
+            hi = 0x9f; /* surrogates */
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        if (c == 0xf0)
+            lo = 0x90; /* overlong */
+        if (c == 0xf4)
+            hi = 0x8f; /* above U+10FFFF */
+    } else
+        return 0;
+    if (n < len || p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    return len;
+}
+
+size_t te__utf8_valid_prefix(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        size_t k = utf8_seq(p + i, n - i);
+        if (!k)
+            break;
+        i += k;
+    }
+    return i;
+}
+
 /* Parses a string starting at the opening quote; returns the decoded text in the arena. */
 static char *parse_string(parser *ps)
 {
@@ -131,6 +179,17 @@ static char *parse_string(parser *ps)
         if (c < 0x20) {
             fail(ps, "control character in string");
             return NULL;
+        }
+        if (c >= 0x80) {
+            size_t k = utf8_seq((const unsigned char *)ps->p, (size_t)(ps->end - ps->p));
+            if (!k) {
+                fail(ps, "invalid UTF-8 in a string (byte 0x%02x)", c);
+                return NULL;
+            }
+            memcpy(o, ps->p, k);
+            o += k;
+            ps->p += k;
+            continue;
         }
         if (c != '\\') {
             *o++ = (char)c;

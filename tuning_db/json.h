@@ -45,6 +45,9 @@ te__json *te__json_parse(te__json_doc *doc, const char *s, size_t n);
 void te__json_doc_free(te__json_doc *doc);
 /* 1 when s[0..n) is one valid JSON value. */
 int te__json_valid(const char *s, size_t n);
+/* The length of the longest prefix of s[0..n) that is well-formed UTF-8 (n when all of it is):
+ * no overlong forms, surrogates or code points above U+10FFFF. */
+size_t te__utf8_valid_prefix(const char *s, size_t n);
 /* The first member named key of an OBJECT, or NULL. */
 te__json *te__json_member(const te__json *obj, const char *key);
 

@@ -128,6 +128,54 @@ void te__target_parse(char *storage, te_db_target *out)
 
 static int finite_or_nan(double x) { return isnan(x) || isfinite(x); }
 
+int te__valid_uuid(const char *s)
+{
+    if (!s || strlen(s) != 36)
+        return 0;
+    for (int i = 0; i < 36; i++) {
+        int c = (unsigned char)s[i];
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (c != '-')
+                return 0;
+        } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The first text field of t that is not well-formed UTF-8, or NULL. Every text column is
+ * exported as JSON, which must be UTF-8. The error text is not checked but repaired on insert
+ * (utf8_repair): it is a compiler's or the system's output, and a stray byte in it must not
+ * cost the trial, or its whole batch. */
+static const char *non_utf8_field(const te_db_trial *t)
+{
+    const struct {
+        const char *name, *value;
+    } f[] = {
+        {"workload key", t->workload.key},
+        {"workload op", t->workload.op},
+        {"workload expr_hash", t->workload.expr_hash},
+        {"workload shapes", t->workload.shapes},
+        {"target key", t->target.key},
+        {"target backend", t->target.backend},
+        {"target arch", t->target.arch},
+        {"target device", t->target.device},
+        {"target features", t->target.features},
+        {"target compiler", t->target.compiler},
+        {"target driver", t->target.driver},
+        {"trace", t->trace},
+        {"trace_hash", t->trace_hash},
+        {"tessera_version", t->tessera_version},
+        {"uid", t->uid},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].value &&
+            te__utf8_valid_prefix(f[i].value, strlen(f[i].value)) != strlen(f[i].value))
+            return f[i].name;
+    return NULL;
+}
+
 int te__validate_trial(te_db *db, const te_db_trial *t, size_t i)
 {
     if (!t)
@@ -162,9 +210,16 @@ int te__validate_trial(te_db *db, const te_db_trial *t, size_t i)
         return te__db_err(db, TE_ERR_ARG, "trial %zu: empty trace_hash", i);
     if (t->uid && !*t->uid)
         return te__db_err(db, TE_ERR_ARG, "trial %zu: empty uid", i);
+    const char *bad = non_utf8_field(t);
+    if (bad)
+        return te__db_err(db, TE_ERR_ARG, "trial %zu: %s is not valid UTF-8", i, bad);
     if (t->workload.shapes && !te__json_valid(t->workload.shapes, strlen(t->workload.shapes)))
         return te__db_err(db, TE_ERR_ARG, "trial %zu: workload shapes are not valid JSON: %s", i,
                           t->workload.shapes);
+    if (t->uid && !te__valid_uuid(t->uid))
+        return te__db_err(db, TE_ERR_ARG,
+                          "trial %zu: uid '%.40s' is not a UUID (8-4-4-4-12 hex digits)", i,
+                          t->uid);
     return TE_OK;
 }
 
@@ -287,6 +342,33 @@ static int workload_id(te_db *db, const te_db_workload *w, int64_t *id)
     return cache_put(db, &db->workload_cache, w->key, *id);
 }
 
+/* A malloc'ed copy of s with every byte that is not part of a well-formed UTF-8 sequence
+ * replaced by U+FFFD, or NULL when s is already valid or memory ran out (then *oom = 1). */
+static char *utf8_repair(const char *s, int *oom)
+{
+    size_t n = s ? strlen(s) : 0, ok = te__utf8_valid_prefix(s ? s : "", n);
+    if (ok == n)
+        return NULL;
+    char *out = malloc(3 * n + 1), *o = out;
+    if (!out) {
+        *oom = 1;
+        return NULL;
+    }
+    for (size_t i = 0; i < n;) {
+        size_t k = te__utf8_valid_prefix(s + i, n - i);
+        memcpy(o, s + i, k);
+        o += k;
+        i += k;
+        if (i < n) {
+            memcpy(o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
 int te__insert_trial(te_db *db, const te_db_trial *t, int flags, int *inserted)
 {
     char *key = te__target_key_dup(db, &t->target);
@@ -319,7 +401,14 @@ int te__insert_trial(te_db *db, const te_db_trial *t, int flags, int *inserted)
     bind_text(st, 5, t->trace);
     bind_text(st, 6, t->trace_hash ? t->trace_hash : hash);
     bind_text(st, 7, te_trial_status_str(t->status));
-    bind_text(st, 8, t->error);
+    int oom = 0;
+    char *error = utf8_repair(t->error, &oom);
+    if (oom)
+        return te__db_err(db, TE_ERR_NOMEM, "out of memory");
+    if (error)
+        sqlite3_bind_text(st, 8, error, -1, free);
+    else
+        bind_text(st, 8, t->error);
     bind_real(st, 9, t->median_s);
     bind_real(st, 10, t->spread_s);
     sqlite3_bind_int(st, 11, t->repeats);

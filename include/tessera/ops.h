@@ -289,12 +289,14 @@ typedef struct te_op_params {
 int te_op_params_parse(te_ctx *ctx, const char *text, te_op_params *out);
 
 /* One key an operator takes. dflt == NULL means the key is required. Integer keys must be
- * integers; string keys (is_str) take one of the words listed in help. */
+ * integers; string keys (is_str) take one of the words listed in help; boolean keys (is_bool,
+ * integer keys too) take only 0 or 1. */
 typedef struct te_op_key {
     const char *name;
     const char *dflt;
     int is_str;
     const char *help;
+    int is_bool;
 } te_op_key;
 
 /* Makes placeholders and the operator from parsed parameters. inputs and outputs must hold

@@ -48,7 +48,9 @@ typedef enum te_thread_tag {
  * depend on gets a stage attached at the root. Tensor names must be unique within the
  * schedule (stages and the placeholders they read), because traces, lowering and the
  * generated code address tensors by name: two different tensors with one name are refused
- * with TE_ERR_ARG. Returns NULL on error (message on ctx). */
+ * with TE_ERR_ARG, and so is a NULL output (unless an earlier error, such as the failed call
+ * that produced the NULL, is already on ctx: the first error is kept). Returns NULL on error
+ * (message on ctx). */
 te_schedule *te_schedule_create(te_ctx *ctx, int n_out, te_tensor *const *outs);
 /* The context a schedule was made in. */
 te_ctx *te_schedule_ctx(const te_schedule *s);

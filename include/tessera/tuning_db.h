@@ -21,7 +21,7 @@
  *     }
  *     te_db_target t = {.backend = "c", .arch = "x86_64", .device = "AMD EPYC",
  *                       .features = "avx512f,avx2,fma", .cores = 2, .compiler = "gcc 12.2.0"};
- *     te_db_trial r = {.workload = {.key = "matmul;m=1024,n=1024,k=1024;f32"},
+ *     te_db_trial r = {.workload = {.key = "matmul;k=1024,m=1024,n=1024;f32"},
  *                      .target = t, .trace = "split(i,32);...", .status = TE_TRIAL_OK,
  *                      .median_s = 1.5e-3, .spread_s = 2e-5, .repeats = 10, .gflops = 1431.6};
  *     te_db_record_trial(db, &r, NULL);
@@ -82,7 +82,7 @@ typedef struct te_db_target {
 /* What is computed: one operator instance. */
 typedef struct te_db_workload {
     /* Canonical text key, required: operator;shapes;dtypes[;parameters], e.g.
-     * "matmul;m=1024,n=1024,k=1024;f32". Lookups match it exactly. */
+     * "matmul;k=1024,m=1024,n=1024;f32". Lookups match it exactly. */
     const char *key;
     const char *op;        /* operator name; NULL = the text of `key` before its first ';' */
     const char *expr_hash; /* hash of the tensor-expression structure (hex); NULL = "" */
@@ -174,6 +174,13 @@ typedef struct te_db_options {
  * even for root), a missing directory (TE_ERR_IO), a missing file with TE_DB_NO_CREATE or
  * TE_DB_READONLY (TE_ERR_NOT_FOUND). A zero-length file counts as a new, empty database
  * (refused as TE_ERR_CORRUPT with TE_DB_NO_CREATE or TE_DB_READONLY, which never write).
+ * A file in a directory this process cannot write is read-only too (SQLite keeps its journal
+ * and WAL files beside the database). Refused files get no -wal, -shm or -journal file.
+ *
+ * A TE_DB_READONLY open never creates a file: a WAL-mode database in a directory it cannot
+ * write, with no -shm file and no WAL content beside it, is opened with SQLite's immutable=1
+ * (the main file is then its whole committed state), so a shared read-only copy can be queried
+ * by any user.
  *
  * Like sqlite3_open, *out is set to a handle even when the call fails (unless memory ran out,
  * then NULL), so that te_db_errmsg can explain the failure; the caller must te_db_close it.
@@ -192,7 +199,9 @@ const char *te_db_errmsg(const te_db *db);
 /* Recording.                                                                                 */
 
 /* Appends one trial; the target and workload rows are created on first use (an existing row with
- * the same key is kept as is). *out_id (may be NULL) receives the new row id. Returns TE_OK,
+ * the same key is kept as is). *out_id (may be NULL) receives the new row id. Text fields must
+ * be well-formed UTF-8 and a given uid a UUID (8-4-4-4-12 hex digits); invalid bytes in `error`
+ * are stored as U+FFFD instead. Returns TE_OK,
  * TE_ERR_ARG for an invalid trial (message names the field), TE_ERR_READONLY on a read-only
  * handle, TE_ERR_BUSY if another writer held the file past the busy timeout, TE_ERR_DB. */
 int te_db_record_trial(te_db *db, const te_db_trial *trial, int64_t *out_id);
@@ -336,9 +345,12 @@ typedef struct te_db_prune_options {
  * otherwise), so a forgotten option cannot empty the database. */
 int te_db_prune(te_db *db, const te_db_prune_options *opts, int64_t *n_deleted);
 
-/* Runs PRAGMA integrity_check, PRAGMA foreign_key_check and Tessera's own consistency checks.
- * *report (may be NULL) receives a malloc'ed text the caller frees: "ok" or one problem per
- * line. Returns TE_OK when all pass, TE_ERR_CORRUPT when any fails. */
+/* Runs PRAGMA integrity_check, PRAGMA foreign_key_check, compares every schema object (table,
+ * index, view, trigger) with the schema this library creates, and checks the rows for internal
+ * consistency (timings vs GFLOP/s vs the workload's flops, target columns vs key, statuses vs
+ * error text, ...). *report (may be NULL) receives a malloc'ed text the caller frees: "ok", or
+ * every problem found, one per line, with its count and the ids of a few examples. Returns
+ * TE_OK when all pass, TE_ERR_CORRUPT when any fails (TE_ERR_NOMEM when memory ran out). */
 int te_db_check(te_db *db, char **report);
 
 /* ---------------------------------------------------------------------------------------- */
@@ -358,7 +370,7 @@ int te_db_export(te_db *db, FILE *out, const char *workload_key, const char *tar
                  int64_t *n_written);
 
 /* Reads JSON lines and appends their trials. The whole import is one transaction: a malformed
- * line aborts it with TE_ERR_CORRUPT, a message "line N: ..." and stats->error_line = N, and
+ * line (bad JSON, invalid UTF-8, a trial or job uid that is not a UUID, ...) aborts it with TE_ERR_CORRUPT, a message "line N: ..." and stats->error_line = N, and
  * nothing from the input is kept. Trials whose uid is already present are skipped (counted as
  * duplicates), so importing the same file twice changes nothing. stats may be NULL. */
 int te_db_import(te_db *db, FILE *in, te_db_import_stats *stats);

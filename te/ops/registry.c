@@ -159,6 +159,10 @@ static int resolve(te_ctx *ctx, const te_op_info *op, const te_op_params *kv, re
                                     "%s: key '%s' has value '%s', which is not "
                                     "an integer",
                                     op->name, key->name, val);
+        } else if (key->is_bool && iv != 0 && iv != 1) {
+            return te_ctx_set_error(ctx, TE_ERR_ARG,
+                                    "%s: key '%s' is a flag and takes 0 or 1, not '%s'", op->name,
+                                    key->name, val);
         }
         r->iv[k] = iv;
         r->sv[k] = val;
@@ -479,26 +483,31 @@ static int build_qkv(BUILD_ARGS)
 
 #define K_REQ(nm, help)                                                                            \
     {                                                                                              \
-        nm, NULL, 0, help                                                                          \
+        nm, NULL, 0, help, 0                                                                       \
     }
 #define K_OPT(nm, dflt, help)                                                                      \
     {                                                                                              \
-        nm, dflt, 0, help                                                                          \
+        nm, dflt, 0, help, 0                                                                       \
+    }
+/* A flag: an integer key that takes only 0 or 1. */
+#define K_BOOL(nm, dflt, help)                                                                     \
+    {                                                                                              \
+        nm, dflt, 0, help, 1                                                                       \
     }
 #define K_STR(nm, dflt, choices)                                                                   \
     {                                                                                              \
-        nm, dflt, 1, choices                                                                       \
+        nm, dflt, 1, choices, 0                                                                    \
     }
 
 static const te_op_key keys_matmul[] = {
     K_REQ("m", "rows of C"), K_REQ("n", "columns of C"), K_REQ("k", "reduction extent"),
-    K_OPT("trans_a", "0", "1: A is [k, m]"), K_OPT("trans_b", "0", "1: B is [n, k]")};
+    K_BOOL("trans_a", "0", "1: A is [k, m]"), K_BOOL("trans_b", "0", "1: B is [n, k]")};
 static const te_op_key keys_batch_matmul[] = {K_REQ("b", "batch"),
                                               K_REQ("m", "rows of C"),
                                               K_REQ("n", "columns of C"),
                                               K_REQ("k", "reduction extent"),
-                                              K_OPT("trans_a", "0", "1: A is [b, k, m]"),
-                                              K_OPT("trans_b", "0", "1: B is [b, n, k]")};
+                                              K_BOOL("trans_a", "0", "1: A is [b, k, m]"),
+                                              K_BOOL("trans_b", "0", "1: B is [b, n, k]")};
 static const te_op_key keys_mnk[] = {K_REQ("m", "rows"), K_REQ("n", "output features"),
                                      K_REQ("k", "input features")};
 static const te_op_key keys_conv[] = {K_REQ("n", "batch"),
@@ -540,13 +549,13 @@ static const te_op_key keys_avg_pool[] = {
     K_REQ("kw", "window width"),
     K_OPT("stride", "1", "stride (both axes)"),
     K_OPT("pad", "0", "padding (all sides)"),
-    K_OPT("include_pad", "0", "1: divide by the full window size")};
+    K_BOOL("include_pad", "0", "1: divide by the full window size")};
 static const te_op_key keys_pad[] = {K_REQ("n", "batch"), K_REQ("c", "channels"),
                                      K_REQ("h", "height"), K_REQ("w", "width"),
                                      K_REQ("pad", "zero padding of h and w (all sides)")};
 static const te_op_key keys_mn[] = {K_REQ("m", "rows"), K_REQ("n", "columns")};
 static const te_op_key keys_bin[] = {K_REQ("m", "rows"), K_REQ("n", "columns"),
-                                     K_OPT("bcast", "0", "1: B is [n], broadcast over rows")};
+                                     K_BOOL("bcast", "0", "1: B is [n], broadcast over rows")};
 static const te_op_key keys_mba[] = {
     K_REQ("m", "rows"), K_REQ("n", "output features"), K_REQ("k", "input features"),
     K_STR("act", "relu", "none|relu|gelu|gelu_tanh|silu|sigmoid|tanh")};
