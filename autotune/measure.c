@@ -426,7 +426,7 @@ void te__measure_batch(te__measurer *m, te__cand *c, int n)
         }
         x->done = 1;
     }
-out:
+out:;
     const te__backend *be = te__backend_get(m->target.backend);
     for (int i = 0; kern && be && i < n; i++)
         be->free(kern[i]);

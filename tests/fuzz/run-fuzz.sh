@@ -54,10 +54,9 @@ for t in $targets; do
         dict=$root/tests/fuzz/import.dict
         ;;
     fuzz_trace)
-        # The whole library, as CMake globs it: the schedule layer reaches into lowering and
-        # the backends' target description.
-        lib=$(find "$root/te" "$root/schedule" "$root/autotune" "$root/backends" \
-            "$root/tuning_db" -name '*.c' | sort)
+        # Trace replay is the schedule layer: it and the layer below it (te/), nothing else
+        # (the build's layering guarantees they link alone).
+        lib=$(find "$root/te" "$root/schedule" -name '*.c' | sort)
         # shellcheck disable=SC2086
         build fuzz_trace -fopenmp -pthread -DTE_VERSION_STRING="\"$version\"" \
             -DTE_SOURCE_DIR="\"$root\"" "$root/tests/fuzz/fuzz_trace.c" $lib
