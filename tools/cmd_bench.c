@@ -18,20 +18,10 @@
 #include "tessera/te.h"
 #include "tessera/tuner.h"
 #include "tools/baselines.h"
+#include "tools/bench_report.h"
 #include "tools/cli.h"
 
-typedef struct {
-    char workload[64];
-    int threads;
-    const char *unit;                /* "gflops" or "gbps" */
-    double ours, base;               /* base: the strongest trusted baseline, NAN when none */
-    double openblas, onednn;         /* NAN when not measured or left out */
-    char base_name[48];              /* "openblas sgemm", "onednn matmul", "memcpy", ... */
-    char base_impl[112];             /* which kernels the strongest baseline ran */
-    char ob_impl[112], dn_impl[112]; /* each library's kernels, "" when not measured */
-    const char *other_impl;          /* the one of them that is not the strongest, or "" */
-    double err;
-} row;
+typedef te_bench_row row;
 
 typedef void (*run_fn)(void *arg);
 
@@ -558,7 +548,7 @@ static int bench_db(te_db *db, const char *op, const char *params, int threads, 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: tessera bench [--json] [--reps N] [--threads LIST] [--only NAME] "
-               "[--db FILE]\n\n"
+               "[--db FILE] [--report FILE]\n\n"
                "Runs hand-scheduled Tessera kernels beside the strongest baselines on this\n"
                "machine (matmul, the MLP gate: OpenBLAS with the kernels that fit the CPU and\n"
                "oneDNN's matmul, plain and with packed weights) and beside memcpy (softmax,\n"
@@ -572,14 +562,17 @@ static void usage(FILE *f)
                "  --json          print a JSON list of rows instead of a table\n"
                "  --reps N        timed repetitions per kernel (default 9)\n"
                "  --threads LIST  comma-separated thread counts (default 1,2)\n"
-               "  --only NAME     run only workloads whose name starts with NAME\n");
+               "  --only NAME     run only workloads whose name starts with NAME\n"
+               "  --report FILE   also write the results as a Markdown report (the machine, its\n"
+               "                  measured FMA peak and copy bandwidth, every row with the\n"
+               "                  fraction of peak or bandwidth it reaches): docs/PERFORMANCE.md\n");
 }
 
 int te_cmd_bench(int argc, char **argv)
 {
     bool json = false;
     int reps = 9, threads[8] = {1, 2}, nthreads = 2;
-    const char *only = NULL, *db_path = NULL;
+    const char *only = NULL, *db_path = NULL, *report = NULL;
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
             usage(stdout);
@@ -608,6 +601,8 @@ int te_cmd_bench(int argc, char **argv)
             only = argv[++a];
         } else if (!strcmp(argv[a], "--db") && a + 1 < argc) {
             db_path = argv[++a];
+        } else if (!strcmp(argv[a], "--report") && a + 1 < argc) {
+            report = argv[++a];
         } else {
             fprintf(stderr, "tessera bench: unknown or incomplete option '%s'\n", argv[a]);
             usage(stderr);
@@ -723,5 +718,9 @@ int te_cmd_bench(int argc, char **argv)
             printf("%s\n", load_note);
     }
     te_db_close(db);
+    if (report && te_bench_write_report(report, rows, n, threads, nthreads, reps,
+                                        te_bl_openblas_note(), dn_note, load_note,
+                                        db_path) != 0)
+        return 1;
     return 0;
 }

@@ -1,0 +1,30 @@
+/*
+ * tools/bench_report.h: the rows `tessera bench` measures, and the Markdown report
+ * (`tessera bench --report FILE`, docs/PERFORMANCE.md) written from them.
+ */
+#ifndef TESSERA_TOOLS_BENCH_REPORT_H
+#define TESSERA_TOOLS_BENCH_REPORT_H
+
+typedef struct te_bench_row {
+    char workload[64];
+    int threads;
+    const char *unit;                /* "gflops" or "gbps" */
+    double ours, base;               /* base: the strongest trusted baseline, NAN when none */
+    double openblas, onednn;         /* NAN when not measured or left out */
+    char base_name[48];              /* "openblas sgemm", "onednn matmul", "memcpy", ... */
+    char base_impl[112];             /* which kernels the strongest baseline ran */
+    char ob_impl[112], dn_impl[112]; /* each library's kernels, "" when not measured */
+    const char *other_impl;          /* the one of them that is not the strongest, or "" */
+    double err;
+} te_bench_row;
+
+/* Writes the report to path: the machine (CPU, ISA, cores), its measured FMA peak and copy
+ * bandwidth for each thread count, and every row with its ratios and the fraction of peak
+ * (GFLOP/s rows) or of copy bandwidth (GB/s rows) it reaches, plus the notes the benchmark
+ * printed (which OpenBLAS and oneDNN kernels ran, the machine's load). Returns 0, or -1 with a
+ * message on stderr when the file cannot be written. */
+int te_bench_write_report(const char *path, const te_bench_row *rows, int n, const int *threads,
+                          int nthreads, int reps, const char *openblas_note, const char *dn_note,
+                          const char *load_note, const char *db_path);
+
+#endif
