@@ -273,24 +273,6 @@ void te__emit_provenance(te__sb *b, const char *ident, const char *backend, int 
     te__sb_printf(b, " * target: %s\n */\n", target ? key : "(none given)");
 }
 
-bool te__expr_multiple_of(const te_expr *e, int64_t m)
-{
-    int64_t c;
-    if (te__const_int_eval(e, &c))
-        return c % m == 0;
-    if (e->kind != TE_E_BINARY)
-        return false;
-    switch (e->u.bin.op) {
-    case TE_ADD:
-    case TE_SUB:
-        return te__expr_multiple_of(e->u.bin.a, m) && te__expr_multiple_of(e->u.bin.b, m);
-    case TE_MUL:
-        return te__expr_multiple_of(e->u.bin.a, m) || te__expr_multiple_of(e->u.bin.b, m);
-    default:
-        return false;
-    }
-}
-
 const char *te__emit_binop(te_binop op, bool vec, int *prec)
 {
     switch (op) {

@@ -1,8 +1,9 @@
 /*
  * backends/emit_common.h (private): the pieces the C and the CUDA emitters share, so that each
  * exists once: the reserved-word table of C, C++ and CUDA, float literals that read back as the
- * same value, the indented line writer, the error helper, the provenance comment, and the
- * divisibility test of index expressions. Neither backend includes the other; both include this.
+ * same value, the indented line writer, the error helper, and the provenance comment
+ * (integer facts such as divisibility come from te/arith.h). Neither backend includes the
+ * other; both include this.
  */
 #ifndef TESSERA_BACKENDS_EMIT_COMMON_H
 #define TESSERA_BACKENDS_EMIT_COMMON_H
@@ -102,9 +103,5 @@ const char *te__names_find(const te__name_table *t, int kind, bool by_id, int id
 /* Records a name (not copied). TE_OK or TE_ERR_NOMEM (the table is unchanged). */
 int te__names_add(te_ctx *ctx, te__name_table *t, int kind, int id, const void *ptr,
                   const char *name);
-
-/* Whether the integer index e is provably a multiple of m (constants, sums and differences of
- * multiples, products with a multiple). */
-bool te__expr_multiple_of(const te_expr *e, int64_t m);
 
 #endif

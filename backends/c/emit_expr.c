@@ -25,7 +25,7 @@ static bool is_nonneg_var(const emitter *em, const te_expr *v)
 bool te__c_nonneg(const emitter *em, const te_expr *e)
 {
     int64_t c;
-    if (te__const_int_eval(e, &c))
+    if (te__arith_const_int(e, &c))
         return c >= 0;
     switch (e->kind) {
     case TE_E_VAR:
@@ -192,7 +192,7 @@ static int gen_load(emitter *em, te__sb *o, const te_expr *e)
     }
     if (ix->kind == TE_E_RAMP && ix->u.ramp.stride == 1) {
         int64_t c;
-        if (p && te__const_int_eval(ix->u.ramp.base, &c)) {
+        if (p && te__arith_const_int(ix->u.ramp.base, &c)) {
             te__sb_printf(o, "%s%lld", p->vname, (long long)(c / e->lanes));
             return P_PRIMARY;
         }
@@ -280,7 +280,7 @@ static int gen_binary(emitter *em, te__sb *o, const te_expr *e)
     if (op == TE_AND || op == TE_OR)
         lp = rp = vec ? P_REL + 1 : P_EQ;
     put_operand(em, o, a, lanes, lp);
-    if (op == TE_ADD && !vec && te__const_int_eval(b, &c) && c < 0 && c != INT64_MIN) {
+    if (op == TE_ADD && !vec && te__arith_const_int(b, &c) && c < 0 && c != INT64_MIN) {
         te__sb_printf(o, " - ");
         put_int(o, b->dtype, -c);
     } else {
@@ -378,7 +378,7 @@ static int gen(emitter *em, te__sb *o, const te_expr *e)
 {
     int64_t c;
     if (e->lanes == 1 && e->kind != TE_E_INT && te_dtype_is_int(e->dtype) && e->dtype != TE_BOOL &&
-        te__const_int_eval(e, &c)) {
+        te__arith_const_int(e, &c)) {
         put_int(o, e->dtype, c);
         return c < 0 ? P_UNARY : P_PRIMARY;
     }
@@ -441,7 +441,7 @@ static int gen(emitter *em, te__sb *o, const te_expr *e)
         const te_expr *base = e->u.ramp.base;
         const char *vt = te__c_vtype(em, e->dtype, e->lanes);
         int64_t b0 = 0;
-        bool kb = te__const_int_eval(base, &b0);
+        bool kb = te__arith_const_int(base, &b0);
         if (!kb) {
             te__c_put(em, o, base, P_ADD);
             te__sb_puts(o, " + ");

@@ -132,8 +132,8 @@ static void gen_for(emitter *em, const te_stmt *s)
     const char *v = te__c_var_name(em, var);
     const char *vt = te__c_ctype(var->dtype);
     int64_t mn, ex;
-    bool kmin = te__const_int_eval(s->u.loop.min, &mn),
-         kext = te__const_int_eval(s->u.loop.extent, &ex);
+    bool kmin = te__arith_const_int(s->u.loop.min, &mn),
+         kext = te__arith_const_int(s->u.loop.extent, &ex);
     const char *lo = te__c_expr_text(em, s->u.loop.min, 0);
     const char *hi;
     if (kmin && kext)
@@ -266,11 +266,11 @@ static void gen_store(emitter *em, const te_stmt *s)
         const char *base = te__c_expr_text(em, ix->u.ramp.base, 0);
         int bytes = lanes * (int)te_dtype_size(b->dtype);
         const char *flag = NULL;
-        if (p && te__const_int_eval(ix->u.ramp.base, &c)) {
+        if (p && te__arith_const_int(ix->u.ramp.base, &c)) {
             te__c_line(em, "%s%lld = %s;", p->vname, (long long)(c / lanes), vz);
         } else if (s->u.store.nontemporal && b->arg_index >= 0 &&
                    (bytes == 16 || bytes == 32 || bytes == 64) &&
-                   te__expr_multiple_of(ix->u.ramp.base, lanes) && nt_flag_buf(em, b, &flag)) {
+                   te__arith_multiple_of(ix->u.ramp.base, lanes) && nt_flag_buf(em, b, &flag)) {
             em->nt_stores++;
             te__c_line(em, "%s(%s, &%s[%s], %s);", te__c_helper_name(em, H_STREAM, b->dtype, lanes),
                        flag, bn, base, vz);

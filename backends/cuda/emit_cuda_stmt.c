@@ -33,8 +33,8 @@ static void gen_store(cem *e, const te_stmt *s)
     if (ix->kind == TE_E_RAMP && ix->u.ramp.stride == 1 && val->kind == TE_E_LOAD &&
         val->u.load.idx[0]->kind == TE_E_RAMP && val->u.load.idx[0]->u.ramp.stride == 1 &&
         val->dtype == b->dtype && es == 4 && (lanes == 2 || lanes == 4) &&
-        te__expr_multiple_of(ix->u.ramp.base, lanes) &&
-        te__expr_multiple_of(val->u.load.idx[0]->u.ramp.base, lanes)) {
+        te__arith_multiple_of(ix->u.ramp.base, lanes) &&
+        te__arith_multiple_of(val->u.load.idx[0]->u.ramp.base, lanes)) {
         const char *vt = b->dtype == TE_F32 ? (lanes == 4 ? "float4" : "float2")
                                             : (lanes == 4 ? "int4" : "int2");
         te__cem_line(e, "*(%s *)&%s[%s] = *(const %s *)&%s[%s];", vt, te__cem_buf_name(e, b),
