@@ -360,3 +360,34 @@ const char *te__emit_libm_name(te_intrin fn, te_dtype d)
         return NULL;
     return d == TE_F32 ? f32[fn] : f64[fn];
 }
+
+int te__emit_push_loop_range(te_ctx *ctx, te__range_map *r, const te_expr *var, const te_expr *min,
+                             const te_expr *extent)
+{
+    int64_t lo, mhi, ehi, hi = INT64_MAX;
+    if (!te__arith_nonneg(min, r) || !te__expr_const_bounds(min, r, &lo, NULL))
+        return TE_OK;
+    if (te__expr_const_bounds(min, r, NULL, &mhi) && te__expr_const_bounds(extent, r, NULL, &ehi)) {
+        if (ehi < 1)
+            hi = lo; /* the loop runs no iteration */
+        else if (__builtin_add_overflow(mhi, ehi - 1, &hi))
+            hi = INT64_MAX;
+    }
+    return te__ranges_push(ctx, r, var, lo, hi);
+}
+
+int te__emit_push_let_range(te_ctx *ctx, te__range_map *r, const te_expr *var, const te_expr *value)
+{
+    int64_t lo, hi;
+    if (!te__arith_nonneg(value, r) || !te__expr_const_bounds(value, r, &lo, NULL))
+        return TE_OK;
+    if (!te__expr_const_bounds(value, r, NULL, &hi))
+        hi = INT64_MAX;
+    return te__ranges_push(ctx, r, var, lo, hi);
+}
+
+void te__emit_ranges_restore(te__range_map *r, int n)
+{
+    while (r->n > n)
+        te__ranges_pop(r);
+}

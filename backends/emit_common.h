@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "te/arith.h"
 #include "te/internal.h"
 #include "tessera/backend.h"
 
@@ -103,5 +104,21 @@ const char *te__names_find(const te__name_table *t, int kind, bool by_id, int id
 /* Records a name (not copied). TE_OK or TE_ERR_NOMEM (the table is unchanged). */
 int te__names_add(te_ctx *ctx, te__name_table *t, int kind, int id, const void *ptr,
                   const char *name);
+
+/* ---- Known ranges of the emitted code's variables (te/arith.h) ----
+ * Both emitters print floordiv/floormod as plain / and % when the operands are provably
+ * non-negative; these push what the code being emitted knows of a variable. Each returns
+ * TE_OK (also when it pushes nothing) or TE_ERR_NOMEM (recorded on ctx, nothing pushed). The
+ * caller restores the map with te__emit_ranges_restore when the variable goes out of scope. */
+/* A loop var = min .. min + extent - 1: pushed when min is provably >= 0, with lo the lower
+ * bound of min and hi the upper bounds of min and extent (INT64_MAX when unknown). */
+int te__emit_push_loop_range(te_ctx *ctx, te__range_map *r, const te_expr *var, const te_expr *min,
+                             const te_expr *extent);
+/* A let var = value: pushed when the integer value is provably >= 0, with its bounds (hi
+ * INT64_MAX when unknown). */
+int te__emit_push_let_range(te_ctx *ctx, te__range_map *r, const te_expr *var,
+                            const te_expr *value);
+/* Pops r back to n entries (a count saved before the pushes of a scope). */
+void te__emit_ranges_restore(te__range_map *r, int n);
 
 #endif

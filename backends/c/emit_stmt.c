@@ -126,6 +126,13 @@ static const char *reduction_of(emitter *em, const te_stmt *s, char *var, size_t
     return op;
 }
 
+/* Fails the emission when a range push ran out of memory. */
+static void push_range(emitter *em, int rc)
+{
+    if (rc != TE_OK)
+        te__c_fail(em, rc, "out of memory");
+}
+
 static void gen_for(emitter *em, const te_stmt *s)
 {
     const te_expr *var = s->u.loop.var;
@@ -172,10 +179,9 @@ static void gen_for(emitter *em, const te_stmt *s)
         em->uses_omp = true;
     }
     te__c_line(em, "for (%s %s = %s; %s < %s; ++%s) {", vt, v, lo, v, hi, v);
-    int saved_nonneg = em->nnonneg;
-    if (te__c_nonneg(em, s->u.loop.min) &&
-        em->nnonneg < (int)(sizeof em->nonneg / sizeof em->nonneg[0]))
-        em->nonneg[em->nnonneg++] = var->u.var.id;
+    int saved_ranges = em->ranges.n;
+    push_range(
+        em, te__emit_push_loop_range(em->ctx, &em->ranges, var, s->u.loop.min, s->u.loop.extent));
     int nt_before = em->nt_stores;
     te__c_block_open(em);
     te__c_gen_stmt(em, s->u.loop.body);
@@ -183,7 +189,7 @@ static void gen_for(emitter *em, const te_stmt *s)
         te__c_line(em, "%s();", te__c_helper_name(em, H_SFENCE, TE_F32, 1));
     te__c_block_close(em);
     te__c_line(em, "}");
-    em->nnonneg = saved_nonneg;
+    te__emit_ranges_restore(&em->ranges, saved_ranges);
     if (s->u.loop.fkind == TE_FOR_PARALLEL)
         em->par_depth--;
 }
@@ -427,12 +433,10 @@ static void gen_let(emitter *em, const te_stmt *s)
     declare(em, var->u.var.id);
     const char *t = te__c_type_of(em, val->dtype, val->lanes);
     te__c_line(em, "const %s %s = %s;", t, te__c_var_name(em, var), te__c_expr_text(em, val, 0));
-    int saved_nonneg = em->nnonneg;
-    if (te_dtype_is_int(val->dtype) && te__c_nonneg(em, val) &&
-        em->nnonneg < (int)(sizeof em->nonneg / sizeof em->nonneg[0]))
-        em->nonneg[em->nnonneg++] = var->u.var.id;
+    int saved_ranges = em->ranges.n;
+    push_range(em, te__emit_push_let_range(em->ctx, &em->ranges, var, val));
     te__c_gen_stmt(em, s->u.let.body);
-    em->nnonneg = saved_nonneg;
+    te__emit_ranges_restore(&em->ranges, saved_ranges);
     if (wrap) {
         te__c_block_close(em);
         te__c_line(em, "}");

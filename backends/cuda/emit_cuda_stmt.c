@@ -90,9 +90,12 @@ static void gen_for(cem *e, const te_stmt *s)
         }
         e->indent++;
         te__cem_line(e, "const int %s = threadIdx.%s;", v, te__cem_dim_name[d]);
-        if (e->nnonneg < 512)
-            e->nonneg[e->nnonneg++] = var;
+        int saved_ranges = e->ranges.n;
+        /* threadIdx < dims[d]; the guard, when there is one, narrows it to [mn, mn + ex) */
+        int64_t thi = (mn + ex < e->dims[d] ? mn + ex : e->dims[d]) - 1;
+        te__cem_check_push(e, te__ranges_push(e->ctx, &e->ranges, var, mn, thi < mn ? mn : thi));
         te__cem_gen_stmt(e, s->u.loop.body);
+        te__emit_ranges_restore(&e->ranges, saved_ranges);
         e->indent--;
         te__cem_line(e, "}");
         return;
@@ -106,13 +109,13 @@ static void gen_for(cem *e, const te_stmt *s)
     if (s->u.loop.fkind == TE_FOR_UNROLLED)
         te__cem_line(e, "#pragma unroll");
     te__cem_line(e, "for (%s %s = %s; %s < %s; ++%s) {", it, v, lo, v, hi, v);
-    int saved = e->nnonneg;
-    if (te__cem_nonneg(e, s->u.loop.min) && e->nnonneg < 512)
-        e->nonneg[e->nnonneg++] = var;
+    int saved_ranges = e->ranges.n;
+    te__cem_check_push(
+        e, te__emit_push_loop_range(e->ctx, &e->ranges, var, s->u.loop.min, s->u.loop.extent));
     e->indent++;
     te__cem_gen_stmt(e, s->u.loop.body);
     e->indent--;
-    e->nnonneg = saved;
+    te__emit_ranges_restore(&e->ranges, saved_ranges);
     te__cem_line(e, "}");
 }
 
@@ -305,11 +308,10 @@ void te__cem_gen_stmt(cem *e, const te_stmt *s)
         }
         te__cem_line(e, "const %s %s = %s;", te__cem_ctype(e, s->u.let.value->dtype),
                      te__cem_var_name(e, v), te__cem_text(e, s->u.let.value));
-        int saved = e->nnonneg;
-        if (te_dtype_is_int(v->dtype) && te__cem_nonneg(e, s->u.let.value) && e->nnonneg < 512)
-            e->nonneg[e->nnonneg++] = v;
+        int saved_ranges = e->ranges.n;
+        te__cem_check_push(e, te__emit_push_let_range(e->ctx, &e->ranges, v, s->u.let.value));
         te__cem_gen_stmt(e, s->u.let.body);
-        e->nnonneg = saved;
+        te__emit_ranges_restore(&e->ranges, saved_ranges);
         return;
     }
     }
