@@ -91,9 +91,10 @@ static void gen_for(cem *e, const te_stmt *s)
         e->indent++;
         te__cem_line(e, "const int %s = threadIdx.%s;", v, te__cem_dim_name[d]);
         int saved_ranges = e->ranges.n;
-        /* threadIdx < dims[d]; the guard, when there is one, narrows it to [mn, mn + ex) */
-        int64_t thi = (mn + ex < e->dims[d] ? mn + ex : e->dims[d]) - 1;
-        te__cem_check_push(e, te__ranges_push(e->ctx, &e->ranges, var, mn, thi < mn ? mn : thi));
+        /* threadIdx < dims[d], narrowed by the guard printed above */
+        int64_t tlo = mn > 0 ? mn : 0, tend = mn > 0 ? mn + ex : ex;
+        int64_t thi = (tend < e->dims[d] ? tend : e->dims[d]) - 1;
+        te__cem_check_push(e, te__ranges_push(e->ctx, &e->ranges, var, tlo, thi < tlo ? tlo : thi));
         te__cem_gen_stmt(e, s->u.loop.body);
         te__emit_ranges_restore(&e->ranges, saved_ranges);
         e->indent--;
