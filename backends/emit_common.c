@@ -273,24 +273,6 @@ void te__emit_provenance(te__sb *b, const char *ident, const char *backend, int 
     te__sb_printf(b, " * target: %s\n */\n", target ? key : "(none given)");
 }
 
-bool te__expr_multiple_of(const te_expr *e, int64_t m)
-{
-    int64_t c;
-    if (te__const_int_eval(e, &c))
-        return c % m == 0;
-    if (e->kind != TE_E_BINARY)
-        return false;
-    switch (e->u.bin.op) {
-    case TE_ADD:
-    case TE_SUB:
-        return te__expr_multiple_of(e->u.bin.a, m) && te__expr_multiple_of(e->u.bin.b, m);
-    case TE_MUL:
-        return te__expr_multiple_of(e->u.bin.a, m) || te__expr_multiple_of(e->u.bin.b, m);
-    default:
-        return false;
-    }
-}
-
 const char *te__emit_binop(te_binop op, bool vec, int *prec)
 {
     switch (op) {
@@ -377,4 +359,35 @@ const char *te__emit_libm_name(te_intrin fn, te_dtype d)
     if ((int)fn < 0 || fn >= TE_INTRIN_COUNT)
         return NULL;
     return d == TE_F32 ? f32[fn] : f64[fn];
+}
+
+int te__emit_push_loop_range(te_ctx *ctx, te__range_map *r, const te_expr *var, const te_expr *min,
+                             const te_expr *extent)
+{
+    int64_t lo, mhi, ehi, hi = INT64_MAX;
+    if (!te__arith_nonneg(min, r) || !te__expr_const_bounds(min, r, &lo, NULL))
+        return TE_OK;
+    if (te__expr_const_bounds(min, r, NULL, &mhi) && te__expr_const_bounds(extent, r, NULL, &ehi)) {
+        if (ehi < 1)
+            hi = lo; /* the loop runs no iteration */
+        else if (__builtin_add_overflow(mhi, ehi - 1, &hi))
+            hi = INT64_MAX;
+    }
+    return te__ranges_push(ctx, r, var, lo, hi);
+}
+
+int te__emit_push_let_range(te_ctx *ctx, te__range_map *r, const te_expr *var, const te_expr *value)
+{
+    int64_t lo, hi;
+    if (!te__arith_nonneg(value, r) || !te__expr_const_bounds(value, r, &lo, NULL))
+        return TE_OK;
+    if (!te__expr_const_bounds(value, r, NULL, &hi))
+        hi = INT64_MAX;
+    return te__ranges_push(ctx, r, var, lo, hi);
+}
+
+void te__emit_ranges_restore(te__range_map *r, int n)
+{
+    while (r->n > n)
+        te__ranges_pop(r);
 }

@@ -1,8 +1,9 @@
 /*
  * backends/emit_common.h (private): the pieces the C and the CUDA emitters share, so that each
  * exists once: the reserved-word table of C, C++ and CUDA, float literals that read back as the
- * same value, the indented line writer, the error helper, the provenance comment, and the
- * divisibility test of index expressions. Neither backend includes the other; both include this.
+ * same value, the indented line writer, the error helper, and the provenance comment
+ * (integer facts such as divisibility come from te/arith.h). Neither backend includes the
+ * other; both include this.
  */
 #ifndef TESSERA_BACKENDS_EMIT_COMMON_H
 #define TESSERA_BACKENDS_EMIT_COMMON_H
@@ -12,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "te/arith.h"
 #include "te/internal.h"
 #include "tessera/backend.h"
 
@@ -103,8 +105,20 @@ const char *te__names_find(const te__name_table *t, int kind, bool by_id, int id
 int te__names_add(te_ctx *ctx, te__name_table *t, int kind, int id, const void *ptr,
                   const char *name);
 
-/* Whether the integer index e is provably a multiple of m (constants, sums and differences of
- * multiples, products with a multiple). */
-bool te__expr_multiple_of(const te_expr *e, int64_t m);
+/* ---- Known ranges of the emitted code's variables (te/arith.h) ----
+ * Both emitters print floordiv/floormod as plain / and % when the operands are provably
+ * non-negative; these push what the code being emitted knows of a variable. Each returns
+ * TE_OK (also when it pushes nothing) or TE_ERR_NOMEM (recorded on ctx, nothing pushed). The
+ * caller restores the map with te__emit_ranges_restore when the variable goes out of scope. */
+/* A loop var = min .. min + extent - 1: pushed when min is provably >= 0, with lo the lower
+ * bound of min and hi the upper bounds of min and extent (INT64_MAX when unknown). */
+int te__emit_push_loop_range(te_ctx *ctx, te__range_map *r, const te_expr *var, const te_expr *min,
+                             const te_expr *extent);
+/* A let var = value: pushed when the integer value is provably >= 0, with its bounds (hi
+ * INT64_MAX when unknown). */
+int te__emit_push_let_range(te_ctx *ctx, te__range_map *r, const te_expr *var,
+                            const te_expr *value);
+/* Pops r back to n entries (a count saved before the pushes of a scope). */
+void te__emit_ranges_restore(te__range_map *r, int n);
 
 #endif

@@ -108,19 +108,6 @@ te_stmt *te__pass_vectorize(const te__pass_ctx *pc, te_stmt *s);
  * variable replaced by each value. */
 te_stmt *te__pass_unroll(const te__pass_ctx *pc, te_stmt *s);
 
-/* ---- const_eval.c ----
- * Constant folding shared by the late passes and the C emitter, which must agree on which
- * accesses have constant indices. */
-/* The value of an integer scalar expression made of constants only (+ - * min max, C and floor
- * division and modulo, negation, casts to i32/i64) in *out; false when it is not one (or
- * divides by zero). */
-bool te__const_int_eval(const te_expr *e, int64_t *out);
-/* The constant flat (row-major over b's shape) index of an access with n indices; false when
- * an index is not constant. */
-bool te__const_flat_index(const te_buf *b, int n, te_expr *const *idx, int64_t *out);
-/* Elements of buffer b (the product of its shape). */
-int64_t te__buf_numel(const te_buf *b);
-
 /* ---- legalize_vectors.c (C target) ----
  * Splits every store and let of more than W lanes, when the lane count is a multiple of W,
  * into W-lane parts (W = te__vector_width_lanes(pc->target)): GCC keeps generic vectors wider

@@ -72,6 +72,12 @@ bool te__arith_multiple_of(const te_expr *e, int64_t m);
  * dtype (the emitted code would be undefined there). */
 bool te__arith_const_int(const te_expr *e, int64_t *out);
 
+/* The constant flat index (row-major over b's shape; a single index is already flat) of an
+ * access of b with n indices in *out. The late passes (legalize_vectors, promote_registers)
+ * and the C emitter call it, and te__arith_const_int, so that they agree on which accesses
+ * are constant. false when an index is not constant or the flat index overflows. */
+bool te__const_flat_index(const te_buf *b, int n, te_expr *const *idx, int64_t *out);
+
 /* Value of a scalar integer expression when variable vars[i] has value vals[i] (n of them).
  * Same operations and failures as te__arith_const_int; false when e uses another variable. */
 bool te__arith_eval_int(const te_expr *e, int n, const te_expr *const *vars, const int64_t *vals,

@@ -391,3 +391,17 @@ bool te__arith_const_int(const te_expr *e, int64_t *out)
 {
     return te__arith_eval_int(e, 0, NULL, NULL, out);
 }
+
+bool te__const_flat_index(const te_buf *b, int n, te_expr *const *idx, int64_t *out)
+{
+    int64_t flat = 0;
+    for (int d = 0; d < n; d++) {
+        int64_t v;
+        if (!te__arith_const_int(idx[d], &v) ||
+            __builtin_mul_overflow(flat, n == 1 ? 1 : b->shape[d], &flat) ||
+            __builtin_add_overflow(flat, v, &flat))
+            return false;
+    }
+    *out = flat;
+    return true;
+}

@@ -205,6 +205,15 @@ struct te_buf {
     int id;
 };
 
+/* Elements of buffer b (the product of its shape). */
+static inline int64_t te__buf_numel(const te_buf *b)
+{
+    int64_t n = 1;
+    for (int d = 0; d < b->ndim; d++)
+        n *= b->shape[d];
+    return n;
+}
+
 typedef enum te_stmt_kind {
     TE_S_FOR,     /* u.loop */
     TE_S_SEQ,     /* u.seq */

@@ -100,6 +100,29 @@ static void test_nonneg_multiple_const(void **state)
     te_ctx_free(c);
 }
 
+/* te__const_flat_index: row-major over the buffer's shape, a single index already flat; false
+ * for a non-constant index or a flat index that overflows. */
+static void test_const_flat_index(void **state)
+{
+    (void)state;
+    te_ctx *c = te_ctx_create();
+    te_buf *b = te__buf_new(c, "B", TE_F32, 3, (int64_t[]){2, 3, 4}, TE_SCOPE_LOCAL);
+    te_buf *huge = te__buf_new(c, "H", TE_F32, 2, (int64_t[]){INT64_MAX / 2, 4}, TE_SCOPE_LOCAL);
+    te_expr *k = te__loop_var(c, "k", 4);
+    int64_t v = -1;
+    assert_int_equal(te__buf_numel(b), 24);
+    assert_true(te__const_flat_index(
+        b, 3, (te_expr *[]){te_int(c, 1), te_sub(c, te_int(c, 4), te_int(c, 2)), te_int(c, 3)},
+        &v));
+    assert_int_equal(v, 1 * 12 + 2 * 4 + 3);
+    assert_true(te__const_flat_index(b, 1, (te_expr *[]){te_int(c, 17)}, &v));
+    assert_int_equal(v, 17);
+    assert_false(te__const_flat_index(b, 3, (te_expr *[]){te_int(c, 1), k, te_int(c, 0)}, &v));
+    assert_false(
+        te__const_flat_index(huge, 2, (te_expr *[]){te_int(c, INT64_MAX / 3), te_int(c, 0)}, &v));
+    te_ctx_free(c);
+}
+
 /* ---- Overflow safety: specific rules ------------------------------------------------------ */
 
 static void expect(te_ctx *c, te_expr *e, const te__range_map *rm, const char *want)
@@ -492,6 +515,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nonneg_multiple_const),
+        cmocka_unit_test(test_const_flat_index),
         cmocka_unit_test(test_rewrites_that_would_overflow_stay),
         cmocka_unit_test(test_custom_max_reducer_i64_end_to_end),
         cmocka_unit_test(test_random_simplify_against_direct_evaluation),

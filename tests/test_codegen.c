@@ -590,6 +590,43 @@ static void test_floordiv_and_names(void **state)
     te_ctx_free(ctx);
 }
 
+/* A narrowing cast of a non-negative value is non-negative only when the value fits: here
+ * (int32_t)(i * 100000000) wraps negative for i >= 22, so floordiv/floormod by 8 need the
+ * helpers (the emitter's old non-negativity test accepted any integer cast and printed / and %,
+ * which give the wrong quotient there). The same cast of i * 1000 fits: plain / and %. */
+static void test_floordiv_of_narrowing_cast(void **state)
+{
+    (void)state;
+    te_ctx *ctx = te_ctx_create();
+    te_buf *out = arg_buf(ctx, "out", TE_I32, 40, 0), *out2 = arg_buf(ctx, "out2", TE_I32, 40, 1);
+    te_expr *i = te__loop_var(ctx, "i", 40), *i2 = te__loop_var(ctx, "i2", 40);
+    te_expr *x = te_var(ctx, "x", TE_I32), *y = te_var(ctx, "y", TE_I32);
+    te_expr *e8 = te_cast(ctx, TE_I32, I(ctx, 8));
+    te_stmt *s1 = te__for(
+        ctx, i, I(ctx, 0), I(ctx, 40), TE_FOR_SERIAL,
+        te__let(ctx, x, te_cast(ctx, TE_I32, te_mul(ctx, i, I(ctx, 100000000))),
+                st(ctx, out, i, te_add(ctx, te_floordiv(ctx, x, e8), te_floormod(ctx, x, e8)))));
+    te_stmt *s2 = te__for(
+        ctx, i2, I(ctx, 0), I(ctx, 40), TE_FOR_SERIAL,
+        te__let(ctx, y, te_cast(ctx, TE_I32, te_mul(ctx, i2, I(ctx, 1000))),
+                st(ctx, out2, i2, te_add(ctx, te_floordiv(ctx, y, e8), te_floormod(ctx, y, e8)))));
+    built b =
+        build(ctx, mk_fn(ctx, "narrow", 2, (te_buf *[]){out, out2}, 2, te__seq2(ctx, s1, s2)));
+    has(b.src, "te_floordiv_i32(x, 8)");
+    has(b.src, "te_floormod_i32(x, 8)");
+    has(b.src, "y / 8 + y % 8");
+    int32_t o1[40], o2[40];
+    assert_int_equal(b.fn((void *[]){o1, o2}), 0);
+    for (int k = 0; k < 40; k++) {
+        int64_t v = (int32_t)(uint32_t)((uint64_t)k * 100000000u),
+                q = v >= 0 ? v / 8 : -((-v + 7) / 8);
+        assert_int_equal(o1[k], q + (v - 8 * q));
+        assert_int_equal(o2[k], k * 1000 / 8 + k * 1000 % 8);
+    }
+    te__cc_lib_free(b.lib);
+    te_ctx_free(ctx);
+}
+
 static void test_global_alloc_and_select(void **state)
 {
     (void)state;
@@ -706,6 +743,7 @@ int main(void)
         cmocka_unit_test(test_gather),
         cmocka_unit_test(test_nontemporal_store),
         cmocka_unit_test(test_floordiv_and_names),
+        cmocka_unit_test(test_floordiv_of_narrowing_cast),
         cmocka_unit_test(test_global_alloc_and_select),
         cmocka_unit_test(test_compile_error_propagates),
         cmocka_unit_test(test_barrier_is_rejected),

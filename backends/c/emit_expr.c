@@ -13,52 +13,6 @@
 
 /* ---- Expressions -------------------------------------------------------------------------- */
 
-static bool is_nonneg_var(const emitter *em, const te_expr *v)
-{
-    for (int i = 0; i < em->nnonneg; i++)
-        if (em->nonneg[i] == v->u.var.id)
-            return true;
-    return false;
-}
-
-/* Whether an integer expression is provably >= 0 (lane-wise for vectors). */
-bool te__c_nonneg(const emitter *em, const te_expr *e)
-{
-    int64_t c;
-    if (te__const_int_eval(e, &c))
-        return c >= 0;
-    switch (e->kind) {
-    case TE_E_VAR:
-        return is_nonneg_var(em, e);
-    case TE_E_BCAST:
-        return te__c_nonneg(em, e->u.un.a);
-    case TE_E_RAMP:
-        return e->u.ramp.stride >= 0 && te__c_nonneg(em, e->u.ramp.base);
-    case TE_E_CAST:
-        return te_dtype_is_int(e->u.un.a->dtype) && te__c_nonneg(em, e->u.un.a);
-    case TE_E_BINARY: {
-        const te_expr *a = e->u.bin.a, *b = e->u.bin.b;
-        switch (e->u.bin.op) {
-        case TE_ADD:
-        case TE_MUL:
-        case TE_MIN:
-            return te__c_nonneg(em, a) && te__c_nonneg(em, b);
-        case TE_MAX:
-            return te__c_nonneg(em, a) || te__c_nonneg(em, b);
-        case TE_DIV:
-        case TE_MOD:
-        case TE_FLOORDIV:
-        case TE_FLOORMOD:
-            return te__c_nonneg(em, a) && te__c_nonneg(em, b);
-        default:
-            return false;
-        }
-    }
-    default:
-        return false;
-    }
-}
-
 static void put_int(te__sb *b, te_dtype d, int64_t v)
 {
     if (d == TE_I64 && v == INT64_MIN)
@@ -192,7 +146,7 @@ static int gen_load(emitter *em, te__sb *o, const te_expr *e)
     }
     if (ix->kind == TE_E_RAMP && ix->u.ramp.stride == 1) {
         int64_t c;
-        if (p && te__const_int_eval(ix->u.ramp.base, &c)) {
+        if (p && te__arith_const_int(ix->u.ramp.base, &c)) {
             te__sb_printf(o, "%s%lld", p->vname, (long long)(c / e->lanes));
             return P_PRIMARY;
         }
@@ -249,7 +203,8 @@ static int gen_binary(emitter *em, te__sb *o, const te_expr *e)
     }
     if (op == TE_FLOORDIV || op == TE_FLOORMOD) {
         /* Exact as C's / and % when both sides are >= 0 (or the type is unsigned). */
-        bool plain = od == TE_U8 || (te__c_nonneg(em, a) && te__c_nonneg(em, b));
+        bool plain =
+            od == TE_U8 || (te__arith_nonneg(a, &em->ranges) && te__arith_nonneg(b, &em->ranges));
         if (!plain && !te_dtype_is_float(od)) {
             te__sb_printf(
                 o, "%s(",
@@ -280,7 +235,7 @@ static int gen_binary(emitter *em, te__sb *o, const te_expr *e)
     if (op == TE_AND || op == TE_OR)
         lp = rp = vec ? P_REL + 1 : P_EQ;
     put_operand(em, o, a, lanes, lp);
-    if (op == TE_ADD && !vec && te__const_int_eval(b, &c) && c < 0 && c != INT64_MIN) {
+    if (op == TE_ADD && !vec && te__arith_const_int(b, &c) && c < 0 && c != INT64_MIN) {
         te__sb_printf(o, " - ");
         put_int(o, b->dtype, -c);
     } else {
@@ -378,7 +333,7 @@ static int gen(emitter *em, te__sb *o, const te_expr *e)
 {
     int64_t c;
     if (e->lanes == 1 && e->kind != TE_E_INT && te_dtype_is_int(e->dtype) && e->dtype != TE_BOOL &&
-        te__const_int_eval(e, &c)) {
+        te__arith_const_int(e, &c)) {
         put_int(o, e->dtype, c);
         return c < 0 ? P_UNARY : P_PRIMARY;
     }
@@ -441,7 +396,7 @@ static int gen(emitter *em, te__sb *o, const te_expr *e)
         const te_expr *base = e->u.ramp.base;
         const char *vt = te__c_vtype(em, e->dtype, e->lanes);
         int64_t b0 = 0;
-        bool kb = te__const_int_eval(base, &b0);
+        bool kb = te__arith_const_int(base, &b0);
         if (!kb) {
             te__c_put(em, o, base, P_ADD);
             te__sb_puts(o, " + ");

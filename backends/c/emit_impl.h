@@ -22,8 +22,8 @@
  *   - names: buffers and variables keep their IR names; a name that collides with another in
  *     the function, a C keyword, a libc/libm name or the prelude's te_ namespace gets "_<id>";
  *   - index arithmetic is int64_t; floordiv/floormod use te_floordiv_i64/te_floormod_i64
- *     unless the dividend is provably non-negative (loop variables of loops starting at >= 0)
- *     and the divisor a positive constant, where plain / and % are exact;
+ *     unless both operands are provably non-negative (te__arith_nonneg over the ranges of the
+ *     enclosing loops starting at >= 0 and of non-negative lets), where plain / and % are exact;
  *   - a vector of bools is an int32 mask vector (te_i32xL, -1 true, 0 false), whatever the
  *     width of the values compared;
  *   - register promotion (decided by the promote_registers pass, te__promotion on the ALLOC):
@@ -48,6 +48,7 @@
 #include "backends/c/c_backend.h"
 #include "backends/emit_common.h"
 #include "schedule/passes.h"
+#include "te/arith.h"
 #include "te/internal.h"
 
 /* ---- The emitter --------------------------------------------------------------------------- */
@@ -125,8 +126,8 @@ typedef struct emitter {
     promo *promos;
     int npromos, cappromos;
 
-    int nonneg[512]; /* ids of variables known to be >= 0 */
-    int nnonneg;
+    /* ranges of the variables of the enclosing loops and lets known to be >= 0 (te/arith.h) */
+    te__range_map ranges;
 
     /* declarations of the current C block and its parents, for re-declaration checks */
     int decl[1024];
@@ -189,10 +190,7 @@ void te__c_use_helper(emitter *em, helper h, te_dtype d, int lanes);
  * before the first kernel. */
 void te__c_emit_prelude(emitter *u, te__sb *o, bool standalone);
 
-/* ---- emit_expr.c ----
- * Whether an integer expression is provably >= 0 (lane-wise for vectors), knowing the
- * non-negative variables of the enclosing loops and lets. */
-bool te__c_nonneg(const emitter *em, const te_expr *e);
+/* ---- emit_expr.c ---- */
 /* Prints e, in parentheses when it binds looser than minp. */
 void te__c_put(emitter *em, te__sb *o, const te_expr *e, int minp);
 /* Prints e as a full vector of lanes (broadcasting scalars), for helper arguments. */

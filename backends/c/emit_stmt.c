@@ -126,14 +126,21 @@ static const char *reduction_of(emitter *em, const te_stmt *s, char *var, size_t
     return op;
 }
 
+/* Fails the emission when a range push ran out of memory. */
+static void push_range(emitter *em, int rc)
+{
+    if (rc != TE_OK)
+        te__c_fail(em, rc, "out of memory");
+}
+
 static void gen_for(emitter *em, const te_stmt *s)
 {
     const te_expr *var = s->u.loop.var;
     const char *v = te__c_var_name(em, var);
     const char *vt = te__c_ctype(var->dtype);
     int64_t mn, ex;
-    bool kmin = te__const_int_eval(s->u.loop.min, &mn),
-         kext = te__const_int_eval(s->u.loop.extent, &ex);
+    bool kmin = te__arith_const_int(s->u.loop.min, &mn),
+         kext = te__arith_const_int(s->u.loop.extent, &ex);
     const char *lo = te__c_expr_text(em, s->u.loop.min, 0);
     const char *hi;
     if (kmin && kext)
@@ -172,10 +179,9 @@ static void gen_for(emitter *em, const te_stmt *s)
         em->uses_omp = true;
     }
     te__c_line(em, "for (%s %s = %s; %s < %s; ++%s) {", vt, v, lo, v, hi, v);
-    int saved_nonneg = em->nnonneg;
-    if (te__c_nonneg(em, s->u.loop.min) &&
-        em->nnonneg < (int)(sizeof em->nonneg / sizeof em->nonneg[0]))
-        em->nonneg[em->nnonneg++] = var->u.var.id;
+    int saved_ranges = em->ranges.n;
+    push_range(
+        em, te__emit_push_loop_range(em->ctx, &em->ranges, var, s->u.loop.min, s->u.loop.extent));
     int nt_before = em->nt_stores;
     te__c_block_open(em);
     te__c_gen_stmt(em, s->u.loop.body);
@@ -183,7 +189,7 @@ static void gen_for(emitter *em, const te_stmt *s)
         te__c_line(em, "%s();", te__c_helper_name(em, H_SFENCE, TE_F32, 1));
     te__c_block_close(em);
     te__c_line(em, "}");
-    em->nnonneg = saved_nonneg;
+    te__emit_ranges_restore(&em->ranges, saved_ranges);
     if (s->u.loop.fkind == TE_FOR_PARALLEL)
         em->par_depth--;
 }
@@ -266,11 +272,11 @@ static void gen_store(emitter *em, const te_stmt *s)
         const char *base = te__c_expr_text(em, ix->u.ramp.base, 0);
         int bytes = lanes * (int)te_dtype_size(b->dtype);
         const char *flag = NULL;
-        if (p && te__const_int_eval(ix->u.ramp.base, &c)) {
+        if (p && te__arith_const_int(ix->u.ramp.base, &c)) {
             te__c_line(em, "%s%lld = %s;", p->vname, (long long)(c / lanes), vz);
         } else if (s->u.store.nontemporal && b->arg_index >= 0 &&
                    (bytes == 16 || bytes == 32 || bytes == 64) &&
-                   te__expr_multiple_of(ix->u.ramp.base, lanes) && nt_flag_buf(em, b, &flag)) {
+                   te__arith_multiple_of(ix->u.ramp.base, lanes) && nt_flag_buf(em, b, &flag)) {
             em->nt_stores++;
             te__c_line(em, "%s(%s, &%s[%s], %s);", te__c_helper_name(em, H_STREAM, b->dtype, lanes),
                        flag, bn, base, vz);
@@ -427,12 +433,10 @@ static void gen_let(emitter *em, const te_stmt *s)
     declare(em, var->u.var.id);
     const char *t = te__c_type_of(em, val->dtype, val->lanes);
     te__c_line(em, "const %s %s = %s;", t, te__c_var_name(em, var), te__c_expr_text(em, val, 0));
-    int saved_nonneg = em->nnonneg;
-    if (te_dtype_is_int(val->dtype) && te__c_nonneg(em, val) &&
-        em->nnonneg < (int)(sizeof em->nonneg / sizeof em->nonneg[0]))
-        em->nonneg[em->nnonneg++] = var->u.var.id;
+    int saved_ranges = em->ranges.n;
+    push_range(em, te__emit_push_let_range(em->ctx, &em->ranges, var, val));
     te__c_gen_stmt(em, s->u.let.body);
-    em->nnonneg = saved_nonneg;
+    te__emit_ranges_restore(&em->ranges, saved_ranges);
     if (wrap) {
         te__c_block_close(em);
         te__c_line(em, "}");

@@ -85,35 +85,10 @@ void te__cem_line(cem *e, const char *fmt, ...)
 
 static void put(cem *e, te__sb *o, const te_expr *x, int minp);
 
-bool te__cem_nonneg(cem *e, const te_expr *x)
+void te__cem_check_push(cem *e, int rc)
 {
-    int64_t v;
-    if (te__is_const_int(x, &v))
-        return v >= 0;
-    switch (x->kind) {
-    case TE_E_VAR:
-        for (int i = 0; i < e->nnonneg; i++)
-            if (e->nonneg[i] == x)
-                return true;
-        return false;
-    case TE_E_BINARY:
-        switch (x->u.bin.op) {
-        case TE_ADD:
-        case TE_MUL:
-        case TE_MIN:
-        case TE_FLOORDIV:
-        case TE_DIV:
-            return te__cem_nonneg(e, x->u.bin.a) && te__cem_nonneg(e, x->u.bin.b);
-        case TE_MAX:
-            return te__cem_nonneg(e, x->u.bin.a) || te__cem_nonneg(e, x->u.bin.b);
-        case TE_FLOORMOD:
-            return te__is_const_int(x->u.bin.b, &v) && v > 0;
-        default:
-            return false;
-        }
-    default:
-        return false;
-    }
+    if (rc != TE_OK)
+        te__cem_fail(e, rc, "out of memory");
 }
 
 /* A float literal; NaN and infinities by their bit patterns (CUDA has no math.h macros). */
@@ -176,7 +151,7 @@ static void put_binary(cem *e, te__sb *o, const te_expr *x, int minp)
             }
             return;
         }
-        if (te__is_const_int(b, &c) && c > 0 && te__cem_nonneg(e, a)) {
+        if (te__is_const_int(b, &c) && c > 0 && te__arith_nonneg(a, &e->ranges)) {
             if (minp > P_MUL)
                 te__sb_puts(o, "(");
             put(e, o, a, P_MUL);

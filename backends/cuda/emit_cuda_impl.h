@@ -44,8 +44,9 @@ typedef struct cem {
     bool small; /* int indices */
     int64_t dims[3];
     te__name_table names; /* kinds: 0 variable, 1 buffer, 2 the kernel name (by pointer) */
-    const te_expr *nonneg[512];
-    int nnonneg;
+    /* ranges of the block and thread indices and of the variables of the enclosing loops and
+     * lets known to be >= 0 (te/arith.h) */
+    te__range_map ranges;
     /* buffers of the current kernel */
     const te_buf *used[TE__CUDA_MAX_PARAMS];
     int nused;
@@ -71,8 +72,8 @@ static inline const char *te__cem_buf_name(cem *e, const te_buf *b)
 const char *te__cem_ctype(cem *e, te_dtype d);
 /* Appends one indented line to e->o. */
 void te__cem_line(cem *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Whether an integer expression is provably >= 0 given the non-negative variables. */
-bool te__cem_nonneg(cem *e, const te_expr *x);
+/* Fails the emission when a range push (rc) ran out of memory. */
+void te__cem_check_push(cem *e, int rc);
 /* An expression as C++ text (arena string; "" after a failure). */
 const char *te__cem_text(cem *e, const te_expr *x);
 /* Lane l of a vector expression, as a scalar expression (NULL on failure, message on e). */

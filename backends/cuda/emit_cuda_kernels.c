@@ -108,10 +108,12 @@ static void emit_kernel(prog_ctx *pc, const te_stmt *s)
     /* block loops */
     const te_stmt *b = s;
     const te_expr *bvars[3] = {NULL, NULL, NULL};
+    int64_t bhi[3] = {0, 0, 0}; /* blockIdx < the grid's size (a CUDA int when not constant) */
     while (b->kind == TE_S_FOR && b->u.loop.fkind == TE_FOR_THREAD &&
            b->u.loop.thread_tag <= TE_BLOCK_Z) {
         int64_t ex = 1;
-        te__is_const_int(b->u.loop.extent, &ex);
+        bhi[b->u.loop.thread_tag] =
+            te__is_const_int(b->u.loop.extent, &ex) && ex >= 1 ? ex - 1 : INT32_MAX;
         k->grid[b->u.loop.thread_tag] = (int)ex;
         bvars[b->u.loop.thread_tag] = b->u.loop.var;
         b = b->u.loop.body;
@@ -155,12 +157,12 @@ static void emit_kernel(prog_ctx *pc, const te_stmt *s)
     }
     te__sb_puts(o, ")\n{\n");
     e->indent = 1;
-    e->nnonneg = 0;
+    e->ranges.n = 0;
     for (int d = 0; d < 3; d++)
         if (bvars[d]) {
             te__cem_line(e, "const int %s = blockIdx.%s;", te__cem_var_name(e, bvars[d]),
                          te__cem_dim_name[d]);
-            e->nonneg[e->nnonneg++] = bvars[d];
+            te__cem_check_push(e, te__ranges_push(ctx, &e->ranges, bvars[d], 0, bhi[d]));
         }
     te__cem_gen_stmt(e, b);
     te__sb_puts(o, "}\n\n");

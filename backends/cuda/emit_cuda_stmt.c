@@ -33,8 +33,8 @@ static void gen_store(cem *e, const te_stmt *s)
     if (ix->kind == TE_E_RAMP && ix->u.ramp.stride == 1 && val->kind == TE_E_LOAD &&
         val->u.load.idx[0]->kind == TE_E_RAMP && val->u.load.idx[0]->u.ramp.stride == 1 &&
         val->dtype == b->dtype && es == 4 && (lanes == 2 || lanes == 4) &&
-        te__expr_multiple_of(ix->u.ramp.base, lanes) &&
-        te__expr_multiple_of(val->u.load.idx[0]->u.ramp.base, lanes)) {
+        te__arith_multiple_of(ix->u.ramp.base, lanes) &&
+        te__arith_multiple_of(val->u.load.idx[0]->u.ramp.base, lanes)) {
         const char *vt = b->dtype == TE_F32 ? (lanes == 4 ? "float4" : "float2")
                                             : (lanes == 4 ? "int4" : "int2");
         te__cem_line(e, "*(%s *)&%s[%s] = *(const %s *)&%s[%s];", vt, te__cem_buf_name(e, b),
@@ -90,9 +90,13 @@ static void gen_for(cem *e, const te_stmt *s)
         }
         e->indent++;
         te__cem_line(e, "const int %s = threadIdx.%s;", v, te__cem_dim_name[d]);
-        if (e->nnonneg < 512)
-            e->nonneg[e->nnonneg++] = var;
+        int saved_ranges = e->ranges.n;
+        /* threadIdx < dims[d], narrowed by the guard printed above */
+        int64_t tlo = mn > 0 ? mn : 0, tend = mn > 0 ? mn + ex : ex;
+        int64_t thi = (tend < e->dims[d] ? tend : e->dims[d]) - 1;
+        te__cem_check_push(e, te__ranges_push(e->ctx, &e->ranges, var, tlo, thi < tlo ? tlo : thi));
         te__cem_gen_stmt(e, s->u.loop.body);
+        te__emit_ranges_restore(&e->ranges, saved_ranges);
         e->indent--;
         te__cem_line(e, "}");
         return;
@@ -106,13 +110,13 @@ static void gen_for(cem *e, const te_stmt *s)
     if (s->u.loop.fkind == TE_FOR_UNROLLED)
         te__cem_line(e, "#pragma unroll");
     te__cem_line(e, "for (%s %s = %s; %s < %s; ++%s) {", it, v, lo, v, hi, v);
-    int saved = e->nnonneg;
-    if (te__cem_nonneg(e, s->u.loop.min) && e->nnonneg < 512)
-        e->nonneg[e->nnonneg++] = var;
+    int saved_ranges = e->ranges.n;
+    te__cem_check_push(
+        e, te__emit_push_loop_range(e->ctx, &e->ranges, var, s->u.loop.min, s->u.loop.extent));
     e->indent++;
     te__cem_gen_stmt(e, s->u.loop.body);
     e->indent--;
-    e->nnonneg = saved;
+    te__emit_ranges_restore(&e->ranges, saved_ranges);
     te__cem_line(e, "}");
 }
 
@@ -305,11 +309,10 @@ void te__cem_gen_stmt(cem *e, const te_stmt *s)
         }
         te__cem_line(e, "const %s %s = %s;", te__cem_ctype(e, s->u.let.value->dtype),
                      te__cem_var_name(e, v), te__cem_text(e, s->u.let.value));
-        int saved = e->nnonneg;
-        if (te_dtype_is_int(v->dtype) && te__cem_nonneg(e, s->u.let.value) && e->nnonneg < 512)
-            e->nonneg[e->nnonneg++] = v;
+        int saved_ranges = e->ranges.n;
+        te__cem_check_push(e, te__emit_push_let_range(e->ctx, &e->ranges, v, s->u.let.value));
         te__cem_gen_stmt(e, s->u.let.body);
-        e->nnonneg = saved;
+        te__emit_ranges_restore(&e->ranges, saved_ranges);
         return;
     }
     }

@@ -43,10 +43,10 @@ static te_expr *slice(legal *lg, te_expr *e, int lo, int n)
         te_expr *base = e->u.ramp.base;
         int64_t off = (int64_t)lo * e->u.ramp.stride;
         int64_t k;
-        if (off && te__const_int_eval(base, &c) && base->dtype == TE_I64)
+        if (off && te__arith_const_int(base, &c) && base->dtype == TE_I64)
             base = te_int(ctx, c + off);
         else if (off && base->kind == TE_E_BINARY && base->u.bin.op == TE_ADD &&
-                 base->dtype == TE_I64 && te__const_int_eval(base->u.bin.b, &k))
+                 base->dtype == TE_I64 && te__arith_const_int(base->u.bin.b, &k))
             base = te_add(ctx, base->u.bin.a, te_int(ctx, k + off)); /* x + 32 + 16 -> x + 48 */
         else if (off)
             base = te_add(ctx, base, te_int(ctx, off));

@@ -60,7 +60,7 @@ static void pscan_access(pscan *p, int n, te_expr *const *idx, int lanes)
     }
     const te_expr *ix = idx[0];
     if (n != 1 || ix->kind != TE_E_RAMP || ix->u.ramp.stride != 1 ||
-        !te__const_int_eval(ix->u.ramp.base, &c) || (p->lanes && p->lanes != lanes)) {
+        !te__arith_const_int(ix->u.ramp.base, &c) || (p->lanes && p->lanes != lanes)) {
         p->ok = false;
         return;
     }
