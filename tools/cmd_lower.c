@@ -150,6 +150,15 @@ static int lower_op(te_ctx *ctx, const char *op, const char *shape, const char *
         fprintf(stderr, "tessera lower: %s\n", te_ctx_errmsg(ctx));
         return te_ctx_errcode(ctx) == TE_ERR_ARG ? 2 : 1;
     }
+    /* What the schedule asked for and lowering did not do (a vectorize kept scalar). */
+    int nn = te_lowered_notes(f, NULL, 0);
+    const char **notes = nn > 0 ? malloc(sizeof *notes * (size_t)nn) : NULL;
+    if (notes) {
+        te_lowered_notes(f, notes, nn);
+        for (int i = 0; i < nn; i++)
+            fprintf(stderr, "note: %s\n", notes[i]);
+        free(notes);
+    }
     if (dump)
         return 0;
     if (emit) {

@@ -207,6 +207,13 @@ const char *te_lower_pass_when(int i);
 const char *te_lower_pass_what(int i);
 /* Prints lowered IR in readable form. */
 void te_lowered_print(const te_lowered *f, FILE *out);
+/* Why lowering did not do what the schedule asked, in program order: one note per loop that
+ * te_vectorize marked and that stayed a scalar loop, "vectorize <loop>: kept scalar: <reason>"
+ * (the lowered program carries the same text as a comment in front of the loop, which
+ * te_lowered_print shows and the C backend writes as a C comment). Returns the number of notes
+ * and stores the first min(count, max) in notes when notes is non-NULL; the strings live in the
+ * context's arena. 0 for NULL. */
+int te_lowered_notes(const te_lowered *f, const char **notes, int max);
 
 #ifdef __cplusplus
 }
