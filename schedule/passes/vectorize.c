@@ -11,11 +11,20 @@
  *   - any other index that mentions x becomes a vector of indices (a general gather);
  *   - scalar operands of vector operations are broadcast (BCAST).
  *
+   - an if_then_else whose condition depends on the lane and that guards loads (padding,
+ *     stencil borders) becomes select(c, t, f) with each side vectorized under the mask of the
+ *     lanes that take it (c, !c, and-ed with any enclosing mask): a load under a mask is a
+ *     gather at select(mask, index, 0), so lanes the scalar program would not evaluate read
+ *     element 0, never out of bounds. (Loop partitioning peels such borders first, so only
+ *     the border iterations pay for the gathers.)
+ *
  * The loop is left serial (TE_FOR_SERIAL: scalar fallback, gcc may still vectorize it) when the
  * extent is not a constant power of two in [2, 64], or the body holds something that has no
  * straight-line vector form: a store whose index does not depend on the lane (a reduction into
- * an accumulator), an `if` statement or if_then_else guarding loads whose condition depends on
- * the lane, a nested loop, an allocation, a barrier, a bool buffer accessed per lane.
+ * an accumulator), an `if` statement whose condition depends on the lane, a nested loop, an
+ * allocation, a barrier, a bool buffer accessed per lane. The fallback is never silent: a
+ * comment "vectorize <var>: kept scalar: <reason>" goes in front of the loop (te_lowered_notes
+ * lists them; the C backend writes them as C comments).
  *
  * The linear analysis is deliberately small (sums, differences, negation, multiplication by an
  * integer constant, integer casts); anything else that mentions x counts as not linear.
