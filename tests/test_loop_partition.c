@@ -179,9 +179,9 @@ static void test_if_then_else_borders_are_peeled(void **state)
     te_expr *lo = te_if_then_else(c, te_ge(c, im, I(0)), te__load(c, A, 1, &im), te_f32(c, 0));
     te_expr *hi = te_if_then_else(c, te_lt(c, ip, I(64)), te__load(c, A, 1, &ip), te_f32(c, 0));
     te_expr *val = te_add(c, te_add(c, lo, te__load(c, A, 1, &i)), hi);
-    te_stmt *prog = te__for(c, io, I(0), I(8), TE_FOR_SERIAL,
-                            te__for(c, ii, I(0), I(8), TE_FOR_VECTORIZED,
-                                    te__store(c, B, 1, (te_expr *[]){i}, val)));
+    te_stmt *prog = te__for(
+        c, io, I(0), I(8), TE_FOR_SERIAL,
+        te__for(c, ii, I(0), I(8), TE_FOR_VECTORIZED, te__store(c, B, 1, (te_expr *[]){i}, val)));
     te_stmt *out = te__pass_simplify(TE_PC(c), te__pass_loop_partition(TE_PC(c), prog));
     assert_non_null(out);
     char *txt = pt_print(out);

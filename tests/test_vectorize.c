@@ -282,10 +282,9 @@ static void test_guarded_stencil_reads_stay_in_bounds(void **state)
     te_expr *lo = te_if_then_else(c, te_ge(c, im, I(f, 0)), ld(f, A, im), te_f32(c, 0));
     te_expr *hi = te_if_then_else(c, te_lt(c, ip, I(f, n)), ld(f, A, ip), te_f32(c, 0));
     /* nested: the inner guard is invariant, the outer one is not: still masked */
-    te_expr *nest = te_if_then_else(c, te_lt(c, i, I(f, 60)),
-                                    te_if_then_else(c, te_lt(c, f->o, I(f, 3)), ld(f, A, i),
-                                                    te_f32(c, 2)),
-                                    te_f32(c, 0));
+    te_expr *nest = te_if_then_else(
+        c, te_lt(c, i, I(f, 60)),
+        te_if_then_else(c, te_lt(c, f->o, I(f, 3)), ld(f, A, i), te_f32(c, 2)), te_f32(c, 0));
     te_expr *val = te_add(c, te_add(c, te_add(c, lo, ld(f, A, i)), hi), nest);
     te_stmt *r = run(f, I(f, 16), st(f, f->C, i, val));
     assert_int_equal(r->kind, TE_S_STORE);

@@ -53,8 +53,8 @@ static int check(te_ctx *ctx, te_schedule *s, int n_in, te_tensor **in, te_tenso
     data[n_in] = got;
     assert_int_equal(te_module_run(m, data), TE_OK);
     double *ref = malloc(sizeof(double) * n);
-    assert_int_equal(
-        te_reference_eval(ctx, n_in, in, (const void *const *)data, 1, &out, &ref), TE_OK);
+    assert_int_equal(te_reference_eval(ctx, n_in, in, (const void *const *)data, 1, &out, &ref),
+                     TE_OK);
     double e = tt_max_rel_err_f32(got, ref, n);
     if (!(e < 1e-5))
         fail_msg("max relative error %g", e);
@@ -163,7 +163,8 @@ static void test_stride2_read_is_a_gather(void **state)
     te_tensor *A = te_placeholder(ctx, "A", TE_F32, 1, &m);
     te_expr *i = te_axis(ctx, "i", n);
     te_expr *i2 = te_mul(ctx, i, te_int(ctx, 2));
-    te_tensor *B = te_compute(ctx, "B", 1, &i, te_mul(ctx, te_read(ctx, A, 1, &i2), te_f32(ctx, 3)));
+    te_tensor *B =
+        te_compute(ctx, "B", 1, &i, te_mul(ctx, te_read(ctx, A, 1, &i2), te_f32(ctx, 3)));
     te_schedule *s = te_schedule_create(ctx, 1, &B);
     te_stage *st = te_schedule_stage(s, B);
     te_iter *io, *ii;
@@ -195,8 +196,8 @@ static void test_fallback_is_reported(void **state)
     assert_int_equal(te_lowered_notes(f, notes, 2), 3);
     assert_null(notes[2]); /* max respected */
     for (int i = 0; i < 2; i++)
-        assert_string_equal(notes[i],
-                            "vectorize i_i: kept scalar: extent 6 is not a power of two in [2, 64]");
+        assert_string_equal(
+            notes[i], "vectorize i_i: kept scalar: extent 6 is not a power of two in [2, 64]");
     assert_int_equal(te_lowered_notes(NULL, notes, 2), 0);
     te_ctx_free(ctx);
 }

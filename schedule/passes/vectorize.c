@@ -573,9 +573,9 @@ static te_stmt *vectorize_loop(te_ctx *ctx, te_stmt *s, void *user)
     if (!te__is_const_int(s->u.loop.extent, &lanes))
         return serial(ctx, s, "the extent is not a constant");
     if (!is_pow2_lanes(lanes))
-        return serial(ctx, s,
-                      te__sprintf(ctx, "extent %lld is not a power of two in [2, 64]",
-                                  (long long)lanes));
+        return serial(
+            ctx, s,
+            te__sprintf(ctx, "extent %lld is not a power of two in [2, 64]", (long long)lanes));
     vec_state v;
     memset(&v, 0, sizeof v);
     v.ctx = ctx;
