@@ -506,3 +506,28 @@ void te_lowered_print(const te_lowered *f, FILE *out)
     te__stmt_print(f->body, out, 2);
     fputs("}\n", out);
 }
+
+typedef struct notes_ctx {
+    const char **notes;
+    int max, n;
+} notes_ctx;
+
+static bool note_visit(const te_stmt *s, void *user)
+{
+    notes_ctx *nc = user;
+    if (s->kind == TE_S_COMMENT && s->u.comment.text &&
+        strncmp(s->u.comment.text, TE__VECTORIZE_NOTE, strlen(TE__VECTORIZE_NOTE)) == 0) {
+        if (nc->notes && nc->n < nc->max)
+            nc->notes[nc->n] = s->u.comment.text;
+        nc->n++;
+    }
+    return true;
+}
+
+int te_lowered_notes(const te_lowered *f, const char **notes, int max)
+{
+    notes_ctx nc = {notes, max, 0};
+    if (f && f->body)
+        te__stmt_visit(f->body, note_visit, NULL, &nc);
+    return nc.n;
+}

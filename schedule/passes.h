@@ -100,8 +100,14 @@ te_stmt *te__pass_storage_flatten(const te__pass_ctx *pc, te_stmt *s);
  * with coefficient 1 become contiguous vector accesses, coefficient 0 broadcasts, other
  * strides gathers/scatters; scalar operands are broadcast. When the body cannot be vectorized
  * (a store whose index does not depend on the lane, a condition that depends on the lane, a
- * nested loop, an unsupported op), the loop is left as a serial loop (scalar fallback). */
+ * nested loop, an unsupported op), the loop is left as a serial loop (scalar fallback) behind
+ * a comment statement "vectorize <var>: kept scalar: <reason>" (te_lowered_notes). An
+ * if_then_else whose condition depends on the lane and that guards loads becomes a blend of
+ * its two sides, each vectorized under the mask of its lanes: their loads are gathers whose
+ * masked-off lanes read element 0, never out of bounds. */
 te_stmt *te__pass_vectorize(const te__pass_ctx *pc, te_stmt *s);
+/* How the note of a scalar fallback begins. */
+#define TE__VECTORIZE_NOTE "vectorize "
 
 /* ---- unroll.c ----
  * Expands TE_FOR_UNROLLED loops of constant extent into copies of their body with the loop

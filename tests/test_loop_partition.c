@@ -164,6 +164,72 @@ static void test_guard_on_inner_variable_and_unknown_guard(void **state)
     te_ctx_free(c);
 }
 
+/* A 1-D stencil with zero borders, B[i] = A[i-1] + A[i] + A[i+1] read through if_then_else
+ * guards, i = i_o * 8 + i_i with i_i vectorized: the border iterations of i_o are peeled into
+ * a head and a tail, and the interior loses every guard (so it vectorizes to plain loads). */
+static void test_if_then_else_borders_are_peeled(void **state)
+{
+    (void)state;
+    te_ctx *c = te_ctx_create();
+    te_buf *A = te__buf_new(c, "A", TE_F32, 1, (int64_t[]){64}, TE_SCOPE_GLOBAL);
+    te_buf *B = te__buf_new(c, "B", TE_F32, 1, (int64_t[]){64}, TE_SCOPE_GLOBAL);
+    te_expr *io = te__loop_var(c, "i_o", 8), *ii = te__loop_var(c, "i_i", 8);
+    te_expr *i = te_add(c, te_mul(c, io, I(8)), ii);
+    te_expr *im = te_sub(c, i, I(1)), *ip = te_add(c, i, I(1));
+    te_expr *lo = te_if_then_else(c, te_ge(c, im, I(0)), te__load(c, A, 1, &im), te_f32(c, 0));
+    te_expr *hi = te_if_then_else(c, te_lt(c, ip, I(64)), te__load(c, A, 1, &ip), te_f32(c, 0));
+    te_expr *val = te_add(c, te_add(c, lo, te__load(c, A, 1, &i)), hi);
+    te_stmt *prog = te__for(
+        c, io, I(0), I(8), TE_FOR_SERIAL,
+        te__for(c, ii, I(0), I(8), TE_FOR_VECTORIZED, te__store(c, B, 1, (te_expr *[]){i}, val)));
+    te_stmt *out = te__pass_simplify(TE_PC(c), te__pass_loop_partition(TE_PC(c), prog));
+    assert_non_null(out);
+    char *txt = pt_print(out);
+    if (getenv("PT_SHOW"))
+        fputs(txt, stderr);
+    /* head (i_o = 0), interior (i_o in [1, 7)), tail (i_o = 7) */
+    assert_int_equal(out->kind, TE_S_SEQ);
+    assert_int_equal(out->u.seq.n, 3);
+    const te_stmt *mid = out->u.seq.v[1];
+    assert_int_equal(mid->kind, TE_S_FOR);
+    assert_ptr_equal(mid->u.loop.var, io);
+    int64_t m, e;
+    assert_true(te__is_const_int(mid->u.loop.min, &m) && m == 1);
+    assert_true(te__is_const_int(mid->u.loop.extent, &e) && e == 6);
+    char *mtxt = pt_print((te_stmt *)mid);
+    assert_int_equal(pt_count(mtxt, "if_then_else"), 0);
+    assert_int_equal(pt_count(txt, "if_then_else"), 2); /* one guard left at each border */
+    free(mtxt);
+    free(txt);
+    /* same values, and nothing read outside A */
+    float a[64];
+    for (int k = 0; k < 64; k++)
+        a[k] = (float)(k % 11) - 4.5f;
+    double *res[2];
+    const te_stmt *progs[2] = {prog, out};
+    for (int q = 0; q < 2; q++) {
+        double ad[64];
+        for (int k = 0; k < 64; k++)
+            ad[k] = a[k];
+        res[q] = malloc(sizeof(double) * 64);
+        for (int k = 0; k < 64; k++)
+            res[q][k] = NAN;
+        pt_env env = {0};
+        pt_add_buf(&env, A, ad, 64);
+        pt_add_buf(&env, B, res[q], 64);
+        pt_exec(&env, progs[q]);
+        assert_int_equal(env.err, 0);
+    }
+    for (int k = 0; k < 64; k++) {
+        double want = (k >= 1 ? a[k - 1] : 0) + a[k] + (k + 1 < 64 ? a[k + 1] : 0);
+        assert_true(res[0][k] == want);
+        assert_true(res[1][k] == want);
+    }
+    free(res[0]);
+    free(res[1]);
+    te_ctx_free(c);
+}
+
 /* Random two-level nests with random linear guards: partitioning (then unrolling and
  * simplifying) never changes which elements are written or their values. */
 static void test_random_guards_keep_semantics(void **state)
@@ -229,6 +295,7 @@ int main(void)
         cmocka_unit_test(test_2d_tails_lose_every_guard),
         cmocka_unit_test(test_padding_guard_both_sides),
         cmocka_unit_test(test_guard_on_inner_variable_and_unknown_guard),
+        cmocka_unit_test(test_if_then_else_borders_are_peeled),
         cmocka_unit_test(test_random_guards_keep_semantics),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

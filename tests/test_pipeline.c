@@ -302,6 +302,43 @@ static void test_cli_lower_prints_ir_dumps_and_passes(void **state)
     free(out);
 }
 
+/* A vectorize that lowering kept scalar is reported on stderr as "note: ..." (and as a comment
+ * in the printed program); one that vectorizes (a padding read, now a masked gather) is not. */
+static void test_cli_lower_notes_scalar_fallbacks_on_stderr(void **state)
+{
+    (void)state;
+    char cmd[1024], op[] = "/tmp/tessera_lower_o_XXXXXX", ep[] = "/tmp/tessera_lower_e_XXXXXX";
+    close(mkstemp(op));
+    close(mkstemp(ep));
+    static const char *const widths[2] = {"6", "8"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd,
+                 "TESSERA_DB= '%s' lower pad --shape n=1,c=1,h=4,w=30,pad=1 --trace 'split pad i3 "
+                 "%s\nvectorize pad i3_i' > '%s' 2> '%s'",
+                 TESSERA_CLI, widths[k], op, ep);
+        int rc = system(cmd);
+        assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) == 0);
+        char *out = slurp(op), *err = slurp(ep);
+        if (k == 0) {
+            /* one line for the pieces loop partitioning made of the loop */
+            assert_non_null(strstr(err, "note: vectorize i3_i: kept scalar: extent 6 is not a "
+                                        "power of two in [2, 64] (4 loops)\n"));
+            assert_int_equal(count(err, "note:"), 1);
+            assert_non_null(strstr(out, "// vectorize i3_i: kept scalar: extent 6"));
+            assert_null(strstr(out, "note:"));
+        } else {
+            /* the padding reads vectorize (masked gathers at the borders): nothing to report */
+            assert_null(strstr(err, "note:"));
+            assert_null(strstr(out, "kept scalar"));
+            assert_non_null(strstr(out, "ramp("));
+        }
+        free(out);
+        free(err);
+    }
+    unlink(op);
+    unlink(ep);
+}
+
 static void test_cli_lower_bad_usage_exits_2_with_a_message(void **state)
 {
     (void)state;
@@ -340,6 +377,7 @@ int main(void)
         cmocka_unit_test(test_failing_pass_is_named_in_the_error),
         cmocka_unit_test(test_cross_thread_reduction_is_lowered_by_its_pass),
         cmocka_unit_test(test_cli_lower_prints_ir_dumps_and_passes),
+        cmocka_unit_test(test_cli_lower_notes_scalar_fallbacks_on_stderr),
         cmocka_unit_test(test_cli_lower_bad_usage_exits_2_with_a_message),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,6 +6,7 @@
 
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,8 +59,23 @@ static te_stmt *run(fx *f, te_expr *extent, te_stmt *body)
     return r;
 }
 
+/* The scalar fallback: a note "vectorize i_i: kept scalar: <reason>", then the serial loop;
+ * returns the reason. */
+static const char *fallback_reason(const te_stmt *r)
+{
+    assert_int_equal(r->kind, TE_S_SEQ);
+    assert_int_equal(r->u.seq.n, 2);
+    assert_int_equal(r->u.seq.v[0]->kind, TE_S_COMMENT);
+    const char *t = r->u.seq.v[0]->u.comment.text;
+    const char *pre = "vectorize i_i: kept scalar: ";
+    assert_int_equal(strncmp(t, pre, strlen(pre)), 0);
+    return t + strlen(pre);
+}
+
 static void assert_serial(const te_stmt *r)
 {
+    fallback_reason(r); /* never silent */
+    r = r->u.seq.v[1];
     assert_int_equal(r->kind, TE_S_FOR);
     assert_int_equal(r->u.loop.fkind, TE_FOR_SERIAL);
 }
@@ -154,7 +170,7 @@ static void test_lane_dependent_if_falls_back(void **state)
     assert_ramp(r->u.cond.then_s->u.store.idx[0], 1, 16);
 }
 
-static void test_select_vectorizes_guarded_load_does_not(void **state)
+static void test_select_and_guarded_load_vectorize(void **state)
 {
     fx *f = *state;
     te_expr *a = ld(f, f->A, idx(f));
@@ -164,13 +180,165 @@ static void test_select_vectorizes_guarded_load_does_not(void **state)
     assert_int_equal(r->u.store.value->kind, TE_E_SELECT);
     assert_int_equal(r->u.store.value->lanes, 16);
     assert_int_equal(r->u.store.value->u.sel.c->lanes, 16);
-    /* if_then_else guarding a load (padding) must not become a blend */
+    /* if_then_else guarding a load (padding) must not become a plain blend of loads: the
+     * load becomes a gather that reads element 0 in the lanes the guard excludes */
     te_expr *ite = te_if_then_else(f->ctx, te_lt(f->ctx, f->v, I(f, 5)), ld(f, f->A, idx(f)), te_f32(f->ctx, 0));
-    assert_serial(run(f, I(f, 16), st(f, f->C, idx(f), ite)));
+    r = run(f, I(f, 16), st(f, f->C, idx(f), ite));
+    assert_int_equal(r->kind, TE_S_STORE);
+    assert_int_equal(r->u.store.value->kind, TE_E_SELECT);
+    const te_expr *g = r->u.store.value->u.sel.t;
+    assert_int_equal(g->kind, TE_E_LOAD);
+    assert_int_equal(g->lanes, 16);
+    assert_int_equal(g->u.load.idx[0]->kind, TE_E_SELECT); /* masked index */
+    assert_int_equal(g->u.load.idx[0]->lanes, 16);
+    assert_ramp(g->u.load.idx[0]->u.sel.t, 1, 16);
+    assert_int_equal(g->u.load.idx[0]->u.sel.f->kind, TE_E_BCAST);
     /* without loads it is a blend */
     te_expr *ite2 = te_if_then_else(f->ctx, te_lt(f->ctx, f->v, I(f, 5)), te_f32(f->ctx, 1), te_f32(f->ctx, 0));
     r = run(f, I(f, 16), st(f, f->C, idx(f), ite2));
     assert_int_equal(r->u.store.value->kind, TE_E_SELECT);
+}
+
+/* Evaluates a vectorized store C[ramp] = value lane by lane with A = a (n elements); records
+ * every index read. Only what the masked loads need: loads, ramps, broadcasts, selects,
+ * comparisons, and, not, +, -, *. */
+typedef struct lane_env {
+    fx *f;
+    const te_expr *o;
+    int64_t o_val;
+    const float *a;
+    int64_t n;
+    bool oob; /* an index outside [0, n) was read */
+} lane_env;
+
+static double lane_eval(lane_env *env, const te_expr *e, int l)
+{
+    switch (e->kind) {
+    case TE_E_INT:
+        return (double)e->u.i;
+    case TE_E_FLOAT:
+        return e->u.f;
+    case TE_E_VAR:
+        assert_ptr_equal(e, env->o);
+        return (double)env->o_val;
+    case TE_E_RAMP:
+        return lane_eval(env, e->u.ramp.base, 0) + (double)(e->u.ramp.stride * l);
+    case TE_E_BCAST:
+        return lane_eval(env, e->u.un.a, 0);
+    case TE_E_NOT:
+        return !lane_eval(env, e->u.un.a, l);
+    case TE_E_SELECT:
+        return lane_eval(env, e->u.sel.c, e->u.sel.c->lanes > 1 ? l : 0)
+                   ? lane_eval(env, e->u.sel.t, e->u.sel.t->lanes > 1 ? l : 0)
+                   : lane_eval(env, e->u.sel.f, e->u.sel.f->lanes > 1 ? l : 0);
+    case TE_E_LOAD: {
+        const te_expr *ix = e->u.load.idx[0];
+        int64_t i = (int64_t)lane_eval(env, ix, ix->lanes > 1 ? l : 0);
+        if (i < 0 || i >= env->n) {
+            env->oob = true;
+            return NAN;
+        }
+        return env->a[i];
+    }
+    case TE_E_BINARY: {
+        const te_expr *ea = e->u.bin.a, *eb = e->u.bin.b;
+        double a = lane_eval(env, ea, ea->lanes > 1 ? l : 0);
+        double b = lane_eval(env, eb, eb->lanes > 1 ? l : 0);
+        switch (e->u.bin.op) {
+        case TE_ADD:
+            return a + b;
+        case TE_SUB:
+            return a - b;
+        case TE_MUL:
+            return a * b;
+        case TE_LT:
+            return a < b;
+        case TE_GE:
+            return a >= b;
+        case TE_AND:
+            return a && b;
+        default:
+            break;
+        }
+        break;
+    }
+    default:
+        break;
+    }
+    fail_msg("lane_eval: unexpected expression kind %d", (int)e->kind);
+    return 0;
+}
+
+/* A 1-D stencil over A[0, 64): C[i] = (i >= 1 ? A[i-1] : 0) + A[i] + (i + 1 < 64 ? A[i+1] : 0)
+ * with i = i_o * 16 + i_i. Used to be kept scalar; now a vector store whose masked loads never
+ * read outside A, with the scalar program's values in every lane. */
+static void test_guarded_stencil_reads_stay_in_bounds(void **state)
+{
+    fx *f = *state;
+    te_ctx *c = f->ctx;
+    int64_t n = 64;
+    te_buf *A = te__buf_new(c, "A", TE_F32, 1, &n, TE_SCOPE_GLOBAL);
+    te_expr *i = idx(f), *im = te_sub(c, idx(f), I(f, 1)), *ip = te_add(c, idx(f), I(f, 1));
+    te_expr *lo = te_if_then_else(c, te_ge(c, im, I(f, 0)), ld(f, A, im), te_f32(c, 0));
+    te_expr *hi = te_if_then_else(c, te_lt(c, ip, I(f, n)), ld(f, A, ip), te_f32(c, 0));
+    /* nested: the inner guard is invariant, the outer one is not: still masked */
+    te_expr *nest = te_if_then_else(
+        c, te_lt(c, i, I(f, 60)),
+        te_if_then_else(c, te_lt(c, f->o, I(f, 3)), ld(f, A, i), te_f32(c, 2)), te_f32(c, 0));
+    te_expr *val = te_add(c, te_add(c, te_add(c, lo, ld(f, A, i)), hi), nest);
+    te_stmt *r = run(f, I(f, 16), st(f, f->C, i, val));
+    assert_int_equal(r->kind, TE_S_STORE);
+    assert_ramp(r->u.store.idx[0], 1, 16);
+    float a[64];
+    for (int k = 0; k < 64; k++)
+        a[k] = (float)(k * 7 % 13) + 0.5f;
+    for (int64_t o = 0; o < 4; o++) {
+        lane_env env = {f, f->o, o, a, n, false};
+        for (int l = 0; l < 16; l++) {
+            int64_t x = o * 16 + l;
+            double want = (x >= 1 ? a[x - 1] : 0) + a[x] + (x + 1 < n ? a[x + 1] : 0) +
+                          (x < 60 ? (o < 3 ? a[x] : 2) : 0);
+            double got = lane_eval(&env, r->u.store.value, l);
+            assert_false(env.oob);
+            assert_true(got == want);
+        }
+    }
+}
+
+/* Constant strides other than 1 are gathers (ramps of that stride), never a fallback. */
+static void test_constant_strides_are_gathers(void **state)
+{
+    fx *f = *state;
+    for (int64_t k = -3; k <= 4; k++) {
+        te_expr *ix = te_add(f->ctx, te_mul(f->ctx, f->v, I(f, k)), I(f, 100));
+        te_stmt *r = run(f, I(f, 16), st(f, f->C, idx(f), ld(f, f->A, ix)));
+        assert_int_equal(r->kind, TE_S_STORE);
+        const te_expr *l = r->u.store.value;
+        if (k == 0) {
+            assert_int_equal(l->kind, TE_E_BCAST);
+            continue;
+        }
+        assert_int_equal(l->kind, TE_E_LOAD);
+        assert_ramp(l->u.load.idx[0], k, 16);
+    }
+}
+
+/* Every fallback says why. */
+static void test_fallback_reasons(void **state)
+{
+    fx *f = *state;
+    te_stmt *body = st(f, f->C, f->v, ld(f, f->A, f->v));
+    assert_string_equal(fallback_reason(run(f, I(f, 12), body)),
+                        "extent 12 is not a power of two in [2, 64]");
+    assert_string_equal(fallback_reason(run(f, f->o, body)), "the extent is not a constant");
+    assert_string_equal(fallback_reason(run(f, I(f, 16), st(f, f->C, f->o, ld(f, f->A, idx(f))))),
+                        "every lane stores to the same element (a reduction)");
+    te_stmt *g = te__if(f->ctx, te_lt(f->ctx, idx(f), I(f, 1000)), body, NULL);
+    assert_string_equal(fallback_reason(run(f, I(f, 16), g)),
+                        "an if statement whose condition depends on the lane");
+    te_expr *k = te__loop_var(f->ctx, "k", 4);
+    te_stmt *inner = te__for(f->ctx, k, I(f, 0), I(f, 4), TE_FOR_SERIAL, body);
+    assert_string_equal(fallback_reason(run(f, I(f, 16), inner)), "a nested loop in the body");
 }
 
 static void test_bad_lane_counts_fall_back(void **state)
@@ -240,7 +408,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_nonlinear_index_is_gather, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reduction_into_scalar_falls_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lane_dependent_if_falls_back, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_select_vectorizes_guarded_load_does_not, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_select_and_guarded_load_vectorize, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_guarded_stencil_reads_stay_in_bounds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_constant_strides_are_gathers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fallback_reasons, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_lane_counts_fall_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nested_loop_falls_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_calls_casts_and_lets_vectorize, setup, teardown),

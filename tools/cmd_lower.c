@@ -150,6 +150,27 @@ static int lower_op(te_ctx *ctx, const char *op, const char *shape, const char *
         fprintf(stderr, "tessera lower: %s\n", te_ctx_errmsg(ctx));
         return te_ctx_errcode(ctx) == TE_ERR_ARG ? 2 : 1;
     }
+    /* What the schedule asked for and lowering did not do (a vectorize kept scalar). */
+    int nn = te_lowered_notes(f, NULL, 0);
+    const char **notes = nn > 0 ? malloc(sizeof *notes * (size_t)nn) : NULL;
+    if (notes) {
+        te_lowered_notes(f, notes, nn);
+        /* Loop partitioning copies a loop into pieces: one line per distinct note. */
+        for (int i = 0; i < nn; i++) {
+            int same = 1, seen = 0;
+            for (int j = 0; j < i && !seen; j++)
+                seen = !strcmp(notes[j], notes[i]);
+            if (seen)
+                continue;
+            for (int j = i + 1; j < nn; j++)
+                same += !strcmp(notes[j], notes[i]);
+            if (same > 1)
+                fprintf(stderr, "note: %s (%d loops)\n", notes[i], same);
+            else
+                fprintf(stderr, "note: %s\n", notes[i]);
+        }
+        free(notes);
+    }
     if (dump)
         return 0;
     if (emit) {

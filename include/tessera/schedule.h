@@ -124,9 +124,10 @@ te_tensor *te_cache_write(te_schedule *s, te_tensor *t, te_scope scope);
 te_tensor *te_rfactor(te_schedule *s, te_tensor *t, te_iter *x);
 
 /* ---- Annotations -------------------------------------------------------------------------
- * Vectorize the innermost leaf loop `x` (lanes = its extent after bound inference). Where the
- * body cannot be vectorized, or the extent is not a power of two up to 64, lowering keeps a
- * scalar loop. */
+ * Vectorize the innermost leaf loop `x` (lanes = its extent after bound inference). Reads at
+ * any constant stride become gathers; reads guarded by te_if_then_else (padding) become masked
+ * gathers that never read out of bounds. Where the body cannot be vectorized, or the extent is
+ * not a power of two up to 64, lowering keeps a scalar loop and says why (te_lowered_notes). */
 int te_vectorize(te_stage *st, te_iter *x);
 /* Fully unroll loop x. Loops longer than 1024 iterations after bound inference stay serial. */
 int te_unroll(te_stage *st, te_iter *x);
@@ -209,6 +210,13 @@ const char *te_lower_pass_when(int i);
 const char *te_lower_pass_what(int i);
 /* Prints lowered IR in readable form. */
 void te_lowered_print(const te_lowered *f, FILE *out);
+/* Why lowering did not do what the schedule asked, in program order: one note per loop that
+ * te_vectorize marked and that stayed a scalar loop, "vectorize <loop>: kept scalar: <reason>"
+ * (the lowered program carries the same text as a comment in front of the loop, which
+ * te_lowered_print shows and the C backend writes as a C comment). Returns the number of notes
+ * and stores the first min(count, max) in notes when notes is non-NULL; the strings live in the
+ * context's arena. 0 for NULL. */
+int te_lowered_notes(const te_lowered *f, const char **notes, int max);
 
 #ifdef __cplusplus
 }

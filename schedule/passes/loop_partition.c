@@ -2,8 +2,9 @@
  * Loop partitioning: removes the guards that non-divisible splits and padding put in hot
  * loops.
  *
- * For a loop `for v in [m, M]` (constant bounds) the pass looks at every IF in its body,
- * directly or inside nested loops of known range, and at each conjunct of the condition that
+ * For a loop `for v in [m, M]` (constant bounds) the pass looks at every IF in its body, and
+ * at the condition of every if_then_else expression (padding reads, stencil borders), directly
+ * or inside nested loops of known range, and at each conjunct of the condition that
  * is a comparison linear in v: `a*v + rest < 0` (or <=, >, >=), where rest depends on inner
  * loop variables and outer ones. Over the ranges of those variables the conjunct holds for
  * every iteration in an interval of v (a prefix when a > 0, a suffix when a < 0). The
@@ -126,6 +127,31 @@ static void cond_interval(lp *p, te_expr *c, const te_expr *v, int64_t *tlo, int
         *found = true;
 }
 
+/* The guards of if_then_else expressions (padding reads, stencil borders) count like those of
+ * if statements: where they provably hold the simplifier drops them, so the interior piece
+ * reads without guards (and vectorizes to plain loads). */
+typedef struct ite_guards {
+    lp *p;
+    const te_expr *v;
+    int64_t *tlo, *thi;
+    bool *found;
+} ite_guards;
+
+static bool ite_visit(const te_expr *e, void *user)
+{
+    ite_guards *g = user;
+    if (e->kind == TE_E_IF && e->lanes == 1)
+        cond_interval(g->p, e->u.sel.c, g->v, g->tlo, g->thi, g->found);
+    return true;
+}
+
+static void expr_guards(lp *p, const te_expr *e, const te_expr *v, int64_t *tlo, int64_t *thi,
+                        bool *found)
+{
+    ite_guards g = {p, v, tlo, thi, found};
+    te__expr_visit(e, ite_visit, &g);
+}
+
 /* Walks the body of v's loop and intersects the clean intervals of every guard on v. */
 static void guards(lp *p, te_stmt *s, const te_expr *v, int64_t *tlo, int64_t *thi, bool *found)
 {
@@ -144,6 +170,11 @@ static void guards(lp *p, te_stmt *s, const te_expr *v, int64_t *tlo, int64_t *t
         for (int i = 0; i < s->u.seq.n; i++)
             guards(p, s->u.seq.v[i], v, tlo, thi, found);
         break;
+    case TE_S_STORE:
+        for (int i = 0; i < s->u.store.n; i++)
+            expr_guards(p, s->u.store.idx[i], v, tlo, thi, found);
+        expr_guards(p, s->u.store.value, v, tlo, thi, found);
+        break;
     case TE_S_IF:
         cond_interval(p, s->u.cond.cond, v, tlo, thi, found);
         guards(p, s->u.cond.then_s, v, tlo, thi, found);
@@ -153,6 +184,7 @@ static void guards(lp *p, te_stmt *s, const te_expr *v, int64_t *tlo, int64_t *t
         int64_t lo, hi;
         bool have = te_dtype_is_int(s->u.let.value->dtype) &&
                     te__expr_const_bounds(s->u.let.value, &p->ranges, &lo, &hi);
+        expr_guards(p, s->u.let.value, v, tlo, thi, found);
         if (have && !push_range(p, s->u.let.var, lo, hi))
             return;
         guards(p, s->u.let.body, v, tlo, thi, found);

@@ -11,11 +11,20 @@
  *   - any other index that mentions x becomes a vector of indices (a general gather);
  *   - scalar operands of vector operations are broadcast (BCAST).
  *
+   - an if_then_else whose condition depends on the lane and that guards loads (padding,
+ *     stencil borders) becomes select(c, t, f) with each side vectorized under the mask of the
+ *     lanes that take it (c, !c, and-ed with any enclosing mask): a load under a mask is a
+ *     gather at select(mask, index, 0), so lanes the scalar program would not evaluate read
+ *     element 0, never out of bounds. (Loop partitioning peels such borders first, so only
+ *     the border iterations pay for the gathers.)
+ *
  * The loop is left serial (TE_FOR_SERIAL: scalar fallback, gcc may still vectorize it) when the
  * extent is not a constant power of two in [2, 64], or the body holds something that has no
  * straight-line vector form: a store whose index does not depend on the lane (a reduction into
- * an accumulator), an `if` statement or if_then_else guarding loads whose condition depends on
- * the lane, a nested loop, an allocation, a barrier, a bool buffer accessed per lane.
+ * an accumulator), an `if` statement whose condition depends on the lane, a nested loop, an
+ * allocation, a barrier, a bool buffer accessed per lane. The fallback is never silent: a
+ * comment "vectorize <var>: kept scalar: <reason>" goes in front of the loop (te_lowered_notes
+ * lists them; the C backend writes them as C comments).
  *
  * The linear analysis is deliberately small (sums, differences, negation, multiplication by an
  * integer constant, integer casts); anything else that mentions x counts as not linear.
@@ -35,9 +44,21 @@ typedef struct vec_state {
     int nlets;
     const te_expr *let_from[MAX_VLETS];
     te_expr *let_to[MAX_VLETS];
-    bool fail;    /* cannot vectorize: fall back to a serial loop */
-    bool nomem;   /* allocation failure: the pass fails */
+    /* Inside a branch of an if_then_else whose condition depends on the lane: the lanes for
+     * which the branch is taken (NULL outside any). Loads under a mask read only there. */
+    te_expr *mask;
+    bool fail;          /* cannot vectorize: fall back to a serial loop */
+    const char *reason; /* why, for the note in front of the loop */
+    bool nomem;         /* allocation failure: the pass fails */
 } vec_state;
+
+/* Gives up on the loop (scalar fallback), remembering the first reason. */
+static void give_up(vec_state *v, const char *reason)
+{
+    if (!v->fail)
+        v->reason = reason;
+    v->fail = true;
+}
 
 static te_expr *clone_expr(vec_state *v, const te_expr *e)
 {
@@ -253,12 +274,62 @@ static te_expr *vec_index(vec_state *v, te_expr *idx)
     return widen(v, vec_expr(v, idx));
 }
 
+/* mask && c (c when there is no mask). */
+static te_expr *and_mask(vec_state *v, te_expr *c)
+{
+    te_expr *r = v->mask ? te_and(v->ctx, v->mask, c) : c;
+    if (!r)
+        v->nomem = true;
+    return r;
+}
+
+/* if_then_else(c, t, f) with a lane-dependent c guarding loads: select(c, t', f'), t' under
+ * the mask c, f' under !c. */
+static te_expr *vec_guarded(vec_state *v, te_expr *e)
+{
+    te_expr *c = widen(v, vec_expr(v, e->u.sel.c)), *saved = v->mask, *t, *f, *nc;
+    if (!c)
+        return NULL;
+    if (!(v->mask = and_mask(v, c)))
+        return NULL;
+    t = widen(v, vec_expr(v, e->u.sel.t));
+    v->mask = saved;
+    if (!t || !(nc = te_not(v->ctx, c)) || !(v->mask = and_mask(v, nc))) {
+        v->nomem = v->nomem || (t && !v->fail);
+        v->mask = saved;
+        return NULL;
+    }
+    f = widen(v, vec_expr(v, e->u.sel.f));
+    v->mask = saved;
+    if (!f)
+        return NULL;
+    te_expr *r = te_select(v->ctx, c, t, f);
+    if (!r)
+        v->nomem = true;
+    return r;
+}
+
+/* A load under a mask: a gather whose index is the original one where the mask holds and 0
+ * (every buffer has an element 0) elsewhere, so the lanes that the scalar program would not
+ * evaluate read nothing out of bounds. */
+static te_expr *masked_load(vec_state *v, te_buf *buf, te_expr *idx)
+{
+    te_expr *vi = widen(v, idx), *zero = NULL, *safe = NULL, *r = NULL;
+    if (vi && (zero = widen(v, int_const(v->ctx, idx->dtype, 0))))
+        safe = te_select(v->ctx, v->mask, vi, zero);
+    if (safe)
+        r = te__load(v->ctx, buf, 1, &safe);
+    if (!r)
+        v->nomem = true;
+    return r;
+}
+
 static te_expr *vec_expr(vec_state *v, te_expr *e)
 {
     if (v->fail || v->nomem || !e)
         return NULL;
-    if (!lane_dependent(v, e))
-        return e; /* invariant: stays scalar */
+    if (!lane_dependent(v, e) && !(v->mask && has_load(e)))
+        return e; /* invariant: stays scalar (an invariant load under a mask is not safe) */
     te_expr *r;
     switch (e->kind) {
     case TE_E_INT:
@@ -296,11 +367,12 @@ static te_expr *vec_expr(vec_state *v, te_expr *e)
     }
     case TE_E_IF:
         /* if_then_else evaluates only the taken side, so it may guard an out-of-bounds load
-         * (padding). A lane-dependent guard over loads has no blend form. */
-        if (lane_dependent(v, e->u.sel.c) && (has_load(e->u.sel.t) || has_load(e->u.sel.f))) {
-            v->fail = true;
-            return NULL;
-        }
+         * (padding): with a lane-dependent condition each side is vectorized under the mask of
+         * the lanes that take it (its loads become gathers that read nothing for the others)
+         * and the results are blended. */
+        if ((v->mask || lane_dependent(v, e->u.sel.c)) &&
+            (has_load(e->u.sel.t) || has_load(e->u.sel.f)))
+            return vec_guarded(v, e);
         /* no loads to protect: a blend is exact */
         __attribute__((fallthrough));
     case TE_E_SELECT: {
@@ -339,13 +411,19 @@ static te_expr *vec_expr(vec_state *v, te_expr *e)
         return r;
     }
     case TE_E_LOAD: {
-        if (e->u.load.n != 1 || e->dtype == TE_BOOL) {
-            v->fail = true; /* not flattened, or bool elements (no vector form) */
+        if (e->u.load.n != 1) {
+            give_up(v, "an access that is not flattened");
+            return NULL;
+        }
+        if (e->dtype == TE_BOOL) {
+            give_up(v, "a bool buffer accessed per lane (no vector form)");
             return NULL;
         }
         te_expr *idx = vec_index(v, e->u.load.idx[0]);
         if (!idx)
             return NULL;
+        if (v->mask)
+            return masked_load(v, e->u.load.buf, idx);
         if (!(r = te__load(v->ctx, e->u.load.buf, 1, &idx)))
             v->nomem = true;
         return r;
@@ -354,10 +432,11 @@ static te_expr *vec_expr(vec_state *v, te_expr *e)
     case TE_E_BCAST:
     case TE_E_READ:
     case TE_E_REDUCE:
-        v->fail = true; /* already vectorized (nested vector loops) or not lowered */
+        /* already vectorized (nested vector loops) or not lowered */
+        give_up(v, "a vector or unlowered expression in the body");
         return NULL;
     }
-    v->fail = true;
+    give_up(v, "an unsupported expression");
     return NULL;
 }
 
@@ -371,18 +450,20 @@ static te_stmt *vec_stmt(vec_state *v, te_stmt *s)
     switch (s->kind) {
     case TE_S_STORE: {
         if (s->u.store.n != 1 || s->u.store.buf->dtype == TE_BOOL) {
-            v->fail = true;
+            give_up(v, s->u.store.n != 1 ? "an access that is not flattened"
+                                         : "a bool buffer accessed per lane (no vector form)");
             return NULL;
         }
         te_expr *idx = s->u.store.idx[0];
         if (!lane_dependent(v, idx)) {
             /* Every lane writes one element: a reduction into an accumulator. */
-            v->fail = true;
+            give_up(v, "every lane stores to the same element (a reduction)");
             return NULL;
         }
         int64_t c;
         if (linear_coef(v, idx, &c) && c == 0) {
-            v->fail = true; /* e.g. x - x: the index does not really depend on the lane */
+            /* e.g. x - x: the index does not really depend on the lane */
+            give_up(v, "every lane stores to the same element (a reduction)");
             return NULL;
         }
         te_expr *vi = vec_index(v, idx);
@@ -411,7 +492,8 @@ static te_stmt *vec_stmt(vec_state *v, te_stmt *s)
     }
     case TE_S_IF: {
         if (lane_dependent(v, s->u.cond.cond)) {
-            v->fail = true; /* lanes would take different branches */
+            /* lanes would take different branches */
+            give_up(v, "an if statement whose condition depends on the lane");
             return NULL;
         }
         te_stmt *t = vec_stmt(v, s->u.cond.then_s);
@@ -429,7 +511,7 @@ static te_stmt *vec_stmt(vec_state *v, te_stmt *s)
         te_expr *var = s->u.let.var;
         if (val->lanes > 1) {
             if (v->nlets == MAX_VLETS) {
-                v->fail = true;
+                give_up(v, "too many vector lets");
                 return NULL;
             }
             /* Same variable (same id, so the same name in the emitted code), now a vector. */
@@ -451,25 +533,35 @@ static te_stmt *vec_stmt(vec_state *v, te_stmt *s)
     }
     case TE_S_COMMENT:
         return s;
-    case TE_S_FOR:     /* nested loop */
-    case TE_S_ALLOC:   /* scratch per lane */
+    case TE_S_FOR:
+        give_up(v, "a nested loop in the body");
+        return NULL;
+    case TE_S_ALLOC:
+        give_up(v, "an allocation in the body (scratch per lane)");
+        return NULL;
     case TE_S_BARRIER: /* GPU only */
-        v->fail = true;
+        give_up(v, "a barrier in the body");
         return NULL;
     }
-    v->fail = true;
+    give_up(v, "an unsupported statement");
     return NULL;
 }
 
 static bool is_pow2_lanes(int64_t n) { return n >= 2 && n <= 64 && (n & (n - 1)) == 0; }
 
-static te_stmt *serial(te_ctx *ctx, te_stmt *s)
+/* The scalar fallback: the loop made serial, behind a comment that says why (what
+ * te_lowered_notes reports and the C backend writes as a C comment). */
+static te_stmt *serial(te_ctx *ctx, te_stmt *s, const char *reason)
 {
     te_stmt *r = te__for(ctx, s->u.loop.var, s->u.loop.min, s->u.loop.extent, TE_FOR_SERIAL,
                          s->u.loop.body);
-    if (r)
-        r->u.loop.thread_tag = s->u.loop.thread_tag;
-    return r;
+    if (!r)
+        return NULL;
+    r->u.loop.thread_tag = s->u.loop.thread_tag;
+    const char *text = te__sprintf(ctx, "%s%s: kept scalar: %s", TE__VECTORIZE_NOTE,
+                                   s->u.loop.var->u.var.name, reason ? reason : "unsupported body");
+    te_stmt *c = text ? te__comment(ctx, text) : NULL;
+    return c ? te__seq(ctx, 2, (te_stmt *[]){c, r}) : NULL;
 }
 
 static te_stmt *vectorize_loop(te_ctx *ctx, te_stmt *s, void *user)
@@ -478,8 +570,12 @@ static te_stmt *vectorize_loop(te_ctx *ctx, te_stmt *s, void *user)
     if (s->kind != TE_S_FOR || s->u.loop.fkind != TE_FOR_VECTORIZED)
         return s;
     int64_t lanes;
-    if (!te__is_const_int(s->u.loop.extent, &lanes) || !is_pow2_lanes(lanes))
-        return serial(ctx, s);
+    if (!te__is_const_int(s->u.loop.extent, &lanes))
+        return serial(ctx, s, "the extent is not a constant");
+    if (!is_pow2_lanes(lanes))
+        return serial(
+            ctx, s,
+            te__sprintf(ctx, "extent %lld is not a power of two in [2, 64]", (long long)lanes));
     vec_state v;
     memset(&v, 0, sizeof v);
     v.ctx = ctx;
@@ -490,7 +586,7 @@ static te_stmt *vectorize_loop(te_ctx *ctx, te_stmt *s, void *user)
     if (v.nomem)
         return NULL;
     if (v.fail || !body)
-        return serial(ctx, s);
+        return serial(ctx, s, v.reason);
     return body;
 }
 
