@@ -74,6 +74,20 @@ int te_fuse_plan_print(const te_fuse_plan *p, FILE *f)
     te__fuse_human_bytes(iu, hu, sizeof hu);
     te__fuse_human_bytes(ifu, hf, sizeof hf);
     fprintf(f, "intermediates written to memory: %s node by node -> %s fused\n", hu, hf);
+    te_graph_memplan *mp = NULL;
+    if (te_graph_memplan_create(p, &mp) == TE_OK) {
+        te_graph_mem_stats ms;
+        char hm[3][32];
+        te_graph_memplan_stats(mp, &ms);
+        te__fuse_human_bytes((double)ms.unfused_bytes, hm[0], sizeof hm[0]);
+        te__fuse_human_bytes((double)ms.fused_bytes, hm[1], sizeof hm[1]);
+        te__fuse_human_bytes((double)ms.pool_bytes, hm[2], sizeof hm[2]);
+        fprintf(f,
+                "peak intermediate memory: %s node by node (no reuse) -> %s fused -> %s fused "
+                "and planned (%d buffers in one pool)\n",
+                hm[0], hm[1], hm[2], ms.n_buffers);
+        te_graph_memplan_free(mp);
+    }
     fprintf(f, "target: %s, %d cores, %d-bit vectors, L2 %s, peak %.0f GFLOP/s, %.0f GB/s (%s)\n\n",
             p->t.name, p->t.cores, p->t.vector_bits, hl, p->t.peak_gflops, p->t.mem_gbps,
             p->t.source);
@@ -147,9 +161,17 @@ int te_fuse_plan_print_json(const te_fuse_plan *p, FILE *f)
     double iu, ifu;
     traffic_totals(p, &iu, &ifu);
     fprintf(f,
-            "\"nodes\":%d,\"intermediate_bytes_unfused\":%.0f,\"intermediate_bytes_fused\":%.0f,"
-            "\"groups\":[",
+            "\"nodes\":%d,\"intermediate_bytes_unfused\":%.0f,\"intermediate_bytes_fused\":%.0f,",
             g->nn, iu, ifu);
+    te_graph_memplan *mp = NULL;
+    te_graph_mem_stats ms;
+    te_graph_memplan_create(p, &mp);
+    te_graph_memplan_stats(mp, &ms);
+    te_graph_memplan_free(mp);
+    fprintf(f,
+            "\"memory\":{\"unfused_bytes\":%zu,\"fused_bytes\":%zu,\"pool_bytes\":%zu,"
+            "\"live_bytes\":%zu,\"buffers\":%d},\"groups\":[",
+            ms.unfused_bytes, ms.fused_bytes, ms.pool_bytes, ms.live_bytes, ms.n_buffers);
     for (int i = 0; i < p->ng; i++) {
         const fgroup *gr = &p->gr[i];
         fprintf(f, "%s{\"rule\":", i ? "," : "");
