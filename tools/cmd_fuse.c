@@ -20,6 +20,7 @@
 
 #include "tessera/graph.h"
 #include "tools/cli.h"
+#include "tools/graph_cli.h"
 
 static void usage(FILE *f)
 {
@@ -51,33 +52,6 @@ static int bad(const char *fmt, const char *arg)
     fprintf(stderr, "\n\n");
     usage(stderr);
     return 2;
-}
-
-/* The shipped rules: $TESSERA_RULES, then rules/cpu.rules beside or above the executable
- * (build trees), then the install prefix's share/tessera. */
-static int default_rules(char *out, size_t n)
-{
-    const char *env = getenv("TESSERA_RULES");
-    if (env && *env) {
-        snprintf(out, n, "%s", env);
-        return 1;
-    }
-    char exe[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len <= 0)
-        return 0;
-    exe[len] = 0;
-    char *slash = strrchr(exe, '/');
-    if (slash)
-        *slash = 0;
-    const char *rel[] = {"/rules/cpu.rules", "/../rules/cpu.rules", "/../../rules/cpu.rules",
-                         "/../share/tessera/rules/cpu.rules"};
-    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
-        snprintf(out, n, "%s%s", exe, rel[i]);
-        if (access(out, R_OK) == 0)
-            return 1;
-    }
-    return 0;
 }
 
 typedef struct check_state {
@@ -239,7 +213,7 @@ int te_cmd_fuse(int argc, char **argv)
     te_fuse_rules *rules = NULL;
     if (!no_rules) {
         if (!rules_path) {
-            if (!default_rules(path, sizeof path)) {
+            if (!te_cli_default_rules(path, sizeof path)) {
                 fprintf(stderr, "tessera fuse: cannot find the shipped rules/cpu.rules; give "
                                 "--rules FILE or set TESSERA_RULES\n");
                 return 1;
