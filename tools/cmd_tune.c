@@ -376,11 +376,12 @@ int te_cmd_tune(int argc, char **argv)
         gtasks = te_cli_graph_tasks_load("tune", graph, NULL);
         rc = gtasks ? te_cli_graph_tasks_add(gtasks, t) : TE_ERR_ARG;
         if (rc != TE_OK) {
-            if (gtasks)
+            int loaded = gtasks != NULL; /* else: the graph could not be read (message out) */
+            if (loaded)
                 fprintf(stderr, "tessera tune: %s\n", te_tuner_errmsg(t));
             te_cli_graph_tasks_free(gtasks);
             te_tuner_free(t);
-            return 2;
+            return loaded ? 2 : 1;
         }
         if (!quiet)
             fprintf(stderr, "tune: %s: %d fused groups, %d distinct workloads\n", graph,
