@@ -357,7 +357,8 @@ int te_fuse_plan_group_of(const te_fuse_plan *p, int node);
 int te_fuse_plan_decision_count(const te_fuse_plan *p);
 int te_fuse_plan_decision(const te_fuse_plan *p, int i, te_fuse_decision *out);
 /* The plan as text (the kernel count, the bytes of intermediates written to memory node by node
- * and fused, the target facts, the groups with the reason each was accepted, then every
+ * and fused, the peak intermediate memory node by node, fused and fused + planned (JSON:
+ * "memory"), the target facts, the groups with the reason each was accepted, then every
  * rejected candidate with its reason), as JSON, or as a
  * Graphviz digraph of the fused graph (one cluster per group). TE_OK or TE_ERR_IO. */
 int te_fuse_plan_print(const te_fuse_plan *p, FILE *f);
