@@ -234,6 +234,14 @@ static void test_chain_reuses_and_runs_from_the_pool(void **state)
     assert_int_equal(st.pool_bytes, 2 * 16 * 32 * 4);
     assert_int_equal(te_graph_memplan_offset(m, te_graph_find(g, "m1")),
                      te_graph_memplan_offset(m, te_graph_find(g, "m3")));
+    /* The pool is poisoned before the first run: every pooled value reads as NaN. */
+    for (int i = 0; i < st.n_buffers; i++) {
+        te_graph_mem_buffer b;
+        te_graph_memplan_buffer(m, i, &b);
+        const float *x0 = te_graph_exec_value(e, b.value);
+        for (int64_t j = 0; j < te_graph_value_numel(g, b.value); j++)
+            assert_true(x0[j] != x0[j]);
+    }
     tt_rng rng;
     tt_rng_seed(&rng, 7);
     float x[16 * 32], y[16 * 16];
