@@ -84,8 +84,8 @@ int te_fuse_plan_print(const te_fuse_plan *p, FILE *f)
         te__fuse_human_bytes((double)ms.pool_bytes, hm[2], sizeof hm[2]);
         fprintf(f,
                 "peak intermediate memory: %s node by node (no reuse) -> %s fused -> %s fused "
-                "and planned (%d buffers in one pool)\n",
-                hm[0], hm[1], hm[2], ms.n_buffers);
+                "and planned (%d buffer%s in one pool)\n",
+                hm[0], hm[1], hm[2], ms.n_buffers, ms.n_buffers == 1 ? "" : "s");
         te_graph_memplan_free(mp);
     }
     fprintf(f, "target: %s, %d cores, %d-bit vectors, L2 %s, peak %.0f GFLOP/s, %.0f GB/s (%s)\n\n",

@@ -162,6 +162,16 @@ static void *make_input(te_graph *g, int i, int n_files, char **files, uint64_t 
     return buf;
 }
 
+static void human_bytes(size_t b, char *buf, size_t n)
+{
+    if (b >= 1024 * 1024)
+        snprintf(buf, n, "%.2f MiB", (double)b / (1024.0 * 1024));
+    else if (b >= 1024)
+        snprintf(buf, n, "%.1f KiB", (double)b / 1024);
+    else
+        snprintf(buf, n, "%zu B", b);
+}
+
 static void json_str(const char *s)
 {
     putchar('"');
@@ -352,9 +362,9 @@ int te_cmd_run(int argc, char **argv)
         printf("\n], \"check\": %s}\n", !check ? "null" : mismatches ? "false" : "true");
     } else if (!status) {
         char hu[32], hf[32], hp[32];
-        snprintf(hu, sizeof hu, "%.1f KiB", (double)ms.unfused_bytes / 1024);
-        snprintf(hf, sizeof hf, "%.1f KiB", (double)ms.fused_bytes / 1024);
-        snprintf(hp, sizeof hp, "%.1f KiB", (double)ms.pool_bytes / 1024);
+        human_bytes(ms.unfused_bytes, hu, sizeof hu);
+        human_bytes(ms.fused_bytes, hf, sizeof hf);
+        human_bytes(ms.pool_bytes, hp, sizeof hp);
         printf("graph: %s, %d nodes -> %d kernels (%d from the database); intermediates %s "
                "node by node -> %s fused -> %s pool\n",
                argv[optind], te_graph_node_count(g), nk, from_db, hu, hf, hp);

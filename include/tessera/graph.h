@@ -412,11 +412,12 @@ int64_t te_graph_memplan_offset(const te_graph_memplan *m, int v);
 
 /* One fused group built as a tensor expression (te_graph_group_expr). */
 typedef struct te_graph_group_expr {
-    char name[64];      /* workload name: "graph_" and the group's operators, '_'-joined */
-    char key[1024];     /* te_tuner_expr_key of the expression: equal for equal work */
-    int n_in, n_out;    /* placeholders read, tensors written */
-    te_tensor *ins[TE_GRAPH_GROUP_MAXIO], *outs[TE_GRAPH_GROUP_MAXIO]; /* in the given ctx */
-    int in_values[TE_GRAPH_GROUP_MAXIO], out_values[TE_GRAPH_GROUP_MAXIO]; /* graph values */
+    char name[64];   /* workload name: "graph_" and the group's operators, '_'-joined */
+    char key[1024];  /* te_tuner_expr_key of the expression: equal for equal work */
+    int n_in, n_out; /* placeholders read, tensors written */
+    /* The tensors (in the given ctx) and the graph values they stand for. */
+    te_tensor *ins[TE_GRAPH_GROUP_MAXIO], *outs[TE_GRAPH_GROUP_MAXIO];
+    int in_values[TE_GRAPH_GROUP_MAXIO], out_values[TE_GRAPH_GROUP_MAXIO];
 } te_graph_group_expr;
 
 /* Builds group gi of plan p (made from g) in ctx: a placeholder for every value the group
