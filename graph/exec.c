@@ -1,25 +1,34 @@
 /* Compiling and running a fused graph: every group of the plan becomes one tensor expression
- * (its operators chained on placeholders for the values it reads), built with te_build and the
- * default schedule; the graph runs group by group in plan order. */
+ * (its operators chained on placeholders for the values it reads, canonical names), built with
+ * te_build and the default schedule or the database's best record; the intermediates live in
+ * one pool planned by graph/memplan.c; the graph runs group by group in plan order. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "graph/graph_internal.h"
+#include "graph/fuse_internal.h"
 #include "tessera/backend.h"
 #include "tessera/schedule.h"
+#include "tessera/tuner.h"
 
 typedef struct gkernel {
     te_ctx *ctx;
     te_module *mod;
     int nargs;
-    int *args; /* value ids: the group's inputs, then its outputs */
+    int args[2 * TE_GRAPH_GROUP_MAXIO]; /* value ids: the group's inputs, then its outputs */
+    char key[1024];
+    char note[320];
+    int from_db;
+    double seconds;
 } gkernel;
 
 struct te_graph_exec {
     te_graph *g;
     int nk;
     gkernel *k;
-    void **buf; /* per value: owned buffers for node outputs; constants point at their data */
+    te_graph_memplan *mp;
+    unsigned char *pool;
+    void **buf; /* per value: the pool, owned buffers for inputs and outputs, constants' data */
 };
 
 void te_graph_exec_free(te_graph_exec *e)
@@ -29,11 +38,12 @@ void te_graph_exec_free(te_graph_exec *e)
     for (int i = 0; i < e->nk; i++) {
         te_module_free(e->k[i].mod);
         te_ctx_free(e->k[i].ctx);
-        free(e->k[i].args);
     }
-    for (int v = 0; v < e->g->nv; v++)
-        if (e->g->v[v].kind != TE_GRAPH_CONST)
+    for (int v = 0; e->buf && v < e->g->nv; v++)
+        if (e->g->v[v].kind != TE_GRAPH_CONST && te_graph_memplan_offset(e->mp, v) < 0)
             free(e->buf[v]);
+    free(e->pool);
+    te_graph_memplan_free(e->mp);
     free(e->buf);
     free(e->k);
     free(e);
@@ -46,6 +56,27 @@ const void *te_graph_exec_value(const te_graph_exec *e, int v)
     return e && v >= 0 && v < e->g->nv ? e->buf[v] : NULL;
 }
 
+int te_graph_exec_group_from_db(const te_graph_exec *e, int gi, const char **note)
+{
+    if (!e || gi < 0 || gi >= e->nk)
+        return -1;
+    if (note)
+        *note = e->k[gi].note;
+    return e->k[gi].from_db;
+}
+
+const char *te_graph_exec_group_key(const te_graph_exec *e, int gi)
+{
+    return e && gi >= 0 && gi < e->nk ? e->k[gi].key : NULL;
+}
+
+double te_graph_exec_group_seconds(const te_graph_exec *e, int gi)
+{
+    return e && gi >= 0 && gi < e->nk ? e->k[gi].seconds : 0;
+}
+
+const te_graph_memplan *te_graph_exec_memplan(const te_graph_exec *e) { return e ? e->mp : NULL; }
+
 static int64_t numel(const te__gvalue *v)
 {
     int64_t n = 1;
@@ -54,83 +85,135 @@ static int64_t numel(const te__gvalue *v)
     return n;
 }
 
-/* Builds group gi as one kernel. */
-static int compile_group(te_graph *g, const te_fuse_plan *p, int gi, const te_target *tgt,
-                         gkernel *k)
+int te_graph_group_expr_build(te_graph *g, const te_fuse_plan *p, int gi, te_ctx *ctx,
+                              te_graph_group_expr *out)
 {
-    te_fuse_group gr;
-    te_fuse_plan_group(p, gi, &gr);
-    k->ctx = te_ctx_create();
-    int *tens_of = malloc(sizeof(int) * ((size_t)g->nv + 1));
+    if (!g || !p || !ctx || !out || gi < 0 || gi >= p->ng)
+        return g ? te__graph_error(g, TE_ERR_ARG, "group expression: bad arguments") : TE_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    const fgroup *gr = &p->gr[gi];
     te_tensor **t = calloc((size_t)g->nv + 1, sizeof *t);
-    k->args = malloc(sizeof(int) * ((size_t)g->nv + 1));
-    te_tensor **args = malloc(sizeof *args * ((size_t)g->nv + 1));
+    if (!t)
+        return te__graph_error(g, TE_ERR_NOMEM, "out of memory");
     int rc = TE_OK;
-    if (!k->ctx || !tens_of || !t || !k->args || !args)
-        rc = te__graph_error(g, TE_ERR_NOMEM, "out of memory");
-    char *in_group = calloc((size_t)g->nn + 1, 1);
-    if (!in_group)
-        rc = TE_ERR_NOMEM;
-    for (int i = 0; !rc && i < gr.n_nodes; i++)
-        in_group[gr.nodes[i]] = 1;
-    k->nargs = 0;
-    /* Placeholders for every value read from outside the group. */
-    for (int i = 0; !rc && i < gr.n_nodes; i++) {
-        const te__gnode *nd = &g->n[gr.nodes[i]];
+    size_t nl = (size_t)snprintf(out->name, sizeof out->name, "graph");
+    for (int i = 0; i < gr->n && nl < sizeof out->name; i++)
+        nl += (size_t)snprintf(out->name + nl, sizeof out->name - nl, "_%s",
+                               g->n[gr->nodes[i]].op->name);
+    /* Placeholders for every value read from outside the group, in first-use order. */
+    for (int i = 0; !rc && i < gr->n; i++) {
+        const te__gnode *nd = &g->n[gr->nodes[i]];
         for (int j = 0; j < nd->n_in && !rc; j++) {
             int v = nd->in[j];
             const te__gvalue *val = &g->v[v];
-            if ((val->node >= 0 && in_group[val->node]) || t[v])
+            if ((val->node >= 0 && p->group_of[val->node] == gi) || t[v])
                 continue;
-            t[v] = te_placeholder(k->ctx, val->name, val->dtype, val->ndim, val->shape);
+            if (out->n_in == TE_GRAPH_GROUP_MAXIO) {
+                rc = TE_ERR_UNSUPPORTED;
+                break;
+            }
+            char nm[16];
+            snprintf(nm, sizeof nm, "in%d", out->n_in);
+            t[v] = te_placeholder(ctx, nm, val->dtype, val->ndim, val->shape);
             if (!t[v])
-                rc = te_ctx_errcode(k->ctx);
-            k->args[k->nargs] = v;
-            args[k->nargs++] = t[v];
+                rc = te_ctx_errcode(ctx);
+            out->in_values[out->n_in] = v;
+            out->ins[out->n_in++] = t[v];
         }
     }
     /* The group's operators, in order, on those tensors. */
-    for (int i = 0; !rc && i < gr.n_nodes; i++) {
-        const te__gnode *nd = &g->n[gr.nodes[i]];
+    int next = 0;
+    for (int i = 0; !rc && i < gr->n; i++) {
+        const te__gnode *nd = &g->n[gr->nodes[i]];
         te_op_params kv;
-        te_tensor *in[TE__G_MAXIO], *out[TE__G_MAXIO] = {0};
+        te_tensor *in[TE__G_MAXIO], *res[TE__G_MAXIO] = {0};
+        char names[TE__G_MAXIO][16];
         const char *nm[TE__G_MAXIO];
         for (int j = 0; j < nd->n_in; j++)
             in[j] = t[nd->in[j]];
-        for (int j = 0; j < nd->n_out; j++)
-            nm[j] = g->v[nd->out[j]].name;
-        rc = te_op_params_parse(k->ctx, nd->attrs, &kv);
+        for (int j = 0; j < nd->n_out; j++) {
+            snprintf(names[j], sizeof names[j], "t%d", next++);
+            nm[j] = names[j];
+        }
+        rc = te_op_params_parse(ctx, nd->attrs, &kv);
         if (!rc)
-            rc = nd->op->apply(k->ctx, nd->op, &kv, nd->n_in, in, nm, out);
+            rc = nd->op->apply(ctx, nd->op, &kv, nd->n_in, in, nm, res);
         for (int j = 0; !rc && j < nd->n_out; j++)
-            t[nd->out[j]] = out[j];
+            t[nd->out[j]] = res[j];
     }
-    int n_in = k->nargs;
-    for (int i = 0; !rc && i < gr.n_outputs; i++) {
-        k->args[k->nargs] = gr.outputs[i];
-        args[k->nargs++] = t[gr.outputs[i]];
+    for (int i = 0; !rc && i < gr->nout; i++) {
+        if (out->n_out == TE_GRAPH_GROUP_MAXIO) {
+            rc = TE_ERR_UNSUPPORTED;
+            break;
+        }
+        out->out_values[out->n_out] = gr->outs[i];
+        out->outs[out->n_out++] = t[gr->outs[i]];
     }
+    if (!rc && te_tuner_expr_key(out->name, out->n_in, out->ins, out->n_out, out->outs, out->key,
+                                 sizeof out->key) < 0)
+        rc = TE_ERR_OVERFLOW;
+    if (rc)
+        te__graph_error(g, rc, "group %d (%s, first node '%s'): %s", gi, gr->rule,
+                        g->v[g->n[gr->nodes[0]].out[0]].name,
+                        rc == TE_ERR_UNSUPPORTED ? "more than 32 inputs or outputs"
+                        : te_ctx_errcode(ctx)    ? te_ctx_errmsg(ctx)
+                                                 : te_status_str(rc));
+    free(t);
+    return rc;
+}
+
+/* Builds group gi as one kernel: the database's best record when db has one that applies,
+ * else the default schedule. */
+static int compile_group(te_graph *g, const te_fuse_plan *p, int gi, const te_target *tgt,
+                         te_db *db, gkernel *k)
+{
+    k->ctx = te_ctx_create();
+    if (!k->ctx)
+        return te__graph_error(g, TE_ERR_NOMEM, "out of memory");
+    te_graph_group_expr ge;
+    int rc = te_graph_group_expr_build(g, p, gi, k->ctx, &ge);
+    if (rc)
+        return rc;
+    snprintf(k->key, sizeof k->key, "%s", ge.key);
+    te_tensor *args[2 * TE_GRAPH_GROUP_MAXIO];
+    k->nargs = 0;
+    for (int i = 0; i < ge.n_in; i++)
+        k->args[k->nargs] = ge.in_values[i], args[k->nargs++] = ge.ins[i];
+    for (int i = 0; i < ge.n_out; i++)
+        k->args[k->nargs] = ge.out_values[i], args[k->nargs++] = ge.outs[i];
     te_schedule *s = NULL;
-    if (!rc) {
-        s = te_schedule_create(k->ctx, k->nargs - n_in, args + n_in);
+    char why[256] = "no database";
+    if (db) {
+        te_db_trial_list *rec = NULL;
+        if (te_tuner_best_record(k->ctx, db, ge.key, ge.n_out, ge.outs, tgt, 0, &s, &rec, why,
+                                 sizeof why) == TE_OK) {
+            k->from_db = 1;
+            snprintf(k->note, sizeof k->note, "database: trial %s, %.4f ms when tuned",
+                     rec && rec->n ? rec->items[0].uid : "?",
+                     rec && rec->n ? rec->items[0].median_s * 1e3 : 0.0);
+            te_db_trial_list_free(rec);
+        }
+    }
+    if (!s) {
+        snprintf(k->note, sizeof k->note, "default schedule: %s", why);
+        s = te_schedule_create(k->ctx, ge.n_out, ge.outs);
         if (!s)
             rc = te_ctx_errcode(k->ctx) ? te_ctx_errcode(k->ctx) : TE_ERR_INTERNAL;
     }
     if (!rc) {
         char name[64];
-        snprintf(name, sizeof name, "group%d_%.40s", gi, g->v[g->n[gr.nodes[0]].out[0]].name);
+        snprintf(name, sizeof name, "group%d_%.40s", gi,
+                 g->v[g->n[p->gr[gi].nodes[0]].out[0]].name);
         rc = te_build(s, k->nargs, args, name, tgt, &k->mod);
     }
     if (rc)
-        te__graph_error(g, rc, "compile: group %d (%s, first node '%s'): %s", gi, gr.rule,
-                        g->v[g->n[gr.nodes[0]].out[0]].name,
-                        k->ctx ? te_ctx_errmsg(k->ctx) : "out of memory");
-    free(tens_of), free(t), free(args), free(in_group);
+        te__graph_error(g, rc, "compile: group %d (%s, first node '%s'): %s", gi, p->gr[gi].rule,
+                        g->v[g->n[p->gr[gi].nodes[0]].out[0]].name, te_ctx_errmsg(k->ctx));
     return rc;
 }
 
-int te_graph_compile(te_graph *g, const te_fuse_plan *p, const te_target *target,
-                     te_graph_exec **out)
+int te_graph_compile_db(te_graph *g, const te_fuse_plan *p, const te_target *target, te_db *db,
+                        te_graph_exec **out)
 {
     if (!g || !p || !out)
         return g ? te__graph_error(g, TE_ERR_ARG, "compile: bad arguments") : TE_ERR_ARG;
@@ -145,26 +228,38 @@ int te_graph_compile(te_graph *g, const te_fuse_plan *p, const te_target *target
         return te__graph_error(g, TE_ERR_NOMEM, "out of memory");
     e->g = g;
     e->buf = calloc((size_t)g->nv + 1, sizeof *e->buf);
-    e->k = calloc((size_t)te_fuse_plan_group_count(p) + 1, sizeof *e->k);
-    if (!e->buf || !e->k) {
-        free(e->buf), free(e->k), free(e);
-        return te__graph_error(g, TE_ERR_NOMEM, "out of memory");
+    e->k = calloc((size_t)p->ng + 1, sizeof *e->k);
+    int rc = !e->buf || !e->k ? TE_ERR_NOMEM : te_graph_memplan_create(p, &e->mp);
+    te_graph_mem_stats ms;
+    te_graph_memplan_stats(e->mp, &ms);
+    if (!rc) {
+        e->pool = malloc(ms.pool_bytes ? ms.pool_bytes : 1);
+        if (!e->pool)
+            rc = TE_ERR_NOMEM;
+        else
+            memset(e->pool, 0xff, ms.pool_bytes); /* NaN for floats: unwritten data shows */
     }
-    int rc = TE_OK;
+    if (rc) {
+        te_graph_exec_free(e);
+        return te__graph_error(g, rc, "out of memory");
+    }
     for (int v = 0; !rc && v < g->nv; v++) {
+        int64_t off = te_graph_memplan_offset(e->mp, v);
         if (g->v[v].kind == TE_GRAPH_CONST) {
             e->buf[v] = g->v[v].data;
-            continue;
+        } else if (off >= 0) {
+            e->buf[v] = e->pool + off;
+        } else if (g->v[v].kind == TE_GRAPH_INPUT || g->v[v].is_output) {
+            size_t bytes = (size_t)numel(&g->v[v]) * te_dtype_size(g->v[v].dtype);
+            e->buf[v] = malloc(bytes ? bytes : 1);
+            if (!e->buf[v])
+                rc = te__graph_error(g, TE_ERR_NOMEM, "out of memory");
+            else
+                memset(e->buf[v], 0xff, bytes);
         }
-        size_t bytes = (size_t)numel(&g->v[v]) * te_dtype_size(g->v[v].dtype);
-        e->buf[v] = malloc(bytes ? bytes : 1);
-        if (!e->buf[v])
-            rc = te__graph_error(g, TE_ERR_NOMEM, "out of memory");
-        else
-            memset(e->buf[v], 0xff, bytes); /* NaN for floats: a value no kernel wrote shows */
     }
-    for (int i = 0; !rc && i < te_fuse_plan_group_count(p); i++) {
-        rc = compile_group(g, p, i, target, &e->k[i]);
+    for (int i = 0; !rc && i < p->ng; i++) {
+        rc = compile_group(g, p, i, target, db, &e->k[i]);
         e->nk = i + 1;
     }
     if (rc) {
@@ -175,7 +270,21 @@ int te_graph_compile(te_graph *g, const te_fuse_plan *p, const te_target *target
     return TE_OK;
 }
 
-int te_graph_run(te_graph_exec *e, const void *const *input_data, void *const *output_data)
+int te_graph_compile(te_graph *g, const te_fuse_plan *p, const te_target *target,
+                     te_graph_exec **out)
+{
+    return te_graph_compile_db(g, p, target, NULL, out);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int te_graph_run_each(te_graph_exec *e, const void *const *input_data, void *const *output_data,
+                      void (*after)(te_graph_exec *e, int group, void *user), void *user)
 {
     if (!e)
         return TE_ERR_ARG;
@@ -185,21 +294,27 @@ int te_graph_run(te_graph_exec *e, const void *const *input_data, void *const *o
             return te__graph_error(g, TE_ERR_ARG, "run: no data for input '%s'", g->v[v].name);
         memcpy(e->buf[v], input_data[i], (size_t)numel(&g->v[v]) * te_dtype_size(g->v[v].dtype));
     }
-    void *argv[2 * TE__G_MAXIO * 8 + 64];
+    void *argv[2 * TE_GRAPH_GROUP_MAXIO];
     for (int i = 0; i < e->nk; i++) {
         gkernel *k = &e->k[i];
-        if (k->nargs > (int)(sizeof argv / sizeof argv[0]))
-            return te__graph_error(g, TE_ERR_UNSUPPORTED, "run: kernel %d has too many arguments",
-                                   i);
         for (int a = 0; a < k->nargs; a++)
             argv[a] = e->buf[k->args[a]];
+        double t0 = now_s();
         int rc = te_module_run(k->mod, argv);
+        k->seconds = now_s() - t0;
         if (rc)
             return te__graph_error(g, rc, "run: kernel %d failed", i);
+        if (after)
+            after(e, i, user);
     }
     for (int j = 0, v; output_data && (v = te_graph_output_value(g, j)) >= 0; j++)
         if (output_data[j])
             memcpy(output_data[j], e->buf[v],
                    (size_t)numel(&g->v[v]) * te_dtype_size(g->v[v].dtype));
     return TE_OK;
+}
+
+int te_graph_run(te_graph_exec *e, const void *const *input_data, void *const *output_data)
+{
+    return te_graph_run_each(e, input_data, output_data, NULL, NULL);
 }

@@ -37,6 +37,35 @@ static te_fuse_target target(void)
     return t;
 }
 
+typedef struct check_ctx {
+    te_graph *g;
+    const te_fuse_plan *p;
+    const void *const *inp;
+    int checked;
+} check_ctx;
+
+/* After group i ran: its outputs against the reference evaluation of the unfused graph. */
+static void check_group(te_graph_exec *e, int i, void *user)
+{
+    check_ctx *cc = user;
+    te_graph *g = cc->g;
+    te_fuse_group gr;
+    te_fuse_plan_group(cc->p, i, &gr);
+    for (int k = 0; k < gr.n_outputs; k++) {
+        int v = gr.outputs[k];
+        size_t n = (size_t)te_graph_value_numel(g, v);
+        double *want = malloc(sizeof(double) * n);
+        if (te_graph_eval_reference(g, cc->inp, 1, &v, &want))
+            fail_msg("%s", te_graph_errmsg(g));
+        double e1 = tt_max_rel_err_f32(te_graph_exec_value(e, v), want, n);
+        if (!(e1 <= 1e-5))
+            fail_msg("group %d (%s) output '%s': relative error %g", i, gr.rule,
+                     te_graph_value_name(g, v), e1);
+        free(want);
+    }
+    cc->checked++;
+}
+
 /* Parses, optionally optimizes, fuses, compiles and runs `text`; checks every group output and
  * the graph outputs against the reference; returns the number of kernels. */
 static int check_graph(const char *text, int optimize, const char *want_rule)
@@ -76,25 +105,12 @@ static int check_graph(const char *text, int optimize, const char *want_rule)
         out[j] = malloc(sizeof(float) * n);
         tt_poison_f32(out[j], n);
     }
-    if (te_graph_run(e, inp, (void *const *)out))
+    /* Every group output, against the reference evaluation of the unfused graph, while it is
+     * live in the pool. */
+    check_ctx cc = {g, p, inp, 0};
+    if (te_graph_run_each(e, inp, (void *const *)out, check_group, &cc))
         fail_msg("%s", te_graph_errmsg(g));
-    /* Every group output, against the reference evaluation of the unfused graph. */
-    for (int i = 0; i < te_fuse_plan_group_count(p); i++) {
-        te_fuse_group gr;
-        te_fuse_plan_group(p, i, &gr);
-        for (int k = 0; k < gr.n_outputs; k++) {
-            int v = gr.outputs[k];
-            size_t n = (size_t)te_graph_value_numel(g, v);
-            double *want = malloc(sizeof(double) * n);
-            if (te_graph_eval_reference(g, inp, 1, &v, &want))
-                fail_msg("%s", te_graph_errmsg(g));
-            double e1 = tt_max_rel_err_f32(te_graph_exec_value(e, v), want, n);
-            if (!(e1 <= 1e-5))
-                fail_msg("group %d (%s) output '%s': relative error %g", i, gr.rule,
-                         te_graph_value_name(g, v), e1);
-            free(want);
-        }
-    }
+    assert_int_equal(cc.checked, te_fuse_plan_group_count(p));
     for (int j = 0; j < nout; j++) {
         int v = te_graph_output_value(g, j);
         size_t n = (size_t)te_graph_value_numel(g, v);

@@ -20,6 +20,7 @@
 
 #include "tessera/graph.h"
 #include "tools/cli.h"
+#include "tools/graph_cli.h"
 
 static void usage(FILE *f)
 {
@@ -53,31 +54,45 @@ static int bad(const char *fmt, const char *arg)
     return 2;
 }
 
-/* The shipped rules: $TESSERA_RULES, then rules/cpu.rules beside or above the executable
- * (build trees), then the install prefix's share/tessera. */
-static int default_rules(char *out, size_t n)
+typedef struct check_state {
+    te_graph *g;
+    const te_fuse_plan *p;
+    const void *const *in;
+    int bad, failed;
+} check_state;
+
+/* After group gi ran (its outputs are live in the pool now): each output against the float64
+ * reference of the unfused graph. */
+static void check_group(te_graph_exec *e, int gi, void *user)
 {
-    const char *env = getenv("TESSERA_RULES");
-    if (env && *env) {
-        snprintf(out, n, "%s", env);
-        return 1;
+    check_state *cs = user;
+    te_graph *g = cs->g;
+    te_fuse_group gr;
+    te_fuse_plan_group(cs->p, gi, &gr);
+    for (int k = 0; !cs->failed && k < gr.n_outputs; k++) {
+        int v = gr.outputs[k];
+        int64_t n = te_graph_value_numel(g, v);
+        double *want = malloc(sizeof(double) * (size_t)n), worst = 0;
+        if (!want || te_graph_eval_reference(g, cs->in, 1, &v, &want)) {
+            fprintf(stderr, "tessera fuse: %s\n", te_graph_errmsg(g));
+            free(want);
+            cs->failed = 1;
+            return;
+        }
+        const void *got = te_graph_exec_value(e, v);
+        te_dtype dt = te_graph_value_dtype(g, v);
+        for (int64_t j = 0; j < n; j++) {
+            double x = dt == TE_F32 ? ((const float *)got)[j] : ((const double *)got)[j];
+            double d = fabs(x - want[j]) / fmax(1.0, fabs(want[j]));
+            if (!(d <= worst))
+                worst = d;
+        }
+        int ok = worst <= 1e-5;
+        cs->bad += !ok;
+        printf("check: group %d %-28s output %-12s max rel err %.2e %s\n", gi, gr.rule,
+               te_graph_value_name(g, v), worst, ok ? "ok" : "FAILED");
+        free(want);
     }
-    char exe[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len <= 0)
-        return 0;
-    exe[len] = 0;
-    char *slash = strrchr(exe, '/');
-    if (slash)
-        *slash = 0;
-    const char *rel[] = {"/rules/cpu.rules", "/../rules/cpu.rules", "/../../rules/cpu.rules",
-                         "/../share/tessera/rules/cpu.rules"};
-    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
-        snprintf(out, n, "%s%s", exe, rel[i]);
-        if (access(out, R_OK) == 0)
-            return 1;
-    }
-    return 0;
 }
 
 /* Compiles and runs the plan on random inputs; prints one line per group output. Returns 0
@@ -89,7 +104,7 @@ static int check_plan(te_graph *g, const te_fuse_plan *p)
         fprintf(stderr, "tessera fuse: %s\n", te_graph_errmsg(g));
         return 1;
     }
-    int nin = te_graph_input_count(g), bad_count = 0, rc = 0;
+    int nin = te_graph_input_count(g), rc = 0;
     void **in = calloc((size_t)nin + 1, sizeof *in);
     uint64_t s = 0x9E3779B97F4A7C15ull;
     for (int i = 0; in && i < nin; i++) {
@@ -114,38 +129,12 @@ static int check_plan(te_graph *g, const te_fuse_plan *p)
                 ((double *)in[i])[j] = x;
         }
     }
-    if (!rc && te_graph_run(e, (const void *const *)in, NULL)) {
+    check_state cs = {g, p, (const void *const *)in, 0, 0};
+    if (!rc && te_graph_run_each(e, (const void *const *)in, NULL, check_group, &cs)) {
         fprintf(stderr, "tessera fuse: %s\n", te_graph_errmsg(g));
         rc = 1;
     }
-    for (int gi = 0; !rc && gi < te_fuse_plan_group_count(p); gi++) {
-        te_fuse_group gr;
-        te_fuse_plan_group(p, gi, &gr);
-        for (int k = 0; k < gr.n_outputs; k++) {
-            int v = gr.outputs[k];
-            int64_t n = te_graph_value_numel(g, v);
-            double *want = malloc(sizeof(double) * (size_t)n), worst = 0;
-            if (!want || te_graph_eval_reference(g, (const void *const *)in, 1, &v, &want)) {
-                fprintf(stderr, "tessera fuse: %s\n", te_graph_errmsg(g));
-                free(want);
-                rc = 1;
-                break;
-            }
-            const void *got = te_graph_exec_value(e, v);
-            te_dtype dt = te_graph_value_dtype(g, v);
-            for (int64_t j = 0; j < n; j++) {
-                double x = dt == TE_F32 ? ((const float *)got)[j] : ((const double *)got)[j];
-                double d = fabs(x - want[j]) / fmax(1.0, fabs(want[j]));
-                if (!(d <= worst))
-                    worst = d;
-            }
-            int ok = worst <= 1e-5;
-            bad_count += !ok;
-            printf("check: group %d %-28s output %-12s max rel err %.2e %s\n", gi, gr.rule,
-                   te_graph_value_name(g, v), worst, ok ? "ok" : "FAILED");
-            free(want);
-        }
-    }
+    rc |= cs.failed;
     for (int i = 0; in && i < nin; i++)
         free(in[i]);
     free(in);
@@ -153,8 +142,8 @@ static int check_plan(te_graph *g, const te_fuse_plan *p)
     te_graph_exec_free(e);
     if (!rc)
         printf("check: %d kernels, %s\n", nk,
-               bad_count ? "some outputs differ from the reference" : "all outputs match");
-    return rc || bad_count ? 1 : 0;
+               cs.bad ? "some outputs differ from the reference" : "all outputs match");
+    return rc || cs.bad ? 1 : 0;
 }
 
 static void list_ops(void)
@@ -224,7 +213,7 @@ int te_cmd_fuse(int argc, char **argv)
     te_fuse_rules *rules = NULL;
     if (!no_rules) {
         if (!rules_path) {
-            if (!default_rules(path, sizeof path)) {
+            if (!te_cli_default_rules(path, sizeof path)) {
                 fprintf(stderr, "tessera fuse: cannot find the shipped rules/cpu.rules; give "
                                 "--rules FILE or set TESSERA_RULES\n");
                 return 1;

@@ -31,6 +31,7 @@
 #include "tessera/tuning_db.h"
 #include "tools/baselines.h"
 #include "tools/cli.h"
+#include "tools/graph_cli.h"
 #include "tools/tune_extras.h"
 
 static volatile sig_atomic_t g_stop;
@@ -54,7 +55,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tessera tune OP --shape KEY=VAL,... [options]\n"
-            "       tessera tune --tasks FILE [options]\n\n"
+            "       tessera tune --tasks FILE [options]\n"
+            "       tessera tune --graph GRAPH [options]\n\n"
             "Searches schedules for an operator of the library (`tessera ops` lists them) and\n"
             "records every measured candidate in the tuning database as it goes. Rerunning the\n"
             "command of an interrupted job continues that job and never measures a\n"
@@ -63,6 +65,8 @@ static void usage(FILE *f)
             "  --shape KEY=VAL,...   the operator's parameters (also --params)\n"
             "  --tasks FILE          a JSON list of workloads tuned in one job:\n"
             "                        [{\"op\": \"matmul\", \"shape\": \"m=64,n=64,k=64\"}, ...]\n"
+            "  --graph GRAPH         the fused groups of a graph (tessera fuse), one task per\n"
+            "                        distinct workload, weighted by how often it occurs\n"
             "  --shard I/N           tune only tasks I, I+N, I+2N, ... of the list (0 <= I < N)\n"
             "  --target cpu|cuda     where to measure (default cpu)\n"
             "  --trials N            trial budget of the job (default 200 when no --time)\n"
@@ -217,6 +221,8 @@ static void jnum(FILE *f, double x)
 int te_cmd_tune(int argc, char **argv)
 {
     const char *op = NULL, *shape = NULL, *tasks = NULL, *db_path = NULL, *curve = NULL;
+    const char *graph = NULL;
+    te_cli_graph_tasks *gtasks = NULL; /* owns the groups' expressions while tuners use them */
     int json = 0, quiet = 0, shard_i = 0, shard_n = 1;
     te_tune_options o = te_tune_options_default();
     o.max_trials = -1;
@@ -255,6 +261,8 @@ int te_cmd_tune(int argc, char **argv)
                 shape = v;
             } else if (!strcmp(x, "--tasks")) {
                 tasks = v;
+            } else if (!strcmp(x, "--graph")) {
+                graph = v;
             } else if (!strcmp(x, "--db")) {
                 db_path = v;
             } else if (!strcmp(x, "--curve")) {
@@ -337,11 +345,11 @@ int te_cmd_tune(int argc, char **argv)
         }
         a += takes;
     }
-    if (!op && !tasks)
+    if (!op && !tasks && !graph)
         return bad("%s", "name an operator (tessera tune matmul --shape m=..,n=..,k=..) or give "
-                         "--tasks FILE");
-    if (op && tasks)
-        return bad("%s", "give either an operator or --tasks, not both");
+                         "--tasks FILE or --graph GRAPH");
+    if (!!op + !!tasks + !!graph > 1)
+        return bad("%s", "give one of an operator, --tasks and --graph");
     if (op && !shape)
         return bad("operator '%s' needs --shape KEY=VAL,... (see tessera ops)", op);
     if (shard_n > 1 && !tasks)
@@ -364,7 +372,21 @@ int te_cmd_tune(int argc, char **argv)
         return 1;
     }
     int rc;
-    if (op) {
+    if (graph) {
+        gtasks = te_cli_graph_tasks_load("tune", graph, NULL);
+        rc = gtasks ? te_cli_graph_tasks_add(gtasks, t) : TE_ERR_ARG;
+        if (rc != TE_OK) {
+            int loaded = gtasks != NULL; /* else: the graph could not be read (message out) */
+            if (loaded)
+                fprintf(stderr, "tessera tune: %s\n", te_tuner_errmsg(t));
+            te_cli_graph_tasks_free(gtasks);
+            te_tuner_free(t);
+            return loaded ? 2 : 1;
+        }
+        if (!quiet)
+            fprintf(stderr, "tune: %s: %d fused groups, %d distinct workloads\n", graph,
+                    te_cli_graph_tasks_groups(gtasks), te_cli_graph_tasks_distinct(gtasks));
+    } else if (op) {
         rc = te_tuner_add_op(t, op, shape, 1);
         if (rc != TE_OK) {
             fprintf(stderr, "tessera tune: %s\n", te_tuner_errmsg(t));
@@ -407,6 +429,7 @@ int te_cmd_tune(int argc, char **argv)
     if (rc != TE_OK) {
         fprintf(stderr, "tessera tune: %s: %s\n", db_path, te_db_errmsg(db));
         te_db_close(db);
+        te_cli_graph_tasks_free(gtasks);
         return 1;
     }
     int ntasks = 0;
@@ -415,7 +438,9 @@ int te_cmd_tune(int argc, char **argv)
     o.on_warning = on_warning;
     o.user = &ps;
     t = te_tuner_create(db, &o);
-    if (op)
+    if (graph)
+        te_cli_graph_tasks_add(gtasks, t);
+    else if (op)
         te_tuner_add_op(t, op, shape, 1);
     else
         te_tuner_add_tasks_file(t, tasks, shard_i, shard_n, NULL);
@@ -425,6 +450,7 @@ int te_cmd_tune(int argc, char **argv)
         fprintf(stderr, "tessera tune: out of memory\n");
         te_tuner_free(t);
         te_db_close(db);
+        te_cli_graph_tasks_free(gtasks);
         return 1;
     }
     for (int i = 0; i < ntasks; i++) {
@@ -646,6 +672,7 @@ int te_cmd_tune(int argc, char **argv)
     }
     free(ps.baseline);
     te_tuner_free(t);
+    te_cli_graph_tasks_free(gtasks);
     if (te_db_close(db) != TE_OK && status == 0)
         status = 1;
     return status;

@@ -19,6 +19,7 @@ static const struct {
     {"gen", te_cmd_gen, "write a standalone kernel (.c/.cu + .h) for other projects"},
     {"lower", te_cmd_lower, "print an operator's loop program, after any lowering pass"},
     {"fuse", te_cmd_fuse, "print the fusion plan of a graph: groups, rules, rejected fusions"},
+    {"run", te_cmd_run, "compile and run a fused graph; per-group and end-to-end times"},
 };
 
 static void usage(FILE *f)

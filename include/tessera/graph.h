@@ -357,34 +357,123 @@ int te_fuse_plan_group_of(const te_fuse_plan *p, int node);
 int te_fuse_plan_decision_count(const te_fuse_plan *p);
 int te_fuse_plan_decision(const te_fuse_plan *p, int i, te_fuse_decision *out);
 /* The plan as text (the kernel count, the bytes of intermediates written to memory node by node
- * and fused, the target facts, the groups with the reason each was accepted, then every
+ * and fused, the peak intermediate memory node by node, fused and fused + planned (JSON:
+ * "memory"), the target facts, the groups with the reason each was accepted, then every
  * rejected candidate with its reason), as JSON, or as a
  * Graphviz digraph of the fused graph (one cluster per group). TE_OK or TE_ERR_IO. */
 int te_fuse_plan_print(const te_fuse_plan *p, FILE *f);
 int te_fuse_plan_print_json(const te_fuse_plan *p, FILE *f);
 int te_fuse_plan_print_dot(const te_fuse_plan *p, FILE *f);
 
+/* ---- Memory planning ------------------------------------------------------------------ */
+
+/*
+ * The intermediates of a fused graph (group outputs that are not graph outputs; values inside
+ * a group never reach memory) share one pool. Liveness runs over the plan's group order: a
+ * buffer is live from the group that writes it to the last group that reads it, both
+ * included, so a group's inputs and outputs never share memory. Buffers are placed largest
+ * first, each at the best-fitting gap (the smallest that holds it) among the buffers already
+ * placed whose lifetimes overlap its own; offsets and sizes are multiples of 64 bytes. Graph
+ * inputs, constants and outputs are not in the pool.
+ */
+typedef struct te_graph_memplan te_graph_memplan;
+
+#define TE_GRAPH_MEM_ALIGN 64
+
+typedef struct te_graph_mem_buffer {
+    int value;       /* the intermediate's value id */
+    size_t offset;   /* in the pool, a multiple of TE_GRAPH_MEM_ALIGN */
+    size_t bytes;    /* numel x dtype size, rounded up to TE_GRAPH_MEM_ALIGN */
+    int first, last; /* live from group `first` (its writer) to group `last` (its last reader) */
+} te_graph_mem_buffer;
+
+typedef struct te_graph_mem_stats {
+    size_t unfused_bytes; /* node by node, no reuse: every node output not a graph output */
+    size_t fused_bytes;   /* fused, no reuse: every group output not a graph output */
+    size_t pool_bytes;    /* fused and planned: the pool's size */
+    size_t live_bytes;    /* the most bytes live at once: a lower bound on any pool */
+    int n_buffers;
+} te_graph_mem_stats;
+
+/* Plans the intermediates of p (which must outlive the plan unchanged). Stores the plan in
+ * *out (free with te_graph_memplan_free). TE_OK, TE_ERR_ARG or TE_ERR_NOMEM. */
+int te_graph_memplan_create(const te_fuse_plan *p, te_graph_memplan **out);
+void te_graph_memplan_free(te_graph_memplan *m);
+/* The figures above (zeros for a NULL plan). */
+void te_graph_memplan_stats(const te_graph_memplan *m, te_graph_mem_stats *out);
+/* Buffer i (0 <= i < n_buffers, in value order). TE_OK or TE_ERR_ARG. */
+int te_graph_memplan_buffer(const te_graph_memplan *m, int i, te_graph_mem_buffer *out);
+/* Offset of value v in the pool, or -1 when v is not pooled. */
+int64_t te_graph_memplan_offset(const te_graph_memplan *m, int v);
+
+/* ---- Fused groups as tensor expressions ------------------------------------------------- */
+
+#define TE_GRAPH_GROUP_MAXIO 32
+
+/* One fused group built as a tensor expression (te_graph_group_expr). */
+typedef struct te_graph_group_expr {
+    char name[64];   /* workload name: "graph_" and the group's operators, '_'-joined */
+    char key[1024];  /* te_tuner_expr_key of the expression: equal for equal work */
+    int n_in, n_out; /* placeholders read, tensors written */
+    /* The tensors (in the given ctx) and the graph values they stand for. */
+    te_tensor *ins[TE_GRAPH_GROUP_MAXIO], *outs[TE_GRAPH_GROUP_MAXIO];
+    int in_values[TE_GRAPH_GROUP_MAXIO], out_values[TE_GRAPH_GROUP_MAXIO];
+} te_graph_group_expr;
+
+/* Builds group gi of plan p (made from g) in ctx: a placeholder for every value the group
+ * reads from outside it, in first-use order, named "in0", "in1", ...; then the group's
+ * operators chained on them with the same te_op_* constructors as the graph, node outputs
+ * named "t0", "t1", ... in group order. The names are canonical so that two groups doing the
+ * same work on the same shapes (two layers of a model) have the same key: this is the
+ * expression that `tessera tune --graph` tunes and te_graph_compile_db looks up. The tensors
+ * belong to ctx. TE_OK, or a status with a message on g naming the group. */
+int te_graph_group_expr_build(te_graph *g, const te_fuse_plan *p, int gi, te_ctx *ctx,
+                              te_graph_group_expr *out);
+
 /* ---- Compiling and running a fused graph ------------------------------------------------ */
 
 typedef struct te_target te_target;
 typedef struct te_graph_exec te_graph_exec;
+typedef struct te_db te_db;
 
-/* Compiles every group of plan p (made from g) as one kernel: the group's operators are built
- * on placeholders for the values it reads (chaining the same te_op_* constructors as the
- * graph), scheduled with the default schedule and built with te_build for target (NULL: the
- * host C target). Stores the executable in *out (free with te_graph_exec_free); g and p must
- * outlive it unchanged. On failure returns a status with a message on g naming the group. */
+/* Compiles every group of plan p (made from g) as one kernel: the group's expression
+ * (te_graph_group_expr_build), scheduled with the default schedule and built with te_build
+ * for target (NULL: the host C target). The intermediates get one pool planned by
+ * te_graph_memplan_create (one allocation, filled with 0xff: NaN in floats). Stores the
+ * executable in *out (free with te_graph_exec_free); g and p must outlive it unchanged. On
+ * failure returns a status with a message on g naming the group. */
 int te_graph_compile(te_graph *g, const te_fuse_plan *p, const te_target *target,
                      te_graph_exec **out);
+/* te_graph_compile, with each group's schedule from the best record of its key in db
+ * (te_tuner_best_record) when there is one that applies, else the default schedule; db NULL
+ * is te_graph_compile. te_graph_exec_group_note says which, per group. */
+int te_graph_compile_db(te_graph *g, const te_fuse_plan *p, const te_target *target, te_db *db,
+                        te_graph_exec **out);
 /* Runs the kernels in plan order. input_data[i] is the data of the i-th graph input (in
- * te_graph_input_value order); output_data[j] receives the j-th graph output
- * (te_graph_output_value order), in its dtype. Intermediates live in buffers owned by e. */
+ * te_graph_input_value order); output_data[j] (may be NULL, or hold NULLs) receives the j-th
+ * graph output (te_graph_output_value order), in its dtype. Records each kernel's time. */
 int te_graph_run(te_graph_exec *e, const void *const *input_data, void *const *output_data);
-/* After a run: the data of any value (intermediate, input, constant or output) in its dtype,
- * owned by e; NULL for an out-of-range id. For checking each group against the reference. */
+/* te_graph_run, calling after(e, gi, user) once group gi's kernel has run (may be NULL). While
+ * it runs, te_graph_exec_value gives group gi's outputs and inputs: intermediates share the
+ * pool, so a value holds its data only until the last group reading it has run. */
+int te_graph_run_each(te_graph_exec *e, const void *const *input_data, void *const *output_data,
+                      void (*after)(te_graph_exec *e, int group, void *user), void *user);
+/* The data of any value (intermediate, input, constant or output) in its dtype, owned by e;
+ * NULL for an out-of-range id and for values inside a group (never written to memory). An intermediate's data is its last writer's only while it is
+ * live (see te_graph_run_each); inputs, constants and outputs stay valid after a run. */
 const void *te_graph_exec_value(const te_graph_exec *e, int v);
 /* Number of kernels (groups). */
 int te_graph_exec_kernel_count(const te_graph_exec *e);
+/* Group gi: 1 when its schedule came from the database, 0 for the default schedule; *note
+ * (may be NULL; owned by e) says which record or why not ("default schedule: no record for
+ * this target"). -1 for a bad index. */
+int te_graph_exec_group_from_db(const te_graph_exec *e, int gi, const char **note);
+/* Group gi's workload key (te_graph_group_expr's), owned by e; NULL for a bad index. */
+const char *te_graph_exec_group_key(const te_graph_exec *e, int gi);
+/* Seconds group gi's kernel took in the last run (0 before one, or for a bad index). */
+double te_graph_exec_group_seconds(const te_graph_exec *e, int gi);
+/* The pool's plan (owned by e). */
+const te_graph_memplan *te_graph_exec_memplan(const te_graph_exec *e);
 void te_graph_exec_free(te_graph_exec *e);
 
 #ifdef __cplusplus

@@ -1,0 +1,175 @@
+/* The graph commands through the real binary: `tessera run` (default schedules, --check,
+ * --json, --input files, bad usage), `tessera tune --graph` (one task per distinct workload:
+ * two identical layers tune once) for a few real trials on tiny shapes into a temporary
+ * database, then `tessera run --db` reporting groups compiled from that database. */
+/* cmocka.h needs these first. */
+// clang-format off
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+// clang-format on
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Two identical layers (matmul + bias + relu on 8x16 by 16x16), then a tanh (the second
+ * layer is also an output, so the tanh stays a group of its own). */
+static const char k_graph[] = "input x f32[8,16]\n"
+                              "const w1 f32[16,16] random seed=1 lo=-0.5 hi=0.5\n"
+                              "const b1 f32[16] random seed=2\n"
+                              "const w2 f32[16,16] random seed=3 lo=-0.5 hi=0.5\n"
+                              "const b2 f32[16] random seed=4\n"
+                              "h1 = matmul(x, w1)\nc1 = add(h1, b1)\ny1 = relu(c1)\n"
+                              "h2 = matmul(y1, w2)\nc2 = add(h2, b2)\ny2 = relu(c2)\n"
+                              "t = tanh(y2)\n"
+                              "output t, y2\n";
+
+static char g_dir[64], g_graph[128];
+
+static char *run(const char *cmd, int *status)
+{
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    static char out[1 << 17];
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = 0;
+    int st = pclose(f);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return out;
+}
+
+static int count(const char *s, const char *what)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, what)); p += strlen(what))
+        n++;
+    return n;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/test_graph_cli_XXXXXX");
+    if (!mkdtemp(g_dir))
+        return -1;
+    snprintf(g_graph, sizeof g_graph, "%s/two_layers.graph", g_dir);
+    FILE *f = fopen(g_graph, "w");
+    if (!f)
+        return -1;
+    fputs(k_graph, f);
+    fclose(f);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void test_run_checks_every_group(void **state)
+{
+    (void)state;
+    char cmd[1024];
+    int st;
+    snprintf(cmd, sizeof cmd, "%s run %s --rules %s/cpu.rules --check --runs 3 2>&1", TESSERA_CLI,
+             g_graph, TE_RULES_DIR);
+    char *out = run(cmd, &st);
+    if (st != 0)
+        fail_msg("exit %d:\n%s", st, out);
+    assert_non_null(strstr(out, "end to end: "));
+    assert_non_null(strstr(out, "(median of 3 runs"));
+    assert_non_null(strstr(out, "every group output matches the reference"));
+    assert_int_equal(count(out, "default schedule: no database"), 3);
+    assert_int_equal(count(out, " ok  "), 3);
+    assert_null(strstr(out, "MISMATCH"));
+
+    snprintf(cmd, sizeof cmd, "%s run %s --rules %s/cpu.rules --check --json --runs 2 2>&1",
+             TESSERA_CLI, g_graph, TE_RULES_DIR);
+    out = run(cmd, &st);
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(out, "\"kernels\": 3"));
+    assert_non_null(strstr(out, "\"check\": true"));
+    assert_int_equal(count(out, "\"from_db\": false"), 3);
+}
+
+static void test_run_reads_inputs_and_refuses_bad_ones(void **state)
+{
+    (void)state;
+    char path[160], cmd[1024];
+    snprintf(path, sizeof path, "%s/x.f32", g_dir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    for (int i = 0; i < 8 * 16; i++) {
+        float x = (float)((i % 7) - 3) * 0.25f + 0.1f;
+        fwrite(&x, sizeof x, 1, f);
+    }
+    fclose(f);
+    int st;
+    snprintf(cmd, sizeof cmd, "%s run %s --input x=%s --check --runs 1 2>&1", TESSERA_CLI, g_graph,
+             path);
+    char *out = run(cmd, &st);
+    if (st != 0)
+        fail_msg("exit %d:\n%s", st, out);
+    snprintf(cmd, sizeof cmd, "%s run %s --input nope=%s 2>&1", TESSERA_CLI, g_graph, path);
+    out = run(cmd, &st);
+    assert_int_equal(st, 1);
+    assert_non_null(strstr(out, "no input 'nope'"));
+    snprintf(cmd, sizeof cmd, "%s run %s --input x=%s 2>&1", TESSERA_CLI, g_graph, g_graph);
+    out = run(cmd, &st);
+    assert_int_equal(st, 1);
+    assert_non_null(strstr(out, "wrong size"));
+    snprintf(cmd, sizeof cmd, "%s run 2>&1", TESSERA_CLI);
+    out = run(cmd, &st);
+    assert_int_equal(st, 2);
+    snprintf(cmd, sizeof cmd, "%s run %s --threads 0 2>&1", TESSERA_CLI, g_graph);
+    out = run(cmd, &st);
+    assert_int_equal(st, 2);
+}
+
+static void test_tune_graph_then_run_from_the_database(void **state)
+{
+    (void)state;
+    char db[160], cmd[1024];
+    snprintf(db, sizeof db, "%s/tune.db", g_dir);
+    int st;
+    snprintf(cmd, sizeof cmd, "%s tune --graph %s --trials 8 --batch 4 --db %s 2>&1", TESSERA_CLI,
+             g_graph, db);
+    char *out = run(cmd, &st);
+    if (st != 0)
+        fail_msg("exit %d:\n%s", st, out);
+    /* The two layers are one workload: 3 groups, 2 tasks. */
+    assert_non_null(strstr(out, "3 fused groups, 2 distinct workloads"));
+    assert_non_null(strstr(out, "graph_matmul_add_relu;"));
+    snprintf(cmd, sizeof cmd, "%s run %s --db %s --check --runs 2 2>&1", TESSERA_CLI, g_graph, db);
+    out = run(cmd, &st);
+    if (st != 0)
+        fail_msg("exit %d:\n%s", st, out);
+    /* Both layers compile from the one tuned workload's record. */
+    assert_true(count(out, "database: trial ") >= 2);
+    assert_non_null(strstr(out, "every group output matches the reference"));
+    snprintf(cmd, sizeof cmd, "%s tune --graph %s/missing.graph --db %s 2>&1", TESSERA_CLI, g_dir,
+             db);
+    out = run(cmd, &st);
+    assert_int_equal(st, 1);
+    snprintf(cmd, sizeof cmd, "%s tune matmul --graph %s --db %s 2>&1", TESSERA_CLI, g_graph, db);
+    out = run(cmd, &st);
+    assert_int_equal(st, 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_run_checks_every_group),
+        cmocka_unit_test(test_run_reads_inputs_and_refuses_bad_ones),
+        cmocka_unit_test(test_tune_graph_then_run_from_the_database),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,163 @@
+/* Shared by the graph commands: the shipped rules, loading and fusing a graph, the fused
+ * groups as tuning tasks (tools/graph_cli.h). */
+#include "tools/graph_cli.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int te_cli_default_rules(char *out, size_t n)
+{
+    const char *env = getenv("TESSERA_RULES");
+    if (env && *env) {
+        snprintf(out, n, "%s", env);
+        return 1;
+    }
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0)
+        return 0;
+    exe[len] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = 0;
+    const char *rel[] = {"/rules/cpu.rules", "/../rules/cpu.rules", "/../../rules/cpu.rules",
+                         "/../share/tessera/rules/cpu.rules"};
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+        snprintf(out, n, "%s%s", exe, rel[i]);
+        if (access(out, R_OK) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+void te_cli_fused_free(te_cli_fused *f)
+{
+    if (!f)
+        return;
+    te_fuse_plan_free(f->plan);
+    te_graph_free(f->g);
+    te_fuse_rules_free(f->rules);
+    memset(f, 0, sizeof *f);
+}
+
+int te_cli_fused_load(const char *cmd, const char *graph_path, const char *rules_path, int no_rules,
+                      int optimize, te_cli_fused *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!no_rules) {
+        if (!rules_path && !te_cli_default_rules(out->rules_path, sizeof out->rules_path)) {
+            fprintf(stderr,
+                    "tessera %s: cannot find the shipped rules/cpu.rules; give --rules FILE or "
+                    "set TESSERA_RULES\n",
+                    cmd);
+            return 1;
+        }
+        if (rules_path)
+            snprintf(out->rules_path, sizeof out->rules_path, "%s", rules_path);
+        char err[512];
+        out->rules = te_fuse_rules_load(out->rules_path, err, sizeof err);
+        if (!out->rules) {
+            fprintf(stderr, "tessera %s: %s\n", cmd, err);
+            return 1;
+        }
+    }
+    out->g = te_graph_create();
+    int rc = out->g ? te_graph_load(out->g, graph_path) : TE_ERR_NOMEM;
+    if (!rc && optimize)
+        rc = te_graph_optimize(out->g, NULL);
+    te_fuse_target t;
+    te_fuse_target_host(&t); /* without an L2 size every staged intermediate is refused */
+    if (!rc)
+        out->plan = te_graph_fuse(out->g, out->rules, &t);
+    if (!out->plan) {
+        fprintf(stderr, "tessera %s: %s\n", cmd,
+                out->g ? te_graph_errmsg(out->g) : "out of memory");
+        te_cli_fused_free(out);
+        return 1;
+    }
+    return 0;
+}
+
+typedef struct gtask {
+    te_ctx *ctx;
+    te_graph_group_expr e;
+    int weight; /* 0: a duplicate of an earlier task */
+} gtask;
+
+struct te_cli_graph_tasks {
+    te_cli_fused f;
+    gtask *t;
+    int n, distinct;
+};
+
+void te_cli_graph_tasks_free(te_cli_graph_tasks *l)
+{
+    if (!l)
+        return;
+    for (int i = 0; i < l->n; i++)
+        te_ctx_free(l->t[i].ctx);
+    free(l->t);
+    te_cli_fused_free(&l->f);
+    free(l);
+}
+
+te_cli_graph_tasks *te_cli_graph_tasks_load(const char *cmd, const char *graph_path,
+                                            const char *rules_path)
+{
+    te_cli_graph_tasks *l = calloc(1, sizeof *l);
+    if (!l) {
+        fprintf(stderr, "tessera %s: out of memory\n", cmd);
+        return NULL;
+    }
+    if (te_cli_fused_load(cmd, graph_path, rules_path, 0, 0, &l->f)) {
+        free(l);
+        return NULL;
+    }
+    int ng = te_fuse_plan_group_count(l->f.plan);
+    l->t = calloc((size_t)ng + 1, sizeof *l->t);
+    for (int i = 0; l->t && i < ng; i++, l->n++) {
+        gtask *k = &l->t[i];
+        k->ctx = te_ctx_create();
+        if (!k->ctx || te_graph_group_expr_build(l->f.g, l->f.plan, i, k->ctx, &k->e)) {
+            l->n++;
+            fprintf(stderr, "tessera %s: %s\n", cmd,
+                    k->ctx ? te_graph_errmsg(l->f.g) : "out of memory");
+            te_cli_graph_tasks_free(l);
+            return NULL;
+        }
+        k->weight = 1;
+        for (int j = 0; j < i; j++)
+            if (l->t[j].weight && !strcmp(l->t[j].e.key, k->e.key)) {
+                l->t[j].weight++;
+                k->weight = 0;
+                break;
+            }
+        l->distinct += k->weight > 0;
+    }
+    if (!l->t) {
+        fprintf(stderr, "tessera %s: out of memory\n", cmd);
+        te_cli_graph_tasks_free(l);
+        return NULL;
+    }
+    return l;
+}
+
+int te_cli_graph_tasks_add(const te_cli_graph_tasks *l, te_tuner *t)
+{
+    for (int i = 0; i < l->n; i++) {
+        const gtask *k = &l->t[i];
+        if (!k->weight)
+            continue;
+        int rc =
+            te_tuner_add_expr(t, k->e.name, k->e.n_in, k->e.ins, k->e.n_out, k->e.outs, k->weight);
+        if (rc != TE_OK)
+            return rc;
+    }
+    return TE_OK;
+}
+
+int te_cli_graph_tasks_groups(const te_cli_graph_tasks *l) { return l ? l->n : 0; }
+int te_cli_graph_tasks_distinct(const te_cli_graph_tasks *l) { return l ? l->distinct : 0; }

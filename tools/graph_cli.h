@@ -1,0 +1,46 @@
+/* Shared by the graph commands (`tessera fuse`, `tessera run`, `tessera tune --graph`):
+ * finding the shipped rules, loading and fusing a graph, and the fused groups as tuning tasks. */
+#ifndef TESSERA_TOOLS_GRAPH_CLI_H
+#define TESSERA_TOOLS_GRAPH_CLI_H
+
+#include <stddef.h>
+
+#include "tessera/graph.h"
+#include "tessera/tuner.h"
+
+/* The shipped rules: $TESSERA_RULES, then rules/cpu.rules beside or above the executable
+ * (build trees), then the install prefix's share/tessera. 1 when found (path in out). */
+int te_cli_default_rules(char *out, size_t n);
+
+/* A graph loaded and fused with the rules (rules_path NULL: the shipped ones; no_rules: the
+ * generic fusion only), optionally optimized first. */
+typedef struct te_cli_fused {
+    te_graph *g;
+    te_fuse_rules *rules;
+    te_fuse_plan *plan;
+    char rules_path[4160];
+} te_cli_fused;
+
+/* Fills *out; on failure prints "tessera <cmd>: <message>" to stderr, frees what it made and
+ * returns 1. */
+int te_cli_fused_load(const char *cmd, const char *graph_path, const char *rules_path, int no_rules,
+                      int optimize, te_cli_fused *out);
+void te_cli_fused_free(te_cli_fused *f);
+
+/* The fused groups of a graph as tuning tasks, deduplicated by workload key (a key met k
+ * times gets weight k). The expressions live in contexts owned by the list, which must outlive
+ * every tuner they were added to. */
+typedef struct te_cli_graph_tasks te_cli_graph_tasks;
+
+/* Loads and fuses graph_path and builds every group's expression; NULL after printing the
+ * error ("tessera <cmd>: ..."). */
+te_cli_graph_tasks *te_cli_graph_tasks_load(const char *cmd, const char *graph_path,
+                                            const char *rules_path);
+/* Adds the distinct tasks to t (te_tuner_add_expr). TE_OK or the tuner's status. */
+int te_cli_graph_tasks_add(const te_cli_graph_tasks *l, te_tuner *t);
+/* Number of groups and of distinct workloads. */
+int te_cli_graph_tasks_groups(const te_cli_graph_tasks *l);
+int te_cli_graph_tasks_distinct(const te_cli_graph_tasks *l);
+void te_cli_graph_tasks_free(te_cli_graph_tasks *l);
+
+#endif
