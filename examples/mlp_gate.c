@@ -17,12 +17,12 @@
 #include "tessera/schedule.h"
 #include "tessera/te.h"
 
-#define CHECK(cond)                                                                            \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, te_ctx_errmsg(ctx));             \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, te_ctx_errmsg(ctx));                \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 /* x @ w as a reduction over k. */
@@ -35,8 +35,7 @@ static te_tensor *matmul(te_ctx *ctx, const char *name, te_tensor *x, te_tensor 
 }
 
 /* Gives the product tile its own register-resident stage computed inside Y's tile loop. */
-static void schedule_product(te_ctx *ctx, te_schedule *s, te_tensor *g, te_stage *sy,
-                             te_iter *at)
+static void schedule_product(te_ctx *ctx, te_schedule *s, te_tensor *g, te_stage *sy, te_iter *at)
 {
     te_tensor *acc = te_cache_write(s, g, TE_SCOPE_LOCAL); /* the accumulator tile */
     CHECK(acc);
@@ -88,7 +87,8 @@ int main(int argc, char **argv)
     CHECK(s);
     te_stage *sy = te_schedule_stage(s, Y);
     te_iter *io, *jo, *ii, *ji;
-    CHECK(te_tile(sy, te_stage_axis(sy, 0), te_stage_axis(sy, 1), 4, 32, &io, &jo, &ii, &ji) == TE_OK);
+    CHECK(te_tile(sy, te_stage_axis(sy, 0), te_stage_axis(sy, 1), 4, 32, &io, &jo, &ii, &ji) ==
+          TE_OK);
     CHECK(te_reorder(sy, 2, (te_iter *[]){jo, io}) == TE_OK);
     CHECK(te_parallel(sy, jo) == TE_OK);
     CHECK(te_unroll(sy, ii) == TE_OK);
@@ -101,8 +101,10 @@ int main(int argc, char **argv)
     CHECK(te_build(s, 4, (te_tensor *[]){X, W1, W3, Y}, "mlp_gate", &target, &mod) == TE_OK);
 
     /* Random inputs, a poisoned output, and the float64 oracle. */
-    float *x = malloc(sizeof(float) * (size_t)(M * K)), *w1 = malloc(sizeof(float) * (size_t)(K * N));
-    float *w3 = malloc(sizeof(float) * (size_t)(K * N)), *y = malloc(sizeof(float) * (size_t)(M * N));
+    float *x = malloc(sizeof(float) * (size_t)(M * K)),
+          *w1 = malloc(sizeof(float) * (size_t)(K * N));
+    float *w3 = malloc(sizeof(float) * (size_t)(K * N)),
+          *y = malloc(sizeof(float) * (size_t)(M * N));
     double *ref = malloc(sizeof(double) * (size_t)(M * N));
     srand(42);
     for (int64_t q = 0; q < M * K; q++)

@@ -46,9 +46,10 @@ int te__infer_region(lower_ctx *L, lstage *p)
     lstage *ls_S = te__find_lstage(L, S->tensor);
     int at = te__leaf_pos(S, st->attach_iter);
     if (at < 0)
-        return LERR(L, TE_ERR_SCHEDULE, "stage '%s' is computed at loop '%s' of '%s', which is "
-                    "no longer a loop of that stage", st->tensor->name, st->attach_iter->name,
-                    S->tensor->name);
+        return LERR(L, TE_ERR_SCHEDULE,
+                    "stage '%s' is computed at loop '%s' of '%s', which is "
+                    "no longer a loop of that stage",
+                    st->tensor->name, st->attach_iter->name, S->tensor->name);
     te__relax base = {0};
     for (int k = at + 1; k < S->leaves.n; k++) {
         te_iter *it = S->leaves.v[k];
@@ -87,11 +88,13 @@ int te__infer_region(lower_ctx *L, lstage *p)
             bool inside = C->attach == TE_ATTACH_AT && C->attach_stage == S &&
                           te__leaf_pos(S, C->attach_iter) >= at;
             if (!inside)
-                return LERR(L, TE_ERR_SCHEDULE, "stage '%s' is computed at '%s.%s' but stage '%s' "
+                return LERR(L, TE_ERR_SCHEDULE,
+                            "stage '%s' is computed at '%s.%s' but stage '%s' "
                             "also reads it outside that loop; compute '%s' at the root or move "
-                            "'%s' inside '%s.%s'", st->tensor->name, S->tensor->name,
-                            st->attach_iter->name, C->tensor->name, st->tensor->name,
-                            C->tensor->name, S->tensor->name, st->attach_iter->name);
+                            "'%s' inside '%s.%s'",
+                            st->tensor->name, S->tensor->name, st->attach_iter->name,
+                            C->tensor->name, st->tensor->name, C->tensor->name, S->tensor->name,
+                            st->attach_iter->name);
         }
         /* Ranges of C's root variables as seen from S's loop `at`. */
         for (int d = 0; d < C->ndim; d++) {
@@ -145,16 +148,18 @@ int te__infer_region(lower_ctx *L, lstage *p)
         }
     }
     if (!nreads)
-        return LERR(L, TE_ERR_SCHEDULE, "stage '%s' is computed at '%s.%s' but nothing there "
-                    "reads it", st->tensor->name, S->tensor->name, st->attach_iter->name);
+        return LERR(L, TE_ERR_SCHEDULE,
+                    "stage '%s' is computed at '%s.%s' but nothing there "
+                    "reads it",
+                    st->tensor->name, S->tensor->name, st->attach_iter->name);
     te__var_ext ve;
     all_var_extents(L, &ve);
     for (int d = 0; d < st->ndim; d++) {
         int64_t shape = st->tensor->shape[d], ext;
         if (!full[d] && have[d]) {
             te_expr *lo = te__simplify_expr(ctx, uni[d].lo, NULL);
-            te_expr *n = te__simplify_expr(ctx, te_add(ctx, te_sub(ctx, uni[d].hi, lo), te_int(ctx, 1)),
-                                           NULL);
+            te_expr *n = te__simplify_expr(
+                ctx, te_add(ctx, te_sub(ctx, uni[d].hi, lo), te_int(ctx, 1)), NULL);
             if (lo && n && (te__is_const_int(n, &ext) || te__max_over_vars(n, &ve, &ext)) &&
                 ext < shape) {
                 p->rmin[d] = lo;
@@ -167,4 +172,3 @@ int te__infer_region(lower_ctx *L, lstage *p)
     }
     return TE_OK;
 }
-

@@ -22,19 +22,19 @@ int te_storage_align(te_stage *st, int axis, int factor, int offset)
     const char *nm = st->tensor->name;
     if (st->ndim < 2 || axis != st->ndim - 2)
         return TE__SERR(s, TE_ERR_SCHEDULE,
-                    "te_storage_align: stage '%s' has %d axes; only the "
-                    "second-to-last axis (%d) can be aligned, got %d",
-                    nm, st->ndim, st->ndim - 2, axis);
+                        "te_storage_align: stage '%s' has %d axes; only the "
+                        "second-to-last axis (%d) can be aligned, got %d",
+                        nm, st->ndim, st->ndim - 2, axis);
     if (factor <= 0 || offset < 0 || offset >= factor)
         return TE__SERR(s, TE_ERR_ARG,
-                    "te_storage_align: stage '%s': need factor > 0 and 0 <= "
-                    "offset < factor, got factor %d offset %d",
-                    nm, factor, offset);
+                        "te_storage_align: stage '%s': need factor > 0 and 0 <= "
+                        "offset < factor, got factor %d offset %d",
+                        nm, factor, offset);
     if (st->is_output)
         return TE__SERR(s, TE_ERR_SCHEDULE,
-                    "te_storage_align: stage '%s' is an output; its layout is "
-                    "the caller's row-major array",
-                    nm);
+                        "te_storage_align: stage '%s' is an output; its layout is "
+                        "the caller's row-major array",
+                        nm);
     return te__trace_add(s, "storage_align %s %d %d %d", nm, axis, factor, offset);
 }
 
@@ -45,14 +45,14 @@ int te_double_buffer(te_stage *st)
     te_schedule *s = st->sched;
     if (st->scope != TE_SCOPE_SHARED)
         return TE__SERR(s, TE_ERR_SCHEDULE,
-                    "te_double_buffer: stage '%s' is not in shared memory "
-                    "(make it with te_cache_read(..., TE_SCOPE_SHARED, ...))",
-                    st->tensor->name);
+                        "te_double_buffer: stage '%s' is not in shared memory "
+                        "(make it with te_cache_read(..., TE_SCOPE_SHARED, ...))",
+                        st->tensor->name);
     if (st->attach != TE_ATTACH_AT)
         return TE__SERR(s, TE_ERR_SCHEDULE,
-                    "te_double_buffer: stage '%s' must be computed inside a "
-                    "loop (te_compute_at) whose iterations alternate between the two buffers",
-                    st->tensor->name);
+                        "te_double_buffer: stage '%s' must be computed inside a "
+                        "loop (te_compute_at) whose iterations alternate between the two buffers",
+                        st->tensor->name);
     return te__trace_add(s, "double_buffer %s", st->tensor->name);
 }
 
@@ -64,44 +64,44 @@ int te_bind_reduce(te_stage *st, te_iter *x, te_thread_tag tag)
     const char *nm = st->tensor->name;
     if (!x || x->stage != st || !x->is_leaf || te__leaf_pos(st, x) < 0)
         return TE__SERR(s, TE_ERR_SCHEDULE,
-                    "te_bind_reduce: '%s' is not a current loop of stage "
-                    "'%s'",
-                    x ? x->name : "(null)", nm);
+                        "te_bind_reduce: '%s' is not a current loop of stage "
+                        "'%s'",
+                        x ? x->name : "(null)", nm);
     if (!x->reduce)
         return TE__SERR(s, TE_ERR_SCHEDULE,
-                    "te_bind_reduce: loop '%s' of stage '%s' is not a "
-                    "reduction loop (use te_bind)",
-                    x->name, nm);
+                        "te_bind_reduce: loop '%s' of stage '%s' is not a "
+                        "reduction loop (use te_bind)",
+                        x->name, nm);
     if (tag < TE_THREAD_X || tag > TE_THREAD_Z)
         return TE__SERR(s, TE_ERR_SCHEDULE,
-                    "te_bind_reduce: loop '%s' of stage '%s': a cross-thread "
-                    "reduction needs a threadIdx axis",
-                    x->name, nm);
+                        "te_bind_reduce: loop '%s' of stage '%s': a cross-thread "
+                        "reduction needs a threadIdx axis",
+                        x->name, nm);
     if (x->ann != TE_ANN_NONE)
         return TE__SERR(s, TE_ERR_SCHEDULE,
-                    "te_bind_reduce: loop '%s' of stage '%s' is already "
-                    "annotated",
-                    x->name, nm);
+                        "te_bind_reduce: loop '%s' of stage '%s' is already "
+                        "annotated",
+                        x->name, nm);
     for (int l = te__leaf_pos(st, x) + 1; l < st->leaves.n; l++) {
         te_iter *it = st->leaves.v[l];
         if (!it->reduce)
             return TE__SERR(s, TE_ERR_SCHEDULE,
-                        "te_bind_reduce: stage '%s': loop '%s' inside '%s' "
-                        "is not a reduction loop; move the data-parallel loops outside first",
-                        nm, it->name, x->name);
+                            "te_bind_reduce: stage '%s': loop '%s' inside '%s' "
+                            "is not a reduction loop; move the data-parallel loops outside first",
+                            nm, it->name, x->name);
         if (it->ann == TE_ANN_BIND)
             return TE__SERR(s, TE_ERR_SCHEDULE,
-                        "te_bind_reduce: stage '%s': only one reduction loop "
-                        "can be bound to threads",
-                        nm);
+                            "te_bind_reduce: stage '%s': only one reduction loop "
+                            "can be bound to threads",
+                            nm);
     }
     for (int l = 0; l < st->leaves.n; l++) {
         te_iter *it = st->leaves.v[l];
         if (it->reduce && it->ann == TE_ANN_BIND)
             return TE__SERR(s, TE_ERR_SCHEDULE,
-                        "te_bind_reduce: stage '%s': loop '%s' is already "
-                        "bound; only one reduction loop can be bound to threads",
-                        nm, it->name);
+                            "te_bind_reduce: stage '%s': loop '%s' is already "
+                            "bound; only one reduction loop can be bound to threads",
+                            nm, it->name);
     }
     x->ann = TE_ANN_BIND;
     x->tag = tag;

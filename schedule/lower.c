@@ -100,8 +100,10 @@ static te_expr *to_load_fn(te_ctx *ctx, te_expr *e, void *user)
             return te__load(ctx, L->arg_bufs[a], e->u.read.n, e->u.read.idx);
     lstage *p = te__find_lstage(L, t);
     if (!p || !p->buf) {
-        lc->err = LERR(L, TE_ERR_ARG, "tensor '%s' is read but is neither computed by the "
-                       "schedule nor among the kernel arguments", t->name);
+        lc->err = LERR(L, TE_ERR_ARG,
+                       "tensor '%s' is read but is neither computed by the "
+                       "schedule nor among the kernel arguments",
+                       t->name);
         return e;
     }
     te_expr *idx[TE_MAX_DIMS];
@@ -196,11 +198,11 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
     te_stmt *update, *init = NULL;
     if (is_red) {
         te_expr *acc = te__load(ctx, l->buf, st->ndim, sidx);
-        te_expr *comb = te__reduce_combine(ctx, l->body->u.red.rkind, l->body->u.red.custom, acc,
-                                           value);
+        te_expr *comb =
+            te__reduce_combine(ctx, l->body->u.red.rkind, l->body->u.red.custom, acc, value);
         update = te__store(ctx, l->buf, st->ndim, sidx, comb);
-        te_expr *id = te__reduce_identity(ctx, l->body->u.red.rkind, l->body->u.red.custom,
-                                          l->body->dtype);
+        te_expr *id =
+            te__reduce_identity(ctx, l->body->u.red.rkind, l->body->u.red.custom, l->body->dtype);
         init = guard(ctx, &spatial, te__store(ctx, l->buf, st->ndim, sidx, id));
     } else {
         update = te__store(ctx, l->buf, st->ndim, sidx, value);
@@ -223,8 +225,8 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
             te_iter *it = st->leaves.v[k];
             if (it->reduce)
                 continue;
-            init = te__for(ctx, it->var, te_int(ctx, 0), te_int(ctx, l->ext[te__iter_index(st, it)]),
-                           for_kind(it), init);
+            init = te__for(ctx, it->var, te_int(ctx, 0),
+                           te_int(ctx, l->ext[te__iter_index(st, it)]), for_kind(it), init);
         }
     }
 
@@ -251,8 +253,8 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
             body = te__seq2(ctx, init, body);
         body = with_attached(L, st, k, body);
         te_for_kind fk = unroll[k < 64 ? k : 0] && k < 64 ? TE_FOR_UNROLLED : for_kind(it);
-        inner = te__for(ctx, it->var, te_int(ctx, 0), te_int(ctx, l->ext[te__iter_index(st, it)]), fk,
-                        body);
+        inner = te__for(ctx, it->var, te_int(ctx, 0), te_int(ctx, l->ext[te__iter_index(st, it)]),
+                        fk, body);
         if (!inner)
             return NULL;
         if (fk == TE_FOR_THREAD)
@@ -264,8 +266,8 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
             if (!x || !xi)
                 return NULL;
             memcpy(xi, sidx, sizeof(te_expr *) * (size_t)st->ndim);
-            *x = (te__xreduce){l->buf, st->ndim, xi, l->body->u.red.rkind, l->body->u.red.custom,
-                               l->body->dtype};
+            *x = (te__xreduce){
+                l->buf, st->ndim, xi, l->body->u.red.rkind, l->body->u.red.custom, l->body->dtype};
             inner->u.loop.xreduce = x;
         }
     }
@@ -293,17 +295,23 @@ static int check_args(lower_ctx *L)
         for (int o = 0; o < s->n_out; o++)
             is_out |= s->outs[o] == t;
         if (t->kind == TE_T_COMPUTE && !is_out)
-            return LERR(L, TE_ERR_ARG, "te_lower: argument '%s' is computed but is not an output "
-                        "of the schedule", t->name);
+            return LERR(L, TE_ERR_ARG,
+                        "te_lower: argument '%s' is computed but is not an output "
+                        "of the schedule",
+                        t->name);
         if (is_out)
             seen_output++;
         else if (seen_output)
-            return LERR(L, TE_ERR_ARG, "te_lower: input '%s' is listed after an output; list "
-                        "inputs first, then outputs", t->name);
+            return LERR(L, TE_ERR_ARG,
+                        "te_lower: input '%s' is listed after an output; list "
+                        "inputs first, then outputs",
+                        t->name);
     }
     if (seen_output != s->n_out)
-        return LERR(L, TE_ERR_ARG, "te_lower: every output of the schedule must be an argument "
-                    "(%d of %d listed)", seen_output, s->n_out);
+        return LERR(L, TE_ERR_ARG,
+                    "te_lower: every output of the schedule must be an argument "
+                    "(%d of %d listed)",
+                    seen_output, s->n_out);
     return TE_OK;
 }
 
@@ -324,11 +332,13 @@ static const char *make_header(lower_ctx *L, const char *name)
         for (int d = 0; d < t->ndim; d++)
             len += snprintf(shape + len, sizeof shape - (size_t)len, "%s%lld", d ? "x" : "",
                             (long long)t->shape[d]);
-        h = te__sprintf(ctx, "%s%s %s: %s[%s]\n", h, a < L->n_args - L->s->n_out ? "input " : "output",
-                        t->name, te_dtype_str(t->dtype), shape);
+        h = te__sprintf(ctx, "%s%s %s: %s[%s]\n", h,
+                        a < L->n_args - L->s->n_out ? "input " : "output", t->name,
+                        te_dtype_str(t->dtype), shape);
     }
     const char *trace = te_schedule_trace(L->s);
-    return h ? te__sprintf(ctx, "%sschedule:\n%s", h, *trace ? trace : "  (default: no primitives)\n")
+    return h ? te__sprintf(ctx, "%sschedule:\n%s", h,
+                           *trace ? trace : "  (default: no primitives)\n")
              : NULL;
 }
 
@@ -407,8 +417,7 @@ te_stmt *te__pass_loop_nests(const te__pass_ctx *pc, te_stmt *unused)
 {
     (void)unused;
     te_schedule *s = (te_schedule *)pc->sched;
-    lower_ctx L = {pc->ctx, s, s->stages.n, NULL, pc->n_args, pc->args,
-                   (te_buf **)pc->arg_bufs};
+    lower_ctx L = {pc->ctx, s, s->stages.n, NULL, pc->n_args, pc->args, (te_buf **)pc->arg_bufs};
     L.ls = te__alloc(pc->ctx, sizeof(lstage) * (size_t)(L.n ? L.n : 1));
     if (!L.ls)
         return NULL;
@@ -445,8 +454,8 @@ te_lowered *te_lower_dump(te_schedule *s, int n_args, te_tensor *const *args, co
         return NULL;
     for (int a = 0; a < n_args; a++) {
         te_tensor *t = args[a];
-        if (!(L.arg_bufs[a] = te__buf_new(ctx, t->name, t->dtype, t->ndim, t->shape,
-                                          TE_SCOPE_GLOBAL)))
+        if (!(L.arg_bufs[a] =
+                  te__buf_new(ctx, t->name, t->dtype, t->ndim, t->shape, TE_SCOPE_GLOBAL)))
             return NULL;
         L.arg_bufs[a]->arg_index = a;
         L.arg_bufs[a]->tensor = t;

@@ -13,12 +13,12 @@
 /* One stage while it is lowered. */
 typedef struct lstage {
     te_stage *st;
-    te_expr *body;   /* after inlining, over the root variables */
-    te_buf *buf;     /* NULL for inlined stages */
+    te_expr *body;              /* after inlining, over the root variables */
+    te_buf *buf;                /* NULL for inlined stages */
     te_expr *rmin[TE_MAX_DIMS]; /* region: first element along each axis */
     int64_t rext[TE_MAX_DIMS];  /* region extent */
-    int64_t *ext;    /* lowered extent of st->iters[i] */
-    te_expr **val;   /* value of st->iters[i] in terms of the leaf loop variables */
+    int64_t *ext;               /* lowered extent of st->iters[i] */
+    te_expr **val;              /* value of st->iters[i] in terms of the leaf loop variables */
 } lstage;
 
 /* te_lower's state: the schedule, its stages, the kernel arguments and their buffers. */
@@ -31,7 +31,6 @@ typedef struct lower_ctx {
     te_tensor *const *args;
     te_buf **arg_bufs;
 } lower_ctx;
-
 
 #define LERR(L, code, ...) te_ctx_set_error((L)->ctx, code, __VA_ARGS__)
 

@@ -12,10 +12,10 @@
 #ifndef TESSERA_SCHEDULE_PASSES_H
 #define TESSERA_SCHEDULE_PASSES_H
 
-#include "tessera/schedule.h"
-#include "tessera/target.h"
 #include "te/arith.h"
 #include "te/internal.h"
+#include "tessera/schedule.h"
+#include "tessera/target.h"
 
 struct te_schedule;
 

@@ -38,8 +38,10 @@ int te__compute_values(lower_ctx *L, lstage *l)
     for (int k = st->rels.n - 1; k >= 0; k--) {
         te_rel *r = st->rels.v[k];
         if (r->kind == TE_REL_SPLIT) {
-            te_expr *o = l->val[te__iter_index(st, r->outer)], *i = l->val[te__iter_index(st, r->inner)];
-            l->val[te__iter_index(st, r->parent)] = te_add(ctx, te_mul(ctx, o, te_int(ctx, r->factor)), i);
+            te_expr *o = l->val[te__iter_index(st, r->outer)],
+                    *i = l->val[te__iter_index(st, r->inner)];
+            l->val[te__iter_index(st, r->parent)] =
+                te_add(ctx, te_mul(ctx, o, te_int(ctx, r->factor)), i);
         } else {
             te_expr *f = l->val[te__iter_index(st, r->fused)];
             te_expr *ie = te_int(ctx, l->ext[te__iter_index(st, r->inner)]);
@@ -52,4 +54,3 @@ int te__compute_values(lower_ctx *L, lstage *l)
             return TE_ERR_NOMEM;
     return TE_OK;
 }
-

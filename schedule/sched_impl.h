@@ -4,8 +4,8 @@
 #ifndef TESSERA_SCHEDULE_IMPL_H
 #define TESSERA_SCHEDULE_IMPL_H
 
-#include "tessera/schedule.h"
 #include "te/internal.h"
+#include "tessera/schedule.h"
 
 typedef enum te_iter_ann {
     TE_ANN_NONE,

@@ -4,8 +4,9 @@
 
 #include "te/internal.h"
 
-static const char *binop_names[] = {"+", "-", "*", "/", "%", "floordiv", "floormod", "min",
-                                    "max", "==", "!=", "<", "<=", ">", ">=", "&&", "||"};
+static const char *binop_names[] = {"+",        "-",   "*",   "/",  "%",  "floordiv",
+                                    "floormod", "min", "max", "==", "!=", "<",
+                                    "<=",       ">",   ">=",  "&&", "||"};
 
 static const char *intrin_names[TE_INTRIN_COUNT] = {
     "exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid", "fabs", "floor", "ceil", "pow"};
@@ -16,10 +17,7 @@ const char *te_intrin_name(te_intrin fn)
 }
 
 const char *te__binop_name(te_binop op);
-const char *te__binop_name(te_binop op)
-{
-    return (unsigned)op <= TE_OR ? binop_names[op] : "?";
-}
+const char *te__binop_name(te_binop op) { return (unsigned)op <= TE_OR ? binop_names[op] : "?"; }
 
 te_expr *te__new_expr(te_ctx *ctx, te_expr_kind kind, te_dtype dtype)
 {
@@ -46,7 +44,8 @@ te_expr *te_const(te_ctx *ctx, te_dtype dtype, double v)
     if (!e)
         return NULL;
     if (!te_dtype_is_float(dtype) && !(v >= -9.2e18 && v <= 9.2e18)) {
-        te_ctx_set_error(ctx, TE_ERR_ARG, "te_const: %g does not fit in %s", v, te_dtype_str(dtype));
+        te_ctx_set_error(ctx, TE_ERR_ARG, "te_const: %g does not fit in %s", v,
+                         te_dtype_str(dtype));
         return NULL;
     }
     if (te_dtype_is_float(dtype))
@@ -90,8 +89,8 @@ static bool valid_name(te_ctx *ctx, const char *what, const char *name)
         return false;
     }
     if (strlen(name) > 64) {
-        te_ctx_set_error(ctx, TE_ERR_ARG, "%s: name '%.20s...' is longer than 64 characters",
-                         what, name);
+        te_ctx_set_error(ctx, TE_ERR_ARG, "%s: name '%.20s...' is longer than 64 characters", what,
+                         name);
         return false;
     }
     return true;
@@ -103,8 +102,8 @@ static te_expr *make_axis(te_ctx *ctx, const char *fn, const char *name, int64_t
     if (!ctx || !valid_name(ctx, fn, name))
         return NULL;
     if (extent <= 0) {
-        te_ctx_set_error(ctx, TE_ERR_SHAPE, "%s: axis '%s' has non-positive extent %lld", fn,
-                         name, (long long)extent);
+        te_ctx_set_error(ctx, TE_ERR_SHAPE, "%s: axis '%s' has non-positive extent %lld", fn, name,
+                         (long long)extent);
         return NULL;
     }
     return make_var(ctx, name, TE_I64, extent, vk);
@@ -141,8 +140,10 @@ te_expr *te_var(te_ctx *ctx, const char *name, te_dtype dtype)
 static te_expr *retype_const(te_ctx *ctx, te_expr *c, te_dtype to)
 {
     if (c->kind == TE_E_FLOAT && !te_dtype_is_float(to) && c->u.f != (double)(int64_t)c->u.f) {
-        te_ctx_set_error(ctx, TE_ERR_DTYPE, "constant %g cannot be used as %s without changing "
-                         "its value (use te_cast on the other operand)", c->u.f, te_dtype_str(to));
+        te_ctx_set_error(ctx, TE_ERR_DTYPE,
+                         "constant %g cannot be used as %s without changing "
+                         "its value (use te_cast on the other operand)",
+                         c->u.f, te_dtype_str(to));
         return NULL;
     }
     return te_const(ctx, to, c->kind == TE_E_INT ? (double)c->u.i : c->u.f);
@@ -181,8 +182,8 @@ te_expr *te_binary(te_ctx *ctx, te_binop op, te_expr *a, te_expr *b)
         return NULL;
     }
     if ((op == TE_MOD || op == TE_FLOORMOD) && te_dtype_is_float(a->dtype)) {
-        te_ctx_set_error(ctx, TE_ERR_DTYPE, "'%s' needs integer operands, got %s",
-                         binop_names[op], te_dtype_str(a->dtype));
+        te_ctx_set_error(ctx, TE_ERR_DTYPE, "'%s' needs integer operands, got %s", binop_names[op],
+                         te_dtype_str(a->dtype));
         return NULL;
     }
     if ((op == TE_DIV || op == TE_MOD || op == TE_FLOORDIV || op == TE_FLOORMOD) &&
@@ -202,7 +203,7 @@ te_expr *te_binary(te_ctx *ctx, te_binop op, te_expr *a, te_expr *b)
     return e;
 }
 
-#define BINOP_FN(fname, OP)                                                                    \
+#define BINOP_FN(fname, OP)                                                                        \
     te_expr *fname(te_ctx *ctx, te_expr *a, te_expr *b) { return te_binary(ctx, OP, a, b); }
 BINOP_FN(te_add, TE_ADD)
 BINOP_FN(te_sub, TE_SUB)
@@ -257,8 +258,8 @@ te_expr *te_neg(te_ctx *ctx, te_expr *a)
     return e;
 }
 
-static te_expr *make_select(te_ctx *ctx, te_expr_kind kind, const char *fn, te_expr *c,
-                            te_expr *t, te_expr *f)
+static te_expr *make_select(te_ctx *ctx, te_expr_kind kind, const char *fn, te_expr *c, te_expr *t,
+                            te_expr *f)
 {
     if (!ctx || !c || !t || !f)
         return NULL;
@@ -273,8 +274,8 @@ static te_expr *make_select(te_ctx *ctx, te_expr_kind kind, const char *fn, te_e
         else if (is_const(t))
             t = retype_const(ctx, t, f->dtype);
         else {
-            te_ctx_set_error(ctx, TE_ERR_DTYPE, "%s: branches have different dtypes %s and %s",
-                             fn, te_dtype_str(t->dtype), te_dtype_str(f->dtype));
+            te_ctx_set_error(ctx, TE_ERR_DTYPE, "%s: branches have different dtypes %s and %s", fn,
+                             te_dtype_str(t->dtype), te_dtype_str(f->dtype));
             return NULL;
         }
         if (!t || !f)
@@ -365,7 +366,7 @@ te_expr *te_call(te_ctx *ctx, te_intrin fn, int nargs, te_expr *const *args)
     return e;
 }
 
-#define INTRIN_FN(fname, FN)                                                                   \
+#define INTRIN_FN(fname, FN)                                                                       \
     te_expr *fname(te_ctx *ctx, te_expr *a) { return te_call(ctx, FN, 1, &a); }
 INTRIN_FN(te_exp, TE_EXP)
 INTRIN_FN(te_log, TE_LOG)
@@ -389,16 +390,20 @@ te_expr *te_read(te_ctx *ctx, te_tensor *t, int n, te_expr *const *idx)
     if (!ctx || !t)
         return NULL;
     if (n != t->ndim || (n > 0 && !idx)) {
-        te_ctx_set_error(ctx, TE_ERR_SHAPE, "tensor '%s' has rank %d but is indexed with %d "
-                         "index(es)", t->name, t->ndim, n);
+        te_ctx_set_error(ctx, TE_ERR_SHAPE,
+                         "tensor '%s' has rank %d but is indexed with %d "
+                         "index(es)",
+                         t->name, t->ndim, n);
         return NULL;
     }
     for (int d = 0; d < n; d++) {
         if (!idx[d])
             return NULL;
         if (!te_dtype_is_int(idx[d]->dtype) || idx[d]->dtype == TE_BOOL) {
-            te_ctx_set_error(ctx, TE_ERR_DTYPE, "index %d of tensor '%s' has dtype %s; indices "
-                             "must be integers", d, t->name, te_dtype_str(idx[d]->dtype));
+            te_ctx_set_error(ctx, TE_ERR_DTYPE,
+                             "index %d of tensor '%s' has dtype %s; indices "
+                             "must be integers",
+                             d, t->name, te_dtype_str(idx[d]->dtype));
             return NULL;
         }
     }
@@ -469,14 +474,18 @@ te_reducer *te_reducer_create(te_ctx *ctx, const char *name, te_expr *x, te_expr
         return NULL;
     if (x->kind != TE_E_VAR || y->kind != TE_E_VAR || x->u.var.vkind != TE_VAR_FREE ||
         y->u.var.vkind != TE_VAR_FREE || x == y) {
-        te_ctx_set_error(ctx, TE_ERR_ARG, "reducer '%s': x and y must be two distinct te_var "
-                         "variables", name);
+        te_ctx_set_error(ctx, TE_ERR_ARG,
+                         "reducer '%s': x and y must be two distinct te_var "
+                         "variables",
+                         name);
         return NULL;
     }
     if (x->dtype != identity->dtype || y->dtype != identity->dtype ||
         combine->dtype != identity->dtype) {
-        te_ctx_set_error(ctx, TE_ERR_DTYPE, "reducer '%s': x, y, combine and identity must "
-                         "share one dtype (identity is %s)", name, te_dtype_str(identity->dtype));
+        te_ctx_set_error(ctx, TE_ERR_DTYPE,
+                         "reducer '%s': x, y, combine and identity must "
+                         "share one dtype (identity is %s)",
+                         name, te_dtype_str(identity->dtype));
         return NULL;
     }
     te_reducer *r = te__alloc(ctx, sizeof *r);
@@ -490,13 +499,14 @@ te_reducer *te_reducer_create(te_ctx *ctx, const char *name, te_expr *x, te_expr
     return r;
 }
 
-te_expr *te_reduce(te_ctx *ctx, te_reduce_kind kind, te_reducer *custom, te_expr *src,
-                   int naxes, te_expr *const *axes)
+te_expr *te_reduce(te_ctx *ctx, te_reduce_kind kind, te_reducer *custom, te_expr *src, int naxes,
+                   te_expr *const *axes)
 {
     if (!ctx || !src)
         return NULL;
     if ((unsigned)kind > TE_RCUSTOM || (kind == TE_RCUSTOM) != (custom != NULL)) {
-        te_ctx_set_error(ctx, TE_ERR_ARG, "te_reduce: a custom reducer needs TE_RCUSTOM and "
+        te_ctx_set_error(ctx, TE_ERR_ARG,
+                         "te_reduce: a custom reducer needs TE_RCUSTOM and "
                          "a te_reducer, the built-in kinds none");
         return NULL;
     }
@@ -519,8 +529,10 @@ te_expr *te_reduce(te_ctx *ctx, te_reduce_kind kind, te_reducer *custom, te_expr
         if (!axes[a])
             return NULL;
         if (axes[a]->kind != TE_E_VAR || axes[a]->u.var.vkind != TE_VAR_REDUCE) {
-            te_ctx_set_error(ctx, TE_ERR_ARG, "te_reduce: argument %d is not a reduction axis "
-                             "(make it with te_reduce_axis)", a);
+            te_ctx_set_error(ctx, TE_ERR_ARG,
+                             "te_reduce: argument %d is not a reduction axis "
+                             "(make it with te_reduce_axis)",
+                             a);
             return NULL;
         }
         for (int b = 0; b < a; b++) {
@@ -532,7 +544,8 @@ te_expr *te_reduce(te_ctx *ctx, te_reduce_kind kind, te_reducer *custom, te_expr
         }
     }
     if (src->kind == TE_E_REDUCE) {
-        te_ctx_set_error(ctx, TE_ERR_ARG, "te_reduce: nested reductions are not supported; "
+        te_ctx_set_error(ctx, TE_ERR_ARG,
+                         "te_reduce: nested reductions are not supported; "
                          "reduce over several axes at once or use two computes");
         return NULL;
     }
@@ -567,8 +580,7 @@ te_expr *te_prod(te_ctx *ctx, te_expr *src, int n, te_expr *const *axes)
     return te_reduce(ctx, TE_RPROD, NULL, src, n, axes);
 }
 
-te_expr *te__reduce_identity(te_ctx *ctx, te_reduce_kind kind, te_reducer *custom,
-                             te_dtype dtype)
+te_expr *te__reduce_identity(te_ctx *ctx, te_reduce_kind kind, te_reducer *custom, te_dtype dtype)
 {
     switch (kind) {
     case TE_RSUM:

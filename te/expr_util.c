@@ -276,8 +276,8 @@ bool te__expr_equal(const te_expr *a, const te_expr *b)
         return te__expr_equal(a->u.un.a, b->u.un.a);
     case TE_E_SELECT:
     case TE_E_IF:
-        return te__expr_equal(a->u.sel.c, b->u.sel.c) &&
-               te__expr_equal(a->u.sel.t, b->u.sel.t) && te__expr_equal(a->u.sel.f, b->u.sel.f);
+        return te__expr_equal(a->u.sel.c, b->u.sel.c) && te__expr_equal(a->u.sel.t, b->u.sel.t) &&
+               te__expr_equal(a->u.sel.f, b->u.sel.f);
     case TE_E_CALL:
         if (a->u.call.fn != b->u.call.fn)
             return false;

@@ -61,21 +61,21 @@ void te__c_ident(const char *z, char *out, size_t n);
 /* ---- Expressions ------------------------------------------------------------------------ */
 
 typedef enum te_expr_kind {
-    TE_E_INT,   /* u.i */
-    TE_E_FLOAT, /* u.f */
-    TE_E_VAR,   /* u.var */
+    TE_E_INT,    /* u.i */
+    TE_E_FLOAT,  /* u.f */
+    TE_E_VAR,    /* u.var */
     TE_E_BINARY, /* u.bin */
-    TE_E_NOT,   /* u.un */
-    TE_E_NEG,   /* u.un */
+    TE_E_NOT,    /* u.un */
+    TE_E_NEG,    /* u.un */
     TE_E_SELECT, /* u.sel: both sides evaluated */
-    TE_E_IF,    /* u.sel: if_then_else, only the taken side evaluated */
-    TE_E_CAST,  /* u.un */
-    TE_E_CALL,  /* u.call */
-    TE_E_READ,  /* u.read: element of a te_tensor (tensor expressions only) */
+    TE_E_IF,     /* u.sel: if_then_else, only the taken side evaluated */
+    TE_E_CAST,   /* u.un */
+    TE_E_CALL,   /* u.call */
+    TE_E_READ,   /* u.read: element of a te_tensor (tensor expressions only) */
     TE_E_REDUCE, /* u.red (tensor expressions only) */
-    TE_E_LOAD,  /* u.load: element of a te_buf (lowered IR only) */
-    TE_E_RAMP,  /* u.ramp: base, base + stride, ... (lanes) */
-    TE_E_BCAST, /* u.un: value repeated in every lane */
+    TE_E_LOAD,   /* u.load: element of a te_buf (lowered IR only) */
+    TE_E_RAMP,   /* u.ramp: base, base + stride, ... (lanes) */
+    TE_E_BCAST,  /* u.un: value repeated in every lane */
 } te_expr_kind;
 
 typedef enum te_var_kind {
@@ -165,11 +165,10 @@ te_expr *te__load(te_ctx *ctx, te_buf *buf, int n, te_expr *const *idx);
 te_expr *te__ramp(te_ctx *ctx, te_expr *base, int64_t stride, int lanes);
 te_expr *te__bcast(te_ctx *ctx, te_expr *v, int lanes);
 /* Identity element of a built-in or custom reducer for dtype. */
-te_expr *te__reduce_identity(te_ctx *ctx, te_reduce_kind kind, te_reducer *custom,
-                             te_dtype dtype);
+te_expr *te__reduce_identity(te_ctx *ctx, te_reduce_kind kind, te_reducer *custom, te_dtype dtype);
 /* combine(acc, v) for a reducer. */
-te_expr *te__reduce_combine(te_ctx *ctx, te_reduce_kind kind, te_reducer *custom,
-                            te_expr *acc, te_expr *v);
+te_expr *te__reduce_combine(te_ctx *ctx, te_reduce_kind kind, te_reducer *custom, te_expr *acc,
+                            te_expr *v);
 int te__is_const_int(const te_expr *e, int64_t *out);
 bool te__expr_equal(const te_expr *a, const te_expr *b);
 
@@ -200,7 +199,7 @@ struct te_buf {
     int ndim;
     int64_t shape[TE_MAX_DIMS]; /* extents of the allocation (region for compute_at) */
     te_scope scope;
-    int arg_index; /* position in the kernel's argument list, -1 for allocations */
+    int arg_index;     /* position in the kernel's argument list, -1 for allocations */
     te_tensor *tensor; /* the tensor it stores (NULL for scratch) */
     int id;
 };
@@ -318,8 +317,8 @@ te_stmt *te__store(te_ctx *ctx, te_buf *buf, int n, te_expr *const *idx, te_expr
 te_stmt *te__alloc_stmt(te_ctx *ctx, te_buf *buf, te_stmt *body);
 te_stmt *te__let(te_ctx *ctx, te_expr *var, te_expr *value, te_stmt *body);
 te_stmt *te__comment(te_ctx *ctx, const char *text);
-te_buf *te__buf_new(te_ctx *ctx, const char *name, te_dtype dtype, int ndim,
-                    const int64_t *shape, te_scope scope);
+te_buf *te__buf_new(te_ctx *ctx, const char *name, te_dtype dtype, int ndim, const int64_t *shape,
+                    te_scope scope);
 
 /* Generic statement rebuild: fs is called on every statement after its children were
  * rebuilt, fe (may be NULL) on every expression. */

@@ -10,7 +10,7 @@
 
 typedef struct {
     const te_tensor *t;
-    double *data; /* computed tensors (owned) */
+    double *data;    /* computed tensors (owned) */
     const void *raw; /* placeholders: caller's typed data */
 } slot;
 
@@ -80,8 +80,8 @@ static double lookup(interp *in, const te_expr *v)
     for (int i = in->nenv - 1; i >= 0; i--)
         if (in->vars[i] == v)
             return in->vals[i];
-    in->err = te_ctx_set_error(in->ctx, TE_ERR_ARG, "reference: variable '%s' is unbound",
-                               v->u.var.name);
+    in->err =
+        te_ctx_set_error(in->ctx, TE_ERR_ARG, "reference: variable '%s' is unbound", v->u.var.name);
     return 0;
 }
 
@@ -95,9 +95,10 @@ static double eval_read(interp *in, const te_expr *e)
             return 0;
         int64_t ix = (int64_t)x;
         if (ix < 0 || ix >= t->shape[d]) {
-            in->err = te_ctx_set_error(in->ctx, TE_ERR_BOUNDS, "reference: read of tensor '%s' "
-                                       "axis %d at index %lld is outside [0, %lld)", t->name, d,
-                                       (long long)ix, (long long)t->shape[d]);
+            in->err = te_ctx_set_error(in->ctx, TE_ERR_BOUNDS,
+                                       "reference: read of tensor '%s' "
+                                       "axis %d at index %lld is outside [0, %lld)",
+                                       t->name, d, (long long)ix, (long long)t->shape[d]);
             return 0;
         }
         flat = flat * t->shape[d] + ix;
@@ -105,8 +106,10 @@ static double eval_read(interp *in, const te_expr *e)
     int s = find_slot(in, t);
     if (s < 0) {
         if (t->kind == TE_T_PLACEHOLDER) {
-            in->err = te_ctx_set_error(in->ctx, TE_ERR_ARG, "reference: placeholder '%s' is "
-                                       "used but no data was given for it", t->name);
+            in->err = te_ctx_set_error(in->ctx, TE_ERR_ARG,
+                                       "reference: placeholder '%s' is "
+                                       "used but no data was given for it",
+                                       t->name);
             return 0;
         }
         if ((in->err = compute_tensor(in, t)))
@@ -120,7 +123,8 @@ static double idiv(interp *in, double a, double b, bool floor_mode, bool mod)
 {
     int64_t x = (int64_t)a, y = (int64_t)b;
     if (y == 0) {
-        in->err = te_ctx_set_error(in->ctx, TE_ERR_RUNTIME, "reference: integer division by "
+        in->err = te_ctx_set_error(in->ctx, TE_ERR_RUNTIME,
+                                   "reference: integer division by "
                                    "zero");
         return 0;
     }
@@ -336,7 +340,8 @@ static double eval(interp *in, const te_expr *e)
     case TE_E_REDUCE:
         return eval_reduce(in, e);
     default:
-        in->err = te_ctx_set_error(in->ctx, TE_ERR_ARG, "reference: lowered-IR node in a tensor "
+        in->err = te_ctx_set_error(in->ctx, TE_ERR_ARG,
+                                   "reference: lowered-IR node in a tensor "
                                    "expression");
         return 0;
     }
@@ -390,21 +395,23 @@ static int compute_tensor(interp *in, const te_tensor *t)
     return rc;
 }
 
-int te_reference_eval(te_ctx *ctx, int n_in, te_tensor *const *inputs,
-                      const void *const *in_data, int n_out, te_tensor *const *outputs,
-                      double *const *out_data)
+int te_reference_eval(te_ctx *ctx, int n_in, te_tensor *const *inputs, const void *const *in_data,
+                      int n_out, te_tensor *const *outputs, double *const *out_data)
 {
     if (!ctx)
         return TE_ERR_ARG;
     if (n_in < 0 || n_out <= 0 || (n_in && (!inputs || !in_data)) || !outputs || !out_data)
-        return te_ctx_set_error(ctx, TE_ERR_ARG, "te_reference_eval: needs outputs, output "
+        return te_ctx_set_error(ctx, TE_ERR_ARG,
+                                "te_reference_eval: needs outputs, output "
                                 "buffers and data for every input");
     interp in = {.ctx = ctx};
     int rc = TE_OK;
     for (int i = 0; i < n_in && !rc; i++) {
         if (!inputs[i] || !in_data[i] || inputs[i]->kind != TE_T_PLACEHOLDER)
-            rc = te_ctx_set_error(ctx, TE_ERR_ARG, "te_reference_eval: input %d must be a "
-                                  "placeholder with data", i);
+            rc = te_ctx_set_error(ctx, TE_ERR_ARG,
+                                  "te_reference_eval: input %d must be a "
+                                  "placeholder with data",
+                                  i);
         else
             rc = add_slot(&in, inputs[i], NULL, in_data[i]);
     }
@@ -421,14 +428,16 @@ int te_reference_eval(te_ctx *ctx, int n_in, te_tensor *const *inputs,
             s = find_slot(&in, t);
         }
         if (s < 0) {
-            rc = te_ctx_set_error(ctx, TE_ERR_ARG, "te_reference_eval: output '%s' has no "
-                                  "data", t->name);
+            rc = te_ctx_set_error(ctx, TE_ERR_ARG,
+                                  "te_reference_eval: output '%s' has no "
+                                  "data",
+                                  t->name);
             break;
         }
         int64_t n = te_tensor_numel(t);
         for (int64_t i = 0; i < n; i++)
-            out_data[o][i] = in.slots[s].raw ? read_raw(in.slots[s].raw, t->dtype, i)
-                                             : in.slots[s].data[i];
+            out_data[o][i] =
+                in.slots[s].raw ? read_raw(in.slots[s].raw, t->dtype, i) : in.slots[s].data[i];
     }
     for (int i = 0; i < in.nslots; i++)
         free(in.slots[i].data);

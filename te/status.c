@@ -6,8 +6,8 @@
 const char *te_status_str(int status)
 {
     switch (status) {
-#define TE__STATUS_CASE(name, code, str)                                                       \
-    case code:                                                                                 \
+#define TE__STATUS_CASE(name, code, str)                                                           \
+    case code:                                                                                     \
         return str;
         TE_STATUS_MAP(TE__STATUS_CASE)
 #undef TE__STATUS_CASE
@@ -53,6 +53,9 @@ int te_dtype_parse(const char *name, te_dtype *out)
 
 int te_dtype_is_float(te_dtype dtype) { return dtype == TE_F32 || dtype == TE_F64; }
 
-int te_dtype_is_int(te_dtype dtype) { return (unsigned)dtype < TE_DTYPE_COUNT && !te_dtype_is_float(dtype); }
+int te_dtype_is_int(te_dtype dtype)
+{
+    return (unsigned)dtype < TE_DTYPE_COUNT && !te_dtype_is_float(dtype);
+}
 
 const char *te_version(void) { return TE_VERSION; }

@@ -133,8 +133,8 @@ te_stmt *te__comment(te_ctx *ctx, const char *text)
     return s;
 }
 
-te_buf *te__buf_new(te_ctx *ctx, const char *name, te_dtype dtype, int ndim,
-                    const int64_t *shape, te_scope scope)
+te_buf *te__buf_new(te_ctx *ctx, const char *name, te_dtype dtype, int ndim, const int64_t *shape,
+                    te_scope scope)
 {
     te_buf *b = te__alloc(ctx, sizeof *b);
     if (!b)
@@ -200,8 +200,7 @@ te_stmt *te__stmt_mutate(te_ctx *ctx, te_stmt *s, te__stmt_mutator fs, te__expr_
     case TE_S_IF: {
         te_expr *c = mut_e(ctx, s->u.cond.cond, fe, user);
         te_stmt *t = te__stmt_mutate(ctx, s->u.cond.then_s, fs, fe, user);
-        te_stmt *e = s->u.cond.else_s ? te__stmt_mutate(ctx, s->u.cond.else_s, fs, fe, user)
-                                      : NULL;
+        te_stmt *e = s->u.cond.else_s ? te__stmt_mutate(ctx, s->u.cond.else_s, fs, fe, user) : NULL;
         if (!c || (!t && te_ctx_errcode(ctx) != TE_OK))
             return NULL;
         if (c != s->u.cond.cond || t != s->u.cond.then_s || e != s->u.cond.else_s) {

@@ -99,8 +99,8 @@ void te__c_ident(const char *z, char *out, size_t n)
         out[j++] = '_';
     for (; *z && j + 1 < n; z++) {
         char c = *z;
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '_';
+        bool ok =
+            (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
         out[j++] = ok ? c : '_';
     }
     out[j] = 0;

@@ -19,10 +19,9 @@
 /* ISA features recorded, in this order. Others (sse2 on x86_64, ...) are implied or do not
  * change generated code. */
 static const char *const isa_features[] = {
-    "sse4_2",      "avx",        "avx2",          "fma",         "f16c",
-    "avx512f",     "avx512bw",   "avx512dq",      "avx512vl",    "avx512cd",
-    "avx512_bf16", "avx512_vnni", "avx512_fp16",  "avx512ifma",  "avx512vbmi",
-    "amx_tile",    "amx_bf16",   "amx_int8",      NULL};
+    "sse4_2",     "avx",      "avx2",     "fma",         "f16c",        "avx512f",     "avx512bw",
+    "avx512dq",   "avx512vl", "avx512cd", "avx512_bf16", "avx512_vnni", "avx512_fp16", "avx512ifma",
+    "avx512vbmi", "amx_tile", "amx_bf16", "amx_int8",    NULL};
 
 static bool has_flag(const char *flags, const char *name)
 {
@@ -108,8 +107,8 @@ te_target te_target_host(void)
 static void read_cc_version(const char *cc, char *out, size_t n)
 {
     char cmd[600];
-    snprintf(cmd, sizeof cmd, "%s -dumpfullversion 2>/dev/null || %s -dumpversion 2>/dev/null",
-             cc, cc);
+    snprintf(cmd, sizeof cmd, "%s -dumpfullversion 2>/dev/null || %s -dumpversion 2>/dev/null", cc,
+             cc);
     snprintf(out, n, "unknown");
     FILE *p = popen(cmd, "r");
     if (!p)

@@ -21,8 +21,10 @@ static bool check_name(te_ctx *ctx, const char *fn, const char *name)
         }
     }
     if (strlen(name) > 48) {
-        te_ctx_set_error(ctx, TE_ERR_ARG, "%s: tensor name '%.20s...' is longer than 48 "
-                         "characters", fn, name);
+        te_ctx_set_error(ctx, TE_ERR_ARG,
+                         "%s: tensor name '%.20s...' is longer than 48 "
+                         "characters",
+                         fn, name);
         return false;
     }
     return true;
@@ -32,8 +34,10 @@ static bool check_shape(te_ctx *ctx, const char *fn, const char *name, int ndim,
                         const int64_t *shape)
 {
     if (ndim < 0 || ndim > TE_MAX_DIMS) {
-        te_ctx_set_error(ctx, TE_ERR_SHAPE, "%s: tensor '%s' has rank %d; ranks 0 to %d are "
-                         "supported", fn, name, ndim, TE_MAX_DIMS);
+        te_ctx_set_error(ctx, TE_ERR_SHAPE,
+                         "%s: tensor '%s' has rank %d; ranks 0 to %d are "
+                         "supported",
+                         fn, name, ndim, TE_MAX_DIMS);
         return false;
     }
     if (ndim > 0 && !shape) {
@@ -43,13 +47,17 @@ static bool check_shape(te_ctx *ctx, const char *fn, const char *name, int ndim,
     int64_t n = 1;
     for (int d = 0; d < ndim; d++) {
         if (shape[d] <= 0) {
-            te_ctx_set_error(ctx, TE_ERR_SHAPE, "%s: tensor '%s' axis %d has non-positive extent "
-                             "%lld", fn, name, d, (long long)shape[d]);
+            te_ctx_set_error(ctx, TE_ERR_SHAPE,
+                             "%s: tensor '%s' axis %d has non-positive extent "
+                             "%lld",
+                             fn, name, d, (long long)shape[d]);
             return false;
         }
         if (__builtin_mul_overflow(n, shape[d], &n)) {
-            te_ctx_set_error(ctx, TE_ERR_OVERFLOW, "%s: tensor '%s' element count overflows "
-                             "int64 at axis %d", fn, name, d);
+            te_ctx_set_error(ctx, TE_ERR_OVERFLOW,
+                             "%s: tensor '%s' element count overflows "
+                             "int64 at axis %d",
+                             fn, name, d);
             return false;
         }
     }
@@ -68,8 +76,8 @@ te_tensor *te_placeholder(te_ctx *ctx, const char *name, te_dtype dtype, int ndi
         !check_shape(ctx, "te_placeholder", name, ndim, shape))
         return NULL;
     if ((unsigned)dtype >= TE_DTYPE_COUNT) {
-        te_ctx_set_error(ctx, TE_ERR_ARG, "te_placeholder: tensor '%s' has invalid dtype %d",
-                         name, (int)dtype);
+        te_ctx_set_error(ctx, TE_ERR_ARG, "te_placeholder: tensor '%s' has invalid dtype %d", name,
+                         (int)dtype);
         return NULL;
     }
     te_tensor *t = te__alloc(ctx, sizeof *t);
@@ -105,19 +113,25 @@ static void check_var(check_ctx *c, const te_expr *e)
         for (int d = 0; d < c->ndim; d++)
             if (c->axes[d] == e)
                 return;
-        c->err = te_ctx_set_error(c->ctx, TE_ERR_ARG, "compute '%s': axis '%s' is not one of "
-                                  "its output axes", c->tname, e->u.var.name);
+        c->err = te_ctx_set_error(c->ctx, TE_ERR_ARG,
+                                  "compute '%s': axis '%s' is not one of "
+                                  "its output axes",
+                                  c->tname, e->u.var.name);
     } else if (e->u.var.vkind == TE_VAR_REDUCE) {
         if (c->reduce) {
             for (int a = 0; a < c->reduce->u.red.n; a++)
                 if (c->reduce->u.red.axes[a] == e)
                     return;
         }
-        c->err = te_ctx_set_error(c->ctx, TE_ERR_ARG, "compute '%s': reduction axis '%s' is used "
-                                  "outside a reduction over it", c->tname, e->u.var.name);
+        c->err = te_ctx_set_error(c->ctx, TE_ERR_ARG,
+                                  "compute '%s': reduction axis '%s' is used "
+                                  "outside a reduction over it",
+                                  c->tname, e->u.var.name);
     } else if (e->u.var.vkind == TE_VAR_FREE) {
-        c->err = te_ctx_set_error(c->ctx, TE_ERR_ARG, "compute '%s': free variable '%s' is not "
-                                  "bound by any axis", c->tname, e->u.var.name);
+        c->err = te_ctx_set_error(c->ctx, TE_ERR_ARG,
+                                  "compute '%s': free variable '%s' is not "
+                                  "bound by any axis",
+                                  c->tname, e->u.var.name);
     }
 }
 
@@ -127,8 +141,7 @@ static void check_read(check_ctx *c, const te_expr *e, bool guarded)
     for (int d = 0; d < e->u.read.n && !c->err; d++) {
         check_expr(c, e->u.read.idx[d], guarded);
         int64_t lo, hi;
-        if (!c->err && !guarded &&
-            te__expr_const_bounds(e->u.read.idx[d], &c->ranges, &lo, &hi) &&
+        if (!c->err && !guarded && te__expr_const_bounds(e->u.read.idx[d], &c->ranges, &lo, &hi) &&
             (lo < 0 || hi >= t->shape[d])) {
             c->err = te_ctx_set_error(c->ctx, TE_ERR_BOUNDS,
                                       "compute '%s': read of tensor '%s' axis %d spans [%lld, "
@@ -152,7 +165,8 @@ static void check_expr(check_ctx *c, const te_expr *e, bool guarded)
         check_read(c, e, guarded);
         break;
     case TE_E_REDUCE:
-        c->err = te_ctx_set_error(c->ctx, TE_ERR_ARG, "compute '%s': a reduction must be the "
+        c->err = te_ctx_set_error(c->ctx, TE_ERR_ARG,
+                                  "compute '%s': a reduction must be the "
                                   "whole body of a compute (put the rest in another compute)",
                                   c->tname);
         break;
@@ -184,8 +198,7 @@ static void check_expr(check_ctx *c, const te_expr *e, bool guarded)
     }
 }
 
-te_tensor *te_compute(te_ctx *ctx, const char *name, int ndim, te_expr *const *axes,
-                      te_expr *body)
+te_tensor *te_compute(te_ctx *ctx, const char *name, int ndim, te_expr *const *axes, te_expr *body)
 {
     if (!ctx || !check_name(ctx, "te_compute", name))
         return NULL;
@@ -195,8 +208,10 @@ te_tensor *te_compute(te_ctx *ctx, const char *name, int ndim, te_expr *const *a
         return NULL;
     }
     if (ndim < 0 || ndim > TE_MAX_DIMS || (ndim > 0 && !axes)) {
-        te_ctx_set_error(ctx, TE_ERR_SHAPE, "te_compute: tensor '%s' has rank %d; ranks 0 to %d "
-                         "are supported", name, ndim, TE_MAX_DIMS);
+        te_ctx_set_error(ctx, TE_ERR_SHAPE,
+                         "te_compute: tensor '%s' has rank %d; ranks 0 to %d "
+                         "are supported",
+                         name, ndim, TE_MAX_DIMS);
         return NULL;
     }
     int64_t shape[TE_MAX_DIMS];
@@ -207,14 +222,18 @@ te_tensor *te_compute(te_ctx *ctx, const char *name, int ndim, te_expr *const *a
             return NULL;
         }
         if (axes[d]->kind != TE_E_VAR || axes[d]->u.var.vkind != TE_VAR_AXIS) {
-            te_ctx_set_error(ctx, TE_ERR_ARG, "te_compute: output axis %d of '%s' is not a "
-                             "te_axis variable", d, name);
+            te_ctx_set_error(ctx, TE_ERR_ARG,
+                             "te_compute: output axis %d of '%s' is not a "
+                             "te_axis variable",
+                             d, name);
             return NULL;
         }
         for (int e = 0; e < d; e++) {
             if (axes[e] == axes[d]) {
-                te_ctx_set_error(ctx, TE_ERR_ARG, "te_compute: axis '%s' appears twice in the "
-                                 "output axes of '%s'", axes[d]->u.var.name, name);
+                te_ctx_set_error(ctx, TE_ERR_ARG,
+                                 "te_compute: axis '%s' appears twice in the "
+                                 "output axes of '%s'",
+                                 axes[d]->u.var.name, name);
                 return NULL;
             }
         }

@@ -11,7 +11,6 @@
 #include "tessera/schedule.h"
 #include "testutil.h"
 
-
 static te_iter *rs_leaf(te_stage *st, tt_rng *r)
 {
     int n = te_stage_nleaves(st);

@@ -42,8 +42,8 @@ static inline void tcase_fill(tcase *c, tt_rng *r)
     }
     for (int o = 0; o < c->n_out; o++)
         c->ref[o] = malloc(sizeof(double) * (size_t)te_tensor_numel(c->out[o]));
-    if (te_reference_eval(c->ctx, c->n_in, c->in, (const void *const *)c->in_data, c->n_out,
-                          c->out, c->ref))
+    if (te_reference_eval(c->ctx, c->n_in, c->in, (const void *const *)c->in_data, c->n_out, c->out,
+                          c->ref))
         fail_msg("reference for %s: %s", c->label, te_ctx_errmsg(c->ctx));
 }
 
@@ -75,7 +75,8 @@ static inline void tcase_args(const tcase *c, te_tensor **args)
 /* Instantiates, lowers, emits and compiles every trace (one parallel compiler run), runs each
  * kernel on the case's inputs and fails, printing the trace, when an output differs from the
  * reference by more than tol (relative). */
-static inline void check_traces(tcase *c, te_space *sp, int n, const char *const *traces, double tol)
+static inline void check_traces(tcase *c, te_space *sp, int n, const char *const *traces,
+                                double tol)
 {
     te_target tgt = te_target_host();
     const char **srcs = calloc((size_t)n, sizeof *srcs);
@@ -95,8 +96,10 @@ static inline void check_traces(tcase *c, te_space *sp, int n, const char *const
         errs[b] = malloc(4096);
     }
     /* -O1: these kernels are checked, not timed, and compile several times faster. */
-    te__cc_opts opts = {NULL, getenv("TESSERA_CFLAGS") ? NULL
-                              : "-O1 -march=native -fPIC -shared -fopenmp -std=gnu11", NULL};
+    te__cc_opts opts = {
+        NULL,
+        getenv("TESSERA_CFLAGS") ? NULL : "-O1 -march=native -fPIC -shared -fopenmp -std=gnu11",
+        NULL};
     te__cc_build_many(n, srcs, &opts, 0, libs, res, errs, 4096);
     for (int b = 0; b < n; b++) {
         if (res[b] != TE_OK)

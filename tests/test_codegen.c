@@ -153,7 +153,9 @@ static void lacks(const char *src, const char *what)
 
 /* ---- Elementwise add, vectorized ----------------------------------------------------------- */
 
-typedef struct { te_buf *a, *b, *c; } abc;
+typedef struct {
+    te_buf *a, *b, *c;
+} abc;
 
 static te_stmt *add_body(te_ctx *ctx, te_expr *i, void *user)
 {
@@ -204,7 +206,8 @@ static void test_parallel_loop(void **state)
     te_stmt *body = vec_loop(ctx, n, 8, TE_FOR_PARALLEL, add_body, &x);
     te_lowered *f = mk_fn(ctx, "padd", 3, (te_buf *[]){x.a, x.b, x.c}, 1, body);
     built b = build(ctx, f);
-    has(b.src, "TE_OMP(parallel for schedule(static))\n    for (int64_t i_o = 0; i_o < 512; ++i_o) {");
+    has(b.src,
+        "TE_OMP(parallel for schedule(static))\n    for (int64_t i_o = 0; i_o < 512; ++i_o) {");
     has(b.src, "te_f32x8");
     float *A = malloc(n * 4), *B = malloc(n * 4), *C = malloc(n * 4);
     tt_rng r;
@@ -238,14 +241,19 @@ static void test_local_accumulator_promoted(void **state)
             te_expr *ci = te__ramp(ctx, I(ctx, i * N + j), 1, 16);
             init = te__seq2(ctx, init, st(ctx, acc, ci, te__bcast(ctx, te_f32(ctx, 0), 16)));
             te_expr *a = te__bcast(ctx, ld(ctx, A, te_add(ctx, I(ctx, i * K), k)), 16);
-            te_expr *bv = ld(ctx, B, te__ramp(ctx, te_add(ctx, te_mul(ctx, k, I(ctx, N)), I(ctx, j)), 1, 16));
+            te_expr *bv =
+                ld(ctx, B, te__ramp(ctx, te_add(ctx, te_mul(ctx, k, I(ctx, N)), I(ctx, j)), 1, 16));
             te_expr *sum = te_add(ctx, ld(ctx, acc, ci), te_mul(ctx, a, bv));
             upd = te__seq2(ctx, upd, st(ctx, acc, ci, sum));
-            out = te__seq2(ctx, out, st(ctx, C, te__ramp(ctx, I(ctx, i * N + j), 1, 16), ld(ctx, acc, ci)));
+            out = te__seq2(ctx, out,
+                           st(ctx, C, te__ramp(ctx, I(ctx, i * N + j), 1, 16), ld(ctx, acc, ci)));
         }
     /* one scalar access inside a vector chunk, one outside any: both stay variables */
-    te_stmt *body = te__seq(ctx, 3, (te_stmt *[]){init, te__for(ctx, k, I(ctx, 0), I(ctx, K), TE_FOR_SERIAL, upd), out});
-    te_lowered *f = mk_fn(ctx, "micro", 3, (te_buf *[]){A, B, C}, 1, te__alloc_stmt(ctx, acc, body));
+    te_stmt *body = te__seq(
+        ctx, 3,
+        (te_stmt *[]){init, te__for(ctx, k, I(ctx, 0), I(ctx, K), TE_FOR_SERIAL, upd), out});
+    te_lowered *f =
+        mk_fn(ctx, "micro", 3, (te_buf *[]){A, B, C}, 1, te__alloc_stmt(ctx, acc, body));
     built b = build(ctx, f);
     has(b.src, "te_f32x16 C_local_v0, C_local_v1, C_local_v2");
     has(b.src, "C_local_v7 = ");
@@ -280,14 +288,18 @@ static void test_scalar_promotion_and_lanes(void **state)
     te_buf *A = arg_buf(ctx, "A", TE_F32, 16, 0);
     te_buf *C = arg_buf(ctx, "C", TE_F32, 20, 1);
     te_buf *t = te__buf_new(ctx, "T", TE_F32, 1, (int64_t[]){20}, TE_SCOPE_LOCAL);
-    te_stmt *s = te__seq(ctx, 6, (te_stmt *[]){
-        st(ctx, t, te__ramp(ctx, I(ctx, 0), 1, 16), ld(ctx, A, te__ramp(ctx, I(ctx, 0), 1, 16))),
-        st(ctx, t, I(ctx, 17), te_f32(ctx, 2.5)),
-        st(ctx, t, I(ctx, 3), te_mul(ctx, ld(ctx, t, I(ctx, 3)), te_f32(ctx, 10))),
-        st(ctx, C, te__ramp(ctx, I(ctx, 0), 1, 16), ld(ctx, t, te__ramp(ctx, I(ctx, 0), 1, 16))),
-        st(ctx, C, I(ctx, 16), ld(ctx, t, I(ctx, 17))),
-        st(ctx, C, te_add(ctx, I(ctx, 10), I(ctx, 7)), te_f32(ctx, -1)),
-    });
+    te_stmt *s =
+        te__seq(ctx, 6,
+                (te_stmt *[]){
+                    st(ctx, t, te__ramp(ctx, I(ctx, 0), 1, 16),
+                       ld(ctx, A, te__ramp(ctx, I(ctx, 0), 1, 16))),
+                    st(ctx, t, I(ctx, 17), te_f32(ctx, 2.5)),
+                    st(ctx, t, I(ctx, 3), te_mul(ctx, ld(ctx, t, I(ctx, 3)), te_f32(ctx, 10))),
+                    st(ctx, C, te__ramp(ctx, I(ctx, 0), 1, 16),
+                       ld(ctx, t, te__ramp(ctx, I(ctx, 0), 1, 16))),
+                    st(ctx, C, I(ctx, 16), ld(ctx, t, I(ctx, 17))),
+                    st(ctx, C, te_add(ctx, I(ctx, 10), I(ctx, 7)), te_f32(ctx, -1)),
+                });
     te_lowered *f = mk_fn(ctx, "lanes", 2, (te_buf *[]){A, C}, 1, te__alloc_stmt(ctx, t, s));
     built b = build(ctx, f);
     has(b.src, "T_v0[3] = T_v0[3] * 10.0f;");
@@ -315,16 +327,18 @@ static void test_scalar_reduction_clause(void **state)
     te_buf *acc = te__buf_new(ctx, "acc", TE_F32, 1, (int64_t[]){1}, TE_SCOPE_LOCAL);
     te_buf *mx = te__buf_new(ctx, "mx", TE_F32, 1, (int64_t[]){1}, TE_SCOPE_LOCAL);
     te_expr *k = te__loop_var(ctx, "k", n), *k2 = te__loop_var(ctx, "k", n);
-    te_stmt *body = te__seq(ctx, 6, (te_stmt *[]){
-        st(ctx, acc, I(ctx, 0), te_f32(ctx, 0)),
-        te__for(ctx, k, I(ctx, 0), I(ctx, n), TE_FOR_SERIAL,
-                st(ctx, acc, I(ctx, 0), te_add(ctx, ld(ctx, acc, I(ctx, 0)), ld(ctx, A, k)))),
-        st(ctx, mx, I(ctx, 0), te_f32(ctx, -INFINITY)),
-        te__for(ctx, k2, I(ctx, 0), I(ctx, n), TE_FOR_SERIAL,
-                st(ctx, mx, I(ctx, 0), te_max(ctx, ld(ctx, mx, I(ctx, 0)), ld(ctx, A, k2)))),
-        st(ctx, C, I(ctx, 0), ld(ctx, acc, I(ctx, 0))),
-        st(ctx, C, I(ctx, 1), ld(ctx, mx, I(ctx, 0))),
-    });
+    te_stmt *body = te__seq(
+        ctx, 6,
+        (te_stmt *[]){
+            st(ctx, acc, I(ctx, 0), te_f32(ctx, 0)),
+            te__for(ctx, k, I(ctx, 0), I(ctx, n), TE_FOR_SERIAL,
+                    st(ctx, acc, I(ctx, 0), te_add(ctx, ld(ctx, acc, I(ctx, 0)), ld(ctx, A, k)))),
+            st(ctx, mx, I(ctx, 0), te_f32(ctx, -INFINITY)),
+            te__for(ctx, k2, I(ctx, 0), I(ctx, n), TE_FOR_SERIAL,
+                    st(ctx, mx, I(ctx, 0), te_max(ctx, ld(ctx, mx, I(ctx, 0)), ld(ctx, A, k2)))),
+            st(ctx, C, I(ctx, 0), ld(ctx, acc, I(ctx, 0))),
+            st(ctx, C, I(ctx, 1), ld(ctx, mx, I(ctx, 0))),
+        });
     body = te__alloc_stmt(ctx, acc, te__alloc_stmt(ctx, mx, body));
     built b = build(ctx, mk_fn(ctx, "red", 2, (te_buf *[]){A, C}, 1, body));
     has(b.src, "TE_OMP(simd reduction(+ : acc_s0))\n");
@@ -346,7 +360,10 @@ static void test_scalar_reduction_clause(void **state)
 
 /* ---- Vector math against libm ------------------------------------------------------------- */
 
-typedef struct { te_buf *x, *y; te_intrin fn; } unary;
+typedef struct {
+    te_buf *x, *y;
+    te_intrin fn;
+} unary;
 
 static te_stmt *unary_body(te_ctx *ctx, te_expr *i, void *user)
 {
@@ -382,10 +399,11 @@ static void check_math(te_intrin fn, double (*ref)(double), double tol, bool pos
     float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
     tt_rng r;
     tt_rng_seed(&r, tt_seed(11 + fn));
-    const float edge[] = {0.0f, -0.0f, 1.0f, -1.0f, 0.5f, 0.625f, -0.625f, 0.84375f, 1e-30f,
-                          -1e-30f, 1e-45f, 88.7f, 88.8f, -87.3f, -103.9f, -110.0f, 200.0f,
-                          -200.0f, 3.9f, -3.9f, 4.0f, 9.0f, 1e30f, -1e30f, FLT_MAX, -FLT_MAX,
-                          FLT_MIN, INFINITY, -INFINITY, 8388608.5f, -2.5f, 2.5f};
+    const float edge[] = {0.0f,      -0.0f,      1.0f,    -1.0f,   0.5f,     0.625f,  -0.625f,
+                          0.84375f,  1e-30f,     -1e-30f, 1e-45f,  88.7f,    88.8f,   -87.3f,
+                          -103.9f,   -110.0f,    200.0f,  -200.0f, 3.9f,     -3.9f,   4.0f,
+                          9.0f,      1e30f,      -1e30f,  FLT_MAX, -FLT_MAX, FLT_MIN, INFINITY,
+                          -INFINITY, 8388608.5f, -2.5f,   2.5f};
     int ne = (int)(sizeof edge / sizeof edge[0]);
     for (int i = 0; i < N; i++) {
         float v;
@@ -409,8 +427,8 @@ static void check_math(te_intrin fn, double (*ref)(double), double tol, bool pos
     built b = build(ctx, f);
     char helper[64];
     /* vectors wider than an AVX-512 register are split into 16-lane parts */
-    snprintf(helper, sizeof helper, "te_%s_f32x%d(",
-             fn == TE_RSQRT ? "sqrt" : te_intrin_name(fn), lanes > 16 ? 16 : lanes);
+    snprintf(helper, sizeof helper, "te_%s_f32x%d(", fn == TE_RSQRT ? "sqrt" : te_intrin_name(fn),
+             lanes > 16 ? 16 : lanes);
     has(b.src, helper);
     assert_int_equal(b.fn((void *[]){x, y}), 0);
     double worst = 0;
@@ -428,10 +446,26 @@ static void check_math(te_intrin fn, double (*ref)(double), double tol, bool pos
     te_ctx_free(ctx);
 }
 
-static void test_vector_exp(void **s) { (void)s; check_math(TE_EXP, exp, 2e-7, false, 16); }
-static void test_vector_log(void **s) { (void)s; check_math(TE_LOG, log, 2e-7, true, 16); }
-static void test_vector_tanh(void **s) { (void)s; check_math(TE_TANH, tanh, 2e-7, false, 16); }
-static void test_vector_erf(void **s) { (void)s; check_math(TE_ERF, erf, 2e-7, false, 8); }
+static void test_vector_exp(void **s)
+{
+    (void)s;
+    check_math(TE_EXP, exp, 2e-7, false, 16);
+}
+static void test_vector_log(void **s)
+{
+    (void)s;
+    check_math(TE_LOG, log, 2e-7, true, 16);
+}
+static void test_vector_tanh(void **s)
+{
+    (void)s;
+    check_math(TE_TANH, tanh, 2e-7, false, 16);
+}
+static void test_vector_erf(void **s)
+{
+    (void)s;
+    check_math(TE_ERF, erf, 2e-7, false, 8);
+}
 static void test_vector_sigmoid(void **s)
 {
     (void)s;
@@ -460,7 +494,8 @@ static void test_scalar_math_uses_libm(void **state)
     te_buf *X = arg_buf(ctx, "X", TE_F32, 100, 0), *Y = arg_buf(ctx, "Y", TE_F32, 100, 1);
     te_expr *i = te__loop_var(ctx, "i", 100);
     te_expr *x = ld(ctx, X, i);
-    te_expr *v = te_add(ctx, te_add(ctx, te_exp(ctx, x), te_sigmoid(ctx, x)), te_rsqrt(ctx, te_fabs(ctx, x)));
+    te_expr *v = te_add(ctx, te_add(ctx, te_exp(ctx, x), te_sigmoid(ctx, x)),
+                        te_rsqrt(ctx, te_fabs(ctx, x)));
     te_stmt *s = te__for(ctx, i, I(ctx, 0), I(ctx, 100), TE_FOR_SERIAL, st(ctx, Y, i, v));
     built b = build(ctx, mk_fn(ctx, "scal", 2, (te_buf *[]){X, Y}, 1, s));
     has(b.src, "expf(X[i]) + te_sigmoid_f32(X[i]) + 1.0f / sqrtf(fabsf(X[i]))");
@@ -478,7 +513,9 @@ static void test_scalar_math_uses_libm(void **state)
 
 /* ---- Gathers ------------------------------------------------------------------------------ */
 
-typedef struct { te_buf *a, *c; } ac;
+typedef struct {
+    te_buf *a, *c;
+} ac;
 
 static te_stmt *stride2_body(te_ctx *ctx, te_expr *i, void *user)
 {
@@ -569,11 +606,14 @@ static void test_floordiv_and_names(void **state)
     te_expr *i2 = te__loop_var(ctx, "for", 40); /* same name, another variable */
     te_expr *d = te_sub(ctx, i, I(ctx, 20));
     te_stmt *s1 = te__for(ctx, i, I(ctx, 0), I(ctx, 40), TE_FOR_SERIAL,
-                          st(ctx, out, i, te_add(ctx, te_mul(ctx, te_floordiv(ctx, d, I(ctx, 3)), I(ctx, 100)),
-                                                 te_floormod(ctx, d, I(ctx, 3)))));
+                          st(ctx, out, i,
+                             te_add(ctx, te_mul(ctx, te_floordiv(ctx, d, I(ctx, 3)), I(ctx, 100)),
+                                    te_floormod(ctx, d, I(ctx, 3)))));
     /* non-negative dividend by a positive constant: plain / and % */
-    te_stmt *s2 = te__for(ctx, i2, I(ctx, 0), I(ctx, 40), TE_FOR_SERIAL,
-                          st(ctx, out2, i2, te_add(ctx, te_floordiv(ctx, i2, I(ctx, 8)), te_floormod(ctx, i2, I(ctx, 8)))));
+    te_stmt *s2 =
+        te__for(ctx, i2, I(ctx, 0), I(ctx, 40), TE_FOR_SERIAL,
+                st(ctx, out2, i2,
+                   te_add(ctx, te_floordiv(ctx, i2, I(ctx, 8)), te_floormod(ctx, i2, I(ctx, 8)))));
     built b = build(ctx, mk_fn(ctx, "idx", 2, (te_buf *[]){out, out2}, 2, te__seq2(ctx, s1, s2)));
     has(b.src, "te_floordiv_i64(");
     has(b.src, "for_");
@@ -637,13 +677,17 @@ static void test_global_alloc_and_select(void **state)
     te_expr *i = te__loop_var(ctx, "i", n), *j = te__loop_var(ctx, "j", n);
     /* T = relu(A) (a select), C = max(T, 0.25) + 1, second loop vectorized */
     te_expr *a = ld(ctx, A, i);
-    te_stmt *p = te__for(ctx, i, I(ctx, 0), I(ctx, n), TE_FOR_SERIAL,
-                         st(ctx, T, i, te_select(ctx, te_gt(ctx, a, te_f32(ctx, 0)), a, te_f32(ctx, 0))));
-    te_stmt *c = te__for(ctx, j, I(ctx, 0), I(ctx, 16), TE_FOR_VECTORIZED,
-                         st(ctx, C, j, te_add(ctx, te_max(ctx, ld(ctx, T, j), te_f32(ctx, 0.25)), te_f32(ctx, 1))));
+    te_stmt *p =
+        te__for(ctx, i, I(ctx, 0), I(ctx, n), TE_FOR_SERIAL,
+                st(ctx, T, i, te_select(ctx, te_gt(ctx, a, te_f32(ctx, 0)), a, te_f32(ctx, 0))));
+    te_stmt *c = te__for(
+        ctx, j, I(ctx, 0), I(ctx, 16), TE_FOR_VECTORIZED,
+        st(ctx, C, j, te_add(ctx, te_max(ctx, ld(ctx, T, j), te_f32(ctx, 0.25)), te_f32(ctx, 1))));
     te_expr *j2 = te__loop_var(ctx, "j", n);
-    te_stmt *c2 = te__for(ctx, j2, I(ctx, 16), I(ctx, n - 16), TE_FOR_SERIAL,
-                          st(ctx, C, j2, te_add(ctx, te_max(ctx, ld(ctx, T, j2), te_f32(ctx, 0.25)), te_f32(ctx, 1))));
+    te_stmt *c2 =
+        te__for(ctx, j2, I(ctx, 16), I(ctx, n - 16), TE_FOR_SERIAL,
+                st(ctx, C, j2,
+                   te_add(ctx, te_max(ctx, ld(ctx, T, j2), te_f32(ctx, 0.25)), te_f32(ctx, 1))));
     te_stmt *body = te__alloc_stmt(ctx, T, te__seq(ctx, 3, (te_stmt *[]){p, c, c2}));
     body = te__pass_vectorize(TE_PC(ctx), body);
     built b = build(ctx, mk_fn(ctx, "galloc", 2, (te_buf *[]){A, C}, 1, body));

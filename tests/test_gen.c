@@ -106,10 +106,10 @@ static int count(const char *hay, const char *needle)
     return n;
 }
 
-#define assert_contains(hay, needle)                                                           \
-    do {                                                                                       \
-        if (!strstr((hay), (needle)))                                                          \
-            fail_msg("expected to find \"%s\" in:\n%s", (needle), (hay));                      \
+#define assert_contains(hay, needle)                                                               \
+    do {                                                                                           \
+        if (!strstr((hay), (needle)))                                                              \
+            fail_msg("expected to find \"%s\" in:\n%s", (needle), (hay));                          \
     } while (0)
 
 static const char *cc(void)
@@ -161,11 +161,10 @@ static user_expr make_user_expr(te_ctx *ctx)
     u.H = te_compute(ctx, "H", 2, (te_expr *[]){i, j},
                      te_sum(ctx, te_mul(ctx, TE_AT(ctx, u.X, i, k), TE_AT(ctx, u.W, k, j)), 1, &k));
     te_expr *i2 = te_axis(ctx, "i", UM), *j2 = te_axis(ctx, "j", UN);
-    u.Y = te_compute(ctx, "Y", 2, (te_expr *[]){i2, j2},
-                     te_add(ctx,
-                            te_mul(ctx, te_sigmoid(ctx, TE_AT(ctx, u.H, i2, j2)),
-                                   TE_AT(ctx, u.g, j2)),
-                            te_f32(ctx, 0.5)));
+    u.Y = te_compute(
+        ctx, "Y", 2, (te_expr *[]){i2, j2},
+        te_add(ctx, te_mul(ctx, te_sigmoid(ctx, TE_AT(ctx, u.H, i2, j2)), TE_AT(ctx, u.g, j2)),
+               te_f32(ctx, 0.5)));
     assert_non_null(u.Y);
     return u;
 }
@@ -180,9 +179,9 @@ static te_schedule *schedule_user_expr(te_ctx *ctx, user_expr *u)
     assert_int_equal(te_parallel(sy, io), TE_OK);
     assert_int_equal(te_vectorize(sy, te_stage_axis(sy, 1)), TE_OK);
     assert_int_equal(te_compute_at(sh_, sy, ii), TE_OK);
-    assert_int_equal(te_reorder(sh_, 2,
-                                (te_iter *[]){te_stage_reduce_axis(sh_, 0), te_stage_axis(sh_, 1)}),
-                     TE_OK);
+    assert_int_equal(
+        te_reorder(sh_, 2, (te_iter *[]){te_stage_reduce_axis(sh_, 0), te_stage_axis(sh_, 1)}),
+        TE_OK);
     assert_int_equal(te_vectorize(sh_, te_stage_axis(sh_, 1)), TE_OK);
     return s;
 }
@@ -191,7 +190,8 @@ typedef int (*user_fn)(const float *, const float *, const float *, float *);
 
 static void run_user_kernel(const char *so, const char *sym, user_expr *u, te_ctx *ctx)
 {
-    void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE /* OpenMP threads may outlive a call */);
+    void *h =
+        dlopen(so, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE /* OpenMP threads may outlive a call */);
     assert_non_null(h);
     void *p = dlsym(h, sym);
     assert_non_null(p);
@@ -241,15 +241,15 @@ static void test_user_expression(void **state)
     assert_contains(h, "Alignment: nothing beyond the element type's alignment is required");
     assert_contains(h, "OMP_NUM_THREADS");
     assert_contains(h, "Return value: 0 on success");
-    assert_contains(h, "Y[i, j] = ");           /* what it computes */
+    assert_contains(h, "Y[i, j] = "); /* what it computes */
     assert_contains(h, "H[i, j] = sum(");
-    assert_contains(h, "vectorize H j");        /* the trace, in the provenance */
-    assert_contains(h, "given by the caller");  /* no database record */
+    assert_contains(h, "vectorize H j");       /* the trace, in the provenance */
+    assert_contains(h, "given by the caller"); /* no database record */
     assert_contains(out.source, "vectorize H j");
     assert_contains(out.source, "TE_OMP(parallel for");
     assert_null(strstr(out.source, "#include \"tessera")); /* no Tessera include */
     assert_null(strstr(out.source, "#include <tessera"));
-    assert_null(strstr(out.source, "_packed"));   /* no packed entry */
+    assert_null(strstr(out.source, "_packed")); /* no packed entry */
 
     /* strict C99 builds, serial and OpenMP, compute what the reference computes */
     char so[1024];
@@ -260,11 +260,12 @@ static void test_user_expression(void **state)
     compile_so(out.source_path, so, 1);
     run_user_kernel(so, "fused", &u, ctx);
     /* the header alone is valid C99 and C++-safe declarations */
-    assert_int_equal(sh("cd '%s' && printf '#include \"fused.h\"\\nint main(void) { "
-                        "(void)fused; return 0; }\\n' > inc.c && %s -std=c99 -Wall -Wextra -Werror -pedantic "
-                        "-fsyntax-only inc.c",
-                        dir, cc()),
-                     0);
+    assert_int_equal(
+        sh("cd '%s' && printf '#include \"fused.h\"\\nint main(void) { "
+           "(void)fused; return 0; }\\n' > inc.c && %s -std=c99 -Wall -Wextra -Werror -pedantic "
+           "-fsyntax-only inc.c",
+           dir, cc()),
+        0);
     te_ctx_free(ctx);
 }
 
@@ -489,11 +490,13 @@ static void test_dispatcher(void **state)
     assert_contains(out.header, "m=16, n=32, k=8");
     assert_contains(out.header, "-> mm_8x48x24()");
     assert_contains(out.header, "-2 when no kernel");
-    assert_contains(out.source, "    if (m == 8 && n == 48 && k == 24)\n        return mm_8x48x24(");
+    assert_contains(out.source,
+                    "    if (m == 8 && n == 48 && k == 24)\n        return mm_8x48x24(");
     char so[1024];
     snprintf(so, sizeof so, "%s/mm.so", dir);
     compile_so(out.source_path, so, 1);
-    void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE /* OpenMP threads may outlive a call */);
+    void *h =
+        dlopen(so, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE /* OpenMP threads may outlive a call */);
     assert_non_null(h);
     void *p = dlsym(h, "mm");
     assert_non_null(p);
@@ -503,7 +506,8 @@ static void test_dispatcher(void **state)
     tt_rng_seed(&r, 5);
     for (int i = 0; i < 2; i++) {
         int64_t m = shp[i][0], n = shp[i][1], kk = shp[i][2];
-        float *a = malloc(sizeof(float) * (size_t)(m * kk)), *b = malloc(sizeof(float) * (size_t)(kk * n));
+        float *a = malloc(sizeof(float) * (size_t)(m * kk)),
+              *b = malloc(sizeof(float) * (size_t)(kk * n));
         float *c = malloc(sizeof(float) * (size_t)(m * n));
         double *ref = malloc(sizeof(double) * (size_t)(m * n));
         tt_fill_f32(&r, a, (size_t)(m * kk));
@@ -570,7 +574,8 @@ static void test_cli_exit_codes(void **state)
         {"gen matmul --shape m=4,n=4,k=4 matmul", 2, "unexpected argument"},
         {"gen matmul --shape m=4,n=4,k=4 -o", 2, "needs a value"},
         {"gen conv2d --shape n=1,c=2,h=4,w=4,oc=2,kh=1,kw=1 --shape "
-         "n=1,c=2,h=4,w=4,oc=2,kh=1,kw=1,layout=NHWC", 2, "cannot tell them apart"},
+         "n=1,c=2,h=4,w=4,oc=2,kh=1,kw=1,layout=NHWC",
+         2, "cannot tell them apart"},
         {"gen matmul --shape m=4,n=4,k=4 -o /proc/no/such/dir", 1, "cannot"},
         {"gen matmul --shape m=4,n=4,k=4 --db /proc/version -o x", 1, "/proc/version"},
     };
@@ -604,9 +609,8 @@ static void test_cli_exit_codes(void **state)
     free(out);
 
     /* success: files, a summary line, a dispatcher from several shapes */
-    assert_int_equal(cli("gen softmax --shape m=4,n=16 --shape m=8,n=16 -o cli_out --quiet",
-                         &out, &err),
-                     0);
+    assert_int_equal(
+        cli("gen softmax --shape m=4,n=16 --shape m=8,n=16 -o cli_out --quiet", &out, &err), 0);
     assert_string_equal(err, "");
     free(out);
     free(err);
@@ -647,8 +651,8 @@ static void test_cuda_files(void **state)
         snprintf(name, sizeof name, "mm_%d", i);
         /* no database: the GPU template with default knobs */
         assert_int_equal(te_gen_kernel_from_db(ctx, NULL, NULL, NULL, "matmul", name, 3,
-                                               (te_tensor *[]){in[0], in[1], outs[0]}, 1, &tgt,
-                                               0, &k[i]),
+                                               (te_tensor *[]){in[0], in[1], outs[0]}, 1, &tgt, 0,
+                                               &k[i]),
                          TE_OK);
         assert_contains(k[i].prov.note, "CUDA template 'matmul'");
         k[i].params[0] = i;
@@ -675,11 +679,12 @@ static void test_cuda_files(void **state)
     assert_contains(out.header, "threads per block");
     assert_contains(out.header, "#if defined(__CUDACC__)");
     /* plain C includes the header */
-    assert_int_equal(sh("cd '%s' && printf '#include \"mm.h\"\\nint main(void) { "
-                        "(void)mm_host; return 0; }\\n' > inc.c && %s -std=c99 -Wall -Wextra -Werror "
-                        "-pedantic -fsyntax-only inc.c",
-                        dir, cc()),
-                     0);
+    assert_int_equal(
+        sh("cd '%s' && printf '#include \"mm.h\"\\nint main(void) { "
+           "(void)mm_host; return 0; }\\n' > inc.c && %s -std=c99 -Wall -Wextra -Werror "
+           "-pedantic -fsyntax-only inc.c",
+           dir, cc()),
+        0);
 
     /* a user-defined elementwise expression gets the elementwise template */
     te_tensor *X = te_placeholder(ctx, "X", TE_F32, 2, (int64_t[]){64, 96});
@@ -704,8 +709,8 @@ static void test_cuda_files(void **state)
             void *cubin = NULL;
             size_t size = 0;
             char *log = NULL;
-            int rc = te_nvrtc_compile(srcs[s], s ? "scaled_tanh.cu" : "mm.cu", 80, &cubin, &size,
-                                      &log);
+            int rc =
+                te_nvrtc_compile(srcs[s], s ? "scaled_tanh.cu" : "mm.cu", 80, &cubin, &size, &log);
             if (rc != TE_OK)
                 fail_msg("NVRTC: %s", log ? log : te_cuda_errmsg());
             free(cubin);
@@ -717,12 +722,12 @@ static void test_cuda_files(void **state)
                te_cuda_errmsg());
     }
     /* nvcc compiles kernels and launchers */
-    const char *nvcc = sh("command -v nvcc > /dev/null") == 0 ? "nvcc"
+    const char *nvcc = sh("command -v nvcc > /dev/null") == 0          ? "nvcc"
                        : access("/usr/local/cuda/bin/nvcc", X_OK) == 0 ? "/usr/local/cuda/bin/nvcc"
-                                                                      : NULL;
+                                                                       : NULL;
     if (nvcc) {
-        assert_int_equal(sh("'%s' -O2 -arch=sm_80 -c '%s' -o '%s/mm.o'", nvcc, out.source_path, dir),
-                         0);
+        assert_int_equal(
+            sh("'%s' -O2 -arch=sm_80 -c '%s' -o '%s/mm.o'", nvcc, out.source_path, dir), 0);
         printf("nvcc -c compiled mm.cu\n");
     } else {
         printf("SKIP: nvcc not found; the .cu files are not compiled by nvcc\n");
@@ -733,10 +738,8 @@ static void test_cuda_files(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_user_expression),
-        cmocka_unit_test(test_db_provenance),
-        cmocka_unit_test(test_dispatcher),
-        cmocka_unit_test(test_cli_exit_codes),
+        cmocka_unit_test(test_user_expression), cmocka_unit_test(test_db_provenance),
+        cmocka_unit_test(test_dispatcher),      cmocka_unit_test(test_cli_exit_codes),
         cmocka_unit_test(test_cuda_files),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

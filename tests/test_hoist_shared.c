@@ -145,7 +145,8 @@ static void test_hoist_shared_moves_allocations_out_of_loops_to_the_block_body(v
     assert_int_equal(after.under_loop, 0);
     /* the per-thread buffer stays inside its thread loop */
     char *txt = pt_print(out);
-    assert_non_null(strstr(txt, "  thread threadIdx.x (tx2, 0, 8) {\n      allocate L[f64 x 1], local\n"));
+    assert_non_null(
+        strstr(txt, "  thread threadIdx.x (tx2, 0, 8) {\n      allocate L[f64 x 1], local\n"));
     free(txt);
     /* same results */
     tt_rng r;

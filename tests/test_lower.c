@@ -124,9 +124,10 @@ static void test_compute_at_region_with_halo(void **state)
     te_expr *i = te_axis(ctx, "i", 66);
     te_tensor *B = te_compute(ctx, "B", 1, &i, te_mul(ctx, TE_AT(ctx, X, i), te_f32(ctx, 2)));
     te_expr *j = te_axis(ctx, "j", 64);
-    te_tensor *C = te_compute(ctx, "C", 1, &j,
-                              te_add(ctx, te_add(ctx, TE_AT(ctx, B, j), TE_AT(ctx, B, te_add(ctx, j, te_int(ctx, 1)))),
-                                     TE_AT(ctx, B, te_add(ctx, j, te_int(ctx, 2)))));
+    te_tensor *C = te_compute(
+        ctx, "C", 1, &j,
+        te_add(ctx, te_add(ctx, TE_AT(ctx, B, j), TE_AT(ctx, B, te_add(ctx, j, te_int(ctx, 1)))),
+               TE_AT(ctx, B, te_add(ctx, j, te_int(ctx, 2)))));
     te_schedule *s = te_schedule_create(ctx, 1, &C);
     te_stage *sc = te_schedule_stage(s, C), *sb = te_schedule_stage(s, B);
     te_iter *o, *in;
@@ -152,9 +153,9 @@ static void test_compute_at_region_extent_not_sampled(void **state)
     te_expr *x = te_axis(ctx, "x", 8);
     te_tensor *P = te_compute(ctx, "P", 1, &x, te_mul(ctx, TE_AT(ctx, X, x), te_f32(ctx, 2)));
     te_expr *i = te_axis(ctx, "i", 200000);
-    te_tensor *C = te_compute(ctx, "C", 1, &i,
-                              te_add(ctx, TE_AT(ctx, P, te_floordiv(ctx, i, te_int(ctx, 40001))),
-                                     te_f32(ctx, 1)));
+    te_tensor *C = te_compute(
+        ctx, "C", 1, &i,
+        te_add(ctx, TE_AT(ctx, P, te_floordiv(ctx, i, te_int(ctx, 40001))), te_f32(ctx, 1)));
     te_schedule *s = te_schedule_create(ctx, 1, &C);
     te_stage *sc = te_schedule_stage(s, C), *sp = te_schedule_stage(s, P);
     te_iter *o, *in;

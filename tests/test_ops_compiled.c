@@ -64,9 +64,8 @@ static void test_every_operator_default_schedule(void **state)
         for (int o = 0; o < no; o++) {
             size_t n = (size_t)te_tensor_numel(out[o]);
             double *ref = malloc(sizeof(double) * n);
-            assert_int_equal(te_reference_eval(ctx, ni, in, (const void *const *)data, 1, &out[o],
-                                               &ref),
-                             TE_OK);
+            assert_int_equal(
+                te_reference_eval(ctx, ni, in, (const void *const *)data, 1, &out[o], &ref), TE_OK);
             double e = tt_max_rel_err_f32(got[o], ref, n);
             if (!(e < 1e-5))
                 fail_msg("%s(%s) output %d: max relative error %g", cases[k].op, cases[k].params, o,
@@ -132,9 +131,9 @@ static void test_conv2d_against_openblas(void **state)
     te_ctx *ctx = te_ctx_create();
     te_tensor *in[2], *out[1];
     int ni, no;
-    assert_int_equal(te_op_build(ctx, "conv2d", "n=1,c=4,h=9,w=7,oc=6,kh=3,kw=3,pad=1", in, &ni,
-                                 out, &no),
-                     TE_OK);
+    assert_int_equal(
+        te_op_build(ctx, "conv2d", "n=1,c=4,h=9,w=7,oc=6,kh=3,kw=3,pad=1", in, &ni, out, &no),
+        TE_OK);
     tt_rng r;
     tt_rng_seed(&r, 6);
     float *x = malloc(sizeof(float) * C * H * W), *w = malloc(sizeof(float) * OC * C * KH * KW);

@@ -96,7 +96,8 @@ static void test_pass_table_matches_architecture_doc(void **state)
         if (idx != row)
             fail_msg("doc row %d is numbered %d", row, idx);
         if (row >= te_lower_pass_count())
-            fail_msg("the doc lists more passes than the pipeline runs (%d)", te_lower_pass_count());
+            fail_msg("the doc lists more passes than the pipeline runs (%d)",
+                     te_lower_pass_count());
         if (strcmp(name, te_lower_pass_name(row)) || strcmp(when, te_lower_pass_when(row)))
             fail_msg("doc row %d is '%s' (%s), the pipeline runs '%s' (%s); regenerate it with "
                      "`tessera lower --passes --markdown`",
@@ -144,8 +145,8 @@ static void test_dump_all_prints_ir_after_every_pass_that_runs(void **state)
     int expect = 0;
     for (int i = 0; i < te_lower_pass_count(); i++) {
         char head[96];
-        snprintf(head, sizeof head, "// ---- IR after pass %d '%s' ----\nfunc mm(A, B, matmul)",
-                 i, te_lower_pass_name(i));
+        snprintf(head, sizeof head, "// ---- IR after pass %d '%s' ----\nfunc mm(A, B, matmul)", i,
+                 te_lower_pass_name(i));
         if (runs_on_c_cpu_schedule(i)) {
             expect++;
             if (!strstr(buf, head))

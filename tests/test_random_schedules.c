@@ -59,8 +59,8 @@ static void case_init(op_case *c, int k, tt_rng *r)
     }
     for (int o = 0; o < c->n_out; o++)
         c->ref[o] = malloc(sizeof(double) * (size_t)te_tensor_numel(c->out[o]));
-    if (te_reference_eval(c->ctx, c->n_in, c->in, (const void *const *)c->in_data, c->n_out,
-                          c->out, c->ref))
+    if (te_reference_eval(c->ctx, c->n_in, c->in, (const void *const *)c->in_data, c->n_out, c->out,
+                          c->ref))
         fail_msg("reference for %s: %s", cases[k].op, te_ctx_errmsg(c->ctx));
 }
 
@@ -102,8 +102,8 @@ static void check_batch(op_case *cs, candidate *cand, int nb, uint64_t seed, int
         op_case *c = &cs[cand[b].kase];
         if (res[b] != TE_OK) {
             fprintf(stderr, "seed %llu, %s(%s), schedule:\n%s\n%s\n", (unsigned long long)seed,
-                    cases[cand[b].kase].op, cases[cand[b].kase].params, te_schedule_trace(cand[b].s),
-                    errs[b]);
+                    cases[cand[b].kase].op, cases[cand[b].kase].params,
+                    te_schedule_trace(cand[b].s), errs[b]);
             fail_msg("generated code did not compile");
         }
         te_packed_fn fn = (te_packed_fn)te__cc_lib_sym(libs[b], "kernel_packed");

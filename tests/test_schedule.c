@@ -25,8 +25,9 @@ static void build(fixture *f, int64_t m, int64_t n, int64_t k)
     f->A = te_placeholder(ctx, "A", TE_F32, 2, (int64_t[]){m, k});
     f->B = te_placeholder(ctx, "B", TE_F32, 2, (int64_t[]){k, n});
     te_expr *i = te_axis(ctx, "i", m), *j = te_axis(ctx, "j", n), *r = te_reduce_axis(ctx, "k", k);
-    f->C = te_compute(ctx, "C", 2, (te_expr *[]){i, j},
-                      te_sum(ctx, te_mul(ctx, TE_AT(ctx, f->A, i, r), TE_AT(ctx, f->B, r, j)), 1, &r));
+    f->C =
+        te_compute(ctx, "C", 2, (te_expr *[]){i, j},
+                   te_sum(ctx, te_mul(ctx, TE_AT(ctx, f->A, i, r), TE_AT(ctx, f->B, r, j)), 1, &r));
     te_expr *i2 = te_axis(ctx, "i", m), *j2 = te_axis(ctx, "j", n);
     f->D = te_compute(ctx, "D", 2, (te_expr *[]){i2, j2},
                       te_max(ctx, TE_AT(ctx, f->C, i2, j2), te_f32(ctx, 0)));
@@ -111,9 +112,9 @@ static void test_tile_fuse_reorder(void **state)
 {
     fixture *f = *state;
     te_iter *io, *jo, *ii, *ji, *fz;
-    assert_int_equal(te_tile(f->sd, te_stage_axis(f->sd, 0), te_stage_axis(f->sd, 1), 8, 16, &io,
-                             &jo, &ii, &ji),
-                     TE_OK);
+    assert_int_equal(
+        te_tile(f->sd, te_stage_axis(f->sd, 0), te_stage_axis(f->sd, 1), 8, 16, &io, &jo, &ii, &ji),
+        TE_OK);
     assert_string_equal(leaf_names(f->sd), "i_o:8 j_o:3 i_i:8 j_i:16");
     assert_int_equal(te_fuse(f->sd, io, jo, &fz), TE_OK);
     assert_string_equal(leaf_names(f->sd), "i_o_j_o_f:24 i_i:8 j_i:16");
@@ -149,11 +150,12 @@ static void test_fuse_reorder_rejects(void **state)
     fixture *f = *state;
     char before[512];
     strcpy(before, leaf_names(f->sc));
-    te_iter *i = te_stage_axis(f->sc, 0), *j = te_stage_axis(f->sc, 1), *k = te_stage_reduce_axis(f->sc, 0);
-    expect_reject(f, f->sc, te_fuse(f->sc, j, i, NULL), TE_ERR_SCHEDULE, "directly inside",
+    te_iter *i = te_stage_axis(f->sc, 0), *j = te_stage_axis(f->sc, 1),
+            *k = te_stage_reduce_axis(f->sc, 0);
+    expect_reject(f, f->sc, te_fuse(f->sc, j, i, NULL), TE_ERR_SCHEDULE, "directly inside", before,
+                  "");
+    expect_reject(f, f->sc, te_fuse(f->sc, j, k, NULL), TE_ERR_SCHEDULE, "cannot fuse reduction",
                   before, "");
-    expect_reject(f, f->sc, te_fuse(f->sc, j, k, NULL), TE_ERR_SCHEDULE,
-                  "cannot fuse reduction", before, "");
     expect_reject(f, f->sc, te_reorder(f->sc, 3, (te_iter *[]){k, i, k}), TE_ERR_SCHEDULE,
                   "named twice", before, "");
     expect_reject(f, f->sc, te_reorder(f->sc, 1, (te_iter *[]){te_stage_axis(f->sd, 0)}),
@@ -240,7 +242,8 @@ static void test_cache_write_and_read(void **state)
     assert_non_null(al);
     assert_int_equal(te_schedule_nstages(f->s), 4);
     assert_ptr_equal(te_schedule_stage_at(f->s, 0), te_schedule_stage(f->s, al));
-    assert_non_null(strstr(te_schedule_trace(f->s), "cache_write C local\ncache_read A local C_local\n"));
+    assert_non_null(
+        strstr(te_schedule_trace(f->s), "cache_write C local\ncache_read A local C_local\n"));
 }
 
 static void test_schedule_create_rejects(void **state)

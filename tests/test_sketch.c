@@ -63,15 +63,17 @@ static void user_chain(tcase *c, int64_t M, int64_t N, tt_rng *r)
     te_tensor *X = te_placeholder(ctx, "X", TE_F32, 2, (int64_t[]){M, N});
     te_tensor *b = te_placeholder(ctx, "b", TE_F32, 1, (int64_t[]){N});
     te_expr *i = te_axis(ctx, "i", M), *j = te_axis(ctx, "j", N);
-    te_tensor *S = te_compute(ctx, "S", 2, (te_expr *[]){i, j},
-                              te_add(ctx, te_mul(ctx, te_f32(ctx, 2), TE_AT(ctx, X, i, j)),
-                                     TE_AT(ctx, b, j)));
+    te_tensor *S =
+        te_compute(ctx, "S", 2, (te_expr *[]){i, j},
+                   te_add(ctx, te_mul(ctx, te_f32(ctx, 2), TE_AT(ctx, X, i, j)), TE_AT(ctx, b, j)));
     te_expr *i2 = te_axis(ctx, "i", M), *j2 = te_axis(ctx, "j", N);
-    te_tensor *T = te_compute(ctx, "T", 2, (te_expr *[]){i2, j2},
-                              te_mul(ctx, te_tanh(ctx, TE_AT(ctx, S, i2, j2)), TE_AT(ctx, X, i2, j2)));
+    te_tensor *T =
+        te_compute(ctx, "T", 2, (te_expr *[]){i2, j2},
+                   te_mul(ctx, te_tanh(ctx, TE_AT(ctx, S, i2, j2)), TE_AT(ctx, X, i2, j2)));
     te_expr *i3 = te_axis(ctx, "i", M), *j3 = te_axis(ctx, "j", N);
-    te_tensor *Z = te_compute(ctx, "Z", 2, (te_expr *[]){i3, j3},
-                              te_sub(ctx, TE_AT(ctx, T, i3, j3), te_sigmoid(ctx, TE_AT(ctx, X, i3, j3))));
+    te_tensor *Z =
+        te_compute(ctx, "Z", 2, (te_expr *[]){i3, j3},
+                   te_sub(ctx, TE_AT(ctx, T, i3, j3), te_sigmoid(ctx, TE_AT(ctx, X, i3, j3))));
     assert_non_null(Z);
     c->in[0] = X, c->in[1] = b, c->n_in = 2;
     c->out[0] = Z, c->n_out = 1;
@@ -97,8 +99,8 @@ static void user_two_products(tcase *c, tt_rng *r)
 static te_space *sketch_space(tcase *c)
 {
     te_target tgt = te_target_host();
-    te_space *sp = te_space_create(c->ctx, NULL, c->n_in, c->in, c->n_out, c->out,
-                                   TE_SPACE_SKETCH, &tgt);
+    te_space *sp =
+        te_space_create(c->ctx, NULL, c->n_in, c->in, c->n_out, c->out, TE_SPACE_SKETCH, &tgt);
     if (!sp)
         fail_msg("%s: %s", c->label, te_ctx_errmsg(c->ctx));
     assert_int_equal(te_space_kind_of(sp), TE_SPACE_SKETCH);

@@ -131,8 +131,8 @@ static void test_grid(void **state)
     te_ctx_clear_error(c.ctx);
     /* One thread: no parallel knob, a smaller grid. */
     tgt.num_cores = 1;
-    te_space *sp1 = te_space_create(c.ctx, "matmul", c.n_in, c.in, c.n_out, c.out,
-                                    TE_SPACE_TEMPLATE, &tgt);
+    te_space *sp1 =
+        te_space_create(c.ctx, "matmul", c.n_in, c.in, c.n_out, c.out, TE_SPACE_TEMPLATE, &tgt);
     assert_non_null(sp1);
     assert_true(te_space_size(sp1) < size);
     for (int64_t i = 0; i < te_space_size(sp1); i++)
@@ -155,15 +155,16 @@ static void test_kinds(void **state)
     assert_null(te_space_get(sp, 0));
     assert_non_null(strstr(te_ctx_errmsg(c.ctx), "sketch"));
     te_ctx_clear_error(c.ctx);
-    assert_null(te_space_create(c.ctx, "sum", c.n_in, c.in, c.n_out, c.out, TE_SPACE_TEMPLATE, &tgt));
+    assert_null(
+        te_space_create(c.ctx, "sum", c.n_in, c.in, c.n_out, c.out, TE_SPACE_TEMPLATE, &tgt));
     assert_int_equal(te_ctx_errcode(c.ctx), TE_ERR_UNSUPPORTED);
     assert_non_null(strstr(te_ctx_errmsg(c.ctx), "no template"));
     te_ctx_clear_error(c.ctx);
     /* A template name on an expression it does not fit: AUTO falls back, TEMPLATE refuses. */
     sp = make(&c, "matmul", TE_SPACE_AUTO);
     assert_int_equal(te_space_kind_of(sp), TE_SPACE_SKETCH);
-    assert_null(te_space_create(c.ctx, "matmul", c.n_in, c.in, c.n_out, c.out, TE_SPACE_TEMPLATE,
-                                &tgt));
+    assert_null(
+        te_space_create(c.ctx, "matmul", c.n_in, c.in, c.n_out, c.out, TE_SPACE_TEMPLATE, &tgt));
     assert_non_null(strstr(te_ctx_errmsg(c.ctx), "does not fit"));
     te_ctx_clear_error(c.ctx);
     /* Bad arguments. */
@@ -179,7 +180,8 @@ static void test_kinds(void **state)
     assert_null(te_space_mutate(sp, NULL, NULL));
     te_ctx_clear_error(c.ctx);
     /* NULL target: the host. */
-    assert_non_null(te_space_create(c.ctx, NULL, c.n_in, c.in, c.n_out, c.out, TE_SPACE_AUTO, NULL));
+    assert_non_null(
+        te_space_create(c.ctx, NULL, c.n_in, c.in, c.n_out, c.out, TE_SPACE_AUTO, NULL));
     /* A template on the op: AUTO picks it. */
     tcase m;
     tcase_op(&m, "matmul", "m=8,n=16,k=4", &r);
@@ -194,8 +196,8 @@ static void test_kinds(void **state)
 static void test_reproducible_and_mutate(void **state)
 {
     (void)state;
-    const char *ops[][2] = {{"matmul", "m=32,n=48,k=16"}, {"softmax", "m=8,n=40"},
-                            {"mlp_gate", "m=8,n=32,k=16"}};
+    const char *ops[][2] = {
+        {"matmul", "m=32,n=48,k=16"}, {"softmax", "m=8,n=40"}, {"mlp_gate", "m=8,n=32,k=16"}};
     for (int q = 0; q < 3; q++) {
         for (int kind = TE_SPACE_TEMPLATE; kind <= TE_SPACE_SKETCH; kind++) {
             tt_rng r;
@@ -230,7 +232,7 @@ static void test_reproducible_and_mutate(void **state)
             }
             assert_true(distinct >= 5);
             /* A trace the space did not produce mutates by its numbers. */
-            const char *foreign = q == 0 ? "split matmul i 4\nsplit matmul j 8\n"
+            const char *foreign = q == 0   ? "split matmul i 4\nsplit matmul j 8\n"
                                   : q == 1 ? "unroll_max softmax 16\n"
                                            : "split mlp_gate i 2\n";
             const char *mf = te_space_mutate(sa, foreign, &ra);
@@ -277,8 +279,9 @@ static void test_features(void **state)
     te_space *sp = make(&c, "matmul", TE_SPACE_TEMPLATE);
     te_lowered *plain = lower_trace(&c, sp, "");
     te_lowered *tiled = lower_trace(&c, sp, te_space_get(sp, te_space_size(sp) - 1));
-    te_lowered *vec = lower_trace(&c, sp, "split matmul j 16\nreorder matmul i j_o k j_i\n"
-                                          "vectorize matmul j_i\nparallel matmul i\n");
+    te_lowered *vec = lower_trace(&c, sp,
+                                  "split matmul j 16\nreorder matmul i j_o k j_i\n"
+                                  "vectorize matmul j_i\nparallel matmul i\n");
     float a[TE_NUM_FEATURES], b[TE_NUM_FEATURES], v[TE_NUM_FEATURES], a2[TE_NUM_FEATURES + 4];
     assert_int_equal(te_features(plain, a, TE_NUM_FEATURES), TE_NUM_FEATURES);
     assert_int_equal(te_features(tiled, b, TE_NUM_FEATURES), TE_NUM_FEATURES);
@@ -286,7 +289,7 @@ static void test_features(void **state)
     for (int i = 0; i < TE_NUM_FEATURES + 4; i++)
         a2[i] = -7;
     assert_int_equal(te_features(plain, a2, TE_NUM_FEATURES + 4), TE_NUM_FEATURES);
-    assert_memory_equal(a, a2, sizeof a); /* deterministic */
+    assert_memory_equal(a, a2, sizeof a);  /* deterministic */
     assert_true(a2[TE_NUM_FEATURES] == 0); /* extra slots are zeroed */
     for (int i = 0; i < TE_NUM_FEATURES; i++) {
         assert_true(isfinite(a[i]) && isfinite(b[i]) && isfinite(v[i]));

@@ -25,15 +25,15 @@ static int teardown(void **state)
 }
 
 /* A call that must fail: NULL result, the given code, and a message naming the culprit. */
-#define EXPECT_FAIL(ctx, call, code, needle)                                                   \
-    do {                                                                                       \
-        te_ctx_clear_error(ctx);                                                               \
-        void *r_ = (void *)(call);                                                             \
-        assert_null(r_);                                                                       \
-        assert_int_equal(te_ctx_errcode(ctx), (code));                                         \
-        if (!strstr(te_ctx_errmsg(ctx), (needle)))                                             \
-            fail_msg("message '%s' lacks '%s'", te_ctx_errmsg(ctx), (needle));                 \
-        te_ctx_clear_error(ctx);                                                               \
+#define EXPECT_FAIL(ctx, call, code, needle)                                                       \
+    do {                                                                                           \
+        te_ctx_clear_error(ctx);                                                                   \
+        void *r_ = (void *)(call);                                                                 \
+        assert_null(r_);                                                                           \
+        assert_int_equal(te_ctx_errcode(ctx), (code));                                             \
+        if (!strstr(te_ctx_errmsg(ctx), (needle)))                                                 \
+            fail_msg("message '%s' lacks '%s'", te_ctx_errmsg(ctx), (needle));                     \
+        te_ctx_clear_error(ctx);                                                                   \
     } while (0)
 
 static void test_status_and_dtype_tables(void **state)
@@ -57,9 +57,10 @@ static void test_bad_tensors(void **state)
                 "'A' axis 1 has non-positive extent 0");
     EXPECT_FAIL(ctx, te_placeholder(ctx, "A", TE_F32, 2, (int64_t[]){4, -3}), TE_ERR_SHAPE,
                 "axis 1");
-    EXPECT_FAIL(ctx, te_placeholder(ctx, "Big", TE_F32, 3,
-                                    (int64_t[]){INT64_C(1) << 31, INT64_C(1) << 31, 4}),
-                TE_ERR_OVERFLOW, "'Big' element count overflows");
+    EXPECT_FAIL(
+        ctx,
+        te_placeholder(ctx, "Big", TE_F32, 3, (int64_t[]){INT64_C(1) << 31, INT64_C(1) << 31, 4}),
+        TE_ERR_OVERFLOW, "'Big' element count overflows");
     EXPECT_FAIL(ctx, te_placeholder(ctx, "A", TE_F32, 9, (int64_t[]){1, 1, 1, 1, 1, 1, 1, 1, 1}),
                 TE_ERR_SHAPE, "rank 9");
     EXPECT_FAIL(ctx, te_placeholder(ctx, "1bad", TE_F32, 1, (int64_t[]){4}), TE_ERR_ARG,
@@ -133,8 +134,8 @@ static void test_bad_computes(void **state)
     EXPECT_FAIL(ctx, te_sum(ctx, TE_AT(ctx, A, i, k), 2, (te_expr *[]){k, k}), TE_ERR_ARG,
                 "listed twice");
     /* A guarded read may leave the bounds: checked at run time instead. */
-    te_expr *g = te_if_then_else(ctx, te_lt(ctx, i9, te_int(ctx, 4)), TE_AT(ctx, A, i9, j),
-                                 te_f32(ctx, 0));
+    te_expr *g =
+        te_if_then_else(ctx, te_lt(ctx, i9, te_int(ctx, 4)), TE_AT(ctx, A, i9, j), te_f32(ctx, 0));
     assert_non_null(te_compute(ctx, "P", 2, (te_expr *[]){i9, j}, g));
 }
 
@@ -145,14 +146,16 @@ static void test_reference_matmul_and_guarded_pad(void **state)
     te_tensor *A = te_placeholder(ctx, "A", TE_F32, 2, (int64_t[]){M, K});
     te_tensor *B = te_placeholder(ctx, "B", TE_F32, 2, (int64_t[]){K, N});
     te_expr *i = te_axis(ctx, "i", M), *j = te_axis(ctx, "j", N), *k = te_reduce_axis(ctx, "k", K);
-    te_tensor *C = te_compute(ctx, "C", 2, (te_expr *[]){i, j},
-                              te_sum(ctx, te_mul(ctx, TE_AT(ctx, A, i, k), TE_AT(ctx, B, k, j)), 1, &k));
+    te_tensor *C =
+        te_compute(ctx, "C", 2, (te_expr *[]){i, j},
+                   te_sum(ctx, te_mul(ctx, TE_AT(ctx, A, i, k), TE_AT(ctx, B, k, j)), 1, &k));
     /* P pads C by one row on each side: only the taken branch is evaluated. */
     te_expr *pi = te_axis(ctx, "pi", M + 2), *pj = te_axis(ctx, "pj", N);
     te_expr *in = te_and(ctx, te_ge(ctx, pi, te_int(ctx, 1)), te_le(ctx, pi, te_int(ctx, M)));
-    te_tensor *P = te_compute(ctx, "P", 2, (te_expr *[]){pi, pj},
-                              te_if_then_else(ctx, in, TE_AT(ctx, C, te_sub(ctx, pi, te_int(ctx, 1)), pj),
-                                              te_f32(ctx, -7)));
+    te_tensor *P =
+        te_compute(ctx, "P", 2, (te_expr *[]){pi, pj},
+                   te_if_then_else(ctx, in, TE_AT(ctx, C, te_sub(ctx, pi, te_int(ctx, 1)), pj),
+                                   te_f32(ctx, -7)));
     assert_non_null(P);
     tt_rng rng;
     tt_rng_seed(&rng, 1);
@@ -189,17 +192,19 @@ static void test_reference_reducers_and_ints(void **state)
     te_expr *i2 = te_axis(ctx, "i", 3), *k2 = te_reduce_axis(ctx, "k", 4);
     /* A user-defined reducer: sum of squares via combine(x, y) = x + y * y. */
     te_expr *x = te_var(ctx, "x", TE_F32), *y = te_var(ctx, "y", TE_F32);
-    te_reducer *ss = te_reducer_create(ctx, "sumsq", x, y, te_add(ctx, x, te_mul(ctx, y, y)),
-                                       te_f32(ctx, 0));
+    te_reducer *ss =
+        te_reducer_create(ctx, "sumsq", x, y, te_add(ctx, x, te_mul(ctx, y, y)), te_f32(ctx, 0));
     assert_non_null(ss);
     te_tensor *sq = te_compute(ctx, "sq", 1, &i2,
                                te_reduce(ctx, TE_RCUSTOM, ss, TE_AT(ctx, X, i2, k2), 1, &k2));
     /* Integer floor division and modulo of negative values. */
     te_expr *i3 = te_axis(ctx, "i", 3);
     te_expr *neg = te_sub(ctx, i3, te_int(ctx, 5));
-    te_tensor *fd = te_compute(ctx, "fd", 1, &i3,
-                               te_cast(ctx, TE_F32, te_add(ctx, te_mul(ctx, te_floordiv(ctx, neg, te_int(ctx, 2)), te_int(ctx, 10)),
-                                                           te_floormod(ctx, neg, te_int(ctx, 2)))));
+    te_tensor *fd = te_compute(
+        ctx, "fd", 1, &i3,
+        te_cast(ctx, TE_F32,
+                te_add(ctx, te_mul(ctx, te_floordiv(ctx, neg, te_int(ctx, 2)), te_int(ctx, 10)),
+                       te_floormod(ctx, neg, te_int(ctx, 2)))));
     assert_non_null(mx);
     assert_non_null(sq);
     assert_non_null(fd);
@@ -230,9 +235,9 @@ static void test_reference_runtime_bounds(void **state)
     te_tensor *X = te_placeholder(ctx, "X", TE_F32, 1, (int64_t[]){4});
     te_expr *i = te_axis(ctx, "i", 6);
     /* The guard is wrong on purpose (i < 6 is always true): the read leaves X at run time. */
-    te_tensor *Y = te_compute(ctx, "Y", 1, &i,
-                              te_if_then_else(ctx, te_lt(ctx, i, te_int(ctx, 6)), TE_AT(ctx, X, i),
-                                              te_f32(ctx, 0)));
+    te_tensor *Y = te_compute(
+        ctx, "Y", 1, &i,
+        te_if_then_else(ctx, te_lt(ctx, i, te_int(ctx, 6)), TE_AT(ctx, X, i), te_f32(ctx, 0)));
     assert_non_null(Y);
     float xv[4] = {1, 2, 3, 4};
     double out[6];
@@ -247,7 +252,8 @@ static void test_print(void **state)
     te_ctx *ctx = *state;
     te_tensor *A = te_placeholder(ctx, "A", TE_F32, 2, (int64_t[]){4, 5});
     te_expr *i = te_axis(ctx, "i", 4), *k = te_reduce_axis(ctx, "k", 5);
-    te_tensor *S = te_compute(ctx, "S", 1, &i, te_sum(ctx, te_exp(ctx, TE_AT(ctx, A, i, k)), 1, &k));
+    te_tensor *S =
+        te_compute(ctx, "S", 1, &i, te_sum(ctx, te_exp(ctx, TE_AT(ctx, A, i, k)), 1, &k));
     char *buf = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&buf, &n);

@@ -41,7 +41,8 @@ static char *lowered_text(te_schedule *s, const tcase *c)
     tcase_args(c, args);
     te_lowered *low = te_lower(s, c->n_in + c->n_out, args, "kernel", &tgt);
     if (!low)
-        fail_msg("%s: lowering failed: %s\n%s", c->label, te_ctx_errmsg(c->ctx), te_schedule_trace(s));
+        fail_msg("%s: lowering failed: %s\n%s", c->label, te_ctx_errmsg(c->ctx),
+                 te_schedule_trace(s));
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -132,8 +133,8 @@ static void test_errors(void **state)
     /* Blank lines, comments and a missing final newline are fine; so is the empty trace. */
     te_schedule *s = te_schedule_create(c.ctx, 1, c.out);
     assert_int_equal(te_schedule_apply_trace(s, ""), TE_OK);
-    assert_int_equal(te_schedule_apply_trace(s, "\n  \n# x\n   split   matmul i 4  \nsplit matmul j 2"),
-                     TE_OK);
+    assert_int_equal(
+        te_schedule_apply_trace(s, "\n  \n# x\n   split   matmul i 4  \nsplit matmul j 2"), TE_OK);
     assert_string_equal(te_schedule_trace(s), "split matmul i 4\nsplit matmul j 2\n");
     assert_int_equal(te_schedule_apply_trace(NULL, ""), TE_ERR_ARG);
     assert_int_equal(te_schedule_apply_trace(s, NULL), TE_ERR_ARG);
@@ -160,9 +161,11 @@ static void test_errors(void **state)
     assert_non_null(strstr(te_ctx_errmsg(c.ctx), "line 15"));
     te_ctx_clear_error(c.ctx);
     te_schedule *s3 = te_schedule_create(c.ctx, 1, c.out);
-    assert_int_equal(te_schedule_apply_trace(s3, "bind matmul i blockIdx.x\nbind matmul j threadIdx.y\n"),
-                     TE_OK);
-    assert_string_equal(te_schedule_trace(s3), "bind matmul i blockIdx.x\nbind matmul j threadIdx.y\n");
+    assert_int_equal(
+        te_schedule_apply_trace(s3, "bind matmul i blockIdx.x\nbind matmul j threadIdx.y\n"),
+        TE_OK);
+    assert_string_equal(te_schedule_trace(s3),
+                        "bind matmul i blockIdx.x\nbind matmul j threadIdx.y\n");
     /* The GPU primitives' lines replay too. */
     te_schedule *g1 = te_schedule_create(c.ctx, 1, c.out);
     te_stage *mst = te_schedule_stage(g1, c.out[0]);
@@ -186,7 +189,8 @@ static void test_errors(void **state)
     assert_non_null(gc);
     assert_non_null(strstr(gc, "te_storage_align(st_A_shared, 0, 32, 1)"));
     assert_non_null(strstr(gc, "te_double_buffer(st_A_shared)"));
-    assert_non_null(strstr(gc, "te_bind_reduce(st_matmul, te_stage_iter(st_matmul, \"k_i\"), TE_THREAD_X)"));
+    assert_non_null(
+        strstr(gc, "te_bind_reduce(st_matmul, te_stage_iter(st_matmul, \"k_i\"), TE_THREAD_X)"));
     free(gc);
     te_schedule *g3 = te_schedule_create(c.ctx, 1, c.out);
     assert_int_equal(te_schedule_apply_trace(g3, "storage_align matmul 0 x 1\n"), TE_ERR_ARG);
@@ -208,16 +212,18 @@ static const char *run_c(tcase *c, const char *snippet)
 {
     size_t cap = strlen(snippet) + 4096;
     char *src = malloc(cap);
-    int k = snprintf(src, cap, "#include <stdio.h>\n#include <stdbool.h>\n"
-                               "#include \"tessera/schedule.h\"\n"
-                               "int replay(te_schedule *s, te_tensor *const *in)\n{\n");
+    int k = snprintf(src, cap,
+                     "#include <stdio.h>\n#include <stdbool.h>\n"
+                     "#include \"tessera/schedule.h\"\n"
+                     "int replay(te_schedule *s, te_tensor *const *in)\n{\n");
     for (int i = 0; i < c->n_in; i++)
         k += snprintf(src + k, cap - (size_t)k, "    te_tensor *%s = in[%d];\n    (void)%s;\n",
                       te_tensor_name(c->in[i]), i, te_tensor_name(c->in[i]));
     k += snprintf(src + k, cap - (size_t)k, "%s    return 0;\n}\n", snippet);
     char flags[2048];
-    snprintf(flags, sizeof flags, "-O0 -fPIC -shared -std=gnu11 -Wall -Werror -I%s/include -I%s/include",
-             TT_SOURCE_DIR, TT_BINARY_DIR);
+    snprintf(flags, sizeof flags,
+             "-O0 -fPIC -shared -std=gnu11 -Wall -Werror -I%s/include -I%s/include", TT_SOURCE_DIR,
+             TT_BINARY_DIR);
     te__cc_opts opts = {NULL, flags, NULL};
     te__cc_lib *lib = NULL;
     char err[8192];
@@ -242,10 +248,9 @@ static void test_huge_numbers(void **state)
     tt_rng_seed(&r, 1);
     tcase c;
     tcase_op(&c, "matmul", "m=8,n=8,k=8", &r);
-    const char *too_big[] = {"split matmul i 92233720368547758078\n",
-                             "split matmul i -92233720368547758078\n",
-                             "tile matmul i j 4 92233720368547758078\n",
-                             "unroll_max matmul 92233720368547758078\n"};
+    const char *too_big[] = {
+        "split matmul i 92233720368547758078\n", "split matmul i -92233720368547758078\n",
+        "tile matmul i j 4 92233720368547758078\n", "unroll_max matmul 92233720368547758078\n"};
     for (size_t q = 0; q < sizeof too_big / sizeof too_big[0]; q++) {
         te_schedule *s = te_schedule_create(c.ctx, 1, c.out);
         int rc = te_schedule_apply_trace(s, too_big[q]);
@@ -294,8 +299,8 @@ static void test_trace_to_c(void **state)
         tcase c;
         tcase_op(&c, sp_cases[q].op, sp_cases[q].params, &r);
         te_target tgt = te_target_host();
-        te_space *sp = te_space_create(c.ctx, c.label, c.n_in, c.in, c.n_out, c.out,
-                                       sp_cases[q].kind, &tgt);
+        te_space *sp =
+            te_space_create(c.ctx, c.label, c.n_in, c.in, c.n_out, c.out, sp_cases[q].kind, &tgt);
         assert_non_null(sp);
         te_rng rr;
         te_rng_seed(&rr, 5 + q);

@@ -43,7 +43,10 @@ static int teardown(void **state)
 
 static te_expr *I(fx *f, int64_t v) { return te_int(f->ctx, v); }
 static te_expr *ld(fx *f, te_buf *b, te_expr *i) { return te__load(f->ctx, b, 1, &i); }
-static te_stmt *st(fx *f, te_buf *b, te_expr *i, te_expr *v) { return te__store(f->ctx, b, 1, &i, v); }
+static te_stmt *st(fx *f, te_buf *b, te_expr *i, te_expr *v)
+{
+    return te__store(f->ctx, b, 1, &i, v);
+}
 /* i_o * 16 + i_i */
 static te_expr *idx(fx *f) { return te_add(f->ctx, te_mul(f->ctx, f->o, I(f, 16)), f->v); }
 
@@ -90,7 +93,8 @@ static void assert_ramp(const te_expr *e, int64_t stride, int lanes)
 static void test_contiguous_becomes_ramp(void **state)
 {
     fx *f = *state;
-    te_stmt *r = run(f, I(f, 16), st(f, f->C, idx(f), te_add(f->ctx, ld(f, f->A, idx(f)), ld(f, f->B, idx(f)))));
+    te_stmt *r = run(f, I(f, 16),
+                     st(f, f->C, idx(f), te_add(f->ctx, ld(f, f->A, idx(f)), ld(f, f->B, idx(f)))));
     assert_int_equal(r->kind, TE_S_STORE);
     assert_ramp(r->u.store.idx[0], 1, 16);
     /* base is the index at lane 0: i_o * 16 */
@@ -109,7 +113,8 @@ static void test_invariant_load_is_broadcast(void **state)
 {
     fx *f = *state;
     /* C[i] = A[i] * B[i_o]: B's index does not depend on the lane */
-    te_stmt *r = run(f, I(f, 16), st(f, f->C, idx(f), te_mul(f->ctx, ld(f, f->A, idx(f)), ld(f, f->B, f->o))));
+    te_stmt *r = run(f, I(f, 16),
+                     st(f, f->C, idx(f), te_mul(f->ctx, ld(f, f->A, idx(f)), ld(f, f->B, f->o))));
     assert_int_equal(r->kind, TE_S_STORE);
     const te_expr *b = r->u.store.value->u.bin.b;
     assert_int_equal(b->kind, TE_E_BCAST);
@@ -150,7 +155,8 @@ static void test_reduction_into_scalar_falls_back(void **state)
 {
     fx *f = *state;
     /* C[i_o] = C[i_o] + A[i]: every lane writes the same element */
-    te_stmt *r = run(f, I(f, 16), st(f, f->C, f->o, te_add(f->ctx, ld(f, f->C, f->o), ld(f, f->A, idx(f)))));
+    te_stmt *r =
+        run(f, I(f, 16), st(f, f->C, f->o, te_add(f->ctx, ld(f, f->C, f->o), ld(f, f->A, idx(f)))));
     assert_serial(r);
     /* x - x: mentions the lane, but does not depend on it */
     r = run(f, I(f, 16), st(f, f->C, te_sub(f->ctx, f->v, f->v), ld(f, f->A, idx(f))));
@@ -160,10 +166,12 @@ static void test_reduction_into_scalar_falls_back(void **state)
 static void test_lane_dependent_if_falls_back(void **state)
 {
     fx *f = *state;
-    te_stmt *body = te__if(f->ctx, te_lt(f->ctx, idx(f), I(f, 1000)), st(f, f->C, idx(f), ld(f, f->A, idx(f))), NULL);
+    te_stmt *body = te__if(f->ctx, te_lt(f->ctx, idx(f), I(f, 1000)),
+                           st(f, f->C, idx(f), ld(f, f->A, idx(f))), NULL);
     assert_serial(run(f, I(f, 16), body));
     /* an if on the outer variable only stays an if around vector code */
-    body = te__if(f->ctx, te_lt(f->ctx, f->o, I(f, 10)), st(f, f->C, idx(f), ld(f, f->A, idx(f))), NULL);
+    body = te__if(f->ctx, te_lt(f->ctx, f->o, I(f, 10)), st(f, f->C, idx(f), ld(f, f->A, idx(f))),
+                  NULL);
     te_stmt *r = run(f, I(f, 16), body);
     assert_int_equal(r->kind, TE_S_IF);
     assert_int_equal(r->u.cond.then_s->kind, TE_S_STORE);
@@ -182,7 +190,8 @@ static void test_select_and_guarded_load_vectorize(void **state)
     assert_int_equal(r->u.store.value->u.sel.c->lanes, 16);
     /* if_then_else guarding a load (padding) must not become a plain blend of loads: the
      * load becomes a gather that reads element 0 in the lanes the guard excludes */
-    te_expr *ite = te_if_then_else(f->ctx, te_lt(f->ctx, f->v, I(f, 5)), ld(f, f->A, idx(f)), te_f32(f->ctx, 0));
+    te_expr *ite = te_if_then_else(f->ctx, te_lt(f->ctx, f->v, I(f, 5)), ld(f, f->A, idx(f)),
+                                   te_f32(f->ctx, 0));
     r = run(f, I(f, 16), st(f, f->C, idx(f), ite));
     assert_int_equal(r->kind, TE_S_STORE);
     assert_int_equal(r->u.store.value->kind, TE_E_SELECT);
@@ -194,7 +203,8 @@ static void test_select_and_guarded_load_vectorize(void **state)
     assert_ramp(g->u.load.idx[0]->u.sel.t, 1, 16);
     assert_int_equal(g->u.load.idx[0]->u.sel.f->kind, TE_E_BCAST);
     /* without loads it is a blend */
-    te_expr *ite2 = te_if_then_else(f->ctx, te_lt(f->ctx, f->v, I(f, 5)), te_f32(f->ctx, 1), te_f32(f->ctx, 0));
+    te_expr *ite2 =
+        te_if_then_else(f->ctx, te_lt(f->ctx, f->v, I(f, 5)), te_f32(f->ctx, 1), te_f32(f->ctx, 0));
     r = run(f, I(f, 16), st(f, f->C, idx(f), ite2));
     assert_int_equal(r->u.store.value->kind, TE_E_SELECT);
 }
@@ -348,7 +358,7 @@ static void test_bad_lane_counts_fall_back(void **state)
     assert_serial(run(f, I(f, 12), body));  /* not a power of two */
     assert_serial(run(f, I(f, 128), body)); /* too wide */
     assert_serial(run(f, I(f, 1), body));
-    assert_serial(run(f, f->o, body));      /* extent not constant */
+    assert_serial(run(f, f->o, body)); /* extent not constant */
     te_stmt *r = run(f, I(f, 64), body);
     assert_int_equal(r->kind, TE_S_STORE);
     assert_ramp(r->u.store.idx[0], 1, 64);
@@ -358,7 +368,8 @@ static void test_nested_loop_falls_back(void **state)
 {
     fx *f = *state;
     te_expr *k = te__loop_var(f->ctx, "k", 4);
-    te_stmt *inner = te__for(f->ctx, k, I(f, 0), I(f, 4), TE_FOR_SERIAL, st(f, f->C, idx(f), ld(f, f->A, k)));
+    te_stmt *inner =
+        te__for(f->ctx, k, I(f, 0), I(f, 4), TE_FOR_SERIAL, st(f, f->C, idx(f), ld(f, f->A, k)));
     assert_serial(run(f, I(f, 16), inner));
 }
 
@@ -366,8 +377,10 @@ static void test_calls_casts_and_lets_vectorize(void **state)
 {
     fx *f = *state;
     te_expr *t = te_var(f->ctx, "t", TE_F32);
-    te_expr *val = te_exp(f->ctx, te_max(f->ctx, ld(f, f->A, idx(f)), te_cast(f->ctx, TE_F32, f->v)));
-    te_stmt *body = te__let(f->ctx, t, val, st(f, f->C, idx(f), te_mul(f->ctx, t, ld(f, f->B, f->o))));
+    te_expr *val =
+        te_exp(f->ctx, te_max(f->ctx, ld(f, f->A, idx(f)), te_cast(f->ctx, TE_F32, f->v)));
+    te_stmt *body =
+        te__let(f->ctx, t, val, st(f, f->C, idx(f), te_mul(f->ctx, t, ld(f, f->B, f->o))));
     te_stmt *r = run(f, I(f, 16), body);
     assert_int_equal(r->kind, TE_S_LET);
     assert_int_equal(r->u.let.var->lanes, 16);

@@ -18,7 +18,10 @@ double tt_rng_uniform(tt_rng *r, double lo, double hi)
     return lo + (hi - lo) * ((double)(tt_rng_next(r) >> 11) * 0x1.0p-53);
 }
 
-int64_t tt_rng_int(tt_rng *r, int64_t n) { return n <= 0 ? 0 : (int64_t)(tt_rng_next(r) % (uint64_t)n); }
+int64_t tt_rng_int(tt_rng *r, int64_t n)
+{
+    return n <= 0 ? 0 : (int64_t)(tt_rng_next(r) % (uint64_t)n);
+}
 
 void tt_fill_f32(tt_rng *r, float *p, size_t n)
 {

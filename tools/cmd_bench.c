@@ -547,25 +547,26 @@ static int bench_db(te_db *db, const char *op, const char *params, int threads, 
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: tessera bench [--json] [--reps N] [--threads LIST] [--only NAME] "
-               "[--db FILE] [--report FILE]\n\n"
-               "Runs hand-scheduled Tessera kernels beside the strongest baselines on this\n"
-               "machine (matmul, the MLP gate: OpenBLAS with the kernels that fit the CPU and\n"
-               "oneDNN's matmul, plain and with packed weights) and beside memcpy (softmax,\n"
-               "layer norm) in one process, alternating all of them, and prints medians, which\n"
-               "kernels each baseline ran, and ratios to the strongest (and to each library).\n"
-               "When OpenBLAS picked kernels narrower than the CPU's vectors, the command\n"
-               "re-runs itself once with OPENBLAS_CORETYPE set and says so. With --db, the\n"
-               "kernels are built from the tuning database's best records instead (workloads\n"
-               "without a record are skipped).\n\n"
-               "  --db FILE       benchmark the best tuned schedules of this database\n"
-               "  --json          print a JSON list of rows instead of a table\n"
-               "  --reps N        timed repetitions per kernel (default 9)\n"
-               "  --threads LIST  comma-separated thread counts (default 1,2)\n"
-               "  --only NAME     run only workloads whose name starts with NAME\n"
-               "  --report FILE   also write the results as a Markdown report (the machine, its\n"
-               "                  measured FMA peak and copy bandwidth, every row with the\n"
-               "                  fraction of peak or bandwidth it reaches): docs/PERFORMANCE.md\n");
+    fprintf(f,
+            "usage: tessera bench [--json] [--reps N] [--threads LIST] [--only NAME] "
+            "[--db FILE] [--report FILE]\n\n"
+            "Runs hand-scheduled Tessera kernels beside the strongest baselines on this\n"
+            "machine (matmul, the MLP gate: OpenBLAS with the kernels that fit the CPU and\n"
+            "oneDNN's matmul, plain and with packed weights) and beside memcpy (softmax,\n"
+            "layer norm) in one process, alternating all of them, and prints medians, which\n"
+            "kernels each baseline ran, and ratios to the strongest (and to each library).\n"
+            "When OpenBLAS picked kernels narrower than the CPU's vectors, the command\n"
+            "re-runs itself once with OPENBLAS_CORETYPE set and says so. With --db, the\n"
+            "kernels are built from the tuning database's best records instead (workloads\n"
+            "without a record are skipped).\n\n"
+            "  --db FILE       benchmark the best tuned schedules of this database\n"
+            "  --json          print a JSON list of rows instead of a table\n"
+            "  --reps N        timed repetitions per kernel (default 9)\n"
+            "  --threads LIST  comma-separated thread counts (default 1,2)\n"
+            "  --only NAME     run only workloads whose name starts with NAME\n"
+            "  --report FILE   also write the results as a Markdown report (the machine, its\n"
+            "                  measured FMA peak and copy bandwidth, every row with the\n"
+            "                  fraction of peak or bandwidth it reaches): docs/PERFORMANCE.md\n");
 }
 
 int te_cmd_bench(int argc, char **argv)
@@ -719,8 +720,7 @@ int te_cmd_bench(int argc, char **argv)
     }
     te_db_close(db);
     if (report && te_bench_write_report(report, rows, n, threads, nthreads, reps,
-                                        te_bl_openblas_note(), dn_note, load_note,
-                                        db_path) != 0)
+                                        te_bl_openblas_note(), dn_note, load_note, db_path) != 0)
         return 1;
     return 0;
 }

@@ -174,8 +174,8 @@ static int lower_op(te_ctx *ctx, const char *op, const char *shape, const char *
     if (dump)
         return 0;
     if (emit) {
-        const char *src = tgt->backend == TE_BACKEND_CUDA ? te_emit_cuda(ctx, f, tgt)
-                                                          : te_emit_c(ctx, f, tgt);
+        const char *src =
+            tgt->backend == TE_BACKEND_CUDA ? te_emit_cuda(ctx, f, tgt) : te_emit_c(ctx, f, tgt);
         if (!src) {
             fprintf(stderr, "tessera lower: %s\n", te_ctx_errmsg(ctx));
             return 1;
@@ -189,7 +189,18 @@ static int lower_op(te_ctx *ctx, const char *op, const char *shape, const char *
 
 int te_cmd_lower(int argc, char **argv)
 {
-    enum { O_SHAPE = 1, O_DB, O_TRACE, O_TRACE_FILE, O_TARGET, O_SM, O_DUMP, O_EMIT, O_PASSES, O_MARKDOWN };
+    enum {
+        O_SHAPE = 1,
+        O_DB,
+        O_TRACE,
+        O_TRACE_FILE,
+        O_TARGET,
+        O_SM,
+        O_DUMP,
+        O_EMIT,
+        O_PASSES,
+        O_MARKDOWN
+    };
     static const struct option opts[] = {
         {"shape", required_argument, NULL, O_SHAPE},
         {"params", required_argument, NULL, O_SHAPE},
@@ -264,7 +275,8 @@ int te_cmd_lower(int argc, char **argv)
         return 0;
     }
     if (optind >= argc)
-        return bad("%s", "name an operator: tessera lower OP --shape KEY=VAL,... (see tessera ops)");
+        return bad("%s",
+                   "name an operator: tessera lower OP --shape KEY=VAL,... (see tessera ops)");
     if (optind + 1 < argc)
         return bad("unexpected argument '%s'", argv[optind + 1]);
     const char *op = argv[optind];

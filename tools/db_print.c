@@ -7,7 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-
 /* ---- Table cells ---------------------------------------------------------------------------- */
 
 static void add_cell(db_printer *p, const char *s)

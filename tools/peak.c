@@ -24,28 +24,28 @@ static double now_s(void)
 /* One body per vector width: CHAINS accumulators in named variables (registers), a = a * b + c,
  * ITERS times. Returns a value derived from every accumulator so nothing is optimized away. */
 #define FMA_STEP(a) a = a * b + c
-#define FMA_BODY(vt, lanes)                                                                    \
-    vt b, c, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15;             \
-    for (int l = 0; l < (lanes); l++) {                                                        \
-        b[l] = 0.999999f;                                                                      \
-        c[l] = 1e-7f * (float)(l + 1);                                                         \
-    }                                                                                          \
-    /* Distinct starting values, or the compiler merges identical chains. */                 \
-    a0 = c + seed, a1 = c + 2 * seed, a2 = c + 3 * seed, a3 = c + 4 * seed;                    \
-    a4 = c + 5 * seed, a5 = c + 6 * seed, a6 = c + 7 * seed, a7 = c + 8 * seed;                \
-    a8 = c - seed, a9 = c - 2 * seed, a10 = c - 3 * seed, a11 = c - 4 * seed;                  \
-    a12 = c - 5 * seed, a13 = c - 6 * seed, a14 = c - 7 * seed, a15 = c - 8 * seed;            \
-    for (long i = 0; i < ITERS; i++) {                                                         \
-        FMA_STEP(a0), FMA_STEP(a1), FMA_STEP(a2), FMA_STEP(a3);                                \
-        FMA_STEP(a4), FMA_STEP(a5), FMA_STEP(a6), FMA_STEP(a7);                                \
-        FMA_STEP(a8), FMA_STEP(a9), FMA_STEP(a10), FMA_STEP(a11);                              \
-        FMA_STEP(a12), FMA_STEP(a13), FMA_STEP(a14), FMA_STEP(a15);                            \
-    }                                                                                          \
-    vt s = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)) + ((a8 + a9) + (a10 + a11)) +     \
-           ((a12 + a13) + (a14 + a15));                                                        \
-    float sum = 0;                                                                             \
-    for (int l = 0; l < (lanes); l++)                                                          \
-        sum += s[l];                                                                           \
+#define FMA_BODY(vt, lanes)                                                                        \
+    vt b, c, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15;                 \
+    for (int l = 0; l < (lanes); l++) {                                                            \
+        b[l] = 0.999999f;                                                                          \
+        c[l] = 1e-7f * (float)(l + 1);                                                             \
+    }                                                                                              \
+    /* Distinct starting values, or the compiler merges identical chains. */                       \
+    a0 = c + seed, a1 = c + 2 * seed, a2 = c + 3 * seed, a3 = c + 4 * seed;                        \
+    a4 = c + 5 * seed, a5 = c + 6 * seed, a6 = c + 7 * seed, a7 = c + 8 * seed;                    \
+    a8 = c - seed, a9 = c - 2 * seed, a10 = c - 3 * seed, a11 = c - 4 * seed;                      \
+    a12 = c - 5 * seed, a13 = c - 6 * seed, a14 = c - 7 * seed, a15 = c - 8 * seed;                \
+    for (long i = 0; i < ITERS; i++) {                                                             \
+        FMA_STEP(a0), FMA_STEP(a1), FMA_STEP(a2), FMA_STEP(a3);                                    \
+        FMA_STEP(a4), FMA_STEP(a5), FMA_STEP(a6), FMA_STEP(a7);                                    \
+        FMA_STEP(a8), FMA_STEP(a9), FMA_STEP(a10), FMA_STEP(a11);                                  \
+        FMA_STEP(a12), FMA_STEP(a13), FMA_STEP(a14), FMA_STEP(a15);                                \
+    }                                                                                              \
+    vt s = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)) + ((a8 + a9) + (a10 + a11)) +         \
+           ((a12 + a13) + (a14 + a15));                                                            \
+    float sum = 0;                                                                                 \
+    for (int l = 0; l < (lanes); l++)                                                              \
+        sum += s[l];                                                                               \
     return sum
 
 typedef float v16 __attribute__((vector_size(64)));
@@ -65,9 +65,9 @@ static int cmp_double(const void *a, const void *b)
 double te_peak_fma_gflops(int threads, int *lanes_out)
 {
     __builtin_cpu_init();
-    int lanes = __builtin_cpu_supports("avx512f")                                   ? 16
+    int lanes = __builtin_cpu_supports("avx512f")                                 ? 16
                 : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 8
-                                                                                    : 4;
+                                                                                  : 4;
     if (lanes_out)
         *lanes_out = lanes;
     /* An FMA is 2 flops; the SSE fallback does a multiply and an add (also 2). */

@@ -8,8 +8,8 @@
 
 #include <stddef.h>
 
-#include "tessera/backend.h"
 #include "te/internal.h"
+#include "tessera/backend.h"
 
 /* The C identifier used for a kernel called `name` (invalid characters become '_', C keywords
  * and names in the prelude's te_ namespace get a suffix). The packed entry is
@@ -32,9 +32,9 @@ typedef struct te__c_unit_opts {
 
 /* What a caller writing declarations for an emitted kernel needs to know. Arena strings. */
 typedef struct te__c_kernel_info {
-    const char *ident;      /* the kernel's C name */
+    const char *ident; /* the kernel's C name */
     int n_params;
-    const char **params;    /* C names of its parameters (the lowered function's arguments) */
+    const char **params; /* C names of its parameters (the lowered function's arguments) */
     int n_nt;
     const char **nt_params; /* parameters written with streaming stores when 64-byte aligned */
     bool may_fail;          /* allocates heap scratch: may return -1 */

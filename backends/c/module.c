@@ -105,8 +105,8 @@ int te_build(te_schedule *s, int n_args, te_tensor *const *args, const char *nam
     char *err = malloc(16384);
     te__kernel *k = NULL;
     int st = TE_OK;
-    rc = be->compile_many(1, &src, (const int[]){1}, (const char *const *const[]){&name},
-                              target, 1, &k, &st, err ? &err : NULL, err ? 16384 : 0);
+    rc = be->compile_many(1, &src, (const int[]){1}, (const char *const *const[]){&name}, target, 1,
+                          &k, &st, err ? &err : NULL, err ? 16384 : 0);
     if (rc == TE_OK)
         *out = (te_module *)k;
     else

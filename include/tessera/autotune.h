@@ -46,9 +46,8 @@ uint64_t te_rng_next(te_rng *r);
 /* Creates the search space of the schedule computing `outs` from `ins` for `target`. `op` is
  * the operator's registry name (for templates) or NULL for a user-defined expression. Lives
  * in ctx; returns NULL on error. */
-te_space *te_space_create(te_ctx *ctx, const char *op, int n_in, te_tensor *const *ins,
-                          int n_out, te_tensor *const *outs, te_space_kind kind,
-                          const te_target *target);
+te_space *te_space_create(te_ctx *ctx, const char *op, int n_in, te_tensor *const *ins, int n_out,
+                          te_tensor *const *outs, te_space_kind kind, const te_target *target);
 /* Kind actually used (AUTO resolves to TEMPLATE or SKETCH). */
 te_space_kind te_space_kind_of(const te_space *sp);
 /* Number of distinct configurations if enumerable (grid search), else -1. */

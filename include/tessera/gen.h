@@ -61,37 +61,37 @@ typedef struct te_gen_provenance {
     const char *trial_uid;    /* the record's stable id (UUIDv7) */
     int64_t trial_id;         /* its row id */
     int64_t job_id;
-    double median_s;          /* measured median run time */
-    double gflops;            /* GFLOP/s at the median */
-    int64_t created_us;       /* when it was measured (microseconds since 1970 UTC) */
-    const char *measured_by;  /* Tessera version that measured it */
-    int exact_target;         /* 0: the record is from a compatible but different target */
-    const char *note;         /* free text ("no record for this target: default schedule") */
-    const char *reason;       /* without a record: why ("no record for this target in x.db") */
-    const char *fallback;     /* without a record: the schedule used instead ("the default
-                                 schedule (the plain loop nest, untuned)"); note is
-                                 "<reason>: <fallback>" */
+    double median_s;         /* measured median run time */
+    double gflops;           /* GFLOP/s at the median */
+    int64_t created_us;      /* when it was measured (microseconds since 1970 UTC) */
+    const char *measured_by; /* Tessera version that measured it */
+    int exact_target;        /* 0: the record is from a compatible but different target */
+    const char *note;        /* free text ("no record for this target: default schedule") */
+    const char *reason;      /* without a record: why ("no record for this target in x.db") */
+    const char *fallback;    /* without a record: the schedule used instead ("the default
+                                schedule (the plain loop nest, untuned)"); note is
+                                "<reason>: <fallback>" */
 } te_gen_provenance;
 
 /* One kernel to generate. */
 typedef struct te_gen_kernel {
-    const char *name;         /* its C function name (made a valid identifier) */
-    te_schedule *schedule;    /* the scheduled computation */
-    int n_args;               /* arguments as for te_lower: inputs, then the outputs */
+    const char *name;      /* its C function name (made a valid identifier) */
+    te_schedule *schedule; /* the scheduled computation */
+    int n_args;            /* arguments as for te_lower: inputs, then the outputs */
     te_tensor *const *args;
-    const char *const *arg_names; /* optional: the arguments' names in the generated code
-                                     (n_args entries, NULL entries keep the tensor's name) */
+    const char *const *arg_names;      /* optional: the arguments' names in the generated code
+                                          (n_args entries, NULL entries keep the tensor's name) */
     int64_t params[TE_GEN_MAX_PARAMS]; /* with a dispatcher: this kernel's parameter values */
     te_gen_provenance prov;
 } te_gen_kernel;
 
 typedef struct te_gen_options {
-    const char *name;       /* base name: files <name>.c/.cu and <name>.h, the dispatcher */
+    const char *name;        /* base name: files <name>.c/.cu and <name>.h, the dispatcher */
     const te_target *target; /* C target (te_target_host) or CUDA (te_target_cuda); NULL: host */
-    int n_params;           /* > 0: emit the dispatcher <name>(int64_t params..., args) */
+    int n_params;            /* > 0: emit the dispatcher <name>(int64_t params..., args) */
     const char *params[TE_GEN_MAX_PARAMS]; /* its parameter names ("m", "n", "k") */
-    const char *command;    /* command line that regenerates the files (provenance) */
-    const char *op;         /* operator name for the comments; NULL: the outputs' tag */
+    const char *command; /* command line that regenerates the files (provenance) */
+    const char *op;      /* operator name for the comments; NULL: the outputs' tag */
 } te_gen_options;
 
 /* Defaults: name `name`, host C target, no dispatcher. */

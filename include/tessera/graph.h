@@ -459,8 +459,9 @@ int te_graph_run(te_graph_exec *e, const void *const *input_data, void *const *o
 int te_graph_run_each(te_graph_exec *e, const void *const *input_data, void *const *output_data,
                       void (*after)(te_graph_exec *e, int group, void *user), void *user);
 /* The data of any value (intermediate, input, constant or output) in its dtype, owned by e;
- * NULL for an out-of-range id and for values inside a group (never written to memory). An intermediate's data is its last writer's only while it is
- * live (see te_graph_run_each); inputs, constants and outputs stay valid after a run. */
+ * NULL for an out-of-range id and for values inside a group (never written to memory). An
+ * intermediate's data is its last writer's only while it is live (see te_graph_run_each); inputs,
+ * constants and outputs stay valid after a run. */
 const void *te_graph_exec_value(const te_graph_exec *e, int v);
 /* Number of kernels (groups). */
 int te_graph_exec_kernel_count(const te_graph_exec *e);

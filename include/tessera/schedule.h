@@ -41,7 +41,12 @@ typedef struct te_iter te_iter;
 
 /* GPU thread axes for te_bind. */
 typedef enum te_thread_tag {
-    TE_BLOCK_X, TE_BLOCK_Y, TE_BLOCK_Z, TE_THREAD_X, TE_THREAD_Y, TE_THREAD_Z
+    TE_BLOCK_X,
+    TE_BLOCK_Y,
+    TE_BLOCK_Z,
+    TE_THREAD_X,
+    TE_THREAD_Y,
+    TE_THREAD_Z
 } te_thread_tag;
 
 /* Creates a schedule computing `outs` (each a computed tensor). Every compute the outputs
@@ -93,8 +98,8 @@ int te_split(te_stage *st, te_iter *x, int64_t factor, te_iter **outer, te_iter 
 /* Split into `nparts` outer iterations: factor = ceil(extent / nparts). */
 int te_split_nparts(te_stage *st, te_iter *x, int64_t nparts, te_iter **outer, te_iter **inner);
 /* Tile two adjacent loops: split both and order (xo, yo, xi, yi). */
-int te_tile(te_stage *st, te_iter *x, te_iter *y, int64_t x_factor, int64_t y_factor,
-            te_iter **xo, te_iter **yo, te_iter **xi, te_iter **yi);
+int te_tile(te_stage *st, te_iter *x, te_iter *y, int64_t x_factor, int64_t y_factor, te_iter **xo,
+            te_iter **yo, te_iter **xi, te_iter **yi);
 /* Fuse two adjacent leaf loops (outer directly outside inner) into one named "<o>_<i>_f". */
 int te_fuse(te_stage *st, te_iter *outer, te_iter *inner, te_iter **fused);
 /* Reorders the listed leaf loops among the positions they occupy; others stay put. */

@@ -18,30 +18,30 @@ extern "C" {
 #endif
 
 /* One table generates the codes and their strings (libuv's habit). */
-#define TE_STATUS_MAP(X)                                                                       \
-    X(OK, 0, "ok")                                                                             \
-    X(ERR_NOMEM, -1, "out of memory")                                                          \
-    X(ERR_ARG, -2, "invalid argument")                                                         \
-    X(ERR_SHAPE, -3, "shape mismatch")                                                         \
-    X(ERR_DTYPE, -4, "data type mismatch")                                                     \
-    X(ERR_BOUNDS, -5, "index out of bounds")                                                   \
-    X(ERR_SCHEDULE, -6, "illegal schedule")                                                    \
-    X(ERR_LOWER, -7, "lowering failed")                                                        \
-    X(ERR_COMPILE, -8, "compilation failed")                                                   \
-    X(ERR_LOAD, -9, "loading a compiled module failed")                                        \
-    X(ERR_RUNTIME, -10, "kernel run failed")                                                   \
-    X(ERR_IO, -11, "input/output error")                                                       \
-    X(ERR_DB, -12, "database error")                                                           \
-    X(ERR_NO_CUDA, -13, "CUDA driver or device not available")                                 \
-    X(ERR_UNSUPPORTED, -14, "not supported")                                                   \
-    X(ERR_OVERFLOW, -15, "integer overflow")                                                   \
-    X(ERR_NOT_FOUND, -16, "not found")                                                         \
-    X(ERR_CORRUPT, -17, "file is corrupt or not a Tessera database")                           \
-    X(ERR_VERSION, -18, "file was written by a newer version")                                 \
-    X(ERR_BUSY, -19, "resource busy")                                                          \
-    X(ERR_READONLY, -20, "read-only")                                                          \
-    X(ERR_TIMEOUT, -21, "timed out")                                                           \
-    X(ERR_WRONG_ANSWER, -22, "result differs from the reference")                              \
+#define TE_STATUS_MAP(X)                                                                           \
+    X(OK, 0, "ok")                                                                                 \
+    X(ERR_NOMEM, -1, "out of memory")                                                              \
+    X(ERR_ARG, -2, "invalid argument")                                                             \
+    X(ERR_SHAPE, -3, "shape mismatch")                                                             \
+    X(ERR_DTYPE, -4, "data type mismatch")                                                         \
+    X(ERR_BOUNDS, -5, "index out of bounds")                                                       \
+    X(ERR_SCHEDULE, -6, "illegal schedule")                                                        \
+    X(ERR_LOWER, -7, "lowering failed")                                                            \
+    X(ERR_COMPILE, -8, "compilation failed")                                                       \
+    X(ERR_LOAD, -9, "loading a compiled module failed")                                            \
+    X(ERR_RUNTIME, -10, "kernel run failed")                                                       \
+    X(ERR_IO, -11, "input/output error")                                                           \
+    X(ERR_DB, -12, "database error")                                                               \
+    X(ERR_NO_CUDA, -13, "CUDA driver or device not available")                                     \
+    X(ERR_UNSUPPORTED, -14, "not supported")                                                       \
+    X(ERR_OVERFLOW, -15, "integer overflow")                                                       \
+    X(ERR_NOT_FOUND, -16, "not found")                                                             \
+    X(ERR_CORRUPT, -17, "file is corrupt or not a Tessera database")                               \
+    X(ERR_VERSION, -18, "file was written by a newer version")                                     \
+    X(ERR_BUSY, -19, "resource busy")                                                              \
+    X(ERR_READONLY, -20, "read-only")                                                              \
+    X(ERR_TIMEOUT, -21, "timed out")                                                               \
+    X(ERR_WRONG_ANSWER, -22, "result differs from the reference")                                  \
     X(ERR_INTERNAL, -23, "internal error")
 
 typedef enum te_status {
@@ -54,13 +54,13 @@ typedef enum te_status {
 const char *te_status_str(int status);
 
 /* Element data types. f16/bf16 are reserved for storage formats that come later. */
-#define TE_DTYPE_MAP(X)                                                                        \
-    X(BOOL, "bool", "bool", 1)                                                                 \
-    X(I8, "i8", "int8_t", 1)                                                                   \
-    X(U8, "u8", "uint8_t", 1)                                                                  \
-    X(I32, "i32", "int32_t", 4)                                                                \
-    X(I64, "i64", "int64_t", 8)                                                                \
-    X(F32, "f32", "float", 4)                                                                  \
+#define TE_DTYPE_MAP(X)                                                                            \
+    X(BOOL, "bool", "bool", 1)                                                                     \
+    X(I8, "i8", "int8_t", 1)                                                                       \
+    X(U8, "u8", "uint8_t", 1)                                                                      \
+    X(I32, "i32", "int32_t", 4)                                                                    \
+    X(I64, "i64", "int64_t", 8)                                                                    \
+    X(F32, "f32", "float", 4)                                                                      \
     X(F64, "f64", "double", 8)
 
 typedef enum te_dtype {

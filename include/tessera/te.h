@@ -61,14 +61,39 @@ int te_ctx_set_error(te_ctx *ctx, int code, const char *fmt, ...)
 /* Binary operators. DIV and MOD follow C (truncate toward zero) on integers; FLOORDIV and
  * FLOORMOD round toward negative infinity. Comparisons and AND/OR produce TE_BOOL. */
 typedef enum te_binop {
-    TE_ADD, TE_SUB, TE_MUL, TE_DIV, TE_MOD, TE_FLOORDIV, TE_FLOORMOD, TE_MIN, TE_MAX,
-    TE_EQ, TE_NE, TE_LT, TE_LE, TE_GT, TE_GE, TE_AND, TE_OR
+    TE_ADD,
+    TE_SUB,
+    TE_MUL,
+    TE_DIV,
+    TE_MOD,
+    TE_FLOORDIV,
+    TE_FLOORMOD,
+    TE_MIN,
+    TE_MAX,
+    TE_EQ,
+    TE_NE,
+    TE_LT,
+    TE_LE,
+    TE_GT,
+    TE_GE,
+    TE_AND,
+    TE_OR
 } te_binop;
 
 /* Math intrinsics on floating-point values. POW takes two arguments, the rest one. */
 typedef enum te_intrin {
-    TE_EXP, TE_LOG, TE_SQRT, TE_RSQRT, TE_TANH, TE_ERF, TE_SIGMOID, TE_FABS, TE_FLOOR,
-    TE_CEIL, TE_POW, TE_INTRIN_COUNT
+    TE_EXP,
+    TE_LOG,
+    TE_SQRT,
+    TE_RSQRT,
+    TE_TANH,
+    TE_ERF,
+    TE_SIGMOID,
+    TE_FABS,
+    TE_FLOOR,
+    TE_CEIL,
+    TE_POW,
+    TE_INTRIN_COUNT
 } te_intrin;
 
 /* Constants. te_const converts `v` to dtype; te_int makes an i64; te_f32 an f32. */
@@ -154,8 +179,8 @@ typedef enum te_reduce_kind { TE_RSUM, TE_RMAX, TE_RMIN, TE_RPROD, TE_RCUSTOM } 
 te_reducer *te_reducer_create(te_ctx *ctx, const char *name, te_expr *x, te_expr *y,
                               te_expr *combine, te_expr *identity);
 /* Reduction of `src` over reduction axes. A reduction must be the whole body of a compute. */
-te_expr *te_reduce(te_ctx *ctx, te_reduce_kind kind, te_reducer *custom, te_expr *src,
-                   int naxes, te_expr *const *axes);
+te_expr *te_reduce(te_ctx *ctx, te_reduce_kind kind, te_reducer *custom, te_expr *src, int naxes,
+                   te_expr *const *axes);
 te_expr *te_sum(te_ctx *ctx, te_expr *src, int naxes, te_expr *const *axes);
 te_expr *te_rmax(te_ctx *ctx, te_expr *src, int naxes, te_expr *const *axes);
 te_expr *te_rmin(te_ctx *ctx, te_expr *src, int naxes, te_expr *const *axes);
@@ -170,8 +195,7 @@ te_tensor *te_placeholder(te_ctx *ctx, const char *name, te_dtype dtype, int ndi
 /* A computed tensor: out[axes] = body. axes are distinct te_axis variables, in order; the
  * shape is their extents. body may use only these axes, and reduction axes only inside its
  * top-level reduction. */
-te_tensor *te_compute(te_ctx *ctx, const char *name, int ndim, te_expr *const *axes,
-                      te_expr *body);
+te_tensor *te_compute(te_ctx *ctx, const char *name, int ndim, te_expr *const *axes, te_expr *body);
 /* Like te_compute, but the axes are created (named i0, i1, ...) and passed to fn, which
  * returns the body (or NULL on error). */
 typedef te_expr *(*te_compute_fn)(te_ctx *ctx, te_expr *const *axes, void *user);
@@ -204,9 +228,8 @@ void te_tensor_print(const te_tensor *t, FILE *f);
  * doubles. Every placeholder the outputs depend on must be among inputs. Returns TE_OK, or an
  * error (missing input, out-of-bounds read at run time, integer division by zero) with a
  * message naming the tensor and axis. */
-int te_reference_eval(te_ctx *ctx, int n_in, te_tensor *const *inputs,
-                      const void *const *in_data, int n_out, te_tensor *const *outputs,
-                      double *const *out_data);
+int te_reference_eval(te_ctx *ctx, int n_in, te_tensor *const *inputs, const void *const *in_data,
+                      int n_out, te_tensor *const *outputs, double *const *out_data);
 
 #ifdef __cplusplus
 }

@@ -91,4 +91,3 @@ te_stmt *te__pass_double_buffer(const te__pass_ctx *pc, te_stmt *s)
     dbp_ctx p = {sched};
     return te__stmt_mutate(ctx, s, db_loops, NULL, &p);
 }
-

@@ -51,4 +51,3 @@ te_stmt *te__pass_hoist_shared(const te__pass_ctx *pc, te_stmt *s)
     te_ctx *ctx = pc->ctx;
     return te__gpu_map_blocks(ctx, s, hoist_block, NULL);
 }
-

@@ -553,8 +553,8 @@ static bool is_pow2_lanes(int64_t n) { return n >= 2 && n <= 64 && (n & (n - 1))
  * te_lowered_notes reports and the C backend writes as a C comment). */
 static te_stmt *serial(te_ctx *ctx, te_stmt *s, const char *reason)
 {
-    te_stmt *r = te__for(ctx, s->u.loop.var, s->u.loop.min, s->u.loop.extent, TE_FOR_SERIAL,
-                         s->u.loop.body);
+    te_stmt *r =
+        te__for(ctx, s->u.loop.var, s->u.loop.min, s->u.loop.extent, TE_FOR_SERIAL, s->u.loop.body);
     if (!r)
         return NULL;
     r->u.loop.thread_tag = s->u.loop.thread_tag;

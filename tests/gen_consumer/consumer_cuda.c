@@ -44,7 +44,8 @@ static void check(const char *what, const float *got, const double *want, size_t
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : "data";
-    float *a = load(dir, "matmul_in0.f32", 64 * 40 * 4), *b = load(dir, "matmul_in1.f32", 40 * 48 * 4);
+    float *a = load(dir, "matmul_in0.f32", 64 * 40 * 4),
+          *b = load(dir, "matmul_in1.f32", 40 * 48 * 4);
     double *ref = load(dir, "matmul_ref0.f64", 64 * 48 * 8);
     float *c = malloc(64 * 48 * 4);
     int rc = matmul_host(a, b, c);

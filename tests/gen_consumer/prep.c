@@ -159,8 +159,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < no && !rc; i++)
             if (!(ref[i] = malloc((size_t)te_tensor_numel(out[i]) * sizeof(double))))
                 rc = 1;
-        if (!rc && te_reference_eval(ctx, ni, in, (const void *const *)in_data, no, out, ref) !=
-                       TE_OK) {
+        if (!rc &&
+            te_reference_eval(ctx, ni, in, (const void *const *)in_data, no, out, ref) != TE_OK) {
             fprintf(stderr, "gen_consumer_prep: %s: %s\n", cases[c].name, te_ctx_errmsg(ctx));
             rc = 1;
         }
