@@ -5,6 +5,9 @@
  *  - a live claim of another job is refused, and recording the trial releases it;
  *  - environmental failures (timeouts) are recorded as transient and measured again by a later
  *    job once, deterministic ones never, and retry_failed measures every failed one again;
+ *    (with the fake runner, and for real through `tessera tune`: an injected hang times out,
+ *    the next job measures that configuration again and gets its time; an injected compile
+ *    error is measured again only with --retry-failed);
  *  - the default compile limit scales with the machine's load. */
 #define _GNU_SOURCE
 
@@ -284,6 +287,82 @@ static void test_environmental_failures_are_retried(void **state)
     te_db_close(db);
 }
 
+#ifndef TESSERA_CLI
+#error "TESSERA_CLI (path of the tessera binary) must be defined by tests/tuner.cmake"
+#endif
+
+static int cli(const char *env, const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd '%s' && %s '%s' %s >'%s/out.txt' 2>'%s/err.txt'", dir,
+             env ? env : "", TESSERA_CLI, args, dir, dir);
+    int ws = system(cmd);
+    return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+}
+
+/* Trials of the hash `h` in l with status s; *n_all gets all trials of h. */
+static int count_hash(const te_db_trial_list *l, const char *h, te_trial_status s, int *n_all)
+{
+    int n = 0;
+    *n_all = 0;
+    for (size_t i = 0; i < l->n; i++)
+        if (!strcmp(l->items[i].trace_hash, h)) {
+            (*n_all)++;
+            n += l->items[i].status == s;
+        }
+    return n;
+}
+
+static void test_cli_timeouts_are_retried_for_real(void **state)
+{
+    (void)state;
+    const char *args = "tune matmul --shape m=16,n=16,k=16 --trials 4 --batch 4 --timeout 0.5 "
+                       "--strategy grid --new-job --quiet --db real.db";
+    assert_int_equal(cli("TESSERA_TUNE_INJECT=hang,compile", args), 0);
+    const char *key = "matmul;k=16,m=16,n=16;f32";
+    te_db *db = NULL;
+    assert_int_equal(te_db_open(path("real.db"), NULL, &db), TE_OK);
+    te_db_trial_list *l = NULL;
+    assert_int_equal(te_db_history(db, key, NULL, 0, &l), TE_OK);
+    char hang[17] = "", bad[17] = "";
+    for (size_t i = 0; i < l->n; i++) {
+        if (l->items[i].status == TE_TRIAL_TIMEOUT) {
+            snprintf(hang, sizeof hang, "%s", l->items[i].trace_hash);
+            assert_int_equal(l->items[i].transient, 1);
+        }
+        if (l->items[i].status == TE_TRIAL_COMPILE_ERROR) {
+            snprintf(bad, sizeof bad, "%s", l->items[i].trace_hash);
+            assert_int_equal(l->items[i].transient, 0);
+        }
+    }
+    te_db_trial_list_free(l);
+    te_db_close(db);
+    assert_true(hang[0] && bad[0]);
+    /* The next job measures the timed-out configuration again; the compile error stays. */
+    assert_int_equal(cli(NULL, args), 0);
+    assert_int_equal(te_db_open(path("real.db"), NULL, &db), TE_OK);
+    assert_int_equal(te_db_history(db, key, NULL, 0, &l), TE_OK);
+    int all = 0;
+    assert_int_equal(count_hash(l, hang, TE_TRIAL_OK, &all), 1);
+    assert_int_equal(all, 2);
+    assert_int_equal(count_hash(l, bad, TE_TRIAL_COMPILE_ERROR, &all), 1);
+    assert_int_equal(all, 1);
+    te_db_trial_list_free(l);
+    te_db_close(db);
+    /* --retry-failed measures the compile error again too. */
+    char retry[1024];
+    snprintf(retry, sizeof retry, "%s --retry-failed", args);
+    assert_int_equal(cli(NULL, retry), 0);
+    assert_int_equal(te_db_open(path("real.db"), NULL, &db), TE_OK);
+    assert_int_equal(te_db_history(db, key, NULL, 0, &l), TE_OK);
+    assert_int_equal(count_hash(l, bad, TE_TRIAL_OK, &all), 1);
+    assert_int_equal(all, 2);
+    assert_int_equal(count_hash(l, hang, TE_TRIAL_OK, &all), 1);
+    assert_int_equal(all, 2); /* an ok trial settles it, even with --retry-failed */
+    te_db_trial_list_free(l);
+    te_db_close(db);
+}
+
 static void test_compile_timeout_scales_with_load(void **state)
 {
     (void)state;
@@ -302,6 +381,7 @@ int main(void)
         cmocka_unit_test(test_two_jobs_split_the_work),
         cmocka_unit_test(test_stale_claims_are_reclaimed),
         cmocka_unit_test(test_environmental_failures_are_retried),
+        cmocka_unit_test(test_cli_timeouts_are_retried_for_real),
         cmocka_unit_test(test_compile_timeout_scales_with_load),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
