@@ -2,7 +2,7 @@
 # test_tuner*.c into CTest executables).
 
 # test_tuner runs the real `tessera` binary for its command-line cases.
-foreach(t test_tuner test_tuner_claims)
+foreach(t test_tuner test_tuner_claims test_cc_kill)
   if(TARGET ${t})
     target_compile_definitions(${t} PRIVATE TESSERA_CLI="$<TARGET_FILE:tessera_cli>")
     add_dependencies(${t} tessera_cli)
