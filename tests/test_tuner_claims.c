@@ -248,6 +248,24 @@ static void test_environmental_failures_are_retried(void **state)
     }
     te_db_trial_list_free(l);
     assert_true(n_env > 0 && n_env < 24);
+    /* The flag travels through export and import. */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    assert_non_null(mem);
+    assert_int_equal(te_db_export(db, mem, KEY, NULL, NULL), TE_OK);
+    fclose(mem);
+    te_db *copy = NULL;
+    assert_int_equal(te_db_open(path("retry-copy.db"), NULL, &copy), TE_OK);
+    assert_int_equal(te_db_import_buffer(copy, buf, len, NULL), TE_OK);
+    free(buf);
+    assert_int_equal(te_db_history(copy, KEY, NULL, 0, &l), TE_OK);
+    int n_env_copy = 0;
+    for (size_t i = 0; i < l->n; i++)
+        n_env_copy += l->items[i].transient;
+    te_db_trial_list_free(l);
+    te_db_close(copy);
+    assert_int_equal(n_env_copy, n_env);
     /* A second job measures the environmental failures of the first again (once), never the
      * deterministic ones; a third does not measure them a third time. */
     fake_job(db, 0, &calls);
