@@ -167,6 +167,9 @@ static void test_stale_claims_are_reclaimed(void **state)
                      .repeats = 1,
                      .gflops = NAN,
                      .job_id = a};
+    r.transient = 1; /* only a failure can be environmental */
+    assert_int_equal(te_db_record_trial(db, &r, NULL), TE_ERR_ARG);
+    r.transient = 0;
     assert_int_equal(te_db_record_trial(db, &r, NULL), TE_OK);
     assert_int_equal(te_db_claim_traces(db, KEY, &dbt, b, NULL, 1, h, got), TE_OK);
     assert_int_equal(got[0], 0);

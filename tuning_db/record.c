@@ -194,6 +194,8 @@ int te__validate_trial(te_db *db, const te_db_trial *t, size_t i)
     if ((unsigned)t->status >= TE_TRIAL_STATUS_COUNT)
         return te__db_err(db, TE_ERR_ARG, "trial %zu: status %d is not a te_trial_status", i,
                           (int)t->status);
+    if (t->status == TE_TRIAL_OK && t->transient)
+        return te__db_err(db, TE_ERR_ARG, "trial %zu: an ok trial cannot be transient", i);
     if (t->status == TE_TRIAL_OK && !(isfinite(t->median_s) && t->median_s >= 0))
         return te__db_err(db, TE_ERR_ARG,
                           "trial %zu: an ok trial needs a finite, non-negative median_s", i);

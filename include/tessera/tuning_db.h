@@ -133,7 +133,8 @@ typedef struct te_db_trial {
     const char *uid;             /* in: stable unique id across databases; NULL = new UUIDv7 */
     int transient; /* in: 1 when a failure came from the environment (a compiler or run
                       timeout, out of memory), not from the configuration: a later job may
-                      retry it (te_db_claim_traces); 0 for ok trials and deterministic failures */
+                      retry it (te_db_claim_traces); 0 for deterministic failures; an ok
+                      trial with it set is refused (TE_ERR_ARG) */
     /* Output only. */
     int64_t id;          /* row id in the database it came from */
     const char *job_uid; /* uid of its job, or NULL */
