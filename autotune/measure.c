@@ -147,6 +147,21 @@ typedef struct {
     const char **names; /* kernel names in the unit */
 } unit;
 
+double te__compile_timeout_for_load(double load1, int ncores)
+{
+    double per_core = ncores > 0 && load1 > 0 ? load1 / ncores : 0;
+    double t = 20.0 * (per_core > 1 ? per_core : 1);
+    return t < 200 ? t : 200;
+}
+
+double te__default_compile_timeout(void)
+{
+    double load[1] = {0};
+    if (getloadavg(load, 1) != 1)
+        load[0] = 0;
+    return te__compile_timeout_for_load(load[0], (int)sysconf(_SC_NPROCESSORS_ONLN));
+}
+
 /* Records the failing status of building candidate x (TE_ERR_LOWER: it could not be emitted,
  * an invalid schedule as when lowering fails). */
 static void build_failed(te__cand *x, int st, const char *err)
@@ -385,10 +400,18 @@ void te__measure_batch(te__measurer *m, te__cand *c, int n)
     const char *user_limit = getenv("TESSERA_CC_TIMEOUT");
     int set_limit = m->o.compile_timeout_s > 0 || !user_limit || !*user_limit;
     char *saved = user_limit ? strdup(user_limit) : NULL;
-    if (set_limit) {
+    double scale = 1; /* a retry of an environmental failure gets a larger limit */
+    for (int q = 0; q < k; q++)
+        if (c[which[q]].limit_scale > scale)
+            scale = c[which[q]].limit_scale;
+    if (set_limit || scale > 1) {
         char v[32];
-        snprintf(v, sizeof v, "%g", m->o.compile_timeout_s > 0 ? m->o.compile_timeout_s : 20.0);
+        double base = m->o.compile_timeout_s > 0 ? m->o.compile_timeout_s
+                      : set_limit                ? te__default_compile_timeout()
+                                                 : atof(user_limit);
+        snprintf(v, sizeof v, "%g", base * scale);
         setenv("TESSERA_CC_TIMEOUT", v, 1);
+        set_limit = 1;
     }
     double t0 = te__meas_now();
     build_batch(m, c, which, k, kern, fns);

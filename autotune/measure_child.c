@@ -311,7 +311,8 @@ void te__meas_run_batch(te__measurer *m, te__cand *c, te_packed_fn *fns, const i
                 continue;
             if (r.kind == 0) {
                 cur = r.idx;
-                deadline = te__meas_now() + m->o.timeout_s;
+                double sc = c[idx[cur]].limit_scale > 1 ? c[idx[cur]].limit_scale : 1;
+                deadline = te__meas_now() + m->o.timeout_s * sc;
             } else {
                 te__cand *x = &c[idx[r.idx]];
                 x->status = (te_trial_status)r.status;
@@ -334,7 +335,7 @@ void te__meas_run_batch(te__measurer *m, te__cand *c, te_packed_fn *fns, const i
                 x->status = TE_TRIAL_TIMEOUT;
                 snprintf(x->err, sizeof x->err,
                          "no result within %.3g s (check run plus timing); the runner was killed",
-                         m->o.timeout_s);
+                         m->o.timeout_s * (x->limit_scale > 1 ? x->limit_scale : 1));
             } else {
                 x->status = TE_TRIAL_RUNTIME_ERROR;
                 if (WIFSIGNALED(st))

@@ -37,6 +37,11 @@ struct te__measurer {
 
 /* Seconds on the monotonic clock. */
 double te__meas_now(void);
+/* The default compile limit for a machine with this 1-minute load average and core count:
+ * 20 s, times the load per core when that is above 1, at most 200 s. */
+double te__compile_timeout_for_load(double load1, int ncores);
+/* te__compile_timeout_for_load of this machine now (getloadavg, online cores). */
+double te__default_compile_timeout(void);
 
 /* ---- measure_check.c */
 /* Fills n elements of dtype dt with reproducible random values of the given seed. */

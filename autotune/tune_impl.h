@@ -34,6 +34,8 @@ typedef struct te__cand {
     char err[TE__ERR_LEN];
     double median_s, spread_s, max_err;
     int repeats;
+    double limit_scale; /* > 1: a retry of an environmental failure; its compile and run
+                           limits are multiplied by this (0 or 1: the configured limits) */
 } te__cand;
 
 void te__cand_clear(te__cand *c);
@@ -206,6 +208,19 @@ void te__tuner_warn(const te_tuner *t, const char *fmt, ...) __attribute__((form
 /* Frees a task's job state (measurer, search, contexts, seen set, lowering cache); its
  * description (op, params, key, ...) stays. Safe on a task that was never prepared. */
 void te__task_release(te__task *k);
+/* Adds a trace hash to the task's seen set (never proposed again in this job). */
+void te__tuner_mark_seen(te__task *k, const char *hash);
+
+/* ---- Claims and retries (claim.c) --------------------------------------------------------- */
+
+#define TE__RETRY_SCALE 4.0 /* limits of a retry, per earlier attempt */
+/* 1 when candidate x failed because of the environment (compiler or run timeout, out of
+ * memory), not because of its configuration. */
+int te__cand_transient(const te__cand *x);
+/* Claims traces[0..m) for the task's job (te_db_claim_traces): the refused ones are freed and
+ * marked seen, the others compacted to the front with their limit scale in scale[] (1 for a
+ * first measurement). Returns their count, or a negative status (message set). */
+int te__tuner_claim(te__task *k, char **traces, int m, double *scale);
 /* Test hook: with TESSERA_TUNE_INJECT=segv,hang,wrong,compile, replaces the sources of the
  * first not-yet-final candidates of the task's first batch (c[0..n)) by faulty kernels; the
  * sources live in the task's batch context. Does nothing without the variable or after the

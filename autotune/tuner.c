@@ -9,7 +9,9 @@
  * Resume: a job is identified by its command. Rerunning the command of an interrupted job
  * marks that job running again (te_db_job_resume) and continues its trial count; whatever was
  * already recorded for (workload, target), by this job or any other, is never measured again
- * (the seen set starts from te_db_history and te_db_has_trace guards every proposal).
+ * (the seen set starts from te_db_history, and every batch is claimed in the database before it
+ * is measured, claim.c, which also lets concurrent jobs split the work and retries
+ * environmental failures).
  */
 #define _GNU_SOURCE
 
@@ -87,6 +89,8 @@ static int u64set_add(te__u64set *s, uint64_t x)
         }
     }
 }
+
+void te__tuner_mark_seen(te__task *k, const char *hash) { u64set_add(&k->seen, hex_u64(hash)); }
 
 void te__task_release(te__task *k)
 {
@@ -205,17 +209,8 @@ static int new_batch_ctx(te__task *k)
 static int seen_cb(const char *hash, void *user)
 {
     te__task *k = user;
-    uint64_t h = hex_u64(hash);
-    if (u64set_has(&k->seen, h))
-        return 1;
-    int found = 0;
-    te_db_has_trace(k->tu->db, k->key, &k->tu->dbt, hash, &found);
-    if (found) {
-        u64set_add(&k->seen, h);
-        k->skipped++;
-        k->tu->skipped++;
-    }
-    return found;
+    /* What other jobs recorded or claimed since is refused when the batch is claimed. */
+    return u64set_has(&k->seen, hex_u64(hash));
 }
 
 static int featurize_cb(const char *trace, float *feat, void *user)
@@ -313,7 +308,10 @@ static int prepare_task(te__task *k)
         const te_db_trial *r = &h->items[i];
         if (r->from_system)
             continue;
-        u64set_add(&k->seen, hex_u64(r->trace_hash));
+        /* Failures a later job may retry are left to the claim (claim.c). */
+        if (r->status == TE_TRIAL_OK || (t->job_id && r->job_id == t->job_id) ||
+            (!r->transient && !t->o.retry_failed))
+            u64set_add(&k->seen, hex_u64(r->trace_hash));
         if (t->job_id && r->job_id == t->job_id) {
             k->trials++;
             if (r->status == TE_TRIAL_OK && r->median_s < k->best_s)
@@ -385,10 +383,12 @@ static int run_batch(te__task *k, int n)
     char **traces = calloc((size_t)n, sizeof *traces);
     te__cand *c = calloc((size_t)n, sizeof *c);
     te_db_trial *rec = calloc((size_t)n, sizeof *rec);
-    if (!traces || !c || !rec) {
+    double *scale = calloc((size_t)n, sizeof *scale);
+    if (!traces || !c || !rec || !scale) {
         free(traces);
         free(c);
         free(rec);
+        free(scale);
         return te__tuner_err(t, TE_ERR_NOMEM, "out of memory");
     }
     double tp0 = now_s();
@@ -400,11 +400,21 @@ static int run_batch(te__task *k, int n)
         free(traces);
         free(c);
         free(rec);
+        free(scale);
         return TE_OK;
+    }
+    m = te__tuner_claim(k, traces, m, scale);
+    if (m <= 0) { /* an error, or every proposal was recorded or claimed by another job */
+        free(traces);
+        free(c);
+        free(rec);
+        free(scale);
+        return m < 0 ? m : TE_OK;
     }
     for (int i = 0; i < m; i++) {
         te__cand *x = &c[i];
         x->trace = traces[i];
+        x->limit_scale = scale[i];
         te_db_trace_hash(x->trace, x->hash);
         u64set_add(&k->seen, hex_u64(x->hash));
         te__lcache_ent *e = lower_trace(k, x->trace, x->hash, !t->o.fake_runner);
@@ -428,7 +438,10 @@ static int run_batch(te__task *k, int n)
                 continue;
             double s = t->o.fake_runner(c[i].trace, t->o.fake_user);
             c[i].done = 1;
-            if (s > 0) {
+            if (s == TE_TUNE_FAKE_TIMEOUT) {
+                c[i].status = TE_TRIAL_TIMEOUT;
+                snprintf(c[i].err, sizeof c[i].err, "fake runner timeout");
+            } else if (s > 0) {
                 c[i].status = TE_TRIAL_OK;
                 c[i].median_s = s;
                 c[i].spread_s = 0;
@@ -464,6 +477,7 @@ static int run_batch(te__task *k, int n)
         r->trace_hash = x->hash;
         r->status = x->status;
         r->error = x->err;
+        r->transient = x->status != TE_TRIAL_OK && te__cand_transient(x);
         int good = x->status == TE_TRIAL_OK && x->median_s > 0;
         r->median_s = good ? x->median_s : NAN;
         r->spread_s = good ? x->spread_s : NAN;
@@ -515,6 +529,7 @@ out:
     free(traces);
     free(c);
     free(rec);
+    free(scale);
     return rc;
 }
 

@@ -305,6 +305,65 @@ static void test_version_1_is_migrated_forward(void **state)
     assert_null(te__schema_migration(-1));
 }
 
+/* Version 3 added claims and trials.transient: a version-2 file keeps its trials (not
+ * transient) and can claim traces afterwards. */
+static void test_version_2_gains_claims_and_transient(void **state)
+{
+    (void)state;
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h, te__schema_migration(0), NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h, te__schema_migration(1), NULL, NULL, NULL), SQLITE_OK);
+    char sql[768];
+    snprintf(sql, sizeof sql,
+             "PRAGMA application_id = %d; PRAGMA user_version = 2;"
+             "INSERT INTO targets(key, backend) VALUES('c;x86_64;old', 'c');"
+             "INSERT INTO workloads(key, op) VALUES('%s', 'matmul');"
+             "INSERT INTO jobs(uid, command, started_us) VALUES('j1', 'tessera tune', 5);"
+             "INSERT INTO trials(uid, workload_id, target_id, job_id, trace, trace_hash, status, "
+             "error, created_us, tessera_version) VALUES('u1', 1, 1, 1, 'old-trace', 'h', "
+             "'timeout', 'no result within 1 s', 7, '0.0.1');",
+             TE_DB_APPLICATION_ID, TDB_MATMUL);
+    assert_int_equal(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+    te_db *db = tdb_open(path, 0);
+    te_db_info in;
+    assert_int_equal(te_db_get_info(db, &in), TE_OK);
+    assert_int_equal(in.schema_version, 3);
+    te_db_target old = {.key = "c;x86_64;old"};
+    te_db_trial_list *l = NULL;
+    assert_int_equal(te_db_history(db, TDB_MATMUL, &old, 0, &l), TE_OK);
+    assert_int_equal(l->n, 1);
+    assert_int_equal(l->items[0].transient, 0); /* old failures stay final */
+    te_db_trial_list_free(l);
+    int64_t job = 0;
+    assert_int_equal(te_db_job_start(db, "tune", 0, &job), TE_OK);
+    const char *hashes[2] = {"h", "h2"};
+    int claimed[2] = {-1, -1};
+    assert_int_equal(te_db_claim_traces(db, TDB_MATMUL, &old, job, NULL, 2, hashes, claimed),
+                     TE_OK);
+    assert_int_equal(claimed[0], 0);
+    assert_int_equal(claimed[1], 1);
+    assert_int_equal(te_db_check(db, NULL), TE_OK);
+    te_db_close(db);
+    /* check: only a failure can be transient. */
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h,
+                                  "INSERT INTO trials(uid, workload_id, target_id, trace, "
+                                  "trace_hash, status, median_s, created_us, tessera_version, "
+                                  "transient) VALUES('u2', 1, 1, 't2', 'h2', 'ok', 0.5, 8, "
+                                  "'0.0.1', 1)",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(h);
+    db = tdb_open(path, 0);
+    char *report = NULL;
+    assert_int_equal(te_db_check(db, &report), TE_ERR_CORRUPT);
+    assert_non_null(strstr(report, "transient"));
+    free(report);
+    te_db_close(db);
+}
+
 static void test_no_wal_environment_variable(void **state)
 {
     (void)state;
@@ -346,6 +405,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_newer_schema_is_refused_untouched, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_open_leaves_no_wal_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_version_1_is_migrated_forward, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_version_2_gains_claims_and_transient, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_wal_environment_variable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memory_database, setup, teardown),
     };

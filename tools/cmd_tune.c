@@ -78,11 +78,14 @@ static void usage(FILE *f)
             "  --batch N             candidates built and run together (default 16)\n"
             "  --timeout S           run-time limit of one candidate in seconds (default 10)\n"
             "  --compile-timeout S   a compiler run longer than S seconds is a compile error "
-            "(20)\n"
+            "(20,\n"
+            "                        times the load per core when above 1)\n"
             "  --min-time S          timed runs of a candidate add up to at least S (0.01)\n"
             "  --flush-cache         overwrite the caches before every timed run\n"
             "  --no-warm-start       do not seed the search from the database's records\n"
             "  --new-job             never resume; start a new job\n"
+            "  --retry-failed        measure every failed configuration again (by default\n"
+            "                        only timeouts and out-of-memory failures, once)\n"
             "  --db FILE             the database (default: $TESSERA_DB, else ./tessera.db)\n"
             "  --curve FILE.svg      draw this job's tuning curve (trial vs best GFLOP/s)\n"
             "  --json                print the result as JSON on stdout\n"
@@ -247,6 +250,8 @@ int te_cmd_tune(int argc, char **argv)
             o.warm_start = 0;
         } else if (!strcmp(x, "--new-job")) {
             o.new_job = 1;
+        } else if (!strcmp(x, "--retry-failed")) {
+            o.retry_failed = 1;
         } else if (x[0] != '-') {
             if (op)
                 return bad("unexpected argument '%s' (one operator per command; use --tasks "

@@ -295,6 +295,9 @@ static void check_consistency(checker *k)
          "AND abs(tr.gflops - w.flops / tr.median_s * 1e-9) > 1e-3 * (w.flops / tr.median_s * "
          "1e-9) ORDER BY tr.id",
          "trial", "trials whose GFLOP/s disagree with the workload's flops and median time"},
+        {"SELECT id FROM trials WHERE transient NOT IN (0, 1) OR (transient = 1 AND status = "
+         "'ok')",
+         "trial", "trials whose transient flag is not 0 or 1, or is set on an ok trial"},
         {"SELECT id FROM trials WHERE spread_s < 0 OR repeats < 0 OR created_us < 0", "trial",
          "trials with a negative spread, repeat count or time stamp"},
         {"SELECT id FROM workloads WHERE flops < 0 OR json_valid(shapes) = 0 ORDER BY id",

@@ -217,8 +217,8 @@ const char *te_job_status_str(te_job_status status)
 
 #define TE__TRIAL_INSERT_SQL                                                                       \
     "INSERT INTO trials(uid, workload_id, target_id, job_id, trace, trace_hash, status, error, "   \
-    "median_s, spread_s, repeats, gflops, created_us, tessera_version) "                           \
-    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
+    "median_s, spread_s, repeats, gflops, created_us, tessera_version, transient) "                \
+    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
 
 const char *const te__trial_cols_sql = TE__TRIAL_SELECT TE__TRIAL_FROM;
 
@@ -251,6 +251,8 @@ static const char *stmt_sql(te__stmt_id id)
         return "SELECT 1 FROM trials tr JOIN workloads w ON w.id = tr.workload_id "
                "JOIN targets t ON t.id = tr.target_id "
                "WHERE w.key = ?1 AND t.key = ?2 AND tr.trace_hash = ?3 LIMIT 1";
+    case TE__ST_CLAIM_RELEASE:
+        return "DELETE FROM claims WHERE workload = ?1 AND target = ?2 AND trace_hash = ?3";
     case TE__ST_TOPK:
         return NULL; /* built at first use from te__trial_cols_sql */
     case TE__ST_COUNT:

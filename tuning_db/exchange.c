@@ -95,14 +95,14 @@ int te_db_export(te_db *db, FILE *out, const char *workload_key, const char *tar
         } else {
             fputc('{', out);
             put_text(out, "uid", st, 27, 1);
-            put_text(out, "command", st, 28, 0);
-            put_int(out, "started_us", st, 29);
-            put_int(out, "ended_us", st, 30);
-            put_int(out, "trials_done", st, 31);
-            put_int(out, "trials_planned", st, 32);
-            put_text(out, "status", st, 33, 0);
-            put_text(out, "host", st, 34, 0);
-            put_int(out, "pid", st, 35);
+            put_text(out, "command", st, 29, 0);
+            put_int(out, "started_us", st, 30);
+            put_int(out, "ended_us", st, 31);
+            put_int(out, "trials_done", st, 32);
+            put_int(out, "trials_planned", st, 33);
+            put_text(out, "status", st, 34, 0);
+            put_text(out, "host", st, 35, 0);
+            put_int(out, "pid", st, 36);
             fputc('}', out);
         }
         put_text(out, "trace", st, 16, 0);
@@ -115,6 +115,8 @@ int te_db_export(te_db *db, FILE *out, const char *workload_key, const char *tar
         put_real(out, "gflops", st, 23);
         put_int(out, "created_us", st, 24);
         put_text(out, "tessera_version", st, 25, 0);
+        if (sqlite3_column_int(st, 28)) /* only when set: older readers see the same lines */
+            put_int(out, "transient", st, 28);
         fputs("}\n", out);
         n++;
     }
@@ -273,7 +275,7 @@ static int import_line(te_db *db, line_ctx *lc, const char *s, size_t n, int *in
 
     te_db_trial tr = {0};
     const char *status = NULL;
-    int64_t sm = 0, cores = 0, repeats = 0, created = 0;
+    int64_t sm = 0, cores = 0, repeats = 0, created = 0, transient = 0;
     int ok = get_str(lc, root, "uid", 1, &tr.uid) && get_str(lc, w, "key", 1, &tr.workload.key) &&
              get_str(lc, w, "op", 0, &tr.workload.op) &&
              get_str(lc, w, "expr_hash", 0, &tr.workload.expr_hash) &&
@@ -295,7 +297,8 @@ static int import_line(te_db *db, line_ctx *lc, const char *s, size_t n, int *in
              get_int(lc, root, "repeats", 0, INT32_MAX, &repeats) &&
              get_real(lc, root, "gflops", &tr.gflops) &&
              get_int(lc, root, "created_us", 0, INT64_MAX, &created) &&
-             get_str(lc, root, "tessera_version", 0, &tr.tessera_version);
+             get_str(lc, root, "tessera_version", 0, &tr.tessera_version) &&
+             get_int(lc, root, "transient", 0, 1, &transient);
     if (!ok)
         return TE_ERR_CORRUPT;
     if (isnan(tr.workload.flops))
@@ -303,6 +306,7 @@ static int import_line(te_db *db, line_ctx *lc, const char *s, size_t n, int *in
     tr.target.sm = (int32_t)sm;
     tr.target.cores = (int32_t)cores;
     tr.repeats = (int32_t)repeats;
+    tr.transient = (int)transient;
     tr.created_us = created;
     if (te_trial_status_parse(status, &tr.status) != TE_OK)
         return bad(lc, "unknown trial status '%s'", status), TE_ERR_CORRUPT;
@@ -496,9 +500,10 @@ int te_db_merge(te_db *db, const char *other_path, te_db_import_stats *stats)
             "trials_planned, status, host, pid FROM te_src.jobs WHERE 1 "
             "ON CONFLICT(uid) DO NOTHING;"
             "INSERT INTO trials(uid, workload_id, target_id, job_id, trace, trace_hash, status, "
-            "error, median_s, spread_s, repeats, gflops, created_us, tessera_version) "
+            "error, median_s, spread_s, repeats, gflops, created_us, tessera_version, transient) "
             "SELECT s.uid, w.id, t.id, j.id, s.trace, s.trace_hash, s.status, s.error, "
-            "s.median_s, s.spread_s, s.repeats, s.gflops, s.created_us, s.tessera_version "
+            "s.median_s, s.spread_s, s.repeats, s.gflops, s.created_us, s.tessera_version, "
+            "s.transient "
             "FROM te_src.trials s "
             "JOIN te_src.workloads sw ON sw.id = s.workload_id "
             "JOIN main.workloads w ON w.key = sw.key "

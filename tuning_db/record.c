@@ -194,6 +194,8 @@ int te__validate_trial(te_db *db, const te_db_trial *t, size_t i)
     if ((unsigned)t->status >= TE_TRIAL_STATUS_COUNT)
         return te__db_err(db, TE_ERR_ARG, "trial %zu: status %d is not a te_trial_status", i,
                           (int)t->status);
+    if (t->status == TE_TRIAL_OK && t->transient)
+        return te__db_err(db, TE_ERR_ARG, "trial %zu: an ok trial cannot be transient", i);
     if (t->status == TE_TRIAL_OK && !(isfinite(t->median_s) && t->median_s >= 0))
         return te__db_err(db, TE_ERR_ARG,
                           "trial %zu: an ok trial needs a finite, non-negative median_s", i);
@@ -415,6 +417,7 @@ int te__insert_trial(te_db *db, const te_db_trial *t, int flags, int *inserted)
     bind_real(st, 12, t->gflops);
     sqlite3_bind_int64(st, 13, t->created_us ? t->created_us : te_db_now_us());
     bind_text(st, 14, t->tessera_version ? t->tessera_version : te_version());
+    sqlite3_bind_int(st, 15, t->transient ? 1 : 0);
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
     if (rc != SQLITE_DONE) {
@@ -428,6 +431,20 @@ int te__insert_trial(te_db *db, const te_db_trial *t, int flags, int *inserted)
     int added = sqlite3_changes(db->user.h) > 0;
     if (inserted)
         *inserted = added;
+    if (added) { /* the trial is recorded: whoever claimed its trace is done with it */
+        char *tkey = te__target_key_dup(db, &t->target);
+        if (!tkey)
+            return TE_ERR_ARG;
+        if (!(st = te__stmt(db, &db->user, TE__ST_CLAIM_RELEASE))) {
+            free(tkey);
+            return TE_ERR_DB;
+        }
+        bind_text(st, 1, t->workload.key);
+        sqlite3_bind_text(st, 2, tkey, -1, free);
+        bind_text(st, 3, t->trace_hash ? t->trace_hash : hash);
+        if ((code = step_done(db, st, "releasing a claim")))
+            return code;
+    }
     if (added && t->job_id > 0 && !(flags & TE__INS_NO_JOB_COUNT)) {
         if (!(st = te__stmt(db, &db->user, TE__ST_JOB_COUNT)))
             return TE_ERR_DB;
@@ -554,8 +571,9 @@ int te_db_job_finish(te_db *db, int64_t job_id, te_job_status status)
     if (status != TE_JOB_FINISHED && status != TE_JOB_INTERRUPTED && status != TE_JOB_FAILED)
         return te__db_err(db, TE_ERR_ARG,
                           "te_db_job_finish: status must be finished, interrupted or failed");
-    return job_exec(db, "UPDATE jobs SET status = ?4, ended_us = ?2 WHERE id = ?1", te_db_now_us(),
-                    0, te_job_status_str(status), "finishing a job", job_id);
+    int code = job_exec(db, "UPDATE jobs SET status = ?4, ended_us = ?2 WHERE id = ?1",
+                        te_db_now_us(), 0, te_job_status_str(status), "finishing a job", job_id);
+    return code ? code : te_db_release_claims(db, job_id);
 }
 
 int te_db_job_resume(te_db *db, int64_t job_id)

@@ -74,6 +74,21 @@ static const char *const migrations[] = {
     "ALTER TABLE jobs ADD COLUMN pid INTEGER NOT NULL DEFAULT 0;\n"
     "CREATE TRIGGER trials_append_only BEFORE UPDATE ON trials\n"
     "BEGIN SELECT RAISE(ABORT, 'trials are append-only'); END;\n",
+
+    /* 2 -> 3: claims, so concurrent jobs on one workload never measure a configuration twice
+     * (a job claims a trace hash before measuring it; recording the trial or ending the job
+     * releases it; an old claim, or one of a job that is no longer running, is stale), and
+     * trials remember whether a failure came from the environment (a compiler or run timeout,
+     * out of memory), which a later job may retry. */
+    "CREATE TABLE claims(\n"
+    "  workload TEXT NOT NULL,\n"
+    "  target TEXT NOT NULL,\n"
+    "  trace_hash TEXT NOT NULL,\n"
+    "  job_id INTEGER NOT NULL,\n"
+    "  claimed_us INTEGER NOT NULL,\n"
+    "  PRIMARY KEY(workload, target, trace_hash));\n"
+    "CREATE INDEX claims_by_job ON claims(job_id);\n"
+    "ALTER TABLE trials ADD COLUMN transient INTEGER NOT NULL DEFAULT 0;\n",
 };
 
 _Static_assert(sizeof migrations / sizeof migrations[0] == TE_DB_SCHEMA_VERSION,

@@ -7,16 +7,18 @@
  *   2. if <cache>/<key>.so exists, dlopen it and stop (a cache hit);
  *   3. otherwise write <cache>/<key>.c (temporary name, then rename), run
  *      `/bin/sh -c "<cc> <flags> -o <cache>/<key>.so.tmp.<unique> <cache>/<key>.c"` in its own
- *      process group with stdout and stderr on a pipe, kill the group if it outlives the
- *      timeout, rename the temporary object to <key>.so and dlopen it.
+ *      process group (under a supervisor that kills the group when this process dies,
+ *      cc_proc.c) with stdout and stderr on a pipe, kill the group if it outlives the
+ *      timeout, rename the temporary object to <key>.so and dlopen it. Opening a cache sweeps
+ *      the temporaries of processes that died mid-build.
  *
  * Every file appears in the cache under its final name only when complete (rename is atomic), so
  * processes and threads sharing a cache never see half a file; two of them racing on the same
  * key both compile and the last rename wins, which is harmless because the contents are equal.
  *
- * te__cc_build_many runs the compilers as child processes (posix_spawn, so it is safe in a
- * multithreaded process), up to `jobs` at a time, watching all their pipes with one poll loop,
- * and then loads the results in order on the calling thread.
+ * te__cc_build_many runs the compilers as child processes (fork and only async-signal-safe
+ * calls before exec, so it is safe in a multithreaded process), up to `jobs` at a time, watching
+ * all their pipes with one poll loop, and then loads the results in order on the calling thread.
  */
 #define _GNU_SOURCE
 
@@ -30,7 +32,6 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -377,30 +378,10 @@ static void job_start(job *j, double timeout_s)
         job_fail(j, TE_ERR_COMPILE);
         return;
     }
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawnattr_init(&attr);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
-    /* Its own process group, so that a timeout kills the driver and everything it started;
-     * default signal handling and an empty mask, whatever the host program set up. */
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    sigdelset(&all, SIGKILL);
-    sigdelset(&all, SIGSTOP);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                        POSIX_SPAWN_SETSIGDEF);
-    char *argv[] = {"sh", "-c", j->command, NULL};
+    /* Its own process group under a supervisor (cc_proc.c), so that a timeout kills the
+     * driver and everything it started, and so does this process's death. */
     pid_t pid;
-    int rc = posix_spawn(&pid, "/bin/sh", &fa, &attr, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
+    int rc = te__cc_spawn(j->command, fds[1], &pid);
     close(fds[1]);
     if (rc != 0) {
         close(fds[0]);
@@ -697,6 +678,8 @@ int te__cc_build_many(int n, const char *const *sources, const te__cc_opts *opts
         if (dir_ok < 0) {
             dir_ok = mkdir_p(o.cache_dir) == 0;
             dir_errno = errno;
+            if (dir_ok) /* what killed jobs left */
+                te__cc_sweep_once(o.cache_dir);
         }
         if (!dir_ok) {
             set_err(j->errbuf, j->errbuf_size, "cannot create kernel cache directory '%s': %s",

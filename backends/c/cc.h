@@ -9,6 +9,7 @@
 #define TESSERA_BACKENDS_C_CC_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* Compiler settings. NULL fields take the defaults:
  *   cc:    $CC, else "cc"
@@ -48,6 +49,16 @@ const char *te__cc_lib_source_path(const te__cc_lib *lib);
 const char *te__cc_lib_so_path(const te__cc_lib *lib);
 /* dlcloses and frees. Accepts NULL. */
 void te__cc_lib_free(te__cc_lib *lib);
+
+/* cc_proc.c. Starts `/bin/sh -c command` (stdin /dev/null, stdout and stderr on out_fd) under
+ * a supervisor that leads a new process group (*pid, which kill(-*pid) ends entirely) and
+ * kills that group when this process dies. Returns 0 or an errno value. */
+int te__cc_spawn(const char *command, int out_fd, pid_t *pid);
+/* Removes the temporaries `<name>.tmp.<pid>.<n>` in dir that are older than a minute and whose
+ * process is gone (a job killed while compiling). Returns how many. */
+int te__cc_sweep_tmp(const char *dir);
+/* te__cc_sweep_tmp(dir), at most once a minute per directory and process. */
+void te__cc_sweep_once(const char *dir);
 
 /* 64-bit FNV-1a hash of n bytes continuing from h (start with TE__HASH_INIT). */
 #define TE__HASH_INIT 0xcbf29ce484222325ull

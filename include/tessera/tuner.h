@@ -81,7 +81,9 @@ typedef struct te_measure_options {
     double slow_factor; /* a candidate whose check run is this many times slower than the best
                            so far is timed by that run alone; 0 = 20, < 0 = never */
     double compile_timeout_s; /* a compiler run (one or several candidates) past this is a
-                                 compile_error; 0 = $TESSERA_CC_TIMEOUT when set, else 20 s */
+                                 compile_error (environmental: retried by a later job); 0 =
+                                 $TESSERA_CC_TIMEOUT when set, else 20 s times the machine's
+                                 load per core (getloadavg) when above 1, at most 200 s */
 } te_measure_options;
 
 /* Progress report, passed to te_tune_options.on_progress after every batch. */
@@ -102,9 +104,10 @@ typedef struct te_tune_progress {
 } te_tune_progress;
 
 /* A synthetic runner for tests: returns the "run time" of a trace in seconds (<= 0 records
- * the trial as runtime_error). Candidates are still instantiated and lowered, never compiled
- * or run. */
+ * the trial as runtime_error, TE_TUNE_FAKE_TIMEOUT as a timeout: an environmental failure).
+ * Candidates are still instantiated and lowered, never compiled or run. */
 typedef double (*te_tune_fake_fn)(const char *trace, void *user);
+#define TE_TUNE_FAKE_TIMEOUT (-1e300)
 
 typedef struct te_tune_options {
     te_tune_strategy strategy; /* default TE_TUNE_EVOLUTIONARY */
@@ -131,6 +134,18 @@ typedef struct te_tune_options {
     int quiet;                   /* do not call on_warning */
     te_tune_fake_fn fake_runner; /* tests only; NULL in real use */
     void *fake_user;
+    /* Failures: a deterministic one (compile error with a diagnostic, crash, wrong answer) is
+     * final; an environmental one (compiler or run timeout, out of memory; recorded with
+     * te_db_trial.transient) is measured again by a later job while the configuration has at
+     * most env_retries of them (0 = 1, < 0 = never), with its compile and run limits 4x larger
+     * per earlier attempt. retry_failed: measure every configuration without an ok trial
+     * again, once in this job (`tessera tune --retry-failed`). */
+    int env_retries;
+    int retry_failed;
+    /* Concurrent jobs on one database claim candidates before measuring them
+     * (te_db_claim_traces); a claim older than this is stale (0 = 1 h). A claim of a job whose
+     * process is gone is stale at once. */
+    double claim_stale_s;
 } te_tune_options;
 
 /* Defaults: evolutionary, auto space, batch 16, warm start, seed 1, no budget. */

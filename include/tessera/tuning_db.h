@@ -54,7 +54,7 @@ extern "C" {
 
 /* The schema version this library writes (PRAGMA user_version). Older databases are migrated
  * forward on a read-write open; newer ones are refused with TE_ERR_VERSION and not touched. */
-#define TE_DB_SCHEMA_VERSION 2
+#define TE_DB_SCHEMA_VERSION 3
 /* PRAGMA application_id of a Tessera database ("TESS"). */
 #define TE_DB_APPLICATION_ID 0x54455353
 
@@ -131,6 +131,10 @@ typedef struct te_db_trial {
     const char *tessera_version; /* in: NULL = te_version() */
     int64_t job_id;              /* in: job this trial belongs to (te_db_job_start); 0 = none */
     const char *uid;             /* in: stable unique id across databases; NULL = new UUIDv7 */
+    int transient; /* in: 1 when a failure came from the environment (a compiler or run
+                      timeout, out of memory), not from the configuration: a later job may
+                      retry it (te_db_claim_traces); 0 for deterministic failures; an ok
+                      trial with it set is refused (TE_ERR_ARG) */
     /* Output only. */
     int64_t id;          /* row id in the database it came from */
     const char *job_uid; /* uid of its job, or NULL */
@@ -260,8 +264,9 @@ void te_db_job_list_free(te_db_job_list *list);
 /* Starts a job in state running with this process's host and pid; *out_id gets its id. Trials
  * recorded with .job_id = id count toward trials_done in the same transaction. */
 int te_db_job_start(te_db *db, const char *command, int64_t trials_planned, int64_t *out_id);
-/* Ends a job: sets its status (finished, interrupted or failed) and end time. TE_ERR_NOT_FOUND
- * for an unknown id, TE_ERR_ARG for TE_JOB_RUNNING. */
+/* Ends a job: sets its status (finished, interrupted or failed) and end time, and releases its
+ * claims (te_db_claim_traces). TE_ERR_NOT_FOUND for an unknown id, TE_ERR_ARG for
+ * TE_JOB_RUNNING. */
 int te_db_job_finish(te_db *db, int64_t job_id, te_job_status status);
 /* Marks an earlier job running again (this host/pid, no end time) so a tuner can continue it;
  * te_db_has_trace tells it what was already measured. TE_ERR_NOT_FOUND for an unknown id. */
@@ -303,6 +308,35 @@ int te_db_history(te_db *db, const char *workload_key, const te_db_target *targe
  * the user database for (workload, target), else 0. The tuner's resume uses it to skip work. */
 int te_db_has_trace(te_db *db, const char *workload_key, const te_db_target *target,
                     const char *trace_hash, int *out_found);
+
+/* Claims: concurrent jobs tuning one (workload, target) split the work. A job claims the trace
+ * hashes it is about to measure; a hash is claimed only when no live claim of another job
+ * holds it and the recorded trials do not settle it. Recording a trial of the hash releases
+ * its claim; te_db_job_finish releases the job's others. */
+#define TE_DB_CLAIM_STALE_US (3600LL * 1000000) /* default age after which a claim is stale */
+typedef struct te_db_claim_options {
+    /* A claim older than this is stale (its job is presumed dead) and may be taken over;
+     * 0 = TE_DB_CLAIM_STALE_US. A claim of a job that is not running, or whose process on this
+     * host is gone, is stale at once. */
+    int64_t stale_us;
+    /* A trace whose trials are only environmental failures (te_db_trial.transient) is claimed
+     * again while it has at most this many of them (0: never retried). */
+    int env_retries;
+    /* Claim every trace without an ok trial, deterministic failures included. */
+    int retry_failed;
+} te_db_claim_options;
+
+/* Claims trace_hashes[0..n) of (workload_key, target) for job_id (a job of this database), in
+ * one transaction. claimed[i] receives 0 when hash i is not to be measured by this job (an ok
+ * trial, a trial of this job, a deterministic failure unless retry_failed, more than
+ * env_retries environmental failures, or a live claim of another job), else 1 + the number of
+ * trials already recorded for it (1: never measured, 2: a first retry, ...). opts may be NULL
+ * (defaults). Returns TE_OK, or an error with every claimed[i] 0 and nothing claimed. */
+int te_db_claim_traces(te_db *db, const char *workload_key, const te_db_target *target,
+                       int64_t job_id, const te_db_claim_options *opts, size_t n,
+                       const char *const *trace_hashes, int *claimed);
+/* Releases every claim of job_id (a job that stops measuring). TE_OK also when it had none. */
+int te_db_release_claims(te_db *db, int64_t job_id);
 
 /* One line of the overview: a (workload, target) pair with its counts and best time. */
 typedef struct te_db_summary {
