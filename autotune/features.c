@@ -88,7 +88,7 @@ typedef struct fstate {
     int depth;
     double ext[MAXD];
     int kind[MAXD];
-    double trips; /* product of extents of the enclosing loops */
+    double trips;     /* product of extents of the enclosing loops */
     double par_trips; /* product inside the outermost parallel loop (1 outside) */
     bool in_par, in_unroll;
     int in_if;
@@ -264,8 +264,11 @@ static void stmt_walk(fstate *F, const te_stmt *s)
         F->nloops++;
         F->loop_iters += F->trips * ext;
         int k = s->u.loop.fkind;
-        int kind = k == TE_FOR_PARALLEL ? 1 : k == TE_FOR_VECTORIZED ? 2 : k == TE_FOR_UNROLLED ? 3
-                 : k == TE_FOR_THREAD ? 4 : 0;
+        int kind = k == TE_FOR_PARALLEL     ? 1
+                   : k == TE_FOR_VECTORIZED ? 2
+                   : k == TE_FOR_UNROLLED   ? 3
+                   : k == TE_FOR_THREAD     ? 4
+                                            : 0;
         bool was_par = F->in_par, was_unroll = F->in_unroll;
         double old_trips = F->trips, old_par = F->par_trips;
         if (kind == 1) {

@@ -95,7 +95,7 @@ static int wait_child(pid_t pid, int rfd, double timeout_s)
 }
 
 int te_tune_run_isolated(void (*fn)(void *user, void *out), void *user, void *out, size_t size,
-                     double timeout_s)
+                         double timeout_s)
 {
     void *shm =
         mmap(NULL, size ? size : 1, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);

@@ -185,8 +185,7 @@ int te__sketch_init(te_space *sp)
     int n = te_schedule_nstages(s);
     if (n > SK_MAX) {
         te_ctx_free(scratch);
-        return te_ctx_set_error(sp->ctx, TE_ERR_UNSUPPORTED, "sketch: more than %d stages",
-                                SK_MAX);
+        return te_ctx_set_error(sp->ctx, TE_ERR_UNSUPPORTED, "sketch: more than %d stages", SK_MAX);
     }
     sd->n = n;
     for (int i = 0; i < n; i++) {
@@ -234,7 +233,10 @@ typedef struct sk_run {
     int lanes, cores;
 } sk_run;
 
-static te_stage *stage_of(sk_run *r, int i) { return te_schedule_stage_by_name(r->g->s, r->sd->st[i].name); }
+static te_stage *stage_of(sk_run *r, int i)
+{
+    return te_schedule_stage_by_name(r->g->s, r->sd->st[i].name);
+}
 
 /* An optional primitive: a refusal is forgotten. */
 static bool try_ok(sk_run *r, int rc)
@@ -765,8 +767,8 @@ int te__sketch_apply(te__gen *g)
             int np = 0;
             for (int q = 0; q < i && np < 8; q++) {
                 sk_stage *P = &sd->st[q];
-                if (r->done[q] || !P->red || !P->mlt || P->out || P->ncons != 1 || P->cons[0] != i ||
-                    P->nd != X->nd)
+                if (r->done[q] || !P->red || !P->mlt || P->out || P->ncons != 1 ||
+                    P->cons[0] != i || P->nd != X->nd)
                     continue;
                 bool same = true;
                 for (int d = 0; d < X->nd; d++)

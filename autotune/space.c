@@ -6,8 +6,8 @@
  * before the call returns, so sampling millions of configurations does not grow the space's
  * context: only the traces (and their decision vectors) are kept there.
  */
-#include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "autotune/space_impl.h"
@@ -79,7 +79,8 @@ int te__split_candidates(int64_t extent, int lanes, int64_t *out, int cap)
     int keep = cap / 2;
     memcpy(out, tmp, sizeof(int64_t) * (size_t)keep);
     for (int i = keep; i < cap; i++)
-        out[i] = tmp[keep + (int64_t)(i - keep) * (k - 1 - keep) / (cap - 1 - keep > 0 ? cap - 1 - keep : 1)];
+        out[i] = tmp[keep + (int64_t)(i - keep) * (k - 1 - keep) /
+                                (cap - 1 - keep > 0 ? cap - 1 - keep : 1)];
     out[cap - 1] = tmp[k - 1];
     return cap;
 }
@@ -243,8 +244,8 @@ static const char *generate(te_space *sp, const int32_t *dec, int ndec, te_rng *
         rc = TE_ERR_NOMEM;
 done:
     if (rc && errbuf)
-        snprintf(errbuf, errsz, "%s", te_ctx_errmsg(scratch)[0] ? te_ctx_errmsg(scratch)
-                                                                : te_status_str(rc));
+        snprintf(errbuf, errsz, "%s",
+                 te_ctx_errmsg(scratch)[0] ? te_ctx_errmsg(scratch) : te_status_str(rc));
     *rc_out = rc;
     free(g);
     te_ctx_free(scratch);
@@ -253,14 +254,14 @@ done:
 
 /* ---- Public API ------------------------------------------------------------------------- */
 
-te_space *te_space_create(te_ctx *ctx, const char *op, int n_in, te_tensor *const *ins,
-                          int n_out, te_tensor *const *outs, te_space_kind kind,
-                          const te_target *target)
+te_space *te_space_create(te_ctx *ctx, const char *op, int n_in, te_tensor *const *ins, int n_out,
+                          te_tensor *const *outs, te_space_kind kind, const te_target *target)
 {
     if (!ctx)
         return NULL;
     if (n_out <= 0 || !outs || n_in < 0 || (n_in > 0 && !ins)) {
-        te_ctx_set_error(ctx, TE_ERR_ARG, "te_space_create: needs at least one output and the "
+        te_ctx_set_error(ctx, TE_ERR_ARG,
+                         "te_space_create: needs at least one output and the "
                          "input list");
         return NULL;
     }
@@ -316,8 +317,10 @@ te_space *te_space_create(te_ctx *ctx, const char *op, int n_in, te_tensor *cons
                     char why[1024];
                     snprintf(why, sizeof why, "%s", te_ctx_errmsg(ctx));
                     te_ctx_clear_error(ctx);
-                    te_ctx_set_error(ctx, rc, "te_space_create: the '%s' template does not fit "
-                                     "this expression: %s", t->name, why);
+                    te_ctx_set_error(ctx, rc,
+                                     "te_space_create: the '%s' template does not fit "
+                                     "this expression: %s",
+                                     t->name, why);
                     return NULL;
                 }
                 te_ctx_clear_error(ctx);
@@ -325,8 +328,10 @@ te_space *te_space_create(te_ctx *ctx, const char *op, int n_in, te_tensor *cons
         }
     }
     if (kind == TE_SPACE_TEMPLATE && !sp->tmpl) {
-        te_ctx_set_error(ctx, TE_ERR_UNSUPPORTED, "te_space_create: operator '%s' has no "
-                         "template (use TE_SPACE_SKETCH or TE_SPACE_AUTO)", op ? op : "(null)");
+        te_ctx_set_error(ctx, TE_ERR_UNSUPPORTED,
+                         "te_space_create: operator '%s' has no "
+                         "template (use TE_SPACE_SKETCH or TE_SPACE_AUTO)",
+                         op ? op : "(null)");
         return NULL;
     }
     if (sp->tmpl) {
@@ -363,7 +368,8 @@ const char *te_space_get(te_space *sp, int64_t i)
         return NULL;
     int64_t size = te_space_size(sp);
     if (size < 0) {
-        te_ctx_set_error(sp->ctx, TE_ERR_UNSUPPORTED, "te_space_get: a sketch space is not "
+        te_ctx_set_error(sp->ctx, TE_ERR_UNSUPPORTED,
+                         "te_space_get: a sketch space is not "
                          "enumerable; use te_space_sample");
         return NULL;
     }
@@ -458,8 +464,8 @@ static const char *mutate_text(te_space *sp, const char *trace, te_rng *rng)
         } else if (!strncmp(ln, "nontemporal ", 12)) {
             nv = !old;
         } else {
-            int64_t c[8] = {old / 2, old * 2, old + 1, old - 1, old + sp->lanes,
-                            old - sp->lanes, old * 3 / 2, old * 2 / 3};
+            int64_t c[8] = {old / 2,         old * 2,         old + 1,     old - 1,
+                            old + sp->lanes, old - sp->lanes, old * 3 / 2, old * 2 / 3};
             nv = c[rng_int(rng, 8)];
             if (nv < 1)
                 nv = 1;
@@ -516,7 +522,8 @@ const char *te_space_mutate(te_space *sp, const char *trace, te_rng *rng)
     }
     const char *t = mutate_text(sp, trace, rng);
     if (!t)
-        te_ctx_set_error(sp->ctx, TE_ERR_NOT_FOUND, "te_space_mutate: found no valid neighbour "
+        te_ctx_set_error(sp->ctx, TE_ERR_NOT_FOUND,
+                         "te_space_mutate: found no valid neighbour "
                          "of the trace");
     return t;
 }

@@ -25,9 +25,9 @@
 #include "tessera/autotune.h"
 #include "tessera/backend.h"
 
-#define TE__MAX_DEC 256   /* decisions in one configuration */
-#define TE__MAX_KNOBS 16  /* knobs of one template */
-#define TE__MAX_KVALS 16  /* values of one knob */
+#define TE__MAX_DEC 256  /* decisions in one configuration */
+#define TE__MAX_KNOBS 16 /* knobs of one template */
+#define TE__MAX_KVALS 16 /* values of one knob */
 
 typedef struct te__knob {
     const char *name;

@@ -35,7 +35,10 @@
 #define knob te__knob_add
 #define filter_le te__filter_le
 
-static bool is_reduce(const te_tensor *t) { return t->kind == TE_T_COMPUTE && t->body->kind == TE_E_REDUCE; }
+static bool is_reduce(const te_tensor *t)
+{
+    return t->kind == TE_T_COMPUTE && t->body->kind == TE_E_REDUCE;
+}
 
 /* Computed tensors that t's body reads directly. */
 typedef struct {
@@ -74,13 +77,13 @@ static int stages_of(te_tensor *out, te_tensor **v, int cap)
 /* ---- gemm -------------------------------------------------------------------------------- */
 
 typedef struct gemm_out {
-    const char *out;           /* output tensor name */
-    bool role_a;               /* the output is the product itself (cache_write) */
+    const char *out; /* output tensor name */
+    bool role_a;     /* the output is the product itself (cache_write) */
     int nprod;
-    const char *prod[4];       /* product stages (role B) */
+    const char *prod[4]; /* product stages (role B) */
     te_tensor *prod_t[4];
-    int batch;                 /* 1 when the axes are (b, i, j) */
-    te_tensor *packable[4];    /* per product: the input read without i, packable by panels */
+    int batch;              /* 1 when the axes are (b, i, j) */
+    te_tensor *packable[4]; /* per product: the input read without i, packable by panels */
 } gemm_out;
 
 typedef struct gemm_data {
@@ -143,7 +146,8 @@ static int gemm_init(te_space *sp)
                 return TERR(sp, "gemm template: product '%s' has producers", O->name);
         } else {
             if (is_reduce(O) || (O->ndim != 2 && O->ndim != 3))
-                return TERR(sp, "gemm template: '%s' is neither a product nor an epilogue", O->name);
+                return TERR(sp, "gemm template: '%s' is neither a product nor an epilogue",
+                            O->name);
             for (int q = 0; q < ns; q++) {
                 if (st[q] == O)
                     continue;
@@ -209,8 +213,8 @@ static int gemm_tile(te__gen *g, te_stage *ps, te_stage *T, te_iter *at, int64_t
     if (pack && pack_at) {
         te_tensor *P = te_cache_read(s, pack, TE_SCOPE_GLOBAL, 1, &ps);
         if (!P)
-            return te__gen_fail(g, te_ctx_errcode(g->ctx) ? te_ctx_errcode(g->ctx)
-                                                          : TE_ERR_SCHEDULE);
+            return te__gen_fail(g,
+                                te_ctx_errcode(g->ctx) ? te_ctx_errcode(g->ctx) : TE_ERR_SCHEDULE);
         te_stage *pst = te_schedule_stage(s, P);
         if (!TE__OK(g, te_compute_at(pst, T, pack_at)))
             return g->err;
@@ -543,16 +547,33 @@ const te__template *te__template_for(const char *op)
         const char *op;
         const te__template *t;
     } table[] = {
-        {"matmul", &t_gemm},     {"batch_matmul", &t_gemm}, {"dense_bias", &t_gemm},
-        {"matmul_bias_act", &t_gemm}, {"mlp_gate", &t_gemm}, {"qkv_projection", &t_gemm},
-        {"softmax", &t_row},     {"layer_norm", &t_row},    {"rms_norm", &t_row},
-        {"conv2d", &te__t_conv}, {"conv2d_bn_relu", &te__t_conv},
+        {"matmul", &t_gemm},
+        {"batch_matmul", &t_gemm},
+        {"dense_bias", &t_gemm},
+        {"matmul_bias_act", &t_gemm},
+        {"mlp_gate", &t_gemm},
+        {"qkv_projection", &t_gemm},
+        {"softmax", &t_row},
+        {"layer_norm", &t_row},
+        {"rms_norm", &t_row},
+        {"conv2d", &te__t_conv},
+        {"conv2d_bn_relu", &te__t_conv},
         {"depthwise_conv2d", &te__t_conv},
-        {"relu", &t_elt},        {"gelu", &t_elt},          {"gelu_tanh", &t_elt},
-        {"silu", &t_elt},        {"sigmoid", &t_elt},       {"tanh", &t_elt},
-        {"add", &t_elt},         {"sub", &t_elt},           {"mul", &t_elt},
-        {"div", &t_elt},         {"minimum", &t_elt},       {"maximum", &t_elt},
-        {"transpose", &t_elt},   {"pad", &t_elt},           {"elementwise", &t_elt},
+        {"relu", &t_elt},
+        {"gelu", &t_elt},
+        {"gelu_tanh", &t_elt},
+        {"silu", &t_elt},
+        {"sigmoid", &t_elt},
+        {"tanh", &t_elt},
+        {"add", &t_elt},
+        {"sub", &t_elt},
+        {"mul", &t_elt},
+        {"div", &t_elt},
+        {"minimum", &t_elt},
+        {"maximum", &t_elt},
+        {"transpose", &t_elt},
+        {"pad", &t_elt},
+        {"elementwise", &t_elt},
     };
     for (size_t i = 0; op && i < sizeof table / sizeof table[0]; i++)
         if (!strcmp(table[i].op, op))

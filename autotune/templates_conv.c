@@ -65,8 +65,10 @@ static int conv_init(te_space *sp)
         return te_ctx_set_error(sp->ctx, TE_ERR_UNSUPPORTED, "conv2d template: bad epilogue");
     int oc = axis_named(R, "oc"), oh = axis_named(R, "oh"), ow = axis_named(R, "ow");
     if (oc < 0 || oh < 0 || ow < 0 || axis_named(R, "n") != 0)
-        return te_ctx_set_error(sp->ctx, TE_ERR_UNSUPPORTED, "conv2d template: axes of '%s' are "
-                                "not (n, oc, oh, ow) in some layout", R->name);
+        return te_ctx_set_error(sp->ctx, TE_ERR_UNSUPPORTED,
+                                "conv2d template: axes of '%s' are "
+                                "not (n, oc, oh, ow) in some layout",
+                                R->name);
     cd->out = O->name;
     cd->conv = R->name;
     cd->role_a = R == O;
@@ -120,8 +122,8 @@ static int conv_apply(te__gen *g)
     for (int d = 1; d < 4; d++)
         if (!TE__OK(g, te_split(T, te_stage_axis(T, d), fac[d], &outer[d], &inner[d])))
             return g->err;
-    te_iter *ord[7] = {outer[0], outer[1], outer[2], outer[3], inner[cd->hax], inner[cd->rax],
-                       inner[cd->vax]};
+    te_iter *ord[7] = {outer[0],       outer[1],       outer[2],      outer[3],
+                       inner[cd->hax], inner[cd->rax], inner[cd->vax]};
     if (!TE__OK(g, te_reorder(T, 7, ord)))
         return g->err;
     te_iter *at = outer[3];

@@ -620,15 +620,17 @@ static void test_user_expression_and_best_schedule(void **state)
     te_schedule *s = NULL;
     int from_db = 0;
     te_target tgt = te_target_host();
-    assert_int_equal(te_tuner_best_schedule(ctx, db, key, 1, &Y, &tgt, &s, &from_db, NULL, 0), TE_OK);
+    assert_int_equal(te_tuner_best_schedule(ctx, db, key, 1, &Y, &tgt, &s, &from_db, NULL, 0),
+                     TE_OK);
     assert_int_equal(from_db, 1);
     te_module *m = NULL;
     assert_int_equal(te_build(s, 3, (te_tensor *[]){X, W, Y}, "dense_relu", &tgt, &m), TE_OK);
     te_module_free(m);
     /* No record: the default schedule, from_db 0 and the reason (nothing printed). */
     char why[256];
-    assert_int_equal(
-        te_tuner_best_schedule(ctx, db, "nothing;here;f32", 1, &Y, &tgt, &s, &from_db, why, sizeof why), TE_OK);
+    assert_int_equal(te_tuner_best_schedule(ctx, db, "nothing;here;f32", 1, &Y, &tgt, &s, &from_db,
+                                            why, sizeof why),
+                     TE_OK);
     assert_non_null(s);
     assert_int_equal(from_db, 0);
     assert_non_null(strstr(why, "no record for this target"));

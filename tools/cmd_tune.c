@@ -175,7 +175,8 @@ static void on_progress(const te_tune_progress *p, void *user)
         snprintf(best, sizeof best, "%.3f ms", p->task_best_s * 1e3);
     const te_bl_result *br = ps->baseline ? &ps->baseline[p->task] : NULL;
     if (br && isfinite(br->best) && isfinite(p->task_best_gflops))
-        snprintf(ratio, sizeof ratio, ", %.2fx %s", p->task_best_gflops / br->best, te__tune_best_short(br));
+        snprintf(ratio, sizeof ratio, ", %.2fx %s", p->task_best_gflops / br->best,
+                 te__tune_best_short(br));
     double rem = INFINITY;
     int64_t done_now = p->trials_done - ps->trials0;
     if (p->trials_planned > 0 && done_now > 0)
@@ -484,7 +485,8 @@ int te_cmd_tune(int argc, char **argv)
         if (has) {
             fprintf(stderr, ", baseline %s %.1f GFLOP/s (%smedians of %d alternating runs",
                     br->impl[br->best_lib], br->best,
-                    !strcmp(ti.op, "mlp_gate") ? "2 products + silu pass, " : "", TE_TUNE_BASELINE_REPS);
+                    !strcmp(ti.op, "mlp_gate") ? "2 products + silu pass, " : "",
+                    TE_TUNE_BASELINE_REPS);
             if (br->best_lib != TE_BL_OPENBLAS && isfinite(br->openblas))
                 fprintf(stderr, "; %s %.1f", br->impl[TE_BL_OPENBLAS], br->openblas);
             else if (br->best_lib == TE_BL_OPENBLAS && isfinite(br->onednn))
@@ -575,7 +577,8 @@ int te_cmd_tune(int argc, char **argv)
             printf(", \"onednn_gflops\": ");
             jnum(stdout, br->onednn);
             printf(", \"baseline\": ");
-            te_db_json_write_str(stdout, br->best_lib < 0 ? NULL : te_bl_lib_name((te_bl_lib)br->best_lib));
+            te_db_json_write_str(stdout,
+                                 br->best_lib < 0 ? NULL : te_bl_lib_name((te_bl_lib)br->best_lib));
             printf(", \"baseline_impl\": ");
             te_db_json_write_str(stdout, br->best_lib < 0 ? NULL : br->impl[br->best_lib]);
             printf(", \"baseline_gflops\": ");
@@ -631,8 +634,8 @@ int te_cmd_tune(int argc, char **argv)
             if (has_final) {
                 printf("\nbeside the baselines at the end (medians of %d alternating runs): %.1f "
                        "GFLOP/s, %.2fx %s at %.1f",
-                       TE_TUNE_BASELINE_REPS, fr.ours, fr.ours / fr.r.best, fr.r.impl[fr.r.best_lib],
-                       fr.r.best);
+                       TE_TUNE_BASELINE_REPS, fr.ours, fr.ours / fr.r.best,
+                       fr.r.impl[fr.r.best_lib], fr.r.best);
                 if (fr.r.best_lib != TE_BL_OPENBLAS && isfinite(fr.r.openblas))
                     printf("; %.2fx %s", fr.ours / fr.r.openblas, fr.r.impl[TE_BL_OPENBLAS]);
                 else if (fr.r.best_lib == TE_BL_OPENBLAS && isfinite(fr.r.onednn))
@@ -655,7 +658,7 @@ int te_cmd_tune(int argc, char **argv)
         }
         if (curve && i == 0) {
             if (te__tune_write_curve(curve, db, &ti, &dbt, job, base,
-                            br->best_lib < 0 ? "" : br->impl[br->best_lib]) != 0)
+                                     br->best_lib < 0 ? "" : br->impl[br->best_lib]) != 0)
                 fprintf(stderr, "tessera tune: could not write the curve to '%s'\n", curve);
             else if (!json)
                 printf("tuning curve: %s\n", curve);

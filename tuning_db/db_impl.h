@@ -109,7 +109,6 @@ extern const char *const te__trial_cols_sql; /* TE__TRIAL_SELECT TE__TRIAL_FROM 
 /* A fresh UUID, version 7 (time-ordered, random tail), as text (36 chars + NUL). */
 void te__uuid(char out[37]);
 
-
 /* Block arena that owns the strings of a returned list. */
 typedef struct te__arena_block te__arena_block;
 typedef struct {

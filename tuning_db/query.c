@@ -637,7 +637,7 @@ int te_db_prune(te_db *db, const te_db_prune_options *opts, int64_t *n_deleted)
         te__sb_puts(&where, " AND id NOT IN (SELECT id FROM best)");
     te__sb sql = {0};
     te__sb_printf(&sql, "%s trials %s", opts->dry_run ? "SELECT count(*) FROM" : "DELETE FROM",
-                   where.p ? where.p : "");
+                  where.p ? where.p : "");
     te__sb_free(&where);
     if (sql.oom) {
         te__sb_free(&sql);

@@ -237,8 +237,7 @@ double te_tuner_flops(int n_out, te_tensor *const *outs);
  * best record (trial <uid>) no longer applies: <reason>"), TE_ERR_ARG for bad arguments. */
 int te_tuner_best_record(te_ctx *ctx, te_db *db, const char *workload_key, int n_out,
                          te_tensor *const *outs, const te_target *target, int flags,
-                         te_schedule **out, te_db_trial_list **record, char *why,
-                         size_t why_size);
+                         te_schedule **out, te_db_trial_list **record, char *why, size_t why_size);
 
 /* A schedule for outs from the best database record of (workload_key, target): the schedule
  * te_tuner_best_record makes. When there is no record, or the trace no longer applies, *out

@@ -404,9 +404,10 @@ int te_db_export(te_db *db, FILE *out, const char *workload_key, const char *tar
                  int64_t *n_written);
 
 /* Reads JSON lines and appends their trials. The whole import is one transaction: a malformed
- * line (bad JSON, invalid UTF-8, a trial or job uid that is not a UUID, ...) aborts it with TE_ERR_CORRUPT, a message "line N: ..." and stats->error_line = N, and
- * nothing from the input is kept. Trials whose uid is already present are skipped (counted as
- * duplicates), so importing the same file twice changes nothing. stats may be NULL. */
+ * line (bad JSON, invalid UTF-8, a trial or job uid that is not a UUID, ...) aborts it with
+ * TE_ERR_CORRUPT, a message "line N: ..." and stats->error_line = N, and nothing from the input is
+ * kept. Trials whose uid is already present are skipped (counted as duplicates), so importing the
+ * same file twice changes nothing. stats may be NULL. */
 int te_db_import(te_db *db, FILE *in, te_db_import_stats *stats);
 /* Same as te_db_import, from memory (data need not be NUL-terminated). */
 int te_db_import_buffer(te_db *db, const char *data, size_t size, te_db_import_stats *stats);
