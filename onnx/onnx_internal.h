@@ -13,22 +13,22 @@
 
 /* What an ONNX tensor name stands for. */
 typedef enum ox_kind {
-    OX_UNDEF,  /* not (yet) produced */
-    OX_GRAPH,  /* a graph value (input, materialized constant, node output) */
-    OX_CONST,  /* known while importing: host data (weights, shapes) */
-    OX_ERF,    /* erf(x / sqrt 2) of graph value `ref`, pending the GELU pattern */
-    OX_ERF1,   /* 1 + erf(x / sqrt 2) of `ref` */
-    OX_GELU2,  /* 2 gelu(x): graph value gv holds gelu(ref), the factor 2 still pending */
-    OX_HALF    /* 0.5 x of graph value `ref`, graph value gv computes it */
+    OX_UNDEF, /* not (yet) produced */
+    OX_GRAPH, /* a graph value (input, materialized constant, node output) */
+    OX_CONST, /* known while importing: host data (weights, shapes) */
+    OX_ERF,   /* erf(x / sqrt 2) of graph value `ref`, pending the GELU pattern */
+    OX_ERF1,  /* 1 + erf(x / sqrt 2) of `ref` */
+    OX_GELU2, /* 2 gelu(x): graph value gv holds gelu(ref), the factor 2 still pending */
+    OX_HALF   /* 0.5 x of graph value `ref`, graph value gv computes it */
 } ox_kind;
 
 typedef struct ox_val {
     char *name; /* ONNX name (owned) */
     ox_kind kind;
-    int gv;          /* graph value id (OX_GRAPH, OX_GELU2, OX_HALF) or -1 */
-    int ref;         /* graph value id the pending pattern is about */
-    int is_int;      /* OX_CONST: integer element type (int32/int64/bool) */
-    int ndim;        /* OX_CONST: 0 for a scalar */
+    int gv;     /* graph value id (OX_GRAPH, OX_GELU2, OX_HALF) or -1 */
+    int ref;    /* graph value id the pending pattern is about */
+    int is_int; /* OX_CONST: integer element type (int32/int64/bool) */
+    int ndim;   /* OX_CONST: 0 for a scalar */
     int64_t shape[TE_MAX_DIMS];
     int64_t numel;
     double *d; /* OX_CONST data, numel elements (owned) */
@@ -80,13 +80,33 @@ int ox_gnode(ox_ctx *c, const Onnx__NodeProto *n, const char *op, const char *at
              const int *ins, const char *suffix);
 /* Output i of n as graph value gv / as a fresh OX_CONST to fill (NULL on error). */
 int ox_set_out(ox_ctx *c, const Onnx__NodeProto *n, size_t i, int gv);
-ox_val *ox_set_const(ox_ctx *c, const Onnx__NodeProto *n, size_t i, int ndim,
-                     const int64_t *shape, int is_int);
+ox_val *ox_set_const(ox_ctx *c, const Onnx__NodeProto *n, size_t i, int ndim, const int64_t *shape,
+                     int is_int);
 /* A reshape node of graph value x to shape (or x itself when the shape is unchanged). */
 int ox_reshape(ox_ctx *c, const Onnx__NodeProto *n, int x, int ndim, const int64_t *shape,
                const char *suffix);
 /* A graph constant holding one float (shape [1]). */
 int ox_scalar(ox_ctx *c, double v);
+
+/* The attribute named `name` of n, or NULL. */
+const Onnx__AttributeProto *ox_attr(const Onnx__NodeProto *n, const char *name);
+/* Shape of input i (graph value or constant): its rank, or a status. */
+int ox_in_shape(ox_ctx *c, const Onnx__NodeProto *n, size_t i, int64_t *shape);
+/* Integers of constant input i (axes, shapes): their count, or a status. */
+int ox_in_ints(ox_ctx *c, const Onnx__NodeProto *n, size_t i, int64_t *out, int max);
+/* Output 0 of n means what src means (constants get shape ndim/shape, same element count). */
+int ox_alias(ox_ctx *c, const Onnx__NodeProto *n, const ox_val *src, int ndim,
+             const int64_t *shape);
+
+/* Shape operators (onnx_shape.c), one per ONNX operator (Reshape, Flatten, Squeeze and
+ * Unsqueeze share ox_reshape_like, told by op). */
+int ox_shape_node(ox_ctx *c, const Onnx__NodeProto *n);
+int ox_reshape_like(ox_ctx *c, const Onnx__NodeProto *n, const char *op);
+int ox_fold_gather(ox_ctx *c, const Onnx__NodeProto *n);
+int ox_fold_concat(ox_ctx *c, const Onnx__NodeProto *n);
+int ox_fold_slice(ox_ctx *c, const Onnx__NodeProto *n);
+int ox_fold_const_of_shape(ox_ctx *c, const Onnx__NodeProto *n);
+int ox_transpose(ox_ctx *c, const Onnx__NodeProto *n);
 
 /* Neural-network operators (onnx_nn.c): Conv, pools, MatMul, Gemm, norms, softmax, reductions.
  * Returns 1 when op_type is one of them (having converted it or recorded an error), else 0. */

@@ -104,8 +104,7 @@ int ox_materialize(ox_ctx *c, ox_val *v)
     int64_t one = 1;
     char nm[48];
     ox_graph_name(c, v->name, nm, sizeof nm);
-    int id = te_graph_const(c->g, nm, TE_F32, v->ndim ? v->ndim : 1, v->ndim ? v->shape : &one,
-                            f);
+    int id = te_graph_const(c->g, nm, TE_F32, v->ndim ? v->ndim : 1, v->ndim ? v->shape : &one, f);
     free(f);
     if (id < 0)
         return ox_fail(c, id, "constant '%s': %s", v->name, te_graph_errmsg(c->g));
@@ -258,8 +257,8 @@ int ox_tensor_value(ox_ctx *c, const Onnx__TensorProto *t, ox_val *v)
     int32_t dt = t->data_type;
     int es = elem_size(dt, &is_int);
     if (!es)
-        return ox_fail(c, TE_ERR_UNSUPPORTED, "tensor '%s': element type %d is not supported",
-                       tn, (int)dt);
+        return ox_fail(c, TE_ERR_UNSUPPORTED, "tensor '%s': element type %d is not supported", tn,
+                       (int)dt);
     if (t->n_dims > TE_MAX_DIMS)
         return ox_fail(c, TE_ERR_UNSUPPORTED, "tensor '%s': rank %zu is above %d", tn, t->n_dims,
                        TE_MAX_DIMS);
@@ -278,8 +277,7 @@ int ox_tensor_value(ox_ctx *c, const Onnx__TensorProto *t, ox_val *v)
     size_t bytes = (size_t)numel * (size_t)es;
     const uint8_t *raw = NULL;
     uint8_t *ext = NULL;
-    if (t->has_data_location &&
-        t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
         const char *loc = NULL;
         int64_t off = 0, len = -1;
         for (size_t i = 0; i < t->n_external_data; i++) {
@@ -312,8 +310,7 @@ int ox_tensor_value(ox_ctx *c, const Onnx__TensorProto *t, ox_val *v)
         typed_count(t, dt, &n);
         if (n != (size_t)numel)
             return ox_fail(c, TE_ERR_CORRUPT,
-                           "tensor '%s': holds %zu elements but dims need %" PRId64, tn, n,
-                           numel);
+                           "tensor '%s': holds %zu elements but dims need %" PRId64, tn, n, numel);
     }
     free(v->d);
     v->d = malloc((size_t)numel * sizeof *v->d);
@@ -357,8 +354,8 @@ static int check_options(ox_ctx *c, const char *options)
                            (int)len, p);
         for (const char *q = eq + 1; q < p + len; q++)
             if (!isdigit((unsigned char)*q) && *q != 'x')
-                return ox_fail(c, TE_ERR_ARG, "shape option '%.*s': extents are integers",
-                               (int)len, p);
+                return ox_fail(c, TE_ERR_ARG, "shape option '%.*s': extents are integers", (int)len,
+                               p);
         p = e ? e + 1 : p + len;
     }
     return TE_OK;
@@ -386,8 +383,8 @@ static int add_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, const char *opti
         }
     } else {
         if (!tt->shape)
-            return ox_fail(c, TE_ERR_SHAPE, "input '%s' has no shape: give --shape %s=AxBx...",
-                           nm, nm);
+            return ox_fail(c, TE_ERR_SHAPE, "input '%s' has no shape: give --shape %s=AxBx...", nm,
+                           nm);
         if (tt->shape->n_dim < 1 || tt->shape->n_dim > TE_MAX_DIMS)
             return ox_fail(c, TE_ERR_UNSUPPORTED, "input '%s': rank %zu (1..%d supported)", nm,
                            tt->shape->n_dim, TE_MAX_DIMS);
@@ -450,8 +447,8 @@ static int check_declared(ox_ctx *c, const Onnx__ValueInfoProto *vi)
     for (size_t d = 0; d < s->n_dim; d++) {
         const Onnx__TensorShapeProto__Dimension *dm = s->dim[d];
         if (dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
-            snprintf(want + strlen(want), sizeof want - strlen(want), "%s%" PRId64,
-                     d ? "," : "", dm->dim_value);
+            snprintf(want + strlen(want), sizeof want - strlen(want), "%s%" PRId64, d ? "," : "",
+                     dm->dim_value);
         else
             snprintf(want + strlen(want), sizeof want - strlen(want), "%s?", d ? "," : "");
     }
@@ -684,8 +681,8 @@ int te_graph_from_onnx_buffer(const void *data, size_t size, const char *base_di
     return TE_OK;
 }
 
-int te_graph_from_onnx_ex(const char *path, const char *options, te_graph **out,
-                          te_onnx_info *info, char *err, size_t errsize)
+int te_graph_from_onnx_ex(const char *path, const char *options, te_graph **out, te_onnx_info *info,
+                          char *err, size_t errsize)
 {
     if (out)
         *out = NULL;
@@ -694,8 +691,7 @@ int te_graph_from_onnx_ex(const char *path, const char *options, te_graph **out,
     FILE *f = path ? fopen(path, "rb") : NULL;
     if (!f) {
         if (err && errsize)
-            snprintf(err, errsize, "%s: cannot open: %s", path ? path : "(null)",
-                     strerror(errno));
+            snprintf(err, errsize, "%s: cannot open: %s", path ? path : "(null)", strerror(errno));
         return TE_ERR_IO;
     }
     long size = -1;
@@ -723,8 +719,7 @@ int te_graph_from_onnx_ex(const char *path, const char *options, te_graph **out,
         *slash = 0;
     else
         snprintf(dir, sizeof dir, ".");
-    rc = te_graph_from_onnx_buffer(buf, (size_t)size, dir, path, options, out, info, err,
-                                   errsize);
+    rc = te_graph_from_onnx_buffer(buf, (size_t)size, dir, path, options, out, info, err, errsize);
     free(buf);
     return rc;
 }

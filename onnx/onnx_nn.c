@@ -158,8 +158,7 @@ static int conv(ox_ctx *c, const Onnx__NodeProto *n)
         return c->rc;
     int64_t group = ox_attr_i(n, "group", 1);
     char a[128];
-    snprintf(a, sizeof a, "stride=%" PRId64 ",pad=%" PRId64 ",dilation=%" PRId64
-                          ",groups=%" PRId64,
+    snprintf(a, sizeof a, "stride=%" PRId64 ",pad=%" PRId64 ",dilation=%" PRId64 ",groups=%" PRId64,
              stride, pad, dil, group);
     int has_b = ox_in(c, n, 2) != NULL;
     int y = ox_gnode(c, n, "conv2d", a, 2, (int[]){x, w}, has_b ? "conv" : NULL);
@@ -185,12 +184,11 @@ static int pool(ox_ctx *c, const Onnx__NodeProto *n, int avg, int global)
             return ox_nfail(c, n, TE_ERR_UNSUPPORTED, "global max pooling of a non-square map");
         if (xs[2] != xs[3]) { /* sum over H*W, then scale */
             int r = ox_reshape(c, n, x, 3, (int64_t[]){xs[0], xs[1], xs[2] * xs[3]}, "hw");
-            int s = r < 0 ? r : ox_gnode(c, n, "sum", "axis=-1,keepdims=1", 1, &r,
-                                         "sum");
+            int s = r < 0 ? r : ox_gnode(c, n, "sum", "axis=-1,keepdims=1", 1, &r, "sum");
             if (s >= 0 && avg)
                 s = scale(c, n, s, 1.0 / (double)(xs[2] * xs[3]), "mean");
-            return ox_set_out(c, n, 0, s < 0 ? s : ox_reshape(c, n, s, 4,
-                                                           (int64_t[]){xs[0], xs[1], 1, 1}, NULL));
+            return ox_set_out(
+                c, n, 0, s < 0 ? s : ox_reshape(c, n, s, 4, (int64_t[]){xs[0], xs[1], 1, 1}, NULL));
         }
         k[0] = k[1] = xs[2];
     } else {
@@ -206,10 +204,9 @@ static int pool(ox_ctx *c, const Onnx__NodeProto *n, int avg, int global)
             return ox_nfail(c, n, TE_ERR_UNSUPPORTED, "dilated pooling");
     }
     char a[128];
-    snprintf(a, sizeof a, "kernel=%" PRId64 ",stride=%" PRId64 ",pad=%" PRId64 "%s", k[0],
-             stride, pad,
-             avg ? (ox_attr_i(n, "count_include_pad", 0) ? ",include_pad=1" : ",include_pad=0")
-                 : "");
+    snprintf(
+        a, sizeof a, "kernel=%" PRId64 ",stride=%" PRId64 ",pad=%" PRId64 "%s", k[0], stride, pad,
+        avg ? (ox_attr_i(n, "count_include_pad", 0) ? ",include_pad=1" : ",include_pad=0") : "");
     return ox_set_out(c, n, 0, ox_gnode(c, n, avg ? "avg_pool2d" : "max_pool2d", a, 1, &x, NULL));
 }
 
@@ -248,8 +245,7 @@ static int layer_norm(ox_ctx *c, const Onnx__NodeProto *n)
     if (axis < 0)
         return axis;
     if (axis != nd - 1)
-        return ox_nfail(c, n, TE_ERR_UNSUPPORTED, "normalizing over several axes (axis %d)",
-                        axis);
+        return ox_nfail(c, n, TE_ERR_UNSUPPORTED, "normalizing over several axes (axis %d)", axis);
     int ins[3] = {x, -1, -1}, nin = 1;
     for (size_t i = 1; i < 3 && ox_in(c, n, i); i++) {
         int v = ox_in_gv(c, n, i);
@@ -349,10 +345,18 @@ static int reduce(ox_ctx *c, const Onnx__NodeProto *n, const char *op)
     return ox_set_out(c, n, 0, y);
 }
 
-static const char *const nn_ops[] = {
-    "MatMul",      "Gemm",      "Conv",       "MaxPool",   "AveragePool",        "GlobalAveragePool",
-    "GlobalMaxPool", "Softmax", "LayerNormalization", "BatchNormalization", "ReduceMean",
-    "ReduceSum"};
+static const char *const nn_ops[] = {"MatMul",
+                                     "Gemm",
+                                     "Conv",
+                                     "MaxPool",
+                                     "AveragePool",
+                                     "GlobalAveragePool",
+                                     "GlobalMaxPool",
+                                     "Softmax",
+                                     "LayerNormalization",
+                                     "BatchNormalization",
+                                     "ReduceMean",
+                                     "ReduceSum"};
 
 int ox_nn_supported(const char *op_type)
 {

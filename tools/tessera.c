@@ -19,6 +19,7 @@ static const struct {
     {"gen", te_cmd_gen, "write a standalone kernel (.c/.cu + .h) for other projects"},
     {"lower", te_cmd_lower, "print an operator's loop program, after any lowering pass"},
     {"fuse", te_cmd_fuse, "print the fusion plan of a graph: groups, rules, rejected fusions"},
+    {"import", te_cmd_import, "import an ONNX model as a graph (text form plus weight files)"},
 };
 
 static void usage(FILE *f)

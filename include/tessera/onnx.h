@@ -46,9 +46,9 @@ extern "C" {
 /* Facts of an imported model, filled by te_graph_from_onnx_ex. */
 typedef struct te_onnx_info {
     int64_t ir_version;
-    int64_t opset;         /* version of the default ("ai.onnx") operator set */
-    int n_onnx_nodes;      /* nodes in the model's graph */
-    char producer[64];     /* producer_name producer_version */
+    int64_t opset;     /* version of the default ("ai.onnx") operator set */
+    int n_onnx_nodes;  /* nodes in the model's graph */
+    char producer[64]; /* producer_name producer_version */
 } te_onnx_info;
 
 /* Imports the ONNX model at `path`. options: "NAME=N,..." binds symbolic dimensions by name;
@@ -61,8 +61,8 @@ int te_graph_from_onnx(const char *path, const char *options, te_graph **out, ch
                        size_t errsize);
 
 /* Like te_graph_from_onnx, also filling *info (may be NULL). */
-int te_graph_from_onnx_ex(const char *path, const char *options, te_graph **out,
-                          te_onnx_info *info, char *err, size_t errsize);
+int te_graph_from_onnx_ex(const char *path, const char *options, te_graph **out, te_onnx_info *info,
+                          char *err, size_t errsize);
 
 /* Imports a model held in memory (size bytes at data); base_dir is where external data files
  * are looked up (NULL: external data is refused); label names the model in messages. A pure
