@@ -10,3 +10,19 @@ if(TARGET test_onnx)
     TE_FUZZ_ONNX_CORPUS="${CMAKE_SOURCE_DIR}/tests/fuzz/corpus_onnx")
   set_tests_properties(test_onnx PROPERTIES LABELS onnx)
 endif()
+
+# `tessera import` on the models test_onnx writes: a good one (the graph it writes must load
+# and pass `tessera fuse --check`), and a bad one (exit status 1, the unsupported ops listed).
+if(TARGET test_onnx)
+  set_tests_properties(test_onnx PROPERTIES FIXTURES_SETUP onnx_models)
+  set(models ${CMAKE_CURRENT_BINARY_DIR}/onnx_models)
+  add_test(NAME onnx_cli_import
+           COMMAND sh -c "cd '${models}' && '$<TARGET_FILE:tessera_cli>' import mlp_gelu.onnx --shape batch=2 -o mlp.graph && '$<TARGET_FILE:tessera_cli>' fuse mlp.graph --check")
+  set_tests_properties(onnx_cli_import PROPERTIES FIXTURES_REQUIRED onnx_models LABELS onnx
+    ENVIRONMENT "TESSERA_CACHE_DIR=${CMAKE_BINARY_DIR}/kcache"
+    PASS_REGULAR_EXPRESSION "outputs.*y f32\\[2,3\\].*all outputs match")
+  add_test(NAME onnx_cli_import_refused
+           COMMAND sh -c "'$<TARGET_FILE:tessera_cli>' import '${models}/unknown_op.onnx' -o '${models}/unknown.graph'; echo rc=$?")
+  set_tests_properties(onnx_cli_import_refused PROPERTIES FIXTURES_REQUIRED onnx_models
+    LABELS onnx PASS_REGULAR_EXPRESSION "FooBar \\(node 'foo_1'\\), LSTM \\(node 'lstm_0'\\).*rc=1")
+endif()
