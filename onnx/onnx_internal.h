@@ -14,19 +14,20 @@
 /* What an ONNX tensor name stands for. */
 typedef enum ox_kind {
     OX_UNDEF, /* not (yet) produced */
-    OX_GRAPH, /* a graph value (input, materialized constant, node output) */
     OX_CONST, /* known while importing: host data (weights, shapes) */
-    OX_ERF,   /* erf(x / sqrt 2) of graph value `ref`, pending the GELU pattern */
-    OX_ERF1,  /* 1 + erf(x / sqrt 2) of `ref` */
-    OX_GELU2, /* 2 gelu(x): graph value gv holds gelu(ref), the factor 2 still pending */
-    OX_HALF   /* 0.5 x of graph value `ref`, graph value gv computes it */
+    OX_GRAPH, /* a graph value gv (input, materialized constant, node output) */
+    /* Graph values gv tagged as steps of the erf GELU of graph value x (see binary()): */
+    OX_ERF,  /* gv = erf(x / sqrt 2), ref = x */
+    OX_ERF1, /* gv = 1 + erf(x / sqrt 2), ref = x */
+    OX_HALF, /* gv = 0.5 x, ref = x */
+    OX_GELU2 /* gv = 2 gelu(x), ref = the gelu(x) value */
 } ox_kind;
 
 typedef struct ox_val {
     char *name; /* ONNX name (owned) */
     ox_kind kind;
-    int gv;     /* graph value id (OX_GRAPH, OX_GELU2, OX_HALF) or -1 */
-    int ref;    /* graph value id the pending pattern is about */
+    int gv;     /* graph value id (every kind but OX_UNDEF and OX_CONST), or -1 */
+    int ref;    /* the tagged pattern's other graph value */
     int is_int; /* OX_CONST: integer element type (int32/int64/bool) */
     int ndim;   /* OX_CONST: 0 for a scalar */
     int64_t shape[TE_MAX_DIMS];
@@ -69,7 +70,10 @@ int ox_nfail(ox_ctx *c, const Onnx__NodeProto *n, int rc, const char *fmt, ...)
 ox_val *ox_in(ox_ctx *c, const Onnx__NodeProto *n, size_t i);
 /* Graph value of input i (materializing constants and pending patterns), or a negative status. */
 int ox_in_gv(ox_ctx *c, const Onnx__NodeProto *n, size_t i);
-/* Attributes: integer, float, string (NULL when absent), ints (count, or -1 when absent). */
+/* A double from a constant as an integer: NaN is 0, the rest clamped to +-2^62 (no overflow). */
+int64_t ox_i64(double d);
+/* Attributes (integers clamped to +-2^30, so that arithmetic on them cannot overflow): integer,
+ * float, string (NULL when absent), ints (count, or -1 when absent). */
 int64_t ox_attr_i(const Onnx__NodeProto *n, const char *name, int64_t def);
 double ox_attr_f(const Onnx__NodeProto *n, const char *name, double def);
 const char *ox_attr_s(const Onnx__NodeProto *n, const char *name, char *buf, size_t size);

@@ -3,8 +3,10 @@
  * A model is converted whole or refused with the first error (the graph is then freed). */
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,18 +91,13 @@ void ox_graph_name(ox_ctx *c, const char *onnx_name, char *buf, size_t size)
 
 int ox_materialize(ox_ctx *c, ox_val *v)
 {
-    if (v->kind == OX_GRAPH)
-        return v->gv;
     if (v->kind != OX_CONST)
-        return ox_fail(c, TE_ERR_UNSUPPORTED,
-                       "tensor '%s': an Erf outside the GELU pattern x*0.5*(1+erf(x/sqrt(2))) "
-                       "is not supported",
-                       v->name);
+        return v->gv; /* a graph value, maybe tagged as part of the erf GELU */
     float *f = malloc((size_t)(v->numel ? v->numel : 1) * sizeof *f);
     if (!f)
         return ox_fail(c, TE_ERR_NOMEM, "out of memory");
     for (int64_t i = 0; i < v->numel; i++)
-        f[i] = (float)v->d[i];
+        f[i] = v->d[i] > FLT_MAX ? INFINITY : v->d[i] < -FLT_MAX ? -INFINITY : (float)v->d[i];
     int64_t one = 1;
     char nm[48];
     ox_graph_name(c, v->name, nm, sizeof nm);
@@ -405,10 +402,14 @@ static int add_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, const char *opti
             shape[nd++] = strtoll(buf, NULL, 10);
         }
     }
-    for (int d = 0; d < nd; d++)
-        if (shape[d] < 1 || shape[d] > OX_MAX_NUMEL)
-            return ox_fail(c, TE_ERR_SHAPE, "input '%s': extent %" PRId64 " on axis %d", nm,
+    int64_t numel = 1;
+    for (int d = 0; d < nd; d++) {
+        if (shape[d] < 1 || shape[d] > OX_MAX_NUMEL / numel)
+            return ox_fail(c, TE_ERR_SHAPE,
+                           "input '%s': extent %" PRId64 " on axis %d (at most 2^31 elements)", nm,
                            shape[d], d);
+        numel *= shape[d];
+    }
     ox_val *v = ox_lookup(c, nm, 1);
     if (!v)
         return c->rc;
@@ -426,7 +427,7 @@ static int add_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, const char *opti
 static int check_declared(ox_ctx *c, const Onnx__ValueInfoProto *vi)
 {
     ox_val *v = ox_lookup(c, vi->name, 0);
-    if (!v || v->kind != OX_GRAPH || !vi->type ||
+    if (!v || v->kind == OX_UNDEF || v->kind == OX_CONST || !vi->type ||
         vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !vi->type->tensor_type ||
         !vi->type->tensor_type->shape)
         return TE_OK;

@@ -296,7 +296,7 @@ static int reduce(ox_ctx *c, const Onnx__NodeProto *n, const char *op)
             return ox_nfail(c, n, TE_ERR_UNSUPPORTED, "axes must be a constant");
         na = (int)v->numel;
         for (int i = 0; i < na; i++)
-            ax[i] = (int64_t)v->d[i];
+            ax[i] = ox_i64(v->d[i]);
     } else
         na = axes_input ? -1 : ox_attr_ints(n, "axes", ax, TE_MAX_DIMS + 1);
     if (na > TE_MAX_DIMS)

@@ -46,19 +46,6 @@ int ox_in_gv(ox_ctx *c, const Onnx__NodeProto *n, size_t i)
     ox_val *v = ox_in(c, n, i);
     if (!v)
         return ox_nfail(c, n, TE_ERR_ARG, "input %zu is missing", i + 1);
-    if (v->kind == OX_HALF)
-        return v->gv;
-    if (v->kind == OX_GELU2) { /* 2 gelu(x) read by something else than "* 0.5" */
-        int two = ox_scalar(c, 2.0);
-        if (two < 0)
-            return two;
-        int id = ox_gnode(c, n, "mul", NULL, 2, (int[]){v->gv, two}, "x2");
-        if (id >= 0) {
-            v->kind = OX_GRAPH;
-            v->gv = id;
-        }
-        return id;
-    }
     return ox_materialize(c, v);
 }
 
@@ -70,16 +57,29 @@ const Onnx__AttributeProto *ox_attr(const Onnx__NodeProto *n, const char *name)
     return NULL;
 }
 
+#define OX_ATTR_MAX ((int64_t)1 << 30)
+
+static int64_t clamp_attr(int64_t v)
+{
+    return v > OX_ATTR_MAX ? OX_ATTR_MAX : v < -OX_ATTR_MAX ? -OX_ATTR_MAX : v;
+}
+
+int64_t ox_i64(double d)
+{
+    const double lim = 4611686018427387904.0; /* 2^62 */
+    return d != d ? 0 : d > lim ? (int64_t)1 << 62 : d < -lim ? -((int64_t)1 << 62) : (int64_t)d;
+}
+
 int64_t ox_attr_i(const Onnx__NodeProto *n, const char *name, int64_t def)
 {
     const Onnx__AttributeProto *a = ox_attr(n, name);
-    return a && a->has_i ? a->i : def;
+    return a && a->has_i ? clamp_attr(a->i) : def;
 }
 
 double ox_attr_f(const Onnx__NodeProto *n, const char *name, double def)
 {
     const Onnx__AttributeProto *a = ox_attr(n, name);
-    return a && a->has_f ? a->f : def;
+    return a && a->has_f && a->f == a->f ? a->f : def;
 }
 
 const char *ox_attr_s(const Onnx__NodeProto *n, const char *name, char *buf, size_t size)
@@ -99,7 +99,7 @@ int ox_attr_ints(const Onnx__NodeProto *n, const char *name, int64_t *out, int m
         return -1;
     int k = 0;
     for (size_t i = 0; i < a->n_ints && k < max; i++)
-        out[k++] = a->ints[i];
+        out[k++] = clamp_attr(a->ints[i]);
     return a->n_ints > (size_t)max ? max + 1 : k;
 }
 
@@ -143,7 +143,7 @@ ox_val *ox_set_const(ox_ctx *c, const Onnx__NodeProto *n, size_t i, int ndim, co
         return NULL;
     int64_t numel = 1;
     for (int d = 0; d < ndim; d++) {
-        if (shape[d] < 0 || (shape[d] && numel > ((int64_t)1 << 31) / shape[d])) {
+        if (shape[d] < 0 || (shape[d] && numel > ((int64_t)1 << 26) / shape[d])) {
             ox_nfail(c, n, TE_ERR_SHAPE, "computed tensor is too large");
             return NULL;
         }
@@ -195,7 +195,7 @@ int ox_in_shape(ox_ctx *c, const Onnx__NodeProto *n, size_t i, int64_t *shape)
         memcpy(shape, v->shape, (size_t)v->ndim * sizeof *shape);
         return v->ndim;
     }
-    int gv = v->kind == OX_GRAPH || v->kind == OX_HALF || v->kind == OX_GELU2 ? v->gv : v->ref;
+    int gv = v->gv;
     int nd = te_graph_value_ndim(c->g, gv);
     memcpy(shape, te_graph_value_shape(c->g, gv), (size_t)nd * sizeof *shape);
     return nd;
@@ -212,7 +212,7 @@ int ox_in_ints(ox_ctx *c, const Onnx__NodeProto *n, size_t i, int64_t *out, int 
         return ox_nfail(c, n, TE_ERR_UNSUPPORTED, "input %zu has %" PRId64 " elements", i + 1,
                         v->numel);
     for (int64_t k = 0; k < v->numel; k++)
-        out[k] = (int64_t)v->d[k];
+        out[k] = ox_i64(v->d[k]);
     return (int)v->numel;
 }
 
@@ -331,57 +331,51 @@ static int binary(ox_ctx *c, const Onnx__NodeProto *n, const char *op)
         sym = 0;
     if (sym && a->kind == OX_CONST && b->kind == OX_CONST && a->is_int && b->is_int)
         return fold_binary(c, n, sym, a, b);
-    /* The erf GELU: erf(x/sqrt2) + 1, then * x and * 0.5 in either order. */
+    /* The erf GELU: erf(x/sqrt2) + 1, then * x and * 0.5 in either order. Every step is also
+     * built as written (so any other reader gets the exact value); the nodes the final gelu
+     * replaces are left without readers and removed at the end. */
+    ox_kind tag = OX_GRAPH;
+    int ref = -1;
     if (sym == '+' && (a->kind == OX_ERF || b->kind == OX_ERF) &&
         (is_scalar(a, 1, 1e-6) || is_scalar(b, 1, 1e-6))) {
-        int ref = a->kind == OX_ERF ? a->ref : b->ref;
-        ox_val *o = ox_lookup(c, n->output[0], 1);
-        if (!o)
-            return c->rc;
-        o->kind = OX_ERF1;
-        o->ref = ref;
-        return TE_OK;
+        tag = OX_ERF1;
+        ref = (a->kind == OX_ERF ? a : b)->ref;
     }
     if (sym == '*' && (a->kind == OX_ERF1 || b->kind == OX_ERF1)) {
         ox_val *e = a->kind == OX_ERF1 ? a : b, *y = e == a ? b : a;
-        int ref = e->ref;
-        if ((y->kind == OX_GRAPH && y->gv == ref) || (y->kind == OX_HALF && y->ref == ref)) {
-            int half = y->kind == OX_HALF;
-            int id = ox_gnode(c, n, "gelu", NULL, 1, &ref, NULL);
-            if (id < 0)
-                return id;
-            ox_val *o = ox_lookup(c, n->output[0], 1);
-            if (!o)
-                return c->rc;
-            o->kind = half ? OX_GRAPH : OX_GELU2;
-            o->gv = id;
-            o->ref = ref;
-            return TE_OK;
+        int x = e->ref;
+        if ((y->kind == OX_GRAPH && y->gv == x) || (y->kind == OX_HALF && y->ref == x)) {
+            int g = ox_gnode(c, n, "gelu", NULL, 1, &x, y->kind == OX_HALF ? NULL : "gelu");
+            if (g < 0 || y->kind == OX_HALF)
+                return ox_set_out(c, n, 0, g);
+            tag = OX_GELU2; /* 2 gelu(x), built as gelu * 2 below */
+            ref = g;
         }
     }
     if (sym == '*' && (a->kind == OX_GELU2 || b->kind == OX_GELU2) &&
         (is_scalar(a, 0.5, 1e-7) || is_scalar(b, 0.5, 1e-7)))
-        return ox_set_out(c, n, 0, (a->kind == OX_GELU2 ? a : b)->gv);
-    int half_of = -1;
-    if (sym == '*' && (is_scalar(a, 0.5, 1e-7) || is_scalar(b, 0.5, 1e-7))) {
+        return ox_set_out(c, n, 0, (a->kind == OX_GELU2 ? a : b)->ref);
+    if (tag == OX_GRAPH && sym == '*' && (is_scalar(a, 0.5, 1e-7) || is_scalar(b, 0.5, 1e-7))) {
         ox_val *x = is_scalar(b, 0.5, 1e-7) ? a : b;
-        if (x->kind == OX_GRAPH)
-            half_of = x->gv;
+        if (x->kind == OX_GRAPH) {
+            tag = OX_HALF;
+            ref = x->gv;
+        }
     }
-    int ia = ox_in_gv(c, n, 0);
-    if (ia < 0)
-        return ia;
-    int ib = ox_in_gv(c, n, 1);
-    if (ib < 0)
-        return ib;
-    int id = ox_gnode(c, n, op, NULL, 2, (int[]){ia, ib}, NULL);
-    if (id < 0)
-        return id;
+    int id;
+    if (tag == OX_GELU2) {
+        int two = ox_scalar(c, 2.0);
+        id = two < 0 ? two : ox_gnode(c, n, "mul", NULL, 2, (int[]){ref, two}, NULL);
+    } else {
+        int ia = ox_in_gv(c, n, 0);
+        int ib = ia < 0 ? ia : ox_in_gv(c, n, 1);
+        id = ib < 0 ? ib : ox_gnode(c, n, op, NULL, 2, (int[]){ia, ib}, NULL);
+    }
     int rc = ox_set_out(c, n, 0, id);
-    if (!rc && half_of >= 0) {
+    if (!rc && tag != OX_GRAPH) {
         ox_val *o = ox_lookup(c, n->output[0], 0);
-        o->kind = OX_HALF;
-        o->ref = half_of;
+        o->kind = tag;
+        o->ref = ref;
     }
     return rc;
 }
@@ -395,15 +389,14 @@ static int erf_node(ox_ctx *c, const Onnx__NodeProto *n)
         if (x < 0)
             x = produced_by_const_op(c, a->gv, "mul", sqrt(0.5), 1e-4);
     }
-    if (x < 0)
-        return ox_nfail(c, n, TE_ERR_UNSUPPORTED,
-                        "Erf is supported only inside the GELU pattern x*0.5*(1+erf(x/sqrt(2)))");
-    ox_val *o = ox_lookup(c, n->output[0], 1);
-    if (!o)
-        return c->rc;
-    o->kind = OX_ERF;
-    o->ref = x;
-    return TE_OK;
+    int in = ox_in_gv(c, n, 0);
+    int rc = in < 0 ? in : ox_set_out(c, n, 0, ox_gnode(c, n, "erf", NULL, 1, &in, NULL));
+    if (!rc && x >= 0) { /* maybe the start of an erf GELU */
+        ox_val *o = ox_lookup(c, n->output[0], 0);
+        o->kind = OX_ERF;
+        o->ref = x;
+    }
+    return rc;
 }
 
 static int unary(ox_ctx *c, const Onnx__NodeProto *n, const char *op)
@@ -523,12 +516,18 @@ static int cast(ox_ctx *c, const Onnx__NodeProto *n)
 
 /* ---- Dispatch --------------------------------------------------------------------------- */
 
-static const char *const ops_here[] = {
-    "Add",      "Sub",      "Mul",       "Div",      "Max",    "Min",       "Relu",
-    "Sigmoid",  "Tanh",     "Erf",       "Gelu",     "Clip",   "LeakyRelu", "Pow",
-    "Neg",      "Identity", "Dropout",   "Constant", "Shape",  "Cast",      "Reshape",
-    "Flatten",  "Squeeze",  "Unsqueeze", "Gather",   "Concat", "Slice",     "ConstantOfShape",
-    "Transpose"};
+static const char *const ops_here[] = {"Add",      "Sub",        "Mul",
+                                       "Div",      "Max",        "Min",
+                                       "Relu",     "Sigmoid",    "Tanh",
+                                       "Exp",      "Log",        "Sqrt",
+                                       "Abs",      "Reciprocal", "Erf",
+                                       "Gelu",     "Clip",       "LeakyRelu",
+                                       "Pow",      "Neg",        "Identity",
+                                       "Dropout",  "Constant",   "Shape",
+                                       "Cast",     "Reshape",    "Flatten",
+                                       "Squeeze",  "Unsqueeze",  "Gather",
+                                       "Concat",   "Slice",      "ConstantOfShape",
+                                       "Transpose"};
 
 int ox_op_supported(const char *op_type)
 {
@@ -558,6 +557,16 @@ int ox_convert_node(ox_ctx *c, const Onnx__NodeProto *n)
         snprintf(low, sizeof low, "%s", op);
         low[0] = (char)(low[0] - 'A' + 'a');
         return unary(c, n, low);
+    }
+    static const char *const un[][2] = {
+        {"Exp", "exp"}, {"Log", "log"}, {"Sqrt", "sqrt"}, {"Abs", "abs"}};
+    for (size_t i = 0; i < sizeof un / sizeof un[0]; i++)
+        if (!strcmp(op, un[i][0]))
+            return unary(c, n, un[i][1]);
+    if (!strcmp(op, "Reciprocal")) {
+        int x = ox_in_gv(c, n, 0), one = x < 0 ? x : ox_scalar(c, 1.0);
+        return one < 0 ? one
+                       : ox_set_out(c, n, 0, ox_gnode(c, n, "div", NULL, 2, (int[]){one, x}, NULL));
     }
     if (!strcmp(op, "Gelu")) {
         char buf[16];

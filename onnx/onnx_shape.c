@@ -52,7 +52,7 @@ int ox_reshape_like(ox_ctx *c, const Onnx__NodeProto *n, const char *op)
                 out[d] = in[d];
             if (out[d] == -1 && infer < 0)
                 infer = d;
-            else if (out[d] < 1)
+            else if (out[d] < 1 || out[d] > ((int64_t)1 << 31) || known > ((int64_t)1 << 31))
                 return ox_nfail(c, n, TE_ERR_SHAPE, "target extent %" PRId64, out[d]);
             else
                 known *= out[d];
@@ -140,11 +140,11 @@ int ox_fold_gather(ox_ctx *c, const Onnx__NodeProto *n)
     int64_t ext = vx.shape[axis];
     for (int64_t a = 0; a < outer; a++)
         for (int64_t k = 0; k < vi.numel; k++) {
-            int64_t j = (int64_t)vi.d[k];
+            int64_t j = ox_i64(vi.d[k]);
             j = j < 0 ? j + ext : j;
             if (j < 0 || j >= ext)
                 return ox_nfail(c, n, TE_ERR_BOUNDS, "index %" PRId64 " outside [0, %" PRId64 ")",
-                                (int64_t)vi.d[k], ext);
+                                ox_i64(vi.d[k]), ext);
             memcpy(o->d + (a * vi.numel + k) * inner, vx.d + (a * ext + j) * inner,
                    (size_t)inner * sizeof *o->d);
         }

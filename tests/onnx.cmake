@@ -26,3 +26,13 @@ if(TARGET test_onnx)
   set_tests_properties(onnx_cli_import_refused PROPERTIES FIXTURES_REQUIRED onnx_models
     LABELS onnx PASS_REGULAR_EXPRESSION "FooBar \\(node 'foo_1'\\), LSTM \\(node 'lstm_0'\\).*rc=1")
 endif()
+
+# The ONNX import fuzz target (tests/fuzz/fuzz_onnx_import.c) as a plain replay program over
+# its committed seed corpus (models test_onnx writes; regenerate them with
+# TE_ONNX_WRITE_CORPUS=tests/fuzz/corpus_onnx build/tests/test_onnx). tests/fuzz/run-fuzz.sh
+# builds the libFuzzer version with clang.
+add_executable(fuzz_onnx_replay ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_onnx_import.c)
+target_compile_definitions(fuzz_onnx_replay PRIVATE TE_FUZZ_REPLAY=1)
+target_link_libraries(fuzz_onnx_replay PRIVATE tessera)
+add_test(NAME fuzz_onnx_replay COMMAND fuzz_onnx_replay ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus_onnx)
+set_tests_properties(fuzz_onnx_replay PROPERTIES LABELS onnx TIMEOUT 60)
