@@ -428,6 +428,111 @@ static void test_norm_reduce_external(void **state)
     import_fails(write_model("ext_short.onnx", 0), NULL, "holds 44 bytes");
 }
 
+/* ---- Elementwise operators one after the other, against libm -------------------------- */
+
+static void test_elementwise(void **state)
+{
+    (void)state;
+    static float x[2 * 7];
+    fill(x, 14);
+    om_reset(&M);
+    M.opset = 12; /* Clip with min/max inputs; Softmax over the last axis */
+    M.ins[M.nin++] = om_vinfo("x", 2, (int64_t[]){2, 7}, NULL);
+    M.outs[M.nout++] = om_vinfo("y", 2, (int64_t[]){2, 7}, NULL);
+    M.inits[M.ni++] = om_tensor_f("lo", 0, NULL, (float[]){-0.25f}, 1);
+    M.inits[M.ni++] = om_tensor_f("hi", 0, NULL, (float[]){0.75f}, 1);
+    M.inits[M.ni++] = om_tensor_f("two", 0, NULL, (float[]){2.0f}, 1);
+    om_node(&M, "Abs", "abs", "x", "a", NULL);
+    om_node(&M, "Sqrt", "sqrt", "a", "s", NULL);      /* sqrt|x| */
+    om_node(&M, "Exp", "exp", "x", "e", NULL);        /* e^x */
+    om_node(&M, "Log", "log", "e", "l", NULL);        /* x */
+    om_node(&M, "Erf", "erf", "l", "f", NULL);        /* erf(x): not a GELU */
+    om_node(&M, "Reciprocal", "rcp", "e", "r", NULL); /* e^-x */
+    om_node(&M, "Neg", "neg", "f", "nf", NULL);
+    om_node(&M, "LeakyRelu", "lrelu", "nf", "lr", om_attr_f("alpha", 0.1f), NULL);
+    om_node(&M, "Clip", "clip", "x,lo,hi", "c", NULL);
+    om_node(&M, "Pow", "pow", "c,two", "p", NULL);
+    om_node(&M, "Add", "add1", "s,r", "t1", NULL);
+    om_node(&M, "Add", "add2", "t1,lr", "t2", NULL);
+    om_node(&M, "Add", "add3", "t2,p", "t3", NULL);
+    om_node(&M, "Softmax", "sm", "t3", "y", om_attr_i("axis", 1), NULL);
+    te_graph *g = import_ok(write_model("elementwise.onnx", 0), NULL);
+    assert_int_equal(count_op(g, "erf"), 1);
+    assert_int_equal(count_op(g, "gelu"), 0);
+    double want[14];
+    for (int i = 0; i < 2; i++) {
+        double t[7], m = -INFINITY, sum = 0;
+        for (int j = 0; j < 7; j++) {
+            double v = x[i * 7 + j], nf = -erf(v), cl = fmin(fmax(v, -0.25), 0.75);
+            t[j] = sqrt(fabs(v)) + exp(-v) + (nf >= 0 ? nf : 0.1 * nf) + cl * cl;
+            m = fmax(m, t[j]);
+        }
+        for (int j = 0; j < 7; j++)
+            sum += exp(t[j] - m);
+        for (int j = 0; j < 7; j++)
+            want[i * 7 + j] = exp(t[j] - m) / sum;
+    }
+    check_numbers(g, (const void *[]){x}, 1, (double *[]){want});
+    te_graph_free(g);
+}
+
+/* ---- Attention scores: 4-D MatMul, Transpose, Div, Softmax, Gemm with alpha and beta ----- */
+
+static void test_attention_gemm(void **state)
+{
+    (void)state;
+    enum { B = 2, H = 2, S = 3, D = 4 };
+    static float q[B * H * S * D], k[B * H * S * D], a[S * D], w[D * 5], cb[5];
+    fill(q, sizeof q / sizeof q[0]);
+    fill(k, sizeof k / sizeof k[0]);
+    fill(a, sizeof a / sizeof a[0]);
+    fill(w, sizeof w / sizeof w[0]);
+    fill(cb, 5);
+    om_reset(&M);
+    M.ins[M.nin++] = om_vinfo("q", 4, (int64_t[]){B, H, S, D}, NULL);
+    M.ins[M.nin++] = om_vinfo("k", 4, (int64_t[]){B, H, S, D}, NULL);
+    M.ins[M.nin++] = om_vinfo("a", 2, (int64_t[]){S, D}, NULL);
+    M.outs[M.nout++] = om_vinfo("p", 4, (int64_t[]){B, H, S, S}, NULL);
+    M.outs[M.nout++] = om_vinfo("g", 2, (int64_t[]){S, 5}, NULL);
+    M.inits[M.ni++] = om_tensor_f("scale", 0, NULL, (float[]){2.0f}, 1);
+    M.inits[M.ni++] = om_tensor_f("w", 2, (int64_t[]){D, 5}, w, 1);
+    M.inits[M.ni++] = om_tensor_f("cb", 1, (int64_t[]){5}, cb, 1);
+    om_node(&M, "Transpose", "kt", "k", "kT", om_attr_ints("perm", 4, (int64_t[]){0, 1, 3, 2}),
+            NULL);
+    om_node(&M, "MatMul", "qk", "q,kT", "s", NULL);
+    om_node(&M, "Div", "div", "s,scale", "sd", NULL);
+    om_node(&M, "Softmax", "sm", "sd", "p", om_attr_i("axis", -1), NULL);
+    om_node(&M, "Gemm", "gemm", "a,w,cb", "g", om_attr_f("alpha", 0.5f), om_attr_f("beta", 3.0f),
+            NULL);
+    te_graph *g = import_ok(write_model("attention.onnx", 0), NULL);
+    assert_int_equal(count_op(g, "batch_matmul"), 1);
+    double pw[B * H * S * S], gw[S * 5];
+    for (int bh = 0; bh < B * H; bh++)
+        for (int i = 0; i < S; i++) {
+            double sc[S], m = -INFINITY, sum = 0;
+            for (int j = 0; j < S; j++) {
+                sc[j] = 0;
+                for (int d = 0; d < D; d++)
+                    sc[j] += (double)q[(bh * S + i) * D + d] * k[(bh * S + j) * D + d];
+                sc[j] /= 2.0;
+                m = fmax(m, sc[j]);
+            }
+            for (int j = 0; j < S; j++)
+                sum += exp(sc[j] - m);
+            for (int j = 0; j < S; j++)
+                pw[(bh * S + i) * S + j] = exp(sc[j] - m) / sum;
+        }
+    for (int i = 0; i < S; i++)
+        for (int j = 0; j < 5; j++) {
+            double acc = 0;
+            for (int d = 0; d < D; d++)
+                acc += (double)a[i * D + d] * w[d * 5 + j];
+            gw[i * 5 + j] = 0.5 * acc + 3.0 * cb[j];
+        }
+    check_numbers(g, (const void *[]){q, k, a}, 2, (double *[]){pw, gw});
+    te_graph_free(g);
+}
+
 /* ---- Bad models ------------------------------------------------------------------------ */
 
 static void test_bad_models(void **state)
@@ -509,6 +614,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp_gelu),    cmocka_unit_test(test_conv_bn_relu),
         cmocka_unit_test(test_shape_chain), cmocka_unit_test(test_norm_reduce_external),
+        cmocka_unit_test(test_elementwise), cmocka_unit_test(test_attention_gemm),
         cmocka_unit_test(test_bad_models),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
