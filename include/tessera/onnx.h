@@ -7,7 +7,7 @@
  *     te_graph *g = NULL;
  *     char err[512];
  *     if (te_graph_from_onnx("bert.onnx", "batch=1,seq=128", &g, err, sizeof err)) {
- *         fprintf(stderr, "%s\n", err);   // "bert.onnx: unsupported: Exp (node 'exp_3'), ..."
+ *         fprintf(stderr, "%s\n", err);   // "bert.onnx: 1 unsupported node: Where (node 'w3')"
  *         return 1;
  *     }
  *     te_graph_print(g, stdout, "weights");  // the text form, weights as files under weights/
@@ -22,13 +22,13 @@
  * error. Chains that only compute shapes (Shape, Gather, Concat, Unsqueeze, Squeeze, Reshape,
  * Slice, Cast, integer Add/Sub/Mul/Div, ConstantOfShape) are evaluated while importing, so
  * Reshape gets a constant target shape. The exporters' erf GELU (x * 0.5 * (1 + erf(x / sqrt 2)))
- * becomes one gelu node.
+ * becomes one gelu node. The operators and their mapping are listed in onnx/README.md.
  *
  * A model is imported whole or not at all: an opset outside 7..21, an operator or attribute
- * that has no mapping onto the library (listed with the node names: "unsupported: Exp (node
- * 'e1'), LSTM (node 'l0')"), a missing initializer, a cycle, a shape mismatch, a tensor whose
- * data is shorter than its dims claim: each returns a negative status with a message and no
- * graph. Nothing here prints.
+ * that has no mapping onto the library (all listed with their node names before anything is
+ * built: "2 unsupported nodes: Where (node 'w3'), LSTM (node 'l0')"), a missing initializer, a
+ * cycle, a shape mismatch, a tensor whose data is shorter than its dims claim: each returns a
+ * negative status with a message and no graph. Nothing here prints.
  */
 #ifndef TESSERA_ONNX_H
 #define TESSERA_ONNX_H
