@@ -24,8 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char err[512];
     err[0] = 0;
     /* No base directory: external data is refused, so the call is a pure function. */
-    int rc = te_graph_from_onnx_buffer(data, size, NULL, "fuzz", "batch=2,seq=4,N=2", &g, NULL,
-                                       err, sizeof err);
+    int rc = te_graph_from_onnx_buffer(data, size, NULL, "fuzz", "batch=2,seq=4,N=2", &g, NULL, err,
+                                       sizeof err);
     if (rc != TE_OK) {
         if (g != NULL || !err[0] || rc > 0)
             abort(); /* every failure explains itself and leaves no graph */
