@@ -3,7 +3,7 @@
 inputs and writes, for tests/onnx_peer/peer_check.c, into OUT_DIR:
   NAME.onnx, NAME.in<i>.bin, NAME.out<j>.bin (raw float32) and list.txt ("NAME NIN NOUT").
 Every supported operator alone with random shapes and attributes, an MLP with the erf GELU,
-a conv + batch norm + relu block and an attention-score block.
+a ResNet basic block and a BERT-style encoder layer with an attention mask.
 
   make_models.py OUT_DIR [SEED]
 """
@@ -193,6 +193,62 @@ emit("resnet_block",
       helper.make_node("Add", ["n2", "x"], ["s"]), helper.make_node("Relu", ["s"], ["y"])],
      [("x", rand(1, 4, 8, 8))], ["y"],
      [init("w1", rand(4, 4, 3, 3)), init("w2", rand(4, 4, 3, 3))] + bn("1", 4) + bn("2", 4))
+
+# A BERT-style encoder layer with an additive attention mask: QKV projections, heads by
+# Reshape/Transpose, scaled scores + mask, softmax, context, output projection, residual +
+# LayerNormalization, a GELU feed-forward, residual + LayerNormalization.
+B, S, E, H = 2, 8, 16, 2
+D = E // H
+
+
+
+def init_i64(v):
+    init_i64.k = getattr(init_i64, "k", 0) + 1
+    return f"shape{init_i64.k}", np.array(v, dtype=np.int64)
+
+
+shp_heads, shp_merge = init_i64([B, S, H, D]), init_i64([B, S, E])
+mask = np.zeros((B, 1, 1, S), dtype=np.float32)
+mask[1, 0, 0, S - 3:] = -10000.0  # the second sequence is padded
+nodes = [helper.make_node("MatMul", ["x", w], [w + "_mm"]) for w in ["wq", "wk", "wv"]]
+for w in ["wq", "wk", "wv"]:
+    nodes += [helper.make_node("Add", [w + "_mm", w + "_b"], [w + "_p"]),
+              helper.make_node("Reshape", [w + "_p", shp_heads[0]], [w + "_h"]),
+              helper.make_node("Transpose", [w + "_h"], [w + "_t"],
+                               perm=[0, 2, 3, 1] if w == "wk" else [0, 2, 1, 3])]
+nodes += [
+    helper.make_node("MatMul", ["wq_t", "wk_t"], ["scores"]),
+    helper.make_node("Div", ["scores", "sqrt_d"], ["scaled"]),
+    helper.make_node("Add", ["scaled", "mask"], ["masked"]),
+    helper.make_node("Softmax", ["masked"], ["probs"], axis=-1),
+    helper.make_node("MatMul", ["probs", "wv_t"], ["ctx"]),
+    helper.make_node("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3]),
+    helper.make_node("Reshape", ["ctx_t", shp_merge[0]], ["ctx_m"]),
+    helper.make_node("MatMul", ["ctx_m", "wo"], ["attn_mm"]),
+    helper.make_node("Add", ["attn_mm", "wo_b"], ["attn"]),
+    helper.make_node("Add", ["attn", "x"], ["res1"]),
+    helper.make_node("LayerNormalization", ["res1", "ln1_g", "ln1_b"], ["ln1"], epsilon=1e-12),
+    helper.make_node("MatMul", ["ln1", "w1"], ["f1_mm"]),
+    helper.make_node("Add", ["f1_mm", "b1"], ["f1"]),
+    helper.make_node("Div", ["f1", "sq2"], ["f1d"]), helper.make_node("Erf", ["f1d"], ["f1e"]),
+    helper.make_node("Add", ["f1e", "one"], ["f1e1"]),
+    helper.make_node("Mul", ["f1", "f1e1"], ["f1g2"]),
+    helper.make_node("Mul", ["f1g2", "half"], ["f1g"]),
+    helper.make_node("MatMul", ["f1g", "w2"], ["f2_mm"]),
+    helper.make_node("Add", ["f2_mm", "b2"], ["f2"]),
+    helper.make_node("Add", ["f2", "ln1"], ["res2"]),
+    helper.make_node("LayerNormalization", ["res2", "ln2_g", "ln2_b"], ["y"], epsilon=1e-12)]
+inits = [init(n, rand(E, E, lo=-0.5, hi=0.5)) for n in ["wq", "wk", "wv", "wo"]]
+inits += [init(n + "_b", rand(E)) for n in ["wq", "wk", "wv", "wo"]]
+inits += [numpy_helper.from_array(shp_heads[1], shp_heads[0]),
+          numpy_helper.from_array(shp_merge[1], shp_merge[0]),
+          init("sqrt_d", np.float32(np.sqrt(D))), init("mask", mask),
+          init("ln1_g", rand(E)), init("ln1_b", rand(E)), init("ln2_g", rand(E)),
+          init("ln2_b", rand(E)), init("w1", rand(E, 4 * E, lo=-0.5, hi=0.5)),
+          init("b1", rand(4 * E)), init("w2", rand(4 * E, E, lo=-0.5, hi=0.5)), init("b2", rand(E)),
+          init("sq2", np.float32(np.sqrt(2))), init("one", np.float32(1)),
+          init("half", np.float32(0.5))]
+emit("bert_encoder_layer", nodes, [("x", rand(B, S, E))], ["y"], inits)
 
 with open(os.path.join(out_dir, "list.txt"), "w") as f:
     f.write("\n".join(listing) + "\n")
