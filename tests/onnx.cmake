@@ -19,7 +19,7 @@ if(TARGET test_onnx)
   add_test(NAME onnx_cli_import
            COMMAND sh -c "cd '${models}' && '$<TARGET_FILE:tessera_cli>' import mlp_gelu.onnx --shape batch=2 -o mlp.graph && '$<TARGET_FILE:tessera_cli>' fuse mlp.graph --check")
   set_tests_properties(onnx_cli_import PROPERTIES FIXTURES_REQUIRED onnx_models LABELS onnx
-    ENVIRONMENT "TESSERA_CACHE_DIR=${CMAKE_BINARY_DIR}/kcache"
+    ENVIRONMENT "TESSERA_CACHE_DIR=${CMAKE_BINARY_DIR}/kcache;TESSERA_RULES=${CMAKE_SOURCE_DIR}/rules/cpu.rules"
     PASS_REGULAR_EXPRESSION "outputs.*y f32\\[2,3\\].*all outputs match")
   add_test(NAME onnx_cli_import_refused
            COMMAND sh -c "'$<TARGET_FILE:tessera_cli>' import '${models}/unknown_op.onnx' -o '${models}/unknown.graph'; echo rc=$?")
