@@ -395,6 +395,45 @@ static int ap_batch_norm(APPLY_ARGS)
     return done(ctx, y, out);
 }
 
+/* ---- Intrinsic elementwise operators (exp, log, sqrt, rsqrt, erf, abs) --------------------- */
+/* One stage y = fn(x) over X's shape with the te_call intrinsic; for front ends (the ONNX
+ * importer) whose models use them outside the library's fused operators. */
+typedef struct intrin_args {
+    te_tensor *x;
+    te_intrin fn;
+} intrin_args;
+
+static te_expr *intrin_body(te_ctx *ctx, te_expr *const *axes, void *user)
+{
+    const intrin_args *a = user;
+    te_expr *x = te_read(ctx, a->x, te_tensor_ndim(a->x), axes);
+    return te_call(ctx, a->fn, 1, &x);
+}
+
+static int ap_intrin(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    static const struct {
+        const char *name;
+        te_intrin fn;
+    } fns[] = {{"exp", TE_EXP},     {"log", TE_LOG}, {"sqrt", TE_SQRT},
+               {"rsqrt", TE_RSQRT}, {"erf", TE_ERF}, {"abs", TE_FABS}};
+    te_dtype dt = te_tensor_dtype(in[0]);
+    if (dt != TE_F32 && dt != TE_F64)
+        return te_ctx_set_error(ctx, TE_ERR_DTYPE, "%s: needs f32 or f64, not %s", op->name,
+                                te_dtype_str(dt));
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)
+        if (!strcmp(fns[i].name, op->name)) {
+            intrin_args u = {in[0], fns[i].fn};
+            te_tensor *y = te_compute_shape(ctx, names[0], te_tensor_ndim(in[0]),
+                                            te_tensor_shape(in[0]), intrin_body, &u);
+            if (y)
+                te_tensor_set_tag(ctx, y, op->name);
+            return done(ctx, y, out);
+        }
+    return TE_ERR_INTERNAL;
+}
+
 /* ---- The table ---------------------------------------------------------------------------- */
 
 #define CONV_ATTRS "stride=1,pad=0,dilation=1,groups=1,layout=NCHW"
@@ -447,6 +486,13 @@ static const te__gop table[] = {
     {"batch_norm", TE_KIND_BROADCAST, 5, 5, 1, "X,gamma,beta,mean,var", "eps=1e-5,axis=1", 4,
      ap_batch_norm},
     {"reshape", TE_KIND_INJECTIVE, 1, 1, 1, "X", "shape=-1", 0, ap_reshape},
+    /* Intrinsic elementwise operators (above): flop_per_elem as the C library's cost. */
+    {"exp", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 8, ap_intrin},
+    {"log", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 8, ap_intrin},
+    {"sqrt", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 4, ap_intrin},
+    {"rsqrt", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 5, ap_intrin},
+    {"erf", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 12, ap_intrin},
+    {"abs", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 1, ap_intrin},
 };
 
 #define NTABLE ((int)(sizeof table / sizeof table[0]))

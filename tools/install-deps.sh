@@ -20,6 +20,9 @@ packages=(
     clang-format           # tools/format.sh --check, a CI step
     libclang-rt-dev        # clang's runtimes (libFuzzer, sanitizers); only recommended by clang
     libomp-dev             # clang's OpenMP runtime: a clang build of the library needs -fopenmp
+    libonnx-dev            # onnx.proto, from which the build generates the ONNX importer's C
+    protobuf-c-compiler    # protoc-c, which generates it
+    libprotobuf-c-dev      # the protobuf-c runtime the importer links
 )
 
 missing=()

@@ -20,6 +20,7 @@ static const struct {
     {"lower", te_cmd_lower, "print an operator's loop program, after any lowering pass"},
     {"fuse", te_cmd_fuse, "print the fusion plan of a graph: groups, rules, rejected fusions"},
     {"run", te_cmd_run, "compile and run a fused graph; per-group and end-to-end times"},
+    {"import", te_cmd_import, "import an ONNX model as a graph (text form plus weight files)"},
 };
 
 static void usage(FILE *f)

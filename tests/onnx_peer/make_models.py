@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""Builds ONNX models with onnx.helper (PyPI `onnx`), runs them with onnxruntime on random
+inputs and writes, for tests/onnx_peer/peer_check.c, into OUT_DIR:
+  NAME.onnx, NAME.in<i>.bin, NAME.out<j>.bin (raw float32) and list.txt ("NAME NIN NOUT").
+Every supported operator alone with random shapes and attributes, an MLP with the erf GELU,
+a ResNet basic block and a BERT-style encoder layer with an attention mask.
+
+  make_models.py OUT_DIR [SEED]
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+out_dir = sys.argv[1]
+rng = np.random.default_rng(int(sys.argv[2]) if len(sys.argv) > 2 else 12)
+os.makedirs(out_dir, exist_ok=True)
+listing = []
+
+
+def rand(*shape, lo=-1.0, hi=1.0):
+    return rng.uniform(lo, hi, size=shape).astype(np.float32)
+
+
+def init(name, arr):
+    return numpy_helper.from_array(np.asarray(arr), name)
+
+
+def emit(name, nodes, inputs, outputs, inits=()):
+    """inputs: [(name, array)], outputs: [name]."""
+    g = helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape) for n, a in inputs],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
+        list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+    m.ir_version = 8
+
+    path = os.path.join(out_dir, name + ".onnx")
+    onnx.save(m, path)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    res = sess.run(outputs, {n: a for n, a in inputs})
+    for i, (_, a) in enumerate(inputs):
+        a.astype(np.float32).tofile(os.path.join(out_dir, f"{name}.in{i}.bin"))
+    for j, r in enumerate(res):
+        np.asarray(r, dtype=np.float32).tofile(os.path.join(out_dir, f"{name}.out{j}.bin"))
+    listing.append(f"{name} {len(inputs)} {len(outputs)}")
+
+
+def shape(lo_rank=1, hi_rank=4):
+    return tuple(int(d) for d in rng.integers(1, 6, size=int(rng.integers(lo_rank, hi_rank + 1))))
+
+
+case = 0
+
+
+def name(op):
+    global case
+    case += 1
+    return f"{op.lower()}_{case}"
+
+
+for rep in range(6):
+    # Binary operators with broadcasting against an initializer.
+    for op in ["Add", "Sub", "Mul", "Div", "Max", "Min"]:
+        s = shape(2, 4)
+        b = s[-int(rng.integers(1, len(s) + 1)):]
+        bv = rand(*b, lo=0.5, hi=1.5) if op == "Div" else rand(*b)
+        emit(name(op), [helper.make_node(op, ["x", "b"], ["y"])], [("x", rand(*s))], ["y"],
+             [init("b", bv)])
+    # Unary operators.
+    for op, lo in [("Relu", -1), ("Sigmoid", -3), ("Tanh", -2), ("Exp", -2), ("Log", 0.1),
+                   ("Sqrt", 0.0), ("Abs", -1), ("Erf", -2), ("Neg", -1), ("Reciprocal", 0.5)]:
+        s = shape()
+        emit(name(op), [helper.make_node(op, ["x"], ["y"])], [("x", rand(*s, lo=lo, hi=2.0))],
+             ["y"])
+    s = shape()
+    emit(name("LeakyRelu"), [helper.make_node("LeakyRelu", ["x"], ["y"],
+                                              alpha=float(rng.uniform(0.01, 0.5)))],
+         [("x", rand(*s))], ["y"])
+    lo, hi = sorted(rng.uniform(-0.8, 0.8, size=2))
+    emit(name("Clip"), [helper.make_node("Clip", ["x", "lo", "hi"], ["y"])],
+         [("x", rand(*shape()))], ["y"],
+         [init("lo", np.float32(lo)), init("hi", np.float32(hi))])
+    emit(name("Pow"), [helper.make_node("Pow", ["x", "e"], ["y"])], [("x", rand(*shape()))],
+         ["y"], [init("e", np.float32(2.0))])
+    # Softmax, LayerNormalization over the last axis; BatchNormalization.
+    s = shape(2, 4)
+    emit(name("Softmax"), [helper.make_node("Softmax", ["x"], ["y"],
+                                            axis=int(rng.integers(-len(s), len(s))))],
+         [("x", rand(*s, lo=-3, hi=3))], ["y"])
+    s = shape(2, 3)
+    emit(name("LayerNormalization"),
+         [helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1,
+                           epsilon=float(rng.choice([1e-5, 1e-3])))],
+         [("x", rand(*s))], ["y"], [init("g", rand(s[-1])), init("b", rand(s[-1]))])
+    c = int(rng.integers(1, 5))
+    emit(name("BatchNormalization"),
+         [helper.make_node("BatchNormalization", ["x", "sc", "bi", "m", "v"], ["y"])],
+         [("x", rand(2, c, 3, 4))], ["y"],
+         [init("sc", rand(c)), init("bi", rand(c)), init("m", rand(c)),
+          init("v", rand(c, lo=0.5, hi=2.0))])
+    # MatMul (2-D, 3-D x 2-D, batched), Gemm with attributes.
+    m, k, n = (int(v) for v in rng.integers(1, 9, size=3))
+    emit(name("MatMul"), [helper.make_node("MatMul", ["a", "w"], ["y"])], [("a", rand(m, k))],
+         ["y"], [init("w", rand(k, n))])
+    emit(name("MatMul"), [helper.make_node("MatMul", ["a", "w"], ["y"])],
+         [("a", rand(2, m, k))], ["y"], [init("w", rand(k, n))])
+    emit(name("MatMul"), [helper.make_node("MatMul", ["a", "b"], ["y"])],
+         [("a", rand(2, 3, m, k)), ("b", rand(2, 3, k, n))], ["y"])
+    ta, tb = (int(v) for v in rng.integers(0, 2, size=2))
+    emit(name("Gemm"), [helper.make_node("Gemm", ["a", "w", "c"], ["y"], transA=ta, transB=tb,
+                                         alpha=float(rng.uniform(0.5, 2)),
+                                         beta=float(rng.uniform(0.5, 2)))],
+         [("a", rand(*((k, m) if ta else (m, k))))], ["y"],
+         [init("w", rand(*((n, k) if tb else (k, n)))), init("c", rand(n))])
+    # Conv with random groups, strides, dilations, padding; pools.
+    g = int(rng.choice([1, 2]))
+    ci, co = 2 * g, 2 * g
+    kk, st, dl = int(rng.integers(1, 4)), int(rng.integers(1, 3)), int(rng.integers(1, 3))
+    pd = int(rng.integers(0, kk))
+    hw = int(rng.integers(dl * (kk - 1) + 1, 10))
+    emit(name("Conv"), [helper.make_node("Conv", ["x", "w", "b"], ["y"], group=g,
+                                         strides=[st, st], dilations=[dl, dl],
+                                         pads=[pd, pd, pd, pd])],
+         [("x", rand(1, ci, hw, hw))], ["y"],
+         [init("w", rand(co, ci // g, kk, kk)), init("b", rand(co))])
+    kk = int(rng.integers(2, 4))
+    pd = int(rng.integers(0, kk))
+    for op in ["MaxPool", "AveragePool"]:
+        attrs = dict(kernel_shape=[kk, kk], strides=[int(rng.integers(1, 3))] * 2,
+                     pads=[pd] * 4)
+        if op == "AveragePool":
+            attrs["count_include_pad"] = int(rng.integers(0, 2))
+        emit(name(op), [helper.make_node(op, ["x"], ["y"], **attrs)],
+             [("x", rand(1, 3, 7, 7))], ["y"])
+    emit(name("GlobalAveragePool"), [helper.make_node("GlobalAveragePool", ["x"], ["y"])],
+         [("x", rand(2, 3, int(rng.integers(1, 6)), int(rng.integers(1, 6))))], ["y"])
+    # Reductions, layout.
+    s = shape(2, 4)
+    ax = sorted(set(int(a) for a in rng.integers(0, len(s), size=2)))
+    kd = int(rng.integers(0, 2))
+    emit(name("ReduceMean"), [helper.make_node("ReduceMean", ["x"], ["y"], axes=ax, keepdims=kd)],
+         [("x", rand(*s))], ["y"])
+    emit(name("ReduceSum"), [helper.make_node("ReduceSum", ["x", "ax"], ["y"], keepdims=kd)],
+         [("x", rand(*s))], ["y"], [init("ax", np.array(ax, dtype=np.int64))])
+    s = shape(2, 4)
+    perm = [int(p) for p in rng.permutation(len(s))]
+    emit(name("Transpose"), [helper.make_node("Transpose", ["x"], ["y"], perm=perm)],
+         [("x", rand(*s))], ["y"])
+    s = shape(2, 4)
+    emit(name("Flatten"), [helper.make_node("Flatten", ["x"], ["y"],
+                                            axis=int(rng.integers(0, len(s) + 1)))],
+         [("x", rand(*s))], ["y"])
+    emit(name("Reshape"),
+         [helper.make_node("Shape", ["x"], ["s"]),
+          helper.make_node("Gather", ["s", "i0"], ["d0"], axis=0),
+          helper.make_node("Unsqueeze", ["d0", "a0"], ["d1"]),
+          helper.make_node("Concat", ["d1", "m1"], ["t"], axis=0),
+          helper.make_node("Reshape", ["x", "t"], ["r"]),
+          helper.make_node("Unsqueeze", ["r", "a0"], ["u"]),
+          helper.make_node("Squeeze", ["u", "a0"], ["y"])],
+         [("x", rand(*s))], ["y"],
+         [init("i0", np.array(0, dtype=np.int64)), init("a0", np.array([0], dtype=np.int64)),
+          init("m1", np.array([-1], dtype=np.int64))])
+
+# An MLP with the exporters' erf GELU.
+emit("mlp_gelu",
+     [helper.make_node("MatMul", ["x", "w1"], ["h0"]), helper.make_node("Add", ["h0", "b1"], ["h"]),
+      helper.make_node("Div", ["h", "sq2"], ["hd"]), helper.make_node("Erf", ["hd"], ["e"]),
+      helper.make_node("Add", ["e", "one"], ["e1"]), helper.make_node("Mul", ["h", "e1"], ["he"]),
+      helper.make_node("Mul", ["he", "half"], ["g"]),
+      helper.make_node("Gemm", ["g", "w2", "b2"], ["y"], transB=1)],
+     [("x", rand(8, 16))], ["y"],
+     [init("w1", rand(16, 32)), init("b1", rand(32)), init("sq2", np.float32(np.sqrt(2))),
+      init("one", np.float32(1)), init("half", np.float32(0.5)), init("w2", rand(10, 32)),
+      init("b2", rand(10))])
+# A ResNet-style basic block: conv-bn-relu-conv-bn + residual, relu.
+bn = lambda p, c: [init(p + "s", rand(c)), init(p + "b", rand(c)), init(p + "m", rand(c)),
+                   init(p + "v", rand(c, lo=0.5, hi=2))]
+emit("resnet_block",
+     [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+      helper.make_node("BatchNormalization", ["c1", "1s", "1b", "1m", "1v"], ["n1"]),
+      helper.make_node("Relu", ["n1"], ["r1"]),
+      helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+      helper.make_node("BatchNormalization", ["c2", "2s", "2b", "2m", "2v"], ["n2"]),
+      helper.make_node("Add", ["n2", "x"], ["s"]), helper.make_node("Relu", ["s"], ["y"])],
+     [("x", rand(1, 4, 8, 8))], ["y"],
+     [init("w1", rand(4, 4, 3, 3)), init("w2", rand(4, 4, 3, 3))] + bn("1", 4) + bn("2", 4))
+
+# A BERT-style encoder layer with an additive attention mask: QKV projections, heads by
+# Reshape/Transpose, scaled scores + mask, softmax, context, output projection, residual +
+# LayerNormalization, a GELU feed-forward, residual + LayerNormalization.
+B, S, E, H = 2, 8, 16, 2
+D = E // H
+
+
+
+def init_i64(v):
+    init_i64.k = getattr(init_i64, "k", 0) + 1
+    return f"shape{init_i64.k}", np.array(v, dtype=np.int64)
+
+
+shp_heads, shp_merge = init_i64([B, S, H, D]), init_i64([B, S, E])
+mask = np.zeros((B, 1, 1, S), dtype=np.float32)
+mask[1, 0, 0, S - 3:] = -10000.0  # the second sequence is padded
+nodes = [helper.make_node("MatMul", ["x", w], [w + "_mm"]) for w in ["wq", "wk", "wv"]]
+for w in ["wq", "wk", "wv"]:
+    nodes += [helper.make_node("Add", [w + "_mm", w + "_b"], [w + "_p"]),
+              helper.make_node("Reshape", [w + "_p", shp_heads[0]], [w + "_h"]),
+              helper.make_node("Transpose", [w + "_h"], [w + "_t"],
+                               perm=[0, 2, 3, 1] if w == "wk" else [0, 2, 1, 3])]
+nodes += [
+    helper.make_node("MatMul", ["wq_t", "wk_t"], ["scores"]),
+    helper.make_node("Div", ["scores", "sqrt_d"], ["scaled"]),
+    helper.make_node("Add", ["scaled", "mask"], ["masked"]),
+    helper.make_node("Softmax", ["masked"], ["probs"], axis=-1),
+    helper.make_node("MatMul", ["probs", "wv_t"], ["ctx"]),
+    helper.make_node("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3]),
+    helper.make_node("Reshape", ["ctx_t", shp_merge[0]], ["ctx_m"]),
+    helper.make_node("MatMul", ["ctx_m", "wo"], ["attn_mm"]),
+    helper.make_node("Add", ["attn_mm", "wo_b"], ["attn"]),
+    helper.make_node("Add", ["attn", "x"], ["res1"]),
+    helper.make_node("LayerNormalization", ["res1", "ln1_g", "ln1_b"], ["ln1"], epsilon=1e-12),
+    helper.make_node("MatMul", ["ln1", "w1"], ["f1_mm"]),
+    helper.make_node("Add", ["f1_mm", "b1"], ["f1"]),
+    helper.make_node("Div", ["f1", "sq2"], ["f1d"]), helper.make_node("Erf", ["f1d"], ["f1e"]),
+    helper.make_node("Add", ["f1e", "one"], ["f1e1"]),
+    helper.make_node("Mul", ["f1", "f1e1"], ["f1g2"]),
+    helper.make_node("Mul", ["f1g2", "half"], ["f1g"]),
+    helper.make_node("MatMul", ["f1g", "w2"], ["f2_mm"]),
+    helper.make_node("Add", ["f2_mm", "b2"], ["f2"]),
+    helper.make_node("Add", ["f2", "ln1"], ["res2"]),
+    helper.make_node("LayerNormalization", ["res2", "ln2_g", "ln2_b"], ["y"], epsilon=1e-12)]
+inits = [init(n, rand(E, E, lo=-0.5, hi=0.5)) for n in ["wq", "wk", "wv", "wo"]]
+inits += [init(n + "_b", rand(E)) for n in ["wq", "wk", "wv", "wo"]]
+inits += [numpy_helper.from_array(shp_heads[1], shp_heads[0]),
+          numpy_helper.from_array(shp_merge[1], shp_merge[0]),
+          init("sqrt_d", np.float32(np.sqrt(D))), init("mask", mask),
+          init("ln1_g", rand(E)), init("ln1_b", rand(E)), init("ln2_g", rand(E)),
+          init("ln2_b", rand(E)), init("w1", rand(E, 4 * E, lo=-0.5, hi=0.5)),
+          init("b1", rand(4 * E)), init("w2", rand(4 * E, E, lo=-0.5, hi=0.5)), init("b2", rand(E)),
+          init("sq2", np.float32(np.sqrt(2))), init("one", np.float32(1)),
+          init("half", np.float32(0.5))]
+emit("bert_encoder_layer", nodes, [("x", rand(B, S, E))], ["y"], inits)
+
+with open(os.path.join(out_dir, "list.txt"), "w") as f:
+    f.write("\n".join(listing) + "\n")
+print(f"make_models.py: {len(listing)} models in {out_dir}")

@@ -1,0 +1,623 @@
+/* te_graph_from_onnx: models written here with the generated protobuf-c structs (no network,
+ * no Python) are imported; the structure is checked, the float64 reference evaluation of the
+ * graph is compared with a direct C computation of the model, and the compiled graph with the
+ * reference. Then every kind of bad model is refused with a clear message. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "onnx_testlib.h"
+#include "tessera/graph.h"
+#include "tessera/onnx.h"
+#include "testutil.h"
+
+static om_model M;
+static tt_rng g_rng;
+
+static const char *path_of(const char *name)
+{
+    static char buf[1024];
+    snprintf(buf, sizeof buf, "%s/%s", TE_ONNX_TEST_DIR, name);
+    return buf;
+}
+
+/* Also keeps the model as a fuzz seed when $TE_ONNX_WRITE_CORPUS names a directory. */
+static const char *write_model(const char *name, size_t truncate_to)
+{
+    const char *dir = getenv("TE_ONNX_WRITE_CORPUS");
+    if (dir && *dir) {
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", dir, name);
+        om_write(&M, p, truncate_to);
+    }
+    const char *p = path_of(name);
+    assert_int_equal(om_write(&M, p, truncate_to), 0);
+    return p;
+}
+
+static te_graph *import_ok(const char *path, const char *opts)
+{
+    te_graph *g = NULL;
+    char err[1024];
+    int rc = te_graph_from_onnx(path, opts, &g, err, sizeof err);
+    if (rc)
+        fail_msg("import failed (%d): %s", rc, err);
+    assert_non_null(g);
+    return g;
+}
+
+static void import_fails(const char *path, const char *opts, const char *want)
+{
+    te_graph *g = (te_graph *)1;
+    char err[1024];
+    int rc = te_graph_from_onnx(path, opts, &g, err, sizeof err);
+    if (rc >= 0)
+        fail_msg("%s: import succeeded, expected an error with '%s'", path, want);
+    assert_null(g);
+    if (!strstr(err, want))
+        fail_msg("%s: error '%s' does not mention '%s'", path, err, want);
+    print_message("refused as expected: %s\n", err);
+}
+
+static int count_op(const te_graph *g, const char *op)
+{
+    int k = 0;
+    for (int n = 0; n < te_graph_node_count(g); n++)
+        k += !strcmp(te_graph_node_op(g, n), op);
+    return k;
+}
+
+static void fill(float *p, size_t n) { tt_fill_f32(&g_rng, p, n); }
+
+/* The graph's output j against want (float64 reference), then compiled against the reference. */
+static void check_numbers(te_graph *g, const void *const *inputs, int nout, double *const *want)
+{
+    for (int j = 0; j < nout; j++) {
+        int v = te_graph_output_value(g, j);
+        size_t n = (size_t)te_graph_value_numel(g, v);
+        double *ref = malloc(n * sizeof *ref);
+        if (te_graph_eval_reference(g, inputs, 1, &v, &ref))
+            fail_msg("%s", te_graph_errmsg(g));
+        double worst = 0;
+        for (size_t i = 0; i < n; i++) {
+            double e = fabs(ref[i] - want[j][i]) / fmax(1.0, fabs(want[j][i]));
+            worst = e > worst || isnan(e) ? e : worst;
+        }
+        if (!(worst <= 1e-5))
+            fail_msg("output %d '%s': reference vs direct computation: rel err %g", j,
+                     te_graph_value_name(g, v), worst);
+        free(ref);
+    }
+    te_fuse_plan *p = te_graph_fuse(g, NULL, NULL);
+    if (!p)
+        fail_msg("%s", te_graph_errmsg(g));
+    te_graph_exec *e = NULL;
+    if (te_graph_compile(g, p, NULL, &e))
+        fail_msg("%s", te_graph_errmsg(g));
+    float *out[8];
+    for (int j = 0; j < nout; j++) {
+        size_t n = (size_t)te_graph_value_numel(g, te_graph_output_value(g, j));
+        out[j] = malloc(n * sizeof(float));
+        tt_poison_f32(out[j], n);
+    }
+    if (te_graph_run(e, inputs, (void *const *)out))
+        fail_msg("%s", te_graph_errmsg(g));
+    for (int j = 0; j < nout; j++) {
+        int v = te_graph_output_value(g, j);
+        size_t n = (size_t)te_graph_value_numel(g, v);
+        double *ref = malloc(n * sizeof *ref);
+        assert_int_equal(te_graph_eval_reference(g, inputs, 1, &v, &ref), 0);
+        double err = tt_max_rel_err_f32(out[j], ref, n);
+        if (!(err <= 1e-4))
+            fail_msg("output %d: compiled vs reference: rel err %g", j, err);
+        print_message("output '%s': compiled (%d kernels) vs reference rel err %.2g\n",
+                      te_graph_value_name(g, v), te_graph_exec_kernel_count(e), err);
+        free(ref);
+        free(out[j]);
+    }
+    te_graph_exec_free(e);
+    te_fuse_plan_free(p);
+}
+
+/* ---- An MLP with the exporters' erf GELU and a softmax head ------------------------------ */
+
+#define MB 3
+static float mx[MB * 4], w1[4 * 8], b1[8], w2t[3 * 8], b2[3];
+
+static void build_mlp(void)
+{
+    om_reset(&M);
+    fill(w1, 32);
+    fill(b1, 8);
+    fill(w2t, 24);
+    fill(b2, 3);
+    M.ins[M.nin++] = om_vinfo("x", 2, (int64_t[]){0, 4}, (const char *[]){"batch", NULL});
+    M.outs[M.nout++] = om_vinfo("y", 2, (int64_t[]){0, 3}, (const char *[]){"batch", NULL});
+    M.inits[M.ni++] = om_tensor_f("fc1.weight", 2, (int64_t[]){4, 8}, w1, 1);
+    M.inits[M.ni++] = om_tensor_f("fc1.bias", 1, (int64_t[]){8}, b1, 0);
+    M.inits[M.ni++] = om_tensor_f("fc2.weight", 2, (int64_t[]){3, 8}, w2t, 1);
+    M.inits[M.ni++] = om_tensor_f("fc2.bias", 1, (int64_t[]){3}, b2, 1);
+    M.inits[M.ni++] = om_tensor_f("one", 0, NULL, (float[]){1.0f}, 1);
+    M.inits[M.ni++] = om_tensor_f("half", 0, NULL, (float[]){0.5f}, 0);
+    om_node(&M, "Constant", "sqrt2", "", "/gelu/sqrt2",
+            om_attr_t("value", om_tensor_f("", 0, NULL, (float[]){1.4142135f}, 1)), NULL);
+    om_node(&M, "MatMul", "/fc1/MatMul", "x,fc1.weight", "/fc1/mm", NULL);
+    om_node(&M, "Add", "/fc1/Add", "/fc1/mm,fc1.bias", "/fc1/out", NULL);
+    om_node(&M, "Div", "/gelu/Div", "/fc1/out,/gelu/sqrt2", "/gelu/div", NULL);
+    om_node(&M, "Erf", "/gelu/Erf", "/gelu/div", "/gelu/erf", NULL);
+    om_node(&M, "Add", "/gelu/Add", "/gelu/erf,one", "/gelu/add", NULL);
+    om_node(&M, "Mul", "/gelu/Mul", "/fc1/out,/gelu/add", "/gelu/mul", NULL);
+    om_node(&M, "Mul", "/gelu/Mul_1", "/gelu/mul,half", "/gelu/out", NULL);
+    om_node(&M, "Gemm", "/fc2/Gemm", "/gelu/out,fc2.weight,fc2.bias", "logits",
+            om_attr_i("transB", 1), NULL);
+    om_node(&M, "Softmax", "/softmax", "logits", "y", om_attr_i("axis", -1), NULL);
+}
+
+static void mlp_direct(double *y)
+{
+    for (int r = 0; r < MB; r++) {
+        double h[8], z[3], mx_ = -INFINITY, s = 0;
+        for (int j = 0; j < 8; j++) {
+            double a = b1[j];
+            for (int k = 0; k < 4; k++)
+                a += (double)mx[r * 4 + k] * w1[k * 8 + j];
+            h[j] = 0.5 * a * (1 + erf(a / sqrt(2.0)));
+        }
+        for (int j = 0; j < 3; j++) {
+            z[j] = b2[j];
+            for (int k = 0; k < 8; k++)
+                z[j] += h[k] * w2t[j * 8 + k];
+            mx_ = fmax(mx_, z[j]);
+        }
+        for (int j = 0; j < 3; j++)
+            s += exp(z[j] - mx_);
+        for (int j = 0; j < 3; j++)
+            y[r * 3 + j] = exp(z[j] - mx_) / s;
+    }
+}
+
+static void test_mlp_gelu(void **state)
+{
+    (void)state;
+    build_mlp();
+    const char *p = write_model("mlp_gelu.onnx", 0);
+    te_onnx_info info;
+    te_graph *g = NULL;
+    char err[512];
+    if (te_graph_from_onnx_ex(p, "batch=3", &g, &info, err, sizeof err))
+        fail_msg("%s", err);
+    assert_int_equal(info.opset, 17);
+    assert_int_equal(info.n_onnx_nodes, 10);
+    assert_int_equal(count_op(g, "gelu"), 1);
+    assert_int_equal(count_op(g, "div"), 0); /* the erf pattern left nothing behind */
+    assert_int_equal(count_op(g, "matmul"), 2);
+    assert_int_equal(count_op(g, "softmax"), 1);
+    assert_int_equal(te_graph_input_count(g), 1);
+    int x = te_graph_input_value(g, 0);
+    assert_int_equal(te_graph_value_shape(g, x)[0], MB);
+    fill(mx, sizeof mx / sizeof mx[0]);
+    double want[MB * 3];
+    mlp_direct(want);
+    check_numbers(g, (const void *[]){mx}, 1, (double *[]){want});
+    te_graph_free(g);
+    import_fails(p, NULL, "--shape batch=N");
+    import_fails(p, "batch=three", "extents are integers");
+}
+
+/* ---- Conv + BatchNorm + Relu + pooling, and a grouped dilated strided conv ---------------- */
+
+static void conv_direct(const float *x, int c, int h, int w, const float *wt, const float *b,
+                        int oc, int k, int stride, int pad, int dil, int groups, double *y,
+                        int *oh_, int *ow_)
+{
+    int oh = (h + 2 * pad - dil * (k - 1) - 1) / stride + 1;
+    int ow = (w + 2 * pad - dil * (k - 1) - 1) / stride + 1, cg = c / groups;
+    for (int o = 0; o < oc; o++)
+        for (int i = 0; i < oh; i++)
+            for (int j = 0; j < ow; j++) {
+                double a = b ? b[o] : 0;
+                int g0 = o / (oc / groups);
+                for (int ci = 0; ci < cg; ci++)
+                    for (int ky = 0; ky < k; ky++)
+                        for (int kx = 0; kx < k; kx++) {
+                            int yy = i * stride - pad + ky * dil, xx = j * stride - pad + kx * dil;
+                            if (yy >= 0 && yy < h && xx >= 0 && xx < w)
+                                a += (double)x[((g0 * cg + ci) * h + yy) * w + xx] *
+                                     wt[((o * cg + ci) * k + ky) * k + kx];
+                        }
+                y[(o * oh + i) * ow + j] = a;
+            }
+    *oh_ = oh;
+    *ow_ = ow;
+}
+
+static void test_conv_bn_relu(void **state)
+{
+    (void)state;
+    static float x[2 * 6 * 6], w[3 * 2 * 9], b[3], sc[3], sh[3], mean[3], var[3];
+    fill(x, 72);
+    fill(w, 54);
+    fill(b, 3);
+    fill(sc, 3);
+    fill(sh, 3);
+    fill(mean, 3);
+    for (int i = 0; i < 3; i++)
+        var[i] = 0.5f + (float)i;
+    om_reset(&M);
+    M.opset = 13;
+    M.ins[M.nin++] = om_vinfo("input", 4, (int64_t[]){1, 2, 6, 6}, NULL);
+    M.outs[M.nout++] = om_vinfo("out", 2, (int64_t[]){1, 3}, NULL);
+    M.inits[M.ni++] = om_tensor_f("conv.w", 4, (int64_t[]){3, 2, 3, 3}, w, 1);
+    M.inits[M.ni++] = om_tensor_f("conv.b", 1, (int64_t[]){3}, b, 1);
+    M.inits[M.ni++] = om_tensor_f("bn.scale", 1, (int64_t[]){3}, sc, 0);
+    M.inits[M.ni++] = om_tensor_f("bn.bias", 1, (int64_t[]){3}, sh, 0);
+    M.inits[M.ni++] = om_tensor_f("bn.mean", 1, (int64_t[]){3}, mean, 1);
+    M.inits[M.ni++] = om_tensor_f("bn.var", 1, (int64_t[]){3}, var, 1);
+    om_node(&M, "Conv", "conv", "input,conv.w,conv.b", "c",
+            om_attr_ints("pads", 4, (int64_t[]){1, 1, 1, 1}),
+            om_attr_ints("strides", 2, (int64_t[]){1, 1}),
+            om_attr_ints("kernel_shape", 2, (int64_t[]){3, 3}), NULL);
+    om_node(&M, "BatchNormalization", "bn", "c,bn.scale,bn.bias,bn.mean,bn.var", "n",
+            om_attr_f("epsilon", 1e-5f), NULL);
+    om_node(&M, "Relu", "relu", "n", "r", NULL);
+    om_node(&M, "MaxPool", "pool", "r", "p", om_attr_ints("kernel_shape", 2, (int64_t[]){2, 2}),
+            om_attr_ints("strides", 2, (int64_t[]){2, 2}), NULL);
+    om_node(&M, "GlobalAveragePool", "gap", "p", "gp", NULL);
+    om_node(&M, "Flatten", "flat", "gp", "out", om_attr_i("axis", 1), NULL);
+    te_graph *g = import_ok(write_model("conv_bn_relu.onnx", 0), NULL);
+    assert_int_equal(count_op(g, "conv2d"), 1);
+    assert_int_equal(count_op(g, "batch_norm"), 1);
+    assert_int_equal(count_op(g, "max_pool2d"), 1);
+    double c[3 * 36], want[3];
+    int oh, ow;
+    conv_direct(x, 2, 6, 6, w, b, 3, 3, 1, 1, 1, 1, c, &oh, &ow);
+    for (int o = 0; o < 3; o++) {
+        double s = 0;
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 3; j++) {
+                double m = -INFINITY;
+                for (int dy = 0; dy < 2; dy++)
+                    for (int dx = 0; dx < 2; dx++) {
+                        double v = c[(o * 6 + 2 * i + dy) * 6 + 2 * j + dx];
+                        v = (v - mean[o]) / sqrt((double)var[o] + 1e-5) * sc[o] + sh[o];
+                        m = fmax(m, fmax(v, 0));
+                    }
+                s += m;
+            }
+        want[o] = s / 9;
+    }
+    check_numbers(g, (const void *[]){x}, 1, (double *[]){want});
+    te_graph_free(g);
+
+    /* Grouped, dilated, strided, padded; no bias. */
+    static float x2[4 * 9 * 9], w2[4 * 2 * 9];
+    fill(x2, sizeof x2 / sizeof x2[0]);
+    fill(w2, sizeof w2 / sizeof w2[0]);
+    om_reset(&M);
+    M.ins[M.nin++] = om_vinfo("x", 4, (int64_t[]){1, 4, 9, 9}, NULL);
+    M.outs[M.nout++] = om_vinfo("y", -1, NULL, NULL);
+    M.inits[M.ni++] = om_tensor_f("w", 4, (int64_t[]){4, 2, 3, 3}, w2, 0);
+    om_node(&M, "Conv", "gconv", "x,w", "y", om_attr_i("group", 2),
+            om_attr_ints("dilations", 2, (int64_t[]){2, 2}),
+            om_attr_ints("strides", 2, (int64_t[]){2, 2}),
+            om_attr_ints("pads", 4, (int64_t[]){2, 2, 2, 2}), NULL);
+    g = import_ok(write_model("conv_group.onnx", 0), NULL);
+    double y2[4 * 25];
+    conv_direct(x2, 4, 9, 9, w2, NULL, 4, 3, 2, 2, 2, 2, y2, &oh, &ow);
+    assert_int_equal(oh, 5);
+    check_numbers(g, (const void *[]){x2}, 1, (double *[]){y2});
+    te_graph_free(g);
+}
+
+/* ---- Shape computations folded into a constant reshape ----------------------------------- */
+
+static void test_shape_chain(void **state)
+{
+    (void)state;
+    om_reset(&M);
+    M.ins[M.nin++] = om_vinfo("x", 3, (int64_t[]){2, 3, 4}, NULL);
+    M.outs[M.nout++] = om_vinfo("z", 2, (int64_t[]){12, 2}, NULL);
+    M.inits[M.ni++] = om_tensor_i64("minus1", 1, (int64_t[]){-1});
+    M.inits[M.ni++] = om_tensor_i64("axes0", 1, (int64_t[]){0});
+    Onnx__TensorProto *zero = om_tensor_i64("zero", 1, (int64_t[]){0});
+    zero->n_dims = 0; /* a scalar index */
+    M.inits[M.ni++] = zero;
+    om_node(&M, "Shape", "shape", "x", "s", NULL);
+    om_node(&M, "Gather", "gather", "s,zero", "b", om_attr_i("axis", 0), NULL);
+    om_node(&M, "Unsqueeze", "unsq", "b,axes0", "b1", NULL);
+    om_node(&M, "Concat", "concat", "b1,minus1", "shp", om_attr_i("axis", 0), NULL);
+    om_node(&M, "Cast", "cast", "shp", "shp64", om_attr_i("to", 7), NULL);
+    om_node(&M, "Reshape", "reshape", "x,shp64", "y", NULL);
+    om_node(&M, "Transpose", "t", "y", "z", om_attr_ints("perm", 2, (int64_t[]){1, 0}), NULL);
+    te_graph *g = import_ok(write_model("shape_chain.onnx", 0), NULL);
+    assert_int_equal(te_graph_node_count(g), 2); /* reshape, transpose: the rest was folded */
+    assert_int_equal(count_op(g, "reshape"), 1);
+    int z = te_graph_output_value(g, 0);
+    assert_int_equal(te_graph_value_ndim(g, z), 2);
+    assert_int_equal(te_graph_value_shape(g, z)[0], 12);
+    static float x[24];
+    double want[24];
+    fill(x, 24);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 12; j++)
+            want[j * 2 + i] = x[i * 12 + j];
+    check_numbers(g, (const void *[]){x}, 1, (double *[]){want});
+    te_graph_free(g);
+}
+
+/* ---- LayerNormalization, Sigmoid, Tanh, Sub, ReduceMean, ReduceSum, external data -------- */
+
+static void test_norm_reduce_external(void **state)
+{
+    (void)state;
+    static float x[3 * 5], gam[5], bet[5];
+    fill(x, 15);
+    fill(gam, 5);
+    fill(bet, 5);
+    /* gamma and beta live in one external file next to the model. */
+    FILE *f = fopen(path_of("ln.bin"), "wb");
+    assert_non_null(f);
+    fwrite("pad!", 1, 4, f);
+    fwrite(gam, 4, 5, f);
+    fwrite(bet, 4, 5, f);
+    fclose(f);
+    om_reset(&M);
+    M.ins[M.nin++] = om_vinfo("x", 2, (int64_t[]){3, 5}, NULL);
+    M.outs[M.nout++] = om_vinfo("m", 2, (int64_t[]){3, 1}, NULL);
+    M.outs[M.nout++] = om_vinfo("r", 1, (int64_t[]){5}, NULL);
+    const char *names[2] = {"gamma", "beta"};
+    for (int i = 0; i < 2; i++) {
+        Onnx__TensorProto *t = om_tensor_f(names[i], 1, (int64_t[]){5}, gam, 0);
+        t->n_float_data = 0;
+        t->has_data_location = 1;
+        t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+        t->n_external_data = 3;
+        t->external_data = om_alloc(3 * sizeof *t->external_data);
+        const char *kv[3][2] = {
+            {"location", "ln.bin"}, {"offset", i ? "24" : "4"}, {"length", "20"}};
+        for (int k = 0; k < 3; k++) {
+            Onnx__StringStringEntryProto *e = om_alloc(sizeof *e);
+            onnx__string_string_entry_proto__init(e);
+            e->key = om_str(kv[k][0]);
+            e->value = om_str(kv[k][1]);
+            t->external_data[k] = e;
+        }
+        M.inits[M.ni++] = t;
+    }
+    M.inits[M.ni++] = om_tensor_i64("ax0", 1, (int64_t[]){0});
+    om_node(&M, "LayerNormalization", "ln", "x,gamma,beta", "l", om_attr_f("epsilon", 1e-5f), NULL);
+    om_node(&M, "Sigmoid", "sig", "l", "s", NULL);
+    om_node(&M, "Tanh", "tanh", "x", "t", NULL);
+    om_node(&M, "Sub", "sub", "s,t", "d", NULL);
+    om_node(&M, "ReduceMean", "mean", "d", "m", om_attr_ints("axes", 1, (int64_t[]){1}),
+            om_attr_i("keepdims", 1), NULL);
+    om_node(&M, "ReduceSum", "sum", "d,ax0", "r", om_attr_i("keepdims", 0), NULL);
+    const char *p = write_model("norm_reduce.onnx", 0);
+    te_graph *g = import_ok(p, NULL);
+    assert_int_equal(count_op(g, "layer_norm"), 1);
+    double d[15], m[3] = {0, 0, 0}, r[5] = {0, 0, 0, 0, 0};
+    for (int i = 0; i < 3; i++) {
+        double mu = 0, var = 0;
+        for (int j = 0; j < 5; j++)
+            mu += x[i * 5 + j] / 5.0;
+        for (int j = 0; j < 5; j++)
+            var += (x[i * 5 + j] - mu) * (x[i * 5 + j] - mu) / 5.0;
+        for (int j = 0; j < 5; j++) {
+            double l = (x[i * 5 + j] - mu) / sqrt(var + 1e-5) * gam[j] + bet[j];
+            d[i * 5 + j] = 1 / (1 + exp(-l)) - tanh(x[i * 5 + j]);
+            m[i] += d[i * 5 + j] / 5;
+            r[j] += d[i * 5 + j];
+        }
+    }
+    check_numbers(g, (const void *[]){x}, 2, (double *[]){m, r});
+    te_graph_free(g);
+    /* External data outside the model's directory is refused. */
+    M.inits[0]->external_data[0]->value = om_str("../ln.bin");
+    import_fails(write_model("traversal.onnx", 0), NULL, "relative path inside");
+    M.inits[0]->external_data[0]->value = om_str("/etc/passwd");
+    import_fails(write_model("absolute.onnx", 0), NULL, "relative path inside");
+    M.inits[0]->external_data[0]->value = om_str("ln.bin");
+    M.inits[0]->external_data[1]->value = om_str("40");
+    import_fails(write_model("ext_short.onnx", 0), NULL, "holds 44 bytes");
+}
+
+/* ---- Elementwise operators one after the other, against libm -------------------------- */
+
+static void test_elementwise(void **state)
+{
+    (void)state;
+    static float x[2 * 7];
+    fill(x, 14);
+    om_reset(&M);
+    M.opset = 12; /* Clip with min/max inputs; Softmax over the last axis */
+    M.ins[M.nin++] = om_vinfo("x", 2, (int64_t[]){2, 7}, NULL);
+    M.outs[M.nout++] = om_vinfo("y", 2, (int64_t[]){2, 7}, NULL);
+    M.inits[M.ni++] = om_tensor_f("lo", 0, NULL, (float[]){-0.25f}, 1);
+    M.inits[M.ni++] = om_tensor_f("hi", 0, NULL, (float[]){0.75f}, 1);
+    M.inits[M.ni++] = om_tensor_f("two", 0, NULL, (float[]){2.0f}, 1);
+    om_node(&M, "Abs", "abs", "x", "a", NULL);
+    om_node(&M, "Sqrt", "sqrt", "a", "s", NULL);      /* sqrt|x| */
+    om_node(&M, "Exp", "exp", "x", "e", NULL);        /* e^x */
+    om_node(&M, "Log", "log", "e", "l", NULL);        /* x */
+    om_node(&M, "Erf", "erf", "l", "f", NULL);        /* erf(x): not a GELU */
+    om_node(&M, "Reciprocal", "rcp", "e", "r", NULL); /* e^-x */
+    om_node(&M, "Neg", "neg", "f", "nf", NULL);
+    om_node(&M, "LeakyRelu", "lrelu", "nf", "lr", om_attr_f("alpha", 0.1f), NULL);
+    om_node(&M, "Clip", "clip", "x,lo,hi", "c", NULL);
+    om_node(&M, "Pow", "pow", "c,two", "p", NULL);
+    om_node(&M, "Add", "add1", "s,r", "t1", NULL);
+    om_node(&M, "Add", "add2", "t1,lr", "t2", NULL);
+    om_node(&M, "Add", "add3", "t2,p", "t3", NULL);
+    om_node(&M, "Softmax", "sm", "t3", "y", om_attr_i("axis", 1), NULL);
+    te_graph *g = import_ok(write_model("elementwise.onnx", 0), NULL);
+    assert_int_equal(count_op(g, "erf"), 1);
+    assert_int_equal(count_op(g, "gelu"), 0);
+    double want[14];
+    for (int i = 0; i < 2; i++) {
+        double t[7], m = -INFINITY, sum = 0;
+        for (int j = 0; j < 7; j++) {
+            double v = x[i * 7 + j], nf = -erf(v), cl = fmin(fmax(v, -0.25), 0.75);
+            t[j] = sqrt(fabs(v)) + exp(-v) + (nf >= 0 ? nf : 0.1 * nf) + cl * cl;
+            m = fmax(m, t[j]);
+        }
+        for (int j = 0; j < 7; j++)
+            sum += exp(t[j] - m);
+        for (int j = 0; j < 7; j++)
+            want[i * 7 + j] = exp(t[j] - m) / sum;
+    }
+    check_numbers(g, (const void *[]){x}, 1, (double *[]){want});
+    te_graph_free(g);
+}
+
+/* ---- Attention scores: 4-D MatMul, Transpose, Div, Softmax, Gemm with alpha and beta ----- */
+
+static void test_attention_gemm(void **state)
+{
+    (void)state;
+    enum { B = 2, H = 2, S = 3, D = 4 };
+    static float q[B * H * S * D], k[B * H * S * D], a[S * D], w[D * 5], cb[5];
+    fill(q, sizeof q / sizeof q[0]);
+    fill(k, sizeof k / sizeof k[0]);
+    fill(a, sizeof a / sizeof a[0]);
+    fill(w, sizeof w / sizeof w[0]);
+    fill(cb, 5);
+    om_reset(&M);
+    M.ins[M.nin++] = om_vinfo("q", 4, (int64_t[]){B, H, S, D}, NULL);
+    M.ins[M.nin++] = om_vinfo("k", 4, (int64_t[]){B, H, S, D}, NULL);
+    M.ins[M.nin++] = om_vinfo("a", 2, (int64_t[]){S, D}, NULL);
+    M.outs[M.nout++] = om_vinfo("p", 4, (int64_t[]){B, H, S, S}, NULL);
+    M.outs[M.nout++] = om_vinfo("g", 2, (int64_t[]){S, 5}, NULL);
+    M.inits[M.ni++] = om_tensor_f("scale", 0, NULL, (float[]){2.0f}, 1);
+    M.inits[M.ni++] = om_tensor_f("w", 2, (int64_t[]){D, 5}, w, 1);
+    M.inits[M.ni++] = om_tensor_f("cb", 1, (int64_t[]){5}, cb, 1);
+    om_node(&M, "Transpose", "kt", "k", "kT", om_attr_ints("perm", 4, (int64_t[]){0, 1, 3, 2}),
+            NULL);
+    om_node(&M, "MatMul", "qk", "q,kT", "s", NULL);
+    om_node(&M, "Div", "div", "s,scale", "sd", NULL);
+    om_node(&M, "Softmax", "sm", "sd", "p", om_attr_i("axis", -1), NULL);
+    om_node(&M, "Gemm", "gemm", "a,w,cb", "g", om_attr_f("alpha", 0.5f), om_attr_f("beta", 3.0f),
+            NULL);
+    te_graph *g = import_ok(write_model("attention.onnx", 0), NULL);
+    assert_int_equal(count_op(g, "batch_matmul"), 1);
+    double pw[B * H * S * S], gw[S * 5];
+    for (int bh = 0; bh < B * H; bh++)
+        for (int i = 0; i < S; i++) {
+            double sc[S], m = -INFINITY, sum = 0;
+            for (int j = 0; j < S; j++) {
+                sc[j] = 0;
+                for (int d = 0; d < D; d++)
+                    sc[j] += (double)q[(bh * S + i) * D + d] * k[(bh * S + j) * D + d];
+                sc[j] /= 2.0;
+                m = fmax(m, sc[j]);
+            }
+            for (int j = 0; j < S; j++)
+                sum += exp(sc[j] - m);
+            for (int j = 0; j < S; j++)
+                pw[(bh * S + i) * S + j] = exp(sc[j] - m) / sum;
+        }
+    for (int i = 0; i < S; i++)
+        for (int j = 0; j < 5; j++) {
+            double acc = 0;
+            for (int d = 0; d < D; d++)
+                acc += (double)a[i * D + d] * w[d * 5 + j];
+            gw[i * 5 + j] = 0.5 * acc + 3.0 * cb[j];
+        }
+    check_numbers(g, (const void *[]){q, k, a}, 2, (double *[]){pw, gw});
+    te_graph_free(g);
+}
+
+/* ---- Bad models ------------------------------------------------------------------------ */
+
+static void test_bad_models(void **state)
+{
+    (void)state;
+    build_mlp();
+    size_t size;
+    om_pack(&M, &size);
+    import_fails(write_model("truncated.onnx", size / 2), "batch=1", "");
+    import_fails(write_model("empty.onnx", 1), "batch=1", ""); /* one byte */
+    FILE *f = fopen(path_of("text.onnx"), "w");
+    fputs("input x f32[2]\ny = relu(x)\noutput y\n", f);
+    fclose(f);
+    import_fails(path_of("text.onnx"), NULL, "not an ONNX model");
+    import_fails(path_of("no_such_file.onnx"), NULL, "cannot open");
+
+    /* A missing initializer. */
+    om_reset(&M);
+    M.ins[M.nin++] = om_vinfo("x", 2, (int64_t[]){2, 4}, NULL);
+    M.outs[M.nout++] = om_vinfo("y", 2, (int64_t[]){2, 8}, NULL);
+    om_node(&M, "MatMul", "mm", "x,fc.weight", "y", NULL);
+    import_fails(write_model("missing_init.onnx", 0), NULL, "input 'fc.weight' is not defined");
+
+    /* A cycle. */
+    om_reset(&M);
+    M.ins[M.nin++] = om_vinfo("x", 1, (int64_t[]){4}, NULL);
+    M.outs[M.nout++] = om_vinfo("b", 1, (int64_t[]){4}, NULL);
+    om_node(&M, "Add", "first", "x,b", "a", NULL);
+    om_node(&M, "Relu", "second", "a", "b", NULL);
+    import_fails(write_model("cycle.onnx", 0), NULL, "cyclic graph");
+
+    /* Shapes that do not broadcast, and a declared shape that disagrees. */
+    om_reset(&M);
+    M.ins[M.nin++] = om_vinfo("x", 2, (int64_t[]){2, 3}, NULL);
+    M.outs[M.nout++] = om_vinfo("y", 2, (int64_t[]){2, 3}, NULL);
+    M.inits[M.ni++] = om_tensor_f("c", 1, (int64_t[]){4}, (float[]){1, 2, 3, 4}, 1);
+    om_node(&M, "Add", "bad_add", "x,c", "y", NULL);
+    import_fails(write_model("shape_mismatch.onnx", 0), NULL, "node 'bad_add' (Add)");
+    om_reset(&M);
+    M.ins[M.nin++] = om_vinfo("x", 2, (int64_t[]){2, 3}, NULL);
+    M.outs[M.nout++] = om_vinfo("y", 2, (int64_t[]){2, 4}, NULL);
+    om_node(&M, "Relu", "r", "x", "y", NULL);
+    import_fails(write_model("declared_mismatch.onnx", 0), NULL, "declared [2,4] but is [2,3]");
+
+    /* Unknown operators: all listed with their nodes, nothing imported. */
+    om_reset(&M);
+    M.ins[M.nin++] = om_vinfo("x", 2, (int64_t[]){2, 3}, NULL);
+    M.outs[M.nout++] = om_vinfo("z", 2, (int64_t[]){2, 3}, NULL);
+    om_node(&M, "Relu", "ok", "x", "a", NULL);
+    om_node(&M, "FooBar", "foo_1", "a", "b", NULL);
+    om_node(&M, "LSTM", "lstm_0", "b", "z", NULL);
+    import_fails(write_model("unknown_op.onnx", 0), NULL,
+                 "2 unsupported nodes: FooBar (node 'foo_1'), LSTM (node 'lstm_0')");
+    M.opset = 3;
+    import_fails(write_model("old_opset.onnx", 0), NULL, "opset 3");
+
+    /* A tensor claiming 2 GB in a tiny file, and one claiming more elements than exist. */
+    om_reset(&M);
+    M.ins[M.nin++] = om_vinfo("x", 2, (int64_t[]){2, 2}, NULL);
+    M.outs[M.nout++] = om_vinfo("y", 2, (int64_t[]){2, 2}, NULL);
+    Onnx__TensorProto *t = om_tensor_f("huge", 2, (int64_t[]){2, 2}, (float[]){1, 2, 3, 4}, 1);
+    t->dims[0] = (int64_t)1 << 28;
+    t->dims[1] = 2; /* 2^29 floats: 2 GiB */
+    M.inits[M.ni++] = t;
+    om_node(&M, "Add", "add", "x,huge", "y", NULL);
+    import_fails(write_model("huge_tensor.onnx", 0), NULL, "raw_data holds 16 bytes");
+    t->dims[0] = (int64_t)1 << 40;
+    import_fails(write_model("huge_dims.onnx", 0), NULL, "too many elements");
+    t->has_raw_data = 0;
+    t->n_float_data = 3;
+    t->float_data = om_alloc(3 * sizeof(float));
+    t->dims[0] = 2;
+    import_fails(write_model("short_typed.onnx", 0), NULL, "holds 3 elements");
+}
+
+int main(void)
+{
+    tt_rng_seed(&g_rng, tt_seed(12));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mlp_gelu),    cmocka_unit_test(test_conv_bn_relu),
+        cmocka_unit_test(test_shape_chain), cmocka_unit_test(test_norm_reduce_external),
+        cmocka_unit_test(test_elementwise), cmocka_unit_test(test_attention_gemm),
+        cmocka_unit_test(test_bad_models),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    om_reset(&M);
+    return rc;
+}
