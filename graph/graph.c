@@ -364,7 +364,7 @@ int te_graph_node_multi(te_graph *g, const char *opname, const char *attrs, int 
     for (int i = 0; i < n_out; i++) {
         nm[i] = i == 0 ? nm0 : names && names[i] ? names[i] : NULL;
         if (!nm[i]) {
-            snprintf(autos[i], sizeof autos[i], "%.30s_%d", nm0, i);
+            snprintf(autos[i], sizeof autos[i], "%.27s_%d", nm0, i); /* 27 + 1 + 11 < TE__G_NAME */
             nm[i] = autos[i];
         }
         if (!valid_name(nm[i]))

@@ -31,6 +31,16 @@ __attribute__((format(printf, 2, 3))) static int rerr(rparser *ps, const char *f
 
 /* ---- Globs and elements ------------------------------------------------------------------- */
 
+/* Copies src into dst (size bytes); false, with dst unchanged, when it does not fit. */
+static bool copy_fits(char *dst, size_t size, const char *src)
+{
+    size_t n = strlen(src);
+    if (n >= size)
+        return false;
+    memcpy(dst, src, n + 1);
+    return true;
+}
+
 static int glob_match(const char *g, const char *s)
 {
     if (!*g)
@@ -460,7 +470,10 @@ te_fuse_rules *te_fuse_rules_parse(const char *text, const char *filename, char 
         const char *arg = s + kl;
         skip_ws(&arg);
         char argbuf[512];
-        snprintf(argbuf, sizeof argbuf, "%s", arg);
+        if (!copy_fits(argbuf, sizeof argbuf, arg)) {
+            rc = rerr(&ps, "line is longer than %zu characters", sizeof argbuf - 1);
+            break;
+        }
         for (size_t n = strlen(argbuf); n && isspace((unsigned char)argbuf[n - 1]);)
             argbuf[--n] = 0;
         if (!strcmp(kw, "rule")) {
@@ -486,7 +499,10 @@ te_fuse_rules *te_fuse_rules_parse(const char *text, const char *filename, char 
                               rs->r[i].line);
                     break;
                 }
-            snprintf(cur.name, sizeof cur.name, "%s", argbuf);
+            if (!copy_fits(cur.name, sizeof cur.name, argbuf)) {
+                rc = rerr(&ps, "rule name is longer than %zu characters", sizeof cur.name - 1);
+                break;
+            }
             in_rule = 1;
             have_pattern = have_class = have_prio = 0;
             rule_line = cur.line = ps.line;
@@ -523,7 +539,7 @@ te_fuse_rules *te_fuse_rules_parse(const char *text, const char *filename, char 
                 rc = rerr(&ps, have_class ? "a second 'class'" : "bad class '%s'", argbuf);
                 break;
             }
-            snprintf(cur.cls, sizeof cur.cls, "%s", argbuf);
+            copy_fits(cur.cls, sizeof cur.cls, argbuf); /* length checked above */
             have_class = 1;
         } else if (!strcmp(kw, "pattern")) {
             if (have_pattern) {
@@ -534,8 +550,8 @@ te_fuse_rules *te_fuse_rules_parse(const char *text, const char *filename, char 
                 rc = rerr(&ps, "pattern is longer than %zu characters", sizeof pattern_text - 1);
                 break;
             }
-            snprintf(pattern_text, sizeof pattern_text, "%s", argbuf);
-            snprintf(cur.pattern, sizeof cur.pattern, "%s", argbuf);
+            copy_fits(pattern_text, sizeof pattern_text, argbuf); /* length checked above */
+            copy_fits(cur.pattern, sizeof cur.pattern, argbuf);
             rc = parse_pattern(&ps, pattern_text, &cur);
             have_pattern = 1;
         } else if (!strcmp(kw, "where")) {
@@ -564,7 +580,10 @@ te_fuse_rules *te_fuse_rules_parse(const char *text, const char *filename, char 
                 rc = rerr(&ps, "produces unknown operator '%s'", opn);
                 break;
             }
-            snprintf(cur.produces, sizeof cur.produces, "%s", opn);
+            if (!copy_fits(cur.produces, sizeof cur.produces, opn)) {
+                rc = rerr(&ps, "operator name '%s' is too long", opn);
+                break;
+            }
             const char *a = argbuf + n;
             skip_ws(&a);
             if (strlen(a) >= sizeof cur.produces_attrs || strchr(a, ' ')) {
