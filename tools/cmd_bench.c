@@ -221,10 +221,22 @@ static void measure_products(tess_run *tr, const float *ours_out, const te_bl_sh
     te_bl_set_free(&set);
 }
 
+/* Vector lanes of f32 on this machine, and whether it has 32 vector registers (AVX-512) or 16:
+ * the register tiles below are sized from these target facts (BLIS's habit), never fixed. */
+static int64_t host_lanes(bool *regs32)
+{
+    te_target t = te_target_host();
+    int64_t lanes = t.vector_bits >= 512 ? 16 : t.vector_bits >= 256 ? 8 : 4;
+    *regs32 = lanes == 16;
+    return lanes;
+}
+
 static int bench_matmul(int M, int N, int K, int threads, int reps, row *out)
 {
     te_ctx *ctx = te_ctx_create();
-    const int64_t mr = 6, nr = 32;
+    bool regs32;
+    /* 6 rows x 2 vectors: 12 accumulators, a broadcast and a load fit in 16 registers. */
+    const int64_t nr = 2 * host_lanes(&regs32), mr = 6;
     te_tensor *A = te_placeholder(ctx, "A", TE_F32, 2, (int64_t[]){M, K});
     te_tensor *B = te_placeholder(ctx, "B", TE_F32, 2, (int64_t[]){K, N});
     te_tensor *Bp = pack_panels(ctx, B, nr, "B_packed");
@@ -287,7 +299,10 @@ static te_module *build_pack(int K, int N, int64_t nr)
 static int bench_mlp_gate(int M, int N, int K, int threads, int reps, row *out)
 {
     te_ctx *ctx = te_ctx_create();
-    const int64_t mr = 8, nr = 32, np = (N + nr - 1) / nr; /* 2 x 8 x 2 accumulators: 32 zmm */
+    bool regs32;
+    /* Two products' accumulators: 2 x 8 x 2 = 32 registers with AVX-512, 2 x 3 x 2 = 12 of 16
+     * with AVX2. */
+    const int64_t nr = 2 * host_lanes(&regs32), mr = regs32 ? 8 : 3, np = (N + nr - 1) / nr;
     te_tensor *X = te_placeholder(ctx, "X", TE_F32, 2, (int64_t[]){M, K});
     te_tensor *P1 = te_placeholder(ctx, "W1_packed", TE_F32, 3, (int64_t[]){np, K, nr});
     te_tensor *P3 = te_placeholder(ctx, "W3_packed", TE_F32, 3, (int64_t[]){np, K, nr});
