@@ -421,6 +421,55 @@ static void test_db_provenance(void **state)
     te_ctx_free(ctx);
 }
 
+/* Issue 13: `gen --fallback` with only a compatible target's record says so on stderr. */
+static void test_fallback_record_is_announced(void **state)
+{
+    (void)state;
+    char dbpath[512];
+    snprintf(dbpath, sizeof dbpath, "%s/fallback.db", g_dir);
+    unlink(dbpath);
+    te_db *db = NULL;
+    assert_int_equal(te_db_open(dbpath, NULL, &db), TE_OK);
+    te_target tgt = te_target_host();
+    te_db_target dbt;
+    char storage[1024];
+    assert_int_equal(te_tuner_db_target(&tgt, &dbt, storage, sizeof storage), TE_OK);
+    dbt.key = NULL; /* derived from the fields: another compiler, everything else ours */
+    dbt.compiler = "othercc 1.0";
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *in[TE_OP_MAX_IO], *outs[TE_OP_MAX_IO];
+    int ni, no;
+    assert_int_equal(te_op_build(ctx, "matmul", "m=16,n=16,k=16", in, &ni, outs, &no), TE_OK);
+    te_space *sp = te_space_create(ctx, "matmul", ni, in, no, outs, TE_SPACE_AUTO, &tgt);
+    assert_non_null(sp);
+    te_rng rng;
+    te_rng_seed(&rng, 5);
+    const char *trace = te_space_sample(sp, &rng);
+    assert_non_null(trace);
+    te_db_trial t = {
+        .workload = {.key = "matmul;k=16,m=16,n=16;f32", .op = "matmul", .flops = 8192},
+        .target = dbt,
+        .trace = trace,
+        .status = TE_TRIAL_OK,
+        .median_s = 1e-6,
+        .repeats = 10,
+        .gflops = 8.192,
+        .created_us = 1735689600000000LL,
+        .uid = "0194190e-2a00-7000-8000-0123456789ac"};
+    assert_int_equal(te_db_record_trial(db, &t, NULL), TE_OK);
+    te_db_close(db);
+    char args_[1024], *cout = NULL, *cerr = NULL;
+    snprintf(args_, sizeof args_,
+             "gen matmul --shape m=16,n=16,k=16 --db '%s' --fallback -o fallback_out", dbpath);
+    assert_int_equal(cli(args_, &cout, &cerr), 0);
+    assert_contains(cerr, "warning: matmul;k=16,m=16,n=16;f32: no record for this target; using "
+                          "the record of the compatible target");
+    assert_contains(cerr, "othercc 1.0");
+    free(cout);
+    free(cerr);
+    te_ctx_free(ctx);
+}
+
 /* ---- Several shapes, one prelude, a dispatcher -------------------------------------------- */
 
 typedef int (*mm_dispatch)(int64_t, int64_t, int64_t, const float *, const float *, float *);
@@ -740,7 +789,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_user_expression), cmocka_unit_test(test_db_provenance),
         cmocka_unit_test(test_dispatcher),      cmocka_unit_test(test_cli_exit_codes),
-        cmocka_unit_test(test_cuda_files),
+        cmocka_unit_test(test_cuda_files),      cmocka_unit_test(test_fallback_record_is_announced),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -352,6 +352,12 @@ int te_cmd_gen(int argc, char **argv)
         if (!quiet && !pr->from_db && pr->reason && pr->fallback)
             fprintf(stderr, "tessera gen: warning: %s: %s; using %s\n", keys[i], pr->reason,
                     pr->fallback);
+        /* Issue 13: a record measured on another (compatible) target is said so. */
+        if (!quiet && pr->from_db && !pr->exact_target)
+            fprintf(stderr,
+                    "tessera gen: warning: %s: no record for this target; using the record of "
+                    "the compatible target %s (--fallback)\n",
+                    keys[i], pr->target_key ? pr->target_key : "(unknown)");
     }
 
     te_gen_output out;
