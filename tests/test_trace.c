@@ -276,6 +276,7 @@ static void test_huge_numbers(void **state)
         }
         assert_int_equal(product, 8 * 8 * 8);
     }
+    tcase_free(&c);
 }
 
 static void test_trace_to_c(void **state)
