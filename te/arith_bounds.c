@@ -311,44 +311,35 @@ bool te__arith_multiple_of(const te_expr *e, int64_t m)
     }
 }
 
-/* a op b in dtype dt without overflow; false on overflow, division by zero or another op. */
+/* a op b in dtype dt without overflow; false on overflow, division by zero or another op.
+ * Division, modulo, min and max cannot overflow once INT64_MIN / -1 is excluded: those are
+ * the constant folder's (te__fold_int, in i64 where it does not wrap). */
 static bool eval_op(te_binop op, te_dtype dt, int64_t a, int64_t b, int64_t *out)
 {
     int64_t lo, hi;
+    bool ovf;
     switch (op) {
     case TE_ADD:
-        if (__builtin_add_overflow(a, b, out))
-            return false;
+        ovf = __builtin_add_overflow(a, b, out);
         break;
     case TE_SUB:
-        if (__builtin_sub_overflow(a, b, out))
-            return false;
+        ovf = __builtin_sub_overflow(a, b, out);
         break;
     case TE_MUL:
-        if (__builtin_mul_overflow(a, b, out))
-            return false;
+        ovf = __builtin_mul_overflow(a, b, out);
         break;
     case TE_DIV:
     case TE_MOD:
     case TE_FLOORDIV:
     case TE_FLOORMOD:
-        if (b == 0 || (a == INT64_MIN && b == -1))
-            return false;
-        *out = op == TE_DIV        ? a / b
-               : op == TE_MOD      ? a % b
-               : op == TE_FLOORDIV ? fdiv(a, b)
-                                   : fmodi(a, b);
-        break;
     case TE_MIN:
-        *out = a < b ? a : b;
-        break;
     case TE_MAX:
-        *out = a > b ? a : b;
+        ovf = !te__fold_int(op, TE_I64, a, b, out);
         break;
     default:
         return false;
     }
-    return !dtype_range(dt, &lo, &hi) || (*out >= lo && *out <= hi);
+    return !ovf && (!dtype_range(dt, &lo, &hi) || (*out >= lo && *out <= hi));
 }
 
 bool te__arith_eval_int(const te_expr *e, int n, const te_expr *const *vars, const int64_t *vals,
