@@ -176,7 +176,7 @@ int te__sketch_init(te_space *sp)
     sk_data *sd = te__alloc(sp->ctx, sizeof *sd);
     if (!sd)
         return TE_ERR_NOMEM;
-    te_ctx *scratch = te_ctx_create();
+    te_ctx *scratch = te_ctx_create_child(sp->ctx);
     te_schedule *s = scratch ? te_schedule_create(scratch, sp->n_out, sp->outs) : NULL;
     if (!s) {
         te_ctx_free(scratch);

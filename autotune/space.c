@@ -196,7 +196,7 @@ static void carry_error(te_space *sp, te_ctx *scratch, int rc, const char *what)
 static const char *generate(te_space *sp, const int32_t *dec, int ndec, te_rng *rng, int *rc_out,
                             char *errbuf, size_t errsz)
 {
-    te_ctx *scratch = te_ctx_create();
+    te_ctx *scratch = te_ctx_create_child(sp->ctx);
     if (!scratch) {
         *rc_out = TE_ERR_NOMEM;
         snprintf(errbuf, errsz, "out of memory");
@@ -297,7 +297,7 @@ te_space *te_space_create(te_ctx *ctx, const char *op, int n_in, te_tensor *cons
     sp->target = target ? *target : te_target_host();
     sp->lanes = te__lanes(sp, te_tensor_dtype(outs[0]));
     /* The expression must be schedulable at all. */
-    te_ctx *scratch = te_ctx_create();
+    te_ctx *scratch = te_ctx_create_child(ctx);
     if (!scratch || !te_schedule_create(scratch, n_out, outs)) {
         carry_error(sp, scratch, scratch ? te_ctx_errcode(scratch) : TE_ERR_NOMEM,
                     "te_space_create");
@@ -476,7 +476,7 @@ static const char *mutate_text(te_space *sp, const char *trace, te_rng *rng)
         int k = snprintf(buf, len + 64, "%.*s%lld%s", (int)pre, trace, nv, num_end);
         if (k < 0 || (size_t)k >= len + 64)
             continue;
-        te_ctx *scratch = te_ctx_create();
+        te_ctx *scratch = te_ctx_create_child(sp->ctx);
         te_schedule *s = scratch ? te_schedule_create(scratch, sp->n_out, sp->outs) : NULL;
         bool ok = s && te_schedule_apply_trace(s, buf) == TE_OK;
         te_ctx_free(scratch);

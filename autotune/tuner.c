@@ -115,8 +115,12 @@ void te__task_release(te__task *k)
 static int rebuild_work(te__task *k)
 {
     te_tuner *t = k->tu;
+    /* The batch context and its lowered functions refer to the work context: gone first. */
+    te_ctx_free(k->bctx);
+    k->bctx = NULL;
     te_ctx_free(k->wctx);
-    k->wctx = te_ctx_create();
+    /* A user expression's tensors live in the user's context: the work context is its child. */
+    k->wctx = k->is_expr ? te_ctx_create_child(te__tensor_ctx(k->outs[0])) : te_ctx_create();
     k->sp = NULL;
     k->w_lowered = 0;
     if (!k->wctx)
@@ -173,7 +177,7 @@ static te__lcache_ent *lower_trace(te__task *k, const char *trace, const char *h
         snprintf(e->hash, sizeof e->hash, "%s", hash);
     }
     k->w_lowered++;
-    te_ctx *ctx = keep ? k->bctx : te_ctx_create();
+    te_ctx *ctx = keep ? k->bctx : te_ctx_create_child(k->wctx);
     if (!ctx)
         return e;
     te_ctx_clear_error(ctx);
@@ -202,7 +206,7 @@ static int new_batch_ctx(te__task *k)
 {
     te_ctx_free(k->bctx);
     k->nlc = 0;
-    k->bctx = te_ctx_create();
+    k->bctx = te_ctx_create_child(k->wctx);
     return k->bctx ? TE_OK : te__tuner_err(k->tu, TE_ERR_NOMEM, "out of memory");
 }
 
@@ -289,7 +293,7 @@ static int prepare_task(te__task *k)
                                       err, sizeof err);
         if (!k->meas)
             return te__tuner_err(t, TE_ERR_NOMEM, "%s: %s", k->key, err);
-        te_ctx *rctx = k->is_expr ? te_ctx_create() : k->tctx;
+        te_ctx *rctx = k->is_expr ? te_ctx_create_child(te__tensor_ctx(k->outs[0])) : k->tctx;
         rc = rctx ? te__measurer_reference(k->meas, rctx, 0, err, sizeof err) : TE_ERR_NOMEM;
         if (k->is_expr)
             te_ctx_free(rctx);

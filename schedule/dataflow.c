@@ -23,6 +23,8 @@ static te_tensor *derived_tensor(te_schedule *s, const te_tensor *like, const ch
     te_tensor *t = te__alloc(ctx, sizeof *t);
     if (!t)
         return NULL;
+    t->owner = te__ctx_id(ctx);
+    t->home = ctx;
     t->kind = TE_T_COMPUTE;
     t->name = te__strdup(ctx, name);
     t->tag = like->tag;
@@ -287,6 +289,8 @@ te_tensor *te_rfactor(te_schedule *s, te_tensor *t, te_iter *x)
     if (!rf)
         return NULL;
     rf->kind = TE_T_COMPUTE;
+    rf->owner = te__ctx_id(ctx);
+    rf->home = ctx;
     rf->name = te__strdup(ctx, name);
     rf->tag = t->tag;
     rf->dtype = t->dtype;

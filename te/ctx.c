@@ -11,14 +11,56 @@ typedef struct chunk {
     max_align_t data[];
 } chunk;
 
+#define TE__CTX_MAX_ANCESTORS 8
+
 struct te_ctx {
+    uint64_t id;
+    int n_ancestors;
+    uint64_t ancestors[TE__CTX_MAX_ANCESTORS]; /* ids whose objects this context may use */
     chunk *chunks;
     int next_id;
     int errcode;
     char errmsg[1024];
 };
 
-te_ctx *te_ctx_create(void) { return calloc(1, sizeof(te_ctx)); }
+static uint64_t next_ctx_id(void)
+{
+    static uint64_t last;
+    return __atomic_add_fetch(&last, 1, __ATOMIC_RELAXED);
+}
+
+te_ctx *te_ctx_create(void)
+{
+    te_ctx *c = calloc(1, sizeof(te_ctx));
+    if (c)
+        c->id = next_ctx_id();
+    return c;
+}
+
+te_ctx *te_ctx_create_child(te_ctx *parent)
+{
+    if (!parent || parent->n_ancestors >= TE__CTX_MAX_ANCESTORS)
+        return NULL;
+    te_ctx *c = te_ctx_create();
+    if (!c)
+        return NULL;
+    c->ancestors[0] = parent->id;
+    memcpy(c->ancestors + 1, parent->ancestors, sizeof(uint64_t) * (size_t)parent->n_ancestors);
+    c->n_ancestors = parent->n_ancestors + 1;
+    return c;
+}
+
+uint64_t te__ctx_id(const te_ctx *ctx) { return ctx ? ctx->id : 0; }
+
+bool te__ctx_may_use(const te_ctx *ctx, uint64_t owner)
+{
+    if (owner == ctx->id)
+        return true;
+    for (int i = 0; i < ctx->n_ancestors; i++)
+        if (ctx->ancestors[i] == owner)
+            return true;
+    return false;
+}
 
 void te_ctx_free(te_ctx *ctx)
 {

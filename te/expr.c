@@ -25,6 +25,7 @@ te_expr *te__new_expr(te_ctx *ctx, te_expr_kind kind, te_dtype dtype)
     if (e) {
         e->kind = kind;
         e->dtype = dtype;
+        e->owner = te__ctx_id(ctx);
         e->lanes = 1;
     }
     return e;
@@ -406,6 +407,14 @@ te_expr *te_read(te_ctx *ctx, te_tensor *t, int n, te_expr *const *idx)
                              d, t->name, te_dtype_str(idx[d]->dtype));
             return NULL;
         }
+    }
+    if (!te__ctx_may_use(ctx, t->owner)) {
+        te_ctx_set_error(ctx, TE_ERR_ARG,
+                         "tensor '%s' belongs to another context; an expression may only use "
+                         "tensors of its own context or of the contexts it was created under "
+                         "(te_ctx_create_child)",
+                         t->name);
+        return NULL;
     }
     te_expr *e = te__new_expr(ctx, TE_E_READ, t->dtype);
     if (!e)

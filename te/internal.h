@@ -24,6 +24,13 @@ void *te__alloc(te_ctx *ctx, size_t size);
 /* Puts prefix in front of the context's error message, when it has one (the pass pipeline
  * names the failing pass this way). */
 void te__ctx_prefix_error(te_ctx *ctx, const char *prefix);
+/* The context's id: unique in the process, never reused (so a freed context's objects are never
+ * mistaken for a live one's). */
+uint64_t te__ctx_id(const te_ctx *ctx);
+/* Whether objects built by the context with id `owner` may be used in ctx: it is ctx itself or
+ * one of the ancestors ctx was created under (te_ctx_create_child). */
+bool te__ctx_may_use(const te_ctx *ctx, uint64_t owner);
+
 char *te__strdup(te_ctx *ctx, const char *s);
 /* printf into the arena. */
 char *te__sprintf(te_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -90,7 +97,8 @@ typedef struct te_buf te_buf;
 struct te_expr {
     te_expr_kind kind;
     te_dtype dtype;
-    int lanes; /* 1 for scalars; vector width after vectorization */
+    uint64_t owner; /* id of the context that built it (te__ctx_id): operands never cross */
+    int lanes;      /* 1 for scalars; vector width after vectorization */
     union {
         int64_t i;
         double f;
@@ -148,6 +156,8 @@ typedef enum te_tensor_kind { TE_T_PLACEHOLDER, TE_T_COMPUTE } te_tensor_kind;
 
 struct te_tensor {
     te_tensor_kind kind;
+    uint64_t owner; /* id of the context that built it */
+    te_ctx *home;   /* that context (alive as long as the tensor is: it holds it) */
     const char *name;
     const char *tag;
     te_dtype dtype;
@@ -157,6 +167,9 @@ struct te_tensor {
     te_expr *body;              /* compute only */
     int id;
 };
+
+/* The context that holds tensor t (for making a child context that may use it). */
+static inline te_ctx *te__tensor_ctx(const te_tensor *t) { return t->home; }
 
 /* Expression helpers (te/expr.c). */
 te_expr *te__new_expr(te_ctx *ctx, te_expr_kind kind, te_dtype dtype);

@@ -84,6 +84,8 @@ te_tensor *te_placeholder(te_ctx *ctx, const char *name, te_dtype dtype, int ndi
     if (!t)
         return NULL;
     t->kind = TE_T_PLACEHOLDER;
+    t->owner = te__ctx_id(ctx);
+    t->home = ctx;
     t->name = te__strdup(ctx, name);
     t->dtype = dtype;
     t->ndim = ndim;
@@ -157,6 +159,13 @@ static void check_expr(check_ctx *c, const te_expr *e, bool guarded)
 {
     if (c->err)
         return;
+    if (!te__ctx_may_use(c->ctx, e->owner)) {
+        c->err = te_ctx_set_error(c->ctx, TE_ERR_ARG,
+                                  "compute '%s': its body uses an expression built in another "
+                                  "context (te_ctx_create_child makes a context that may)",
+                                  c->tname);
+        return;
+    }
     switch (e->kind) {
     case TE_E_VAR:
         check_var(c, e);
@@ -266,6 +275,8 @@ te_tensor *te_compute(te_ctx *ctx, const char *name, int ndim, te_expr *const *a
     if (!t)
         return NULL;
     t->kind = TE_T_COMPUTE;
+    t->owner = te__ctx_id(ctx);
+    t->home = ctx;
     t->name = te__strdup(ctx, name);
     t->dtype = body->dtype;
     t->ndim = ndim;

@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "tessera/schedule.h"
 #include "tessera/te.h"
 #include "testutil.h"
 
@@ -263,9 +264,43 @@ static void test_print(void **state)
     free(buf);
 }
 
+/* Issue 13: operands never cross contexts unless the context was made to (freeing the other
+ * context would leave the expression pointing into freed memory). */
+static void test_cross_context_operands_are_refused(void **state)
+{
+    (void)state;
+    te_ctx *a = te_ctx_create(), *b = te_ctx_create();
+    te_tensor *X = te_placeholder(a, "X", TE_F32, 1, (int64_t[]){8});
+    te_expr *i = te_axis(b, "i", 8);
+    assert_null(te_read(b, X, 1, &i));
+    assert_int_equal(te_ctx_errcode(b), TE_ERR_ARG);
+    assert_non_null(strstr(te_ctx_errmsg(b), "tensor 'X' belongs to another context"));
+    /* An expression node of context a inside a body built in b. */
+    te_ctx_clear_error(b);
+    te_expr *ia = te_axis(a, "i", 8);
+    assert_null(te_compute(b, "Y", 1, (te_expr *[]){ia}, te_add(b, ia, te_int(b, 1))));
+    assert_non_null(strstr(te_ctx_errmsg(b), "another context"));
+    /* A child of a may use a's tensors, and a schedule made in it works. */
+    te_ctx *c = te_ctx_create_child(a);
+    assert_non_null(c);
+    te_expr *ic = te_axis(c, "i", 8);
+    te_tensor *Z =
+        te_compute(c, "Z", 1, (te_expr *[]){ic}, te_mul(c, te_read(c, X, 1, &ic), te_f32(c, 2)));
+    assert_non_null(Z);
+    assert_non_null(te_schedule_create(c, 1, &Z));
+    /* ... but a's sibling contexts and a's parent may not use the child's. */
+    assert_null(te_read(b, Z, 1, &i));
+    assert_null(te_read(a, Z, 1, &ia));
+    assert_null(te_ctx_create_child(NULL));
+    te_ctx_free(c);
+    te_ctx_free(a);
+    te_ctx_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cross_context_operands_are_refused),
         cmocka_unit_test(test_status_and_dtype_tables),
         cmocka_unit_test_setup_teardown(test_bad_tensors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_expressions, setup, teardown),

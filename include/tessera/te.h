@@ -43,6 +43,13 @@ typedef struct te_reducer te_reducer;
 
 /* Creates an empty context. Returns NULL only when out of memory. Free with te_ctx_free. */
 te_ctx *te_ctx_create(void);
+/* Creates a context whose expressions and schedules may use the tensors and expressions of
+ * `parent` and of its ancestors (at most 8 levels), for short-lived work over a longer-lived
+ * computation: a scratch context per tuning batch. A plain context refuses operands built in
+ * any other context (TE_ERR_ARG), since freeing that one would leave dangling pointers; the
+ * caller of this function promises to free the child before the parent. Returns NULL when out
+ * of memory, parent is NULL or nested too deep. */
+te_ctx *te_ctx_create_child(te_ctx *parent);
 /* Frees the context and every object built in it. Accepts NULL. */
 void te_ctx_free(te_ctx *ctx);
 /* Message of the first error since the last te_ctx_clear_error ("" when none). Owned by ctx. */
