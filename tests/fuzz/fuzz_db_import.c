@@ -4,12 +4,10 @@
  * builds and runs it. With any compiler and -DTE_FUZZ_REPLAY: a plain program whose main()
  * feeds every file named on the command line (directories are walked one level) through the
  * same function, so the gcc build always compiles it and CTest replays the seed corpus. */
-#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "tessera/tuning_db.h"
 #include "tuning_db/json.h"
@@ -70,62 +68,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef TE_FUZZ_REPLAY
-static int run_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        perror(path);
-        return 1;
-    }
-    char *buf = NULL;
-    size_t n = 0, cap = 0, k;
-    char chunk[4096];
-    while ((k = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (n + k > cap) {
-            cap = (n + k) * 2;
-            char *p = realloc(buf, cap);
-            if (!p)
-                abort();
-            buf = p;
-        }
-        memcpy(buf + n, chunk, k);
-        n += k;
-    }
-    fclose(f);
-    LLVMFuzzerTestOneInput((const uint8_t *)(buf ? buf : ""), n);
-    free(buf);
-    return 0;
-}
+#include "fuzz_replay.h"
 
 int main(int argc, char **argv)
 {
-    int failed = 0, runs = 0;
-    for (int i = 1; i < argc; i++) {
-        struct stat st;
-        if (stat(argv[i], &st) != 0) {
-            perror(argv[i]);
-            failed = 1;
-            continue;
-        }
-        if (!S_ISDIR(st.st_mode)) {
-            failed |= run_file(argv[i]);
-            runs++;
-            continue;
-        }
-        DIR *d = opendir(argv[i]);
-        for (struct dirent *e; d && (e = readdir(d));) {
-            if (e->d_name[0] == '.')
-                continue;
-            char p[4096];
-            snprintf(p, sizeof p, "%s/%s", argv[i], e->d_name);
-            failed |= run_file(p);
-            runs++;
-        }
-        if (d)
-            closedir(d);
-    }
+    int rc = te_fuzz_replay(argc, argv);
     te_db_close(db);
-    printf("replayed %d inputs%s\n", runs, failed ? " (some could not be read)" : "");
-    return failed || runs == 0;
+    return rc;
 }
 #endif

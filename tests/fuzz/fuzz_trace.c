@@ -9,12 +9,10 @@
  * Invariants: no crash or sanitizer report; a refused trace returns a negative status equal to
  * the context's error code, with a message; an accepted trace prints (te_schedule_trace) a
  * trace that replays onto a fresh schedule of the same expression and prints identically. */
-#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "tessera/schedule.h"
 #include "tessera/te.h"
@@ -89,61 +87,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef TE_FUZZ_REPLAY
-static int run_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        perror(path);
-        return 1;
-    }
-    char *buf = NULL;
-    size_t n = 0, cap = 0, k;
-    char chunk[4096];
-    while ((k = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (n + k > cap) {
-            cap = (n + k) * 2;
-            char *p = realloc(buf, cap);
-            if (!p)
-                abort();
-            buf = p;
-        }
-        memcpy(buf + n, chunk, k);
-        n += k;
-    }
-    fclose(f);
-    LLVMFuzzerTestOneInput((const uint8_t *)(buf ? buf : ""), n);
-    free(buf);
-    return 0;
-}
+#include "fuzz_replay.h"
 
 int main(int argc, char **argv)
 {
-    int failed = 0, runs = 0;
-    for (int i = 1; i < argc; i++) {
-        struct stat st;
-        if (stat(argv[i], &st) != 0) {
-            perror(argv[i]);
-            failed = 1;
-            continue;
-        }
-        if (!S_ISDIR(st.st_mode)) {
-            failed |= run_file(argv[i]);
-            runs++;
-            continue;
-        }
-        DIR *d = opendir(argv[i]);
-        for (struct dirent *e; d && (e = readdir(d));) {
-            if (e->d_name[0] == '.')
-                continue;
-            char p[4096];
-            snprintf(p, sizeof p, "%s/%s", argv[i], e->d_name);
-            failed |= run_file(p);
-            runs++;
-        }
-        if (d)
-            closedir(d);
-    }
-    printf("replayed %d inputs%s\n", runs, failed ? " (some could not be read)" : "");
-    return failed || runs == 0;
+    int rc = te_fuzz_replay(argc, argv);
+    return rc;
 }
 #endif
