@@ -29,6 +29,7 @@
 
 #include "tessera/ops.h"
 #include "tessera/tuner.h"
+#include "testutil.h"
 
 #ifndef TESSERA_CLI
 #error "TESSERA_CLI (path of the tessera binary) must be defined by tests/tuner.cmake"
@@ -39,28 +40,16 @@ static char dir[256];
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/tessera-test-tuner-%ld-XXXXXX", (long)getpid());
-    if (!mkdtemp(dir))
-        return -1;
-    return 0;
+    return tt_tmpdir_make(dir, sizeof dir, "tuner");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tt_tmpdir_remove(dir);
 }
 
-static const char *path(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-    return buf[k];
-}
+static const char *path(const char *name) { return tt_path_in(dir, name); }
 
 static te_db *open_db(const char *name)
 {

@@ -28,31 +28,23 @@
 #include "autotune/measure_impl.h"
 #include "tessera/tuner.h"
 
+#include "testutil.h"
+
 static char dir[256];
 
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/tessera-test-claims-%ld-XXXXXX", (long)getpid());
-    return mkdtemp(dir) ? 0 : -1;
+    return tt_tmpdir_make(dir, sizeof dir, "claims");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tt_tmpdir_remove(dir);
 }
 
-static const char *path(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-    return buf[k];
-}
+static const char *path(const char *name) { return tt_path_in(dir, name); }
 
 /* A fake measurement slow enough that two jobs overlap on every batch. */
 static double slow_fake(const char *trace, void *user)

@@ -1,7 +1,9 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 void tt_rng_seed(tt_rng *r, uint64_t seed) { r->s = seed * 0x9E3779B97F4A7C15ull + 1; }
 
@@ -64,4 +66,26 @@ uint64_t tt_seed(uint64_t dflt)
 {
     const char *z = getenv("TESSERA_TEST_SEED");
     return z ? strtoull(z, NULL, 0) : dflt;
+}
+
+int tt_tmpdir_make(char *dir, size_t n, const char *tag)
+{
+    snprintf(dir, n, "/tmp/tessera-test-%s-%ld-XXXXXX", tag, (long)getpid());
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+int tt_tmpdir_remove(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+const char *tt_path_in(const char *dir, const char *name)
+{
+    static char buf[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
 }

@@ -26,4 +26,12 @@ double tt_max_rel_err_f32(const float *got, const double *want, size_t n);
 /* Seed from $TESSERA_TEST_SEED when set, else `dflt`. */
 uint64_t tt_seed(uint64_t dflt);
 
+/* A fresh directory /tmp/tessera-test-<tag>-<pid>-XXXXXX, its path in dir (n bytes). 0, or -1
+ * when it cannot be made. */
+int tt_tmpdir_make(char *dir, size_t n, const char *tag);
+/* Removes dir and everything in it. 0, or -1. */
+int tt_tmpdir_remove(const char *dir);
+/* "dir/name" in one of four static buffers that take turns (so a few can be alive at once). */
+const char *tt_path_in(const char *dir, const char *name);
+
 #endif
