@@ -2,6 +2,8 @@
  * (its operators chained on placeholders for the values it reads, canonical names), built with
  * te_build and the default schedule or the database's best record; the intermediates live in
  * one pool planned by graph/memplan.c; the graph runs group by group in plan order. */
+#include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -20,12 +22,18 @@ typedef struct gkernel {
     char note[320];
     int from_db;
     double seconds;
+    double flops;
+    int wave, threads; /* the schedule: its wave and the OpenMP threads its kernel uses */
+    int rc;            /* the last run's status */
 } gkernel;
 
 struct te_graph_exec {
     te_graph *g;
     int nk;
     gkernel *k;
+    int threads; /* the run's thread budget */
+    int nwaves;
+    int *wave_start; /* first group of each wave (nwaves + 1 entries) */
     te_graph_memplan *mp;
     unsigned char *pool;
     void **buf; /* per value: the pool, owned buffers for inputs and outputs, constants' data */
@@ -43,6 +51,7 @@ void te_graph_exec_free(te_graph_exec *e)
         if (e->g->v[v].kind != TE_GRAPH_CONST && te_graph_memplan_offset(e->mp, v) < 0)
             free(e->buf[v]);
     free(e->pool);
+    free(e->wave_start);
     te_graph_memplan_free(e->mp);
     free(e->buf);
     free(e->k);
@@ -162,6 +171,31 @@ int te_graph_group_expr_build(te_graph *g, const te_fuse_plan *p, int gi, te_ctx
     return rc;
 }
 
+/* The default schedule of a group: every stage at the root, in order, with its outermost
+ * loop parallel when the run has several threads (fused with the next loop when it has fewer
+ * iterations than threads, as a batch of 1 does), so an untuned kernel uses the thread budget.
+ * Falls back to the plain schedule when a stage refuses (the message is cleared). */
+static te_schedule *default_schedule(te_ctx *ctx, const te_graph_group_expr *ge, int threads)
+{
+    te_schedule *s = te_schedule_create(ctx, ge->n_out, ge->outs);
+    if (!s || threads <= 1)
+        return s;
+    int ok = 1;
+    for (int i = 0; ok && i < te_schedule_nstages(s); i++) {
+        te_stage *st = te_schedule_stage_at(s, i);
+        te_iter *x = te_stage_axis(st, 0), *y = te_stage_axis(st, 1);
+        if (!x)
+            continue;
+        if (y && te_iter_extent(x) < threads)
+            ok = te_fuse(st, x, y, &x) == TE_OK;
+        ok = ok && te_parallel(st, x) == TE_OK;
+    }
+    if (ok)
+        return s;
+    te_ctx_clear_error(ctx);
+    return te_schedule_create(ctx, ge->n_out, ge->outs);
+}
+
 /* Builds group gi as one kernel: the database's best record when db has one that applies,
  * else the default schedule. */
 static int compile_group(te_graph *g, const te_fuse_plan *p, int gi, const te_target *tgt,
@@ -196,7 +230,7 @@ static int compile_group(te_graph *g, const te_fuse_plan *p, int gi, const te_ta
     }
     if (!s) {
         snprintf(k->note, sizeof k->note, "default schedule: %s", why);
-        s = te_schedule_create(k->ctx, ge.n_out, ge.outs);
+        s = default_schedule(k->ctx, &ge, tgt->num_cores);
         if (!s)
             rc = te_ctx_errcode(k->ctx) ? te_ctx_errcode(k->ctx) : TE_ERR_INTERNAL;
     }
@@ -212,24 +246,94 @@ static int compile_group(te_graph *g, const te_fuse_plan *p, int gi, const te_ta
     return rc;
 }
 
-int te_graph_compile_db(te_graph *g, const te_fuse_plan *p, const te_target *target, te_db *db,
+/* The schedule of the groups (pure: the plan, the groups' FLOPs and the options). Groups run
+ * in plan order, one wave after another; a wave is one group with every thread, or consecutive
+ * groups that are all small (fewer FLOPs than threads x min_flops_per_thread: a kernel that
+ * size gains little from more threads) and independent (none reads another's output), at
+ * most one per thread, with the threads split among them in proportion to their FLOPs (at
+ * least one each, the sum equal to the budget: no oversubscription). */
+static int plan_waves(const te_graph *g, const te_fuse_plan *p, gkernel *k, int threads,
+                      double grain, int concurrent, int *wave_start)
+{
+    int nw = 0, start = 0;
+    for (int gi = 0; gi < p->ng; gi++) {
+        int join = concurrent && gi > 0 && threads > 1 && gi - start < threads &&
+                   gi - start < TE_GRAPH_MAX_WAVE;
+        for (int j = start; join && j <= gi; j++)
+            join = k[j].flops < (double)threads * grain;
+        const fgroup *gr = &p->gr[gi];
+        for (int i = 0; join && i < gr->n; i++) {
+            const te__gnode *nd = &g->n[gr->nodes[i]];
+            for (int a = 0; join && a < nd->n_in; a++) {
+                int prod = g->v[nd->in[a]].node;
+                int pg = prod >= 0 ? p->group_of[prod] : -1;
+                join = !(pg >= start && pg < gi);
+            }
+        }
+        if (!join) {
+            start = gi;
+            wave_start[nw++] = gi;
+        }
+        k[gi].wave = nw - 1;
+    }
+    wave_start[nw] = p->ng;
+    for (int w = 0; w < nw; w++) {
+        int a = wave_start[w], b = wave_start[w + 1], m = b - a, left = threads - m;
+        double total = 0;
+        for (int gi = a; gi < b; gi++)
+            total += k[gi].flops;
+        for (int gi = a; gi < b; gi++) {
+            int extra = m == 1 || total <= 0 ? (m == 1 ? left : 0)
+                                             : (int)((double)(threads - m) * k[gi].flops / total);
+            k[gi].threads = 1 + extra;
+            left -= extra;
+        }
+        for (int gi = a; left > 0; gi = gi + 1 < b ? gi + 1 : a) /* the rounding remainder */
+            k[gi].threads++, left--;
+    }
+    return nw;
+}
+
+int te_graph_compile_ex(te_graph *g, const te_fuse_plan *p, const te_graph_compile_opts *o,
                         te_graph_exec **out)
 {
     if (!g || !p || !out)
         return g ? te__graph_error(g, TE_ERR_ARG, "compile: bad arguments") : TE_ERR_ARG;
     *out = NULL;
-    te_target host;
-    if (!target) {
-        host = te_target_host();
-        target = &host;
-    }
+    te_graph_compile_opts dflt = {0};
+    if (!o)
+        o = &dflt;
+    if (o->threads < 0 || o->min_flops_per_thread < 0)
+        return te__graph_error(g, TE_ERR_ARG,
+                               "compile: threads %d and min_flops_per_thread %g "
+                               "must be >= 0",
+                               o->threads, o->min_flops_per_thread);
+    te_target tgt = o->target ? *o->target : te_target_host();
+    int threads = o->threads ? o->threads : tgt.num_cores > 0 ? tgt.num_cores : 1;
+    tgt.num_cores = threads; /* the kernels' schedules and database records are for this count */
     te_graph_exec *e = calloc(1, sizeof *e);
     if (!e)
         return te__graph_error(g, TE_ERR_NOMEM, "out of memory");
     e->g = g;
+    e->threads = threads;
     e->buf = calloc((size_t)g->nv + 1, sizeof *e->buf);
     e->k = calloc((size_t)p->ng + 1, sizeof *e->k);
-    int rc = !e->buf || !e->k ? TE_ERR_NOMEM : te_graph_memplan_create(p, &e->mp);
+    e->wave_start = calloc((size_t)p->ng + 2, sizeof *e->wave_start);
+    int *step = calloc((size_t)p->ng + 1, sizeof *step);
+    int rc = !e->buf || !e->k || !e->wave_start || !step ? TE_ERR_NOMEM : TE_OK;
+    for (int gi = 0; !rc && gi < p->ng; gi++)
+        for (int i = 0; i < p->gr[gi].n; i++)
+            e->k[gi].flops += te_graph_node_flops(g, p->gr[gi].nodes[i]);
+    if (!rc) {
+        e->nwaves = plan_waves(g, p, e->k, threads,
+                               o->min_flops_per_thread > 0 ? o->min_flops_per_thread
+                                                           : TE_GRAPH_MIN_FLOPS_PER_THREAD,
+                               !o->no_concurrency, e->wave_start);
+        for (int gi = 0; gi < p->ng; gi++)
+            step[gi] = e->k[gi].wave;
+        rc = te_graph_memplan_create_steps(p, step, &e->mp);
+    }
+    free(step);
     te_graph_mem_stats ms;
     te_graph_memplan_stats(e->mp, &ms);
     if (!rc) {
@@ -259,7 +363,7 @@ int te_graph_compile_db(te_graph *g, const te_fuse_plan *p, const te_target *tar
         }
     }
     for (int i = 0; !rc && i < p->ng; i++) {
-        rc = compile_group(g, p, i, target, db, &e->k[i]);
+        rc = compile_group(g, p, i, &tgt, o->db, &e->k[i]);
         e->nk = i + 1;
     }
     if (rc) {
@@ -268,6 +372,13 @@ int te_graph_compile_db(te_graph *g, const te_fuse_plan *p, const te_target *tar
     }
     *out = e;
     return TE_OK;
+}
+
+int te_graph_compile_db(te_graph *g, const te_fuse_plan *p, const te_target *target, te_db *db,
+                        te_graph_exec **out)
+{
+    te_graph_compile_opts o = {.target = target, .db = db};
+    return te_graph_compile_ex(g, p, &o, out);
 }
 
 int te_graph_compile(te_graph *g, const te_fuse_plan *p, const te_target *target,
@@ -283,6 +394,32 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+typedef struct group_job {
+    te_graph_exec *e;
+    int gi;
+} group_job;
+
+/* Runs group gi's kernel with its share of the threads (the OpenMP thread count is per
+ * thread, so concurrent groups each get their own team of that size). */
+static void run_group(te_graph_exec *e, int gi)
+{
+    gkernel *k = &e->k[gi];
+    void *argv[2 * TE_GRAPH_GROUP_MAXIO];
+    for (int a = 0; a < k->nargs; a++)
+        argv[a] = e->buf[k->args[a]];
+    omp_set_num_threads(k->threads);
+    double t0 = now_s();
+    k->rc = te_module_run(k->mod, argv);
+    k->seconds = now_s() - t0;
+}
+
+static void *run_group_thread(void *arg)
+{
+    group_job *j = arg;
+    run_group(j->e, j->gi);
+    return NULL;
+}
+
 int te_graph_run_each(te_graph_exec *e, const void *const *input_data, void *const *output_data,
                       void (*after)(te_graph_exec *e, int group, void *user), void *user)
 {
@@ -294,19 +431,36 @@ int te_graph_run_each(te_graph_exec *e, const void *const *input_data, void *con
             return te__graph_error(g, TE_ERR_ARG, "run: no data for input '%s'", g->v[v].name);
         memcpy(e->buf[v], input_data[i], (size_t)numel(&g->v[v]) * te_dtype_size(g->v[v].dtype));
     }
-    void *argv[2 * TE_GRAPH_GROUP_MAXIO];
-    for (int i = 0; i < e->nk; i++) {
-        gkernel *k = &e->k[i];
-        for (int a = 0; a < k->nargs; a++)
-            argv[a] = e->buf[k->args[a]];
-        double t0 = now_s();
-        int rc = te_module_run(k->mod, argv);
-        k->seconds = now_s() - t0;
-        if (rc)
-            return te__graph_error(g, rc, "run: kernel %d failed", i);
-        if (after)
-            after(e, i, user);
+    int saved = omp_get_max_threads(), rc = TE_OK;
+    for (int w = 0; !rc && w < e->nwaves; w++) {
+        int a = e->wave_start[w], b = e->wave_start[w + 1];
+        pthread_t th[TE_GRAPH_MAX_WAVE];
+        group_job jobs[TE_GRAPH_MAX_WAVE];
+        int started[TE_GRAPH_MAX_WAVE] = {0};
+        /* The wave's other groups on threads of their own, the first on this one; a group whose
+         * thread cannot start runs here after the first. */
+        for (int gi = a + 1; gi < b && gi - a < TE_GRAPH_MAX_WAVE; gi++) {
+            jobs[gi - a] = (group_job){e, gi};
+            started[gi - a] =
+                pthread_create(&th[gi - a], NULL, run_group_thread, &jobs[gi - a]) == 0;
+        }
+        run_group(e, a);
+        for (int gi = a + 1; gi < b; gi++) {
+            if (gi - a < TE_GRAPH_MAX_WAVE && started[gi - a])
+                pthread_join(th[gi - a], NULL);
+            else
+                run_group(e, gi);
+        }
+        for (int gi = a; gi < b; gi++) {
+            if (e->k[gi].rc && !rc)
+                rc = te__graph_error(g, e->k[gi].rc, "run: kernel %d failed", gi);
+            if (!rc && after)
+                after(e, gi, user);
+        }
     }
+    omp_set_num_threads(saved);
+    if (rc)
+        return rc;
     for (int j = 0, v; output_data && (v = te_graph_output_value(g, j)) >= 0; j++)
         if (output_data[j])
             memcpy(output_data[j], e->buf[v],
@@ -317,4 +471,18 @@ int te_graph_run_each(te_graph_exec *e, const void *const *input_data, void *con
 int te_graph_run(te_graph_exec *e, const void *const *input_data, void *const *output_data)
 {
     return te_graph_run_each(e, input_data, output_data, NULL, NULL);
+}
+
+int te_graph_exec_threads(const te_graph_exec *e) { return e ? e->threads : 0; }
+
+int te_graph_exec_wave_count(const te_graph_exec *e) { return e ? e->nwaves : 0; }
+
+int te_graph_exec_group_wave(const te_graph_exec *e, int gi)
+{
+    return e && gi >= 0 && gi < e->nk ? e->k[gi].wave : -1;
+}
+
+int te_graph_exec_group_threads(const te_graph_exec *e, int gi)
+{
+    return e && gi >= 0 && gi < e->nk ? e->k[gi].threads : -1;
 }

@@ -65,6 +65,10 @@ typedef struct te__gop {
 } te__gop;
 
 const te__gop *te__gop_find(const char *name);
+/* The user operator named `name` (te_graph_op_register, graph/userop.c), or NULL. */
+const te__gop *te__guser_find(const char *name);
+/* True when op is a user operator (its attributes are read by the user's callback). */
+int te__gop_is_user(const te__gop *op);
 /* Attribute lookups, the node's value or the operator's default (already validated). */
 int64_t te__gop_attr_int(const te__gop *op, const te_op_params *kv, const char *key);
 double te__gop_attr_f64(const te__gop *op, const te_op_params *kv, const char *key);

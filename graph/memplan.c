@@ -81,11 +81,20 @@ static void place(te_graph_mem_buffer *b, int i, const te_graph_mem_buffer **pla
 
 int te_graph_memplan_create(const te_fuse_plan *p, te_graph_memplan **out)
 {
+    return te_graph_memplan_create_steps(p, NULL, out);
+}
+
+int te_graph_memplan_create_steps(const te_fuse_plan *p, const int *step, te_graph_memplan **out)
+{
     if (!out)
         return TE_ERR_ARG;
     *out = NULL;
     if (!p)
         return TE_ERR_ARG;
+    for (int gi = 0; step && gi < p->ng; gi++)
+        if (step[gi] < 0 || (gi > 0 && step[gi] < step[gi - 1]))
+            return TE_ERR_ARG;
+#define STEP(gi) (step ? step[gi] : (gi))
     const te_graph *g = p->g;
     te_graph_memplan *m = calloc(1, sizeof *m);
     if (!m)
@@ -113,11 +122,11 @@ int te_graph_memplan_create(const te_fuse_plan *p, te_graph_memplan **out)
     for (int gi = 0; gi < p->ng; gi++)
         for (int k = 0; k < p->gr[gi].nout; k++) {
             int v = p->gr[gi].outs[k];
-            first[v] = last[v] = gi;
+            first[v] = last[v] = STEP(gi);
         }
     for (int n = 0; n < g->nn; n++)
         for (int i = 0; i < g->n[n].n_in; i++) {
-            int v = g->n[n].in[i], gi = p->group_of[n];
+            int v = g->n[n].in[i], gi = STEP(p->group_of[n]);
             if (first[v] >= 0 && gi > last[v])
                 last[v] = gi;
         }
@@ -147,7 +156,7 @@ int te_graph_memplan_create(const te_fuse_plan *p, te_graph_memplan **out)
         if (end > m->st.pool_bytes)
             m->st.pool_bytes = end;
     }
-    for (int gi = 0; gi < p->ng; gi++) {
+    for (int gi = 0; p->ng && gi <= STEP(p->ng - 1); gi++) {
         size_t live = 0;
         for (int k = 0; k < nb; k++)
             if (m->b[k].first <= gi && gi <= m->b[k].last)
@@ -161,6 +170,7 @@ int te_graph_memplan_create(const te_fuse_plan *p, te_graph_memplan **out)
     free(order), free(placed), free(tmp), free(first), free(last);
     *out = m;
     return TE_OK;
+#undef STEP
 }
 
 void te_graph_memplan_stats(const te_graph_memplan *m, te_graph_mem_stats *out)

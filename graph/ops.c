@@ -61,6 +61,8 @@ int te__gop_check_attrs(te_ctx *ctx, const te__gop *op, const te_op_params *kv)
         if (!attr_default(op, kv->p[i].key, buf, sizeof buf))
             return te_ctx_set_error(ctx, TE_ERR_ARG, "unknown attribute '%s' (%s takes: %s)",
                                     kv->p[i].key, op->name, *op->attrs ? op->attrs : "none");
+        if (te__gop_is_user(op)) /* user operators read their attributes themselves */
+            continue;
         if (strcmp(kv->p[i].key, "layout") == 0 || strcmp(kv->p[i].key, "act") == 0 ||
             strcmp(kv->p[i].key, "perm") == 0 || strcmp(kv->p[i].key, "shape") == 0 ||
             strcmp(kv->p[i].key, "eps") == 0 || strcmp(kv->p[i].key, "value") == 0)
@@ -502,7 +504,7 @@ const te__gop *te__gop_find(const char *name)
     for (int i = 0; name && i < NTABLE; i++)
         if (strcmp(table[i].name, name) == 0)
             return &table[i];
-    return NULL;
+    return te__guser_find(name);
 }
 
 int te_graph_op_count(void) { return NTABLE; }

@@ -217,6 +217,59 @@ const char *te_graph_op_name(int i);
 const char *te_graph_op_attrs(const char *op);
 const char *te_graph_op_inputs(const char *op);
 
+/* ---- User operators ------------------------------------------------------------------- */
+
+/*
+ * A node may also apply a USER OPERATOR: a tensor expression the caller builds from the node's
+ * input tensors and attributes. Once registered (process-wide, by name) it is used like a
+ * library operator: te_graph_node(g, "my_op", "alpha=0.5", ...) and `y = my_op(x) alpha=0.5`
+ * in the text form. Its pattern kind decides how it fuses (generic fusion and `@kind` rule
+ * atoms; rule files may also name it once it is registered), and its expression is chained into
+ * its group's kernel, tuned by `tune --graph` and checked against te_reference_eval like every
+ * other node.
+ *
+ *     static int build_scaled_tanh(te_ctx *ctx, int n_in, te_tensor *const *in,
+ *                                  const te_op_params *attrs, const char *name,
+ *                                  te_tensor **out, void *user)
+ *     {   // y = tanh(alpha * x), with te_compute_shape / te_read / te_call ...
+ *         ...; out[0] = y; return y ? TE_OK : te_ctx_errcode(ctx);
+ *     }
+ *     te_graph_user_op op = {.name = "scaled_tanh", .kind = TE_KIND_ELEMWISE, .min_in = 1,
+ *                            .max_in = 1, .inputs = "X", .attrs = "alpha=1",
+ *                            .build = build_scaled_tanh};
+ *     te_graph_op_register(&op, err, sizeof err);
+ */
+typedef struct te_op_params te_op_params;
+
+/* Builds a user operator's output tensor on in[0..n_in) in ctx, names it `name` and stores it
+ * in out[0]. attrs holds every attribute the operator declares: the node's value, else the
+ * declared default (values as text in p[i].val; p[i].ival when is_int). Returns TE_OK, or a
+ * status with a message on ctx (te_ctx_set_error) that the graph keeps after the node's name.
+ * Called whenever the graph (re)builds the node: when it is added, after every pass, for every
+ * group kernel and tuning task; it must be a pure function of its arguments. */
+typedef int (*te_graph_op_build_fn)(te_ctx *ctx, int n_in, te_tensor *const *in,
+                                    const te_op_params *attrs, const char *name, te_tensor **out,
+                                    void *user);
+
+typedef struct te_graph_user_op {
+    const char *name;     /* a C identifier of at most 39 characters, no library operator's */
+    te_op_kind kind;      /* its pattern kind (TE_KIND_OPAQUE: never fused) */
+    int min_in, max_in;   /* input count, 1 <= min_in <= max_in <= TE_OP_MAX_IO */
+    const char *inputs;   /* input names for messages ("X,W"); NULL: "X1,..." */
+    const char *attrs;    /* attributes with defaults, "alpha=1,axis=0"; NULL or "": none */
+    double flop_per_elem; /* cost per output element for the roofline (0: 1) */
+    te_graph_op_build_fn build;
+    void *user; /* passed to build; must outlive every graph using the operator */
+} te_graph_user_op;
+
+/* Registers a user operator for every graph of the process (thread-safe; the strings are
+ * copied). Returns TE_OK, or with a message in err (errsize bytes; may be NULL) TE_ERR_ARG (a
+ * bad or taken name, library or user, bad input counts or kind, no callback, attributes that
+ * are not KEY=VAL,...) or TE_ERR_OVERFLOW (TE_GRAPH_MAX_USER_OPS already registered).
+ * Operators cannot be unregistered. */
+#define TE_GRAPH_MAX_USER_OPS 64
+int te_graph_op_register(const te_graph_user_op *op, char *err, size_t errsize);
+
 /* ---- Graph passes ---------------------------------------------------------------------- */
 
 /* Removes nodes no graph output depends on and constants nobody reads. *removed (may be NULL)
@@ -398,6 +451,12 @@ typedef struct te_graph_mem_stats {
 /* Plans the intermediates of p (which must outlive the plan unchanged). Stores the plan in
  * *out (free with te_graph_memplan_free). TE_OK, TE_ERR_ARG or TE_ERR_NOMEM. */
 int te_graph_memplan_create(const te_fuse_plan *p, te_graph_memplan **out);
+/* Like te_graph_memplan_create with liveness over steps instead of groups: group gi runs in
+ * step step[gi] (one entry per group of p, nondecreasing from 0; NULL: step gi), and groups of one
+ * step may run at once (te_graph_exec's waves), so a buffer is live from its writer's step to its
+ * last reader's step and never shares bytes with a buffer of a concurrent group. first/last of the
+ * buffers are then steps. TE_ERR_ARG for a decreasing or negative step. */
+int te_graph_memplan_create_steps(const te_fuse_plan *p, const int *step, te_graph_memplan **out);
 void te_graph_memplan_free(te_graph_memplan *m);
 /* The figures above (zeros for a NULL plan). */
 void te_graph_memplan_stats(const te_graph_memplan *m, te_graph_mem_stats *out);
@@ -449,11 +508,43 @@ int te_graph_compile(te_graph *g, const te_fuse_plan *p, const te_target *target
  * is te_graph_compile. te_graph_exec_group_note says which, per group. */
 int te_graph_compile_db(te_graph *g, const te_fuse_plan *p, const te_target *target, te_db *db,
                         te_graph_exec **out);
-/* Runs the kernels in plan order. input_data[i] is the data of the i-th graph input (in
+/* Options of te_graph_compile_ex; a zeroed struct is te_graph_compile's defaults. */
+typedef struct te_graph_compile_opts {
+    const te_target *target; /* NULL: the host C target (te_target_host) */
+    te_db *db;               /* NULL: the default schedule for every group */
+    /* The run's thread budget, used across the whole run (0: target's num_cores, which
+     * te_target_host reads from $OMP_NUM_THREADS or the online CPUs). Kernels are built for it
+     * (their database records are looked up for a target with this many cores). */
+    int threads;
+    /* A group with fewer FLOPs (te_graph_node_flops summed) than threads x this is too small
+     * to use every thread; consecutive independent small groups (no group of them reads
+     * another's output) then run at once, each on a share of the threads (0: the default
+     * TE_GRAPH_MIN_FLOPS_PER_THREAD). */
+    double min_flops_per_thread;
+    int no_concurrency; /* 1: every group alone with all threads */
+} te_graph_compile_opts;
+
+#define TE_GRAPH_MIN_FLOPS_PER_THREAD (1 << 21)
+#define TE_GRAPH_MAX_WAVE 16 /* groups that may run at once */
+
+/* Compiles like te_graph_compile_db, with the options above, and plans the run's schedule:
+ * groups in plan order, grouped into WAVES. A wave is one group using every thread of the
+ * budget (its kernel's parallel loops), or up to min(threads, TE_GRAPH_MAX_WAVE) consecutive
+ * small, independent groups that run concurrently, the threads split among them in proportion
+ * to their FLOPs (at least one each, the shares summing to the budget: never more threads
+ * than the budget). The memory plan's liveness is over waves (te_graph_memplan_create_steps),
+ * so concurrent groups never share pool bytes. Inspect the schedule with
+ * te_graph_exec_group_wave / _group_threads. Returns TE_OK, or a status with a message on g
+ * (TE_ERR_ARG for a negative thread count or grain). */
+int te_graph_compile_ex(te_graph *g, const te_fuse_plan *p, const te_graph_compile_opts *o,
+                        te_graph_exec **out);
+/* Runs the kernels wave by wave (te_graph_compile_ex); the caller's OpenMP thread count is
+ * restored afterwards. input_data[i] is the data of the i-th graph input (in
  * te_graph_input_value order); output_data[j] (may be NULL, or hold NULLs) receives the j-th
  * graph output (te_graph_output_value order), in its dtype. Records each kernel's time. */
 int te_graph_run(te_graph_exec *e, const void *const *input_data, void *const *output_data);
-/* te_graph_run, calling after(e, gi, user) once group gi's kernel has run (may be NULL). While
+/* te_graph_run, calling after(e, gi, user) once group gi's kernel has run (may be NULL; from
+ * the calling thread, in group order, once gi's wave has finished). While
  * it runs, te_graph_exec_value gives group gi's outputs and inputs: intermediates share the
  * pool, so a value holds its data only until the last group reading it has run. */
 int te_graph_run_each(te_graph_exec *e, const void *const *input_data, void *const *output_data,
@@ -473,6 +564,14 @@ int te_graph_exec_group_from_db(const te_graph_exec *e, int gi, const char **not
 const char *te_graph_exec_group_key(const te_graph_exec *e, int gi);
 /* Seconds group gi's kernel took in the last run (0 before one, or for a bad index). */
 double te_graph_exec_group_seconds(const te_graph_exec *e, int gi);
+/* The run's thread budget. */
+int te_graph_exec_threads(const te_graph_exec *e);
+/* Number of waves of the schedule (te_graph_compile_ex). */
+int te_graph_exec_wave_count(const te_graph_exec *e);
+/* The wave group gi runs in (waves run in order; groups of one wave run at once), and the
+ * OpenMP threads its kernel gets. -1 for a bad index. */
+int te_graph_exec_group_wave(const te_graph_exec *e, int gi);
+int te_graph_exec_group_threads(const te_graph_exec *e, int gi);
 /* The pool's plan (owned by e). */
 const te_graph_memplan *te_graph_exec_memplan(const te_graph_exec *e);
 void te_graph_exec_free(te_graph_exec *e);

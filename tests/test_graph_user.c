@@ -1,0 +1,440 @@
+/* User operators as graph nodes (te_graph_op_register) and the run's threads
+ * (te_graph_compile_ex): a user tensor expression is used by name from the C API and the text
+ * form, fuses as its pattern kind allows, runs and matches the float64 reference; the schedule
+ * puts independent small groups in one wave with the thread budget split among them, and the
+ * results are the same bytes for 1 and 2 threads. */
+/* cmocka.h needs these first. */
+// clang-format off
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+// clang-format on
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tessera/graph.h"
+#include "tessera/ops.h"
+#include "testutil.h"
+
+static tt_rng g_rng;
+static te_fuse_rules *g_rules;
+
+static te_fuse_target target(void)
+{
+    te_fuse_target t;
+    memset(&t, 0, sizeof t);
+    snprintf(t.name, sizeof t.name, "cpu");
+    t.cores = 2;
+    t.vector_bits = 256;
+    t.l2_bytes = 1 << 20;
+    t.peak_gflops = 100;
+    t.mem_gbps = 20;
+    t.launch_us = 2;
+    return t;
+}
+
+/* ---- The user operators ------------------------------------------------------------------ */
+
+static double attr_f64(const te_op_params *kv, const char *key)
+{
+    for (int i = 0; i < kv->n; i++)
+        if (!strcmp(kv->p[i].key, key))
+            return strtod(kv->p[i].val, NULL);
+    return NAN; /* every declared attribute is passed: a missing one fails the test */
+}
+
+typedef struct st_args {
+    te_tensor *x;
+    double alpha;
+} st_args;
+
+static te_expr *scaled_tanh_body(te_ctx *ctx, te_expr *const *axes, void *user)
+{
+    const st_args *a = user;
+    te_expr *x = te_read(ctx, a->x, te_tensor_ndim(a->x), axes);
+    te_expr *ax = te_mul(ctx, te_const(ctx, te_tensor_dtype(a->x), a->alpha), x);
+    return te_call(ctx, TE_TANH, 1, &ax);
+}
+
+static int calls; /* how often the callbacks ran */
+
+/* y = tanh(alpha * x): elementwise. */
+static int build_scaled_tanh(te_ctx *ctx, int n_in, te_tensor *const *in,
+                             const te_op_params *attrs, const char *name, te_tensor **out,
+                             void *user)
+{
+    (void)n_in, (void)user;
+    calls++;
+    st_args a = {in[0], attr_f64(attrs, "alpha")};
+    if (!(a.alpha > 0))
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "alpha must be > 0");
+    out[0] = te_compute_shape(ctx, name, te_tensor_ndim(in[0]), te_tensor_shape(in[0]),
+                              scaled_tanh_body, &a);
+    return out[0] ? TE_OK : te_ctx_errcode(ctx);
+}
+
+/* The same expression as an opaque operator: it fuses with nothing. */
+static int build_opaque_scale(te_ctx *ctx, int n_in, te_tensor *const *in,
+                              const te_op_params *attrs, const char *name, te_tensor **out,
+                              void *user)
+{
+    return build_scaled_tanh(ctx, n_in, in, attrs, name, out, user);
+}
+
+static void register_ops(void)
+{
+    char err[256];
+    static int done;
+    if (done)
+        return;
+    te_graph_user_op st = {.name = "scaled_tanh",
+                           .kind = TE_KIND_ELEMWISE,
+                           .min_in = 1,
+                           .max_in = 1,
+                           .inputs = "X",
+                           .attrs = "alpha=1",
+                           .flop_per_elem = 4,
+                           .build = build_scaled_tanh};
+    if (te_graph_op_register(&st, err, sizeof err))
+        fail_msg("%s", err);
+    te_graph_user_op op = st;
+    op.name = "opaque_scale";
+    op.kind = TE_KIND_OPAQUE;
+    op.build = build_opaque_scale;
+    if (te_graph_op_register(&op, err, sizeof err))
+        fail_msg("%s", err);
+    done = 1;
+}
+
+static void test_register_refuses_bad_operators_with_a_message(void **state)
+{
+    (void)state;
+    register_ops();
+    char err[256];
+    te_graph_user_op ok = {.name = "fine_op", .kind = TE_KIND_ELEMWISE, .min_in = 1,
+                           .max_in = 1, .build = build_scaled_tanh};
+    te_graph_user_op bad = ok;
+    bad.name = "matmul";
+    assert_int_equal(te_graph_op_register(&bad, err, sizeof err), TE_ERR_ARG);
+    assert_non_null(strstr(err, "'matmul'"));
+    assert_non_null(strstr(err, "taken"));
+    bad.name = "scaled_tanh";
+    assert_int_equal(te_graph_op_register(&bad, err, sizeof err), TE_ERR_ARG);
+    assert_non_null(strstr(err, "taken"));
+    bad.name = "2bad";
+    assert_int_equal(te_graph_op_register(&bad, err, sizeof err), TE_ERR_ARG);
+    assert_non_null(strstr(err, "C identifier"));
+    bad = ok;
+    bad.build = NULL;
+    assert_int_equal(te_graph_op_register(&bad, err, sizeof err), TE_ERR_ARG);
+    assert_non_null(strstr(err, "callback"));
+    bad = ok;
+    bad.max_in = 0;
+    assert_int_equal(te_graph_op_register(&bad, err, sizeof err), TE_ERR_ARG);
+    bad = ok;
+    bad.attrs = "alpha";
+    assert_int_equal(te_graph_op_register(&bad, err, sizeof err), TE_ERR_ARG);
+    assert_non_null(strstr(err, "attributes"));
+    assert_int_equal(te_graph_op_register(NULL, err, sizeof err), TE_ERR_ARG);
+    assert_int_equal(te_graph_op_kind("scaled_tanh"), TE_KIND_ELEMWISE);
+    assert_int_equal(te_graph_op_kind("opaque_scale"), TE_KIND_OPAQUE);
+}
+
+static void test_user_node_checks_inputs_and_attributes(void **state)
+{
+    (void)state;
+    register_ops();
+    te_graph *g = te_graph_create();
+    int x = te_graph_input(g, "x", TE_F32, 2, (int64_t[]){4, 8});
+    assert_true(te_graph_node(g, "scaled_tanh", "beta=2", 1, &x, "y") < 0);
+    assert_non_null(strstr(te_graph_errmsg(g), "node 'y' (scaled_tanh)"));
+    assert_non_null(strstr(te_graph_errmsg(g), "beta"));
+    te_graph_clear_error(g);
+    assert_true(te_graph_node(g, "scaled_tanh", "alpha=-1", 1, &x, "y") < 0);
+    assert_non_null(strstr(te_graph_errmsg(g), "alpha must be > 0"));
+    te_graph_clear_error(g);
+    assert_true(te_graph_node(g, "scaled_tanh", NULL, 2, (int[]){x, x}, "y") < 0);
+    assert_non_null(strstr(te_graph_errmsg(g), "inputs given"));
+    te_graph_free(g);
+}
+
+/* Runs e on fresh random inputs (seeded: equal across calls with equal seeds) and returns the
+ * first output (caller frees); checks every output against the reference. */
+static float *run_and_check(te_graph *g, te_graph_exec *e, uint64_t seed, double tol)
+{
+    tt_rng r;
+    tt_rng_seed(&r, seed);
+    int nin = te_graph_input_count(g);
+    float *in[8];
+    const void *inp[8];
+    for (int i = 0; i < nin; i++) {
+        size_t n = (size_t)te_graph_value_numel(g, te_graph_input_value(g, i));
+        in[i] = malloc(sizeof(float) * n);
+        tt_fill_f32(&r, in[i], n);
+        inp[i] = in[i];
+    }
+    int nout = te_graph_output_count(g);
+    float *out[8];
+    for (int j = 0; j < nout; j++) {
+        size_t n = (size_t)te_graph_value_numel(g, te_graph_output_value(g, j));
+        out[j] = malloc(sizeof(float) * n);
+        tt_poison_f32(out[j], n);
+    }
+    if (te_graph_run(e, inp, (void *const *)out))
+        fail_msg("%s", te_graph_errmsg(g));
+    for (int j = 0; j < nout; j++) {
+        int v = te_graph_output_value(g, j);
+        size_t n = (size_t)te_graph_value_numel(g, v);
+        double *want = malloc(sizeof(double) * n);
+        assert_int_equal(te_graph_eval_reference(g, inp, 1, &v, &want), TE_OK);
+        double err = tt_max_rel_err_f32(out[j], want, n);
+        if (!(err <= tol))
+            fail_msg("output '%s': relative error %g", te_graph_value_name(g, v), err);
+        free(want);
+        if (j)
+            free(out[j]);
+    }
+    for (int i = 0; i < nin; i++)
+        free(in[i]);
+    return out[0];
+}
+
+static void test_user_node_from_text_fuses_runs_and_matches_reference(void **state)
+{
+    (void)state;
+    register_ops();
+    te_graph *g = te_graph_create();
+    if (te_graph_parse(g,
+                       "input x f32[16,32]\n"
+                       "const w f32[32,24] random seed=1 lo=-0.2 hi=0.2\n"
+                       "const b f32[24] random seed=2\n"
+                       "h = matmul(x, w)\n"
+                       "hb = add(h, b)\n"
+                       "y = scaled_tanh(hb) alpha=0.5\n"
+                       "output y\n",
+                       "user.graph"))
+        fail_msg("%s", te_graph_errmsg(g));
+    te_fuse_target t = target();
+    te_fuse_plan *p = te_graph_fuse(g, g_rules, &t);
+    assert_non_null(p);
+    /* Elementwise: it joins the matmul's epilogue, one kernel for the three nodes. */
+    assert_int_equal(te_fuse_plan_group_count(p), 1);
+    te_ctx *ctx = te_ctx_create();
+    te_graph_group_expr ge;
+    assert_int_equal(te_graph_group_expr_build(g, p, 0, ctx, &ge), TE_OK);
+    assert_string_equal(ge.name, "graph_matmul_add_scaled_tanh");
+    assert_non_null(strstr(ge.key, "graph_matmul_add_scaled_tanh"));
+    te_ctx_free(ctx);
+    te_graph_exec *e = NULL;
+    if (te_graph_compile(g, p, NULL, &e))
+        fail_msg("%s", te_graph_errmsg(g));
+    assert_int_equal(te_graph_exec_kernel_count(e), 1);
+    free(run_and_check(g, e, 7, 1e-5));
+    te_graph_exec_free(e);
+    te_fuse_plan_free(p);
+    te_graph_free(g);
+}
+
+static void test_user_node_attribute_reaches_the_expression(void **state)
+{
+    (void)state;
+    register_ops();
+    te_graph *g = te_graph_create();
+    int x = te_graph_input(g, "x", TE_F32, 1, (int64_t[]){64});
+    int y = te_graph_node(g, "scaled_tanh", "alpha=0.25", 1, &x, "y");
+    int z = te_graph_node(g, "scaled_tanh", NULL, 1, &x, "z"); /* the default, alpha=1 */
+    te_graph_output(g, y);
+    te_graph_output(g, z);
+    if (te_graph_errcode(g))
+        fail_msg("%s", te_graph_errmsg(g));
+    assert_int_equal(te_graph_optimize(g, NULL), TE_OK); /* rebuilds: the callback again */
+    te_fuse_target t = target();
+    te_fuse_plan *p = te_graph_fuse(g, g_rules, &t);
+    te_graph_exec *e = NULL;
+    if (te_graph_compile(g, p, NULL, &e))
+        fail_msg("%s", te_graph_errmsg(g));
+    float in[64], oy[64], oz[64];
+    tt_fill_f32(&g_rng, in, 64);
+    tt_poison_f32(oy, 64);
+    tt_poison_f32(oz, 64);
+    assert_int_equal(te_graph_run(e, (const void *[]){in}, (void *[]){oy, oz}), TE_OK);
+    for (int i = 0; i < 64; i++) {
+        assert_float_equal(oy[i], tanh(0.25 * in[i]), 1e-6);
+        assert_float_equal(oz[i], tanh(in[i]), 1e-6);
+    }
+    te_graph_exec_free(e);
+    te_fuse_plan_free(p);
+    te_graph_free(g);
+}
+
+/* ---- Threads across the run ---------------------------------------------------------------- */
+
+/* Two opaque branches from x (groups of their own, independent), then their sum. */
+static const char *branches =
+    "input x f32[8,16]\n"
+    "a = opaque_scale(x) alpha=0.5\n"
+    "b = opaque_scale(x) alpha=2\n"
+    "c = add(a, b)\n"
+    "const w f32[16,16] random seed=3 lo=-0.3 hi=0.3\n"
+    "y = matmul(c, w)\n"
+    "output y\n";
+
+static te_graph_exec *compile_with(te_graph *g, te_fuse_plan *p, int threads, double grain,
+                                   int no_concurrency)
+{
+    te_graph_compile_opts o = {.threads = threads,
+                               .min_flops_per_thread = grain,
+                               .no_concurrency = no_concurrency};
+    te_graph_exec *e = NULL;
+    if (te_graph_compile_ex(g, p, &o, &e))
+        fail_msg("%s", te_graph_errmsg(g));
+    assert_int_equal(te_graph_exec_threads(e), threads);
+    /* Never more threads than the budget in any wave. */
+    for (int w = 0; w < te_graph_exec_wave_count(e); w++) {
+        int sum = 0;
+        for (int gi = 0; gi < te_graph_exec_kernel_count(e); gi++)
+            if (te_graph_exec_group_wave(e, gi) == w)
+                sum += te_graph_exec_group_threads(e, gi);
+        assert_int_equal(sum, threads);
+    }
+    return e;
+}
+
+static void test_independent_small_groups_share_a_wave_and_the_threads(void **state)
+{
+    (void)state;
+    register_ops();
+    te_graph *g = te_graph_create();
+    if (te_graph_parse(g, branches, "branches.graph"))
+        fail_msg("%s", te_graph_errmsg(g));
+    te_fuse_target t = target();
+    te_fuse_plan *p = te_graph_fuse(g, g_rules, &t);
+    assert_non_null(p);
+    int na = te_graph_value_producer(g, te_graph_find(g, "a")), nb = te_graph_value_producer(g, te_graph_find(g, "b"));
+    int ga = te_fuse_plan_group_of(p, na), gb = te_fuse_plan_group_of(p, nb);
+    int gy = te_fuse_plan_group_of(p, te_graph_value_producer(g, te_graph_find(g, "y")));
+    assert_int_not_equal(ga, gb);
+    assert_int_equal(te_fuse_plan_group_count(p), 4); /* a, b, add, matmul */
+
+    /* 2 threads, tiny groups: a and b in one wave, one thread each; the rest after it. */
+    te_graph_exec *e2 = compile_with(g, p, 2, 0, 0);
+    assert_int_equal(te_graph_exec_group_wave(e2, ga), te_graph_exec_group_wave(e2, gb));
+    assert_int_equal(te_graph_exec_group_threads(e2, ga), 1);
+    assert_int_equal(te_graph_exec_group_threads(e2, gb), 1);
+    assert_true(te_graph_exec_group_wave(e2, gy) > te_graph_exec_group_wave(e2, ga));
+    assert_int_equal(te_graph_exec_group_threads(e2, gy), 2);
+    assert_int_equal(te_graph_exec_wave_count(e2), 3);
+    /* Concurrent groups never share pool bytes. */
+    const te_graph_memplan *mp = te_graph_exec_memplan(e2);
+    int64_t oa = te_graph_memplan_offset(mp, te_graph_find(g, "a"));
+    int64_t ob = te_graph_memplan_offset(mp, te_graph_find(g, "b"));
+    assert_true(oa >= 0 && ob >= 0);
+    assert_true(oa + 8 * 16 * 4 <= ob || ob + 8 * 16 * 4 <= oa);
+
+    /* One thread, no concurrency asked, or groups too big to share: one group per wave. */
+    te_graph_exec *e1 = compile_with(g, p, 1, 0, 0);
+    assert_int_equal(te_graph_exec_wave_count(e1), 4);
+    te_graph_exec *en = compile_with(g, p, 2, 0, 1);
+    assert_int_equal(te_graph_exec_wave_count(en), 4);
+    te_graph_exec *eb = compile_with(g, p, 2, 1e-3, 0);
+    assert_int_equal(te_graph_exec_wave_count(eb), 4);
+    assert_int_equal(te_graph_exec_group_threads(eb, ga), 2);
+
+    /* The same bytes whichever schedule ran, and the reference's values. */
+    float *y2 = run_and_check(g, e2, 11, 1e-5);
+    float *y1 = run_and_check(g, e1, 11, 1e-5);
+    float *yn = run_and_check(g, en, 11, 1e-5);
+    assert_memory_equal(y1, y2, 8 * 16 * sizeof(float));
+    assert_memory_equal(y1, yn, 8 * 16 * sizeof(float));
+    free(y1), free(y2), free(yn);
+    te_graph_exec_free(e1);
+    te_graph_exec_free(e2);
+    te_graph_exec_free(en);
+    te_graph_exec_free(eb);
+    te_fuse_plan_free(p);
+    te_graph_free(g);
+}
+
+static void test_encoder_results_identical_for_1_and_2_threads(void **state)
+{
+    (void)state;
+    te_graph *g = te_graph_create();
+    if (te_graph_parse(g,
+                       "input x f32[8,32]\n"
+                       "const ln_g f32[32] random seed=1 lo=0.5 hi=1.5\n"
+                       "const ln_b f32[32] random seed=2\n"
+                       "const w1 f32[32,64] random seed=3 lo=-0.2 hi=0.2\n"
+                       "const b1 f32[64] random seed=4\n"
+                       "const w2 f32[64,32] random seed=5 lo=-0.2 hi=0.2\n"
+                       "h = layer_norm(x, ln_g, ln_b)\n"
+                       "f1 = matmul(h, w1)\nf1b = add(f1, b1)\ng = gelu(f1b)\n"
+                       "s = softmax(g)\n"
+                       "f2 = matmul(s, w2)\ny = add(f2, x)\n"
+                       "output y\n",
+                       "ffn.graph"))
+        fail_msg("%s", te_graph_errmsg(g));
+    te_fuse_target t = target();
+    te_fuse_plan *p = te_graph_fuse(g, g_rules, &t);
+    te_graph_exec *e1 = compile_with(g, p, 1, 0, 0);
+    te_graph_exec *e2 = compile_with(g, p, 2, 0, 0);
+    float *y1 = run_and_check(g, e1, 5, 1e-5);
+    float *y2 = run_and_check(g, e2, 5, 1e-5);
+    assert_memory_equal(y1, y2, 8 * 32 * sizeof(float));
+    free(y1), free(y2);
+    te_graph_exec_free(e1);
+    te_graph_exec_free(e2);
+    te_fuse_plan_free(p);
+    te_graph_free(g);
+}
+
+static void test_compile_ex_refuses_negative_threads(void **state)
+{
+    (void)state;
+    te_graph *g = te_graph_create();
+    int x = te_graph_input(g, "x", TE_F32, 1, (int64_t[]){4});
+    te_graph_output(g, te_graph_node(g, "relu", NULL, 1, &x, "y"));
+    te_fuse_plan *p = te_graph_fuse(g, NULL, NULL);
+    te_graph_compile_opts o = {.threads = -1};
+    te_graph_exec *e = NULL;
+    assert_int_equal(te_graph_compile_ex(g, p, &o, &e), TE_ERR_ARG);
+    assert_null(e);
+    assert_non_null(strstr(te_graph_errmsg(g), "threads"));
+    te_fuse_plan_free(p);
+    te_graph_free(g);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    char path[512], err[512];
+    snprintf(path, sizeof path, "%s/cpu.rules", TE_RULES_DIR);
+    g_rules = te_fuse_rules_load(path, err, sizeof err);
+    return g_rules ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    te_fuse_rules_free(g_rules);
+    return 0;
+}
+
+int main(void)
+{
+    tt_rng_seed(&g_rng, tt_seed(15));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_register_refuses_bad_operators_with_a_message),
+        cmocka_unit_test(test_user_node_checks_inputs_and_attributes),
+        cmocka_unit_test(test_user_node_from_text_fuses_runs_and_matches_reference),
+        cmocka_unit_test(test_user_node_attribute_reaches_the_expression),
+        cmocka_unit_test(test_independent_small_groups_share_a_wave_and_the_threads),
+        cmocka_unit_test(test_encoder_results_identical_for_1_and_2_threads),
+        cmocka_unit_test(test_compile_ex_refuses_negative_threads),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
