@@ -42,10 +42,10 @@ static int user_apply(te_ctx *ctx, const te__gop *op, const te_op_params *kv, in
     out[0] = NULL;
     rc = u->build(ctx, n_in, in, &all, names[0], out, u->user);
     if (!rc && !out[0])
-        rc = te_ctx_errcode(ctx) ? te_ctx_errcode(ctx)
-                                 : te_ctx_set_error(ctx, TE_ERR_INTERNAL,
-                                                    "%s: the callback returned no tensor",
-                                                    op->name);
+        rc = te_ctx_errcode(ctx)
+                 ? te_ctx_errcode(ctx)
+                 : te_ctx_set_error(ctx, TE_ERR_INTERNAL, "%s: the callback returned no tensor",
+                                    op->name);
     return rc;
 }
 
@@ -85,7 +85,8 @@ int te_graph_op_register(const te_graph_user_op *op, char *err, size_t errsize)
         return fail(err, errsize, TE_ERR_ARG, "te_graph_op_register: no operator");
     const char *nm = op->name ? op->name : "";
     size_t len = strlen(nm);
-    int ok = len > 0 && len < sizeof users[0].name && (isalpha((unsigned char)nm[0]) || nm[0] == '_');
+    int ok =
+        len > 0 && len < sizeof users[0].name && (isalpha((unsigned char)nm[0]) || nm[0] == '_');
     for (size_t i = 0; ok && i < len; i++)
         ok = isalnum((unsigned char)nm[i]) || nm[i] == '_';
     if (!ok)
@@ -95,8 +96,10 @@ int te_graph_op_register(const te_graph_user_op *op, char *err, size_t errsize)
     if (!op->build)
         return fail(err, errsize, TE_ERR_ARG, "user operator '%s': no build callback", nm);
     if ((unsigned)op->kind >= TE_KIND_COUNT)
-        return fail(err, errsize, TE_ERR_ARG, "user operator '%s': pattern kind %d is not a "
-                    "te_op_kind", nm, (int)op->kind);
+        return fail(err, errsize, TE_ERR_ARG,
+                    "user operator '%s': pattern kind %d is not a "
+                    "te_op_kind",
+                    nm, (int)op->kind);
     if (op->min_in < 1 || op->max_in < op->min_in || op->max_in > TE__G_MAXIO)
         return fail(err, errsize, TE_ERR_ARG,
                     "user operator '%s': inputs %d..%d (need 1 <= min_in <= max_in <= %d)", nm,

@@ -64,9 +64,8 @@ static te_expr *scaled_tanh_body(te_ctx *ctx, te_expr *const *axes, void *user)
 static int calls; /* how often the callbacks ran */
 
 /* y = tanh(alpha * x): elementwise. */
-static int build_scaled_tanh(te_ctx *ctx, int n_in, te_tensor *const *in,
-                             const te_op_params *attrs, const char *name, te_tensor **out,
-                             void *user)
+static int build_scaled_tanh(te_ctx *ctx, int n_in, te_tensor *const *in, const te_op_params *attrs,
+                             const char *name, te_tensor **out, void *user)
 {
     (void)n_in, (void)user;
     calls++;
@@ -116,8 +115,11 @@ static void test_register_refuses_bad_operators_with_a_message(void **state)
     (void)state;
     register_ops();
     char err[256];
-    te_graph_user_op ok = {.name = "fine_op", .kind = TE_KIND_ELEMWISE, .min_in = 1,
-                           .max_in = 1, .build = build_scaled_tanh};
+    te_graph_user_op ok = {.name = "fine_op",
+                           .kind = TE_KIND_ELEMWISE,
+                           .min_in = 1,
+                           .max_in = 1,
+                           .build = build_scaled_tanh};
     te_graph_user_op bad = ok;
     bad.name = "matmul";
     assert_int_equal(te_graph_op_register(&bad, err, sizeof err), TE_ERR_ARG);
@@ -275,21 +277,19 @@ static void test_user_node_attribute_reaches_the_expression(void **state)
 /* ---- Threads across the run ---------------------------------------------------------------- */
 
 /* Two opaque branches from x (groups of their own, independent), then their sum. */
-static const char *branches =
-    "input x f32[8,16]\n"
-    "a = opaque_scale(x) alpha=0.5\n"
-    "b = opaque_scale(x) alpha=2\n"
-    "c = add(a, b)\n"
-    "const w f32[16,16] random seed=3 lo=-0.3 hi=0.3\n"
-    "y = matmul(c, w)\n"
-    "output y\n";
+static const char *branches = "input x f32[8,16]\n"
+                              "a = opaque_scale(x) alpha=0.5\n"
+                              "b = opaque_scale(x) alpha=2\n"
+                              "c = add(a, b)\n"
+                              "const w f32[16,16] random seed=3 lo=-0.3 hi=0.3\n"
+                              "y = matmul(c, w)\n"
+                              "output y\n";
 
 static te_graph_exec *compile_with(te_graph *g, te_fuse_plan *p, int threads, double grain,
                                    int no_concurrency)
 {
-    te_graph_compile_opts o = {.threads = threads,
-                               .min_flops_per_thread = grain,
-                               .no_concurrency = no_concurrency};
+    te_graph_compile_opts o = {
+        .threads = threads, .min_flops_per_thread = grain, .no_concurrency = no_concurrency};
     te_graph_exec *e = NULL;
     if (te_graph_compile_ex(g, p, &o, &e))
         fail_msg("%s", te_graph_errmsg(g));
@@ -315,7 +315,8 @@ static void test_independent_small_groups_share_a_wave_and_the_threads(void **st
     te_fuse_target t = target();
     te_fuse_plan *p = te_graph_fuse(g, g_rules, &t);
     assert_non_null(p);
-    int na = te_graph_value_producer(g, te_graph_find(g, "a")), nb = te_graph_value_producer(g, te_graph_find(g, "b"));
+    int na = te_graph_value_producer(g, te_graph_find(g, "a")),
+        nb = te_graph_value_producer(g, te_graph_find(g, "b"));
     int ga = te_fuse_plan_group_of(p, na), gb = te_fuse_plan_group_of(p, nb);
     int gy = te_fuse_plan_group_of(p, te_graph_value_producer(g, te_graph_find(g, "y")));
     assert_int_not_equal(ga, gb);

@@ -18,6 +18,7 @@
 #include "tessera/te.h"
 #include "tessera/tuner.h"
 #include "tools/baselines.h"
+#include "tools/bench_graph.h"
 #include "tools/bench_report.h"
 #include "tools/cli.h"
 
@@ -564,7 +565,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tessera bench [--json] [--reps N] [--threads LIST] [--only NAME] "
-            "[--db FILE] [--report FILE]\n\n"
+            "[--db FILE] [--report FILE]\n"
+            "       tessera bench --graph GRAPH [--db FILE] [--threads LIST] [--json] (--help)\n\n"
             "Runs hand-scheduled Tessera kernels beside the strongest baselines on this\n"
             "machine (matmul, the MLP gate: OpenBLAS with the kernels that fit the CPU and\n"
             "oneDNN's matmul, plain and with packed weights) and beside memcpy (softmax,\n"
@@ -586,6 +588,8 @@ static void usage(FILE *f)
 
 int te_cmd_bench(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "--graph")) /* tools/bench_graph.c */
+        return te_cmd_bench_graph(argc - 1, argv + 1);
     bool json = false;
     int reps = 9, threads[8] = {1, 2}, nthreads = 2;
     const char *only = NULL, *db_path = NULL, *report = NULL;

@@ -1,0 +1,641 @@
+/*
+ * `tessera bench --graph GRAPH`: the fused graph (one kernel per group, schedules from --db
+ * where `tessera tune --graph` left records, the intermediates in one planned pool, the run's
+ * threads across the groups) against the SAME graph run node by node: cblas_sgemm for matmul
+ * and batch_matmul, im2col + cblas_sgemm for conv2d, plain C loops (OpenMP over rows) for the
+ * elementwise, broadcast, softmax, layer norm, batch norm, transpose and reshape nodes, every
+ * node's output materialized in a buffer of its own. Both run in one process, alternating,
+ * for each thread count; times are medians. Also: the kernel count (nodes against groups) and
+ * the peak intermediate memory node by node (every node output kept, no reuse) against fused
+ * and planned (the pool). The graph outputs of both paths must agree within 1e-4 (max |a-b| /
+ * max |b| per output), else the command exits 1.
+ *
+ *   tessera tune --graph block.graph --db t.db --trials 200   (with OMP_NUM_THREADS=T per T)
+ *   tessera bench --graph block.graph --db t.db --threads 1,2 --json
+ */
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tessera/graph.h"
+#include "tessera/target.h"
+#include "tessera/tuning_db.h"
+#include "tools/baselines.h"
+#include "tools/bench_graph.h"
+#include "tools/cli.h"
+#include "tools/graph_cli.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tessera bench --graph GRAPH [--db FILE] [--threads LIST] [--reps N] "
+               "[--json]\n"
+               "                     [--rules FILE | --no-rules] [--optimize]\n\n"
+               "The fused graph (tuned groups from --db) against the same graph run node by\n"
+               "node (OpenBLAS sgemm, im2col + sgemm, plain loops; every output materialized),\n"
+               "alternating, medians over --reps runs, for each thread count; kernels and peak\n"
+               "intermediate memory before and after fusion + planning. Exits 1 when the outputs\n"
+               "differ by more than 1e-4 (relative to the largest magnitude).\n\n"
+               "  --db FILE       tuned records (tessera tune --graph GRAPH --db FILE, run with\n"
+               "                  OMP_NUM_THREADS set to each thread count benched)\n"
+               "  --threads LIST  comma-separated thread counts (default 1,2)\n"
+               "  --reps N        timed runs of each path (default 9)\n"
+               "  --optimize      run the graph passes first (both paths; tuned keys then come\n"
+               "                  from the optimized graph)\n");
+}
+
+/* ---- The node-by-node executor ------------------------------------------------------------- */
+
+typedef struct nbn {
+    const te_graph *g;
+    float **buf; /* per value: inputs (owned copies), constants (the graph's), node outputs */
+    int *owned;
+    float *scratch; /* im2col */
+    size_t scratch_n;
+} nbn;
+
+static int64_t attr_int(const char *attrs, const char *key, int64_t dflt)
+{
+    size_t kl = strlen(key);
+    for (const char *p = attrs; p && *p;) {
+        if (!strncmp(p, key, kl) && p[kl] == '=')
+            return strtoll(p + kl + 1, NULL, 10);
+        p = strchr(p, ',');
+        p = p ? p + 1 : NULL;
+    }
+    return dflt;
+}
+
+static double attr_f64(const char *attrs, const char *key, double dflt)
+{
+    size_t kl = strlen(key);
+    for (const char *p = attrs; p && *p;) {
+        if (!strncmp(p, key, kl) && p[kl] == '=')
+            return strtod(p + kl + 1, NULL);
+        p = strchr(p, ',');
+        p = p ? p + 1 : NULL;
+    }
+    return dflt;
+}
+
+static int attr_list(const char *attrs, const char *key, int64_t *out, int cap)
+{
+    size_t kl = strlen(key);
+    for (const char *p = attrs; p && *p;) {
+        if (!strncmp(p, key, kl) && p[kl] == '=') {
+            int n = 0;
+            for (const char *s = p + kl + 1; *s && *s != ',' && n < cap;) {
+                char *end;
+                out[n++] = strtoll(s, &end, 10);
+                if (end == s)
+                    return -1;
+                s = *end == ':' ? end + 1 : end;
+            }
+            return n;
+        }
+        p = strchr(p, ',');
+        p = p ? p + 1 : NULL;
+    }
+    return 0;
+}
+
+/* Broadcast binary op over out's shape: inputs right-aligned, extent-1 axes repeat. The last
+ * axis runs as an inner loop with stride 0 or 1. */
+static void binary(const te_graph *g, int op, int va, int vb, int vo, const float *A,
+                   const float *B, float *O)
+{
+    int nd = te_graph_value_ndim(g, vo);
+    const int64_t *os = te_graph_value_shape(g, vo);
+    int64_t sa[8] = {0}, sb[8] = {0};
+    const int vs[2] = {va, vb};
+    int64_t *st[2] = {sa, sb};
+    for (int k = 0; k < 2; k++) {
+        int n = te_graph_value_ndim(g, vs[k]);
+        const int64_t *s = te_graph_value_shape(g, vs[k]);
+        int64_t stride = 1;
+        for (int d = n - 1; d >= 0; d--) {
+            int od = nd - n + d;
+            st[k][od] = s[d] == 1 ? 0 : stride;
+            stride *= s[d];
+        }
+    }
+    int64_t inner = os[nd - 1], outer = te_graph_value_numel(g, vo) / inner;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < outer; r++) {
+        int64_t oa = 0, ob = 0, rem = r;
+        for (int d = nd - 2; d >= 0; d--) {
+            int64_t i = rem % os[d];
+            rem /= os[d];
+            oa += i * sa[d];
+            ob += i * sb[d];
+        }
+        const float *a = A + oa, *b = B + ob;
+        float *o = O + r * inner;
+        int64_t ia = sa[nd - 1], ib = sb[nd - 1];
+        switch (op) {
+        case 0:
+            for (int64_t j = 0; j < inner; j++)
+                o[j] = a[j * ia] + b[j * ib];
+            break;
+        case 1:
+            for (int64_t j = 0; j < inner; j++)
+                o[j] = a[j * ia] - b[j * ib];
+            break;
+        case 2:
+            for (int64_t j = 0; j < inner; j++)
+                o[j] = a[j * ia] * b[j * ib];
+            break;
+        default:
+            for (int64_t j = 0; j < inner; j++)
+                o[j] = a[j * ia] / b[j * ib];
+        }
+    }
+}
+
+static void transpose(const te_graph *g, int vi, int vo, const int64_t *perm, const float *X,
+                      float *O)
+{
+    int nd = te_graph_value_ndim(g, vi);
+    const int64_t *is = te_graph_value_shape(g, vi), *os = te_graph_value_shape(g, vo);
+    int64_t istride[8], s = 1;
+    for (int d = nd - 1; d >= 0; d--)
+        istride[d] = s, s *= is[d];
+    int64_t inner = os[nd - 1], outer = te_graph_value_numel(g, vo) / inner;
+    int64_t step = istride[perm[nd - 1]];
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < outer; r++) {
+        int64_t off = 0, rem = r;
+        for (int d = nd - 2; d >= 0; d--) {
+            off += (rem % os[d]) * istride[perm[d]];
+            rem /= os[d];
+        }
+        float *o = O + r * inner;
+        for (int64_t j = 0; j < inner; j++)
+            o[j] = X[off + j * step];
+    }
+}
+
+static void conv2d(nbn *x, const char *attrs, int vi, int vw, int vo, const float *X,
+                   const float *W, float *O)
+{
+    const te_graph *g = x->g;
+    const int64_t *is = te_graph_value_shape(g, vi), *ws = te_graph_value_shape(g, vw),
+                  *os = te_graph_value_shape(g, vo);
+    int64_t N = is[0], C = is[1], H = is[2], Wd = is[3], OC = ws[0], KH = ws[2], KW = ws[3];
+    int64_t OH = os[2], OW = os[3];
+    int64_t st = attr_int(attrs, "stride", 1), pad = attr_int(attrs, "pad", 0),
+            dil = attr_int(attrs, "dilation", 1);
+    int64_t K = C * KH * KW, P = OH * OW;
+    float *col = x->scratch;
+    for (int64_t n = 0; n < N; n++) {
+        const float *xn = X + n * C * H * Wd;
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < K; r++) {
+            int64_t c = r / (KH * KW), kh = r / KW % KH, kw = r % KW;
+            float *dst = col + r * P;
+            for (int64_t oh = 0; oh < OH; oh++) {
+                int64_t ih = oh * st - pad + kh * dil;
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    int64_t iw = ow * st - pad + kw * dil;
+                    dst[oh * OW + ow] = ih >= 0 && ih < H && iw >= 0 && iw < Wd
+                                            ? xn[(c * H + ih) * Wd + iw]
+                                            : 0.0f;
+                }
+            }
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)OC, (int)P, (int)K, 1.0f, W,
+                    (int)K, col, (int)P, 0.0f, O + n * OC * P, (int)P);
+    }
+}
+
+/* Row operations over the last axis: softmax (max-subtracted) and layer norm. */
+static void rows(int which, int64_t R, int64_t n, double eps, const float *X, const float *G,
+                 const float *B, float *O)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < R; r++) {
+        const float *x = X + r * n;
+        float *o = O + r * n;
+        if (which == 0) {
+            float mx = x[0];
+            for (int64_t j = 1; j < n; j++)
+                mx = x[j] > mx ? x[j] : mx;
+            float sum = 0;
+            for (int64_t j = 0; j < n; j++)
+                sum += (o[j] = expf(x[j] - mx));
+            float inv = 1.0f / sum;
+            for (int64_t j = 0; j < n; j++)
+                o[j] *= inv;
+        } else {
+            float mean = 0, var = 0;
+            for (int64_t j = 0; j < n; j++)
+                mean += x[j];
+            mean /= (float)n;
+            for (int64_t j = 0; j < n; j++)
+                var += (x[j] - mean) * (x[j] - mean);
+            float inv = 1.0f / sqrtf(var / (float)n + (float)eps);
+            for (int64_t j = 0; j < n; j++)
+                o[j] = (x[j] - mean) * inv * (G ? G[j] : 1.0f) + (B ? B[j] : 0.0f);
+        }
+    }
+}
+
+/* Runs node nd; 0, or 1 after printing why the baseline cannot. */
+static int run_node(nbn *x, int nd)
+{
+    const te_graph *g = x->g;
+    const char *op = te_graph_node_op(g, nd), *attrs = te_graph_node_attrs(g, nd);
+    int nin = te_graph_node_ninputs(g, nd), vo = te_graph_node_output(g, nd, 0);
+    int vi[8];
+    const float *in[8];
+    for (int i = 0; i < nin && i < 8; i++) {
+        vi[i] = te_graph_node_input(g, nd, i);
+        in[i] = x->buf[vi[i]];
+    }
+    float *o = x->buf[vo];
+    int64_t n = te_graph_value_numel(g, vo);
+    int od = te_graph_value_ndim(g, vo);
+    const int64_t *os = te_graph_value_shape(g, vo);
+    if (!strcmp(op, "matmul") || !strcmp(op, "batch_matmul")) {
+        int ta = (int)attr_int(attrs, "trans_a", 0), tb = (int)attr_int(attrs, "trans_b", 0);
+        int na = te_graph_value_ndim(g, vi[0]);
+        const int64_t *as = te_graph_value_shape(g, vi[0]);
+        int64_t M = os[od - 2], N = os[od - 1], K = ta ? as[na - 2] : as[na - 1];
+        int64_t batch = n / (M * N);
+        int64_t a_b = te_graph_value_numel(g, vi[0]) == M * K ? 0 : M * K;
+        int64_t b_b = te_graph_value_numel(g, vi[1]) == K * N ? 0 : K * N;
+        for (int64_t b = 0; b < batch; b++)
+            cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                        tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, 1.0f,
+                        in[0] + b * a_b, ta ? (int)M : (int)K, in[1] + b * b_b,
+                        tb ? (int)K : (int)N, 0.0f, o + b * M * N, (int)N);
+    } else if (!strcmp(op, "conv2d") && attr_int(attrs, "groups", 1) == 1 &&
+               !strstr(attrs, "NHWC")) {
+        conv2d(x, attrs, vi[0], vi[1], vo, in[0], in[1], o);
+        if (nin > 2)
+            binary(g, 0, vo, vi[2], vo, o, in[2], o);
+    } else if (!strcmp(op, "add") || !strcmp(op, "sub") || !strcmp(op, "mul") ||
+               !strcmp(op, "div")) {
+        int k = !strcmp(op, "add") ? 0 : !strcmp(op, "sub") ? 1 : !strcmp(op, "mul") ? 2 : 3;
+        binary(g, k, vi[0], vi[1], vo, in[0], in[1], o);
+    } else if (!strcmp(op, "relu") || !strcmp(op, "gelu") || !strcmp(op, "sigmoid") ||
+               !strcmp(op, "tanh") || !strcmp(op, "silu") || !strcmp(op, "gelu_tanh")) {
+        static const char *const acts[] = {"relu", "gelu", "sigmoid", "tanh", "silu", "gelu_tanh"};
+        int k = 0;
+        while (strcmp(acts[k], op) != 0)
+            k++;
+        const float *a = in[0];
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++) {
+            float v = a[i];
+            o[i] = k == 0   ? (v > 0 ? v : 0)
+                   : k == 1 ? 0.5f * v * (1.0f + erff(v * 0.70710678f))
+                   : k == 2 ? 1.0f / (1.0f + expf(-v))
+                   : k == 3 ? tanhf(v)
+                   : k == 4 ? v / (1.0f + expf(-v))
+                            : 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
+        }
+    } else if (!strcmp(op, "softmax") || !strcmp(op, "layer_norm")) {
+        if (attr_int(attrs, "axis", -1) != -1 && attr_int(attrs, "axis", -1) != od - 1) {
+            fprintf(stderr, "tessera bench --graph: node '%s': the baseline runs %s over the "
+                            "last axis only\n",
+                    te_graph_node_name(g, nd), op);
+            return 1;
+        }
+        int ln = op[0] == 'l';
+        rows(ln, n / os[od - 1], os[od - 1], attr_f64(attrs, "eps", 1e-5), in[0],
+             ln && nin > 1 ? in[1] : NULL, ln && nin > 2 ? in[2] : NULL, o);
+    } else if (!strcmp(op, "batch_norm")) {
+        int64_t C = os[1], inner = 1;
+        for (int d = 2; d < od; d++)
+            inner *= os[d];
+        double eps = attr_f64(attrs, "eps", 1e-5);
+        const float *X = in[0], *G = in[1], *B = in[2], *Mn = in[3], *V = in[4];
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < n / inner; r++) {
+            int64_t c = r % C;
+            float s = G[c] / sqrtf(V[c] + (float)eps), t = B[c] - Mn[c] * s;
+            for (int64_t j = 0; j < inner; j++)
+                o[r * inner + j] = X[r * inner + j] * s + t;
+        }
+    } else if (!strcmp(op, "reshape")) {
+        memcpy(o, in[0], (size_t)n * sizeof(float));
+    } else if (!strcmp(op, "transpose")) {
+        int64_t perm[8];
+        int np = attr_list(attrs, "perm", perm, 8);
+        if (np == 0) {
+            for (int d = 0; d < od; d++)
+                perm[d] = d;
+            perm[od - 1] = od - 2, perm[od - 2] = od - 1;
+        }
+        transpose(g, vi[0], vo, perm, in[0], o);
+    } else {
+        fprintf(stderr,
+                "tessera bench --graph: node '%s': the node-by-node baseline has no %s%s\n",
+                te_graph_node_name(g, nd), op, !strcmp(op, "conv2d") ? " with these attributes" : "");
+        return 1;
+    }
+    return 0;
+}
+
+static void nbn_free(nbn *x)
+{
+    for (int v = 0; x->buf && v < te_graph_value_count(x->g); v++)
+        if (x->owned[v])
+            free(x->buf[v]);
+    free(x->buf);
+    free(x->owned);
+    free(x->scratch);
+}
+
+/* Every input and node output gets a buffer of its own (no reuse: each node's output is
+ * materialized); constants are read in place. 0, or 1 after a message. */
+static int nbn_init(nbn *x, const te_graph *g)
+{
+    memset(x, 0, sizeof *x);
+    x->g = g;
+    int nv = te_graph_value_count(g);
+    x->buf = calloc((size_t)nv + 1, sizeof *x->buf);
+    x->owned = calloc((size_t)nv + 1, sizeof *x->owned);
+    if (!x->buf || !x->owned)
+        return 1;
+    for (int v = 0; v < nv; v++) {
+        if (te_graph_value_dtype(g, v) != TE_F32) {
+            fprintf(stderr, "tessera bench --graph: value '%s' is not f32\n",
+                    te_graph_value_name(g, v));
+            return 1;
+        }
+        if (te_graph_value_kind_of(g, v) == TE_GRAPH_CONST) {
+            x->buf[v] = (float *)te_graph_value_data(g, v);
+        } else {
+            x->buf[v] = malloc(sizeof(float) * (size_t)te_graph_value_numel(g, v));
+            x->owned[v] = 1;
+            if (!x->buf[v])
+                return 1;
+            for (int64_t i = 0; i < te_graph_value_numel(g, v); i++)
+                x->buf[v][i] = NAN;
+        }
+    }
+    for (int nd = 0; nd < te_graph_node_count(g); nd++) {
+        if (strcmp(te_graph_node_op(g, nd), "conv2d") != 0)
+            continue;
+        const int64_t *ws = te_graph_value_shape(g, te_graph_node_input(g, nd, 1));
+        const int64_t *os = te_graph_value_shape(g, te_graph_node_output(g, nd, 0));
+        size_t need = (size_t)(ws[1] * ws[2] * ws[3] * os[2] * os[3]);
+        if (need > x->scratch_n)
+            x->scratch_n = need;
+    }
+    if (x->scratch_n && !(x->scratch = malloc(sizeof(float) * x->scratch_n)))
+        return 1;
+    return 0;
+}
+
+typedef struct nbn_run {
+    nbn *x;
+    const float *const *in;
+    int failed;
+} nbn_run;
+
+static void nbn_run_all(nbn_run *r)
+{
+    const te_graph *g = r->x->g;
+    for (int i = 0; i < te_graph_input_count(g); i++) {
+        int v = te_graph_input_value(g, i);
+        memcpy(r->x->buf[v], r->in[i], sizeof(float) * (size_t)te_graph_value_numel(g, v));
+    }
+    for (int nd = 0; !r->failed && nd < te_graph_node_count(g); nd++)
+        r->failed = run_node(r->x, nd);
+}
+
+/* ---- The benchmark --------------------------------------------------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* max |a - b| / max |b| (NaN anywhere: infinity). */
+static double rel_diff(const float *a, const float *b, int64_t n)
+{
+    double d = 0, m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(a[i]) || !isfinite(b[i]))
+            return INFINITY;
+        double e = fabs((double)a[i] - b[i]);
+        d = e > d ? e : d;
+        m = fabs((double)b[i]) > m ? fabs((double)b[i]) : m;
+    }
+    return m > 0 ? d / m : d;
+}
+
+typedef struct result {
+    int threads;
+    double fused_ms, nbn_ms, speedup, max_rel;
+    int from_db, waves;
+} result;
+
+int te_cmd_bench_graph(int argc, char **argv)
+{
+    const char *path = NULL, *db_path = NULL, *rules_path = NULL;
+    int json = 0, reps = 9, no_rules = 0, optimize = 0, nthreads = 2, threads[8] = {1, 2};
+    for (int a = 1; a < argc; a++) {
+        const char *s = argv[a];
+        if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(s, "--json")) {
+            json = 1;
+        } else if (!strcmp(s, "--no-rules")) {
+            no_rules = 1;
+        } else if (!strcmp(s, "--optimize")) {
+            optimize = 1;
+        } else if (!strcmp(s, "--db") && a + 1 < argc) {
+            db_path = argv[++a];
+        } else if (!strcmp(s, "--rules") && a + 1 < argc) {
+            rules_path = argv[++a];
+        } else if (!strcmp(s, "--reps") && a + 1 < argc) {
+            reps = atoi(argv[++a]);
+            if (reps < 1 || reps > 1000) {
+                fprintf(stderr, "tessera bench --graph: --reps takes 1..1000\n");
+                return 2;
+            }
+        } else if (!strcmp(s, "--threads") && a + 1 < argc) {
+            nthreads = 0;
+            for (char *p = argv[++a]; *p && nthreads < 8;) {
+                char *end;
+                long t = strtol(p, &end, 10);
+                if (end == p || t < 1 || t > 1024) {
+                    fprintf(stderr, "tessera bench --graph: bad --threads list '%s'\n", argv[a]);
+                    return 2;
+                }
+                threads[nthreads++] = (int)t;
+                p = *end == ',' ? end + 1 : end;
+            }
+        } else if (s[0] != '-' && !path) {
+            path = s;
+        } else {
+            fprintf(stderr, "tessera bench --graph: unknown argument '%s' (see --help)\n", s);
+            return 2;
+        }
+    }
+    if (!path) {
+        usage(stderr);
+        return 2;
+    }
+    te_bl_openblas_select(te_cli_argv);
+    te_cli_fused f;
+    if (te_cli_fused_load("bench --graph", path, rules_path, no_rules, optimize, &f))
+        return 1;
+    te_graph *g = f.g;
+    te_db *db = NULL;
+    if (db_path && te_db_open(db_path, NULL, &db) != TE_OK) {
+        fprintf(stderr, "tessera bench --graph: %s: %s\n", db_path, te_db_errmsg(db));
+        te_db_close(db);
+        te_cli_fused_free(&f);
+        return 1;
+    }
+    int nin = te_graph_input_count(g), nout = te_graph_output_count(g), status = 0;
+    float **in = calloc((size_t)nin + 1, sizeof *in), **out = calloc((size_t)nout + 1, sizeof *out);
+    uint64_t seed = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; in && i < nin; i++) {
+        int64_t n = te_graph_value_numel(g, te_graph_input_value(g, i));
+        in[i] = malloc(sizeof(float) * (size_t)n);
+        for (int64_t k = 0; in[i] && k < n; k++) { /* uniform in [-1, 1), never 0 */
+            seed += 0x9E3779B97F4A7C15ull;
+            uint64_t z = seed;
+            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+            z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+            z ^= z >> 31;
+            float u = (float)((double)(z >> 11) / 9007199254740992.0 * 2 - 1);
+            in[i][k] = u == 0 ? 0.5f : u;
+        }
+    }
+    for (int j = 0; out && j < nout; j++)
+        out[j] = malloc(sizeof(float) * (size_t)te_graph_value_numel(g, te_graph_output_value(g, j)));
+    nbn x = {0};
+    if (!in || !out || nbn_init(&x, g)) {
+        fprintf(stderr, "tessera bench --graph: out of memory or unsupported graph\n");
+        status = 1;
+    }
+    result res[8];
+    int nres = 0, nk = 0;
+    te_graph_mem_stats ms = {0};
+    double *tf = calloc((size_t)reps, sizeof(double)), *tb = calloc((size_t)reps, sizeof(double));
+    for (int t = 0; !status && t < nthreads; t++) {
+        te_bl_set_threads(threads[t]);
+        te_graph_compile_opts o = {.db = db, .threads = threads[t]};
+        te_graph_exec *e = NULL;
+        if (te_graph_compile_ex(g, f.plan, &o, &e)) {
+            fprintf(stderr, "tessera bench --graph: %s\n", te_graph_errmsg(g));
+            status = 1;
+            break;
+        }
+        result *r = &res[nres++];
+        memset(r, 0, sizeof *r);
+        r->threads = threads[t];
+        r->waves = te_graph_exec_wave_count(e);
+        nk = te_graph_exec_kernel_count(e);
+        for (int gi = 0; gi < nk; gi++)
+            r->from_db += te_graph_exec_group_from_db(e, gi, NULL) == 1;
+        te_graph_memplan_stats(te_graph_exec_memplan(e), &ms);
+        nbn_run nr = {&x, (const float *const *)in, 0};
+        /* A warm-up run of each, then alternating timed runs. */
+        for (int k = -1; !status && k < reps; k++) {
+            te_bl_set_threads(threads[t]);
+            double t0 = now_s();
+            nbn_run_all(&nr);
+            double t1 = now_s();
+            int rc = te_graph_run(e, (const void *const *)in, (void *const *)out);
+            double t2 = now_s();
+            if (nr.failed || rc) {
+                if (rc)
+                    fprintf(stderr, "tessera bench --graph: %s\n", te_graph_errmsg(g));
+                status = 1;
+            } else if (k >= 0) {
+                tb[k] = t1 - t0;
+                tf[k] = t2 - t1;
+            }
+        }
+        for (int j = 0; !status && j < nout; j++) {
+            int v = te_graph_output_value(g, j);
+            double d = rel_diff(out[j], x.buf[v], te_graph_value_numel(g, v));
+            r->max_rel = d > r->max_rel ? d : r->max_rel;
+        }
+        if (!status) {
+            r->fused_ms = median(tf, reps) * 1e3;
+            r->nbn_ms = median(tb, reps) * 1e3;
+            r->speedup = r->nbn_ms / r->fused_ms;
+            if (!(r->max_rel <= 1e-4)) {
+                fprintf(stderr,
+                        "tessera bench --graph: %d threads: the fused and node-by-node outputs "
+                        "differ by %g (> 1e-4)\n",
+                        r->threads, r->max_rel);
+                status = 1;
+            }
+        }
+        te_graph_exec_free(e);
+    }
+    if (nres) {
+        int nodes = te_graph_node_count(g);
+        double mem_saving = ms.unfused_bytes ? 1.0 - (double)ms.pool_bytes / ms.unfused_bytes : 0;
+        if (json) {
+            printf("{\"graph\": \"%s\", \"nodes\": %d, \"kernels_node_by_node\": %d, "
+                   "\"kernels_fused\": %d, \"intermediate_bytes_node_by_node\": %zu, "
+                   "\"intermediate_bytes_fused\": %zu, \"intermediate_bytes_planned\": %zu, "
+                   "\"intermediate_saving\": %.4f, \"openblas\": \"%s\", \"reps\": %d, \"runs\": [",
+                   path, nodes, nodes, nk, ms.unfused_bytes, ms.fused_bytes, ms.pool_bytes,
+                   mem_saving, te_bl_openblas_core(), reps);
+            for (int i = 0; i < nres; i++)
+                printf("%s{\"threads\": %d, \"fused_ms\": %.4f, \"node_by_node_ms\": %.4f, "
+                       "\"speedup\": %.3f, \"max_rel_diff\": %.3g, \"groups_from_db\": %d, "
+                       "\"waves\": %d}",
+                       i ? ", " : "", res[i].threads, res[i].fused_ms, res[i].nbn_ms,
+                       res[i].speedup, res[i].max_rel, res[i].from_db, res[i].waves);
+            printf("]}\n");
+        } else {
+            printf("graph %s: %d nodes; %s\n", path, nodes, te_bl_openblas_note());
+            printf("kernels: %d node by node, %d fused\n", nodes, nk);
+            printf("peak intermediate memory: %.2f MiB node by node (every output kept), %.2f "
+                   "MiB fused, %.2f MiB fused + planned (%.0f%% less)\n",
+                   ms.unfused_bytes / 1048576.0, ms.fused_bytes / 1048576.0,
+                   ms.pool_bytes / 1048576.0, 100 * mem_saving);
+            printf("%8s %12s %16s %8s %12s %10s\n", "threads", "fused ms", "node-by-node ms",
+                   "speedup", "max rel diff", "tuned");
+            for (int i = 0; i < nres; i++)
+                printf("%8d %12.3f %16.3f %7.2fx %12.2g %6d/%d\n", res[i].threads,
+                       res[i].fused_ms, res[i].nbn_ms, res[i].speedup, res[i].max_rel,
+                       res[i].from_db, nk);
+            printf("(medians of %d alternating runs; node by node: OpenBLAS sgemm, im2col + "
+                   "sgemm, plain loops)\n",
+                   reps);
+        }
+    }
+    if (x.g)
+        nbn_free(&x);
+    for (int i = 0; in && i < nin; i++)
+        free(in[i]);
+    for (int j = 0; out && j < nout; j++)
+        free(out[j]);
+    free(in), free(out), free(tf), free(tb);
+    te_db_close(db);
+    te_cli_fused_free(&f);
+    return status;
+}
