@@ -201,9 +201,8 @@ static void conv2d(nbn *x, const char *attrs, int vi, int vw, int vo, const floa
                 int64_t ih = oh * st - pad + kh * dil;
                 for (int64_t ow = 0; ow < OW; ow++) {
                     int64_t iw = ow * st - pad + kw * dil;
-                    dst[oh * OW + ow] = ih >= 0 && ih < H && iw >= 0 && iw < Wd
-                                            ? xn[(c * H + ih) * Wd + iw]
-                                            : 0.0f;
+                    dst[oh * OW + ow] =
+                        ih >= 0 && ih < H && iw >= 0 && iw < Wd ? xn[(c * H + ih) * Wd + iw] : 0.0f;
                 }
             }
         }
@@ -296,13 +295,15 @@ static int run_node(nbn *x, int nd)
                    : k == 1 ? 0.5f * v * (1.0f + erff(v * 0.70710678f))
                    : k == 2 ? 1.0f / (1.0f + expf(-v))
                    : k == 3 ? tanhf(v)
-                   : k == 4 ? v / (1.0f + expf(-v))
-                            : 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
+                   : k == 4
+                       ? v / (1.0f + expf(-v))
+                       : 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
         }
     } else if (!strcmp(op, "softmax") || !strcmp(op, "layer_norm")) {
         if (attr_int(attrs, "axis", -1) != -1 && attr_int(attrs, "axis", -1) != od - 1) {
-            fprintf(stderr, "tessera bench --graph: node '%s': the baseline runs %s over the "
-                            "last axis only\n",
+            fprintf(stderr,
+                    "tessera bench --graph: node '%s': the baseline runs %s over the "
+                    "last axis only\n",
                     te_graph_node_name(g, nd), op);
             return 1;
         }
@@ -334,9 +335,9 @@ static int run_node(nbn *x, int nd)
         }
         transpose(g, vi[0], vo, perm, in[0], o);
     } else {
-        fprintf(stderr,
-                "tessera bench --graph: node '%s': the node-by-node baseline has no %s%s\n",
-                te_graph_node_name(g, nd), op, !strcmp(op, "conv2d") ? " with these attributes" : "");
+        fprintf(stderr, "tessera bench --graph: node '%s': the node-by-node baseline has no %s%s\n",
+                te_graph_node_name(g, nd), op,
+                !strcmp(op, "conv2d") ? " with these attributes" : "");
         return 1;
     }
     return 0;
@@ -529,7 +530,8 @@ int te_cmd_bench_graph(int argc, char **argv)
         }
     }
     for (int j = 0; out && j < nout; j++)
-        out[j] = malloc(sizeof(float) * (size_t)te_graph_value_numel(g, te_graph_output_value(g, j)));
+        out[j] =
+            malloc(sizeof(float) * (size_t)te_graph_value_numel(g, te_graph_output_value(g, j)));
     nbn x = {0};
     if (!in || !out || nbn_init(&x, g)) {
         fprintf(stderr, "tessera bench --graph: out of memory or unsupported graph\n");
@@ -620,9 +622,8 @@ int te_cmd_bench_graph(int argc, char **argv)
             printf("%8s %12s %16s %8s %12s %10s\n", "threads", "fused ms", "node-by-node ms",
                    "speedup", "max rel diff", "tuned");
             for (int i = 0; i < nres; i++)
-                printf("%8d %12.3f %16.3f %7.2fx %12.2g %6d/%d\n", res[i].threads,
-                       res[i].fused_ms, res[i].nbn_ms, res[i].speedup, res[i].max_rel,
-                       res[i].from_db, nk);
+                printf("%8d %12.3f %16.3f %7.2fx %12.2g %6d/%d\n", res[i].threads, res[i].fused_ms,
+                       res[i].nbn_ms, res[i].speedup, res[i].max_rel, res[i].from_db, nk);
             printf("(medians of %d alternating runs; node by node: OpenBLAS sgemm, im2col + "
                    "sgemm, plain loops)\n",
                    reps);
