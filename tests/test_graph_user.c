@@ -19,6 +19,9 @@
 
 #include "tessera/graph.h"
 #include "tessera/ops.h"
+#include "tessera/target.h"
+#include "tessera/tuner.h"
+#include "tessera/tuning_db.h"
 #include "testutil.h"
 
 static tt_rng g_rng;
@@ -274,6 +277,65 @@ static void test_user_node_attribute_reaches_the_expression(void **state)
     te_graph_free(g);
 }
 
+/* Fake timings: the tuner records trials without compiling; the shortest trace wins. */
+static double fake_time(const char *trace, void *user)
+{
+    (void)user;
+    return 1e-3 + 1e-6 * (double)(strlen(trace) % 97);
+}
+
+static void test_user_node_group_is_tuned_and_runs_from_the_database(void **state)
+{
+    (void)state;
+    register_ops();
+    char dir[512];
+    assert_int_equal(tt_tmpdir_make(dir, sizeof dir, "graph_user"), 0);
+    te_db *db = NULL;
+    assert_int_equal(te_db_open(tt_path_in(dir, "t.db"), NULL, &db), TE_OK);
+    te_graph *g = te_graph_create();
+    if (te_graph_parse(g,
+                       "input x f32[8,16]\n"
+                       "const w f32[16,8] random seed=1 lo=-0.3 hi=0.3\n"
+                       "h = matmul(x, w)\n"
+                       "y = scaled_tanh(h) alpha=0.75\n"
+                       "output y\n",
+                       "tuned.graph"))
+        fail_msg("%s", te_graph_errmsg(g));
+    te_fuse_target ft = target();
+    te_fuse_plan *p = te_graph_fuse(g, g_rules, &ft);
+    assert_int_equal(te_fuse_plan_group_count(p), 1);
+    te_target tgt = te_target_host();
+    tgt.num_cores = 2;
+    /* The group's expression as a tuning task, as `tessera tune --graph` adds it. */
+    te_ctx *ctx = te_ctx_create();
+    te_graph_group_expr ge;
+    assert_int_equal(te_graph_group_expr_build(g, p, 0, ctx, &ge), TE_OK);
+    te_tune_options o = te_tune_options_default();
+    o.max_trials = 4;
+    o.target = &tgt;
+    o.fake_runner = fake_time;
+    o.quiet = 1;
+    te_tuner *t = te_tuner_create(db, &o);
+    if (te_tuner_add_expr(t, ge.name, ge.n_in, ge.ins, ge.n_out, ge.outs, 1) || te_tuner_run(t))
+        fail_msg("%s", te_tuner_errmsg(t));
+    te_tuner_free(t);
+    te_ctx_free(ctx);
+    /* Compiled from the record, run, and checked against the reference. */
+    te_graph_compile_opts co = {.target = &tgt, .db = db, .threads = 2};
+    te_graph_exec *e = NULL;
+    if (te_graph_compile_ex(g, p, &co, &e))
+        fail_msg("%s", te_graph_errmsg(g));
+    const char *note = NULL;
+    if (te_graph_exec_group_from_db(e, 0, &note) != 1)
+        fail_msg("group 0 not from the database: %s", note);
+    free(run_and_check(g, e, 3, 1e-5));
+    te_graph_exec_free(e);
+    te_fuse_plan_free(p);
+    te_graph_free(g);
+    te_db_close(db);
+    tt_tmpdir_remove(dir);
+}
+
 /* ---- Threads across the run ---------------------------------------------------------------- */
 
 /* Two opaque branches from x (groups of their own, independent), then their sum. */
@@ -433,6 +495,7 @@ int main(void)
         cmocka_unit_test(test_user_node_checks_inputs_and_attributes),
         cmocka_unit_test(test_user_node_from_text_fuses_runs_and_matches_reference),
         cmocka_unit_test(test_user_node_attribute_reaches_the_expression),
+        cmocka_unit_test(test_user_node_group_is_tuned_and_runs_from_the_database),
         cmocka_unit_test(test_independent_small_groups_share_a_wave_and_the_threads),
         cmocka_unit_test(test_encoder_results_identical_for_1_and_2_threads),
         cmocka_unit_test(test_compile_ex_refuses_negative_threads),
