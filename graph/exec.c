@@ -27,8 +27,31 @@ typedef struct gkernel {
     int rc;            /* the last run's status */
 } gkernel;
 
+/* Worker threads for the concurrent waves, started once per executable so that each keeps its
+ * OpenMP team between runs: worker i runs group a + 1 + i of the wave [a, b) (the calling
+ * thread runs group a). */
+typedef struct wpool {
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    pthread_t th[TE_GRAPH_MAX_WAVE];
+    int n;       /* workers started */
+    int gen;     /* wave generation: bumped to start the workers */
+    int pending; /* workers not done with this generation */
+    int quit;
+    int a, b;
+    struct te_graph_exec *e;
+} wpool;
+
+typedef struct wslot {
+    wpool *pool;
+    int i;
+} wslot;
+
 struct te_graph_exec {
     te_graph *g;
+    wpool workers;
+    wslot slots[TE_GRAPH_MAX_WAVE];
+    int workers_ready; /* the mutex and conditions exist */
     int nk;
     gkernel *k;
     int threads; /* the run's thread budget */
@@ -39,10 +62,27 @@ struct te_graph_exec {
     void **buf; /* per value: the pool, owned buffers for inputs and outputs, constants' data */
 };
 
+static void pool_stop(wpool *w)
+{
+    pthread_mutex_lock(&w->mu);
+    w->quit = 1;
+    pthread_cond_broadcast(&w->go);
+    pthread_mutex_unlock(&w->mu);
+    for (int i = 0; i < w->n; i++)
+        pthread_join(w->th[i], NULL);
+    w->n = 0;
+}
+
 void te_graph_exec_free(te_graph_exec *e)
 {
     if (!e)
         return;
+    if (e->workers_ready) {
+        pool_stop(&e->workers);
+        pthread_mutex_destroy(&e->workers.mu);
+        pthread_cond_destroy(&e->workers.go);
+        pthread_cond_destroy(&e->workers.done);
+    }
     for (int i = 0; i < e->nk; i++) {
         te_module_free(e->k[i].mod);
         te_ctx_free(e->k[i].ctx);
@@ -394,11 +434,6 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-typedef struct group_job {
-    te_graph_exec *e;
-    int gi;
-} group_job;
-
 /* Runs group gi's kernel with its share of the threads (the OpenMP thread count is per
  * thread, so concurrent groups each get their own team of that size). */
 static void run_group(te_graph_exec *e, int gi)
@@ -413,11 +448,86 @@ static void run_group(te_graph_exec *e, int gi)
     k->seconds = now_s() - t0;
 }
 
-static void *run_group_thread(void *arg)
+static void *pool_worker(void *arg)
 {
-    group_job *j = arg;
-    run_group(j->e, j->gi);
+    wslot *sl = arg;
+    wpool *w = sl->pool;
+    pthread_mutex_lock(&w->mu);
+    int seen = 0; /* gen is 0 until the first wave, which starts after every worker exists */
+    for (;;) {
+        while (!w->quit && w->gen == seen)
+            pthread_cond_wait(&w->go, &w->mu);
+        if (w->quit)
+            break;
+        seen = w->gen;
+        int gi = w->a + 1 + sl->i, b = w->b;
+        pthread_mutex_unlock(&w->mu);
+        if (gi < b)
+            run_group(w->e, gi);
+        pthread_mutex_lock(&w->mu);
+        if (--w->pending == 0)
+            pthread_cond_signal(&w->done);
+    }
+    pthread_mutex_unlock(&w->mu);
     return NULL;
+}
+
+/* Starts the workers the widest wave needs (once; fewer when threads cannot start: the calling
+ * thread then runs the rest of a wave itself, so the threads never exceed the budget). */
+static void pool_start(te_graph_exec *e)
+{
+    wpool *w = &e->workers;
+    int widest = 0;
+    for (int i = 0; i < e->nwaves; i++)
+        if (e->wave_start[i + 1] - e->wave_start[i] > widest)
+            widest = e->wave_start[i + 1] - e->wave_start[i];
+    if (widest <= 1 || e->workers_ready)
+        return;
+    if (pthread_mutex_init(&w->mu, NULL))
+        return;
+    if (pthread_cond_init(&w->go, NULL)) {
+        pthread_mutex_destroy(&w->mu);
+        return;
+    }
+    if (pthread_cond_init(&w->done, NULL)) {
+        pthread_cond_destroy(&w->go);
+        pthread_mutex_destroy(&w->mu);
+        return;
+    }
+    e->workers_ready = 1;
+    w->e = e;
+    for (int i = 0; i < widest - 1 && i < TE_GRAPH_MAX_WAVE; i++) {
+        e->slots[i] = (wslot){w, i};
+        if (pthread_create(&w->th[i], NULL, pool_worker, &e->slots[i]))
+            break;
+        w->n = i + 1;
+    }
+}
+
+/* Runs the wave [a, b): the workers take groups a+1.., this thread group a (and any group
+ * beyond the workers), then waits for them. */
+static void run_wave(te_graph_exec *e, int a, int b)
+{
+    wpool *w = &e->workers;
+    int nw = b - a - 1 < w->n ? b - a - 1 : w->n;
+    if (nw > 0) {
+        pthread_mutex_lock(&w->mu);
+        w->a = a;
+        w->b = b;
+        w->pending = w->n;
+        w->gen++;
+        pthread_cond_broadcast(&w->go);
+        pthread_mutex_unlock(&w->mu);
+    }
+    run_group(e, a);
+    for (int gi = a + 1 + nw; gi < b; gi++)
+        run_group(e, gi);
+    if (nw > 0) {
+        pthread_mutex_lock(&w->mu);
+        while (w->pending > 0)
+            pthread_cond_wait(&w->done, &w->mu);
+        pthread_mutex_unlock(&w->mu);
+    }
 }
 
 int te_graph_run_each(te_graph_exec *e, const void *const *input_data, void *const *output_data,
@@ -432,25 +542,10 @@ int te_graph_run_each(te_graph_exec *e, const void *const *input_data, void *con
         memcpy(e->buf[v], input_data[i], (size_t)numel(&g->v[v]) * te_dtype_size(g->v[v].dtype));
     }
     int saved = omp_get_max_threads(), rc = TE_OK;
+    pool_start(e);
     for (int w = 0; !rc && w < e->nwaves; w++) {
         int a = e->wave_start[w], b = e->wave_start[w + 1];
-        pthread_t th[TE_GRAPH_MAX_WAVE];
-        group_job jobs[TE_GRAPH_MAX_WAVE];
-        int started[TE_GRAPH_MAX_WAVE] = {0};
-        /* The wave's other groups on threads of their own, the first on this one; a group whose
-         * thread cannot start runs here after the first. */
-        for (int gi = a + 1; gi < b && gi - a < TE_GRAPH_MAX_WAVE; gi++) {
-            jobs[gi - a] = (group_job){e, gi};
-            started[gi - a] =
-                pthread_create(&th[gi - a], NULL, run_group_thread, &jobs[gi - a]) == 0;
-        }
-        run_group(e, a);
-        for (int gi = a + 1; gi < b; gi++) {
-            if (gi - a < TE_GRAPH_MAX_WAVE && started[gi - a])
-                pthread_join(th[gi - a], NULL);
-            else
-                run_group(e, gi);
-        }
+        run_wave(e, a, b);
         for (int gi = a; gi < b; gi++) {
             if (e->k[gi].rc && !rc)
                 rc = te__graph_error(g, e->k[gi].rc, "run: kernel %d failed", gi);

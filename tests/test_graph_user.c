@@ -414,6 +414,11 @@ static void test_independent_small_groups_share_a_wave_and_the_threads(void **st
     float *yn = run_and_check(g, en, 11, 1e-5);
     assert_memory_equal(y1, y2, 8 * 16 * sizeof(float));
     assert_memory_equal(y1, yn, 8 * 16 * sizeof(float));
+    for (int rep = 0; rep < 20; rep++) { /* the workers are reused from run to run */
+        float *again = run_and_check(g, e2, 11, 1e-5);
+        assert_memory_equal(y1, again, 8 * 16 * sizeof(float));
+        free(again);
+    }
     free(y1), free(y2), free(yn);
     te_graph_exec_free(e1);
     te_graph_exec_free(e2);
