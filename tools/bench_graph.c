@@ -395,10 +395,13 @@ static int nbn_init(nbn *x, const te_graph *g)
     return 0;
 }
 
+static double now_s(void);
+
 typedef struct nbn_run {
     nbn *x;
     const float *const *in;
     int failed;
+    double *node_s; /* per node: seconds in the last run */
 } nbn_run;
 
 static void nbn_run_all(nbn_run *r)
@@ -408,8 +411,11 @@ static void nbn_run_all(nbn_run *r)
         int v = te_graph_input_value(g, i);
         memcpy(r->x->buf[v], r->in[i], sizeof(float) * (size_t)te_graph_value_numel(g, v));
     }
-    for (int nd = 0; !r->failed && nd < te_graph_node_count(g); nd++)
+    for (int nd = 0; !r->failed && nd < te_graph_node_count(g); nd++) {
+        double t0 = now_s();
         r->failed = run_node(r->x, nd);
+        r->node_s[nd] = now_s() - t0;
+    }
 }
 
 /* ---- The benchmark --------------------------------------------------------------------------- */
@@ -451,6 +457,7 @@ typedef struct result {
     int threads;
     double fused_ms, nbn_ms, speedup, max_rel;
     int from_db, waves;
+    double *group_ms, *group_nbn_ms; /* per group: its kernel, and its nodes node by node */
 } result;
 
 int te_cmd_bench_graph(int argc, char **argv)
@@ -541,6 +548,12 @@ int te_cmd_bench_graph(int argc, char **argv)
     int nres = 0, nk = 0;
     te_graph_mem_stats ms = {0};
     double *tf = calloc((size_t)reps, sizeof(double)), *tb = calloc((size_t)reps, sizeof(double));
+    int ng = te_fuse_plan_group_count(f.plan), nn = te_graph_node_count(g);
+    double *node_s = calloc((size_t)nn + 1, sizeof(double));
+    double *tg = calloc((size_t)ng * (size_t)reps + 1, sizeof(double));
+    double *tn = calloc((size_t)ng * (size_t)reps + 1, sizeof(double));
+    if (!tf || !tb || !node_s || !tg || !tn)
+        status = 1;
     for (int t = 0; !status && t < nthreads; t++) {
         te_bl_set_threads(threads[t]);
         te_graph_compile_opts o = {.db = db, .threads = threads[t]};
@@ -553,12 +566,19 @@ int te_cmd_bench_graph(int argc, char **argv)
         result *r = &res[nres++];
         memset(r, 0, sizeof *r);
         r->threads = threads[t];
+        r->group_ms = calloc((size_t)ng + 1, sizeof(double));
+        r->group_nbn_ms = calloc((size_t)ng + 1, sizeof(double));
+        if (!r->group_ms || !r->group_nbn_ms) {
+            status = 1;
+            te_graph_exec_free(e);
+            break;
+        }
         r->waves = te_graph_exec_wave_count(e);
         nk = te_graph_exec_kernel_count(e);
         for (int gi = 0; gi < nk; gi++)
             r->from_db += te_graph_exec_group_from_db(e, gi, NULL) == 1;
         te_graph_memplan_stats(te_graph_exec_memplan(e), &ms);
-        nbn_run nr = {&x, (const float *const *)in, 0};
+        nbn_run nr = {&x, (const float *const *)in, 0, node_s};
         /* A warm-up run of each, then alternating timed runs. */
         for (int k = -1; !status && k < reps; k++) {
             te_bl_set_threads(threads[t]);
@@ -574,6 +594,15 @@ int te_cmd_bench_graph(int argc, char **argv)
             } else if (k >= 0) {
                 tb[k] = t1 - t0;
                 tf[k] = t2 - t1;
+                for (int gi = 0; gi < ng; gi++) {
+                    te_fuse_group gr;
+                    te_fuse_plan_group(f.plan, gi, &gr);
+                    double sn = 0;
+                    for (int i = 0; i < gr.n_nodes; i++)
+                        sn += node_s[gr.nodes[i]];
+                    tn[gi * reps + k] = sn;
+                    tg[gi * reps + k] = te_graph_exec_group_seconds(e, gi);
+                }
             }
         }
         for (int j = 0; !status && j < nout; j++) {
@@ -585,6 +614,10 @@ int te_cmd_bench_graph(int argc, char **argv)
             r->fused_ms = median(tf, reps) * 1e3;
             r->nbn_ms = median(tb, reps) * 1e3;
             r->speedup = r->nbn_ms / r->fused_ms;
+            for (int gi = 0; gi < ng; gi++) {
+                r->group_ms[gi] = median(tg + gi * reps, reps) * 1e3;
+                r->group_nbn_ms[gi] = median(tn + gi * reps, reps) * 1e3;
+            }
             if (!(r->max_rel <= 1e-4)) {
                 fprintf(stderr,
                         "tessera bench --graph: %d threads: the fused and node-by-node outputs "
@@ -605,12 +638,22 @@ int te_cmd_bench_graph(int argc, char **argv)
                    "\"intermediate_saving\": %.4f, \"openblas\": \"%s\", \"reps\": %d, \"runs\": [",
                    path, nodes, nodes, nk, ms.unfused_bytes, ms.fused_bytes, ms.pool_bytes,
                    mem_saving, te_bl_openblas_core(), reps);
-            for (int i = 0; i < nres; i++)
+            for (int i = 0; i < nres; i++) {
                 printf("%s{\"threads\": %d, \"fused_ms\": %.4f, \"node_by_node_ms\": %.4f, "
                        "\"speedup\": %.3f, \"max_rel_diff\": %.3g, \"groups_from_db\": %d, "
-                       "\"waves\": %d}",
+                       "\"waves\": %d, \"groups\": [",
                        i ? ", " : "", res[i].threads, res[i].fused_ms, res[i].nbn_ms,
                        res[i].speedup, res[i].max_rel, res[i].from_db, res[i].waves);
+                for (int gi = 0; gi < ng; gi++) {
+                    te_fuse_group gr;
+                    te_fuse_plan_group(f.plan, gi, &gr);
+                    printf("%s{\"rule\": \"%s\", \"first\": \"%s\", \"nodes\": %d, "
+                           "\"fused_ms\": %.4f, \"node_by_node_ms\": %.4f}",
+                           gi ? ", " : "", gr.rule, te_graph_node_name(g, gr.nodes[0]), gr.n_nodes,
+                           res[i].group_ms[gi], res[i].group_nbn_ms[gi]);
+                }
+                printf("]}");
+            }
             printf("]}\n");
         } else {
             printf("graph %s: %d nodes; %s\n", path, nodes, te_bl_openblas_note());
@@ -627,6 +670,19 @@ int te_cmd_bench_graph(int argc, char **argv)
             printf("(medians of %d alternating runs; node by node: OpenBLAS sgemm, im2col + "
                    "sgemm, plain loops)\n",
                    reps);
+            for (int i = 0; i < nres; i++) {
+                printf("\n%d thread(s), per group: %-28s %10s %16s\n", res[i].threads, "rule",
+                       "fused ms", "its nodes ms");
+                for (int gi = 0; gi < ng; gi++) {
+                    te_fuse_group gr;
+                    te_fuse_plan_group(f.plan, gi, &gr);
+                    char label[64];
+                    snprintf(label, sizeof label, "%.30s (%s...)", gr.rule,
+                             te_graph_node_name(g, gr.nodes[0]));
+                    printf("  group %2d %-42s %10.3f %16.3f\n", gi, label, res[i].group_ms[gi],
+                           res[i].group_nbn_ms[gi]);
+                }
+            }
         }
     }
     if (x.g)
@@ -635,7 +691,9 @@ int te_cmd_bench_graph(int argc, char **argv)
         free(in[i]);
     for (int j = 0; out && j < nout; j++)
         free(out[j]);
-    free(in), free(out), free(tf), free(tb);
+    for (int i = 0; i < nres; i++)
+        free(res[i].group_ms), free(res[i].group_nbn_ms);
+    free(in), free(out), free(tf), free(tb), free(node_s), free(tg), free(tn);
     te_db_close(db);
     te_cli_fused_free(&f);
     return status;
