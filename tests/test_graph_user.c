@@ -277,6 +277,65 @@ static void test_user_node_attribute_reaches_the_expression(void **state)
     te_graph_free(g);
 }
 
+static void test_user_node_prints_and_parses_back(void **state)
+{
+    (void)state;
+    register_ops();
+    te_graph *g = te_graph_create();
+    if (te_graph_parse(g, "input x f32[4,8]\ny = scaled_tanh(x) alpha=0.5\noutput y\n", "a.graph"))
+        fail_msg("%s", te_graph_errmsg(g));
+    char *text = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&text, &n);
+    assert_int_equal(te_graph_print(g, f, NULL), TE_OK);
+    fclose(f);
+    assert_non_null(strstr(text, "scaled_tanh(x)"));
+    assert_non_null(strstr(text, "alpha=0.5"));
+    te_graph *h = te_graph_create();
+    if (te_graph_parse(h, text, "printed.graph"))
+        fail_msg("%s", te_graph_errmsg(h));
+    assert_int_equal(te_graph_node_count(h), 1);
+    assert_string_equal(te_graph_node_op(h, 0), "scaled_tanh");
+    free(text);
+    te_graph_free(h);
+    te_graph_free(g);
+}
+
+static void test_memplan_steps_refuse_decreasing_steps(void **state)
+{
+    (void)state;
+    te_graph *g = te_graph_create();
+    int x = te_graph_input(g, "x", TE_F32, 1, (int64_t[]){16});
+    int a = te_graph_node(g, "relu", NULL, 1, &x, "a");
+    int b = te_graph_node(g, "opaque_scale", NULL, 1, &a, "b");
+    int c = te_graph_node(g, "opaque_scale", NULL, 1, &b, "c");
+    te_graph_output(g, te_graph_node(g, "opaque_scale", NULL, 1, &c, "d"));
+    te_fuse_plan *p = te_graph_fuse(g, NULL, NULL);
+    int ng = te_fuse_plan_group_count(p);
+    assert_int_equal(ng, 4); /* a | b | c | d: opaque nodes fuse with nothing */
+    te_graph_memplan *m0 = NULL;
+    assert_int_equal(te_graph_memplan_create(p, &m0), TE_OK);
+    te_graph_mem_stats s0;
+    te_graph_memplan_stats(m0, &s0);
+    assert_true(s0.pool_bytes < s0.fused_bytes); /* a and c share bytes group by group */
+    te_graph_memplan_free(m0);
+    int step[8] = {0};
+    for (int i = 0; i < ng; i++)
+        step[i] = ng - 1 - i;
+    te_graph_memplan *m = NULL;
+    assert_int_equal(te_graph_memplan_create_steps(p, step, &m), TE_ERR_ARG);
+    assert_null(m);
+    for (int i = 0; i < ng; i++)
+        step[i] = 0; /* every group in one step: no intermediate may share bytes */
+    assert_int_equal(te_graph_memplan_create_steps(p, step, &m), TE_OK);
+    te_graph_mem_stats st;
+    te_graph_memplan_stats(m, &st);
+    assert_int_equal(st.pool_bytes, st.fused_bytes); /* a, b, c all live at once */
+    te_graph_memplan_free(m);
+    te_fuse_plan_free(p);
+    te_graph_free(g);
+}
+
 /* Fake timings: the tuner records trials without compiling; the shortest trace wins. */
 static double fake_time(const char *trace, void *user)
 {
@@ -501,6 +560,8 @@ int main(void)
         cmocka_unit_test(test_user_node_from_text_fuses_runs_and_matches_reference),
         cmocka_unit_test(test_user_node_attribute_reaches_the_expression),
         cmocka_unit_test(test_user_node_group_is_tuned_and_runs_from_the_database),
+        cmocka_unit_test(test_user_node_prints_and_parses_back),
+        cmocka_unit_test(test_memplan_steps_refuse_decreasing_steps),
         cmocka_unit_test(test_independent_small_groups_share_a_wave_and_the_threads),
         cmocka_unit_test(test_encoder_results_identical_for_1_and_2_threads),
         cmocka_unit_test(test_compile_ex_refuses_negative_threads),
