@@ -3,14 +3,15 @@
 # resnet_block.graph), tunes its fused groups for each thread count (`tessera tune --graph`
 # with OMP_NUM_THREADS=T, so the records are for a T-core target), then runs
 # `tessera bench --graph` (fused + tuned against node by node, 1 and 2 threads, medians).
-# Run it on a quiet machine. A database that already holds the records is reused (the tuner
-# resumes); --trials 0 skips tuning.
+# --trials is per fused group (the job's budget is that times the kernel count `tessera fuse`
+# reports). Run it on a quiet machine. A database that already holds the records is reused;
+# --trials 0 skips tuning.
 #
 #   bash tools/bench-graph.sh [--db FILE] [--trials N] [--threads LIST] [--reps N] [--json] [GRAPH...]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 db=$root/build/bench-graph.db
-trials=200
+trials=64
 threads=1,2
 bench=()
 graphs=()
@@ -21,7 +22,7 @@ while [ $# -gt 0 ]; do
     --threads) threads=$2; shift ;;
     --reps) bench+=("$1" "$2"); shift ;;
     --json) bench+=("$1") ;;
-    -h | --help) sed -n '2,9s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h | --help) sed -n '2,10s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
     -*) echo "bench-graph.sh: unknown option '$1'" >&2; exit 2 ;;
     *) graphs+=("$1") ;;
     esac
@@ -32,9 +33,11 @@ cli=$root/build/tessera
 [ -x "$cli" ] || { cmake -S "$root" -B "$root/build" >/dev/null && cmake --build "$root/build" -j "$(nproc)" --target tessera_cli >/dev/null; }
 for g in "${graphs[@]}"; do
     if [ "$trials" -gt 0 ]; then
+        kernels=$("$cli" fuse "$g" | sed -n 's/.* -> \([0-9][0-9]*\) kernels.*/\1/p' | head -1)
+        budget=$((trials * ${kernels:-1}))
         for t in ${threads//,/ }; do
-            echo "== tuning $g for $t thread(s), $trials trials per group" >&2
-            OMP_NUM_THREADS=$t "$cli" tune --graph "$g" --db "$db" --trials "$trials" >&2
+            echo "== tuning $g for $t thread(s): $budget trials ($trials x $kernels groups)" >&2
+            OMP_NUM_THREADS=$t "$cli" tune --graph "$g" --db "$db" --trials "$budget" >&2
         done
     fi
     "$cli" bench --graph "$g" --db "$db" --threads "$threads" "${bench[@]}"

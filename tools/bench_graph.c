@@ -457,6 +457,7 @@ typedef struct result {
     int threads;
     double fused_ms, nbn_ms, speedup, max_rel;
     int from_db, waves;
+    size_t pool_bytes; /* the pool of this thread count's schedule (waves change liveness) */
     double *group_ms, *group_nbn_ms; /* per group: its kernel, and its nodes node by node */
 } result;
 
@@ -578,6 +579,7 @@ int te_cmd_bench_graph(int argc, char **argv)
         for (int gi = 0; gi < nk; gi++)
             r->from_db += te_graph_exec_group_from_db(e, gi, NULL) == 1;
         te_graph_memplan_stats(te_graph_exec_memplan(e), &ms);
+        r->pool_bytes = ms.pool_bytes;
         nbn_run nr = {&x, (const float *const *)in, 0, node_s};
         /* A warm-up run of each, then alternating timed runs. */
         for (int k = -1; !status && k < reps; k++) {
@@ -641,9 +643,10 @@ int te_cmd_bench_graph(int argc, char **argv)
             for (int i = 0; i < nres; i++) {
                 printf("%s{\"threads\": %d, \"fused_ms\": %.4f, \"node_by_node_ms\": %.4f, "
                        "\"speedup\": %.3f, \"max_rel_diff\": %.3g, \"groups_from_db\": %d, "
-                       "\"waves\": %d, \"groups\": [",
+                       "\"waves\": %d, \"pool_bytes\": %zu, \"groups\": [",
                        i ? ", " : "", res[i].threads, res[i].fused_ms, res[i].nbn_ms,
-                       res[i].speedup, res[i].max_rel, res[i].from_db, res[i].waves);
+                       res[i].speedup, res[i].max_rel, res[i].from_db, res[i].waves,
+                       res[i].pool_bytes);
                 for (int gi = 0; gi < ng; gi++) {
                     te_fuse_group gr;
                     te_fuse_plan_group(f.plan, gi, &gr);
@@ -659,7 +662,8 @@ int te_cmd_bench_graph(int argc, char **argv)
             printf("graph %s: %d nodes; %s\n", path, nodes, te_bl_openblas_note());
             printf("kernels: %d node by node, %d fused\n", nodes, nk);
             printf("peak intermediate memory: %.2f MiB node by node (every output kept), %.2f "
-                   "MiB fused, %.2f MiB fused + planned (%.0f%% less)\n",
+                   "MiB fused, %.2f MiB fused + planned (%.0f%% less; the last thread count's "
+                   "schedule)\n",
                    ms.unfused_bytes / 1048576.0, ms.fused_bytes / 1048576.0,
                    ms.pool_bytes / 1048576.0, 100 * mem_saving);
             printf("%8s %12s %16s %8s %12s %10s\n", "threads", "fused ms", "node-by-node ms",
