@@ -211,25 +211,45 @@ int te_graph_group_expr_build(te_graph *g, const te_fuse_plan *p, int gi, te_ctx
     return rc;
 }
 
-/* The default schedule of a group: every stage at the root, in order, with its outermost
- * loop parallel when the run has several threads (fused with the next loop when it has fewer
- * iterations than threads, as a batch of 1 does), so an untuned kernel uses the thread budget.
- * Falls back to the plain schedule when a stage refuses (the message is cleared). */
+/* The default schedule of a group: the elementwise and injective stages that are not group
+ * outputs are inlined into their readers (TVM's default for injective operators: no pass over
+ * memory for a bias add or a reshape), the rest are computed at the root in order, each with
+ * its outermost loop parallel when the run has several threads (fused with the next loop when
+ * it has fewer iterations than threads, as a batch of 1 does), so an untuned kernel uses the
+ * thread budget. A stage that refuses a step keeps the plain placement for it; when a
+ * parallel loop is refused the whole schedule falls back to the plain one (messages cleared). */
 static te_schedule *default_schedule(te_ctx *ctx, const te_graph_group_expr *ge, int threads)
 {
     te_schedule *s = te_schedule_create(ctx, ge->n_out, ge->outs);
-    if (!s || threads <= 1)
+    if (!s)
+        return NULL;
+    int n = te_schedule_nstages(s);
+    char *inlined = calloc((size_t)n + 1, 1);
+    if (!inlined)
         return s;
+    for (int i = 0; i < n; i++) {
+        te_stage *st = te_schedule_stage_at(s, i);
+        int is_out = 0;
+        for (int j = 0; j < ge->n_out; j++)
+            is_out |= te_stage_tensor(st) == ge->outs[j];
+        if (is_out || te_stage_nreduce(st) > 0)
+            continue;
+        if (te_compute_inline(st) == TE_OK)
+            inlined[i] = 1;
+        else
+            te_ctx_clear_error(ctx);
+    }
     int ok = 1;
-    for (int i = 0; ok && i < te_schedule_nstages(s); i++) {
+    for (int i = 0; ok && threads > 1 && i < n; i++) {
         te_stage *st = te_schedule_stage_at(s, i);
         te_iter *x = te_stage_axis(st, 0), *y = te_stage_axis(st, 1);
-        if (!x)
+        if (inlined[i] || !x)
             continue;
         if (y && te_iter_extent(x) < threads)
             ok = te_fuse(st, x, y, &x) == TE_OK;
         ok = ok && te_parallel(st, x) == TE_OK;
     }
+    free(inlined);
     if (ok)
         return s;
     te_ctx_clear_error(ctx);
