@@ -496,9 +496,12 @@ typedef struct te_graph_exec te_graph_exec;
 typedef struct te_db te_db;
 
 /* Compiles every group of plan p (made from g) as one kernel: the group's expression
- * (te_graph_group_expr_build), scheduled with the default schedule and built with te_build
- * for target (NULL: the host C target). The intermediates get one pool planned by
- * te_graph_memplan_create (one allocation, filled with 0xff: NaN in floats). Stores the
+ * (te_graph_group_expr_build), scheduled with the default schedule (elementwise and injective
+ * intermediates inlined into their readers, every other stage at the root with its outermost
+ * loop parallel when the target has several cores) and built with te_build for target (NULL:
+ * the host C target), which also sets the run's thread budget (te_graph_compile_ex). The
+ * intermediates get one pool planned by te_graph_memplan_create_steps over the run's waves
+ * (one allocation, filled with 0xff: NaN in floats). Stores the
  * executable in *out (free with te_graph_exec_free); g and p must outlive it unchanged. On
  * failure returns a status with a message on g naming the group. */
 int te_graph_compile(te_graph *g, const te_fuse_plan *p, const te_target *target,
