@@ -347,17 +347,20 @@ int te_graph_node_multi(te_graph *g, const char *opname, const char *attrs, int 
     if (n_in < op->min_in || n_in > op->max_in || (n_in && !inputs))
         return te__graph_error(g, TE_ERR_ARG, "node '%s' (%s): takes %s, %d inputs given", nm0,
                                op->name, op->inputs, n_in);
+    int ref = 0; /* the first input whose dtype the others share */
+    while (ref + 1 < n_in && te__gop_input_any_dtype(op, ref))
+        ref++;
     for (int i = 0; i < n_in; i++) {
         if (inputs[i] < 0 || inputs[i] >= g->nv)
             return te__graph_error(g, TE_ERR_ARG, "node '%s' (%s): input %d is not a value (id %d)",
                                    nm0, op->name, i + 1, inputs[i]);
-        if (g->v[inputs[i]].dtype != g->v[inputs[0]].dtype)
+        if (g->v[inputs[i]].dtype != g->v[inputs[ref]].dtype && !te__gop_input_any_dtype(op, i))
             return te__graph_error(g, TE_ERR_DTYPE,
-                                   "node '%s' (%s): input %d '%s' has dtype %s but input 1 '%s' "
+                                   "node '%s' (%s): input %d '%s' has dtype %s but input %d '%s' "
                                    "has %s",
                                    nm0, op->name, i + 1, g->v[inputs[i]].name,
-                                   te_dtype_str(g->v[inputs[i]].dtype), g->v[inputs[0]].name,
-                                   te_dtype_str(g->v[inputs[0]].dtype));
+                                   te_dtype_str(g->v[inputs[i]].dtype), ref + 1,
+                                   g->v[inputs[ref]].name, te_dtype_str(g->v[inputs[ref]].dtype));
     }
     const char *nm[TE__G_MAXIO];
     char autos[TE__G_MAXIO][TE__G_NAME];

@@ -70,6 +70,9 @@ int64_t te__gop_attr_int(const te__gop *op, const te_op_params *kv, const char *
 double te__gop_attr_f64(const te__gop *op, const te_op_params *kv, const char *key);
 const char *te__gop_attr_str(const te__gop *op, const te_op_params *kv, const char *key, char *buf,
                              size_t n);
+/* 1 when input i of op may have a dtype of its own (gather's indices, where's condition); the
+ * other inputs of a node share one dtype. */
+int te__gop_input_any_dtype(const te__gop *op, int i);
 /* Checks that every key of kv is an attribute of op; message on ctx. */
 int te__gop_check_attrs(te_ctx *ctx, const te__gop *op, const te_op_params *kv);
 
