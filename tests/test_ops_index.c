@@ -72,8 +72,7 @@ static double *ref(te_ctx *ctx, te_tensor *out, int n_in, te_tensor *const *ins,
                    const void *const *data)
 {
     if (!out)
-        fail_msg("operator failed: %s (seed %llu)", te_ctx_errmsg(ctx),
-                 (unsigned long long)g_seed);
+        fail_msg("operator failed: %s (seed %llu)", te_ctx_errmsg(ctx), (unsigned long long)g_seed);
     double *res = malloc(sizeof(double) * (size_t)te_tensor_numel(out));
     if (te_reference_eval(ctx, n_in, ins, data, 1, &out, &res))
         fail_msg("reference failed: %s", te_ctx_errmsg(ctx));
@@ -119,8 +118,8 @@ static void check_compiled(te_ctx *ctx, int n_in, te_tensor *const *ins, const v
         double *want = ref(ctx, outs[o], n_in, ins, data);
         double e = tt_max_rel_err_f32(buf[n_in + o], want, n);
         if (!(e < 1e-5))
-            fail_msg("%s output %d: compiled differs from the reference by %g (seed %llu)", what,
-                     o, e, (unsigned long long)g_seed);
+            fail_msg("%s output %d: compiled differs from the reference by %g (seed %llu)", what, o,
+                     e, (unsigned long long)g_seed);
         free(want);
         free(buf[n_in + o]);
     }
@@ -639,12 +638,12 @@ static void test_index_operators_refuse_bad_input_with_messages(void **state)
                                             "input 0 ('A') has 3; only the concat axis 0 may "
                                             "differ");
     te_ctx_clear_error(ctx);
-    assert_null(te_op_slice(ctx, A, 1, (int[]){1}, (int64_t[]){0}, (int64_t[]){3}, (int64_t[]){0},
-                            "S"));
+    assert_null(
+        te_op_slice(ctx, A, 1, (int[]){1}, (int64_t[]){0}, (int64_t[]){3}, (int64_t[]){0}, "S"));
     assert_non_null(strstr(te_ctx_errmsg(ctx), "step 0 of axis 1"));
     te_ctx_clear_error(ctx);
-    assert_null(te_op_slice(ctx, A, 2, (int[]){1, -1}, (int64_t[]){0, 0}, (int64_t[]){1, 1}, NULL,
-                            "S"));
+    assert_null(
+        te_op_slice(ctx, A, 2, (int[]){1, -1}, (int64_t[]){0, 0}, (int64_t[]){1, 1}, NULL, "S"));
     assert_non_null(strstr(te_ctx_errmsg(ctx), "sliced twice"));
     te_ctx_clear_error(ctx);
     te_tensor *out[3];

@@ -37,8 +37,7 @@ te_tensor *te_op_concat(te_ctx *ctx, int n, te_tensor *const *X, int axis, const
         const int64_t *xs = te_tensor_shape(X[i]);
         if (te_tensor_ndim(X[i]) != r)
             return op__fail(&s, TE_ERR_SHAPE, "input %d ('%s') has rank %d but input 0 ('%s') %d",
-                            i, te_tensor_name(X[i]), te_tensor_ndim(X[i]), te_tensor_name(X[0]),
-                            r);
+                            i, te_tensor_name(X[i]), te_tensor_ndim(X[i]), te_tensor_name(X[0]), r);
         for (int d = 0; d < r; d++)
             if (d != axis && xs[d] != te_tensor_shape(X[0])[d])
                 return op__fail(&s, TE_ERR_SHAPE,
@@ -63,8 +62,8 @@ te_tensor *te_op_concat(te_ctx *ctx, int n, te_tensor *const *X, int axis, const
         for (int d = 0; d < r; d++)
             idx[d] = d == axis && off[i] ? te_sub(ctx, ax[d], te_int(ctx, off[i])) : ax[d];
         te_expr *v = te_read(ctx, X[i], r, idx);
-        body = body ? te_if_then_else(ctx, te_lt(ctx, ax[axis], te_int(ctx, off[i + 1])), v, body)
-                    : v;
+        body =
+            body ? te_if_then_else(ctx, te_lt(ctx, ax[axis], te_int(ctx, off[i + 1])), v, body) : v;
     }
     return op__tag(ctx, te_compute(ctx, s.name, r, ax, body), "concat");
 }
@@ -103,8 +102,8 @@ te_tensor *te_op_slice(te_ctx *ctx, te_tensor *X, int n, const int *axes, const 
         return NULL;
     int r = te_tensor_ndim(X);
     if (n < 0 || n > r || (n && (!starts || !ends)))
-        return op__fail(&s, TE_ERR_ARG, "needs 0 to %d sliced axes with starts and ends, got %d",
-                        r, n);
+        return op__fail(&s, TE_ERR_ARG, "needs 0 to %d sliced axes with starts and ends, got %d", r,
+                        n);
     const int64_t *xs = te_tensor_shape(X);
     int64_t first[TE_MAX_DIMS], step[TE_MAX_DIMS], shape[TE_MAX_DIMS];
     bool seen[TE_MAX_DIMS] = {0};
@@ -149,8 +148,8 @@ te_tensor *te_op_slice(te_ctx *ctx, te_tensor *X, int n, const int *axes, const 
 
 /* ---- Split ------------------------------------------------------------------------------ */
 
-int te_op_split(te_ctx *ctx, te_tensor *X, int axis, int n, const int64_t *sizes,
-                te_tensor **out, const char *name)
+int te_op_split(te_ctx *ctx, te_tensor *X, int axis, int n, const int64_t *sizes, te_tensor **out,
+                const char *name)
 {
     if (!ctx)
         return TE_ERR_ARG;
@@ -217,8 +216,10 @@ te_tensor *te_op_gather(te_ctx *ctx, te_tensor *X, te_tensor *I, int axis, const
                         te_tensor_name(I), te_dtype_str(idt));
     int r = te_tensor_ndim(X), ri = te_tensor_ndim(I), ro = r - 1 + ri;
     if (ro > TE_MAX_DIMS)
-        return op__fail(&s, TE_ERR_SHAPE, "output rank %d (input '%s' rank %d + indices rank %d "
-                        "- 1) exceeds %d", ro, te_tensor_name(X), r, ri, TE_MAX_DIMS);
+        return op__fail(&s, TE_ERR_SHAPE,
+                        "output rank %d (input '%s' rank %d + indices rank %d "
+                        "- 1) exceeds %d",
+                        ro, te_tensor_name(X), r, ri, TE_MAX_DIMS);
     const int64_t *xs = te_tensor_shape(X), *is = te_tensor_shape(I);
     int64_t shape[TE_MAX_DIMS];
     for (int d = 0; d < ro; d++)
@@ -290,8 +291,8 @@ te_tensor *te_op_where(te_ctx *ctx, te_tensor *C, te_tensor *X, te_tensor *Y, co
         return NULL;
     int R = 0;
     int64_t shape[TE_MAX_DIMS];
-    if (!bcast_with(&s, C, "condition 'C'", &R, shape) || !bcast_with(&s, X, "input 'X'", &R, shape) ||
-        !bcast_with(&s, Y, "input 'Y'", &R, shape))
+    if (!bcast_with(&s, C, "condition 'C'", &R, shape) ||
+        !bcast_with(&s, X, "input 'X'", &R, shape) || !bcast_with(&s, Y, "input 'Y'", &R, shape))
         return NULL;
     te_expr *ax[TE_MAX_DIMS];
     if (!op__axes(ctx, R, shape, NULL, ax))
@@ -328,6 +329,5 @@ te_tensor *te_op_expand(te_ctx *ctx, te_tensor *X, int ndim, const int64_t *shap
     te_expr *ax[TE_MAX_DIMS];
     if (!op__axes(ctx, R, shape, NULL, ax))
         return NULL;
-    return op__tag(ctx, te_compute(ctx, s.name, R, ax, bcast_read(ctx, X, R, ax, shape)),
-                   "expand");
+    return op__tag(ctx, te_compute(ctx, s.name, R, ax, bcast_read(ctx, X, R, ax, shape)), "expand");
 }

@@ -34,10 +34,9 @@ te_tensor *te_op_log_softmax(te_ctx *ctx, te_tensor *X, int axis, const char *na
         mi[d] = d == axis ? te_int(ctx, 0) : oa[d];
     }
     te_expr *e = te_exp(ctx, te_sub(ctx, te_read(ctx, X, r, ia), te_read(ctx, M, r, mi)));
-    te_tensor *S = op__tag(ctx,
-                           te_compute(ctx, op__stage_name(ctx, s.name, "sum"), r, oa,
-                                      te_sum(ctx, e, 1, &k)),
-                           "log_softmax_sum");
+    te_tensor *S = op__tag(
+        ctx, te_compute(ctx, op__stage_name(ctx, s.name, "sum"), r, oa, te_sum(ctx, e, 1, &k)),
+        "log_softmax_sum");
     te_expr *ax[TE_MAX_DIMS], *i1[TE_MAX_DIMS];
     if (!S || !op__axes(ctx, r, xs, NULL, ax))
         return NULL;
@@ -61,13 +60,13 @@ te_tensor *te_op_reduce_l2(te_ctx *ctx, te_tensor *X, int naxes, const int *axes
     if (!op__axes(ctx, r, te_tensor_shape(X), NULL, ax))
         return NULL;
     te_expr *x = te_read(ctx, X, r, ax);
-    te_tensor *Q = op__tag(
-        ctx, te_compute(ctx, op__stage_name(ctx, s.name, "sq"), r, ax, te_mul(ctx, x, x)),
-        "reduce_l2_sq");
-    te_tensor *S = op__tag(ctx,
-                           te_op_reduce(ctx, Q, TE_RSUM, naxes, axes, keepdims,
-                                        op__stage_name(ctx, s.name, "sum")),
-                           "reduce_l2_sum");
+    te_tensor *Q =
+        op__tag(ctx, te_compute(ctx, op__stage_name(ctx, s.name, "sq"), r, ax, te_mul(ctx, x, x)),
+                "reduce_l2_sq");
+    te_tensor *S = op__tag(
+        ctx,
+        te_op_reduce(ctx, Q, TE_RSUM, naxes, axes, keepdims, op__stage_name(ctx, s.name, "sum")),
+        "reduce_l2_sum");
     if (!S) /* te_op_reduce's message names the "<name>_sum" stage */
         return NULL;
     int ro = te_tensor_ndim(S);
