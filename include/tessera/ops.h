@@ -256,12 +256,12 @@ te_tensor *te_op_slice(te_ctx *ctx, te_tensor *X, int n, const int *axes, const 
 int te_op_split(te_ctx *ctx, te_tensor *X, int axis, int n, const int64_t *sizes, te_tensor **out,
                 const char *name);
 
-/* Gathers slices of X along `axis` at the integer indices I (any integer dtype, any rank):
- * Y has shape X.shape[:axis] + I.shape + X.shape[axis+1:] and
- * Y[a.., i.., b..] = X[a.., I[i..], b..]. A negative index counts from the end (ONNX); an index
- * outside [-dim, dim) is clamped to the nearest element (compiled code cannot report it). One
- * stage reading I's data for X's index; tag "gather". */
-te_tensor *te_op_gather(te_ctx *ctx, te_tensor *X, te_tensor *I, int axis, const char *name);
+/* Gathers slices of X along `axis` at the integer `indices` (any integer dtype but bool, any
+ * rank): Y has shape X.shape[:axis] + indices.shape + X.shape[axis+1:] and
+ * Y[a.., i.., b..] = X[a.., indices[i..], b..]. A negative index counts from the end (ONNX); an
+ * index outside [-dim, dim) is clamped to the nearest element (compiled code cannot report it). One
+ * stage reading the indices' data for X's index; tag "gather". */
+te_tensor *te_op_gather(te_ctx *ctx, te_tensor *X, te_tensor *indices, int axis, const char *name);
 
 /* Y = C ? X : Y elementwise with numpy broadcasting of all three (te_op_binary's rules). C is
  * TE_BOOL or any numeric dtype (non-zero is true); X and Y share a numeric dtype, the output's.

@@ -202,25 +202,25 @@ int te_op_split(te_ctx *ctx, te_tensor *X, int axis, int n, const int64_t *sizes
 
 /* ---- Gather ----------------------------------------------------------------------------- */
 
-te_tensor *te_op_gather(te_ctx *ctx, te_tensor *X, te_tensor *I, int axis, const char *name)
+te_tensor *te_op_gather(te_ctx *ctx, te_tensor *X, te_tensor *Ind, int axis, const char *name)
 {
     if (!ctx)
         return NULL;
     op_site s = {ctx, "gather", name ? name : "gather"};
-    if (!op__need(&s, X, "input 'X'") || !op__need(&s, I, "indices 'I'") ||
+    if (!op__need(&s, X, "input 'X'") || !op__need(&s, Ind, "indices") ||
         !numeric(&s, X, "input 'X'") || !op__axis(&s, X, &axis))
         return NULL;
-    te_dtype idt = te_tensor_dtype(I);
+    te_dtype idt = te_tensor_dtype(Ind);
     if (!te_dtype_is_int(idt) || idt == TE_BOOL)
         return op__fail(&s, TE_ERR_DTYPE, "indices '%s' have dtype %s; they must be integers",
-                        te_tensor_name(I), te_dtype_str(idt));
-    int r = te_tensor_ndim(X), ri = te_tensor_ndim(I), ro = r - 1 + ri;
+                        te_tensor_name(Ind), te_dtype_str(idt));
+    int r = te_tensor_ndim(X), ri = te_tensor_ndim(Ind), ro = r - 1 + ri;
     if (ro > TE_MAX_DIMS)
         return op__fail(&s, TE_ERR_SHAPE,
                         "output rank %d (input '%s' rank %d + indices rank %d "
                         "- 1) exceeds %d",
                         ro, te_tensor_name(X), r, ri, TE_MAX_DIMS);
-    const int64_t *xs = te_tensor_shape(X), *is = te_tensor_shape(I);
+    const int64_t *xs = te_tensor_shape(X), *is = te_tensor_shape(Ind);
     int64_t shape[TE_MAX_DIMS];
     for (int d = 0; d < ro; d++)
         shape[d] = d < axis ? xs[d] : d < axis + ri ? is[d - axis] : xs[d - ri + 1];
@@ -232,7 +232,7 @@ te_tensor *te_op_gather(te_ctx *ctx, te_tensor *X, te_tensor *I, int axis, const
     /* A negative index counts from the end; one outside [-dim, dim) is clamped to the nearest
      * valid element, since compiled code cannot report it (ONNX leaves it undefined). */
     int64_t dim = xs[axis];
-    te_expr *j = te_read(ctx, I, ri, ii);
+    te_expr *j = te_read(ctx, Ind, ri, ii);
     if (idt != TE_I64)
         j = te_cast(ctx, TE_I64, j);
     j = te_select(ctx, te_lt(ctx, j, te_int(ctx, 0)), te_add(ctx, j, te_int(ctx, dim)), j);
