@@ -282,6 +282,31 @@ for rep in range(8):
             emit(name(op), [helper.make_node(op, ["x", "ax"], ["y"], keepdims=kd)],
                  [("x", rand(*s))], ["y"], [init("ax", np.array(ax, dtype=np.int64))], opset=18)
 
+# Index operators fused with their neighbours: an elementwise producer read through
+# data-dependent indices, slices feeding a concat and a reduction, a broadcast where.
+emit("chain_gather", [helper.make_node("Relu", ["x"], ["r"]),
+                      helper.make_node("Gather", ["r", "ids"], ["g"], axis=1),
+                      helper.make_node("Tanh", ["g"], ["y"])],
+     [("x", rand(3, 7, 4)), ("ids", rng.integers(-7, 7, size=(2, 3)).astype(np.int64))], ["y"])
+emit("chain_slice_concat",
+     [helper.make_node("Exp", ["x"], ["e"]),
+      helper.make_node("Slice", ["e", "s0", "e0", "a0"], ["p"]),
+      helper.make_node("Slice", ["e", "s1", "e1", "a0", "m1"], ["q"]),
+      helper.make_node("Concat", ["q", "p", "x"], ["c"], axis=1),
+      helper.make_node("ReduceMax", ["c"], ["m"], axes=[1], keepdims=1),
+      helper.make_node("Sub", ["c", "m"], ["y"])],
+     [("x", rand(4, 6))], ["y"],
+     [init("s0", np.array([1], dtype=np.int64)), init("e0", np.array([5], dtype=np.int64)),
+      init("a0", np.array([1], dtype=np.int64)), init("s1", np.array([-1], dtype=np.int64)),
+      init("e1", np.array([-2**62], dtype=np.int64)), init("m1", np.array([-1], dtype=np.int64))])
+emit("chain_where_expand",
+     [helper.make_node("Expand", ["b", "shp"], ["be"]),
+      helper.make_node("Mul", ["x", "be"], ["xb"]),
+      helper.make_node("Where", ["c", "xb", "x"], ["w"]),
+      helper.make_node("LogSoftmax", ["w"], ["y"], axis=-1)],
+     [("x", rand(2, 3, 5)), ("c", rng.integers(0, 2, size=(3, 1)).astype(np.bool_))], ["y"],
+     [init("b", rand(5)), init("shp", np.array([3, 1], dtype=np.int64))])
+
 # An MLP with the exporters' erf GELU.
 emit("mlp_gelu",
      [helper.make_node("MatMul", ["x", "w1"], ["h0"]), helper.make_node("Add", ["h0", "b1"], ["h"]),
