@@ -308,8 +308,8 @@ static int apply_node(te_graph *g, te__gnode *nd, const char *const *names, te_t
     if (!rc) {
         for (int i = 0; i < nd->n_in; i++)
             in[i] = g->v[nd->in[i]].t;
-        const char *nm[TE__G_MAXIO];
-        for (int i = 0; i < op->n_out; i++)
+        const char *nm[TE__G_MAXIO + 1] = {0}; /* NULL after the last: split counts them */
+        for (int i = 0; i < nd->n_out; i++)
             nm[i] = names[i];
         rc = op->apply(g->ctx, op, &kv, nd->n_in, in, nm, outs);
     }
@@ -341,7 +341,10 @@ int te_graph_node_multi(te_graph *g, const char *opname, const char *attrs, int 
         return te__graph_error(g, TE_ERR_NOT_FOUND,
                                "node '%s': unknown operator '%s' (see `tessera fuse --ops`)", nm0,
                                opname ? opname : "(null)");
-    if (n_out != op->n_out || !outs)
+    if (op->n_out == 0 && (n_out < 1 || n_out > TE__G_MAXIO || !outs))
+        return te__graph_error(g, TE_ERR_ARG, "node '%s' (%s): takes 1 to %d outputs, %d given",
+                               nm0, op->name, TE__G_MAXIO, n_out);
+    if ((op->n_out && n_out != op->n_out) || !outs)
         return te__graph_error(g, TE_ERR_ARG, "node '%s' (%s): has %d outputs, %d names given", nm0,
                                op->name, op->n_out, n_out);
     if (n_in < op->min_in || n_in > op->max_in || (n_in && !inputs))
@@ -392,6 +395,7 @@ int te_graph_node_multi(te_graph *g, const char *opname, const char *attrs, int 
     nd.n_in = n_in;
     for (int i = 0; i < n_in; i++)
         nd.in[i] = inputs[i];
+    nd.n_out = n_out;
     te_tensor *ts[TE__G_MAXIO] = {0};
     int rc = apply_node(g, &nd, nm, ts);
     if (rc)
@@ -427,7 +431,7 @@ int te_graph_node(te_graph *g, const char *op, const char *attrs, int n_in, cons
                   const char *name)
 {
     const te__gop *o = te__gop_find(op);
-    if (g && o && o->n_out != 1)
+    if (g && o && o->n_out > 1)
         return te__graph_error(g, TE_ERR_ARG,
                                "node '%s' (%s): has %d outputs; use te_graph_node_multi",
                                name ? name : op, op, o->n_out);

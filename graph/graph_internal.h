@@ -57,10 +57,10 @@ typedef int (*te__gop_apply)(te_ctx *ctx, const struct te__gop *op, const te_op_
 typedef struct te__gop {
     const char *name;
     te_op_kind kind;
-    int min_in, max_in, n_out;
-    const char *inputs;   /* "X,W[,bias]" */
-    const char *attrs;    /* defaults "stride=1,pad=0" ("" none) */
-    double flop_per_elem; /* elementwise cost per output element (pattern kinds 0..3) */
+    int min_in, max_in, n_out; /* n_out 0: as many as the node names (1 .. TE__G_MAXIO) */
+    const char *inputs;        /* "X,W[,bias]" */
+    const char *attrs;         /* defaults "stride=1,pad=0" ("" none) */
+    double flop_per_elem;      /* elementwise cost per output element (pattern kinds 0..3) */
     te__gop_apply apply;
 } te__gop;
 

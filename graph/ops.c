@@ -65,7 +65,8 @@ int te__gop_check_attrs(te_ctx *ctx, const te__gop *op, const te_op_params *kv)
             strcmp(kv->p[i].key, "perm") == 0 || strcmp(kv->p[i].key, "shape") == 0 ||
             strcmp(kv->p[i].key, "eps") == 0 || strcmp(kv->p[i].key, "value") == 0 ||
             strcmp(kv->p[i].key, "axes") == 0 || strcmp(kv->p[i].key, "starts") == 0 ||
-            strcmp(kv->p[i].key, "ends") == 0 || strcmp(kv->p[i].key, "steps") == 0)
+            strcmp(kv->p[i].key, "ends") == 0 || strcmp(kv->p[i].key, "steps") == 0 ||
+            strcmp(kv->p[i].key, "sizes") == 0)
             continue;
         if (!kv->p[i].is_int)
             return te_ctx_set_error(ctx, TE_ERR_ARG,
@@ -479,6 +480,25 @@ static int ap_slice(APPLY_ARGS)
         ctx, te_op_slice(ctx, in[0], ns, na ? axes : NULL, st, en, np ? sp : NULL, names[0]), out);
 }
 
+/* split: as many outputs as the node names (names is NULL-terminated), sizes "a:b:c" or equal
+ * parts. */
+static int ap_split(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    int n = 0;
+    while (n < TE__G_MAXIO && names[n])
+        n++;
+    int64_t sizes[TE_MAX_DIMS];
+    int ns = list_attr(ctx, op, kv, "sizes", sizes);
+    if (ns < 0)
+        return te_ctx_errcode(ctx);
+    if (ns && ns != n)
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "split: sizes lists %d parts for %d outputs", ns,
+                                n);
+    return te_op_split(ctx, in[0], (int)te__gop_attr_int(op, kv, "axis"), n, ns ? sizes : NULL, out,
+                       names[0]);
+}
+
 static int ap_gather(APPLY_ARGS)
 {
     UNUSED_ARGS;
@@ -599,9 +619,11 @@ static const te__gop table[] = {
     {"rsqrt", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 5, ap_intrin},
     {"erf", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 12, ap_intrin},
     {"abs", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 1, ap_intrin},
-    /* Index operators (a graph splits a tensor with one slice node per part). */
+    /* Index operators; split has as many outputs as its node names (the ONNX importer uses one
+     * slice per part instead, which fuses with each part's consumers). */
     {"concat", TE_KIND_INJECTIVE, 1, TE__G_MAXIO, 1, "X0[,X1...]", "axis=0", 0, ap_concat},
     {"slice", TE_KIND_INJECTIVE, 1, 1, 1, "X", "axes=,starts=,ends=,steps=", 0, ap_slice},
+    {"split", TE_KIND_INJECTIVE, 1, 1, 0, "X", "axis=0,sizes=", 0, ap_split},
     {"gather", TE_KIND_INJECTIVE, 2, 2, 1, "X,indices", "axis=0", 0, ap_gather},
     {"where", TE_KIND_BROADCAST, 3, 3, 1, "cond,X,Y", "", 1, ap_where},
     {"expand", TE_KIND_BROADCAST, 1, 1, 1, "X", "shape=1", 0, ap_expand},
