@@ -22,8 +22,10 @@
  * node is checked as it is added); a declared value_info or output shape that disagrees is an
  * error. Chains that only compute shapes (Shape, Gather, Concat, Unsqueeze, Squeeze, Reshape,
  * Slice, Cast, integer Add/Sub/Mul/Div, ConstantOfShape) are evaluated while importing, so
- * Reshape gets a constant target shape. The exporters' erf GELU (x * 0.5 * (1 + erf(x / sqrt 2)))
- * becomes one gelu node. The operators and their mapping are listed in onnx/README.md.
+ * Reshape gets a constant target shape; on run-time tensors Gather, Concat, Slice, Split, Where
+ * and Expand become the graph's index operators. The exporters' erf GELU
+ * (x * 0.5 * (1 + erf(x / sqrt 2))) becomes one gelu node. The operators and their mapping are
+ * listed in onnx/README.md.
  *
  * A model is imported whole or not at all: an opset outside 7..21, an operator or attribute
  * that has no mapping onto the library (all listed with their node names before anything is
