@@ -696,6 +696,30 @@ static void test_index_ops_and_reductions_at_run_time(void **state)
     }
     check_numbers(g, (const void *[]){x18}, 3, (double *[]){m18, q0, q2});
     te_graph_free(g);
+
+    /* Opset 9: Slice takes starts/ends/axes as attributes (clamped: 1000 is the end). */
+    om_reset(&M);
+    M.opset = 9;
+    M.ins[M.nin++] = om_vinfo("x", 2, (int64_t[]){3, 5}, NULL);
+    M.outs[M.nout++] = om_vinfo("y", 2, (int64_t[]){3, 3}, NULL);
+    om_node(&M, "Slice", "slice9", "x", "y", om_attr_ints("starts", 1, (int64_t[]){-3}),
+            om_attr_ints("ends", 1, (int64_t[]){1000}), om_attr_ints("axes", 1, (int64_t[]){1}),
+            NULL);
+    g = import_ok(write_model("slice_opset9.onnx", 0), NULL);
+    double y9[9];
+    for (int r = 0; r < 3; r++)
+        for (int k = 0; k < 3; k++)
+            y9[r * 3 + k] = x18[r * 5 + 2 + k];
+    check_numbers(g, (const void *[]){x18}, 1, (double *[]){y9});
+    te_graph_free(g);
+    /* Before opset 13 LogSoftmax coerces to 2-D: only the last axis maps. */
+    om_reset(&M);
+    M.opset = 11;
+    M.ins[M.nin++] = om_vinfo("x", 2, (int64_t[]){3, 5}, NULL);
+    M.outs[M.nout++] = om_vinfo("y", 2, (int64_t[]){3, 5}, NULL);
+    om_node(&M, "LogSoftmax", "ls11", "x", "y", om_attr_i("axis", 0), NULL);
+    import_fails(write_model("logsoftmax11.onnx", 0), NULL,
+                 "node 'ls11' (LogSoftmax): before opset 13 only the last axis");
 }
 
 static void test_index_ops_refuse_unsupported_forms_naming_the_node(void **state)
