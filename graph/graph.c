@@ -308,8 +308,8 @@ static int apply_node(te_graph *g, te__gnode *nd, const char *const *names, te_t
     if (!rc) {
         for (int i = 0; i < nd->n_in; i++)
             in[i] = g->v[nd->in[i]].t;
-        const char *nm[TE__G_MAXIO];
-        for (int i = 0; i < op->n_out; i++)
+        const char *nm[TE__G_MAXIO + 1] = {0}; /* NULL after the last: split counts them */
+        for (int i = 0; i < nd->n_out; i++)
             nm[i] = names[i];
         rc = op->apply(g->ctx, op, &kv, nd->n_in, in, nm, outs);
     }
@@ -341,23 +341,29 @@ int te_graph_node_multi(te_graph *g, const char *opname, const char *attrs, int 
         return te__graph_error(g, TE_ERR_NOT_FOUND,
                                "node '%s': unknown operator '%s' (see `tessera fuse --ops`)", nm0,
                                opname ? opname : "(null)");
-    if (n_out != op->n_out || !outs)
+    if (op->n_out == 0 && (n_out < 1 || n_out > TE__G_MAXIO || !outs))
+        return te__graph_error(g, TE_ERR_ARG, "node '%s' (%s): takes 1 to %d outputs, %d given",
+                               nm0, op->name, TE__G_MAXIO, n_out);
+    if ((op->n_out && n_out != op->n_out) || !outs)
         return te__graph_error(g, TE_ERR_ARG, "node '%s' (%s): has %d outputs, %d names given", nm0,
                                op->name, op->n_out, n_out);
     if (n_in < op->min_in || n_in > op->max_in || (n_in && !inputs))
         return te__graph_error(g, TE_ERR_ARG, "node '%s' (%s): takes %s, %d inputs given", nm0,
                                op->name, op->inputs, n_in);
+    int ref = 0; /* the first input whose dtype the others share */
+    while (ref + 1 < n_in && te__gop_input_any_dtype(op, ref))
+        ref++;
     for (int i = 0; i < n_in; i++) {
         if (inputs[i] < 0 || inputs[i] >= g->nv)
             return te__graph_error(g, TE_ERR_ARG, "node '%s' (%s): input %d is not a value (id %d)",
                                    nm0, op->name, i + 1, inputs[i]);
-        if (g->v[inputs[i]].dtype != g->v[inputs[0]].dtype)
+        if (g->v[inputs[i]].dtype != g->v[inputs[ref]].dtype && !te__gop_input_any_dtype(op, i))
             return te__graph_error(g, TE_ERR_DTYPE,
-                                   "node '%s' (%s): input %d '%s' has dtype %s but input 1 '%s' "
+                                   "node '%s' (%s): input %d '%s' has dtype %s but input %d '%s' "
                                    "has %s",
                                    nm0, op->name, i + 1, g->v[inputs[i]].name,
-                                   te_dtype_str(g->v[inputs[i]].dtype), g->v[inputs[0]].name,
-                                   te_dtype_str(g->v[inputs[0]].dtype));
+                                   te_dtype_str(g->v[inputs[i]].dtype), ref + 1,
+                                   g->v[inputs[ref]].name, te_dtype_str(g->v[inputs[ref]].dtype));
     }
     const char *nm[TE__G_MAXIO];
     char autos[TE__G_MAXIO][TE__G_NAME];
@@ -389,6 +395,7 @@ int te_graph_node_multi(te_graph *g, const char *opname, const char *attrs, int 
     nd.n_in = n_in;
     for (int i = 0; i < n_in; i++)
         nd.in[i] = inputs[i];
+    nd.n_out = n_out;
     te_tensor *ts[TE__G_MAXIO] = {0};
     int rc = apply_node(g, &nd, nm, ts);
     if (rc)
@@ -424,7 +431,7 @@ int te_graph_node(te_graph *g, const char *op, const char *attrs, int n_in, cons
                   const char *name)
 {
     const te__gop *o = te__gop_find(op);
-    if (g && o && o->n_out != 1)
+    if (g && o && o->n_out > 1)
         return te__graph_error(g, TE_ERR_ARG,
                                "node '%s' (%s): has %d outputs; use te_graph_node_multi",
                                name ? name : op, op, o->n_out);

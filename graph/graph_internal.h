@@ -57,10 +57,10 @@ typedef int (*te__gop_apply)(te_ctx *ctx, const struct te__gop *op, const te_op_
 typedef struct te__gop {
     const char *name;
     te_op_kind kind;
-    int min_in, max_in, n_out;
-    const char *inputs;   /* "X,W[,bias]" */
-    const char *attrs;    /* defaults "stride=1,pad=0" ("" none) */
-    double flop_per_elem; /* elementwise cost per output element (pattern kinds 0..3) */
+    int min_in, max_in, n_out; /* n_out 0: as many as the node names (1 .. TE__G_MAXIO) */
+    const char *inputs;        /* "X,W[,bias]" */
+    const char *attrs;         /* defaults "stride=1,pad=0" ("" none) */
+    double flop_per_elem;      /* elementwise cost per output element (pattern kinds 0..3) */
     te__gop_apply apply;
 } te__gop;
 
@@ -74,6 +74,9 @@ int64_t te__gop_attr_int(const te__gop *op, const te_op_params *kv, const char *
 double te__gop_attr_f64(const te__gop *op, const te_op_params *kv, const char *key);
 const char *te__gop_attr_str(const te__gop *op, const te_op_params *kv, const char *key, char *buf,
                              size_t n);
+/* 1 when input i of op may have a dtype of its own (gather's indices, where's condition); the
+ * other inputs of a node share one dtype. */
+int te__gop_input_any_dtype(const te__gop *op, int i);
 /* Checks that every key of kv is an attribute of op; message on ctx. */
 int te__gop_check_attrs(te_ctx *ctx, const te__gop *op, const te_op_params *kv);
 

@@ -65,7 +65,10 @@ int te__gop_check_attrs(te_ctx *ctx, const te__gop *op, const te_op_params *kv)
             continue;
         if (strcmp(kv->p[i].key, "layout") == 0 || strcmp(kv->p[i].key, "act") == 0 ||
             strcmp(kv->p[i].key, "perm") == 0 || strcmp(kv->p[i].key, "shape") == 0 ||
-            strcmp(kv->p[i].key, "eps") == 0 || strcmp(kv->p[i].key, "value") == 0)
+            strcmp(kv->p[i].key, "eps") == 0 || strcmp(kv->p[i].key, "value") == 0 ||
+            strcmp(kv->p[i].key, "axes") == 0 || strcmp(kv->p[i].key, "starts") == 0 ||
+            strcmp(kv->p[i].key, "ends") == 0 || strcmp(kv->p[i].key, "steps") == 0 ||
+            strcmp(kv->p[i].key, "sizes") == 0)
             continue;
         if (!kv->p[i].is_int)
             return te_ctx_set_error(ctx, TE_ERR_ARG,
@@ -436,6 +439,129 @@ static int ap_intrin(APPLY_ARGS)
     return TE_ERR_INTERNAL;
 }
 
+/* ---- Index operators and more reductions (te/ops/index.c, te/ops/reduce_more.c) ------------ */
+
+/* List attribute `key` ("0:-1"; "" gives 0 entries) into v; count, or an error status. */
+static int list_attr(te_ctx *ctx, const te__gop *op, const te_op_params *kv, const char *key,
+                     int64_t *v)
+{
+    char buf[TE__G_ATTRS];
+    const char *s = te__gop_attr_str(op, kv, key, buf, sizeof buf);
+    int n = parse_list(s, v, TE_MAX_DIMS);
+    if (n < 0)
+        return te_ctx_set_error(ctx, TE_ERR_ARG,
+                                "attribute %s=%s: give at most %d integers separated by ':'", key,
+                                s, TE_MAX_DIMS);
+    return n;
+}
+
+static int ap_concat(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    return done(ctx, te_op_concat(ctx, n_in, in, (int)te__gop_attr_int(op, kv, "axis"), names[0]),
+                out);
+}
+
+static int ap_slice(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    int64_t ax[TE_MAX_DIMS], st[TE_MAX_DIMS], en[TE_MAX_DIMS], sp[TE_MAX_DIMS];
+    int na = list_attr(ctx, op, kv, "axes", ax), ns = list_attr(ctx, op, kv, "starts", st);
+    int ne = list_attr(ctx, op, kv, "ends", en), np = list_attr(ctx, op, kv, "steps", sp);
+    if (na < 0 || ns < 0 || ne < 0 || np < 0)
+        return te_ctx_errcode(ctx);
+    if (ne != ns || (na && na != ns) || (np && np != ns))
+        return te_ctx_set_error(ctx, TE_ERR_ARG,
+                                "slice: starts has %d entries, ends %d, axes %d, steps %d; give "
+                                "one per sliced axis (axes and steps may be left empty)",
+                                ns, ne, na, np);
+    int axes[TE_MAX_DIMS];
+    for (int i = 0; i < na; i++)
+        axes[i] = (int)ax[i];
+    return done(
+        ctx, te_op_slice(ctx, in[0], ns, na ? axes : NULL, st, en, np ? sp : NULL, names[0]), out);
+}
+
+/* split: as many outputs as the node names (names is NULL-terminated), sizes "a:b:c" or equal
+ * parts. */
+static int ap_split(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    int n = 0;
+    while (n < TE__G_MAXIO && names[n])
+        n++;
+    int64_t sizes[TE_MAX_DIMS];
+    int ns = list_attr(ctx, op, kv, "sizes", sizes);
+    if (ns < 0)
+        return te_ctx_errcode(ctx);
+    if (ns && ns != n)
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "split: sizes lists %d parts for %d outputs", ns,
+                                n);
+    return te_op_split(ctx, in[0], (int)te__gop_attr_int(op, kv, "axis"), n, ns ? sizes : NULL, out,
+                       names[0]);
+}
+
+static int ap_gather(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    return done(
+        ctx, te_op_gather(ctx, in[0], in[1], (int)te__gop_attr_int(op, kv, "axis"), names[0]), out);
+}
+
+static int ap_where(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    return done(ctx, te_op_where(ctx, in[0], in[1], in[2], names[0]), out);
+}
+
+static int ap_expand(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    char buf[TE__G_ATTRS];
+    int64_t shape[TE_MAX_DIMS];
+    const char *s = te__gop_attr_str(op, kv, "shape", buf, sizeof buf);
+    int nd = parse_list(s, shape, TE_MAX_DIMS);
+    if (nd < 1)
+        return te_ctx_set_error(ctx, TE_ERR_ARG,
+                                "attribute shape='%s': give extents separated by ':'", s);
+    return done(ctx, te_op_expand(ctx, in[0], nd, shape, names[0]), out);
+}
+
+static int ap_log_softmax(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    return done(ctx, te_op_log_softmax(ctx, in[0], (int)te__gop_attr_int(op, kv, "axis"), names[0]),
+                out);
+}
+
+/* reduce_max, reduce_l2: axes "a:b" (empty: all axes), keepdims. */
+static int ap_reduce_axes(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    int64_t ax[TE_MAX_DIMS];
+    int na = list_attr(ctx, op, kv, "axes", ax), axes[TE_MAX_DIMS];
+    if (na < 0)
+        return te_ctx_errcode(ctx);
+    for (int i = 0; i < na; i++)
+        axes[i] = (int)ax[i];
+    if (!na)
+        for (na = 0; na < te_tensor_ndim(in[0]); na++)
+            axes[na] = na;
+    int keep = (int)te__gop_attr_int(op, kv, "keepdims");
+    te_tensor *y = strcmp(op->name, "reduce_l2") == 0
+                       ? te_op_reduce_l2(ctx, in[0], na, axes, keep, names[0])
+                       : te_op_reduce(ctx, in[0], TE_RMAX, na, axes, keep, names[0]);
+    return done(ctx, y, out);
+}
+
+int te__gop_input_any_dtype(const te__gop *op, int i)
+{
+    /* gather's indices are integers and where's condition any dtype (non-zero is true), while
+     * the data inputs share one dtype. */
+    return (strcmp(op->name, "gather") == 0 && i == 1) ||
+           (strcmp(op->name, "where") == 0 && i == 0);
+}
+
 /* ---- The table ---------------------------------------------------------------------------- */
 
 #define CONV_ATTRS "stride=1,pad=0,dilation=1,groups=1,layout=NCHW"
@@ -495,6 +621,17 @@ static const te__gop table[] = {
     {"rsqrt", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 5, ap_intrin},
     {"erf", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 12, ap_intrin},
     {"abs", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 1, ap_intrin},
+    /* Index operators; split has as many outputs as its node names (the ONNX importer uses one
+     * slice per part instead, which fuses with each part's consumers). */
+    {"concat", TE_KIND_INJECTIVE, 1, TE__G_MAXIO, 1, "X0[,X1...]", "axis=0", 0, ap_concat},
+    {"slice", TE_KIND_INJECTIVE, 1, 1, 1, "X", "axes=,starts=,ends=,steps=", 0, ap_slice},
+    {"split", TE_KIND_INJECTIVE, 1, 1, 0, "X", "axis=0,sizes=", 0, ap_split},
+    {"gather", TE_KIND_INJECTIVE, 2, 2, 1, "X,indices", "axis=0", 0, ap_gather},
+    {"where", TE_KIND_BROADCAST, 3, 3, 1, "cond,X,Y", "", 1, ap_where},
+    {"expand", TE_KIND_BROADCAST, 1, 1, 1, "X", "shape=1", 0, ap_expand},
+    {"log_softmax", TE_KIND_REDUCTION, 1, 1, 1, "X", "axis=-1", 8, ap_log_softmax},
+    {"reduce_max", TE_KIND_REDUCTION, 1, 1, 1, "X", "axes=,keepdims=1", 1, ap_reduce_axes},
+    {"reduce_l2", TE_KIND_REDUCTION, 1, 1, 1, "X", "axes=,keepdims=1", 3, ap_reduce_axes},
 };
 
 #define NTABLE ((int)(sizeof table / sizeof table[0]))

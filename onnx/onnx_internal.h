@@ -58,6 +58,10 @@ void ox_graph_name(ox_ctx *c, const char *onnx_name, char *buf, size_t size);
 /* The graph value of v, adding a graph constant for OX_CONST values (as f32; rank 0 as [1]). */
 int ox_materialize(ox_ctx *c, ox_val *v);
 
+/* An i64 graph constant holding OX_CONST v (Gather's indices); v itself stays a constant. For a
+ * graph value, its id. */
+int ox_materialize_i64(ox_ctx *c, ox_val *v);
+
 /* Decodes a TensorProto (typed fields, raw_data or external data) into OX_CONST data of v. */
 int ox_tensor_value(ox_ctx *c, const Onnx__TensorProto *t, ox_val *v);
 
@@ -111,6 +115,9 @@ int ox_fold_concat(ox_ctx *c, const Onnx__NodeProto *n);
 int ox_fold_slice(ox_ctx *c, const Onnx__NodeProto *n);
 int ox_fold_const_of_shape(ox_ctx *c, const Onnx__NodeProto *n);
 int ox_transpose(ox_ctx *c, const Onnx__NodeProto *n);
+int ox_split(ox_ctx *c, const Onnx__NodeProto *n);
+int ox_where(ox_ctx *c, const Onnx__NodeProto *n);
+int ox_expand(ox_ctx *c, const Onnx__NodeProto *n);
 
 /* Neural-network operators (onnx_nn.c): Conv, pools, MatMul, Gemm, norms, softmax, reductions.
  * Returns 1 when op_type is one of them (having converted it or recorded an error), else 0. */

@@ -110,6 +110,24 @@ int ox_materialize(ox_ctx *c, ox_val *v)
     return id;
 }
 
+int ox_materialize_i64(ox_ctx *c, ox_val *v)
+{
+    if (v->kind != OX_CONST)
+        return v->gv;
+    int64_t *d = malloc((size_t)(v->numel ? v->numel : 1) * sizeof *d), one = 1;
+    if (!d)
+        return ox_fail(c, TE_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < v->numel; i++)
+        d[i] = ox_i64(v->d[i]);
+    char nm[48];
+    ox_graph_name(c, v->name, nm, sizeof nm);
+    int id = te_graph_const(c->g, nm, TE_I64, v->ndim ? v->ndim : 1, v->ndim ? v->shape : &one, d);
+    free(d);
+    if (id < 0)
+        return ox_fail(c, id, "constant '%s': %s", v->name, te_graph_errmsg(c->g));
+    return id; /* v stays a constant: its float materialization is another value */
+}
+
 /* ---- Tensors ---------------------------------------------------------------------------- */
 
 static int elem_size(int32_t dt, int *is_int)
@@ -365,10 +383,27 @@ static int add_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, const char *opti
     if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
         return ox_fail(c, TE_ERR_UNSUPPORTED, "input '%s': only tensor inputs are supported", nm);
     const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
-    if (tt->elem_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+    /* float32 data; int64 / int32 indices (Gather) and bool masks (Where), which the graph
+     * holds as i64 / i32 / u8 (one byte per element, as ONNX stores bool). */
+    te_dtype dt = TE_F32;
+    switch (tt->elem_type) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
+        break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
+        dt = TE_I64;
+        break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32:
+        dt = TE_I32;
+        break;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
+        dt = TE_U8;
+        break;
+    default:
         return ox_fail(c, TE_ERR_UNSUPPORTED,
-                       "input '%s': element type %d (only float32 inputs are supported)", nm,
-                       (int)tt->elem_type);
+                       "input '%s': element type %d (float32, int64, int32 and bool inputs are "
+                       "supported)",
+                       nm, (int)tt->elem_type);
+    }
     int64_t shape[TE_MAX_DIMS];
     int nd = 0;
     char buf[256];
@@ -415,7 +450,7 @@ static int add_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, const char *opti
         return c->rc;
     char gname[48];
     ox_graph_name(c, nm, gname, sizeof gname);
-    int id = te_graph_input(c->g, gname, TE_F32, nd, shape);
+    int id = te_graph_input(c->g, gname, dt, nd, shape);
     if (id < 0)
         return ox_fail(c, id, "input '%s': %s", nm, te_graph_errmsg(c->g));
     v->kind = OX_GRAPH;

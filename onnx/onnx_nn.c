@@ -218,7 +218,7 @@ static int norm_axis(ox_ctx *c, const Onnx__NodeProto *n, int64_t axis, int nd)
     return (int)a;
 }
 
-static int softmax(ox_ctx *c, const Onnx__NodeProto *n)
+static int softmax(ox_ctx *c, const Onnx__NodeProto *n, const char *gop)
 {
     int x = ox_in_gv(c, n, 0);
     if (x < 0)
@@ -232,7 +232,7 @@ static int softmax(ox_ctx *c, const Onnx__NodeProto *n)
                         "before opset 13 only the last axis (coerced to 2-D otherwise)");
     char a[32];
     snprintf(a, sizeof a, "axis=%d", axis);
-    return ox_set_out(c, n, 0, ox_gnode(c, n, "softmax", a, 1, &x, NULL));
+    return ox_set_out(c, n, 0, ox_gnode(c, n, gop, a, 1, &x, NULL));
 }
 
 static int layer_norm(ox_ctx *c, const Onnx__NodeProto *n)
@@ -345,6 +345,40 @@ static int reduce(ox_ctx *c, const Onnx__NodeProto *n, const char *op)
     return ox_set_out(c, n, 0, y);
 }
 
+/* ReduceMax / ReduceL2: one reduce_max or reduce_l2 node over the axes (attribute before
+ * opset 18, constant input since; none: every axis, or X itself with noop_with_empty_axes). */
+static int reduce_axes(ox_ctx *c, const Onnx__NodeProto *n, const char *gop)
+{
+    int x = ox_in_gv(c, n, 0);
+    if (x < 0)
+        return x;
+    int nd = te_graph_value_ndim(c->g, x), na;
+    int64_t ax[TE_MAX_DIMS + 1];
+    if (c->opset >= 18)
+        na = ox_in(c, n, 1) ? ox_in_ints(c, n, 1, ax, TE_MAX_DIMS + 1) : 0;
+    else
+        na = ox_attr_ints(n, "axes", ax, TE_MAX_DIMS + 1);
+    if (c->rc)
+        return c->rc;
+    if (na > nd)
+        return ox_nfail(c, n, TE_ERR_ARG, "%d axes for rank %d", na, nd);
+    if (na <= 0 && c->opset >= 18 && ox_attr_i(n, "noop_with_empty_axes", 0))
+        return ox_set_out(c, n, 0, x);
+    char a[96] = "axes=", mark[TE_MAX_DIMS] = {0};
+    for (int i = 0; i < na; i++) {
+        int d = norm_axis(c, n, ax[i], nd);
+        if (d < 0)
+            return d;
+        if (mark[d])
+            return ox_nfail(c, n, TE_ERR_ARG, "axis %d given twice", d);
+        mark[d] = 1;
+        snprintf(a + strlen(a), sizeof a - strlen(a), "%s%d", i ? ":" : "", d);
+    }
+    snprintf(a + strlen(a), sizeof a - strlen(a), ",keepdims=%d",
+             ox_attr_i(n, "keepdims", 1) ? 1 : 0);
+    return ox_set_out(c, n, 0, ox_gnode(c, n, gop, a, 1, &x, NULL));
+}
+
 static const char *const nn_ops[] = {"MatMul",
                                      "Gemm",
                                      "Conv",
@@ -356,7 +390,10 @@ static const char *const nn_ops[] = {"MatMul",
                                      "LayerNormalization",
                                      "BatchNormalization",
                                      "ReduceMean",
-                                     "ReduceSum"};
+                                     "ReduceSum",
+                                     "LogSoftmax",
+                                     "ReduceMax",
+                                     "ReduceL2"};
 
 int ox_nn_supported(const char *op_type)
 {
@@ -383,8 +420,10 @@ int ox_convert_nn(ox_ctx *c, const Onnx__NodeProto *n, const char *op)
         pool(c, n, op[0] == 'A', 0);
     else if (!strcmp(op, "GlobalAveragePool") || !strcmp(op, "GlobalMaxPool"))
         pool(c, n, op[6] == 'A', 1);
-    else if (!strcmp(op, "Softmax"))
-        softmax(c, n);
+    else if (!strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax"))
+        softmax(c, n, op[0] == 'L' ? "log_softmax" : "softmax");
+    else if (!strcmp(op, "ReduceMax") || !strcmp(op, "ReduceL2"))
+        reduce_axes(c, n, op[6] == 'M' ? "reduce_max" : "reduce_l2");
     else if (!strcmp(op, "LayerNormalization"))
         layer_norm(c, n);
     else if (!strcmp(op, "BatchNormalization"))

@@ -516,18 +516,19 @@ static int cast(ox_ctx *c, const Onnx__NodeProto *n)
 
 /* ---- Dispatch --------------------------------------------------------------------------- */
 
-static const char *const ops_here[] = {"Add",      "Sub",        "Mul",
-                                       "Div",      "Max",        "Min",
-                                       "Relu",     "Sigmoid",    "Tanh",
-                                       "Exp",      "Log",        "Sqrt",
-                                       "Abs",      "Reciprocal", "Erf",
-                                       "Gelu",     "Clip",       "LeakyRelu",
-                                       "Pow",      "Neg",        "Identity",
-                                       "Dropout",  "Constant",   "Shape",
-                                       "Cast",     "Reshape",    "Flatten",
-                                       "Squeeze",  "Unsqueeze",  "Gather",
-                                       "Concat",   "Slice",      "ConstantOfShape",
-                                       "Transpose"};
+static const char *const ops_here[] = {"Add",       "Sub",        "Mul",
+                                       "Div",       "Max",        "Min",
+                                       "Relu",      "Sigmoid",    "Tanh",
+                                       "Exp",       "Log",        "Sqrt",
+                                       "Abs",       "Reciprocal", "Erf",
+                                       "Gelu",      "Clip",       "LeakyRelu",
+                                       "Pow",       "Neg",        "Identity",
+                                       "Dropout",   "Constant",   "Shape",
+                                       "Cast",      "Reshape",    "Flatten",
+                                       "Squeeze",   "Unsqueeze",  "Gather",
+                                       "Concat",    "Slice",      "ConstantOfShape",
+                                       "Transpose", "Split",      "Where",
+                                       "Expand"};
 
 int ox_op_supported(const char *op_type)
 {
@@ -608,5 +609,11 @@ int ox_convert_node(ox_ctx *c, const Onnx__NodeProto *n)
         return ox_fold_const_of_shape(c, n);
     if (!strcmp(op, "Transpose"))
         return ox_transpose(c, n);
+    if (!strcmp(op, "Split"))
+        return ox_split(c, n);
+    if (!strcmp(op, "Where"))
+        return ox_where(c, n);
+    if (!strcmp(op, "Expand"))
+        return ox_expand(c, n);
     return ox_nfail(c, n, TE_ERR_UNSUPPORTED, "operator is not supported");
 }

@@ -113,12 +113,56 @@ int ox_reshape_like(ox_ctx *c, const Onnx__NodeProto *n, const char *op)
 }
 
 /* Gather, Concat, Slice, ConstantOfShape on constants (shape computations). */
+/* Gather at run time: a gather node of the data (a constant table is materialized) with i64
+ * indices (constant indices become an i64 constant); a scalar index drops the axis. */
+static int gather_node(ox_ctx *c, const Onnx__NodeProto *n)
+{
+    ox_val *xv = ox_in(c, n, 0), *iv = ox_in(c, n, 1);
+    int scalar = iv->kind == OX_CONST && iv->ndim == 0;
+    int x = ox_materialize(c, xv);
+    if (x < 0)
+        return x;
+    iv = ox_in(c, n, 1); /* the table may have moved */
+    int idx = ox_materialize_i64(c, iv);
+    if (idx < 0)
+        return idx;
+    te_dtype idt = te_graph_value_dtype(c->g, idx);
+    if (idt != TE_I64 && idt != TE_I32)
+        return ox_nfail(c, n, TE_ERR_UNSUPPORTED,
+                        "indices '%s' are %s; Gather needs int64 or "
+                        "int32 indices",
+                        n->input[1], te_dtype_str(idt));
+    int nd = te_graph_value_ndim(c->g, x);
+    int64_t axis = ox_attr_i(n, "axis", 0);
+    if (axis < -nd || axis >= nd)
+        return ox_nfail(c, n, TE_ERR_ARG, "axis %" PRId64 " outside rank %d", axis, nd);
+    if (axis < 0)
+        axis += nd;
+    char a[32];
+    snprintf(a, sizeof a, "axis=%" PRId64, axis);
+    int y = ox_gnode(c, n, "gather", a, 2, (int[]){x, idx}, scalar ? "g" : NULL);
+    if (y < 0 || !scalar)
+        return ox_set_out(c, n, 0, y);
+    /* A scalar index: ONNX drops the axis (the graph keeps a scalar result as [1]). */
+    int64_t s[TE_MAX_DIMS], od = 0;
+    const int64_t *xs = te_graph_value_shape(c->g, x);
+    for (int d = 0; d < nd; d++)
+        if (d != axis)
+            s[od++] = xs[d];
+    if (!od)
+        s[od++] = 1;
+    return ox_set_out(c, n, 0, ox_reshape(c, n, y, (int)od, s, NULL));
+}
+
+/* Gather, Concat, Slice, ConstantOfShape on constants (shape computations), and nodes of the
+ * graph's gather, concat and slice operators otherwise. */
 int ox_fold_gather(ox_ctx *c, const Onnx__NodeProto *n)
 {
     ox_val *x = ox_in(c, n, 0), *idx = ox_in(c, n, 1);
-    if (!x || !idx || x->kind != OX_CONST || idx->kind != OX_CONST)
-        return ox_nfail(c, n, TE_ERR_UNSUPPORTED,
-                        "Gather is supported on constants and shapes only");
+    if (!x || !idx)
+        return ox_nfail(c, n, TE_ERR_ARG, "needs data and indices");
+    if (x->kind != OX_CONST || idx->kind != OX_CONST)
+        return gather_node(c, n);
     int64_t axis = ox_attr_i(n, "axis", 0);
     if (axis < 0)
         axis += x->ndim;
@@ -151,15 +195,47 @@ int ox_fold_gather(ox_ctx *c, const Onnx__NodeProto *n)
     return TE_OK;
 }
 
+/* Concat at run time: concat nodes of at most TE_GRAPH_MAX_IO inputs each (more are chained). */
+static int concat_node(ox_ctx *c, const Onnx__NodeProto *n)
+{
+    enum { MAXIN = 8 };
+    int ins[MAXIN], k = 0, y = -1;
+    int64_t axis = ox_attr_i(n, "axis", 0);
+    for (size_t i = 0; i < n->n_input; i++) {
+        int v = ox_in_gv(c, n, i);
+        if (v < 0)
+            return v;
+        if (!i) {
+            int nd = te_graph_value_ndim(c->g, v);
+            if (axis < -nd || axis >= nd)
+                return ox_nfail(c, n, TE_ERR_ARG, "axis %" PRId64 " outside rank %d", axis, nd);
+            axis = axis < 0 ? axis + nd : axis;
+        }
+        ins[k++] = v;
+        if (k == MAXIN || i + 1 == n->n_input) {
+            char a[32];
+            snprintf(a, sizeof a, "axis=%" PRId64, axis);
+            y = k == 1 ? ins[0]
+                       : ox_gnode(c, n, "concat", a, k, ins, i + 1 == n->n_input ? NULL : "part");
+            if (y < 0)
+                return y;
+            ins[0] = y;
+            k = 1;
+        }
+    }
+    return ox_set_out(c, n, 0, y);
+}
+
 int ox_fold_concat(ox_ctx *c, const Onnx__NodeProto *n)
 {
     int64_t axis = ox_attr_i(n, "axis", 0), s[TE_MAX_DIMS];
     ox_val *first = ox_in(c, n, 0);
     for (size_t i = 0; i < n->n_input; i++) {
         ox_val *v = ox_in(c, n, i);
-        if (!v || v->kind != OX_CONST)
-            return ox_nfail(c, n, TE_ERR_UNSUPPORTED,
-                            "Concat is supported on constants and shapes only");
+        if (!v)
+            return ox_nfail(c, n, TE_ERR_ARG, "input %zu is missing", i + 1);
+        if (v->kind != OX_CONST)
+            return concat_node(c, n);
     }
     if (!first || first->ndim < 1)
         return ox_nfail(c, n, TE_ERR_ARG, "needs tensors of rank >= 1");
@@ -200,29 +276,88 @@ int ox_fold_concat(ox_ctx *c, const Onnx__NodeProto *n)
     return TE_OK;
 }
 
-int ox_fold_slice(ox_ctx *c, const Onnx__NodeProto *n)
+/* The starts, ends, axes and steps of a Slice (attributes before opset 10, constant inputs
+ * since): the number of sliced axes, or a status. axes default to 0 .. n-1, steps to 1. */
+static int slice_params(ox_ctx *c, const Onnx__NodeProto *n, int64_t *st, int64_t *en, int64_t *ax,
+                        int64_t *sp)
 {
-    ox_val *x = ox_in(c, n, 0);
-    if (!x || x->kind != OX_CONST || x->ndim != 1)
-        return ox_nfail(c, n, TE_ERR_UNSUPPORTED,
-                        "Slice is supported on 1-D constants and shapes only");
-    int64_t st[1], en[1], ax[1] = {0}, sp[1] = {1};
-    int ns, ne;
+    int ns, ne, na = -1, np = -1;
     if (c->opset < 10) {
-        ns = ox_attr_ints(n, "starts", st, 1);
-        ne = ox_attr_ints(n, "ends", en, 1);
+        ns = ox_attr_ints(n, "starts", st, TE_MAX_DIMS + 1);
+        ne = ox_attr_ints(n, "ends", en, TE_MAX_DIMS + 1);
+        na = ox_attr_ints(n, "axes", ax, TE_MAX_DIMS + 1);
     } else {
-        ns = ox_in_ints(c, n, 1, st, 1);
-        ne = c->rc ? -1 : ox_in_ints(c, n, 2, en, 1);
+        ns = ox_in_ints(c, n, 1, st, TE_MAX_DIMS + 1);
+        ne = c->rc ? -1 : ox_in_ints(c, n, 2, en, TE_MAX_DIMS + 1);
         if (!c->rc && ox_in(c, n, 3))
-            ox_in_ints(c, n, 3, ax, 1);
+            na = ox_in_ints(c, n, 3, ax, TE_MAX_DIMS + 1);
         if (!c->rc && ox_in(c, n, 4))
-            ox_in_ints(c, n, 4, sp, 1);
+            np = ox_in_ints(c, n, 4, sp, TE_MAX_DIMS + 1);
     }
     if (c->rc)
         return c->rc;
-    if (ns != 1 || ne != 1 || (ax[0] != 0 && ax[0] != -1) || sp[0] != 1)
-        return ox_nfail(c, n, TE_ERR_UNSUPPORTED, "only unit-step slices of one axis");
+    if (ns < 1 || ns > TE_MAX_DIMS || ne != ns || (na >= 0 && na != ns) || (np >= 0 && np != ns))
+        return ox_nfail(c, n, TE_ERR_ARG,
+                        "starts (%d), ends (%d), axes (%d) and steps (%d) must list the same "
+                        "number of axes, 1 to %d",
+                        ns, ne, na, np, TE_MAX_DIMS);
+    for (int i = 0; i < ns; i++) {
+        if (na < 0)
+            ax[i] = i;
+        if (np < 0)
+            sp[i] = 1;
+        if (sp[i] == 0)
+            return ox_nfail(c, n, TE_ERR_ARG, "step %d is 0", i);
+    }
+    return ns;
+}
+
+/* Slice at run time: one slice node; bounds are clamped to [-dim - 1, dim + 1] first (same
+ * meaning, short attributes). */
+static int slice_node(ox_ctx *c, const Onnx__NodeProto *n)
+{
+    int64_t st[TE_MAX_DIMS + 1], en[TE_MAX_DIMS + 1], ax[TE_MAX_DIMS + 1], sp[TE_MAX_DIMS + 1];
+    int k = slice_params(c, n, st, en, ax, sp);
+    if (k < 0)
+        return k;
+    int x = ox_in_gv(c, n, 0);
+    if (x < 0)
+        return x;
+    int nd = te_graph_value_ndim(c->g, x);
+    const int64_t *xs = te_graph_value_shape(c->g, x);
+    char a[256], *p = a;
+    const char *key[4] = {"axes=", ",starts=", ",ends=", ",steps="};
+    int64_t *list[4] = {ax, st, en, sp};
+    for (int i = 0; i < k; i++) {
+        if (ax[i] < -nd || ax[i] >= nd)
+            return ox_nfail(c, n, TE_ERR_ARG, "axis %" PRId64 " outside rank %d", ax[i], nd);
+        int64_t dim = xs[ax[i] < 0 ? ax[i] + nd : ax[i]];
+        for (int q = 1; q <= 2; q++)
+            list[q][i] = list[q][i] > dim + 1    ? dim + 1
+                         : list[q][i] < -dim - 1 ? -dim - 1
+                                                 : list[q][i];
+        sp[i] = sp[i] > dim ? dim : sp[i] < -dim ? -dim : sp[i];
+    }
+    for (int q = 0; q < 4; q++) {
+        p += snprintf(p, sizeof a - (size_t)(p - a), "%s", key[q]);
+        for (int i = 0; i < k; i++)
+            p += snprintf(p, sizeof a - (size_t)(p - a), "%s%" PRId64, i ? ":" : "", list[q][i]);
+    }
+    return ox_set_out(c, n, 0, ox_gnode(c, n, "slice", a, 1, &x, NULL));
+}
+
+int ox_fold_slice(ox_ctx *c, const Onnx__NodeProto *n)
+{
+    ox_val *x = ox_in(c, n, 0);
+    if (!x)
+        return ox_nfail(c, n, TE_ERR_ARG, "needs an input");
+    int64_t st[TE_MAX_DIMS + 1], en[TE_MAX_DIMS + 1], ax[TE_MAX_DIMS + 1], sp[TE_MAX_DIMS + 1];
+    int k = slice_params(c, n, st, en, ax, sp);
+    if (k < 0)
+        return k;
+    /* A unit-step slice of a 1-D constant is a shape computation: evaluate it here. */
+    if (x->kind != OX_CONST || x->ndim != 1 || k != 1 || (ax[0] != 0 && ax[0] != -1) || sp[0] != 1)
+        return slice_node(c, n);
     int64_t len = x->shape[0];
     int64_t b = st[0] < 0 ? st[0] + len : st[0], e = en[0] < 0 ? en[0] + len : en[0];
     b = b < 0 ? 0 : b > len ? len : b;
@@ -282,4 +417,104 @@ int ox_transpose(ox_ctx *c, const Onnx__NodeProto *n)
     for (int d = 0; d < nd; d++)
         snprintf(a + strlen(a), sizeof a - strlen(a), "%s%" PRId64, d ? ":" : "", perm[d]);
     return ox_set_out(c, n, 0, ox_gnode(c, n, "transpose", a, 1, &x, NULL));
+}
+
+/* Split: one slice node per output, sizes from the `split` input (opset 13+) or attribute,
+ * else equal parts (opset 18's num_outputs: ceil(dim / n) each, the rest in the last). */
+int ox_split(ox_ctx *c, const Onnx__NodeProto *n)
+{
+    int x = ox_in_gv(c, n, 0);
+    if (x < 0)
+        return x;
+    int nd = te_graph_value_ndim(c->g, x), nout = (int)n->n_output;
+    int64_t axis = ox_attr_i(n, "axis", 0), sizes[64];
+    if (axis < -nd || axis >= nd)
+        return ox_nfail(c, n, TE_ERR_ARG, "axis %" PRId64 " outside rank %d", axis, nd);
+    axis = axis < 0 ? axis + nd : axis;
+    int64_t dim = te_graph_value_shape(c->g, x)[axis];
+    if (nout < 1 || nout > 64)
+        return ox_nfail(c, n, TE_ERR_UNSUPPORTED, "%d outputs (1 to 64 supported)", nout);
+    int k = c->opset >= 13 ? (ox_in(c, n, 1) ? ox_in_ints(c, n, 1, sizes, 64) : -1)
+                           : ox_attr_ints(n, "split", sizes, 64);
+    if (c->rc)
+        return c->rc;
+    if (k >= 0 && k != nout)
+        return ox_nfail(c, n, TE_ERR_ARG, "split lists %d sizes for %d outputs", k, nout);
+    if (k < 0) {
+        int64_t parts = ox_attr_i(n, "num_outputs", nout);
+        if (parts != nout)
+            return ox_nfail(c, n, TE_ERR_ARG, "num_outputs %" PRId64 " but %d outputs", parts,
+                            nout);
+        if (dim % nout && !(c->opset >= 18 && ox_attr(n, "num_outputs")))
+            return ox_nfail(c, n, TE_ERR_SHAPE,
+                            "axis %" PRId64 " (extent %" PRId64
+                            ") does not split evenly into %d outputs",
+                            axis, dim, nout);
+        int64_t chunk = (dim + nout - 1) / nout;
+        for (int i = 0; i < nout; i++)
+            sizes[i] = i < nout - 1 ? chunk : dim - chunk * (nout - 1);
+    }
+    int64_t off = 0;
+    for (int i = 0; i < nout; i++) {
+        if (sizes[i] < 1 || sizes[i] > dim - off)
+            return ox_nfail(c, n, TE_ERR_SHAPE,
+                            "output %d would have %" PRId64 " elements of axis %" PRId64
+                            " (extent %" PRId64 ", %" PRId64 " left); sizes must be >= 1 and "
+                            "sum to the extent",
+                            i + 1, sizes[i], axis, dim, dim - off);
+        if (n->output[i] && *n->output[i]) {
+            char a[128], nm[48];
+            snprintf(a, sizeof a, "axes=%" PRId64 ",starts=%" PRId64 ",ends=%" PRId64, axis, off,
+                     off + sizes[i]);
+            ox_graph_name(c, n->output[i], nm, sizeof nm);
+            int y = te_graph_node(c->g, "slice", a, 1, &x, nm);
+            if (y < 0)
+                return ox_nfail(c, n, y, "%s", te_graph_errmsg(c->g));
+            int rc = ox_set_out(c, n, (size_t)i, y);
+            if (rc)
+                return rc;
+        }
+        off += sizes[i];
+    }
+    if (off != dim)
+        return ox_nfail(c, n, TE_ERR_SHAPE,
+                        "sizes sum to %" PRId64 " but axis %" PRId64 " has extent %" PRId64, off,
+                        axis, dim);
+    return TE_OK;
+}
+
+/* Where(condition, X, Y): a where node; a constant condition becomes a float 0/1 constant, a
+ * bool input is u8, and any non-zero element selects X. */
+int ox_where(ox_ctx *c, const Onnx__NodeProto *n)
+{
+    if (n->n_input != 3)
+        return ox_nfail(c, n, TE_ERR_ARG, "needs three inputs (condition, X, Y)");
+    int ins[3];
+    for (size_t i = 0; i < 3; i++)
+        if ((ins[i] = ox_in_gv(c, n, i)) < 0)
+            return ins[i];
+    return ox_set_out(c, n, 0, ox_gnode(c, n, "where", NULL, 3, ins, NULL));
+}
+
+/* Expand(X, shape): an expand node; the shape must be a constant (or a folded shape
+ * computation). */
+int ox_expand(ox_ctx *c, const Onnx__NodeProto *n)
+{
+    int64_t s[TE_MAX_DIMS + 1];
+    int k = ox_in_ints(c, n, 1, s, TE_MAX_DIMS + 1);
+    if (k < 0)
+        return k;
+    if (k < 1 || k > TE_MAX_DIMS)
+        return ox_nfail(c, n, TE_ERR_UNSUPPORTED, "target rank %d (1 to %d supported)", k,
+                        TE_MAX_DIMS);
+    int x = ox_in_gv(c, n, 0);
+    if (x < 0)
+        return x;
+    char a[200] = "shape=";
+    for (int d = 0; d < k; d++) {
+        if (s[d] < 1)
+            return ox_nfail(c, n, TE_ERR_SHAPE, "target extent %" PRId64 " on axis %d", s[d], d);
+        snprintf(a + strlen(a), sizeof a - strlen(a), "%s%" PRId64, d ? ":" : "", s[d]);
+    }
+    return ox_set_out(c, n, 0, ox_gnode(c, n, "expand", a, 1, &x, NULL));
 }

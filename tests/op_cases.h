@@ -36,6 +36,15 @@ static const struct {
     {"mlp_gate", "m=6,n=10,k=8"},
     {"conv2d_bn_relu", "n=1,c=3,h=5,w=5,oc=4,kh=3,kw=3,pad=1"},
     {"qkv_projection", "m=5,n=6,k=7"},
+    {"concat", "m=4,n=3,k=5"},
+    {"split", "m=3,n=7,parts=3"},
+    {"slice", "m=4,n=9,start=-2,end=-100,step=-3"},
+    {"gather", "m=6,n=5,k=4"},
+    {"where", "m=4,n=6"},
+    {"expand", "m=5,n=3"},
+    {"log_softmax", "m=4,n=9"},
+    {"reduce_max", "m=5,n=7"},
+    {"reduce_l2", "m=3,n=8"},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 

@@ -535,6 +535,261 @@ static void test_attention_gemm(void **state)
 
 /* ---- Bad models ------------------------------------------------------------------------ */
 
+/* ---- Index operators and the added reductions at run time -------------------------------- */
+
+/* An int64 initializer of any shape (om_tensor_i64 makes 1-D ones). */
+static Onnx__TensorProto *tensor_i64(const char *name, int nd, const int64_t *dims,
+                                     const int64_t *v)
+{
+    int64_t n = 1;
+    for (int d = 0; d < nd; d++)
+        n *= dims[d];
+    Onnx__TensorProto *t = om_tensor_i64(name, (int)n, v);
+    t->n_dims = (size_t)nd;
+    t->dims = om_alloc((size_t)(nd ? nd : 1) * sizeof(int64_t));
+    memcpy(t->dims, dims, (size_t)nd * sizeof(int64_t));
+    return t;
+}
+
+static void set_elem(Onnx__ValueInfoProto *v, int32_t type)
+{
+    v->type->tensor_type->elem_type = type;
+}
+
+/* x[2,5,4] f32, ids[3] int64 and keep[5,1] bool inputs through Gather (input indices, any axis;
+ * a constant scalar index), Slice (negative step, clamped bounds), Concat, Split, Where,
+ * Expand, LogSoftmax, ReduceMax (axes attribute) and ReduceL2. */
+static float ix_x[2 * 5 * 4], ix_bias[4];
+static int64_t ix_ids[3];
+static uint8_t ix_keep[5];
+
+static void build_index_model(void)
+{
+    om_reset(&M);
+    fill(ix_bias, 4);
+    M.ins[M.nin++] = om_vinfo("x", 3, (int64_t[]){2, 5, 4}, NULL);
+    M.ins[M.nin++] = om_vinfo("ids", 1, (int64_t[]){3}, NULL);
+    set_elem(M.ins[1], ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
+    M.ins[M.nin++] = om_vinfo("keep", 2, (int64_t[]){5, 1}, NULL);
+    set_elem(M.ins[2], ONNX__TENSOR_PROTO__DATA_TYPE__BOOL);
+    M.outs[M.nout++] = om_vinfo("rm", 2, (int64_t[]){2, 5}, NULL);
+    M.outs[M.nout++] = om_vinfo("l2", 3, (int64_t[]){1, 3, 1}, NULL);
+    M.outs[M.nout++] = om_vinfo("gs", 2, (int64_t[]){2, 5}, NULL);
+    M.outs[M.nout++] = om_vinfo("s", 3, (int64_t[]){2, 5, 2}, NULL);
+    M.inits[M.ni++] = om_tensor_i64("st", 1, (int64_t[]){-1});
+    M.inits[M.ni++] = om_tensor_i64("en", 1, (int64_t[]){-100});
+    M.inits[M.ni++] = om_tensor_i64("ax", 1, (int64_t[]){2});
+    M.inits[M.ni++] = om_tensor_i64("sp", 1, (int64_t[]){-2});
+    M.inits[M.ni++] = om_tensor_i64("sizes", 2, (int64_t[]){3, 5});
+    M.inits[M.ni++] = om_tensor_i64("eshape", 3, (int64_t[]){2, 1, 4});
+    M.inits[M.ni++] = tensor_i64("two", 0, NULL, (int64_t[]){-2});
+    M.inits[M.ni++] = om_tensor_f("bias", 1, (int64_t[]){4}, ix_bias, 1);
+    M.inits[M.ni++] = om_tensor_f("m1", 0, NULL, (float[]){-1.0f}, 1);
+    M.inits[M.ni++] = om_tensor_i64("l2ax", 2, (int64_t[]){0, 2});
+    om_node(&M, "Gather", "g", "x,ids", "g", om_attr_i("axis", 1), NULL);
+    om_node(&M, "Slice", "slice", "x,st,en,ax,sp", "s", NULL);
+    om_node(&M, "Concat", "cat", "g,x", "c", om_attr_i("axis", -2), NULL);
+    om_node(&M, "Split", "split", "c,sizes", "p0,p1", om_attr_i("axis", 1), NULL);
+    om_node(&M, "Where", "where", "keep,p1,m1", "w", NULL);
+    om_node(&M, "Expand", "expand", "bias,eshape", "e", NULL);
+    om_node(&M, "Add", "add", "w,e", "a", NULL);
+    om_node(&M, "LogSoftmax", "ls", "a", "ls", om_attr_i("axis", 1), NULL);
+    om_node(&M, "ReduceMax", "rmax", "ls", "rm", om_attr_ints("axes", 1, (int64_t[]){-1}),
+            om_attr_i("keepdims", 0), NULL);
+    om_node(&M, "ReduceL2", "rl2", "p0", "l2", om_attr_ints("axes", 2, (int64_t[]){0, 2}), NULL);
+    om_node(&M, "Gather", "gs", "x,two", "gs", om_attr_i("axis", 2), NULL);
+}
+
+static void test_index_ops_and_reductions_at_run_time(void **state)
+{
+    (void)state;
+    build_index_model();
+    te_graph *g = import_ok(write_model("index_ops.onnx", 0), NULL);
+    assert_int_equal(count_op(g, "gather"), 2);
+    assert_int_equal(count_op(g, "slice"), 3); /* Slice and the two parts of Split */
+    assert_int_equal(count_op(g, "concat"), 1);
+    assert_int_equal(count_op(g, "where"), 1);
+    assert_int_equal(count_op(g, "expand"), 1);
+    assert_int_equal(count_op(g, "log_softmax"), 1);
+    assert_int_equal(count_op(g, "reduce_max"), 1);
+    assert_int_equal(count_op(g, "reduce_l2"), 1);
+    assert_int_equal(te_graph_value_dtype(g, te_graph_input_value(g, 1)), TE_I64);
+    assert_int_equal(te_graph_value_dtype(g, te_graph_input_value(g, 2)), TE_U8);
+    fill(ix_x, 40);
+    for (int i = 0; i < 3; i++)
+        ix_ids[i] = tt_rng_int(&g_rng, 10) - 5; /* [-5, 5): negative ones count from the end */
+    for (int i = 0; i < 5; i++)
+        ix_keep[i] = (uint8_t)(i % 2 || tt_rng_int(&g_rng, 2));
+    ix_keep[0] = 0;
+#define X(b, r, k) ((double)ix_x[((b)*5 + (r)) * 4 + (k)])
+    double c[2][8][4], a[2][5][4], rm[10], l2[3], gs[10], sl[20];
+    for (int b = 0; b < 2; b++)
+        for (int r = 0; r < 8; r++)
+            for (int k = 0; k < 4; k++)
+                c[b][r][k] =
+                    r < 3 ? X(b, ix_ids[r] < 0 ? ix_ids[r] + 5 : ix_ids[r], k) : X(b, r - 3, k);
+    for (int b = 0; b < 2; b++)
+        for (int r = 0; r < 5; r++)
+            for (int k = 0; k < 4; k++)
+                a[b][r][k] = (ix_keep[r] ? c[b][r + 3][k] : -1.0) + ix_bias[k];
+    for (int b = 0; b < 2; b++)
+        for (int k = 0; k < 4; k++) {
+            double top = -INFINITY, sum = 0;
+            for (int r = 0; r < 5; r++)
+                top = fmax(top, a[b][r][k]);
+            for (int r = 0; r < 5; r++)
+                sum += exp(a[b][r][k] - top);
+            for (int r = 0; r < 5; r++)
+                a[b][r][k] = a[b][r][k] - top - log(sum);
+        }
+    for (int b = 0; b < 2; b++)
+        for (int r = 0; r < 5; r++) {
+            rm[b * 5 + r] = fmax(fmax(a[b][r][0], a[b][r][1]), fmax(a[b][r][2], a[b][r][3]));
+            gs[b * 5 + r] = X(b, r, 2);
+            sl[(b * 5 + r) * 2] = X(b, r, 3);
+            sl[(b * 5 + r) * 2 + 1] = X(b, r, 1);
+        }
+    for (int r = 0; r < 3; r++) {
+        l2[r] = 0;
+        for (int b = 0; b < 2; b++)
+            for (int k = 0; k < 4; k++)
+                l2[r] += c[b][r][k] * c[b][r][k];
+        l2[r] = sqrt(l2[r]);
+    }
+#undef X
+    assert_int_equal(te_graph_output_count(g), 4);
+    /* The graph lists its outputs in value order: match them by name. */
+    const char *names[4] = {"rm", "l2", "gs", "s"};
+    double *want[4], *by_name[4] = {rm, l2, gs, sl};
+    for (int j = 0; j < 4; j++) {
+        want[j] = NULL;
+        for (int q = 0; q < 4; q++)
+            if (!strcmp(te_graph_value_name(g, te_graph_output_value(g, j)), names[q]))
+                want[j] = by_name[q];
+        assert_non_null(want[j]);
+    }
+    check_numbers(g, (const void *[]){ix_x, ix_ids, ix_keep}, 4, want);
+    te_graph_free(g);
+
+    /* Opset 18: ReduceMax / ReduceL2 take their axes as an input, Split num_outputs. */
+    om_reset(&M);
+    M.opset = 18;
+    M.ins[M.nin++] = om_vinfo("x", 2, (int64_t[]){3, 5}, NULL);
+    M.outs[M.nout++] = om_vinfo("m", 2, (int64_t[]){3, 1}, NULL);
+    M.outs[M.nout++] = om_vinfo("q0", 2, (int64_t[]){3, 2}, NULL);
+    M.outs[M.nout++] = om_vinfo("q2", 2, (int64_t[]){3, 1}, NULL);
+    M.inits[M.ni++] = om_tensor_i64("axes", 1, (int64_t[]){1});
+    om_node(&M, "ReduceMax", "rmax", "x,axes", "m", NULL);
+    om_node(&M, "Split", "split", "x", "q0,q1,q2", om_attr_i("axis", 1),
+            om_attr_i("num_outputs", 3), NULL);
+    g = import_ok(write_model("index_ops18.onnx", 0), NULL);
+    float x18[15];
+    fill(x18, 15);
+    double m18[3], q0[6], q2[3];
+    for (int r = 0; r < 3; r++) {
+        m18[r] = -INFINITY;
+        for (int k = 0; k < 5; k++)
+            m18[r] = fmax(m18[r], x18[r * 5 + k]);
+        q0[r * 2] = x18[r * 5];
+        q0[r * 2 + 1] = x18[r * 5 + 1];
+        q2[r] = x18[r * 5 + 4];
+    }
+    check_numbers(g, (const void *[]){x18}, 3, (double *[]){m18, q0, q2});
+    te_graph_free(g);
+
+    /* Opset 9: Slice takes starts/ends/axes as attributes (clamped: 1000 is the end). */
+    om_reset(&M);
+    M.opset = 9;
+    M.ins[M.nin++] = om_vinfo("x", 2, (int64_t[]){3, 5}, NULL);
+    M.outs[M.nout++] = om_vinfo("y", 2, (int64_t[]){3, 3}, NULL);
+    om_node(&M, "Slice", "slice9", "x", "y", om_attr_ints("starts", 1, (int64_t[]){-3}),
+            om_attr_ints("ends", 1, (int64_t[]){1000}), om_attr_ints("axes", 1, (int64_t[]){1}),
+            NULL);
+    g = import_ok(write_model("slice_opset9.onnx", 0), NULL);
+    double y9[9];
+    for (int r = 0; r < 3; r++)
+        for (int k = 0; k < 3; k++)
+            y9[r * 3 + k] = x18[r * 5 + 2 + k];
+    check_numbers(g, (const void *[]){x18}, 1, (double *[]){y9});
+    te_graph_free(g);
+    /* Before opset 13 LogSoftmax coerces to 2-D: only the last axis maps. */
+    om_reset(&M);
+    M.opset = 11;
+    M.ins[M.nin++] = om_vinfo("x", 2, (int64_t[]){3, 5}, NULL);
+    M.outs[M.nout++] = om_vinfo("y", 2, (int64_t[]){3, 5}, NULL);
+    om_node(&M, "LogSoftmax", "ls11", "x", "y", om_attr_i("axis", 0), NULL);
+    import_fails(write_model("logsoftmax11.onnx", 0), NULL,
+                 "node 'ls11' (LogSoftmax): before opset 13 only the last axis");
+}
+
+static void test_index_ops_refuse_unsupported_forms_naming_the_node(void **state)
+{
+    (void)state;
+    /* Float indices at run time. */
+    om_reset(&M);
+    M.ins[M.nin++] = om_vinfo("x", 2, (int64_t[]){4, 3}, NULL);
+    M.ins[M.nin++] = om_vinfo("i", 1, (int64_t[]){2}, NULL);
+    M.outs[M.nout++] = om_vinfo("y", 2, (int64_t[]){2, 3}, NULL);
+    om_node(&M, "Gather", "gather_f", "x,i", "y", NULL);
+    import_fails(write_model("gather_float_idx.onnx", 0), NULL,
+                 "node 'gather_f' (Gather): indices 'i' are f32");
+    /* Computed slice bounds. */
+    om_reset(&M);
+    M.ins[M.nin++] = om_vinfo("x", 1, (int64_t[]){4}, NULL);
+    M.ins[M.nin++] = om_vinfo("b", 1, (int64_t[]){1}, NULL);
+    M.outs[M.nout++] = om_vinfo("y", 1, (int64_t[]){2}, NULL);
+    M.inits[M.ni++] = om_tensor_i64("e", 1, (int64_t[]){2});
+    om_node(&M, "Slice", "slice_b", "x,b,e", "y", NULL);
+    import_fails(write_model("slice_computed.onnx", 0), NULL,
+                 "node 'slice_b' (Slice): input 2 must be a constant");
+    /* An empty slice. */
+    om_reset(&M);
+    M.ins[M.nin++] = om_vinfo("x", 1, (int64_t[]){4}, NULL);
+    M.outs[M.nout++] = om_vinfo("y", 1, (int64_t[]){2}, NULL);
+    M.inits[M.ni++] = om_tensor_i64("b", 1, (int64_t[]){3});
+    M.inits[M.ni++] = om_tensor_i64("e", 1, (int64_t[]){1});
+    om_node(&M, "Slice", "slice_e", "x,b,e", "y", NULL);
+    import_fails(write_model("slice_empty.onnx", 0), NULL,
+                 "node 'slice_e' (Slice): node 'y' (slice): slice 'y': slice [3:1:1] of input "
+                 "'x' axis 0 (extent 4) is empty");
+    /* Split sizes that do not add up, and an uneven split without num_outputs. */
+    om_reset(&M);
+    M.ins[M.nin++] = om_vinfo("x", 2, (int64_t[]){2, 5}, NULL);
+    M.outs[M.nout++] = om_vinfo("a", 2, (int64_t[]){2, 2}, NULL);
+    M.outs[M.nout++] = om_vinfo("b", 2, (int64_t[]){2, 2}, NULL);
+    M.inits[M.ni++] = om_tensor_i64("sz", 2, (int64_t[]){2, 2});
+    om_node(&M, "Split", "split_s", "x,sz", "a,b", om_attr_i("axis", 1), NULL);
+    import_fails(write_model("split_sizes.onnx", 0), NULL,
+                 "node 'split_s' (Split): sizes sum to 4 but axis 1 has extent 5");
+    M.nn = 0;
+    om_node(&M, "Split", "split_u", "x", "a,b", om_attr_i("axis", 1), NULL);
+    import_fails(write_model("split_uneven.onnx", 0), NULL,
+                 "node 'split_u' (Split): axis 1 (extent 5) does not split evenly into 2");
+    /* Expand to a computed shape; Where with two inputs. */
+    om_reset(&M);
+    M.ins[M.nin++] = om_vinfo("x", 1, (int64_t[]){3}, NULL);
+    M.ins[M.nin++] = om_vinfo("t", 1, (int64_t[]){2}, NULL);
+    M.outs[M.nout++] = om_vinfo("y", 2, (int64_t[]){2, 3}, NULL);
+    om_node(&M, "Expand", "expand_t", "x,t", "y", NULL);
+    import_fails(write_model("expand_computed.onnx", 0), NULL,
+                 "node 'expand_t' (Expand): input 2 must be a constant");
+    M.nn = 0;
+    om_node(&M, "Where", "where_2", "x,t", "y", NULL);
+    import_fails(write_model("where_two.onnx", 0), NULL,
+                 "node 'where_2' (Where): needs three inputs");
+    /* An integer input feeding float arithmetic: the graph's dtype message names the node. */
+    om_reset(&M);
+    M.ins[M.nin++] = om_vinfo("x", 1, (int64_t[]){3}, NULL);
+    M.ins[M.nin++] = om_vinfo("k", 1, (int64_t[]){3}, NULL);
+    set_elem(M.ins[1], ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
+    M.outs[M.nout++] = om_vinfo("y", 1, (int64_t[]){3}, NULL);
+    om_node(&M, "Add", "add_i", "x,k", "y", NULL);
+    import_fails(write_model("add_int_input.onnx", 0), NULL, "has dtype i64");
+    set_elem(M.ins[1], ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE);
+    import_fails(write_model("double_input.onnx", 0), NULL,
+                 "input 'k': element type 11 (float32, int64, int32 and bool inputs");
+}
+
 static void test_bad_models(void **state)
 {
     (void)state;
@@ -612,9 +867,14 @@ int main(void)
 {
     tt_rng_seed(&g_rng, tt_seed(12));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mlp_gelu),    cmocka_unit_test(test_conv_bn_relu),
-        cmocka_unit_test(test_shape_chain), cmocka_unit_test(test_norm_reduce_external),
-        cmocka_unit_test(test_elementwise), cmocka_unit_test(test_attention_gemm),
+        cmocka_unit_test(test_mlp_gelu),
+        cmocka_unit_test(test_conv_bn_relu),
+        cmocka_unit_test(test_shape_chain),
+        cmocka_unit_test(test_norm_reduce_external),
+        cmocka_unit_test(test_elementwise),
+        cmocka_unit_test(test_attention_gemm),
+        cmocka_unit_test(test_index_ops_and_reductions_at_run_time),
+        cmocka_unit_test(test_index_ops_refuse_unsupported_forms_naming_the_node),
         cmocka_unit_test(test_bad_models),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

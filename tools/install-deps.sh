@@ -23,6 +23,7 @@ packages=(
     libonnx-dev            # onnx.proto, from which the build generates the ONNX importer's C
     protobuf-c-compiler    # protoc-c, which generates it
     libprotobuf-c-dev      # the protobuf-c runtime the importer links
+    python3-venv           # the ONNX peer check (tests/onnx_peer) makes a venv for onnx + onnxruntime
 )
 
 missing=()

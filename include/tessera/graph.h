@@ -109,11 +109,13 @@ int te_graph_const_random(te_graph *g, const char *name, te_dtype dtype, int ndi
  * n_in input values. Returns the id of its (first) output value, named `name` (NULL: the
  * operator's name with a number). Errors name the node and the input at fault: an unknown
  * operator or attribute, the wrong number of inputs, mixed dtypes, shapes the operator refuses
- * (its message is kept after the node's name), a negative input id. */
+ * (its message is kept after the node's name), a negative input id. The inputs of a node share
+ * one dtype, except gather's indices (integers) and where's condition (any dtype). */
 int te_graph_node(te_graph *g, const char *op, const char *attrs, int n_in, const int *inputs,
                   const char *name);
 /* Like te_graph_node for operators with several outputs: names[n_out] and outs[n_out], n_out
- * equal to the operator's output count. Returns TE_OK or a status. */
+ * equal to the operator's output count (split: any count from 1 to TE_OP_MAX_IO, one part
+ * each). Returns TE_OK or a status. */
 int te_graph_node_multi(te_graph *g, const char *op, const char *attrs, int n_in, const int *inputs,
                         int n_out, const char *const *names, int *outs);
 /* Marks a value as a graph output (once; a second time is a no-op). TE_OK or a status. */

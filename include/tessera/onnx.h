@@ -7,7 +7,7 @@
  *     te_graph *g = NULL;
  *     char err[512];
  *     if (te_graph_from_onnx("bert.onnx", "batch=1,seq=128", &g, err, sizeof err)) {
- *         fprintf(stderr, "%s\n", err);   // "bert.onnx: 1 unsupported node: Where (node 'w3')"
+ *         fprintf(stderr, "%s\n", err);   // "bert.onnx: 1 unsupported node: LSTM (node 'l0')"
  *         return 1;
  *     }
  *     te_graph_print(g, stdout, "weights");  // the text form, weights as files under weights/
@@ -15,18 +15,21 @@
  *
  * What is read: initializers (raw_data or the typed fields float_data, int32_data, int64_data,
  * double_data; external data files next to the model, `location` relative to the model's
- * directory, never absolute or through ".."), Constant nodes, graph inputs (float32) with static
+ * directory, never absolute or through ".."), Constant nodes, graph inputs (float32; int64 and
+ * int32 as i64 / i32 values for Gather indices; bool as u8, one byte each, for Where) with static
  * shapes: a symbolic dimension takes the value bound to its name in `options`, a whole input
  * shape can be given as NAME=AxBxC. Shapes are inferred node by node by the graph itself (each
  * node is checked as it is added); a declared value_info or output shape that disagrees is an
  * error. Chains that only compute shapes (Shape, Gather, Concat, Unsqueeze, Squeeze, Reshape,
  * Slice, Cast, integer Add/Sub/Mul/Div, ConstantOfShape) are evaluated while importing, so
- * Reshape gets a constant target shape. The exporters' erf GELU (x * 0.5 * (1 + erf(x / sqrt 2)))
- * becomes one gelu node. The operators and their mapping are listed in onnx/README.md.
+ * Reshape gets a constant target shape; on run-time tensors Gather, Concat, Slice, Split, Where
+ * and Expand become the graph's index operators. The exporters' erf GELU
+ * (x * 0.5 * (1 + erf(x / sqrt 2))) becomes one gelu node. The operators and their mapping are
+ * listed in onnx/README.md.
  *
  * A model is imported whole or not at all: an opset outside 7..21, an operator or attribute
  * that has no mapping onto the library (all listed with their node names before anything is
- * built: "2 unsupported nodes: Where (node 'w3'), LSTM (node 'l0')"), a missing initializer, a
+ * built: "2 unsupported nodes: NonZero (node 'z3'), LSTM (node 'l0')"), a missing initializer, a
  * cycle, a shape mismatch, a tensor whose data is shorter than its dims claim: each returns a
  * negative status with a message and no graph. Nothing here prints.
  */

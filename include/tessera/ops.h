@@ -225,6 +225,68 @@ te_tensor *te_op_transpose(te_ctx *ctx, te_tensor *X, const int *perm, const cha
 te_tensor *te_op_reshape(te_ctx *ctx, te_tensor *X, int ndim, const int64_t *shape,
                          const char *name);
 
+/* ---- Indexing (te/ops/index.c) -------------------------------------------------------- */
+/* Each of these is one stage whose element reads one input element at an index computed from
+ * the output's axes, so they fuse as injective (broadcast for where and expand) operators. They
+ * move any numeric dtype (not bool); the inputs of one call share it. */
+
+/* Most inputs of te_op_concat. */
+#define TE_OP_CONCAT_MAX 64
+
+/* Joins n (1 .. TE_OP_CONCAT_MAX) tensors along `axis`: every extent but the axis' must be
+ * equal; the output's extent on the axis is the sum. The body is a chain of te_if_then_else
+ * reads. Tag "concat". */
+te_tensor *te_op_concat(te_ctx *ctx, int n, te_tensor *const *X, int axis, const char *name);
+
+/* Strided slice with ONNX Slice semantics. For each of the n listed axes (axes NULL: 0 .. n-1;
+ * negative axes count from the end; each axis at most once), starts[i] / ends[i] count from
+ * the end when negative and are clamped to the axis ([0, dim] for a positive step, [-1, dim - 1]
+ * for a negative one), and the output has ceil((end - start) / step) elements on that axis:
+ * X[start], X[start + step], ... (steps NULL: all 1; a step must be non-zero, negative steps
+ * walk backwards). Axes not listed are kept whole. An empty result is TE_ERR_SHAPE (extents
+ * are positive). One stage; tag "slice". */
+te_tensor *te_op_slice(te_ctx *ctx, te_tensor *X, int n, const int *axes, const int64_t *starts,
+                       const int64_t *ends, const int64_t *steps, const char *name);
+
+/* Splits X along `axis` into n parts written to out[0 .. n-1]: sizes[i] elements each (they
+ * must be >= 1 and sum to the axis' extent), or with sizes NULL ceil(dim / n) elements each and
+ * the rest in the last (ONNX Split's num_outputs rule). Each part is a slice stage named
+ * "<name>_<i>" (name NULL: "split"), tag "split". Returns TE_OK, or an error status with out[]
+ * set to NULL. */
+int te_op_split(te_ctx *ctx, te_tensor *X, int axis, int n, const int64_t *sizes, te_tensor **out,
+                const char *name);
+
+/* Gathers slices of X along `axis` at the integer `indices` (any integer dtype but bool, any
+ * rank): Y has shape X.shape[:axis] + indices.shape + X.shape[axis+1:] and
+ * Y[a.., i.., b..] = X[a.., indices[i..], b..]. A negative index counts from the end (ONNX); an
+ * index outside [-dim, dim) is clamped to the nearest element (compiled code cannot report it). One
+ * stage reading the indices' data for X's index; tag "gather". */
+te_tensor *te_op_gather(te_ctx *ctx, te_tensor *X, te_tensor *indices, int axis, const char *name);
+
+/* Y = C ? X : Y elementwise with numpy broadcasting of all three (te_op_binary's rules). C is
+ * TE_BOOL or any numeric dtype (non-zero is true); X and Y share a numeric dtype, the output's.
+ * One stage with te_select; tag "where". */
+te_tensor *te_op_where(te_ctx *ctx, te_tensor *C, te_tensor *X, te_tensor *Y, const char *name);
+
+/* Broadcasts X to `shape` (ONNX Expand): the output shape is the numpy broadcast of X's shape
+ * and shape (so an extent 1 in shape keeps X's extent, and shape may have a lower rank). Extents
+ * must be >= 1. One stage; tag "expand". */
+te_tensor *te_op_expand(te_ctx *ctx, te_tensor *X, int ndim, const int64_t *shape,
+                        const char *name);
+
+/* ---- More reductions (te/ops/reduce_more.c) ------------------------------------------- */
+
+/* Numerically stable log-softmax along `axis`: Y = X - max - log(sum(exp(X - max))). Stages
+ * "<name>_max" (max over the axis, kept with extent 1; reduction axis "k"), "<name>_sum" (sum
+ * of exp(X - max), same shape) and <name>. Needs a float dtype. Tag "log_softmax". */
+te_tensor *te_op_log_softmax(te_ctx *ctx, te_tensor *X, int axis, const char *name);
+
+/* L2 norm over axes: Y = sqrt(sum(X * X)) with te_op_reduce's axes and keepdims rules. Stages
+ * "<name>_sq" (X * X, elementwise), "<name>_sum" (the sum) and <name> (the square root). Needs
+ * a float dtype. Tag "reduce_l2". (The max over axes is te_op_reduce with TE_RMAX.) */
+te_tensor *te_op_reduce_l2(te_ctx *ctx, te_tensor *X, int naxes, const int *axes, int keepdims,
+                           const char *name);
+
 /* ---- Fused operators ------------------------------------------------------------------ */
 
 /* Y[m, n] = act(sum_k X[m, k] W[k, n] + bias[n]); bias may be NULL. Stages "<name>_mm" (the

@@ -479,6 +479,95 @@ static int build_qkv(BUILD_ARGS)
     return FINISH(ins, outs);
 }
 
+/* ---- Index operators and more reductions ------------------------------------------------- */
+
+static int build_concat(BUILD_ARGS)
+{
+    BUILD_BEGIN("concat")
+    int64_t m = I(op, &r, "m");
+    te_tensor *A = PH("A", m, I(op, &r, "n")), *B = PH("B", m, I(op, &r, "k"));
+    te_tensor *ins[] = {A, B}, *outs[] = {te_op_concat(ctx, 2, (te_tensor *[]){A, B}, 1, "concat")};
+    return FINISH(ins, outs);
+}
+
+static int build_split(BUILD_ARGS)
+{
+    BUILD_BEGIN("split")
+    int64_t parts = I(op, &r, "parts");
+    if (parts < 1 || parts > TE_OP_MAX_IO)
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "split: key 'parts' is %lld; use 1 to %d",
+                                (long long)parts, TE_OP_MAX_IO);
+    te_tensor *X = PH("X", I(op, &r, "m"), I(op, &r, "n"));
+    te_tensor *ins[] = {X}, *o[TE_OP_MAX_IO] = {0};
+    int rc = X ? te_op_split(ctx, X, 1, (int)parts, NULL, o, "split") : te_ctx_errcode(ctx);
+    if (rc)
+        return rc;
+    return finish(ctx, inputs, n_in, ins, 1, outputs, n_out, o, (int)parts);
+}
+
+static int build_slice(BUILD_ARGS)
+{
+    BUILD_BEGIN("slice")
+    te_tensor *X = PH("X", I(op, &r, "m"), I(op, &r, "n"));
+    int axis = 1;
+    int64_t b = I(op, &r, "start"), e = I(op, &r, "end"), st = I(op, &r, "step");
+    te_tensor *ins[] = {X}, *outs[] = {te_op_slice(ctx, X, 1, &axis, &b, &e, &st, "slice")};
+    return FINISH(ins, outs);
+}
+
+static int build_gather(BUILD_ARGS)
+{
+    BUILD_BEGIN("gather")
+    te_tensor *X = PH("X", I(op, &r, "m"), I(op, &r, "n"));
+    te_tensor *idx = te_placeholder(ctx, "I", TE_I32, 1, (int64_t[]){I(op, &r, "k")});
+    te_tensor *ins[] = {X, idx}, *outs[] = {te_op_gather(ctx, X, idx, 0, "gather")};
+    return FINISH(ins, outs);
+}
+
+static int build_where(BUILD_ARGS)
+{
+    BUILD_BEGIN("where")
+    int64_t m = I(op, &r, "m"), n = I(op, &r, "n");
+    te_tensor *C = te_placeholder(ctx, "C", TE_U8, 2, (int64_t[]){m, n});
+    te_tensor *X = PH("X", m, n), *Y = PH("Y", n);
+    te_tensor *ins[] = {C, X, Y}, *outs[] = {te_op_where(ctx, C, X, Y, "where")};
+    return FINISH(ins, outs);
+}
+
+static int build_expand(BUILD_ARGS)
+{
+    BUILD_BEGIN("expand")
+    int64_t m = I(op, &r, "m"), n = I(op, &r, "n");
+    te_tensor *X = PH("X", 1, n);
+    te_tensor *ins[] = {X}, *outs[] = {te_op_expand(ctx, X, 2, (int64_t[]){m, n}, "expand")};
+    return FINISH(ins, outs);
+}
+
+static int build_log_softmax(BUILD_ARGS)
+{
+    BUILD_BEGIN("log_softmax")
+    te_tensor *X = PH("X", I(op, &r, "m"), I(op, &r, "n"));
+    te_tensor *ins[] = {X}, *outs[] = {te_op_log_softmax(ctx, X, -1, "log_softmax")};
+    return FINISH(ins, outs);
+}
+
+static int build_reduce_max(BUILD_ARGS)
+{
+    BUILD_BEGIN("reduce_max")
+    te_tensor *X = PH("X", I(op, &r, "m"), I(op, &r, "n"));
+    te_tensor *ins[] = {X},
+              *outs[] = {te_op_reduce(ctx, X, TE_RMAX, 1, (int[]){1}, 0, "reduce_max")};
+    return FINISH(ins, outs);
+}
+
+static int build_reduce_l2(BUILD_ARGS)
+{
+    BUILD_BEGIN("reduce_l2")
+    te_tensor *X = PH("X", I(op, &r, "m"), I(op, &r, "n"));
+    te_tensor *ins[] = {X}, *outs[] = {te_op_reduce_l2(ctx, X, 1, (int[]){1}, 0, "reduce_l2")};
+    return FINISH(ins, outs);
+}
+
 /* ---- The table ------------------------------------------------------------------------ */
 
 #define K_REQ(nm, help)                                                                            \
@@ -560,6 +649,17 @@ static const te_op_key keys_mba[] = {
     K_REQ("m", "rows"), K_REQ("n", "output features"), K_REQ("k", "input features"),
     K_STR("act", "relu", "none|relu|gelu|gelu_tanh|silu|sigmoid|tanh")};
 
+static const te_op_key keys_concat[] = {K_REQ("m", "rows"), K_REQ("n", "columns of A"),
+                                        K_REQ("k", "columns of B")};
+static const te_op_key keys_split[] = {K_REQ("m", "rows"), K_REQ("n", "columns"),
+                                       K_OPT("parts", "2", "outputs (columns split evenly)")};
+static const te_op_key keys_slice[] = {K_REQ("m", "rows"), K_REQ("n", "columns"),
+                                       K_OPT("start", "0", "first column (negative: from the end)"),
+                                       K_OPT("end", "1000000000", "end column (clamped)"),
+                                       K_OPT("step", "1", "column step (negative: backwards)")};
+static const te_op_key keys_gather[] = {K_REQ("m", "rows of the table"), K_REQ("n", "columns"),
+                                        K_REQ("k", "number of row indices")};
+
 #define NK(a) ((int)(sizeof a / sizeof a[0]))
 
 static const te_op_info op_table[] = {
@@ -604,6 +704,19 @@ static const te_op_info op_table[] = {
      NK(keys_conv), keys_conv, build_conv2d_bn_relu},
     {"qkv_projection", "X Wq, X Wk, X Wv: three matmuls sharing one input", NK(keys_mnk), keys_mnk,
      build_qkv},
+    {"concat", "Y[m, n + k] = [A[m, n], B[m, k]] (along axis 1)", NK(keys_concat), keys_concat,
+     build_concat},
+    {"split", "X[m, n] into `parts` column blocks", NK(keys_split), keys_split, build_split},
+    {"slice", "Y = X[:, start:end:step] (ONNX Slice clamping)", NK(keys_slice), keys_slice,
+     build_slice},
+    {"gather", "Y[k, n] = X[I[k], :] with i32 indices I", NK(keys_gather), keys_gather,
+     build_gather},
+    {"where", "Y = C ? X : Y[n] (u8 condition, broadcast)", NK(keys_mn), keys_mn, build_where},
+    {"expand", "Y[m, n] = X[1, n] broadcast", NK(keys_mn), keys_mn, build_expand},
+    {"log_softmax", "log-softmax over the rows of X[m, n]", NK(keys_mn), keys_mn,
+     build_log_softmax},
+    {"reduce_max", "row maxima of X[m, n]", NK(keys_mn), keys_mn, build_reduce_max},
+    {"reduce_l2", "row L2 norms of X[m, n]", NK(keys_mn), keys_mn, build_reduce_l2},
 };
 
 const te_op_info *te_op_lookup(const char *name)

@@ -2,8 +2,11 @@
 """Builds ONNX models with onnx.helper (PyPI `onnx`), runs them with onnxruntime on random
 inputs and writes, for tests/onnx_peer/peer_check.c, into OUT_DIR:
   NAME.onnx, NAME.in<i>.bin, NAME.out<j>.bin (raw float32) and list.txt ("NAME NIN NOUT").
-Every supported operator alone with random shapes and attributes, an MLP with the erf GELU,
-a ResNet basic block and a BERT-style encoder layer with an attention mask.
+Every supported operator alone with random shapes and attributes (the index operators
+Concat, Split, Slice, Gather, Where, Expand and LogSoftmax, ReduceMax, ReduceL2 too), an MLP
+with the erf GELU, a ResNet basic block and BERT-style encoder layers with an attention mask:
+added to the scores, and applied by Where from a bool input after a Gather token embedding.
+Inputs are written raw in their own dtype (float32, int64, bool as one byte).
 
   make_models.py OUT_DIR [SEED]
 """
@@ -30,14 +33,18 @@ def init(name, arr):
     return numpy_helper.from_array(np.asarray(arr), name)
 
 
-def emit(name, nodes, inputs, outputs, inits=()):
-    """inputs: [(name, array)], outputs: [name]."""
+ELEM = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64,
+        np.dtype(np.bool_): TensorProto.BOOL}
+
+
+def emit(name, nodes, inputs, outputs, inits=(), opset=OPSET):
+    """inputs: [(name, array)] (float32, int64 or bool), outputs: [name] (float32)."""
     g = helper.make_graph(
         nodes, name,
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape) for n, a in inputs],
+        [helper.make_tensor_value_info(n, ELEM[a.dtype], a.shape) for n, a in inputs],
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
         list(inits))
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 8
 
     path = os.path.join(out_dir, name + ".onnx")
@@ -46,8 +53,8 @@ def emit(name, nodes, inputs, outputs, inits=()):
     so.intra_op_num_threads = 1
     sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     res = sess.run(outputs, {n: a for n, a in inputs})
-    for i, (_, a) in enumerate(inputs):
-        a.astype(np.float32).tofile(os.path.join(out_dir, f"{name}.in{i}.bin"))
+    for i, (_, a) in enumerate(inputs):  # raw, in the input's own dtype (bool: one byte)
+        np.ascontiguousarray(a).tofile(os.path.join(out_dir, f"{name}.in{i}.bin"))
     for j, r in enumerate(res):
         np.asarray(r, dtype=np.float32).tofile(os.path.join(out_dir, f"{name}.out{j}.bin"))
     listing.append(f"{name} {len(inputs)} {len(outputs)}")
@@ -170,6 +177,136 @@ for rep in range(6):
          [init("i0", np.array(0, dtype=np.int64)), init("a0", np.array([0], dtype=np.int64)),
           init("m1", np.array([-1], dtype=np.int64))])
 
+# The index operators and the added reductions, each alone with random attributes.
+def bounds(dim):
+    """A random Slice bound: in range, negative, or far outside (clamped)."""
+    k = int(rng.integers(0, 6))
+    return [2**62, -2**62, -int(rng.integers(1, dim + 2))][k] if k < 3 else int(
+        rng.integers(0, dim + 2))
+
+
+for rep in range(8):
+    # Concat of 1 to 4 inputs (some initializers) along a random axis.
+    s = shape(1, 4)
+    ax = int(rng.integers(-len(s), len(s)))
+    k = int(rng.integers(1, 5))
+    parts = []
+    for i in range(k):
+        si = list(s)
+        si[ax] = int(rng.integers(1, 4))
+        parts.append((f"x{i}", rand(*si)))
+    const = [p for i, p in enumerate(parts) if i % 2 == 1]
+    emit(name("Concat"), [helper.make_node("Concat", [p[0] for p in parts], ["y"], axis=ax)],
+         [p for i, p in enumerate(parts) if i % 2 == 0], ["y"], [init(n, a) for n, a in const])
+    # Split into 1 to 3 outputs, sizes given (opset 13+ input) or equal parts (opset 18).
+    s = shape(1, 4)
+    ax = int(rng.integers(-len(s), len(s)))
+    dim = s[ax]
+    nout = int(rng.integers(1, min(dim, 3) + 1))
+    cuts = sorted(rng.choice(np.arange(1, dim), size=nout - 1, replace=False)) if nout > 1 else []
+    sizes = np.diff([0] + [int(c) for c in cuts] + [dim]).astype(np.int64)
+    outs = [f"y{i}" for i in range(nout)]
+    if rep % 2:
+        emit(name("Split"), [helper.make_node("Split", ["x", "sp"], outs, axis=ax)],
+             [("x", rand(*s))], outs, [init("sp", sizes)])
+    else:
+        nout = int(rng.integers(1, dim + 1))
+        while nout > 1 and -(-dim // nout) * (nout - 1) >= dim:
+            nout -= 1
+        outs = [f"y{i}" for i in range(nout)]
+        emit(name("Split"), [helper.make_node("Split", ["x"], outs, axis=ax, num_outputs=nout)],
+             [("x", rand(*s))], outs, opset=18)
+    # Slice with random starts/ends/axes/steps (negative steps, out-of-range bounds).
+    for _ in range(2):
+        while True:
+            s = shape(1, 4)
+            na = int(rng.integers(1, len(s) + 1))
+            axes = [int(a) for a in rng.permutation(len(s))[:na]]
+            axes = [a - len(s) if rng.integers(0, 2) else a for a in axes]
+            st = [bounds(s[a]) for a in axes]
+            en = [bounds(s[a]) for a in axes]
+            sp = [int(rng.integers(1, 4)) * int(rng.choice([-1, 1])) for a in axes]
+            x = rand(*s)
+            sl = [slice(None)] * len(s)
+            for a, b, e, p in zip(axes, st, en, sp):
+                sl[a] = slice(b, e, p)
+            if x[tuple(sl)].size:
+                break
+        emit(name("Slice"), [helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["y"])],
+             [("x", x)], ["y"],
+             [init("st", np.array(st, dtype=np.int64)), init("en", np.array(en, dtype=np.int64)),
+              init("ax", np.array(axes, dtype=np.int64)), init("sp", np.array(sp, dtype=np.int64))])
+    # Gather: constant indices (some negative, maybe a scalar) and int64 input indices.
+    s = shape(1, 3)
+    ax = int(rng.integers(-len(s), len(s)))
+    dim = s[ax]
+    ishape = () if rep % 3 == 0 else shape(1, 2)
+    idx = rng.integers(-dim, dim, size=ishape).astype(np.int64)
+    emit(name("Gather"), [helper.make_node("Gather", ["x", "i"], ["y"], axis=ax)],
+         [("x", rand(*s))], ["y"], [init("i", idx)])
+    emb = rand(int(rng.integers(2, 9)), int(rng.integers(1, 6)))
+    ids = rng.integers(0, emb.shape[0], size=shape(1, 2)).astype(np.int64)
+    emit(name("Gather"), [helper.make_node("Gather", ["emb", "ids"], ["y"])], [("ids", ids)],
+         ["y"], [init("emb", emb)])
+    # Where with a constant bool condition and with a bool input, broadcasting.
+    s = shape(1, 4)
+    cs = s[-int(rng.integers(1, len(s) + 1)):]
+    cs = tuple(d if rng.integers(0, 3) else 1 for d in cs)
+    cond = rng.integers(0, 2, size=cs).astype(np.bool_)
+    emit(name("Where"), [helper.make_node("Where", ["c", "x", "v"], ["y"])], [("x", rand(*s))],
+         ["y"], [init("c", cond), init("v", np.float32(rng.uniform(-5, 5)))])
+    emit(name("Where"), [helper.make_node("Where", ["c", "x", "z"], ["y"])],
+         [("c", cond), ("x", rand(*s)), ("z", rand(*s[-1:]))], ["y"])
+    # Expand to a shape with 1s (kept) and a higher rank.
+    s = shape(1, 3)
+    xs = tuple(d if rng.integers(0, 2) else 1 for d in s)
+    tgt = [int(rng.integers(1, 4))] * int(rng.integers(0, 2)) + [
+        1 if rng.integers(0, 3) == 0 else d for d in s]
+    emit(name("Expand"), [helper.make_node("Expand", ["x", "t"], ["y"])], [("x", rand(*xs))],
+         ["y"], [init("t", np.array(tgt, dtype=np.int64))])
+    # LogSoftmax on a random axis; ReduceMax / ReduceL2 with axes as attribute (opset 17) and
+    # as input (opset 18), keepdims either way.
+    s = shape(1, 4)
+    emit(name("LogSoftmax"), [helper.make_node("LogSoftmax", ["x"], ["y"],
+                                               axis=int(rng.integers(-len(s), len(s))))],
+         [("x", rand(*s, lo=-4, hi=4))], ["y"])
+    for op in ["ReduceMax", "ReduceL2"]:
+        s = shape(1, 4)
+        ax = sorted(set(int(a) for a in rng.integers(-len(s), len(s), size=2)))
+        ax = sorted(set(a % len(s) for a in ax))
+        kd = int(rng.integers(0, 2))
+        if rep % 2:
+            emit(name(op), [helper.make_node(op, ["x"], ["y"], axes=ax, keepdims=kd)],
+                 [("x", rand(*s))], ["y"])
+        else:
+            emit(name(op), [helper.make_node(op, ["x", "ax"], ["y"], keepdims=kd)],
+                 [("x", rand(*s))], ["y"], [init("ax", np.array(ax, dtype=np.int64))], opset=18)
+
+# Index operators fused with their neighbours: an elementwise producer read through
+# data-dependent indices, slices feeding a concat and a reduction, a broadcast where.
+emit("chain_gather", [helper.make_node("Relu", ["x"], ["r"]),
+                      helper.make_node("Gather", ["r", "ids"], ["g"], axis=1),
+                      helper.make_node("Tanh", ["g"], ["y"])],
+     [("x", rand(3, 7, 4)), ("ids", rng.integers(-7, 7, size=(2, 3)).astype(np.int64))], ["y"])
+emit("chain_slice_concat",
+     [helper.make_node("Exp", ["x"], ["e"]),
+      helper.make_node("Slice", ["e", "s0", "e0", "a0"], ["p"]),
+      helper.make_node("Slice", ["e", "s1", "e1", "a0", "m1"], ["q"]),
+      helper.make_node("Concat", ["q", "p", "x"], ["c"], axis=1),
+      helper.make_node("ReduceMax", ["c"], ["m"], axes=[1], keepdims=1),
+      helper.make_node("Sub", ["c", "m"], ["y"])],
+     [("x", rand(4, 6))], ["y"],
+     [init("s0", np.array([1], dtype=np.int64)), init("e0", np.array([5], dtype=np.int64)),
+      init("a0", np.array([1], dtype=np.int64)), init("s1", np.array([-1], dtype=np.int64)),
+      init("e1", np.array([-2**62], dtype=np.int64)), init("m1", np.array([-1], dtype=np.int64))])
+emit("chain_where_expand",
+     [helper.make_node("Expand", ["b", "shp"], ["be"]),
+      helper.make_node("Mul", ["x", "be"], ["xb"]),
+      helper.make_node("Where", ["c", "xb", "x"], ["w"]),
+      helper.make_node("LogSoftmax", ["w"], ["y"], axis=-1)],
+     [("x", rand(2, 3, 5)), ("c", rng.integers(0, 2, size=(3, 1)).astype(np.bool_))], ["y"],
+     [init("b", rand(5)), init("shp", np.array([3, 1], dtype=np.int64))])
+
 # An MLP with the exporters' erf GELU.
 emit("mlp_gelu",
      [helper.make_node("MatMul", ["x", "w1"], ["h0"]), helper.make_node("Add", ["h0", "b1"], ["h"]),
@@ -249,6 +386,24 @@ inits += [numpy_helper.from_array(shp_heads[1], shp_heads[0]),
           init("sq2", np.float32(np.sqrt(2))), init("one", np.float32(1)),
           init("half", np.float32(0.5))]
 emit("bert_encoder_layer", nodes, [("x", rand(B, S, E))], ["y"], inits)
+
+# The same layer fed by a token embedding (Gather of int64 ids) plus positions, with the
+# attention mask as a bool input applied by Where (the exporters' masked_fill).
+keep = np.ones((B, 1, 1, S), dtype=np.bool_)
+keep[1, 0, 0, S - 3:] = False
+vocab = 11
+wnodes = [helper.make_node("Gather", ["tok_emb", "ids"], ["tok"]),
+          helper.make_node("Add", ["tok", "pos_emb"], ["x"])]
+for nd in nodes:
+    if nd.op_type == "Add" and list(nd.input) == ["scaled", "mask"]:
+        nd = helper.make_node("Where", ["keep", "scaled", "neg"], ["masked"])
+    wnodes.append(nd)
+winits = [i for i in inits if i.name != "mask"]
+winits += [init("tok_emb", rand(vocab, E)), init("pos_emb", rand(S, E)),
+           init("neg", np.float32(-10000.0))]
+emit("bert_encoder_layer_where", wnodes,
+     [("ids", rng.integers(0, vocab, size=(B, S)).astype(np.int64)), ("keep", keep)], ["y"],
+     winits)
 
 with open(os.path.join(out_dir, "list.txt"), "w") as f:
     f.write("\n".join(listing) + "\n")

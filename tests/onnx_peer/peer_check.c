@@ -3,29 +3,34 @@
  * te_graph_from_onnx, runs it compiled (te_graph_fuse + te_graph_compile + te_graph_run) on
  * DIR/NAME.in<i>.bin and compares with onnxruntime's DIR/NAME.out<j>.bin (raw float32).
  * Prints one line per model and the worst case; exit 1 when any model fails or differs by
- * more than 1e-4 relative (|a - b| / max(1, |b|)).
+ * more than 1e-4 relative (|a - b| / max(1, |b|)). Inputs are read in the graph inputs' dtypes
+ * (float32, int64, bool as u8). $TESSERA_PEER_JOBS worker processes (default 2) share the models.
  *
  *   onnx_peer_check DIR */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tessera/graph.h"
 #include "tessera/onnx.h"
 
-static float *read_bin(const char *dir, const char *name, const char *kind, int i, size_t n)
+/* n elements of esize bytes from DIR/NAME.<kind><i>.bin (the file must hold exactly that). */
+static void *read_bin(const char *dir, const char *name, const char *kind, int i, size_t n,
+                      size_t esize)
 {
     char p[1024];
     snprintf(p, sizeof p, "%s/%s.%s%d.bin", dir, name, kind, i);
     FILE *f = fopen(p, "rb");
-    float *d = malloc((n ? n : 1) * sizeof *d);
-    size_t got = f && d ? fread(d, sizeof *d, n, f) : 0;
+    char *d = malloc((n ? n : 1) * esize);
+    size_t got = f && d ? fread(d, esize, n, f) : 0;
     int extra = f ? fgetc(f) != EOF : 1;
     if (f)
         fclose(f);
     if (got != n || extra) {
-        fprintf(stderr, "%s: expected %zu floats\n", p, n);
+        fprintf(stderr, "%s: expected %zu elements of %zu bytes\n", p, n, esize);
         free(d);
         return NULL;
     }
@@ -43,7 +48,8 @@ static double check_model(const char *dir, const char *name, int nin, int nout)
         return -1;
     }
     double worst = -1;
-    float *in[16] = {0}, *out[16] = {0};
+    void *in[16] = {0};
+    float *out[16] = {0};
     te_fuse_plan *p = NULL;
     te_graph_exec *e = NULL;
     if (nin != te_graph_input_count(g) || nout != te_graph_output_count(g) || nin > 16 ||
@@ -52,10 +58,17 @@ static double check_model(const char *dir, const char *name, int nin, int nout)
                te_graph_input_count(g), te_graph_output_count(g), nin, nout);
         goto done;
     }
-    for (int i = 0; i < nin; i++)
-        if (!(in[i] = read_bin(dir, name, "in", i,
-                               (size_t)te_graph_value_numel(g, te_graph_input_value(g, i)))))
+    for (int i = 0; i < nin; i++) {
+        int v = te_graph_input_value(g, i);
+        if (!(in[i] = read_bin(dir, name, "in", i, (size_t)te_graph_value_numel(g, v),
+                               te_dtype_size(te_graph_value_dtype(g, v)))))
             goto done;
+    }
+    for (int j = 0; j < nout; j++)
+        if (te_graph_value_dtype(g, te_graph_output_value(g, j)) != TE_F32) {
+            printf("%-28s FAIL: output %d is not float32\n", name, j);
+            goto done;
+        }
     for (int j = 0; j < nout; j++)
         out[j] =
             malloc((size_t)te_graph_value_numel(g, te_graph_output_value(g, j)) * sizeof(float));
@@ -67,7 +80,7 @@ static double check_model(const char *dir, const char *name, int nin, int nout)
     worst = 0;
     for (int j = 0; j < nout; j++) {
         size_t n = (size_t)te_graph_value_numel(g, te_graph_output_value(g, j));
-        float *want = read_bin(dir, name, "out", j, n);
+        float *want = read_bin(dir, name, "out", j, n, sizeof(float));
         if (!want) {
             worst = -1;
             goto done;
@@ -91,34 +104,93 @@ done:
     return worst;
 }
 
+/* What one worker found. */
+typedef struct summary {
+    int n, failed;
+    double worst;
+    char worst_name[256];
+} summary;
+
+/* Checks the models of DIR/list.txt whose position is worker (mod nworkers). */
+static int check_list(const char *dir, int worker, int nworkers, summary *sum)
+{
+    char lp[1024], name[256];
+    snprintf(lp, sizeof lp, "%s/list.txt", dir);
+    FILE *f = fopen(lp, "r");
+    if (!f) {
+        fprintf(stderr, "onnx_peer_check: cannot open %s\n", lp);
+        return 2;
+    }
+    int nin, nout;
+    memset(sum, 0, sizeof *sum);
+    for (int k = 0; fscanf(f, "%255s %d %d", name, &nin, &nout) == 3; k++) {
+        if (k % nworkers != worker)
+            continue;
+        double w = check_model(dir, name, nin, nout);
+        fflush(stdout);
+        sum->n++;
+        if (w < 0 || !(w <= 1e-4))
+            sum->failed++;
+        if (w > sum->worst || isnan(w)) {
+            sum->worst = w;
+            snprintf(sum->worst_name, sizeof sum->worst_name, "%s", name);
+        }
+    }
+    fclose(f);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
         fprintf(stderr, "usage: onnx_peer_check DIR\n");
         return 2;
     }
-    char lp[1024], name[256];
-    snprintf(lp, sizeof lp, "%s/list.txt", argv[1]);
-    FILE *f = fopen(lp, "r");
-    if (!f) {
-        fprintf(stderr, "onnx_peer_check: cannot open %s\n", lp);
-        return 2;
+    /* Models are independent: TESSERA_PEER_JOBS worker processes (default 2) take every
+     * N-th one and report their summary through a pipe. */
+    const char *jobs = getenv("TESSERA_PEER_JOBS");
+    int nw = jobs && atoi(jobs) > 0 ? atoi(jobs) : 2;
+    if (nw > 16)
+        nw = 16;
+    int fds[16][2];
+    pid_t pids[16];
+    fflush(stdout);
+    for (int w = 0; w < nw; w++) {
+        if (pipe(fds[w]) || (pids[w] = fork()) < 0) {
+            perror("onnx_peer_check");
+            return 2;
+        }
+        if (pids[w] == 0) {
+            close(fds[w][0]);
+            summary sum;
+            int rc = check_list(argv[1], w, nw, &sum);
+            if (!rc && write(fds[w][1], &sum, sizeof sum) != (ssize_t)sizeof sum)
+                rc = 2;
+            _exit(rc);
+        }
+        close(fds[w][1]);
     }
-    int nin, nout, n = 0, failed = 0;
-    double worst = 0;
-    char worst_name[256] = "";
-    while (fscanf(f, "%255s %d %d", name, &nin, &nout) == 3) {
-        double w = check_model(argv[1], name, nin, nout);
-        n++;
-        if (w < 0 || !(w <= 1e-4))
-            failed++;
-        if (w > worst) {
-            worst = w;
-            snprintf(worst_name, sizeof worst_name, "%s", name);
+    summary all = {0, 0, 0, ""};
+    int bad = 0;
+    for (int w = 0; w < nw; w++) {
+        summary sum;
+        ssize_t got = read(fds[w][0], &sum, sizeof sum);
+        close(fds[w][0]);
+        int st = 0;
+        waitpid(pids[w], &st, 0);
+        if (got != (ssize_t)sizeof sum || !WIFEXITED(st) || WEXITSTATUS(st)) {
+            fprintf(stderr, "onnx_peer_check: worker %d failed (status %d)\n", w, st);
+            bad = 1;
+            continue;
+        }
+        all.n += sum.n;
+        all.failed += sum.failed;
+        if (sum.worst > all.worst || isnan(sum.worst)) {
+            all.worst = sum.worst;
+            snprintf(all.worst_name, sizeof all.worst_name, "%s", sum.worst_name);
         }
     }
-    fclose(f);
     printf("onnx peer check: %d models, %d failed, worst rel err %.3g (%s) against onnxruntime\n",
-           n, failed, worst, worst_name);
-    return failed || !n;
+           all.n, all.failed, all.worst, all.worst_name);
+    return bad || all.failed || !all.n;
 }
