@@ -4,3 +4,12 @@ if(TARGET test_graph_cli)
                              TESSERA_CLI="$<TARGET_FILE:tessera_cli>")
   add_dependencies(test_graph_cli tessera_cli)
 endif()
+
+# test_model_cli runs `tessera run/tune/gen MODEL.onnx` on the model examples/onnx_model.c
+# writes, and compiles the runner `tessera gen` writes with cc.
+if(TARGET test_model_cli)
+  target_compile_definitions(test_model_cli PRIVATE TESSERA_CLI="$<TARGET_FILE:tessera_cli>"
+                             EXAMPLE_ONNX_MODEL="$<TARGET_FILE:example_onnx_model>")
+  add_dependencies(test_model_cli tessera_cli example_onnx_model)
+  set_tests_properties(test_model_cli PROPERTIES TIMEOUT 600 LABELS graph)
+endif()
