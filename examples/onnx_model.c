@@ -368,8 +368,9 @@ int main(int argc, char **argv)
         gelus += !strcmp(te_graph_node_op(g, i), "gelu");
     ok = ok && gelus == layers;
     if (!ok)
-        fprintf(stderr, "example_onnx_model: the imported graph is not the model written "
-                        "(%d gelu nodes for %ld layers)\n",
+        fprintf(stderr,
+                "example_onnx_model: the imported graph is not the model written "
+                "(%d gelu nodes for %ld layers)\n",
                 gelus, layers);
     te_graph_free(g);
     return ok ? 0 : 1;

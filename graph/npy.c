@@ -13,7 +13,7 @@
 static const struct {
     const char *descr;
     te_dtype dtype;
-} k_types[] = {{"<f4", TE_F32}, {"<f8", TE_F64}, {"<i8", TE_I64}, {"<i4", TE_I32},
+} k_types[] = {{"<f4", TE_F32},  {"<f8", TE_F64}, {"<i8", TE_I64}, {"<i4", TE_I32},
                {"|b1", TE_BOOL}, {"|u1", TE_U8},  {"|i1", TE_I8}};
 
 static int fail(char *err, size_t n, int code, const char *label, const char *fmt, ...)
@@ -206,8 +206,7 @@ static int parse_preamble(const unsigned char *buf, size_t n, const char *label,
     int major = buf[6], minor = buf[7];
     if (major < 1 || major > 3 || minor != 0)
         return fail(err, errsize, TE_ERR_UNSUPPORTED, label,
-                    ".npy format version %d.%d is not supported (1.0, 2.0, 3.0 are)", major,
-                    minor);
+                    ".npy format version %d.%d is not supported (1.0, 2.0, 3.0 are)", major, minor);
     size_t lenbytes = major == 1 ? 2 : 4;
     if (n < 6 + 2 + lenbytes)
         return fail(err, errsize, TE_ERR_CORRUPT, label, "truncated in the header length");
@@ -216,8 +215,7 @@ static int parse_preamble(const unsigned char *buf, size_t n, const char *label,
         len |= (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
     if (len > NPY_MAX_HEADER)
         return fail(err, errsize, TE_ERR_CORRUPT, label,
-                    "the header claims %zu bytes (more than the %u allowed)", len,
-                    NPY_MAX_HEADER);
+                    "the header claims %zu bytes (more than the %u allowed)", len, NPY_MAX_HEADER);
     *hoff = 8 + lenbytes;
     *hlen = len;
     return TE_OK;
@@ -239,8 +237,8 @@ static int parse_header(const char *text, size_t len, size_t data_bytes, const c
     for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++) {
         const char *d = k_types[i].descr;
         /* One-byte types are byte-order free: numpy writes '|', accept '<' and '=' too. */
-        if (!strcmp(h.descr, d) ||
-            (d[0] == '|' && (h.descr[0] == '<' || h.descr[0] == '=') && !strcmp(h.descr + 1, d + 1)))
+        if (!strcmp(h.descr, d) || (d[0] == '|' && (h.descr[0] == '<' || h.descr[0] == '=') &&
+                                    !strcmp(h.descr + 1, d + 1)))
             found = (int)i;
     }
     if (found < 0) {
@@ -250,8 +248,7 @@ static int parse_header(const char *text, size_t len, size_t data_bytes, const c
                         "arr.astype(arr.dtype.newbyteorder('<')))",
                         h.descr);
         return fail(err, errsize, TE_ERR_UNSUPPORTED, label,
-                    "dtype '%s' is not supported (<f4, <f8, <i8, <i4, |b1, |u1, |i1 are)",
-                    h.descr);
+                    "dtype '%s' is not supported (<f4, <f8, <i8, <i4, |b1, |u1, |i1 are)", h.descr);
     }
     out->dtype = k_types[found].dtype;
     out->ndim = h.ndim;
@@ -359,8 +356,8 @@ int te_npy_read(const char *path, te_npy_array *out, char *err, size_t errsize)
     return rc;
 }
 
-int te_npy_write(const char *path, te_dtype dtype, int ndim, const int64_t *shape,
-                 const void *data, char *err, size_t errsize)
+int te_npy_write(const char *path, te_dtype dtype, int ndim, const int64_t *shape, const void *data,
+                 char *err, size_t errsize)
 {
     const char *descr = te_npy_descr(dtype);
     if (!path || ndim < 0 || ndim > TE_MAX_DIMS || (ndim && !shape))
@@ -370,8 +367,8 @@ int te_npy_write(const char *path, te_dtype dtype, int ndim, const int64_t *shap
                     te_dtype_str(dtype));
     int64_t numel = 1;
     char dict[512];
-    int k = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (",
-                     descr);
+    int k =
+        snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 0)
             return fail(err, errsize, TE_ERR_ARG, path, "extent %d is negative", d);
@@ -387,7 +384,15 @@ int te_npy_write(const char *path, te_dtype dtype, int ndim, const int64_t *shap
     size_t total = 10 + (size_t)k + 1;
     total = (total + 63) / 64 * 64;
     size_t hlen = total - 10;
-    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff),
+    unsigned char pre[10] = {0x93,
+                             'N',
+                             'U',
+                             'M',
+                             'P',
+                             'Y',
+                             1,
+                             0,
+                             (unsigned char)(hlen & 0xff),
                              (unsigned char)(hlen >> 8)};
     char pad[512 + 64];
     memcpy(pad, dict, (size_t)k);

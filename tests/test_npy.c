@@ -145,8 +145,8 @@ static void test_write_then_read_round_trips_with_a_64_byte_aligned_header(void 
     size_t hlen = head[8] | (size_t)head[9] << 8;
     assert_int_equal((10 + hlen) % 64, 0);
     assert_int_equal(head[10 + hlen - 1], '\n');
-    assert_memory_equal(head + 10,
-                        "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 4), }", 61);
+    assert_memory_equal(head + 10, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 4), }",
+                        61);
     te_npy_array a;
     assert_int_equal(te_npy_read(path, &a, err, sizeof err), TE_OK);
     assert_int_equal(a.ndim, 3);
@@ -193,8 +193,8 @@ static void test_fortran_order_big_endian_and_other_dtypes_are_refused_clearly(v
     (void)state;
     static unsigned char buf[4096];
     float f[4] = {1, 2, 3, 4};
-    size_t n = make_npy(buf, 1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }", f,
-                        sizeof f);
+    size_t n =
+        make_npy(buf, 1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }", f, sizeof f);
     expect_fail(buf, n, TE_ERR_UNSUPPORTED, "Fortran-order");
     n = make_npy(buf, 1, "{'descr': '>f4', 'fortran_order': False, 'shape': (2, 2), }", f,
                  sizeof f);
@@ -233,16 +233,16 @@ static void test_corrupt_headers_fail_with_a_message_and_never_allocate_the_clai
     expect_fail(buf, n + 1, TE_ERR_CORRUPT, "claims 24 bytes of data but the file holds 25");
     /* A huge shape in a small file: refused before allocating. */
     n = make_npy(buf, 1,
-                 "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000, 1000000000), }",
-                 f, sizeof f);
+                 "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000, 1000000000), }", f,
+                 sizeof f);
     expect_fail(buf, n, TE_ERR_CORRUPT, "claims 4000000000000000000 bytes");
     n = make_npy(buf, 1,
-                 "{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }",
-                 f, sizeof f);
+                 "{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", f,
+                 sizeof f);
     expect_fail(buf, n, TE_ERR_CORRUPT, "more elements than any file can hold");
     n = make_npy(buf, 1,
-                 "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }",
-                 f, sizeof f);
+                 "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", f,
+                 sizeof f);
     expect_fail(buf, n, TE_ERR_CORRUPT, "too large");
     n = make_npy(buf, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (-2, 3), }", f,
                  sizeof f);
@@ -276,8 +276,8 @@ static void test_corrupt_headers_fail_with_a_message_and_never_allocate_the_clai
      * message; never a crash. */
     tt_rng r;
     tt_rng_seed(&r, tt_seed(7));
-    size_t gn = make_npy(good, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }",
-                         f, sizeof f);
+    size_t gn = make_npy(good, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", f,
+                         sizeof f);
     for (int it = 0; it < 20000; it++) {
         memcpy(buf, good, gn);
         int muts = 1 + (int)tt_rng_int(&r, 4);

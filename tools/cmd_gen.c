@@ -184,8 +184,8 @@ static int gen_graph(const char *path, int nshapes, const char *const *shapes, c
     else if (!quiet)
         printf("wrote %s/%s_k*.c and .h (%d kernels for %d fused groups, %d from database "
                "records), %s/weights/ (%d .npy files), %s, %s and %s\n"
-               "build: make -C %s   (or: cd %s && cc -O2 -fopenmp -std=c99 -o runner runner.c "
-               "%s_k*.c -lm)\n",
+               "build: make -C %s   (or: cd %s && cc -O3 -march=native -std=gnu11 -fopenmp -o "
+               "runner runner.c %s_k*.c -lm)\n",
                dir, name, res.n_kernels, res.n_groups, res.n_from_db, dir, res.n_weights,
                res.runner_path, res.makefile_path, res.readme_path, dir, dir, name);
     te_ctx_free(ctx);
@@ -219,8 +219,8 @@ int te_cmd_gen(int argc, char **argv)
                 return bad("unexpected argument '%s' (one operator per command)", x);
             op = x;
         } else if (!v) {
-            static const char *const valued[] = {"--shape", "--params", "--db",  "-o",
-                                                 "--out",   "--name",   "--sm",  "--target",
+            static const char *const valued[] = {"--shape", "--params", "--db", "-o",
+                                                 "--out",   "--name",   "--sm", "--target",
                                                  "--graph", NULL};
             for (int i = 0; valued[i]; i++)
                 if (!strcmp(x, valued[i]))

@@ -19,8 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <omp.h>
 
@@ -51,7 +51,8 @@ static void usage(FILE *f)
             "                      inputs not given are uniform random in [-1, 1), never 0,\n"
             "                      from --seed (a note says which)\n"
             "  --seed S            seed of the random inputs (default 1)\n"
-            "  --output-dir DIR    write every graph output as DIR/NAME.npy (DIR is created)\n"
+            "  --output-dir DIR    write every graph output as DIR/NAME.npy (DIR is created),\n"
+            "                      and the random inputs too, so the run can be repeated\n"
             "  --threads N         threads of the parallel loops (default: $OMP_NUM_THREADS or\n"
             "                      the online CPUs); with --bench a list: 1,2\n"
             "  --runs N            timed runs; times are medians (default 10)\n"
@@ -146,7 +147,8 @@ static void shape_str(te_dtype dt, int nd, const int64_t *shape, char *buf, size
 
 /* Input i: the file given for it (.npy, else raw f32), else random f32/f64 data. NULL after
  * printing why. */
-static void *make_input(te_graph *g, int i, int n_files, char **files, uint64_t seed, int quiet)
+static void *make_input(te_graph *g, int i, int n_files, char **files, uint64_t seed, int quiet,
+                        char *is_random)
 {
     int v = te_graph_input_value(g, i);
     const char *name = te_graph_value_name(g, v);
@@ -230,9 +232,11 @@ static void *make_input(te_graph *g, int i, int n_files, char **files, uint64_t 
         else
             ((double *)buf)[j] = x;
     }
+    *is_random = 1;
     if (!quiet)
-        fprintf(stderr, "run: input '%s' %s: random uniform in [-1, 1) (seed %llu; --input %s=FILE.npy "
-                        "to give data)\n",
+        fprintf(stderr,
+                "run: input '%s' %s: random uniform in [-1, 1) (seed %llu; --input %s=FILE.npy "
+                "to give data)\n",
                 name, want, (unsigned long long)seed, name);
     return buf;
 }
@@ -311,12 +315,28 @@ static int time_runs(te_graph_exec *e, te_graph *g, void **in, int runs, double 
     return status;
 }
 
-/* Writes every graph output as dir/NAME.npy. */
-static int write_outputs(te_graph *g, te_graph_exec *e, const char *dir, int quiet)
+/* Writes every graph output as dir/NAME.npy, and the inputs that were random (is_random[i]) so
+ * that the run can be repeated elsewhere (a generated runner, another framework). */
+static int write_outputs(te_graph *g, te_graph_exec *e, const char *dir, void **in,
+                         const char *is_random, int quiet)
 {
     if (mkdir(dir, 0777) && errno != EEXIST) {
         fprintf(stderr, "tessera run: --output-dir %s: %s\n", dir, strerror(errno));
         return 1;
+    }
+    for (int i = 0; i < te_graph_input_count(g); i++) {
+        int v = te_graph_input_value(g, i);
+        char path[4096], err[4200];
+        if (!is_random[i])
+            continue;
+        snprintf(path, sizeof path, "%s/%s.npy", dir, te_graph_value_name(g, v));
+        if (te_npy_write(path, te_graph_value_dtype(g, v), te_graph_value_ndim(g, v),
+                         te_graph_value_shape(g, v), in[i], err, sizeof err)) {
+            fprintf(stderr, "tessera run: %s\n", err);
+            return 1;
+        }
+        if (!quiet)
+            fprintf(stderr, "run: wrote %s (the random input)\n", path);
     }
     for (int j = 0; j < te_graph_output_count(g); j++) {
         int v = te_graph_output_value(g, j);
@@ -465,8 +485,8 @@ int te_cmd_run(int argc, char **argv)
         snprintf(name, sizeof name, "%.*s", (int)(strchr(files[k], '=') - files[k]), files[k]);
         int v = te_graph_find(g, name);
         if (v < 0 || te_graph_value_kind_of(g, v) != TE_GRAPH_INPUT) {
-            fprintf(stderr, "tessera run: --input %s: the %s has no input '%s' (inputs:",
-                    files[k], te_cli_is_model(path) ? "model" : "graph", name);
+            fprintf(stderr, "tessera run: --input %s: the %s has no input '%s' (inputs:", files[k],
+                    te_cli_is_model(path) ? "model" : "graph", name);
             for (int i = 0; i < te_graph_input_count(g); i++)
                 fprintf(stderr, " %s", te_graph_value_name(g, te_graph_input_value(g, i)));
             fprintf(stderr, ")\n");
@@ -479,8 +499,13 @@ int te_cmd_run(int argc, char **argv)
         fprintf(stderr, "tessera run: out of memory\n");
         status = 1;
     }
+    char *is_random = calloc((size_t)nin + 1, 1);
+    if (!is_random && !status) {
+        fprintf(stderr, "tessera run: out of memory\n");
+        status = 1;
+    }
     for (int i = 0; !status && i < nin; i++)
-        if (!(in[i] = make_input(g, i, n_files, files, seed, json)))
+        if (!(in[i] = make_input(g, i, n_files, files, seed, json, &is_random[i])))
             status = 1;
     te_db *db = NULL;
     if (!status && db_path && te_db_open(db_path, NULL, &db) != TE_OK) {
@@ -519,7 +544,7 @@ int te_cmd_run(int argc, char **argv)
     for (int k = 0; !status && check && k < nk; k++)
         worst_all = fmax(worst_all, worst[k]);
     if (!status && out_dir)
-        status = write_outputs(g, e, out_dir, json);
+        status = write_outputs(g, e, out_dir, in, is_random, json);
     int from_db = 0;
     for (int k = 0; k < nk; k++)
         from_db += te_graph_exec_group_from_db(e, k, NULL) == 1;
@@ -549,8 +574,7 @@ int te_cmd_run(int argc, char **argv)
                "{\"unfused_bytes\": %zu, \"fused_bytes\": %zu, \"pool_bytes\": %zu, "
                "\"live_bytes\": %zu}, \"groups\": [",
                te_graph_node_count(g), te_fuse_plan_group_count(f.plan), nk, from_db, threads0,
-               runs, latency * 1e3, ms.unfused_bytes, ms.fused_bytes, ms.pool_bytes,
-               ms.live_bytes);
+               runs, latency * 1e3, ms.unfused_bytes, ms.fused_bytes, ms.pool_bytes, ms.live_bytes);
         for (int k = 0; k < nk; k++) {
             te_fuse_group gr;
             const char *note;
@@ -589,8 +613,8 @@ int te_cmd_run(int argc, char **argv)
         human_bytes(ms.pool_bytes, hp, sizeof hp);
         printf("%s: %s, %d nodes -> %d kernels (%d from the database); intermediates %s "
                "node by node -> %s fused -> %s pool\n",
-               te_cli_is_model(path) ? "model" : "graph", path, te_graph_node_count(g), nk,
-               from_db, hu, hf, hp);
+               te_cli_is_model(path) ? "model" : "graph", path, te_graph_node_count(g), nk, from_db,
+               hu, hf, hp);
         for (int k = 0; k < nk; k++) {
             te_fuse_group gr;
             const char *note;
@@ -625,7 +649,7 @@ int te_cmd_run(int argc, char **argv)
         status = 1;
     for (int i = 0; in && i < nin; i++)
         free(in[i]);
-    free(in), free(g_med), free(worst);
+    free(in), free(is_random), free(g_med), free(worst);
     te_graph_exec_free(e);
     te_cli_fused_free(&f);
     return status;

@@ -65,8 +65,8 @@ int te_cli_fused_load_model(const char *cmd, const char *path, const char *shape
     memset(out, 0, sizeof *out);
     int model = te_cli_is_model(path);
     if (!model && shapes && *shapes) {
-        fprintf(stderr, "tessera %s: --shape applies to ONNX models (MODEL.onnx), not to %s\n",
-                cmd, path);
+        fprintf(stderr, "tessera %s: --shape applies to ONNX models (MODEL.onnx), not to %s\n", cmd,
+                path);
         return 2;
     }
     if (!no_rules) {

@@ -138,10 +138,10 @@ int te_gen_kernel_from_db(te_ctx *ctx, te_db *db, const char *db_path, const cha
 
 /* What te_gen_graph_files wrote. Paths are owned by the context. */
 typedef struct te_gen_graph_result {
-    int n_groups;  /* fused groups: kernel calls of the runner, in plan order */
-    int n_kernels; /* distinct kernels written (groups doing the same work share one) */
-    int n_from_db; /* kernels whose schedule is a database record */
-    int n_weights; /* constants written under weights/ */
+    int n_groups;              /* fused groups: kernel calls of the runner, in plan order */
+    int n_kernels;             /* distinct kernels written (groups doing the same work share one) */
+    int n_from_db;             /* kernels whose schedule is a database record */
+    int n_weights;             /* constants written under weights/ */
     const char *runner_path;   /* DIR/runner.c */
     const char *makefile_path; /* DIR/Makefile */
     const char *readme_path;   /* DIR/README.md: what the files are, how to build */

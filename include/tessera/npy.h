@@ -60,8 +60,8 @@ int te_npy_read_buffer(const void *buf, size_t size, const char *label, te_npy_a
 /* Writes ndim extents (0 <= ndim <= TE_MAX_DIMS, extents >= 0) of row-major `data` of dtype
  * (one of the element types above) to path as .npy version 1.0.
  * The file is written whole or removed. */
-int te_npy_write(const char *path, te_dtype dtype, int ndim, const int64_t *shape,
-                 const void *data, char *err, size_t errsize);
+int te_npy_write(const char *path, te_dtype dtype, int ndim, const int64_t *shape, const void *data,
+                 char *err, size_t errsize);
 /* Frees a->data and zeroes *a. Accepts NULL and an array without data. */
 void te_npy_array_free(te_npy_array *a);
 /* The .npy descr of dtype ("<f4"), or NULL for a dtype this module does not write. */
