@@ -13,14 +13,15 @@
 #   6. tessera gen      -> the fused kernels as standalone C plus a runner; the runner is
 #                          built with plain cc, run, and its output compared  demo/kernels/
 #
-#   bash tools/demo.sh [TRIALS]        (default 48 trials; about 2 minutes on 2 cores after the
+#   bash tools/demo.sh [TRIALS]        (default 64 trials in batches of 8: one batch per fused
+#                                       group; about 2 minutes on 2 idle cores after the
 #                                       build)
 #
 # Rerunning continues the tuning job in the same database; `sqlite3 demo/tessera.db` reads it.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-trials=${1:-48}
+trials=${1:-64}
 bash tools/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$(nproc)" --target tessera_cli example_onnx_model >/dev/null
@@ -38,9 +39,9 @@ step "tessera import encoder.onnx -o encoder.graph"
 step "tessera fuse --optimize encoder.graph   (the plan; tessera run/tune/gen fuse the same way)"
 "$tessera" fuse --optimize encoder.graph | sed -n '/^fusion plan/,/^target/p;/^group/p'
 
-step "tessera tune encoder.onnx --trials $trials --db tessera.db"
+step "tessera tune encoder.onnx --trials $trials --batch 8 --db tessera.db"
 # Progress on stderr; the report (every task's best schedule as a trace and as C) in tune.log.
-"$tessera" tune encoder.onnx --trials "$trials" --db tessera.db >tune.log
+"$tessera" tune encoder.onnx --trials "$trials" --batch 8 --db tessera.db >tune.log
 grep -E '^(graph_|  best)' tune.log | head -24 || true
 echo "(the full report with the best schedules: demo/tune.log)"
 
