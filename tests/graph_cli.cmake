@@ -13,3 +13,11 @@ if(TARGET test_model_cli)
   add_dependencies(test_model_cli tessera_cli example_onnx_model)
   set_tests_properties(test_model_cli PROPERTIES TIMEOUT 600 LABELS graph)
 endif()
+
+# The .npy reader's fuzz target (tests/fuzz/fuzz_npy.c) as a plain replay program over its seed
+# corpus; with clang and libFuzzer it is a fuzz target like the others.
+add_executable(fuzz_npy_replay ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_npy.c)
+target_compile_definitions(fuzz_npy_replay PRIVATE TE_FUZZ_REPLAY=1)
+target_link_libraries(fuzz_npy_replay PRIVATE tessera)
+add_test(NAME fuzz_npy_replay COMMAND fuzz_npy_replay ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus_npy)
+set_tests_properties(fuzz_npy_replay PROPERTIES LABELS graph TIMEOUT 60)
