@@ -36,6 +36,7 @@ static const struct {
     {"mlp_gate", "m=6,n=10,k=8"},
     {"conv2d_bn_relu", "n=1,c=3,h=5,w=5,oc=4,kh=3,kw=3,pad=1"},
     {"qkv_projection", "m=5,n=6,k=7"},
+    {"attention", "batch=1,heads=2,lq=5,lk=7,dh=4,mask=causal"},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 

@@ -250,6 +250,60 @@ te_tensor *te_op_conv2d_bn_relu(te_ctx *ctx, te_tensor *X, te_tensor *W, te_tens
 int te_op_qkv_projection(te_ctx *ctx, te_tensor *X, te_tensor *Wq, te_tensor *Wk, te_tensor *Wv,
                          te_tensor *out[3], const char *name);
 
+/* ---- Attention ------------------------------------------------------------------------ */
+
+/* Which mask te_op_attention adds to the scaled scores. */
+typedef enum te_attn_mask {
+    TE_ATTN_MASK_NONE,     /* no mask */
+    TE_ATTN_MASK_CAUSAL,   /* query i sees keys j <= i (top-left aligned, as PyTorch's SDPA) */
+    TE_ATTN_MASK_EXPLICIT, /* an additive mask tensor, [lq, lk] or [batch, 1, lq, lk] */
+    TE_ATTN_MASK_COUNT
+} te_attn_mask;
+
+/* Parameters of te_op_attention. The extents (batch, heads, lq, lk, dh) may be left 0: they
+ * are then taken from the tensors; a non-zero extent must match them. scale 0 means
+ * 1 / sqrt(dh); it must be finite. block (>= 0) is the key-block size of the one-pass form,
+ * where key blocks are part of the definition; the two-pass form built now leaves blocking to
+ * the schedule and only checks it. Start from te_attention_params_default(). */
+typedef struct te_attention_params {
+    int32_t batch, heads, lq, lk, dh;
+    double scale;
+    te_attn_mask mask;
+    int32_t block;
+} te_attention_params;
+
+/* Everything 0 (extents from the tensors, scale 1 / sqrt(dh)), no mask. */
+te_attention_params te_attention_params_default(void);
+
+/* Name of a mask kind ("none", "causal", "explicit"), or NULL for a value that is not one. */
+const char *te_attn_mask_name(te_attn_mask m);
+
+/* Fused scaled dot-product attention with the flash-attention structure:
+ *   O[b, h, i, d] = sum_j softmax_j(scale * Q[b,h,i,:] . K[b,h,j,:] + mask[i, j]) V[b,h,j,d]
+ * with Q [batch, heads, lq, dh], K and V [batch, heads, lk, dh], mask (only with
+ * TE_ATTN_MASK_EXPLICIT, else it must be NULL) [lq, lk] or [batch, 1, lq, lk], additive
+ * (-infinity masks a key out). Needs f32 or f64.
+ *
+ * The L x L score matrix is never a stage of its own: the expression is the two-pass form,
+ * in which every score is recomputed from Q and K where it is used, so a schedule computes
+ * the scores one key block at a time (autotune's "attention" template does; see
+ * docs/ATTENTION.md). Stages (suffixes of name, NULL: "attention"):
+ *   "<name>_kt"  [b, h, dh, lk]   K transposed (so a key block is contiguous),
+ *   "<name>_vx"  [b, h, lk, dh+1] V with a column of ones appended (so one reduction
+ *                                 gives both P V and the softmax denominator),
+ *   "<name>_s1"  [b, h, lq, lk]   Q K^T for the row maxima (reduction "k"),
+ *   "<name>_max" [b, h, lq]       row maxima of scale s1 + mask (reduction "j"),
+ *   "<name>_s2"  [b, h, lq, lk]   Q K^T again, for the weights (reduction "k"),
+ *   "<name>_p"   [b, h, lq, lk]   exp(scale s2 + mask - max), 0 where the score is -infinity,
+ *   "<name>_acc" [b, h, lq, dh+1] sum_j p vx: P V and, in the last column, sum_j p
+ *                                 (reduction "j"),
+ *   <name>       [b, h, lq, dh]   acc / acc[.., dh].
+ * A fully masked row (every score -infinity) gives zeros, never NaN; very large logits do not
+ * overflow (the maximum is subtracted first). Tag "attention" (stages "attention_<suffix>").
+ * Returns NULL with a message on ctx on bad input. */
+te_tensor *te_op_attention(te_ctx *ctx, te_tensor *Q, te_tensor *K, te_tensor *V, te_tensor *mask,
+                           const te_attention_params *p, const char *name);
+
 /* ---- Finding stages ------------------------------------------------------------------- */
 
 /* Walks the producers of `out` (out itself, then every tensor its definition reads,

@@ -479,6 +479,27 @@ static int build_qkv(BUILD_ARGS)
     return FINISH(ins, outs);
 }
 
+static int build_attention(BUILD_ARGS)
+{
+    BUILD_BEGIN("attention")
+    int64_t b = I(op, &r, "batch"), h = I(op, &r, "heads"), lq = I(op, &r, "lq");
+    int64_t lk = I(op, &r, "lk"), dh = I(op, &r, "dh");
+    const char *mk = S(op, &r, "mask");
+    te_attention_params p = te_attention_params_default();
+    p.mask = !strcmp(mk, "causal")     ? TE_ATTN_MASK_CAUSAL
+             : !strcmp(mk, "explicit") ? TE_ATTN_MASK_EXPLICIT
+                                       : TE_ATTN_MASK_NONE;
+    te_tensor *Q = PH("Q", b, h, lq, dh), *K = PH("K", b, h, lk, dh), *V = PH("V", b, h, lk, dh);
+    if (p.mask == TE_ATTN_MASK_EXPLICIT) {
+        te_tensor *M = PH("mask", lq, lk);
+        te_tensor *ins[] = {Q, K, V, M},
+                  *outs[] = {te_op_attention(ctx, Q, K, V, M, &p, "attention")};
+        return FINISH(ins, outs);
+    }
+    te_tensor *ins[] = {Q, K, V}, *outs[] = {te_op_attention(ctx, Q, K, V, NULL, &p, "attention")};
+    return FINISH(ins, outs);
+}
+
 /* ---- The table ------------------------------------------------------------------------ */
 
 #define K_REQ(nm, help)                                                                            \
@@ -560,6 +581,11 @@ static const te_op_key keys_mba[] = {
     K_REQ("m", "rows"), K_REQ("n", "output features"), K_REQ("k", "input features"),
     K_STR("act", "relu", "none|relu|gelu|gelu_tanh|silu|sigmoid|tanh")};
 
+static const te_op_key keys_attention[] = {
+    K_OPT("batch", "1", "batch"),  K_OPT("heads", "1", "heads"),
+    K_REQ("lq", "query length"),   K_REQ("lk", "key length"),
+    K_REQ("dh", "head dimension"), K_STR("mask", "none", "none|causal|explicit")};
+
 #define NK(a) ((int)(sizeof a / sizeof a[0]))
 
 static const te_op_info op_table[] = {
@@ -604,6 +630,8 @@ static const te_op_info op_table[] = {
      NK(keys_conv), keys_conv, build_conv2d_bn_relu},
     {"qkv_projection", "X Wq, X Wk, X Wv: three matmuls sharing one input", NK(keys_mnk), keys_mnk,
      build_qkv},
+    {"attention", "softmax(scale Q K^T + mask) V, fused (flash-attention structure)",
+     NK(keys_attention), keys_attention, build_attention},
 };
 
 const te_op_info *te_op_lookup(const char *name)

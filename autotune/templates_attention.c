@@ -1,0 +1,183 @@
+/*
+ * The attention template (te_op_attention): the flash-attention schedule of the two-pass form.
+ *
+ * The output's rows are tiled by query blocks of qb rows; batch, heads and query blocks are
+ * fused into one loop (parallel when par = 1). Inside one iteration of that loop:
+ *   - the row maxima ("_max", qb values) reduce over key blocks of kb keys: the scores of one
+ *     block ("_s1", qb x kb) are computed at the key-block loop, a register tile (Q row
+ *     broadcast times a contiguous block of K transposed, the block split into vectors);
+ *   - the accumulator ("_acc", qb x (dh + 1): P V and the denominator) reduces over key
+ *     blocks the same way: the block's scores ("_s2") and weights ("_p", exp vectorized over
+ *     the block) are computed at its key-block loop, then every weight row times the block
+ *     of V (with its column of ones) is added, vectorized over the head dimension by vec;
+ *   - the output divides the accumulator by its last column, vectorized by vec.
+ * So only qb x kb scores are alive at a time and the lq x lk matrix is never allocated. K
+ * transposed ("_kt") and V with ones ("_vx") are computed once at the root (vectorized,
+ * parallel over batch x heads).
+ *
+ * Knobs: qb (query block: 1, 2, 4, 8), kb (key block: multiples of the vector lanes), vec
+ * (vector width over the head dimension), par (0 serial, 1 parallel fused loop).
+ *
+ * The stages are recognised by their operator tags ("attention_s1", ...), which
+ * te_op_attention sets, and their shapes are checked against the output's.
+ */
+#include <string.h>
+
+#include "autotune/space_impl.h"
+#include "tessera/ops.h"
+
+#define TERR(sp, ...) te_ctx_set_error((sp)->ctx, TE_ERR_UNSUPPORTED, __VA_ARGS__)
+
+/* Stage roles, in the order te_op_attention builds them. */
+enum { A_KT, A_VX, A_S1, A_MAX, A_S2, A_P, A_ACC, A_NROLES };
+static const char *const role_tag[A_NROLES] = {
+    "attention_kt",  "attention_vx", "attention_s1", "attention_max",
+    "attention_s2",  "attention_p",  "attention_acc"};
+
+typedef struct attn_data {
+    const char *out;
+    const char *st[A_NROLES];
+    int64_t lq, lk, dh;
+} attn_data;
+
+static int attn_init(te_space *sp)
+{
+    if (sp->n_out != 1)
+        return TERR(sp, "attention template: one output expected");
+    te_tensor *O = sp->outs[0], *st[16];
+    if (!O->tag || strcmp(O->tag, "attention") || O->ndim != 4)
+        return TERR(sp, "attention template: '%s' is not a te_op_attention output", O->name);
+    int ns = te_op_stages(O, st, 16);
+    if (ns < 0 || ns > 16)
+        return TERR(sp, "attention template: too many stages");
+    attn_data *ad = te__alloc(sp->ctx, sizeof *ad);
+    if (!ad)
+        return TE_ERR_NOMEM;
+    ad->out = O->name;
+    for (int q = 0; q < ns; q++) {
+        if (st[q] == O)
+            continue;
+        int role = -1;
+        for (int r = 0; r < A_NROLES; r++)
+            if (st[q]->tag && !strcmp(st[q]->tag, role_tag[r]))
+                role = r;
+        if (role < 0 || ad->st[role])
+            return TERR(sp, "attention template: unexpected stage '%s'", st[q]->name);
+        ad->st[role] = st[q]->name;
+    }
+    for (int r = 0; r < A_NROLES; r++)
+        if (!ad->st[r])
+            return TERR(sp, "attention template: no '%s' stage", role_tag[r]);
+    ad->lq = O->shape[2];
+    ad->dh = O->shape[3];
+    for (int q = 0; q < ns; q++)
+        if (st[q]->tag && !strcmp(st[q]->tag, "attention_kt"))
+            ad->lk = st[q]->shape[3];
+    sp->tdata = ad;
+    int V = sp->lanes;
+    int64_t v[TE__MAX_KVALS];
+    static const int64_t qbs[] = {1, 2, 4, 8};
+    te__knob_add(sp, "qb", te__filter_le(qbs, 4, ad->lq, 1, v), v);
+    int64_t kbs[3] = {V, 2 * V, 4 * V};
+    te__knob_add(sp, "kb", te__filter_le(kbs, 3, ad->lk < V ? V : ad->lk, V, v), v);
+    int64_t vs[3] = {V / 2 > 0 ? V / 2 : 1, V, 2 * V};
+    te__knob_add(sp, "vec", te__filter_le(vs, 3, ad->dh, ad->dh, v), v);
+    if (sp->target.num_cores > 1)
+        te__knob_add(sp, "par", 2, (int64_t[]){1, 0});
+    else
+        te__knob_add(sp, "par", 1, (int64_t[]){0});
+    return TE_OK;
+}
+
+static te_stage *stage_of(te__gen *g, const char *name)
+{
+    return te_schedule_stage_by_name(g->s, name);
+}
+
+/* A score block (qb x kb dot products) at loop `at` of `parent`: k outside, the block's rows
+ * unrolled and its keys split into vectors, so the tile lives in registers. */
+static int score_tile(te__gen *g, te_stage *S, te_stage *parent, te_iter *at, int lanes)
+{
+    if (!TE__OK(g, te_compute_at(S, parent, at)))
+        return g->err;
+    te_iter *i = te_stage_axis(S, 2), *j = te_stage_axis(S, 3), *k = te_stage_reduce_axis(S, 0);
+    te_iter *jo, *ji;
+    if (!TE__OK(g, te_split(S, j, lanes, &jo, &ji)) ||
+        !TE__OK(g, te_reorder(S, 4, (te_iter *[]){k, i, jo, ji})) ||
+        !TE__OK(g, te_unroll(S, i)) || !TE__OK(g, te_unroll(S, jo)) ||
+        !TE__OK(g, te_vectorize(S, ji)))
+        return g->err;
+    return TE_OK;
+}
+
+/* Last axis of an elementwise stage split by v and vectorized. */
+static int vec_last(te__gen *g, te_stage *P, int64_t v)
+{
+    int nd = te_tensor_ndim(te_stage_tensor(P));
+    te_iter *a, *b;
+    if (!TE__OK(g, te_split(P, te_stage_axis(P, nd - 1), v, &a, &b)) ||
+        !TE__OK(g, te_vectorize(P, b)))
+        return g->err;
+    return TE_OK;
+}
+
+static int attn_apply(te__gen *g)
+{
+    attn_data *ad = g->sp->tdata;
+    int64_t qb = te__knob_val(g, 0), kb = te__knob_val(g, 1), vec = te__knob_val(g, 2);
+    int64_t par = te__knob_val(g, 3);
+    int lanes = g->sp->lanes;
+    te_stage *st[A_NROLES];
+    for (int r = 0; r < A_NROLES; r++)
+        st[r] = stage_of(g, ad->st[r]);
+    te_stage *O = stage_of(g, ad->out);
+    /* Output: (batch x heads x query blocks) fused, rows of the block, head dim vectorized. */
+    te_iter *bh, *io, *ii, *f;
+    if (!TE__OK(g, te_fuse(O, te_stage_axis(O, 0), te_stage_axis(O, 1), &bh)) ||
+        !TE__OK(g, te_split(O, te_stage_axis(O, 2), qb, &io, &ii)) ||
+        !TE__OK(g, te_fuse(O, bh, io, &f)))
+        return g->err;
+    if (vec_last(g, O, vec))
+        return g->err;
+    if (par && !TE__OK(g, te_parallel(O, f)))
+        return g->err;
+    /* Pass 2: the accumulator over key blocks, scores and weights per block. */
+    te_stage *A = st[A_ACC];
+    if (!TE__OK(g, te_compute_at(A, O, f)))
+        return g->err;
+    te_iter *ai = te_stage_axis(A, 2), *ad_ = te_stage_axis(A, 3), *aj = te_stage_reduce_axis(A, 0);
+    te_iter *ajo, *aji, *ado, *adi;
+    if (!TE__OK(g, te_split(A, aj, kb, &ajo, &aji)) ||
+        !TE__OK(g, te_split(A, ad_, vec, &ado, &adi)) ||
+        !TE__OK(g, te_reorder(A, 5, (te_iter *[]){ajo, ai, aji, ado, adi})) ||
+        !TE__OK(g, te_vectorize(A, adi)))
+        return g->err;
+    if (!TE__OK(g, te_compute_at(st[A_P], A, ajo)) || vec_last(g, st[A_P], lanes))
+        return g->err;
+    if (score_tile(g, st[A_S2], A, ajo, lanes))
+        return g->err;
+    /* Pass 1: row maxima over key blocks, at the accumulator's (extent-1) head loop, i.e. per
+     * query block before the accumulator's key blocks (the weights read them there). */
+    te_stage *M = st[A_MAX];
+    if (!TE__OK(g, te_compute_at(M, A, te_stage_axis(A, 1))))
+        return g->err;
+    te_iter *mi = te_stage_axis(M, 2), *mj = te_stage_reduce_axis(M, 0), *mjo, *mji;
+    if (!TE__OK(g, te_split(M, mj, kb, &mjo, &mji)) ||
+        !TE__OK(g, te_reorder(M, 3, (te_iter *[]){mjo, mi, mji})))
+        return g->err;
+    if (score_tile(g, st[A_S1], M, mjo, lanes))
+        return g->err;
+    /* K transposed and V with ones: once, at the root. */
+    for (int r = A_KT; r <= A_VX; r++) {
+        te_stage *P = st[r];
+        te_iter *pf;
+        if (par && (!TE__OK(g, te_fuse(P, te_stage_axis(P, 0), te_stage_axis(P, 1), &pf)) ||
+                    !TE__OK(g, te_parallel(P, pf))))
+            return g->err;
+        if (r == A_KT && vec_last(g, P, lanes))
+            return g->err;
+    }
+    return TE_OK;
+}
+
+const te__template te__t_attention = {"attention", attn_init, attn_apply};
