@@ -15,8 +15,9 @@
  * transposed ("_kt") and V with ones ("_vx") are computed once at the root (vectorized,
  * parallel over batch x heads).
  *
- * Knobs: qb (query block: 1, 2, 4, 8), kb (key block: multiples of the vector lanes), vec
- * (vector width over the head dimension), par (0 serial, 1 parallel fused loop).
+ * Knobs (first value: the default configuration): qb (query block: 4, 2, 8, 1), kb (key
+ * block: 2, 1 or 4 times the vector lanes), vec (vector width over the head dimension: the
+ * lanes, half, twice), par (1 parallel fused loop, 0 serial; only 0 on one core).
  *
  * The stages are recognised by their operator tags ("attention_s1", ...), which
  * te_op_attention sets, and their shapes are checked against the output's.
@@ -30,9 +31,9 @@
 
 /* Stage roles, in the order te_op_attention builds them. */
 enum { A_KT, A_VX, A_S1, A_MAX, A_S2, A_P, A_ACC, A_NROLES };
-static const char *const role_tag[A_NROLES] = {
-    "attention_kt",  "attention_vx", "attention_s1", "attention_max",
-    "attention_s2",  "attention_p",  "attention_acc"};
+static const char *const role_tag[A_NROLES] = {"attention_kt",  "attention_vx", "attention_s1",
+                                               "attention_max", "attention_s2", "attention_p",
+                                               "attention_acc"};
 
 typedef struct attn_data {
     const char *out;
@@ -76,11 +77,12 @@ static int attn_init(te_space *sp)
     sp->tdata = ad;
     int V = sp->lanes;
     int64_t v[TE__MAX_KVALS];
-    static const int64_t qbs[] = {1, 2, 4, 8};
+    /* The first value of every knob is the default configuration (te_space_get(sp, 0)). */
+    static const int64_t qbs[] = {4, 2, 8, 1};
     te__knob_add(sp, "qb", te__filter_le(qbs, 4, ad->lq, 1, v), v);
-    int64_t kbs[3] = {V, 2 * V, 4 * V};
+    int64_t kbs[3] = {2 * V, V, 4 * V};
     te__knob_add(sp, "kb", te__filter_le(kbs, 3, ad->lk < V ? V : ad->lk, V, v), v);
-    int64_t vs[3] = {V / 2 > 0 ? V / 2 : 1, V, 2 * V};
+    int64_t vs[3] = {V, V / 2 > 0 ? V / 2 : 1, 2 * V};
     te__knob_add(sp, "vec", te__filter_le(vs, 3, ad->dh, ad->dh, v), v);
     if (sp->target.num_cores > 1)
         te__knob_add(sp, "par", 2, (int64_t[]){1, 0});
@@ -103,9 +105,8 @@ static int score_tile(te__gen *g, te_stage *S, te_stage *parent, te_iter *at, in
     te_iter *i = te_stage_axis(S, 2), *j = te_stage_axis(S, 3), *k = te_stage_reduce_axis(S, 0);
     te_iter *jo, *ji;
     if (!TE__OK(g, te_split(S, j, lanes, &jo, &ji)) ||
-        !TE__OK(g, te_reorder(S, 4, (te_iter *[]){k, i, jo, ji})) ||
-        !TE__OK(g, te_unroll(S, i)) || !TE__OK(g, te_unroll(S, jo)) ||
-        !TE__OK(g, te_vectorize(S, ji)))
+        !TE__OK(g, te_reorder(S, 4, (te_iter *[]){k, i, jo, ji})) || !TE__OK(g, te_unroll(S, i)) ||
+        !TE__OK(g, te_unroll(S, jo)) || !TE__OK(g, te_vectorize(S, ji)))
         return g->err;
     return TE_OK;
 }

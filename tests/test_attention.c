@@ -25,11 +25,11 @@ typedef struct acase {
     const char *label;
     int64_t b, h, lq, lk, dh;
     te_attn_mask mask;
-    int mask_4d;        /* explicit mask [b, 1, lq, lk] instead of [lq, lk] */
-    int masked_rows;    /* explicit mask: every third query row fully masked (-inf) */
-    double scale;       /* 0: 1 / sqrt(dh) */
-    double in_scale;    /* when set: Q and K integers in (-in_scale, in_scale), so the logits
-                         * (up to dh in_scale^2) are exact in f32 and only overflow is tested */
+    int mask_4d;     /* explicit mask [b, 1, lq, lk] instead of [lq, lk] */
+    int masked_rows; /* explicit mask: every third query row fully masked (-inf) */
+    double scale;    /* 0: 1 / sqrt(dh) */
+    double in_scale; /* when set: Q and K integers in (-in_scale, in_scale), so the logits
+                      * (up to dh in_scale^2) are exact in f32 and only overflow is tested */
 } acase;
 
 /* softmax(scale Q K^T + mask) V in float64, one (b, h) at a time; fully masked rows give 0. */
@@ -184,8 +184,8 @@ static void test_fully_masked_rows_give_zeros(void **state)
     /* Row 1 of every head is fully masked: the reference is 0 there, and so is the kernel. */
     const char *tr[1] = {""};
     te_target tgt = te_target_host();
-    te_space *sp = te_space_create(c.ctx, "attention", c.n_in, c.in, c.n_out, c.out,
-                                   TE_SPACE_TEMPLATE, &tgt);
+    te_space *sp =
+        te_space_create(c.ctx, "attention", c.n_in, c.in, c.n_out, c.out, TE_SPACE_TEMPLATE, &tgt);
     assert_non_null(sp);
     tr[0] = te_space_get(sp, 0);
     assert_non_null(tr[0]);
@@ -267,8 +267,8 @@ static void test_template_never_materializes_scores(void **state)
     tcase c;
     acase_build(&cases_tiled[0], &c, &r);
     te_target tgt = te_target_host();
-    te_space *sp = te_space_create(c.ctx, "attention", c.n_in, c.in, c.n_out, c.out,
-                                   TE_SPACE_TEMPLATE, &tgt);
+    te_space *sp =
+        te_space_create(c.ctx, "attention", c.n_in, c.in, c.n_out, c.out, TE_SPACE_TEMPLATE, &tgt);
     assert_non_null(sp);
     te_rng g;
     te_rng_seed(&g, 7);
@@ -334,13 +334,11 @@ static void test_registry_builds_attention(void **state)
     assert_int_equal(ni, 3);
     assert_int_equal(no, 1);
     assert_int_equal(te_tensor_shape(out[0])[1], 12);
-    assert_int_equal(te_op_build(ctx, "attention", "lq=3,lk=4,dh=2,mask=explicit", in, &ni, out,
-                                 &no),
-                     TE_OK);
+    assert_int_equal(
+        te_op_build(ctx, "attention", "lq=3,lk=4,dh=2,mask=explicit", in, &ni, out, &no), TE_OK);
     assert_int_equal(ni, 4);
-    assert_int_not_equal(te_op_build(ctx, "attention", "lq=3,lk=4,dh=2,mask=sliding", in, &ni,
-                                     out, &no),
-                         TE_OK);
+    assert_int_not_equal(
+        te_op_build(ctx, "attention", "lq=3,lk=4,dh=2,mask=sliding", in, &ni, out, &no), TE_OK);
     te_ctx_free(ctx);
 }
 

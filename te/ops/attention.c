@@ -41,8 +41,8 @@ typedef struct attn_shape {
     int64_t b, h, lq, lk, dh;
     double scale;
     te_attn_mask mask;
-    te_tensor *M;   /* the explicit mask or NULL */
-    bool mask_4d;   /* M is [batch, 1, lq, lk] */
+    te_tensor *M; /* the explicit mask or NULL */
+    bool mask_4d; /* M is [batch, 1, lq, lk] */
     te_dtype dt;
 } attn_shape;
 
@@ -54,8 +54,8 @@ static te_expr *masked_score(te_ctx *ctx, const attn_shape *a, te_expr *s, te_ex
     if (a->mask == TE_ATTN_MASK_CAUSAL)
         return te_select(ctx, te_le(ctx, j, i), v, op__c(ctx, a->dt, -INFINITY));
     if (a->mask == TE_ATTN_MASK_EXPLICIT)
-        return te_add(ctx, v,
-                      a->mask_4d ? TE_AT(ctx, a->M, b, op__i(ctx, 0), i, j) : TE_AT(ctx, a->M, i, j));
+        return te_add(
+            ctx, v, a->mask_4d ? TE_AT(ctx, a->M, b, op__i(ctx, 0), i, j) : TE_AT(ctx, a->M, i, j));
     return v;
 }
 
@@ -66,8 +66,8 @@ static te_tensor *dot_stage(te_ctx *ctx, const attn_shape *a, te_tensor *Q, te_t
     te_expr *b = te_axis(ctx, "b", a->b), *h = te_axis(ctx, "h", a->h);
     te_expr *i = te_axis(ctx, "i", a->lq), *j = te_axis(ctx, "j", a->lk);
     te_expr *k = te_reduce_axis(ctx, "k", a->dh);
-    te_expr *body = te_sum(ctx, te_mul(ctx, TE_AT(ctx, Q, b, h, i, k), TE_AT(ctx, KT, b, h, k, j)),
-                           1, &k);
+    te_expr *body =
+        te_sum(ctx, te_mul(ctx, TE_AT(ctx, Q, b, h, i, k), TE_AT(ctx, KT, b, h, k, j)), 1, &k);
     return op__tag(ctx, te_compute(ctx, stage, 4, (te_expr *[]){b, h, i, j}, body), tag);
 }
 
@@ -88,12 +88,12 @@ static te_tensor *attention_body(const op_site *s, const attn_shape *a, te_tenso
     b = te_axis(ctx, "b", a->b), h = te_axis(ctx, "h", a->h);
     j = te_axis(ctx, "j", a->lk);
     te_expr *d = te_axis(ctx, "d", a->dh + 1);
-    te_tensor *VX = op__tag(
-        ctx,
-        te_compute(ctx, op__stage_name(ctx, nm, "vx"), 4, (te_expr *[]){b, h, j, d},
-                   te_if_then_else(ctx, te_lt(ctx, d, op__i(ctx, a->dh)),
-                                   TE_AT(ctx, V, b, h, j, d), op__c(ctx, a->dt, 1.0))),
-        "attention_vx");
+    te_tensor *VX =
+        op__tag(ctx,
+                te_compute(ctx, op__stage_name(ctx, nm, "vx"), 4, (te_expr *[]){b, h, j, d},
+                           te_if_then_else(ctx, te_lt(ctx, d, op__i(ctx, a->dh)),
+                                           TE_AT(ctx, V, b, h, j, d), op__c(ctx, a->dt, 1.0))),
+                "attention_vx");
     if (!KT || !VX)
         return NULL;
     /* Pass 1: row maxima of the masked scores. */
@@ -117,9 +117,9 @@ static te_tensor *attention_body(const op_site *s, const attn_shape *a, te_tenso
     te_expr *mx = TE_AT(ctx, MX, b, h, i);
     te_expr *w = te_select(ctx, te_eq(ctx, mx, op__c(ctx, a->dt, -INFINITY)),
                            op__c(ctx, a->dt, 0.0), te_exp(ctx, te_sub(ctx, sc, mx)));
-    te_tensor *P = op__tag(
-        ctx, te_compute(ctx, op__stage_name(ctx, nm, "p"), 4, (te_expr *[]){b, h, i, j}, w),
-        "attention_p");
+    te_tensor *P =
+        op__tag(ctx, te_compute(ctx, op__stage_name(ctx, nm, "p"), 4, (te_expr *[]){b, h, i, j}, w),
+                "attention_p");
     if (!P)
         return NULL;
     b = te_axis(ctx, "b", a->b), h = te_axis(ctx, "h", a->h);
@@ -177,8 +177,8 @@ te_tensor *te_op_attention(te_ctx *ctx, te_tensor *Q, te_tensor *K, te_tensor *V
         !op__float(&s, Q, "query 'Q'") || !op__same_dtype(&s, Q, K, "key 'K'") ||
         !op__same_dtype(&s, Q, V, "value 'V'"))
         return NULL;
-    attn_shape a = {q.batch, q.heads, q.lq, q.lk, q.dh, q.scale, q.mask, NULL, false,
-                    te_tensor_dtype(Q)};
+    attn_shape a = {q.batch, q.heads, q.lq, q.lk,  q.dh,
+                    q.scale, q.mask,  NULL, false, te_tensor_dtype(Q)};
     const te_tensor *kv[2] = {K, V};
     const char *roles[2] = {"key 'K'", "value 'V'"};
     if (!attn_extent(&s, Q, "query 'Q'", 0, "batch", &a.b) ||
