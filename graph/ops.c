@@ -216,6 +216,22 @@ static int ap_softmax(APPLY_ARGS)
                 out);
 }
 
+/* Fused attention: Q, K, V [batch, heads, L, dh] and an optional additive mask; causal=1 for
+ * the causal mask instead, scale=0 for 1 / sqrt(dh). */
+static int ap_attention(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    te_attention_params p = te_attention_params_default();
+    p.scale = te__gop_attr_f64(op, kv, "scale");
+    int causal = (int)te__gop_attr_int(op, kv, "causal") != 0;
+    if (causal && n_in > 3)
+        return te_ctx_set_error(ctx, TE_ERR_ARG,
+                                "attention: causal=1 and an explicit mask input; give one");
+    p.mask = n_in > 3 ? TE_ATTN_MASK_EXPLICIT : causal ? TE_ATTN_MASK_CAUSAL : TE_ATTN_MASK_NONE;
+    return done(
+        ctx, te_op_attention(ctx, in[0], in[1], in[2], n_in > 3 ? in[3] : NULL, &p, names[0]), out);
+}
+
 static int ap_layer_norm(APPLY_ARGS)
 {
     UNUSED_ARGS;
@@ -482,6 +498,7 @@ static const te__gop table[] = {
     {"conv2d_bn_relu", TE_KIND_OUT_EWISE_FUSABLE, 4, 4, 1, "X,W,scale,shift", CONV_ATTRS, 0,
      ap_conv2d_bn_relu},
     {"qkv_projection", TE_KIND_OPAQUE, 4, 4, 3, "X,Wq,Wk,Wv", "", 0, ap_qkv},
+    {"attention", TE_KIND_OPAQUE, 3, 4, 1, "Q,K,V[,mask]", "scale=0,causal=0", 0, ap_attention},
     /* The graph's own operators (not in the registry). */
     {"batch_norm", TE_KIND_BROADCAST, 5, 5, 1, "X,gamma,beta,mean,var", "eps=1e-5,axis=1", 4,
      ap_batch_norm},

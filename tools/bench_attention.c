@@ -6,9 +6,9 @@
  * The unfused path is what a framework without a fused kernel runs: per head, OpenBLAS
  * cblas_sgemm for S = scale Q K^T into a materialized [heads, L, L] score buffer, a vectorized
  * softmax over every row of S (AVX2 + FMA, written here: row maximum, exp by a Cody-Waite
- * polynomial, sum, scale; scalar on CPUs without AVX2), then cblas_sgemm for O = P V. Its extra memory is the
- * score buffer; the fused kernel's is K transposed and V with a ones column (its score blocks
- * live on the stack, qb x kb floats per thread).
+ * polynomial, sum, scale; scalar on CPUs without AVX2), then cblas_sgemm for O = P V. Its extra
+ * memory is the score buffer; the fused kernel's is K transposed and V with a ones column (its
+ * score blocks live on the stack, qb x kb floats per thread).
  */
 #include <cblas.h>
 #include <immintrin.h>
@@ -43,13 +43,15 @@ __attribute__((target("avx2,fma"))) static inline __m256 exp_avx2(__m256 x)
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
     r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r, _mm256_set1_ps(1.3981999507e-3f));
+    __m256 p =
+        _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r, _mm256_set1_ps(1.3981999507e-3f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
     __m256 y = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
 }
 
