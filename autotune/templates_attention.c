@@ -41,6 +41,16 @@ typedef struct attn_data {
     int64_t lq, lk, dh;
 } attn_data;
 
+/* GPU knobs (a CUDA target): threads per block (one query row each) and the key block. */
+static void attn_init_gpu(te_space *sp, const attn_data *ad)
+{
+    int64_t v[TE__MAX_KVALS];
+    static const int64_t qts[] = {64, 32, 128};
+    te__knob_add(sp, "qt", te__filter_le(qts, 3, ad->lq < 32 ? 32 : ad->lq, 32, v), v);
+    static const int64_t kbs[] = {32, 16, 64};
+    te__knob_add(sp, "kb", te__filter_le(kbs, 3, ad->lk < 16 ? 16 : ad->lk, 16, v), v);
+}
+
 static int attn_init(te_space *sp)
 {
     if (sp->n_out != 1)
@@ -75,6 +85,10 @@ static int attn_init(te_space *sp)
         if (st[q]->tag && !strcmp(st[q]->tag, "attention_kt"))
             ad->lk = st[q]->shape[3];
     sp->tdata = ad;
+    if (sp->target.backend == TE_BACKEND_CUDA) {
+        attn_init_gpu(sp, ad);
+        return TE_OK;
+    }
     int V = sp->lanes;
     int64_t v[TE__MAX_KVALS];
     /* The first value of every knob is the default configuration (te_space_get(sp, 0)). */
@@ -122,8 +136,86 @@ static int vec_last(te__gen *g, te_stage *P, int64_t v)
     return TE_OK;
 }
 
+/* A shared-memory copy of `t` for reader R computed at R's loop `at`, copied cooperatively by
+ * the block's nt threads (every axis fused, split by nt, bound to threadIdx.x). */
+static int shared_tile(te__gen *g, te_tensor *t, te_stage *R, te_stage *parent, te_iter *at,
+                       int64_t nt)
+{
+    te_tensor *sh = te_cache_read(g->s, t, TE_SCOPE_SHARED, 1, &R);
+    if (!sh)
+        return te__gen_fail(g, te_ctx_errcode(g->ctx) ? te_ctx_errcode(g->ctx) : TE_ERR_SCHEDULE);
+    te_stage *ss = te_schedule_stage(g->s, sh);
+    if (!TE__OK(g, te_compute_at(ss, parent, at)))
+        return g->err;
+    int nd = te_tensor_ndim(sh);
+    te_iter *f = te_stage_leaf(ss, 0), *rest, *tx;
+    for (int d = 1; d < nd; d++)
+        if (!TE__OK(g, te_fuse(ss, f, te_stage_leaf(ss, 1), &f)))
+            return g->err;
+    if (!TE__OK(g, te_split(ss, f, nt, &rest, &tx)) || !TE__OK(g, te_bind(ss, tx, TE_THREAD_X)))
+        return g->err;
+    return TE_OK;
+}
+
+/* The GPU schedule: one block per (batch x heads, qt query rows), one thread per query row.
+ * K transposed and V with ones are small kernels of their own at the root; the blocks of them
+ * every thread of the block reads are shared-memory tiles (kb keys x dh) loaded cooperatively
+ * at the key-block loops; each thread keeps its row's maximum, kb scores, weights and dh + 1
+ * accumulators in local memory. */
+static int attn_apply_gpu(te__gen *g)
+{
+    attn_data *ad = g->sp->tdata;
+    int64_t qt = te__knob_val(g, 0), kb = te__knob_val(g, 1);
+    te_stage *st[A_NROLES];
+    for (int r = 0; r < A_NROLES; r++)
+        st[r] = stage_of(g, ad->st[r]);
+    te_stage *O = stage_of(g, ad->out);
+    /* K transposed and V with ones: one small kernel each at the root (256 threads a block). */
+    for (int r = A_KT; r <= A_VX; r++) {
+        te_stage *P = st[r];
+        te_iter *f = te_stage_leaf(P, 0), *bo, *tx;
+        for (int d = 1; d < 4; d++)
+            if (!TE__OK(g, te_fuse(P, f, te_stage_leaf(P, 1), &f)))
+                return g->err;
+        if (!TE__OK(g, te_split(P, f, 256, &bo, &tx)) || !TE__OK(g, te_bind(P, bo, TE_BLOCK_X)) ||
+            !TE__OK(g, te_bind(P, tx, TE_THREAD_X)))
+            return g->err;
+    }
+    te_iter *bh, *io, *ii;
+    if (!TE__OK(g, te_fuse(O, te_stage_axis(O, 0), te_stage_axis(O, 1), &bh)) ||
+        !TE__OK(g, te_split(O, te_stage_axis(O, 2), qt, &io, &ii)) ||
+        !TE__OK(g, te_bind(O, bh, TE_BLOCK_Y)) || !TE__OK(g, te_bind(O, io, TE_BLOCK_X)) ||
+        !TE__OK(g, te_bind(O, ii, TE_THREAD_X)))
+        return g->err;
+    te_stage *A = st[A_ACC];
+    if (!TE__OK(g, te_compute_at(A, O, ii)))
+        return g->err;
+    te_iter *ajo, *aji;
+    if (!TE__OK(g, te_split(A, te_stage_reduce_axis(A, 0), kb, &ajo, &aji)) ||
+        !TE__OK(g, te_reorder(A, 3, (te_iter *[]){ajo, aji, te_stage_axis(A, 3)})))
+        return g->err;
+    if (!TE__OK(g, te_compute_at(st[A_P], A, ajo)) || !TE__OK(g, te_compute_at(st[A_S2], A, ajo)))
+        return g->err;
+    te_stage *M = st[A_MAX];
+    if (!TE__OK(g, te_compute_at(M, A, te_stage_axis(A, 1))))
+        return g->err;
+    te_iter *mjo, *mji;
+    if (!TE__OK(g, te_split(M, te_stage_reduce_axis(M, 0), kb, &mjo, &mji)) ||
+        !TE__OK(g, te_compute_at(st[A_S1], M, mjo)))
+        return g->err;
+    /* Shared tiles: a block of K (transposed) for each pass's scores, of V for the
+     * accumulator. */
+    te_tensor *KT = te_stage_tensor(st[A_KT]), *VX = te_stage_tensor(st[A_VX]);
+    if (shared_tile(g, KT, st[A_S2], A, ajo, qt) || shared_tile(g, KT, st[A_S1], M, mjo, qt) ||
+        shared_tile(g, VX, A, A, ajo, qt))
+        return g->err;
+    return TE_OK;
+}
+
 static int attn_apply(te__gen *g)
 {
+    if (g->sp->target.backend == TE_BACKEND_CUDA)
+        return attn_apply_gpu(g);
     attn_data *ad = g->sp->tdata;
     int64_t qb = te__knob_val(g, 0), kb = te__knob_val(g, 1), vec = te__knob_val(g, 2);
     int64_t par = te__knob_val(g, 3);

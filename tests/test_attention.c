@@ -17,6 +17,7 @@
 #include "space_testlib.h"
 #include "tessera/autotune.h"
 #include "tessera/backend.h"
+#include "tessera/cuda.h"
 #include "tessera/ops.h"
 #include "testutil.h"
 
@@ -282,6 +283,108 @@ static void test_template_never_materializes_scores(void **state)
     tcase_free(&c);
 }
 
+/* The GPU configurations (blocks of query rows, one thread per row, shared tiles of K and
+ * V per key block) lowered for the C backend, which runs GPU-scheduled IR on the CPU. */
+static void test_gpu_schedule_on_c_backend(void **state)
+{
+    (void)state;
+    tt_rng r;
+    tt_rng_seed(&r, tt_seed(46));
+    for (int k = 0; k < NTILED; k++) {
+        tcase c;
+        acase_build(&cases_tiled[k], &c, &r);
+        te_target gpu = te_target_cuda(80);
+        te_space *sp = te_space_create(c.ctx, "attention", c.n_in, c.in, c.n_out, c.out,
+                                       TE_SPACE_TEMPLATE, &gpu);
+        if (!sp)
+            fail_msg("%s: %s", c.label, te_ctx_errmsg(c.ctx));
+        int64_t n = te_space_size(sp);
+        assert_true(n >= 1);
+        const char *tr[9];
+        int nt = 0;
+        for (int64_t q = 0; q < n && nt < 9; q++) {
+            tr[nt] = te_space_get(sp, q);
+            if (!tr[nt])
+                fail_msg("%s: configuration %d: %s", c.label, (int)q, te_ctx_errmsg(c.ctx));
+            assert_true(trace_has(tr[nt], "bind"));
+            nt++;
+        }
+        check_traces(&c, sp, nt, tr, 1e-5);
+        tcase_free(&c);
+    }
+}
+
+/* The default GPU configuration lowered for CUDA (gpu_check: threads and shared memory within
+ * the limits) and emitted; compiled by NVRTC for sm_80 and sm_90 when libnvrtc loads, and run
+ * on a device against the unfused reference when there is one (else skipped with a note). */
+static void test_gpu_schedule_cuda_source_nvrtc_and_device(void **state)
+{
+    (void)state;
+    tt_rng r;
+    tt_rng_seed(&r, tt_seed(47));
+    int nvrtc = te_nvrtc_probe() == TE_OK;
+    if (!nvrtc)
+        printf("[  SKIP    ] NVRTC checks: %s\n", te_cuda_errmsg());
+    for (int k = 0; k < NTILED; k++) {
+        tcase c;
+        acase_build(&cases_tiled[k], &c, &r);
+        te_tensor *args[TE_OP_MAX_IO * 2];
+        tcase_args(&c, args);
+        static const int sms[] = {80, 90};
+        for (int i = 0; i < 2; i++) {
+            te_target tgt = te_target_cuda(sms[i]);
+            te_space *sp = te_space_create(c.ctx, "attention", c.n_in, c.in, c.n_out, c.out,
+                                           TE_SPACE_TEMPLATE, &tgt);
+            assert_non_null(sp);
+            const char *tr = te_space_get(sp, 0);
+            assert_non_null(tr);
+            te_schedule *s = te_space_instantiate(sp, tr);
+            assert_non_null(s);
+            te_lowered *f = te_lower(s, c.n_in + 1, args, "attn", &tgt);
+            if (!f)
+                fail_msg("%s: lowering for sm_%d: %s", c.label, sms[i], te_ctx_errmsg(c.ctx));
+            const char *src = te_emit_cuda(c.ctx, f, &tgt);
+            if (!src)
+                fail_msg("%s: CUDA emission: %s", c.label, te_ctx_errmsg(c.ctx));
+            assert_non_null(strstr(src, "__shared__"));
+            if (!nvrtc)
+                continue;
+            te_cuda_module *cm = NULL;
+            s = te_space_instantiate(sp, tr);
+            if (te_cuda_build(s, c.n_in + 1, args, "attn", &tgt, &cm) != TE_OK)
+                fail_msg("%s: NVRTC for sm_%d: %s\n%s", c.label, sms[i], te_ctx_errmsg(c.ctx), src);
+            te_cuda_module_free(cm);
+        }
+        te_target dev;
+        if (nvrtc && te_cuda_probe() == TE_OK && te_cuda_target_device(0, &dev) == TE_OK) {
+            te_space *sp = te_space_create(c.ctx, "attention", c.n_in, c.in, c.n_out, c.out,
+                                           TE_SPACE_TEMPLATE, &dev);
+            assert_non_null(sp);
+            te_schedule *s = te_space_instantiate(sp, te_space_get(sp, 0));
+            te_cuda_module *cm = NULL;
+            if (te_cuda_build(s, c.n_in + 1, args, "attn", &dev, &cm) != TE_OK)
+                fail_msg("%s: build for the device: %s", c.label, te_ctx_errmsg(c.ctx));
+            size_t n = (size_t)te_tensor_numel(c.out[0]);
+            float *o = malloc(sizeof(float) * n);
+            tt_poison_f32(o, n);
+            void *data[TE_OP_MAX_IO * 2];
+            memcpy(data, c.in_data, sizeof(void *) * (size_t)c.n_in);
+            data[c.n_in] = o;
+            if (te_cuda_module_run(cm, data) != TE_OK)
+                fail_msg("%s: device run: %s", c.label, te_cuda_module_errmsg(cm));
+            double e = tt_max_rel_err_f32(o, c.ref[0], n);
+            printf("  %s on the device: max relative error %.3g\n", c.label, e);
+            if (!(e < 1e-5))
+                fail_msg("%s (GPU): max relative error %g", c.label, e);
+            free(o);
+            te_cuda_module_free(cm);
+        } else if (k == 0) {
+            printf("[  SKIP    ] device runs: %s\n", te_cuda_errmsg());
+        }
+        tcase_free(&c);
+    }
+}
+
 static void test_bad_inputs_are_named(void **state)
 {
     (void)state;
@@ -350,6 +453,8 @@ int main(void)
         cmocka_unit_test(test_fully_masked_rows_give_zeros),
         cmocka_unit_test(test_template_random_configurations),
         cmocka_unit_test(test_template_never_materializes_scores),
+        cmocka_unit_test(test_gpu_schedule_on_c_backend),
+        cmocka_unit_test(test_gpu_schedule_cuda_source_nvrtc_and_device),
         cmocka_unit_test(test_bad_inputs_are_named),
         cmocka_unit_test(test_registry_builds_attention),
     };
