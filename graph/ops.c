@@ -63,7 +63,8 @@ int te__gop_check_attrs(te_ctx *ctx, const te__gop *op, const te_op_params *kv)
                                     kv->p[i].key, op->name, *op->attrs ? op->attrs : "none");
         if (strcmp(kv->p[i].key, "layout") == 0 || strcmp(kv->p[i].key, "act") == 0 ||
             strcmp(kv->p[i].key, "perm") == 0 || strcmp(kv->p[i].key, "shape") == 0 ||
-            strcmp(kv->p[i].key, "eps") == 0 || strcmp(kv->p[i].key, "value") == 0)
+            strcmp(kv->p[i].key, "eps") == 0 || strcmp(kv->p[i].key, "value") == 0 ||
+            strcmp(kv->p[i].key, "scale") == 0)
             continue;
         if (!kv->p[i].is_int)
             return te_ctx_set_error(ctx, TE_ERR_ARG,
@@ -498,7 +499,7 @@ static const te__gop table[] = {
     {"conv2d_bn_relu", TE_KIND_OUT_EWISE_FUSABLE, 4, 4, 1, "X,W,scale,shift", CONV_ATTRS, 0,
      ap_conv2d_bn_relu},
     {"qkv_projection", TE_KIND_OPAQUE, 4, 4, 3, "X,Wq,Wk,Wv", "", 0, ap_qkv},
-    {"attention", TE_KIND_OPAQUE, 3, 4, 1, "Q,K,V[,mask]", "scale=0,causal=0", 0, ap_attention},
+    {"attention", TE_KIND_OPAQUE, 3, 4, 1, "Q,K,V[,mask]", "scale=0.0,causal=0", 0, ap_attention},
     /* The graph's own operators (not in the registry). */
     {"batch_norm", TE_KIND_BROADCAST, 5, 5, 1, "X,gamma,beta,mean,var", "eps=1e-5,axis=1", 4,
      ap_batch_norm},
