@@ -200,6 +200,13 @@ struct te_tensor {
     te_tensor **tuple;
 };
 
+/* Whether a and b are one tensor or outputs of one te_compute_tuple (so one stage computes
+ * both). */
+static inline bool te__tensor_same_stage(const te_tensor *a, const te_tensor *b)
+{
+    return a == b || (a && b && a->tuple_n > 0 && a->tuple == b->tuple);
+}
+
 /* The tensor a tuple output's stage is named after (the first output), t itself otherwise. */
 static inline te_tensor *te__tuple_primary(te_tensor *t)
 {

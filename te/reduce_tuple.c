@@ -179,9 +179,9 @@ static te_reducer *make_welford(te_ctx *ctx, te_dtype dt)
     te_expr *n = te_add(ctx, na, nb);
     te_expr *r = te_div(ctx, nb, te_max(ctx, n, te_const(ctx, dt, 1)));
     te_expr *delta = te_sub(ctx, mb, ma);
-    te_expr *comb[3] = {
-        n, te_add(ctx, ma, te_mul(ctx, delta, r)),
-        te_add(ctx, te_add(ctx, qa, qb), te_mul(ctx, te_mul(ctx, delta, delta), te_mul(ctx, na, r)))};
+    te_expr *comb[3] = {n, te_add(ctx, ma, te_mul(ctx, delta, r)),
+                        te_add(ctx, te_add(ctx, qa, qb),
+                               te_mul(ctx, te_mul(ctx, delta, delta), te_mul(ctx, na, r)))};
     te_expr *id[3] = {te_const(ctx, dt, 0), te_const(ctx, dt, 0), te_const(ctx, dt, 0)};
     return te_reducer_create_tuple(ctx, "welford", 3, (te_expr *[]){na, ma, qa},
                                    (te_expr *[]){nb, mb, qb}, comb, id);
@@ -227,15 +227,15 @@ static te_reducer *builtin(te_ctx *ctx, int kind, te_dtype a, te_dtype b)
         return NULL;
     }
     if ((kind == BI_WELFORD || kind == BI_SOFTMAX || kind == BI_KAHAN) && !te_dtype_is_float(a)) {
-        te_ctx_set_error(ctx, TE_ERR_DTYPE,
-                         "%s reducer: needs a floating-point dtype (got %s)",
+        te_ctx_set_error(ctx, TE_ERR_DTYPE, "%s reducer: needs a floating-point dtype (got %s)",
                          kind == BI_WELFORD   ? "welford"
                          : kind == BI_SOFTMAX ? "online_softmax"
                                               : "kahan",
                          te_dtype_str(a));
         return NULL;
     }
-    void **slot = te__ctx_cache_slot(ctx, (kind * TE_DTYPE_COUNT + (int)a) * TE_DTYPE_COUNT + (int)b);
+    void **slot =
+        te__ctx_cache_slot(ctx, (kind * TE_DTYPE_COUNT + (int)a) * TE_DTYPE_COUNT + (int)b);
     if (!slot)
         return NULL;
     if (*slot)
@@ -268,7 +268,10 @@ te_reducer *te_reducer_argmin(te_ctx *ctx, te_dtype value, te_dtype index)
 {
     return builtin(ctx, BI_ARGMIN, value, index);
 }
-te_reducer *te_reducer_welford(te_ctx *ctx, te_dtype dt) { return builtin(ctx, BI_WELFORD, dt, dt); }
+te_reducer *te_reducer_welford(te_ctx *ctx, te_dtype dt)
+{
+    return builtin(ctx, BI_WELFORD, dt, dt);
+}
 te_reducer *te_reducer_online_softmax(te_ctx *ctx, te_dtype dt)
 {
     return builtin(ctx, BI_SOFTMAX, dt, dt);
@@ -351,12 +354,10 @@ int te_compute_tuple(te_ctx *ctx, int n, const char *const *names, int ndim, te_
         return te_ctx_set_error(ctx, TE_ERR_ARG,
                                 "te_compute_tuple: reducer '%s' yields %d values but %d outputs "
                                 "(names, outs) were given",
-                                body->u.red.custom->name, body->u.red.nsrc,
-                                names && outs ? n : 0);
+                                body->u.red.custom->name, body->u.red.nsrc, names && outs ? n : 0);
     for (int i = 0; i < n; i++) {
         if (!names[i])
-            return te_ctx_set_error(ctx, TE_ERR_ARG, "te_compute_tuple: output %d has no name",
-                                    i);
+            return te_ctx_set_error(ctx, TE_ERR_ARG, "te_compute_tuple: output %d has no name", i);
         for (int j = 0; j < i; j++)
             if (!strcmp(names[i], names[j]))
                 return te_ctx_set_error(ctx, TE_ERR_ARG,

@@ -2,9 +2,9 @@
  * against direct float64 computations, a user-defined one, printing, and the errors for
  * tuples used wrongly. */
 #include <math.h>
-#include <stdbool.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,8 +24,8 @@ static void check_arg(bool is_max)
     te_ctx *ctx = te_ctx_create();
     te_tensor *A = te_placeholder(ctx, "A", TE_F32, 2, (int64_t[]){M, K});
     te_expr *i = te_axis(ctx, "i", M), *k = te_reduce_axis(ctx, "k", K);
-    te_reducer *r = is_max ? te_reducer_argmax(ctx, TE_F32, TE_I64)
-                           : te_reducer_argmin(ctx, TE_F32, TE_I64);
+    te_reducer *r =
+        is_max ? te_reducer_argmax(ctx, TE_F32, TE_I64) : te_reducer_argmin(ctx, TE_F32, TE_I64);
     assert_non_null(r);
     assert_ptr_equal(r, is_max ? te_reducer_argmax(ctx, TE_F32, TE_I64)
                                : te_reducer_argmin(ctx, TE_F32, TE_I64)); /* cached */
@@ -50,9 +50,8 @@ static void check_arg(bool is_max)
     }
     a[2 * K + 3] = is_max ? 5.0f : -5.0f; /* row 2: the tie is earlier */
     double val[M], idx[M];
-    assert_int_equal(te_reference_eval(ctx, 1, &A, (const void *[]){a}, 2, out,
-                                       (double *[]){val, idx}),
-                     TE_OK);
+    assert_int_equal(
+        te_reference_eval(ctx, 1, &A, (const void *[]){a}, 2, out, (double *[]){val, idx}), TE_OK);
     for (int m = 0; m < M; m++) {
         assert_true(val[m] == (is_max ? 5.0 : -5.0));
         assert_true(idx[m] == (m == 2 ? 3 : 7 + m));
@@ -73,9 +72,8 @@ static te_tensor *welford(te_ctx *ctx, te_tensor *A, te_tensor **out)
     te_reducer *r = te_reducer_welford(ctx, TE_F64);
     te_expr *src[3] = {te_const(ctx, TE_F64, 1), TE_AT(ctx, A, i, k), te_const(ctx, TE_F64, 0)};
     te_expr *red = te_reduce_tuple(ctx, r, 3, src, 1, &k);
-    assert_int_equal(te_compute_tuple(ctx, 3, (const char *[]){"cnt", "mean", "m2"}, 1, &i, red,
-                                      out),
-                     TE_OK);
+    assert_int_equal(
+        te_compute_tuple(ctx, 3, (const char *[]){"cnt", "mean", "m2"}, 1, &i, red, out), TE_OK);
     return out[0];
 }
 
@@ -91,9 +89,9 @@ static void test_welford_reference_matches_two_pass_variance(void **state)
     tt_rng_seed(&g, tt_seed(4));
     for (int j = 0; j < M * K; j++)
         a[j] = 1000.0 + tt_rng_uniform(&g, -1, 1); /* large mean: one-pass sums would cancel */
-    assert_int_equal(te_reference_eval(ctx, 1, &A, (const void *[]){a}, 3, out,
-                                       (double *[]){cnt, mean, m2}),
-                     TE_OK);
+    assert_int_equal(
+        te_reference_eval(ctx, 1, &A, (const void *[]){a}, 3, out, (double *[]){cnt, mean, m2}),
+        TE_OK);
     for (int m = 0; m < M; m++) {
         double s = 0, q = 0;
         for (int c = 0; c < K; c++)
@@ -132,8 +130,7 @@ static void test_online_softmax_reference_masked_and_huge_rows(void **state)
     a[3 * K + 4] = -INFINITY; /* one masked element */
     double mx[M], sm[M];
     assert_int_equal(
-        te_reference_eval(ctx, 1, &A, (const void *[]){a}, 2, out, (double *[]){mx, sm}),
-        TE_OK);
+        te_reference_eval(ctx, 1, &A, (const void *[]){a}, 2, out, (double *[]){mx, sm}), TE_OK);
     for (int m = 0; m < M; m++) {
         double want_m = -INFINITY, want_s = 0;
         for (int c = 0; c < K; c++)
@@ -155,17 +152,16 @@ static void test_user_tuple_reducer_sum_and_sumsq(void **state)
     te_tensor *A = te_placeholder(ctx, "A", TE_F32, 2, (int64_t[]){M, K});
     te_expr *x0 = te_var(ctx, "x0", TE_F32), *x1 = te_var(ctx, "x1", TE_F32);
     te_expr *y0 = te_var(ctx, "y0", TE_F32), *y1 = te_var(ctx, "y1", TE_F32);
-    te_reducer *r = te_reducer_create_tuple(
-        ctx, "sumsq", 2, (te_expr *[]){x0, x1}, (te_expr *[]){y0, y1},
-        (te_expr *[]){te_add(ctx, x0, y0), te_add(ctx, x1, y1)},
-        (te_expr *[]){te_f32(ctx, 0), te_f32(ctx, 0)});
+    te_reducer *r =
+        te_reducer_create_tuple(ctx, "sumsq", 2, (te_expr *[]){x0, x1}, (te_expr *[]){y0, y1},
+                                (te_expr *[]){te_add(ctx, x0, y0), te_add(ctx, x1, y1)},
+                                (te_expr *[]){te_f32(ctx, 0), te_f32(ctx, 0)});
     assert_non_null(r);
     te_expr *i = te_axis(ctx, "i", M), *k = te_reduce_axis(ctx, "k", K);
     te_expr *v = TE_AT(ctx, A, i, k);
     te_expr *red = te_reduce_tuple(ctx, r, 2, (te_expr *[]){v, te_mul(ctx, v, v)}, 1, &k);
     te_tensor *out[2];
-    assert_int_equal(te_compute_tuple(ctx, 2, (const char *[]){"S", "Q"}, 1, &i, red, out),
-                     TE_OK);
+    assert_int_equal(te_compute_tuple(ctx, 2, (const char *[]){"S", "Q"}, 1, &i, red, out), TE_OK);
     char buf[512] = "";
     FILE *f = fmemopen(buf, sizeof buf, "w");
     te_tensor_print(out[1], f);
@@ -176,8 +172,8 @@ static void test_user_tuple_reducer_sum_and_sumsq(void **state)
     tt_rng_seed(&g, tt_seed(6));
     tt_fill_f32(&g, a, M * K);
     double S[M], Q[M];
-    assert_int_equal(
-        te_reference_eval(ctx, 1, &A, (const void *[]){a}, 2, out, (double *[]){S, Q}), TE_OK);
+    assert_int_equal(te_reference_eval(ctx, 1, &A, (const void *[]){a}, 2, out, (double *[]){S, Q}),
+                     TE_OK);
     for (int m = 0; m < M; m++) {
         double s = 0, q = 0;
         for (int c = 0; c < K; c++)
@@ -222,9 +218,9 @@ static void test_tuple_misuse_is_refused_with_a_clear_message(void **state)
     assert_int_equal(te_compute_tuple(ctx, 3, (const char *[]){"a", "b", "c"}, 1, &i, red, out),
                      TE_ERR_ARG);
     expect_err(ctx, "yields 2 values but 3 outputs");
-    assert_int_equal(te_compute_tuple(ctx, 2, (const char *[]){"a", "b"}, 1, &i,
-                                      te_sum(ctx, v, 1, &k), out),
-                     TE_ERR_ARG);
+    assert_int_equal(
+        te_compute_tuple(ctx, 2, (const char *[]){"a", "b"}, 1, &i, te_sum(ctx, v, 1, &k), out),
+        TE_ERR_ARG);
     expect_err(ctx, "must be a te_reduce_tuple reduction");
     assert_int_equal(te_compute_tuple(ctx, 2, (const char *[]){"a", "a"}, 1, &i, red, out),
                      TE_ERR_ARG);
@@ -234,7 +230,8 @@ static void test_tuple_misuse_is_refused_with_a_clear_message(void **state)
     expect_err(ctx, "is a tuple reducer");
     /* mixed dtypes inside one component */
     te_expr *x0 = te_var(ctx, "x0", TE_F32), *y0 = te_var(ctx, "y0", TE_I64);
-    assert_null(te_reducer_create_tuple(ctx, "mix", 1, &x0, &y0, &x0, (te_expr *[]){te_f32(ctx, 0)}));
+    assert_null(
+        te_reducer_create_tuple(ctx, "mix", 1, &x0, &y0, &x0, (te_expr *[]){te_f32(ctx, 0)}));
     expect_err(ctx, "component 0 mixes dtypes");
     /* built-ins on dtypes they do not support */
     assert_null(te_reducer_welford(ctx, TE_I32));
