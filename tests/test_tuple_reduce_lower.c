@@ -40,9 +40,9 @@ static prob make(problem p, bool producer)
     te_tensor *src = r.A;
     if (producer) {
         te_expr *a = te_axis(ctx, "a", M), *b = te_axis(ctx, "b", K);
-        r.B = te_compute(ctx, "B", 2, (te_expr *[]){a, b},
-                         te_add(ctx, te_mul(ctx, TE_AT(ctx, r.A, a, b), te_f32(ctx, 2)),
-                                te_f32(ctx, 1)));
+        r.B = te_compute(
+            ctx, "B", 2, (te_expr *[]){a, b},
+            te_add(ctx, te_mul(ctx, TE_AT(ctx, r.A, a, b), te_f32(ctx, 2)), te_f32(ctx, 1)));
         src = r.B;
     }
     te_expr *i = te_axis(ctx, "i", M), *k = te_reduce_axis(ctx, "k", K);
@@ -135,8 +135,7 @@ static void apply(prob *p, te_schedule *s, sched_kind k)
         te_stage *rs = te_schedule_stage(s, rf);
         assert_int_equal(te_stage_nreduce(rs), 1);
         te_iter *lane = te_stage_axis(rs, 1), *rko = te_stage_reduce_axis(rs, 0);
-        assert_int_equal(te_reorder(rs, 3, (te_iter *[]){te_stage_axis(rs, 0), rko, lane}),
-                         TE_OK);
+        assert_int_equal(te_reorder(rs, 3, (te_iter *[]){te_stage_axis(rs, 0), rko, lane}), TE_OK);
         assert_int_equal(te_vectorize(rs, lane), TE_OK);
         assert_int_equal(te_unroll(st, te_stage_reduce_axis(st, 0)), TE_OK);
         break;
@@ -212,8 +211,7 @@ static void run_case(problem pk, sched_kind sk, bool producer)
                 ok = fabs(got - want) < 1e-5; /* the compensation: tiny, rounding-dependent */
             if (!ok)
                 fail_msg("%s/%s%s: output %s[%d] = %.9g, reference %.9g", pnames[pk], snames[sk],
-                         producer ? " (producer at)" : "", te_tensor_name(p.out[o]), j, got,
-                         want);
+                         producer ? " (producer at)" : "", te_tensor_name(p.out[o]), j, got, want);
         }
         free(data[1 + o]);
         free(ref[o]);
