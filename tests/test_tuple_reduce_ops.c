@@ -89,9 +89,9 @@ static void test_argmax_argmin_ops_keepdims_and_ties(void **state)
             double e = run_check(ctx, 1, &X, (void *[]){x}, 2, (te_tensor *[]){I, V});
             assert_true(e == 0);
             double idx[12];
-            assert_int_equal(te_reference_eval(ctx, 1, &X, (const void *[]){x}, 1, &I,
-                                               (double *[]){idx}),
-                             TE_OK);
+            assert_int_equal(
+                te_reference_eval(ctx, 1, &X, (const void *[]){x}, 1, &I, (double *[]){idx}),
+                TE_OK);
             for (int j = 0; j < 12; j++)
                 assert_true(idx[j] == 2);
             te_ctx_free(ctx);
@@ -146,7 +146,7 @@ static void test_online_softmax_masked_rows_and_huge_values(void **state)
     tt_rng_seed(&g, tt_seed(33));
     tt_fill_f32(&g, x, M * N);
     for (int c = 0; c < N; c++) {
-        x[0 * N + c] = -INFINITY;             /* fully masked */
+        x[0 * N + c] = -INFINITY;              /* fully masked */
         x[1 * N + c] = 1e30f * (float)(c % 3); /* exp(x) alone would overflow */
         if (c % 2)
             x[2 * N + c] = -INFINITY; /* partly masked */
