@@ -325,6 +325,36 @@ static int ap_sum(APPLY_ARGS)
                 out);
 }
 
+/* argmax/argmin: the node's one output is the index (i64); the value is the tuple stage's
+ * other output, kept inside the node. */
+static int ap_arg(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    return done(ctx,
+                te_op_arg_reduce(ctx, in[0], strcmp(op->name, "argmax") == 0,
+                                 (int)te__gop_attr_int(op, kv, "axis"),
+                                 (int)te__gop_attr_int(op, kv, "keepdims"), names[0]),
+                out);
+}
+
+static int ap_layer_norm_welford(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    return done(ctx,
+                te_op_layer_norm_welford(ctx, in[0], n_in > 1 ? in[1] : NULL,
+                                         n_in > 2 ? in[2] : NULL, te__gop_attr_f64(op, kv, "eps"),
+                                         (int)te__gop_attr_int(op, kv, "axis"), names[0]),
+                out);
+}
+
+static int ap_softmax_online(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    return done(ctx,
+                te_op_softmax_online(ctx, in[0], (int)te__gop_attr_int(op, kv, "axis"), names[0]),
+                out);
+}
+
 static int ap_matmul_bias_act(APPLY_ARGS)
 {
     UNUSED_ARGS;
@@ -479,6 +509,11 @@ static const te__gop table[] = {
     {"layer_norm", TE_KIND_REDUCTION, 1, 3, 1, "X[,gamma[,beta]]", "eps=1e-5,axis=-1", 8,
      ap_layer_norm},
     {"rms_norm", TE_KIND_REDUCTION, 1, 2, 1, "X[,gamma]", "eps=1e-6", 5, ap_rms_norm},
+    {"layer_norm_welford", TE_KIND_REDUCTION, 1, 3, 1, "X[,gamma[,beta]]", "eps=1e-5,axis=-1", 8,
+     ap_layer_norm_welford},
+    {"softmax_online", TE_KIND_REDUCTION, 1, 1, 1, "X", "axis=-1", 8, ap_softmax_online},
+    {"argmax", TE_KIND_REDUCTION, 1, 1, 1, "X", "axis=-1,keepdims=0", 2, ap_arg},
+    {"argmin", TE_KIND_REDUCTION, 1, 1, 1, "X", "axis=-1,keepdims=0", 2, ap_arg},
     EW("relu", 1),
     EW("gelu", 14),
     EW("gelu_tanh", 16),

@@ -147,15 +147,53 @@ te_tensor *te_op_softmax(te_ctx *ctx, te_tensor *X, int axis, const char *name);
  * where gamma and beta have one axis with X's extent on `axis` (either may be NULL: scale 1,
  * shift 0), eps >= 0. Two-pass statistics, each a reduction keeping the axis with extent 1:
  *   "<name>_mean" = sum(X / N), "<name>_var" = sum((X - mean)^2 / N), then <name>.
+ * Rows of TE_OP_KAHAN_MIN_ROW elements or more sum with Kahan compensation (the two
+ * statistics stages are then tuple computes, see TE_OP_KAHAN_MIN_ROW).
  * Needs a float dtype. Tag "layer_norm". */
 te_tensor *te_op_layer_norm(te_ctx *ctx, te_tensor *X, te_tensor *gamma, te_tensor *beta,
                             double eps, int axis, const char *name);
 
 /* RMS normalization over the last axis: Y = X / sqrt(mean(X^2) + eps) * gamma, gamma with
  * the last axis' extent (NULL: no scale). Stages "<name>_ms" = sum(X * X / N) (keeps the axis
- * with extent 1) and <name>. Needs a float dtype. Tag "rms_norm". */
+ * with extent 1) and <name>; rows of TE_OP_KAHAN_MIN_ROW elements or more sum with Kahan
+ * compensation. Needs a float dtype. Tag "rms_norm". */
 te_tensor *te_op_rms_norm(te_ctx *ctx, te_tensor *X, te_tensor *gamma, double eps,
                           const char *name);
+
+/* Rows of at least this many elements are summed with compensated (Kahan) summation by
+ * te_op_layer_norm and te_op_rms_norm: their statistics stages ("<name>_mean", "<name>_var",
+ * "<name>_ms") become tuple computes (te_reducer_kahan) with a second output
+ * "<stage>_c" holding the compensation. fp32 loses about n * 2^-24 relative accuracy in a
+ * plain sum of n terms; at 4096 terms that reaches 1e-4 on adversarial rows. */
+#define TE_OP_KAHAN_MIN_ROW 4096
+
+/* Index of the largest (argmax) / smallest (argmin) element of X along `axis` (negative counts
+ * from the end), ties to the smallest index, as an i64 tensor <name>. keepdims != 0 keeps the
+ * axis with extent 1, else it is dropped (a 1-D X then gives shape [1]). One tuple stage
+ * (te_reducer_argmax) with two outputs: "<name>_val" (the extreme value, X's dtype; te_op_find
+ * finds it) and <name>. Any non-bool dtype. Tag "argmax" / "argmin". te_op_arg_reduce is both:
+ * is_max selects. */
+te_tensor *te_op_argmax(te_ctx *ctx, te_tensor *X, int axis, int keepdims, const char *name);
+te_tensor *te_op_argmin(te_ctx *ctx, te_tensor *X, int axis, int keepdims, const char *name);
+te_tensor *te_op_arg_reduce(te_ctx *ctx, te_tensor *X, int is_max, int axis, int keepdims,
+                            const char *name);
+
+/* Layer normalization like te_op_layer_norm with one-pass statistics: a Welford tuple stage
+ * (te_reducer_welford) with outputs "<name>_cnt", "<name>_mean", "<name>_m2" (the axis kept
+ * with extent 1) reads X once, then <name> = (X - mean) * rsqrt(m2 / N + eps) * gamma + beta.
+ * One read of X fewer than the two-pass form, at the price of a division per element in the
+ * reduction. Needs a float dtype. Tag "layer_norm_welford". The registry's "layer_norm" stays
+ * the two-pass te_op_layer_norm (its plain sums vectorize with the compiler's reduction
+ * support and existing tuning records refer to it); this one is "layer_norm_welford". */
+te_tensor *te_op_layer_norm_welford(te_ctx *ctx, te_tensor *X, te_tensor *gamma, te_tensor *beta,
+                                    double eps, int axis, const char *name);
+
+/* Softmax along `axis` in two passes over X instead of three: an online max+sum tuple stage
+ * (te_reducer_online_softmax) with outputs "<name>_max" and "<name>_sum" (the axis kept with
+ * extent 1), then <name> = exp(X - max) / sum. Rows whose elements are all -inf (fully
+ * masked) give 0 everywhere, never NaN; large values do not overflow. Needs a float dtype.
+ * Tag "softmax_online". */
+te_tensor *te_op_softmax_online(te_ctx *ctx, te_tensor *X, int axis, const char *name);
 
 /* Reduction of X over naxes distinct axes with a built-in reducer (TE_RSUM, TE_RMAX, TE_RMIN,
  * TE_RPROD). keepdims != 0 keeps the reduced axes with extent 1, else they are dropped (a

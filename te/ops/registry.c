@@ -386,6 +386,38 @@ static int build_layer_norm(BUILD_ARGS)
     return FINISH(ins, outs);
 }
 
+static int build_layer_norm_welford(BUILD_ARGS)
+{
+    BUILD_BEGIN("layer_norm_welford")
+    int64_t n = I(op, &r, "n");
+    te_tensor *X = PH("X", I(op, &r, "m"), n), *g = PH("gamma", n), *b = PH("beta", n);
+    te_tensor *ins[] = {X, g, b},
+              *outs[] = {te_op_layer_norm_welford(ctx, X, g, b, 1e-5, -1, "layer_norm_welford")};
+    return FINISH(ins, outs);
+}
+
+static int build_softmax_online(BUILD_ARGS)
+{
+    BUILD_BEGIN("softmax_online")
+    te_tensor *X = PH("X", I(op, &r, "m"), I(op, &r, "n"));
+    te_tensor *ins[] = {X}, *outs[] = {te_op_softmax_online(ctx, X, -1, "softmax_online")};
+    return FINISH(ins, outs);
+}
+
+/* argmax/argmin over the rows: both outputs of the tuple stage, the index (i64) first. */
+static int build_arg(te_ctx *ctx, const te_op_params *kv, te_tensor **inputs, int *n_in,
+                     te_tensor **outputs, int *n_out, int is_max)
+{
+    BUILD_BEGIN(is_max ? "argmax" : "argmin")
+    te_tensor *X = PH("X", I(op, &r, "m"), I(op, &r, "n"));
+    te_tensor *idx = te_op_arg_reduce(ctx, X, is_max, 1, 0, op->name);
+    te_tensor *ins[] = {X}, *outs[] = {idx, idx ? te_tensor_tuple_member(idx, 0) : NULL};
+    return FINISH(ins, outs);
+}
+
+static int build_argmax(BUILD_ARGS) { return build_arg(ctx, kv, inputs, n_in, outputs, n_out, 1); }
+static int build_argmin(BUILD_ARGS) { return build_arg(ctx, kv, inputs, n_in, outputs, n_out, 0); }
+
 static int build_rms_norm(BUILD_ARGS)
 {
     BUILD_BEGIN("rms_norm")
@@ -608,6 +640,14 @@ static const te_op_info op_table[] = {
      build_layer_norm},
     {"rms_norm", "RMS normalization over the rows of X[m, n] (eps 1e-6)", NK(keys_mn), keys_mn,
      build_rms_norm},
+    {"layer_norm_welford", "layer normalization, one-pass Welford statistics (eps 1e-5)",
+     NK(keys_mn), keys_mn, build_layer_norm_welford},
+    {"softmax_online", "softmax over the rows of X[m, n], online max+sum in one pass", NK(keys_mn),
+     keys_mn, build_softmax_online},
+    {"argmax", "index (i64) and value of the row maxima of X[m, n], ties to the smallest index",
+     NK(keys_mn), keys_mn, build_argmax},
+    {"argmin", "index (i64) and value of the row minima of X[m, n], ties to the smallest index",
+     NK(keys_mn), keys_mn, build_argmin},
     {"relu", "max(x, 0) over X[m, n]", NK(keys_mn), keys_mn, build_relu},
     {"gelu", "GELU, erf form, over X[m, n]", NK(keys_mn), keys_mn, build_gelu},
     {"gelu_tanh", "GELU, tanh approximation, over X[m, n]", NK(keys_mn), keys_mn, build_gelu_tanh},
