@@ -35,11 +35,47 @@ static const char *const role_tag[A_NROLES] = {"attention_kt",  "attention_vx", 
                                                "attention_max", "attention_s2", "attention_p",
                                                "attention_acc"};
 
+/* Stage roles of the one-pass form. */
+enum { O_KT, O_VP, O_S, O_BMAX, O_P, O_BSUM, O_BPV, O_ONLINE, O_NROLES };
+static const char *const one_tag[O_NROLES] = {"attention_kt",   "attention_vp",    "attention_s",
+                                              "attention_bmax", "attention_p",     "attention_bsum",
+                                              "attention_bpv",  "attention_online"};
+
 typedef struct attn_data {
     const char *out;
-    const char *st[A_NROLES];
+    bool one_pass;
+    const char *st[8]; /* A_NROLES or O_NROLES roles */
     int64_t lq, lk, dh;
 } attn_data;
+
+/* Recognises the one-pass form's stages (the online tuple stage named after its first
+ * output); false when a stage does not fit. */
+static bool init_one_pass(attn_data *ad, te_tensor *const *st, int ns, const te_tensor *O)
+{
+    for (int q = 0; q < ns; q++) {
+        if (st[q] == O)
+            continue;
+        int role = -1;
+        for (int r = 0; r < O_NROLES; r++)
+            if (st[q]->tag && !strcmp(st[q]->tag, one_tag[r]))
+                role = r;
+        if (role < 0)
+            return false;
+        if (role == O_ONLINE && ad->st[role])
+            continue; /* the tuple's other outputs: one stage */
+        if (ad->st[role])
+            return false;
+        /* A tuple's stage is named after its first output. */
+        const te_tensor *t0 = role == O_ONLINE ? te_tensor_tuple_member(st[q], 0) : st[q];
+        if (!t0)
+            return false;
+        ad->st[role] = t0->name;
+    }
+    for (int r = 0; r < O_NROLES; r++)
+        if (!ad->st[r])
+            return false;
+    return true;
+}
 
 /* GPU knobs (a CUDA target): threads per block (one query row each) and the key block. */
 static void attn_init_gpu(te_space *sp, const attn_data *ad)
@@ -65,6 +101,35 @@ static int attn_init(te_space *sp)
     if (!ad)
         return TE_ERR_NOMEM;
     ad->out = O->name;
+    bool one = false;
+    for (int q = 0; q < ns; q++)
+        one |= st[q]->tag && !strcmp(st[q]->tag, "attention_online");
+    if (one) {
+        ad->one_pass = true;
+        if (!init_one_pass(ad, st, ns, O))
+            return TERR(sp, "attention template: '%s' is not te_op_attention's one-pass form",
+                        O->name);
+        ad->lq = O->shape[2];
+        ad->dh = O->shape[3];
+        sp->tdata = ad;
+        if (sp->target.backend == TE_BACKEND_CUDA) {
+            int64_t v[TE__MAX_KVALS];
+            static const int64_t qts[] = {64, 32, 128};
+            te__knob_add(sp, "qt", te__filter_le(qts, 3, ad->lq < 32 ? 32 : ad->lq, 32, v), v);
+            return TE_OK;
+        }
+        int V = sp->lanes;
+        int64_t v[TE__MAX_KVALS];
+        static const int64_t qbs[] = {4, 2, 8, 1};
+        te__knob_add(sp, "qb", te__filter_le(qbs, 4, ad->lq, 1, v), v);
+        int64_t vs[3] = {V, V / 2 > 0 ? V / 2 : 1, 2 * V};
+        te__knob_add(sp, "vec", te__filter_le(vs, 3, ad->dh, ad->dh, v), v);
+        if (sp->target.num_cores > 1)
+            te__knob_add(sp, "par", 2, (int64_t[]){1, 0});
+        else
+            te__knob_add(sp, "par", 1, (int64_t[]){0});
+        return TE_OK;
+    }
     for (int q = 0; q < ns; q++) {
         if (st[q] == O)
             continue;
@@ -212,8 +277,113 @@ static int attn_apply_gpu(te__gen *g)
     return TE_OK;
 }
 
+/* The one-pass CPU schedule: per query block, the online tuple stage reduces over key blocks;
+ * at its key-block loop the block's scores (register tile), maximum, weights (exp vectorized),
+ * weight sum and P V (vectorized over the head dimension) are computed, then combined into the
+ * running (m, l, a), vectorized over the head dimension. */
+static int attn_apply_one_pass(te__gen *g)
+{
+    attn_data *ad = g->sp->tdata;
+    int64_t qb = te__knob_val(g, 0), vec = te__knob_val(g, 1), par = te__knob_val(g, 2);
+    int lanes = g->sp->lanes;
+    te_stage *st[O_NROLES];
+    for (int r = 0; r < O_NROLES; r++)
+        st[r] = stage_of(g, ad->st[r]);
+    te_stage *O = stage_of(g, ad->out);
+    te_iter *bh, *io, *ii, *f;
+    if (!TE__OK(g, te_fuse(O, te_stage_axis(O, 0), te_stage_axis(O, 1), &bh)) ||
+        !TE__OK(g, te_split(O, te_stage_axis(O, 2), qb, &io, &ii)) ||
+        !TE__OK(g, te_fuse(O, bh, io, &f)))
+        return g->err;
+    if (vec_last(g, O, vec))
+        return g->err;
+    if (par && !TE__OK(g, te_parallel(O, f)))
+        return g->err;
+    te_stage *T = st[O_ONLINE];
+    if (!TE__OK(g, te_compute_at(T, O, f)))
+        return g->err;
+    te_iter *tjo = te_stage_reduce_axis(T, 0), *tdo, *tdi;
+    if (!TE__OK(g, te_split(T, te_stage_axis(T, 3), vec, &tdo, &tdi)) ||
+        !TE__OK(g, te_reorder(T, 4, (te_iter *[]){tjo, te_stage_axis(T, 2), tdo, tdi})) ||
+        !TE__OK(g, te_vectorize(T, tdi)))
+        return g->err;
+    /* P V of the block: weight rows times the block of V, vectorized over the head dim. */
+    te_stage *BA = st[O_BPV];
+    if (!TE__OK(g, te_compute_at(BA, T, tjo)))
+        return g->err;
+    te_iter *bji = te_stage_reduce_axis(BA, 0), *bdo, *bdi;
+    if (!TE__OK(g, te_split(BA, te_stage_axis(BA, 4), vec, &bdo, &bdi)) ||
+        !TE__OK(g, te_reorder(BA, 4, (te_iter *[]){bji, te_stage_axis(BA, 2), bdo, bdi})) ||
+        !TE__OK(g, te_vectorize(BA, bdi)))
+        return g->err;
+    if (!TE__OK(g, te_compute_at(st[O_BSUM], T, tjo)) ||
+        !TE__OK(g, te_compute_at(st[O_P], T, tjo)) || vec_last(g, st[O_P], lanes) ||
+        !TE__OK(g, te_compute_at(st[O_BMAX], T, tjo)))
+        return g->err;
+    if (score_tile(g, st[O_S], T, tjo, lanes))
+        return g->err;
+    for (int r = O_KT; r <= O_VP; r++) {
+        te_stage *P = st[r];
+        te_iter *pf;
+        if (par && (!TE__OK(g, te_fuse(P, te_stage_axis(P, 0), te_stage_axis(P, 1), &pf)) ||
+                    !TE__OK(g, te_parallel(P, pf))))
+            return g->err;
+        if (vec_last(g, P, lanes))
+            return g->err;
+    }
+    return TE_OK;
+}
+
+/* The one-pass GPU schedule: a block per (batch x heads, qt query rows), a thread per row;
+ * each thread's online state (m, l, a) and its block's scores, weights, sums and P V in local
+ * memory; the key block of K^T and of V (the block size is the expression's) shared tiles
+ * loaded cooperatively at the key-block loop. */
+static int attn_apply_one_pass_gpu(te__gen *g)
+{
+    attn_data *ad = g->sp->tdata;
+    int64_t qt = te__knob_val(g, 0);
+    te_stage *st[O_NROLES];
+    for (int r = 0; r < O_NROLES; r++)
+        st[r] = stage_of(g, ad->st[r]);
+    te_stage *O = stage_of(g, ad->out);
+    for (int r = O_KT; r <= O_VP; r++) {
+        te_stage *P = st[r];
+        te_iter *f = te_stage_leaf(P, 0), *bo, *tx;
+        for (int d = 1; d < 4; d++)
+            if (!TE__OK(g, te_fuse(P, f, te_stage_leaf(P, 1), &f)))
+                return g->err;
+        if (!TE__OK(g, te_split(P, f, 256, &bo, &tx)) || !TE__OK(g, te_bind(P, bo, TE_BLOCK_X)) ||
+            !TE__OK(g, te_bind(P, tx, TE_THREAD_X)))
+            return g->err;
+    }
+    te_iter *bh, *io, *ii;
+    if (!TE__OK(g, te_fuse(O, te_stage_axis(O, 0), te_stage_axis(O, 1), &bh)) ||
+        !TE__OK(g, te_split(O, te_stage_axis(O, 2), qt, &io, &ii)) ||
+        !TE__OK(g, te_bind(O, bh, TE_BLOCK_Y)) || !TE__OK(g, te_bind(O, io, TE_BLOCK_X)) ||
+        !TE__OK(g, te_bind(O, ii, TE_THREAD_X)))
+        return g->err;
+    te_stage *T = st[O_ONLINE];
+    if (!TE__OK(g, te_compute_at(T, O, ii)))
+        return g->err;
+    te_iter *tjo = te_stage_reduce_axis(T, 0);
+    if (!TE__OK(g, te_reorder(T, 2, (te_iter *[]){tjo, te_stage_axis(T, 3)})))
+        return g->err;
+    if (!TE__OK(g, te_compute_at(st[O_BPV], T, tjo)) ||
+        !TE__OK(g, te_compute_at(st[O_BSUM], T, tjo)) ||
+        !TE__OK(g, te_compute_at(st[O_P], T, tjo)) ||
+        !TE__OK(g, te_compute_at(st[O_BMAX], T, tjo)) || !TE__OK(g, te_compute_at(st[O_S], T, tjo)))
+        return g->err;
+    if (shared_tile(g, te_stage_tensor(st[O_KT]), st[O_S], T, tjo, qt) ||
+        shared_tile(g, te_stage_tensor(st[O_VP]), st[O_BPV], T, tjo, qt))
+        return g->err;
+    return TE_OK;
+}
+
 static int attn_apply(te__gen *g)
 {
+    if (((attn_data *)g->sp->tdata)->one_pass)
+        return g->sp->target.backend == TE_BACKEND_CUDA ? attn_apply_one_pass_gpu(g)
+                                                        : attn_apply_one_pass(g);
     if (g->sp->target.backend == TE_BACKEND_CUDA)
         return attn_apply_gpu(g);
     attn_data *ad = g->sp->tdata;

@@ -82,14 +82,14 @@ static bool scalar_const(const te_graph *g, int v, double *out)
 
 /* What the matcher found. */
 typedef struct attn_match {
-    int bmm1, bmm2;   /* the two products */
-    int q, k, v;      /* rank-3 operands: q [bh, lq, dh], k (or kt when !k_is_rows), v */
-    bool k_rows;      /* k is [bh, lk, dh] (trans_b=1), else kt [bh, dh, lk] */
-    int mask;         /* mask value or -1 */
-    double scale;     /* applied to the scores (1 when there is no mul/div) */
-    int64_t b, h;     /* the 4-D view: b x h = bh (b = 1 without a 4-D reshape) */
+    int bmm1, bmm2; /* the two products */
+    int q, k, v;    /* rank-3 operands: q [bh, lq, dh], k (or kt when !k_is_rows), v */
+    bool k_rows;    /* k is [bh, lk, dh] (trans_b=1), else kt [bh, dh, lk] */
+    int mask;       /* mask value or -1 */
+    double scale;   /* applied to the scores (1 when there is no mul/div) */
+    int64_t b, h;   /* the 4-D view: b x h = bh (b = 1 without a 4-D reshape) */
     int64_t bh, lq, lk, dh;
-    int mask_rank4;   /* the scores were 4-D where the mask was added */
+    int mask_rank4; /* the scores were 4-D where the mask was added */
 } attn_match;
 
 /* Matches the chain ending at softmax node sm. */
@@ -112,10 +112,9 @@ static bool match_chain(te_graph *g, int sm, attn_match *m)
         int sc = -1;
         for (int t = 0; t < 2 && sc < 0; t++) {
             int cand = t ? b : a;
-            if (g->v[cand].ndim == nd && (producer_is(g, cand, "mul") >= 0 ||
-                                          producer_is(g, cand, "div") >= 0 ||
-                                          producer_is(g, cand, "batch_matmul") >= 0 ||
-                                          producer_is(g, cand, "reshape") >= 0))
+            if (g->v[cand].ndim == nd &&
+                (producer_is(g, cand, "mul") >= 0 || producer_is(g, cand, "div") >= 0 ||
+                 producer_is(g, cand, "batch_matmul") >= 0 || producer_is(g, cand, "reshape") >= 0))
                 sc = cand;
         }
         if (sc < 0 || !private_value(g, sc))
@@ -224,8 +223,8 @@ static int reshape4(te_graph *g, int v, int64_t a, int64_t b, int64_t c, int64_t
                     const char *base, const char *suffix)
 {
     char at[96];
-    snprintf(at, sizeof at, "shape=%lld:%lld:%lld:%lld", (long long)a, (long long)b,
-             (long long)c, (long long)d);
+    snprintf(at, sizeof at, "shape=%lld:%lld:%lld:%lld", (long long)a, (long long)b, (long long)c,
+             (long long)d);
     return add_node(g, "reshape", at, 1, &v, base, suffix);
 }
 

@@ -298,16 +298,25 @@ typedef enum te_attn_mask {
     TE_ATTN_MASK_COUNT
 } te_attn_mask;
 
+/* Which expression te_op_attention builds (both never need the L x L scores in memory). */
+typedef enum te_attn_form {
+    TE_ATTN_ONE_PASS, /* key blocks combined by an online-softmax tuple reduction (default) */
+    TE_ATTN_TWO_PASS, /* row maxima first, then weights; the scores computed twice */
+    TE_ATTN_FORM_COUNT
+} te_attn_form;
+
 /* Parameters of te_op_attention. The extents (batch, heads, lq, lk, dh) may be left 0: they
  * are then taken from the tensors; a non-zero extent must match them. scale 0 means
- * 1 / sqrt(dh); it must be finite. block (>= 0) is the key-block size of the one-pass form,
- * where key blocks are part of the definition; the two-pass form built now leaves blocking to
- * the schedule and only checks it. Start from te_attention_params_default(). */
+ * 1 / sqrt(dh); it must be finite. block (>= 0; 0: 64) is the key-block size of the one-pass
+ * form, where key blocks are part of the definition (the two-pass form leaves blocking to the
+ * schedule and ignores it). form picks the expression (TE_ATTN_ONE_PASS by default). Start
+ * from te_attention_params_default(). */
 typedef struct te_attention_params {
     int32_t batch, heads, lq, lk, dh;
     double scale;
     te_attn_mask mask;
     int32_t block;
+    te_attn_form form;
 } te_attention_params;
 
 /* Everything 0 (extents from the tensors, scale 1 / sqrt(dh)), no mask. */
@@ -320,24 +329,31 @@ const char *te_attn_mask_name(te_attn_mask m);
  *   O[b, h, i, d] = sum_j softmax_j(scale * Q[b,h,i,:] . K[b,h,j,:] + mask[i, j]) V[b,h,j,d]
  * with Q [batch, heads, lq, dh], K and V [batch, heads, lk, dh], mask (only with
  * TE_ATTN_MASK_EXPLICIT, else it must be NULL) [lq, lk] or [batch, 1, lq, lk], additive
- * (-infinity masks a key out). Needs f32 or f64.
+ * (-infinity masks a key out). Needs f32 or f64. A fully masked row (every score -infinity)
+ * gives zeros, never NaN; very large logits do not overflow (maxima are subtracted first).
+ * The L x L score matrix is never a stage a schedule has to materialize (docs/ATTENTION.md;
+ * autotune's "attention" template schedules both forms for CPUs and CUDA). Stages (suffixes of
+ * name, NULL: "attention"; tags "attention_<suffix>", the output "attention"):
  *
- * The L x L score matrix is never a stage of its own: the expression is the two-pass form,
- * in which every score is recomputed from Q and K where it is used, so a schedule computes
- * the scores one key block at a time (autotune's "attention" template does; see
- * docs/ATTENTION.md). Stages (suffixes of name, NULL: "attention"):
- *   "<name>_kt"  [b, h, dh, lk]   K transposed (so a key block is contiguous),
- *   "<name>_vx"  [b, h, lk, dh+1] V with a column of ones appended (so one reduction
- *                                 gives both P V and the softmax denominator),
- *   "<name>_s1"  [b, h, lq, lk]   Q K^T for the row maxima (reduction "k"),
- *   "<name>_max" [b, h, lq]       row maxima of scale s1 + mask (reduction "j"),
- *   "<name>_s2"  [b, h, lq, lk]   Q K^T again, for the weights (reduction "k"),
- *   "<name>_p"   [b, h, lq, lk]   exp(scale s2 + mask - max), 0 where the score is -infinity,
- *   "<name>_acc" [b, h, lq, dh+1] sum_j p vx: P V and, in the last column, sum_j p
- *                                 (reduction "j"),
- *   <name>       [b, h, lq, dh]   acc / acc[.., dh].
- * A fully masked row (every score -infinity) gives zeros, never NaN; very large logits do not
- * overflow (the maximum is subtracted first). Tag "attention" (stages "attention_<suffix>").
+ * One-pass form (TE_ATTN_ONE_PASS): key blocks of B = block keys, lk padded to nb = ceil(lk /
+ * B) blocks (padded scores -infinity, padded values 0):
+ *   "_kt"   [b, h, dh, nb B]    K transposed, padded;  "_vp" [b, h, nb B, dh] V padded,
+ *   "_s"    [b, h, lq, nb B]    Q K^T (reduction "k"),
+ *   "_bmax" [b, h, lq, nb]      per-block maxima of scale s + mask (reduction "ji"),
+ *   "_p"    [b, h, lq, nb B]    exp(score - block maximum), 0 where masked,
+ *   "_bsum" [b, h, lq, nb]      per-block sums of p;  "_bpv" [b, h, lq, nb, dh] per-block P V,
+ *   "_m", "_l", "_a" [b, h, lq, dh]  one tuple reduction over the blocks ("jo") combining
+ *                               (max, sum, accumulator) with the online-softmax rescaling (tag
+ *                               "attention_online"; one stage, named "<name>_m"),
+ *   <name>  [b, h, lq, dh]      a / l.
+ *
+ * Two-pass form (TE_ATTN_TWO_PASS): maxima first, then the weights; the scores are computed
+ * twice so that each pass computes them per key block of the schedule's choosing:
+ *   "_kt" [b, h, dh, lk] K transposed;  "_vx" [b, h, lk, dh+1] V with a column of ones,
+ *   "_s1" [b, h, lq, lk] Q K^T;  "_max" [b, h, lq] row maxima (reduction "j"),
+ *   "_s2" [b, h, lq, lk] Q K^T again;  "_p" [b, h, lq, lk] exp(score - max), 0 where masked,
+ *   "_acc" [b, h, lq, dh+1] sum_j p vx: P V and, in the last column, sum_j p (reduction "j"),
+ *   <name> [b, h, lq, dh] acc / acc[.., dh].
  * Returns NULL with a message on ctx on bad input. */
 te_tensor *te_op_attention(te_ctx *ctx, te_tensor *Q, te_tensor *K, te_tensor *V, te_tensor *mask,
                            const te_attention_params *p, const char *name);

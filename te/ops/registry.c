@@ -518,6 +518,8 @@ static int build_attention(BUILD_ARGS)
     int64_t lk = I(op, &r, "lk"), dh = I(op, &r, "dh");
     const char *mk = S(op, &r, "mask");
     te_attention_params p = te_attention_params_default();
+    p.form = !strcmp(S(op, &r, "form"), "twopass") ? TE_ATTN_TWO_PASS : TE_ATTN_ONE_PASS;
+    p.block = (int32_t)I(op, &r, "block");
     p.mask = !strcmp(mk, "causal")     ? TE_ATTN_MASK_CAUSAL
              : !strcmp(mk, "explicit") ? TE_ATTN_MASK_EXPLICIT
                                        : TE_ATTN_MASK_NONE;
@@ -613,10 +615,14 @@ static const te_op_key keys_mba[] = {
     K_REQ("m", "rows"), K_REQ("n", "output features"), K_REQ("k", "input features"),
     K_STR("act", "relu", "none|relu|gelu|gelu_tanh|silu|sigmoid|tanh")};
 
-static const te_op_key keys_attention[] = {
-    K_OPT("batch", "1", "batch"),  K_OPT("heads", "1", "heads"),
-    K_REQ("lq", "query length"),   K_REQ("lk", "key length"),
-    K_REQ("dh", "head dimension"), K_STR("mask", "none", "none|causal|explicit")};
+static const te_op_key keys_attention[] = {K_OPT("batch", "1", "batch"),
+                                           K_OPT("heads", "1", "heads"),
+                                           K_REQ("lq", "query length"),
+                                           K_REQ("lk", "key length"),
+                                           K_REQ("dh", "head dimension"),
+                                           K_STR("mask", "none", "none|causal|explicit"),
+                                           K_STR("form", "onepass", "onepass|twopass"),
+                                           K_OPT("block", "64", "key block (one-pass form)")};
 
 #define NK(a) ((int)(sizeof a / sizeof a[0]))
 
