@@ -175,17 +175,28 @@ static te_stage *stage_of(te__gen *g, const char *name)
     return te_schedule_stage_by_name(g->s, name);
 }
 
-/* A score block (qb x kb dot products) at loop `at` of `parent`: k outside, the block's rows
- * unrolled and its keys split into vectors, so the tile lives in registers. */
+/* A score block (qb x kb dot products) at loop `at` of `parent`: the block's keys in chunks of
+ * nv vectors, and per chunk k outside, the rows unrolled and the chunk's vectors unrolled, so
+ * the qb x nv vector tile stays in registers (about 12 of them with 16 vector registers, 24
+ * with 32). */
 static int score_tile(te__gen *g, te_stage *S, te_stage *parent, te_iter *at, int lanes)
 {
     if (!TE__OK(g, te_compute_at(S, parent, at)))
         return g->err;
     te_iter *i = te_stage_axis(S, 2), *j = te_stage_axis(S, 3), *k = te_stage_reduce_axis(S, 0);
-    te_iter *jo, *ji;
-    if (!TE__OK(g, te_split(S, j, lanes, &jo, &ji)) ||
-        !TE__OK(g, te_reorder(S, 4, (te_iter *[]){k, i, jo, ji})) || !TE__OK(g, te_unroll(S, i)) ||
-        !TE__OK(g, te_unroll(S, jo)) || !TE__OK(g, te_vectorize(S, ji)))
+    int64_t qb = 1, budget = lanes >= 16 ? 24 : 12;
+    for (const te__knob *kn = g->sp->knobs; kn < g->sp->knobs + g->sp->nknobs; kn++)
+        if (!strcmp(kn->name, "qb"))
+            qb = te__knob_val(g, (int)(kn - g->sp->knobs));
+    int64_t nv = 1;
+    while (nv * 2 * qb <= budget && nv < 8)
+        nv *= 2;
+    te_iter *jc, *jr, *jo, *ji;
+    if (!TE__OK(g, te_split(S, j, lanes * nv, &jc, &jr)) ||
+        !TE__OK(g, te_split(S, jr, lanes, &jo, &ji)) ||
+        !TE__OK(g, te_reorder(S, 5, (te_iter *[]){jc, k, i, jo, ji})) ||
+        !TE__OK(g, te_unroll(S, i)) || !TE__OK(g, te_unroll(S, jo)) ||
+        !TE__OK(g, te_vectorize(S, ji)))
         return g->err;
     return TE_OK;
 }

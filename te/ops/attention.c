@@ -155,15 +155,16 @@ static te_reducer *online_attn_reducer(te_ctx *ctx, te_dtype dt)
         x[q] = te_var(ctx, xn[q], dt);
         y[q] = te_var(ctx, yn[q], dt);
     }
-    te_expr *M = te_max(ctx, x[0], y[0]);
-    /* A side whose maximum is M keeps its terms unscaled: two -inf sides give no NaN. */
-    te_expr *f1 =
-        te_select(ctx, te_eq(ctx, x[0], M), op__c(ctx, dt, 1.0), te_exp(ctx, te_sub(ctx, x[0], M)));
-    te_expr *f2 =
-        te_select(ctx, te_eq(ctx, y[0], M), op__c(ctx, dt, 1.0), te_exp(ctx, te_sub(ctx, y[0], M)));
-    c[0] = M;
-    c[1] = te_add(ctx, te_mul(ctx, x[1], f1), te_mul(ctx, y[1], f2));
-    c[2] = te_add(ctx, te_mul(ctx, x[2], f1), te_mul(ctx, y[2], f2));
+    /* The side with the smaller maximum is scaled by e = exp(min - max), one exp per
+     * component; equal maxima (two -inf sides included) give e = 1, never NaN. */
+    te_expr *ge = te_ge(ctx, x[0], y[0]);
+    te_expr *e =
+        te_select(ctx, te_eq(ctx, x[0], y[0]), op__c(ctx, dt, 1.0),
+                  te_exp(ctx, te_sub(ctx, te_min(ctx, x[0], y[0]), te_max(ctx, x[0], y[0]))));
+    c[0] = te_max(ctx, x[0], y[0]);
+    for (int q = 1; q < 3; q++)
+        c[q] = te_select(ctx, ge, te_add(ctx, x[q], te_mul(ctx, y[q], e)),
+                         te_add(ctx, te_mul(ctx, x[q], e), y[q]));
     id[0] = op__c(ctx, dt, -INFINITY);
     id[1] = op__c(ctx, dt, 0.0);
     id[2] = op__c(ctx, dt, 0.0);
