@@ -1,8 +1,16 @@
 /*
- * The attention template (te_op_attention): the flash-attention schedule of the two-pass form.
+ * The attention template (te_op_attention), for both of its forms (docs/ATTENTION.md).
  *
- * The output's rows are tiled by query blocks of qb rows; batch, heads and query blocks are
- * fused into one loop (parallel when par = 1). Inside one iteration of that loop:
+ * One-pass form (the default): batch x heads x query blocks of qb rows are one fused loop
+ * (parallel when par = 1); the online tuple stage (m, l, a: qb x dh, vectorized over dh by
+ * vec) reduces over the expression's key blocks, and at its key-block loop the block's scores
+ * (a register tile), maximum, weights (exp vectorized), their sum and P V (vectorized over dh)
+ * are computed. Knobs: qb, vec, par. On CUDA: a block per (batch x heads, qt query rows), a
+ * thread per row, the key block of K^T and of V shared-memory tiles (knob qt).
+ *
+ * Two-pass form: the output's rows are tiled by query blocks of qb rows; batch, heads and
+ * query blocks are fused into one loop (parallel when par = 1). Inside one iteration of that
+ * loop:
  *   - the row maxima ("_max", qb values) reduce over key blocks of kb keys: the scores of one
  *     block ("_s1", qb x kb) are computed at the key-block loop, a register tile (Q row
  *     broadcast times a contiguous block of K transposed, the block split into vectors);
@@ -15,12 +23,12 @@
  * transposed ("_kt") and V with ones ("_vx") are computed once at the root (vectorized,
  * parallel over batch x heads).
  *
- * Knobs (first value: the default configuration): qb (query block: 4, 2, 8, 1), kb (key
+ * Two-pass knobs (first value: the default configuration): qb (query block: 4, 2, 8, 1), kb (key
  * block: 2, 1 or 4 times the vector lanes), vec (vector width over the head dimension: the
  * lanes, half, twice), par (1 parallel fused loop, 0 serial; only 0 on one core).
  *
- * The stages are recognised by their operator tags ("attention_s1", ...), which
- * te_op_attention sets, and their shapes are checked against the output's.
+ * The stages are recognised by the operator tags te_op_attention sets ("attention_s1",
+ * "attention_online", ...); an expression with any other stage is refused.
  */
 #include <string.h>
 
