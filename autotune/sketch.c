@@ -36,10 +36,15 @@
  *                 computed at C's row loop (a decision; softmax, norms). Elementwise stages
  *                 there get their last axis vectorized; one-axis reductions may be rfactored
  *                 across the vector lanes (a decision), the partial stage at the row loop too.
- *  7. reduction   any other reduction (sum, pooling): spatial axes fused and parallel, and
+ *  7. reduction   any other reduction (sum, pooling, tuple reductions such as argmax and
+ *                 Welford): spatial axes fused and parallel, and
  *                 optionally (a decision) the last spatial axis split by the vector width with
  *                 its inner part moved inside the reduction loops and vectorized, or else
  *                 (a decision) an rfactor across the lanes computed at the fused loop.
+ *
+ * A tuple compute (te_compute_tuple) is one stage, named after its first output, and its
+ * consumers are the stages that read any of its outputs; rfactor gives it a tuple partial
+ * stage, and it is never cached (rule 3 falls back to rule 4).
  *
  * Split factors are random factorizations of the extents (te__split_candidates: divisors,
  * powers of two and multiples of the vector lanes, so non-divisible splits are sampled too).
@@ -86,8 +91,8 @@ typedef struct {
 static bool reads_t_fn(const te_expr *e, void *user)
 {
     rd_ctx *r = user;
-    if (e->kind == TE_E_READ && e->u.read.t == r->t)
-        r->found = true;
+    if (e->kind == TE_E_READ && te__tensor_same_stage(e->u.read.t, r->t))
+        r->found = true; /* any output of a tuple stage */
     return !r->found;
 }
 
@@ -131,7 +136,7 @@ typedef struct {
 static bool ident_fn(const te_expr *e, void *user)
 {
     ident_ctx *r = user;
-    if (e->kind == TE_E_READ && e->u.read.t == r->t) {
+    if (e->kind == TE_E_READ && te__tensor_same_stage(e->u.read.t, r->t)) {
         if (e->u.read.n != r->c->ndim)
             r->ok = false;
         for (int d = 0; d < e->u.read.n && r->ok; d++)
@@ -798,8 +803,8 @@ int te__sketch_apply(te__gen *g)
             continue;
         }
         if (X->mlt) {
-            /* Rule 3 / 4. */
-            if (X->out && te__decide(g, 2)) {
+            /* Rule 3 / 4 (a tuple stage cannot be cached: rule 4). */
+            if (X->out && !X->t->tuple_n && te__decide(g, 2)) {
                 te_tensor *L = te_cache_write(g->s, X->t, TE_SCOPE_LOCAL);
                 if (!L) {
                     rc = te__gen_fail(g, TE_ERR_SCHEDULE);

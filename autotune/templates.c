@@ -540,6 +540,7 @@ static const te__template t_gemm = {"gemm", gemm_init, gemm_apply};
 static const te__template t_row = {"rowop", row_init, row_apply};
 static const te__template t_elt = {"eltwise", elt_init, elt_apply};
 extern const te__template te__t_conv;
+extern const te__template te__t_attention;
 
 const te__template *te__template_for(const char *op)
 {
@@ -553,6 +554,7 @@ const te__template *te__template_for(const char *op)
         {"matmul_bias_act", &t_gemm},
         {"mlp_gate", &t_gemm},
         {"qkv_projection", &t_gemm},
+        {"attention", &te__t_attention},
         {"softmax", &t_row},
         {"layer_norm", &t_row},
         {"rms_norm", &t_row},

@@ -17,6 +17,7 @@
 #include "backends/backend_impl.h"
 #include "backends/cuda/cuda_impl.h"
 #include "gen/gen_impl.h"
+#include "tessera/autotune.h"
 #include "tessera/cuda.h"
 #include "tessera/ops.h"
 
@@ -27,6 +28,21 @@ int te__gen_cuda_default_schedule(te_ctx *ctx, const char *op, int n_out, te_ten
 {
     *out = NULL;
     te_tensor *Y = outs[n_out - 1];
+    if (op && !strcmp(op, "attention") && n_out == 1) {
+        /* Attention has its GPU configuration in the autotune template (thread per query row,
+         * shared tiles of K and V per key block); its first configuration is the default. */
+        te_target t = te_target_cuda(80);
+        te_space *sp = te_space_create(ctx, "attention", 0, NULL, 1, outs, TE_SPACE_TEMPLATE, &t);
+        const char *tr = sp ? te_space_get(sp, 0) : NULL;
+        te_schedule *s = tr ? te_space_instantiate(sp, tr) : NULL;
+        if (!s)
+            return te_ctx_errcode(ctx) != TE_OK ? te_ctx_errcode(ctx) : TE_ERR_SCHEDULE;
+        *out = s;
+        snprintf(what, what_size,
+                 "the attention template's default GPU configuration (a thread per query row, "
+                 "shared tiles of K and V; untuned)");
+        return TE_OK;
+    }
     const char *tpl = "elementwise";
     if (op && (!strcmp(op, "matmul") || !strcmp(op, "dense_bias") || !strcmp(op, "dense") ||
                !strcmp(op, "matmul_bias_act")))

@@ -68,7 +68,7 @@ int te__gop_check_attrs(te_ctx *ctx, const te__gop *op, const te_op_params *kv)
             strcmp(kv->p[i].key, "eps") == 0 || strcmp(kv->p[i].key, "value") == 0 ||
             strcmp(kv->p[i].key, "axes") == 0 || strcmp(kv->p[i].key, "starts") == 0 ||
             strcmp(kv->p[i].key, "ends") == 0 || strcmp(kv->p[i].key, "steps") == 0 ||
-            strcmp(kv->p[i].key, "sizes") == 0)
+            strcmp(kv->p[i].key, "sizes") == 0 || strcmp(kv->p[i].key, "scale") == 0)
             continue;
         if (!kv->p[i].is_int)
             return te_ctx_set_error(ctx, TE_ERR_ARG,
@@ -221,6 +221,22 @@ static int ap_softmax(APPLY_ARGS)
                 out);
 }
 
+/* Fused attention: Q, K, V [batch, heads, L, dh] and an optional additive mask; causal=1 for
+ * the causal mask instead, scale=0 for 1 / sqrt(dh). */
+static int ap_attention(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    te_attention_params p = te_attention_params_default();
+    p.scale = te__gop_attr_f64(op, kv, "scale");
+    int causal = (int)te__gop_attr_int(op, kv, "causal") != 0;
+    if (causal && n_in > 3)
+        return te_ctx_set_error(ctx, TE_ERR_ARG,
+                                "attention: causal=1 and an explicit mask input; give one");
+    p.mask = n_in > 3 ? TE_ATTN_MASK_EXPLICIT : causal ? TE_ATTN_MASK_CAUSAL : TE_ATTN_MASK_NONE;
+    return done(
+        ctx, te_op_attention(ctx, in[0], in[1], in[2], n_in > 3 ? in[3] : NULL, &p, names[0]), out);
+}
+
 static int ap_layer_norm(APPLY_ARGS)
 {
     UNUSED_ARGS;
@@ -310,6 +326,36 @@ static int ap_sum(APPLY_ARGS)
     return done(ctx,
                 te_op_reduce(ctx, in[0], TE_RSUM, 1, &axis,
                              (int)te__gop_attr_int(op, kv, "keepdims"), names[0]),
+                out);
+}
+
+/* argmax/argmin: the node's one output is the index (i64); the value is the tuple stage's
+ * other output, kept inside the node. */
+static int ap_arg(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    return done(ctx,
+                te_op_arg_reduce(ctx, in[0], strcmp(op->name, "argmax") == 0,
+                                 (int)te__gop_attr_int(op, kv, "axis"),
+                                 (int)te__gop_attr_int(op, kv, "keepdims"), names[0]),
+                out);
+}
+
+static int ap_layer_norm_welford(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    return done(ctx,
+                te_op_layer_norm_welford(ctx, in[0], n_in > 1 ? in[1] : NULL,
+                                         n_in > 2 ? in[2] : NULL, te__gop_attr_f64(op, kv, "eps"),
+                                         (int)te__gop_attr_int(op, kv, "axis"), names[0]),
+                out);
+}
+
+static int ap_softmax_online(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    return done(ctx,
+                te_op_softmax_online(ctx, in[0], (int)te__gop_attr_int(op, kv, "axis"), names[0]),
                 out);
 }
 
@@ -590,6 +636,11 @@ static const te__gop table[] = {
     {"layer_norm", TE_KIND_REDUCTION, 1, 3, 1, "X[,gamma[,beta]]", "eps=1e-5,axis=-1", 8,
      ap_layer_norm},
     {"rms_norm", TE_KIND_REDUCTION, 1, 2, 1, "X[,gamma]", "eps=1e-6", 5, ap_rms_norm},
+    {"layer_norm_welford", TE_KIND_REDUCTION, 1, 3, 1, "X[,gamma[,beta]]", "eps=1e-5,axis=-1", 8,
+     ap_layer_norm_welford},
+    {"softmax_online", TE_KIND_REDUCTION, 1, 1, 1, "X", "axis=-1", 8, ap_softmax_online},
+    {"argmax", TE_KIND_REDUCTION, 1, 1, 1, "X", "axis=-1,keepdims=0", 2, ap_arg},
+    {"argmin", TE_KIND_REDUCTION, 1, 1, 1, "X", "axis=-1,keepdims=0", 2, ap_arg},
     EW("relu", 1),
     EW("gelu", 14),
     EW("gelu_tanh", 16),
@@ -610,6 +661,7 @@ static const te__gop table[] = {
     {"conv2d_bn_relu", TE_KIND_OUT_EWISE_FUSABLE, 4, 4, 1, "X,W,scale,shift", CONV_ATTRS, 0,
      ap_conv2d_bn_relu},
     {"qkv_projection", TE_KIND_OPAQUE, 4, 4, 3, "X,Wq,Wk,Wv", "", 0, ap_qkv},
+    {"attention", TE_KIND_OPAQUE, 3, 4, 1, "Q,K,V[,mask]", "scale=0.0,causal=0", 0, ap_attention},
     /* The graph's own operators (not in the registry). */
     {"batch_norm", TE_KIND_BROADCAST, 5, 5, 1, "X,gamma,beta,mean,var", "eps=1e-5,axis=1", 4,
      ap_batch_norm},

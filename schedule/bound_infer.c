@@ -17,7 +17,7 @@ typedef struct {
 static bool reads_of_fn(const te_expr *e, void *user)
 {
     reads_of *r = user;
-    if (e->kind == TE_E_READ && e->u.read.t == r->t && r->n < 256)
+    if (e->kind == TE_E_READ && te__tensor_same_stage(e->u.read.t, r->t) && r->n < 256)
         r->reads[r->n++] = (te_expr *)e;
     return true;
 }

@@ -163,6 +163,13 @@ te_tensor *te_cache_write(te_schedule *s, te_tensor *t, te_scope scope)
         te_ctx_set_error(ctx, TE_ERR_ARG, "te_cache_write: invalid scope %d", (int)scope);
         return NULL;
     }
+    if (st->ntuple) {
+        te_ctx_set_error(ctx, TE_ERR_SCHEDULE,
+                         "te_cache_write: stage '%s' computes a tuple (te_compute_tuple) and "
+                         "cannot be cached; use te_rfactor or compute_at its producers",
+                         st->tensor->name);
+        return NULL;
+    }
     if (st->touched || st->attach != TE_ATTACH_ROOT) {
         te_ctx_set_error(ctx, TE_ERR_SCHEDULE,
                          "te_cache_write: stage '%s' was already "
@@ -224,6 +231,113 @@ static te_rel *reduce_split_of(te_stage *st, const te_iter *x)
             return r;
     }
     return NULL;
+}
+
+/* Commit of an rfactor on stage st: the old reduction loops and relations go, ri (over the
+ * partial results) is the one reduction loop, nbody the body. TE_OK or TE_ERR_NOMEM. */
+static int rfactor_commit(te_stage *st, te_rel *rel, te_iter *ri, te_expr *nbody)
+{
+    int nl = 0;
+    for (int l = 0; l < st->leaves.n; l++) {
+        te_iter *it = st->leaves.v[l];
+        if (it->reduce)
+            it->is_leaf = false;
+        else
+            st->leaves.v[nl++] = it;
+    }
+    st->leaves.n = nl;
+    if (te__vec_push(st->sched->ctx, &st->leaves, ri))
+        return TE_ERR_NOMEM;
+    int nrel = 0;
+    for (int k = 0; k < st->rels.n; k++)
+        if (st->rels.v[k] != rel)
+            st->rels.v[nrel++] = st->rels.v[k];
+    st->rels.n = nrel;
+    st->raxes[0] = ri;
+    st->nred = 1;
+    st->body = nbody;
+    return TE_OK;
+}
+
+typedef struct rfactor_tuple_ctx {
+    te_schedule *s;
+    te_stage *st;
+    te_iter *x;
+    te_rel *rel;
+    const te__subst *map; /* st's root variables -> the partial stage's axes and its reduction */
+    te_expr *guard;       /* the tail of a non-divisible split, or NULL */
+    int nr;
+    te_expr **raxes;    /* the partial stage's reduction axes (nr of them) */
+    te_expr **rf_axes;  /* its data-parallel axes: st's and then x */
+    const char *rfname; /* the name of its first output */
+} rfactor_tuple_ctx;
+
+/* rfactor of a tuple stage: the partial stage is itself a tuple compute (one output per
+ * component, "<output>_rf"), reducing with the same reducer (its states combine with states),
+ * and st reduces the tuple of partial results over x. When x is the whole reduction the
+ * partial stage reduces over an axis of extent 1, so it stays one tuple stage. */
+static te_tensor *rfactor_tuple(rfactor_tuple_ctx *c)
+{
+    te_schedule *s = c->s;
+    te_ctx *ctx = s->ctx;
+    te_stage *st = c->st;
+    te_reducer *r = st->body->u.red.custom;
+    int n = r->n;
+    const char *names[TE_MAX_TUPLE];
+    te_expr *srcs[TE_MAX_TUPLE];
+    for (int i = 0; i < n; i++) {
+        if (i == 0) {
+            names[0] = c->rfname;
+        } else {
+            char name[128];
+            snprintf(name, sizeof name, "%s_rf", st->tuple[i]->name);
+            for (int k = 1; te_schedule_tensor_by_name(s, name); k++)
+                snprintf(name, sizeof name, "%s_rf%d", st->tuple[i]->name, k);
+            names[i] = te__strdup(ctx, name);
+        }
+        srcs[i] = te__substitute(ctx, st->body->u.red.srcs[i], c->map);
+        if (srcs[i] && c->guard)
+            srcs[i] = te_if_then_else(ctx, c->guard, srcs[i], r->identities[i]);
+        if (!srcs[i] || !names[i])
+            return NULL;
+    }
+    te_expr *one = NULL;
+    if (!c->nr && !(one = te_reduce_axis(ctx, "rf1", 1)))
+        return NULL;
+    te_expr *rbody = te_reduce_tuple(ctx, r, n, srcs, c->nr ? c->nr : 1, c->nr ? c->raxes : &one);
+    te_tensor *rf[TE_MAX_TUPLE];
+    if (!rbody || te_compute_tuple(ctx, n, names, st->ndim + 1, c->rf_axes, rbody, rf))
+        return NULL;
+    for (int i = 0; i < n; i++)
+        rf[i]->tag = st->tuple[i]->tag;
+    te_stage *rs = te__new_stage(s, rf[0], rf[0]->axes, rf[0]->body);
+    /* st now reduces the partial tuples over x. */
+    te_expr *r_axis = te_reduce_axis(ctx, c->x->name, c->x->extent);
+    te_expr *idx[TE_MAX_DIMS], *parts[TE_MAX_TUPLE];
+    for (int d = 0; d < st->ndim; d++)
+        idx[d] = st->axes[d]->var;
+    idx[st->ndim] = r_axis;
+    for (int i = 0; i < n; i++)
+        if (!rs || !(parts[i] = te_read(ctx, rf[i], st->ndim + 1, idx)))
+            return NULL;
+    te_expr *whole = te_reduce_tuple(ctx, r, n, parts, 1, &r_axis);
+    te_expr *nbody = whole ? te__alloc(ctx, sizeof *nbody) : NULL;
+    if (!nbody)
+        return NULL;
+    *nbody = *whole; /* component 0: what a tuple stage's body is */
+    nbody->u.red.comp = 0;
+    nbody->u.red.src = parts[0];
+    nbody->dtype = parts[0]->dtype;
+    const char *rname = te__unique_iter_name(st, c->x->name);
+    te_iter *ri = rname ? te__new_iter(st, rname, c->x->extent, true) : NULL;
+    if (!ri)
+        return NULL;
+    te__subst rmap = {1, (const te_expr *[]){r_axis}, (te_expr *[]){ri->var}};
+    if (!(nbody = te__substitute(ctx, nbody, &rmap)) || insert_stage(s, stage_index(s, st), rs))
+        return NULL;
+    if (rfactor_commit(st, c->rel, ri, nbody))
+        return NULL;
+    return te__trace_add(s, "rfactor %s %s", st->tensor->name, c->x->name) ? NULL : rf[0];
 }
 
 te_tensor *te_rfactor(te_schedule *s, te_tensor *t, te_iter *x)
@@ -330,6 +444,10 @@ te_tensor *te_rfactor(te_schedule *s, te_tensor *t, te_iter *x)
         to[nm_++] = ra;
     }
     te__subst map = {nm_, from, to};
+    if (st->ntuple) {
+        rfactor_tuple_ctx rc = {s, st, x, rel, &map, guard, nr, raxes, rf->axes, name};
+        return rfactor_tuple(&rc);
+    }
     te_expr *src = te__substitute(ctx, st->body->u.red.src, &map);
     te_reduce_kind kind = st->body->u.red.rkind;
     te_reducer *custom = st->body->u.red.custom;
@@ -356,24 +474,7 @@ te_tensor *te_rfactor(te_schedule *s, te_tensor *t, te_iter *x)
     if (!(nbody = te__substitute(ctx, nbody, &rmap)) || insert_stage(s, stage_index(s, st), rs))
         return NULL;
     /* Commit: drop the old reduction loops and relations. */
-    int nl = 0;
-    for (int l = 0; l < st->leaves.n; l++) {
-        te_iter *it = st->leaves.v[l];
-        if (it->reduce)
-            it->is_leaf = false;
-        else
-            st->leaves.v[nl++] = it;
-    }
-    st->leaves.n = nl;
-    if (te__vec_push(ctx, &st->leaves, ri))
+    if (rfactor_commit(st, rel, ri, nbody))
         return NULL;
-    int nrel = 0;
-    for (int k = 0; k < st->rels.n; k++)
-        if (st->rels.v[k] != rel)
-            st->rels.v[nrel++] = st->rels.v[k];
-    st->rels.n = nrel;
-    st->raxes[0] = ri;
-    st->nred = 1;
-    st->body = nbody;
     return te__trace_add(s, "rfactor %s %s", nm, x->name) ? NULL : rf;
 }

@@ -24,7 +24,7 @@ int te__iter_index(const te_stage *st, const te_iter *it)
 lstage *te__find_lstage(lower_ctx *L, const te_tensor *t)
 {
     for (int i = 0; i < L->n; i++)
-        if (L->ls[i].st->tensor == t)
+        if (te__tensor_same_stage(L->ls[i].st->tensor, t))
             return &L->ls[i];
     return NULL;
 }
@@ -109,7 +109,7 @@ static te_expr *to_load_fn(te_ctx *ctx, te_expr *e, void *user)
     te_expr *idx[TE_MAX_DIMS];
     for (int d = 0; d < e->u.read.n; d++)
         idx[d] = te_sub(ctx, e->u.read.idx[d], p->rmin[d]);
-    return te__load(ctx, p->buf, e->u.read.n, idx);
+    return te__load(ctx, p->st->ntuple ? p->bufs[t->tuple_index] : p->buf, e->u.read.n, idx);
 }
 
 static te_stmt *make_stage(lower_ctx *L, lstage *l);
@@ -129,8 +129,9 @@ static te_stmt *with_attached(lower_ctx *L, te_stage *S, int pos, te_stmt *rest)
         if (!ps)
             return NULL;
         prod = te__seq2(L->ctx, prod, ps);
-        if (nb < 64)
-            bufs[nb++] = p->buf;
+        for (int k = 0; k < (p->st->ntuple ? p->st->ntuple : 1); k++)
+            if (nb < 64)
+                bufs[nb++] = p->st->ntuple ? p->bufs[k] : p->buf;
     }
     te_stmt *body = te__seq2(L->ctx, prod, rest);
     for (int b = nb - 1; b >= 0 && body; b--)
@@ -144,6 +145,68 @@ static te_stmt *guard(te_ctx *ctx, te__vec *conds, te_stmt *s)
     for (int i = 0; i < conds->n; i++)
         c = c ? te_and(ctx, c, conds->v[i]) : conds->v[i];
     return c ? te__if(ctx, c, s, NULL) : s;
+}
+
+/* The update and the initialization of a tuple stage: every accumulator advances together,
+ *
+ *     let v_j = source j;  let n_i = combine_i(acc, v);  out_i[idx] = n_i (every i)
+ *
+ * so every combine reads the accumulators before any is stored (the lets are the tuple of
+ * locals; the promote_registers pass keeps local accumulators in variables). Constant sources
+ * are substituted rather than bound, so the combine simplifies. */
+static int tuple_update(lower_ctx *L, lstage *l, const te__subst *map, te_expr *const *sidx,
+                        te_stmt **update, te_stmt **init)
+{
+    te_ctx *ctx = L->ctx;
+    te_stage *st = l->st;
+    const te_reducer *r = l->body->u.red.custom;
+    int n = r->n;
+    te_expr *val[TE_MAX_TUPLE], *acc[TE_MAX_TUPLE], *nv[TE_MAX_TUPLE], *comb[TE_MAX_TUPLE];
+    te_expr *lv[TE_MAX_TUPLE] = {NULL};
+    load_ctx lc = {L, 0};
+    for (int j = 0; j < n; j++) {
+        te_expr *v = te__substitute(ctx, l->body->u.red.srcs[j], map);
+        v = v ? te__expr_mutate(ctx, v, to_load_fn, &lc) : NULL;
+        if (!v || lc.err)
+            return lc.err ? lc.err : TE_ERR_NOMEM;
+        if (v->kind == TE_E_INT || v->kind == TE_E_FLOAT) {
+            val[j] = v;
+        } else {
+            char nm[80];
+            snprintf(nm, sizeof nm, "%s_in%d", st->tensor->name, j);
+            if (!(lv[j] = te_var(ctx, nm, v->dtype)))
+                return TE_ERR_NOMEM;
+            val[j] = lv[j];
+        }
+        comb[j] = v; /* the bound value, for the lets below */
+    }
+    for (int i = 0; i < n; i++)
+        if (!(acc[i] = te__load(ctx, l->bufs[i], st->ndim, sidx)))
+            return TE_ERR_NOMEM;
+    te_expr *out[TE_MAX_TUPLE];
+    int rc = te__reduce_combine_tuple(ctx, r, acc, val, out);
+    if (rc)
+        return rc;
+    te_stmt *stores = NULL, *inits = NULL;
+    for (int i = 0; i < n; i++) {
+        char nm[80];
+        snprintf(nm, sizeof nm, "%s_next%d", st->tensor->name, i);
+        if (!(nv[i] = te_var(ctx, nm, out[i]->dtype)))
+            return TE_ERR_NOMEM;
+        stores = te__seq2(ctx, stores, te__store(ctx, l->bufs[i], st->ndim, sidx, nv[i]));
+        inits = te__seq2(ctx, inits, te__store(ctx, l->bufs[i], st->ndim, sidx, r->identities[i]));
+    }
+    te_stmt *s = stores;
+    for (int i = n - 1; i >= 0 && s; i--)
+        s = te__let(ctx, nv[i], out[i], s);
+    for (int j = n - 1; j >= 0 && s; j--)
+        if (lv[j])
+            s = te__let(ctx, lv[j], comb[j], s);
+    if (!s || !inits)
+        return TE_ERR_NOMEM;
+    *update = s;
+    *init = inits;
+    return TE_OK;
 }
 
 static te_stmt *make_stage(lower_ctx *L, lstage *l)
@@ -196,7 +259,11 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
     if (!value || lc.err)
         return NULL;
     te_stmt *update, *init = NULL;
-    if (is_red) {
+    if (te__is_tuple_reduce(l->body)) {
+        if (tuple_update(L, l, &map, sidx, &update, &init))
+            return NULL;
+        init = guard(ctx, &spatial, init);
+    } else if (is_red) {
         te_expr *acc = te__load(ctx, l->buf, st->ndim, sidx);
         te_expr *comb =
             te__reduce_combine(ctx, l->body->u.red.rkind, l->body->u.red.custom, acc, value);
@@ -259,6 +326,13 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
             return NULL;
         if (fk == TE_FOR_THREAD)
             inner->u.loop.thread_tag = (int)it->tag;
+        if (fk == TE_FOR_THREAD && it->reduce && st->ntuple) {
+            LERR(L, TE_ERR_UNSUPPORTED,
+                 "stage '%s': a tuple reduction bound to GPU threads (te_bind_reduce) is not "
+                 "supported yet",
+                 st->tensor->name);
+            return NULL;
+        }
         if (fk == TE_FOR_THREAD && it->reduce) {
             /* te_bind_reduce: the cross_thread_reduce pass lowers it. */
             te__xreduce *x = te__alloc(ctx, sizeof *x);
@@ -377,22 +451,27 @@ static te_stmt *build_body(lower_ctx *L)
         te__compute_extents(l);
         if (te__compute_values(L, l))
             return NULL;
-        /* The buffer: an argument for outputs, an allocation otherwise. */
-        te_buf *b = NULL;
-        for (int a = 0; a < L->n_args; a++)
-            if (L->args[a] == st->tensor)
-                b = L->arg_bufs[a];
-        if (!b) {
-            te_scope sc = st->scope;
-            if (st->attach == TE_ATTACH_AT && sc == TE_SCOPE_GLOBAL)
-                sc = TE_SCOPE_LOCAL; /* per-iteration scratch */
-            b = te__buf_new(ctx, st->tensor->name, st->tensor->dtype, st->ndim, l->rext, sc);
-            if (!b)
-                return NULL;
-            b->tensor = st->tensor;
-            te__gpu_apply_layout(L->s, b); /* storage_align */
+        /* The buffer: an argument for outputs, an allocation otherwise; one per output of
+         * a tuple stage. */
+        for (int k = 0; k < (st->ntuple ? st->ntuple : 1); k++) {
+            te_tensor *t = st->ntuple ? st->tuple[k] : st->tensor;
+            te_buf *b = NULL;
+            for (int a = 0; a < L->n_args; a++)
+                if (L->args[a] == t)
+                    b = L->arg_bufs[a];
+            if (!b) {
+                te_scope sc = st->scope;
+                if (st->attach == TE_ATTACH_AT && sc == TE_SCOPE_GLOBAL)
+                    sc = TE_SCOPE_LOCAL; /* per-iteration scratch */
+                b = te__buf_new(ctx, t->name, t->dtype, st->ndim, l->rext, sc);
+                if (!b)
+                    return NULL;
+                b->tensor = t;
+                te__gpu_apply_layout(L->s, b); /* storage_align */
+            }
+            l->bufs[k] = b;
         }
-        l->buf = b;
+        l->buf = l->bufs[0];
     }
     te_stmt *body = NULL;
     te_buf *root_bufs[256];
@@ -405,8 +484,9 @@ static te_stmt *build_body(lower_ctx *L)
         if (!s)
             return NULL;
         body = te__seq2(ctx, body, s);
-        if (l->buf->arg_index < 0 && nroot < 256)
-            root_bufs[nroot++] = l->buf;
+        for (int k = 0; k < (l->st->ntuple ? l->st->ntuple : 1); k++)
+            if (l->bufs[k]->arg_index < 0 && nroot < 256)
+                root_bufs[nroot++] = l->bufs[k];
     }
     for (int b = nroot - 1; b >= 0 && body; b--)
         body = te__alloc_stmt(ctx, root_bufs[b], body);

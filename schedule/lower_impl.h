@@ -14,7 +14,8 @@
 typedef struct lstage {
     te_stage *st;
     te_expr *body;              /* after inlining, over the root variables */
-    te_buf *buf;                /* NULL for inlined stages */
+    te_buf *buf;                /* NULL for inlined stages; tuple stages: bufs[0] */
+    te_buf *bufs[TE_MAX_TUPLE]; /* tuple stages: the buffer of each output (st->ntuple) */
     te_expr *rmin[TE_MAX_DIMS]; /* region: first element along each axis */
     int64_t rext[TE_MAX_DIMS];  /* region extent */
     int64_t *ext;               /* lowered extent of st->iters[i] */

@@ -41,6 +41,8 @@ typedef enum te_attach_kind { TE_ATTACH_ROOT, TE_ATTACH_INLINE, TE_ATTACH_AT } t
 struct te_stage {
     te_schedule *sched;
     te_tensor *tensor; /* what the stage computes; its buffer and argument identity */
+    int ntuple;        /* a te_compute_tuple stage: its ntuple outputs (tensor is tuple[0]) */
+    te_tensor **tuple; /* NULL for other stages */
     int ndim, nred;
     te_iter *axes[TE_MAX_DIMS];  /* root data-parallel iterators */
     te_iter *raxes[TE_MAX_DIMS]; /* root reduction iterators */

@@ -35,7 +35,7 @@ typedef struct {
 static bool reads_fn(const te_expr *e, void *user)
 {
     reads_ctx *r = user;
-    if (e->kind == TE_E_READ && e->u.read.t == r->t)
+    if (e->kind == TE_E_READ && te__tensor_same_stage(e->u.read.t, r->t))
         r->found = true;
     return !r->found;
 }
@@ -86,6 +86,8 @@ te_stage *te__new_stage(te_schedule *s, te_tensor *t, te_expr *const *axes, te_e
         return NULL;
     st->sched = s;
     st->tensor = t;
+    st->ntuple = t->tuple_n;
+    st->tuple = t->tuple;
     st->ndim = t->ndim;
     const te_expr *from[2 * TE_MAX_DIMS];
     te_expr *to[2 * TE_MAX_DIMS];
@@ -138,7 +140,7 @@ static bool collect_fn(const te_expr *e, void *user)
 static int collect(te_schedule *s, te_tensor *t, int depth)
 {
     for (int i = 0; i < s->stages.n; i++)
-        if (((te_stage *)s->stages.v[i])->tensor == t)
+        if (te__tensor_same_stage(((te_stage *)s->stages.v[i])->tensor, t))
             return TE_OK;
     if (depth > 10000)
         return TE__SERR(s, TE_ERR_ARG, "te_schedule_create: dependency chain too deep");
@@ -146,6 +148,8 @@ static int collect(te_schedule *s, te_tensor *t, int depth)
     te__expr_visit(t->body, collect_fn, &c);
     if (c.err)
         return c.err;
+    /* A tuple compute: one stage for all its outputs, named after the first. */
+    t = te__tuple_primary(t);
     te_stage *st = te__new_stage(s, t, t->axes, t->body);
     if (!st)
         return te_ctx_errcode(s->ctx) ? te_ctx_errcode(s->ctx) : TE_ERR_NOMEM;
@@ -192,8 +196,12 @@ static bool names_fn(const te_expr *e, void *user)
 static int check_unique_names(te_schedule *s)
 {
     names_ctx c = {s, {0}, TE_OK};
-    for (int i = 0; i < s->stages.n && !c.err; i++)
-        c.err = name_seen(&c, ((te_stage *)s->stages.v[i])->tensor);
+    for (int i = 0; i < s->stages.n && !c.err; i++) {
+        te_stage *st = s->stages.v[i];
+        c.err = name_seen(&c, st->tensor);
+        for (int k = 1; k < st->ntuple && !c.err; k++)
+            c.err = name_seen(&c, st->tuple[k]);
+    }
     for (int i = 0; i < s->stages.n && !c.err; i++)
         te__expr_visit(((te_stage *)s->stages.v[i])->body, names_fn, &c);
     return c.err;
@@ -238,7 +246,7 @@ te_schedule *te_schedule_create(te_ctx *ctx, int n_out, te_tensor *const *outs)
     for (int i = 0; i < s->stages.n; i++) {
         te_stage *st = s->stages.v[i];
         for (int o = 0; o < n_out; o++)
-            st->is_output |= st->tensor == outs[o];
+            st->is_output |= te__tensor_same_stage(st->tensor, outs[o]);
     }
     return s;
 }
@@ -250,7 +258,7 @@ te_stage *te_schedule_stage(te_schedule *s, const te_tensor *t)
     if (!s)
         return NULL;
     for (int i = 0; t && i < s->stages.n; i++)
-        if (((te_stage *)s->stages.v[i])->tensor == t)
+        if (te__tensor_same_stage(((te_stage *)s->stages.v[i])->tensor, t))
             return s->stages.v[i];
     TE__SERR(s, TE_ERR_ARG, "te_schedule_stage: tensor '%s' is not computed in this schedule%s",
              t ? t->name : "(null)",
@@ -284,6 +292,12 @@ te_tensor *te_schedule_tensor_by_name(te_schedule *s, const char *name)
     te_stage *st = te_schedule_stage_by_name(s, name);
     if (st || !s || !name)
         return st ? st->tensor : NULL;
+    for (int i = 0; i < s->stages.n; i++) { /* the other outputs of a tuple compute */
+        te_stage *o = s->stages.v[i];
+        for (int k = 1; k < o->ntuple; k++)
+            if (!strcmp(o->tuple[k]->name, name))
+                return o->tuple[k];
+    }
     find_ph f = {name, NULL};
     for (int i = 0; i < s->stages.n && !f.found; i++)
         te__expr_visit(((te_stage *)s->stages.v[i])->body, find_ph_fn, &f);

@@ -21,6 +21,7 @@ struct te_ctx {
     int next_id;
     int errcode;
     char errmsg[1024];
+    void **cache; /* te__ctx_cache_slot: TE__CTX_CACHE_SLOTS entries, in the arena */
 };
 
 static uint64_t next_ctx_id(void)
@@ -51,6 +52,15 @@ te_ctx *te_ctx_create_child(te_ctx *parent)
 }
 
 uint64_t te__ctx_id(const te_ctx *ctx) { return ctx ? ctx->id : 0; }
+
+void **te__ctx_cache_slot(te_ctx *ctx, int key)
+{
+    if (!ctx || key < 0 || key >= TE__CTX_CACHE_SLOTS)
+        return NULL;
+    if (!ctx->cache && !(ctx->cache = te__alloc(ctx, sizeof(void *) * TE__CTX_CACHE_SLOTS)))
+        return NULL;
+    return &ctx->cache[key];
+}
 
 bool te__ctx_may_use(const te_ctx *ctx, uint64_t owner)
 {

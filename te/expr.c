@@ -505,6 +505,11 @@ te_reducer *te_reducer_create(te_ctx *ctx, const char *name, te_expr *x, te_expr
     r->y = y;
     r->combine = combine;
     r->identity = identity;
+    r->n = 1;
+    r->xs = &r->x;
+    r->ys = &r->y;
+    r->combines = &r->combine;
+    r->identities = &r->identity;
     return r;
 }
 
@@ -522,6 +527,13 @@ te_expr *te_reduce(te_ctx *ctx, te_reduce_kind kind, te_reducer *custom, te_expr
     if (naxes <= 0 || naxes > TE_MAX_DIMS || !axes) {
         te_ctx_set_error(ctx, TE_ERR_ARG, "te_reduce: needs 1 to %d reduction axes, got %d",
                          TE_MAX_DIMS, naxes);
+        return NULL;
+    }
+    if (custom && custom->tuple) {
+        te_ctx_set_error(ctx, TE_ERR_ARG,
+                         "te_reduce: reducer '%s' is a tuple reducer; reduce with "
+                         "te_reduce_tuple and te_compute_tuple",
+                         custom->name);
         return NULL;
     }
     if (custom && custom->identity->dtype != src->dtype) {

@@ -139,6 +139,21 @@ te_expr *te__expr_mutate(te_ctx *ctx, te_expr *e, te__expr_mutator fn, void *use
         break;
     }
     case TE_E_REDUCE: {
+        if (e->u.red.nsrc > 0) {
+            /* A tuple reduction: every source, src being one of them. */
+            te_expr **srcs = mutate_list(ctx, e->u.red.srcs, e->u.red.nsrc, fn, user);
+            te_expr **axes = srcs ? mutate_list(ctx, e->u.red.axes, e->u.red.n, fn, user) : NULL;
+            if (!srcs || !axes)
+                return NULL;
+            if (srcs != e->u.red.srcs || axes != e->u.red.axes) {
+                if (!(r = clone(ctx, e)))
+                    return NULL;
+                r->u.red.srcs = srcs;
+                r->u.red.src = srcs[e->u.red.comp > 0 ? e->u.red.comp : 0];
+                r->u.red.axes = axes;
+            }
+            break;
+        }
         te_expr *src = te__expr_mutate(ctx, e->u.red.src, fn, user);
         te_expr **axes = src ? mutate_list(ctx, e->u.red.axes, e->u.red.n, fn, user) : NULL;
         if (!src || !axes)
@@ -204,7 +219,11 @@ void te__expr_visit(const te_expr *e, te__expr_visitor fn, void *user)
             te__expr_visit(e->u.load.idx[i], fn, user);
         break;
     case TE_E_REDUCE:
-        te__expr_visit(e->u.red.src, fn, user);
+        if (e->u.red.nsrc > 0)
+            for (int i = 0; i < e->u.red.nsrc; i++)
+                te__expr_visit(e->u.red.srcs[i], fn, user);
+        else
+            te__expr_visit(e->u.red.src, fn, user);
         for (int i = 0; i < e->u.red.n; i++)
             te__expr_visit(e->u.red.axes[i], fn, user);
         break;

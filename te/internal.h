@@ -31,6 +31,11 @@ uint64_t te__ctx_id(const te_ctx *ctx);
  * one of the ancestors ctx was created under (te_ctx_create_child). */
 bool te__ctx_may_use(const te_ctx *ctx, uint64_t owner);
 
+/* A pointer slot the context keeps for objects built once per context (the built-in tuple
+ * reducers): key in [0, TE__CTX_CACHE_SLOTS). NULL for a bad key or when out of memory. */
+#define TE__CTX_CACHE_SLOTS 1024
+void **te__ctx_cache_slot(te_ctx *ctx, int key);
+
 char *te__strdup(te_ctx *ctx, const char *s);
 /* printf into the arena. */
 char *te__sprintf(te_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -131,9 +136,16 @@ struct te_expr {
         struct {
             te_reduce_kind rkind;
             te_reducer *custom;
-            te_expr *src;
+            te_expr *src; /* tuple reductions: srcs[comp] (srcs[0] for the whole tuple) */
             int n;
             te_expr **axes;
+            /* Tuple reductions (te_reduce_tuple): nsrc = custom->n > 0 sources, and the
+             * component this node stands for: -1 for the whole tuple (valid only as the body
+             * given to te_compute_tuple), i for output i (the body of that output tensor, of
+             * component i's dtype). nsrc is 0 for scalar reductions. */
+            int nsrc;
+            te_expr **srcs;
+            int comp;
         } red;
         struct {
             te_buf *buf;
@@ -147,10 +159,26 @@ struct te_expr {
     } u;
 };
 
+/* A reducer. Scalar reducers (te_reducer_create) have n == 1 and the arrays point at x, y,
+ * combine and identity; tuple reducers (te_reducer_create_tuple) have n components, and x, y,
+ * combine, identity are component 0's. */
 struct te_reducer {
     const char *name;
     te_expr *x, *y, *combine, *identity;
+    int n;
+    te_expr **xs, **ys, **combines, **identities;
+    bool tuple; /* made by te_reducer_create_tuple (even with n == 1) */
 };
+
+/* Whether e is a tuple reduction (te_reduce_tuple or one component of it). */
+static inline bool te__is_tuple_reduce(const te_expr *e)
+{
+    return e && e->kind == TE_E_REDUCE && e->u.red.nsrc > 0;
+}
+/* The n combined values of a tuple reducer: combine[i] with x := acc, y := val (arrays of n).
+ * out receives n expressions. TE_OK or TE_ERR_NOMEM. */
+int te__reduce_combine_tuple(te_ctx *ctx, const te_reducer *r, te_expr *const *acc,
+                             te_expr *const *val, te_expr **out);
 
 typedef enum te_tensor_kind { TE_T_PLACEHOLDER, TE_T_COMPUTE } te_tensor_kind;
 
@@ -166,7 +194,24 @@ struct te_tensor {
     te_expr *axes[TE_MAX_DIMS]; /* compute only */
     te_expr *body;              /* compute only */
     int id;
+    /* Outputs of one te_compute_tuple: tuple_n > 0 tensors in `tuple` (shared array), this one
+     * at tuple_index. They share axes and one stage in a schedule. 0 / NULL otherwise. */
+    int tuple_n, tuple_index;
+    te_tensor **tuple;
 };
+
+/* Whether a and b are one tensor or outputs of one te_compute_tuple (so one stage computes
+ * both). */
+static inline bool te__tensor_same_stage(const te_tensor *a, const te_tensor *b)
+{
+    return a == b || (a && b && a->tuple_n > 0 && a->tuple == b->tuple);
+}
+
+/* The tensor a tuple output's stage is named after (the first output), t itself otherwise. */
+static inline te_tensor *te__tuple_primary(te_tensor *t)
+{
+    return t && t->tuple_n > 0 ? t->tuple[0] : t;
+}
 
 /* The context that holds tensor t (for making a child context that may use it). */
 static inline te_ctx *te__tensor_ctx(const te_tensor *t) { return t->home; }

@@ -93,6 +93,17 @@ void te_expr_print(const te_expr *e, FILE *f)
         break;
     case TE_E_REDUCE:
         fprintf(f, "%s(", e->u.red.custom ? e->u.red.custom->name : reduce_name(e->u.red.rkind));
+        if (e->u.red.nsrc > 0) {
+            /* A tuple reduction: "argmax((A[i, k], k), axis=[k]).1" names component 1. */
+            fputc('(', f);
+            print_list(e->u.red.srcs, e->u.red.nsrc, f);
+            fputs("), axis=[", f);
+            print_list(e->u.red.axes, e->u.red.n, f);
+            fputs("])", f);
+            if (e->u.red.comp >= 0)
+                fprintf(f, ".%d", e->u.red.comp);
+            break;
+        }
         te_expr_print(e->u.red.src, f);
         fputs(", axis=[", f);
         print_list(e->u.red.axes, e->u.red.n, f);

@@ -267,8 +267,50 @@ static double combine(interp *in, const te_expr *red, double acc, double v)
     return NAN;
 }
 
+/* A tuple reduction: every accumulator advances together; the node's component is returned.
+ * comp -1 (the whole tuple) cannot reach here: te_compute refuses it. */
+static double eval_reduce_tuple(interp *in, const te_expr *e)
+{
+    const te_reducer *r = e->u.red.custom;
+    int n = e->u.red.n, nt = r->n, base = in->nenv;
+    double acc[TE_MAX_TUPLE], val[TE_MAX_TUPLE], nxt[TE_MAX_TUPLE];
+    for (int i = 0; i < nt; i++)
+        acc[i] = convert(eval(in, r->identities[i]), r->identities[i]->dtype);
+    for (int a = 0; a < n; a++)
+        if (!push(in, e->u.red.axes[a], 0))
+            return 0;
+    for (;;) {
+        for (int i = 0; i < nt; i++)
+            val[i] = convert(eval(in, e->u.red.srcs[i]), r->identities[i]->dtype);
+        if (in->err)
+            break;
+        int b2 = in->nenv;
+        for (int i = 0; i < nt; i++)
+            if (!push(in, r->xs[i], acc[i]) || !push(in, r->ys[i], val[i]))
+                break;
+        for (int i = 0; i < nt && !in->err; i++)
+            nxt[i] = convert(eval(in, r->combines[i]), r->identities[i]->dtype);
+        in->nenv = b2;
+        if (in->err)
+            break;
+        memcpy(acc, nxt, sizeof(double) * (size_t)nt);
+        int a = n - 1;
+        for (; a >= 0; a--) {
+            if (++in->vals[base + a] < (double)e->u.red.axes[a]->u.var.extent)
+                break;
+            in->vals[base + a] = 0;
+        }
+        if (a < 0)
+            break;
+    }
+    in->nenv = base;
+    return acc[e->u.red.comp > 0 ? e->u.red.comp : 0];
+}
+
 static double eval_reduce(interp *in, const te_expr *e)
 {
+    if (e->u.red.nsrc > 0)
+        return eval_reduce_tuple(in, e);
     int n = e->u.red.n, base = in->nenv;
     double acc;
     switch (e->u.red.rkind) {

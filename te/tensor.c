@@ -174,10 +174,17 @@ static void check_expr(check_ctx *c, const te_expr *e, bool guarded)
         check_read(c, e, guarded);
         break;
     case TE_E_REDUCE:
-        c->err = te_ctx_set_error(c->ctx, TE_ERR_ARG,
-                                  "compute '%s': a reduction must be the "
-                                  "whole body of a compute (put the rest in another compute)",
-                                  c->tname);
+        if (te__is_tuple_reduce(e))
+            c->err = te_ctx_set_error(c->ctx, TE_ERR_ARG,
+                                      "compute '%s': a tuple reduction (te_reduce_tuple) is "
+                                      "only valid as the whole body of te_compute_tuple",
+                                      c->tname);
+        else
+            c->err = te_ctx_set_error(c->ctx, TE_ERR_ARG,
+                                      "compute '%s': a reduction must be the "
+                                      "whole body of a compute (put the rest in another "
+                                      "compute)",
+                                      c->tname);
         break;
     case TE_E_IF:
         check_expr(c, e->u.sel.c, guarded);
@@ -257,6 +264,13 @@ te_tensor *te_compute(te_ctx *ctx, const char *name, int ndim, te_expr *const *a
     check_ctx c = {ctx, name, ndim, axes, NULL, {0, 0, NULL, NULL, NULL}, 0};
     for (int d = 0; d < ndim && !c.err; d++)
         c.err = te__ranges_push(ctx, &c.ranges, axes[d], 0, axes[d]->u.var.extent - 1);
+    if (te__is_tuple_reduce(body) && body->u.red.comp < 0) {
+        te_ctx_set_error(ctx, TE_ERR_ARG,
+                         "te_compute '%s': a tuple reduction (te_reduce_tuple) is only valid "
+                         "as the body of te_compute_tuple",
+                         name);
+        return NULL;
+    }
     if (body->kind == TE_E_REDUCE) {
         c.reduce = body;
         for (int a = 0; a < body->u.red.n && !c.err; a++) {
@@ -266,6 +280,8 @@ te_tensor *te_compute(te_ctx *ctx, const char *name, int ndim, te_expr *const *a
         }
         if (!c.err)
             check_expr(&c, body->u.red.src, false);
+        for (int i = 0; i < body->u.red.nsrc && !c.err; i++)
+            check_expr(&c, body->u.red.srcs[i], false);
     } else {
         check_expr(&c, body, false);
     }

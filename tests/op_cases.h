@@ -17,6 +17,10 @@ static const struct {
     {"pad", "n=1,c=2,h=4,w=3,pad=1"},
     {"softmax", "m=5,n=9"},
     {"layer_norm", "m=4,n=12"},
+    {"layer_norm_welford", "m=4,n=13"},
+    {"softmax_online", "m=5,n=11"},
+    {"argmax", "m=5,n=10"},
+    {"argmin", "m=5,n=10"},
     {"rms_norm", "m=3,n=10"},
     {"relu", "m=5,n=7"},
     {"gelu", "m=4,n=9"},
@@ -45,6 +49,7 @@ static const struct {
     {"log_softmax", "m=4,n=9"},
     {"reduce_max", "m=5,n=7"},
     {"reduce_l2", "m=3,n=8"},
+    {"attention", "batch=1,heads=2,lq=5,lk=7,dh=4,mask=causal"},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 

@@ -34,11 +34,15 @@ static float **run_default(te_ctx *ctx, te_tensor **in, int n_in, te_tensor **ou
     memcpy(data, in_data, sizeof(void *) * (size_t)n_in);
     for (int o = 0; o < n_out; o++) {
         size_t n = (size_t)te_tensor_numel(out[o]);
-        outs[o] = malloc(sizeof(float) * n);
-        tt_poison_f32(outs[o], n);
+        outs[o] = malloc(sizeof(int64_t) * n); /* room for i64 outputs (argmax) */
+        tt_poison_f32(outs[o], 2 * n);
         data[n_in + o] = outs[o];
     }
     assert_int_equal(te_module_run(m, data), TE_OK);
+    for (int o = 0; o < n_out; o++) /* integer outputs (indices) compared as floats */
+        if (te_tensor_dtype(out[o]) == TE_I64)
+            for (size_t i = 0, n = (size_t)te_tensor_numel(out[o]); i < n; i++)
+                outs[o][i] = (float)((int64_t *)outs[o])[i];
     te_module_free(m);
     return outs;
 }

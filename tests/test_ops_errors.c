@@ -432,8 +432,8 @@ static void test_build_every_operator(void **state)
     const struct {
         const char *key;
         int val;
-    } small[] = {{"m", 3}, {"n", 2},  {"k", 4},  {"b", 2},  {"c", 2},  {"h", 5},
-                 {"w", 4}, {"oc", 3}, {"kh", 2}, {"kw", 3}, {"pad", 1}};
+    } small[] = {{"m", 3},  {"n", 2},  {"k", 4},  {"b", 2},   {"c", 2},  {"h", 5},  {"w", 4},
+                 {"oc", 3}, {"kh", 2}, {"kw", 3}, {"pad", 1}, {"lq", 3}, {"lk", 5}, {"dh", 4}};
     int nops = 0;
     const te_op_info *ops = te_op_list(&nops);
     assert_true(nops >= 25);

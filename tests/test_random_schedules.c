@@ -11,6 +11,7 @@
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,10 +156,17 @@ static void test_random_schedules(void **state)
         case_init(&cs[k], k, &r);
     te_target tgt = te_target_host();
     candidate cand[BATCH];
-    int nb = 0, done = 0;
+    int nb = 0, done = 0, want = 0;
     for (int t = 0; t < total; t++) {
         int k = t % NCASES;
         op_case *c = &cs[k];
+        /* Outputs are checked as f32 here; operators with other outputs (argmax's i64 index)
+         * have their own tests (test_tuple_reduce_ops). */
+        bool f32_only = true;
+        for (int o = 0; o < c->n_out; o++)
+            f32_only = f32_only && te_tensor_dtype(c->out[o]) == TE_F32;
+        if (!f32_only)
+            continue;
         te_schedule *s = te_schedule_create(c->ctx, c->n_out, c->out);
         assert_non_null(s);
         rs_schedule(s, c->n_in, c->in, &r);
@@ -173,14 +181,17 @@ static void test_random_schedules(void **state)
             fail_msg("lowering a legal schedule failed: %s", te_ctx_errmsg(c->ctx));
         }
         cand[nb++] = (candidate){k, s, low, src};
-        if (nb == BATCH || t == total - 1) {
+        if (nb == BATCH) {
             check_batch(cs, cand, nb, seed, &done);
             nb = 0;
         }
+        want++;
     }
+    if (nb)
+        check_batch(cs, cand, nb, seed, &done);
     printf("checked %d random schedules over %d operator cases (seed %llu)\n", done, NCASES,
            (unsigned long long)seed);
-    assert_int_equal(done, total);
+    assert_int_equal(done, want);
     for (int k = 0; k < NCASES; k++)
         case_free(&cs[k]);
 }

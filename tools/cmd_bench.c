@@ -18,6 +18,7 @@
 #include "tessera/te.h"
 #include "tessera/tuner.h"
 #include "tools/baselines.h"
+#include "tools/bench_attention.h"
 #include "tools/bench_graph.h"
 #include "tools/bench_report.h"
 #include "tools/cli.h"
@@ -581,6 +582,8 @@ static void usage(FILE *f)
             "  --reps N        timed repetitions per kernel (default 9)\n"
             "  --threads LIST  comma-separated thread counts (default 1,2)\n"
             "  --only NAME     run only workloads whose name starts with NAME\n"
+            "  --attn-seq N    attention at sequence length N only (default 512, 1024, 2048;\n"
+            "                  a small N checks that the benchmark works)\n"
             "  --report FILE   also write the results as a Markdown report (the machine, its\n"
             "                  measured FMA peak and copy bandwidth, every row with the\n"
             "                  fraction of peak or bandwidth it reaches): docs/PERFORMANCE.md\n");
@@ -593,6 +596,7 @@ int te_cmd_bench(int argc, char **argv)
     bool json = false;
     int reps = 9, threads[8] = {1, 2}, nthreads = 2;
     const char *only = NULL, *db_path = NULL, *report = NULL;
+    int attn_seq = 0;
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
             usage(stdout);
@@ -619,6 +623,12 @@ int te_cmd_bench(int argc, char **argv)
             }
         } else if (!strcmp(argv[a], "--only") && a + 1 < argc) {
             only = argv[++a];
+        } else if (!strcmp(argv[a], "--attn-seq") && a + 1 < argc) {
+            attn_seq = atoi(argv[++a]);
+            if (attn_seq < 1 || attn_seq > 65536) {
+                fprintf(stderr, "tessera bench: --attn-seq must be in [1, 65536]\n");
+                return 2;
+            }
         } else if (!strcmp(argv[a], "--db") && a + 1 < argc) {
             db_path = argv[++a];
         } else if (!strcmp(argv[a], "--report") && a + 1 < argc) {
@@ -652,15 +662,26 @@ int te_cmd_bench(int argc, char **argv)
         const char *name;
         int kind, m, n, k;
     } work[] = {
-        {"matmul", 0, 1024, 1024, 1024},  {"matmul", 0, 512, 3072, 768},
-        {"mlp_gate", 1, 256, 2816, 1024}, {"softmax", 2, 4096, 4096, 0},
+        {"matmul", 0, 1024, 1024, 1024},
+        {"matmul", 0, 512, 3072, 768},
+        {"mlp_gate", 1, 256, 2816, 1024},
+        {"softmax", 2, 4096, 4096, 0},
         {"layer_norm", 2, 4096, 4096, 0},
+        /* Self-attention, 12 heads of 64, batch 1: m is the sequence length. */
+        {"attention", 3, 512, 12, 64},
+        {"attention", 3, 1024, 12, 64},
+        {"attention", 3, 2048, 12, 64},
     };
     for (size_t w = 0; w < sizeof work / sizeof work[0]; w++) {
         if (only && strncmp(work[w].name, only, strlen(only)))
             continue;
+        if (work[w].kind == 3 && attn_seq && w > 0 && work[w - 1].kind == 3)
+            continue; /* --attn-seq: one set of attention rows, at that length */
         for (int t = 0; t < nthreads && n < 64; t++) {
-            if (db) {
+            if (work[w].kind == 3) {
+                te_bench_attention(db, attn_seq ? attn_seq : work[w].m, work[w].n, work[w].k,
+                                   threads[t], reps, &rows[n]);
+            } else if (db) {
                 char params[96];
                 if (work[w].kind == 2)
                     snprintf(params, sizeof params, "m=%d,n=%d", work[w].m, work[w].n);

@@ -295,10 +295,21 @@ void te__cem_gen_stmt(cem *e, const te_stmt *s)
                          b->name);
             return;
         }
+        /* A local buffer gets a block of its own: loop partitioning copies a loop body with its
+         * allocations, and the copies must not declare one name twice in one scope. */
+        bool local = b->scope != TE_SCOPE_SHARED;
+        if (local) {
+            te__cem_line(e, "{");
+            e->indent++;
+        }
         te__cem_line(e, "%s%s __align__(16) %s[%lld];",
                      b->scope == TE_SCOPE_SHARED ? "__shared__ " : "", te__cem_ctype(e, b->dtype),
                      te__cem_buf_name(e, b), (long long)n);
         te__cem_gen_stmt(e, s->u.alloc.body);
+        if (local) {
+            e->indent--;
+            te__cem_line(e, "}");
+        }
         return;
     }
     case TE_S_LET: {

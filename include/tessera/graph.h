@@ -289,6 +289,18 @@ int te_graph_fold_constants(te_graph *g, int *folded);
 /* te_graph_dce, te_graph_cse, te_graph_fold_constants, te_graph_cse. log (may be NULL) gets
  * one line per pass: "fold_constants: 2 nodes folded". */
 int te_graph_optimize(te_graph *g, FILE *log);
+/* Rewrites every attention chain into one `attention` node (te_op_attention, the fused
+ * flash-structured kernel): batch_matmul(q, k) (trans_b=1, or k already transposed), an
+ * optional reshape to [b, h, lq, lk] (ONNX's 4-D MatMul), an optional mul or div by a
+ * one-element constant (the scale), an optional add of a mask that does not depend on the
+ * head, softmax over the last axis, an optional reshape back to 3-D, batch_matmul(p, v). The
+ * intermediates must have no other reader. q, k and v are viewed as [b, h, l, dh] (reshape,
+ * and a transpose for a transposed k), the mask is broadcast to [b, 1, lq, lk] (adding a zero
+ * constant when it is smaller), and the output is reshaped back to [b h, lq, dh]. Values
+ * equal up to rounding (the fused kernel sums the softmax denominator once, in its own order).
+ * *fused (may be NULL) receives the number of chains rewritten. Returns TE_OK or a status
+ * with a message on g. Not part of te_graph_optimize: call it before fusing. */
+int te_graph_fuse_attention(te_graph *g, int *fused);
 
 /* ---- Fusion rules ---------------------------------------------------------------------- */
 

@@ -147,15 +147,53 @@ te_tensor *te_op_softmax(te_ctx *ctx, te_tensor *X, int axis, const char *name);
  * where gamma and beta have one axis with X's extent on `axis` (either may be NULL: scale 1,
  * shift 0), eps >= 0. Two-pass statistics, each a reduction keeping the axis with extent 1:
  *   "<name>_mean" = sum(X / N), "<name>_var" = sum((X - mean)^2 / N), then <name>.
+ * Rows of TE_OP_KAHAN_MIN_ROW elements or more sum with Kahan compensation (the two
+ * statistics stages are then tuple computes, see TE_OP_KAHAN_MIN_ROW).
  * Needs a float dtype. Tag "layer_norm". */
 te_tensor *te_op_layer_norm(te_ctx *ctx, te_tensor *X, te_tensor *gamma, te_tensor *beta,
                             double eps, int axis, const char *name);
 
 /* RMS normalization over the last axis: Y = X / sqrt(mean(X^2) + eps) * gamma, gamma with
  * the last axis' extent (NULL: no scale). Stages "<name>_ms" = sum(X * X / N) (keeps the axis
- * with extent 1) and <name>. Needs a float dtype. Tag "rms_norm". */
+ * with extent 1) and <name>; rows of TE_OP_KAHAN_MIN_ROW elements or more sum with Kahan
+ * compensation. Needs a float dtype. Tag "rms_norm". */
 te_tensor *te_op_rms_norm(te_ctx *ctx, te_tensor *X, te_tensor *gamma, double eps,
                           const char *name);
+
+/* Rows of at least this many elements are summed with compensated (Kahan) summation by
+ * te_op_layer_norm and te_op_rms_norm: their statistics stages ("<name>_mean", "<name>_var",
+ * "<name>_ms") become tuple computes (te_reducer_kahan) with a second output
+ * "<stage>_c" holding the compensation. fp32 loses about n * 2^-24 relative accuracy in a
+ * plain sum of n terms; at 4096 terms that reaches 1e-4 on adversarial rows. */
+#define TE_OP_KAHAN_MIN_ROW 4096
+
+/* Index of the largest (argmax) / smallest (argmin) element of X along `axis` (negative counts
+ * from the end), ties to the smallest index, as an i64 tensor <name>. keepdims != 0 keeps the
+ * axis with extent 1, else it is dropped (a 1-D X then gives shape [1]). One tuple stage
+ * (te_reducer_argmax) with two outputs: "<name>_val" (the extreme value, X's dtype; te_op_find
+ * finds it) and <name>. Any non-bool dtype. Tag "argmax" / "argmin". te_op_arg_reduce is both:
+ * is_max selects. */
+te_tensor *te_op_argmax(te_ctx *ctx, te_tensor *X, int axis, int keepdims, const char *name);
+te_tensor *te_op_argmin(te_ctx *ctx, te_tensor *X, int axis, int keepdims, const char *name);
+te_tensor *te_op_arg_reduce(te_ctx *ctx, te_tensor *X, int is_max, int axis, int keepdims,
+                            const char *name);
+
+/* Layer normalization like te_op_layer_norm with one-pass statistics: a Welford tuple stage
+ * (te_reducer_welford) with outputs "<name>_cnt", "<name>_mean", "<name>_m2" (the axis kept
+ * with extent 1) reads X once, then <name> = (X - mean) * rsqrt(m2 / N + eps) * gamma + beta.
+ * One read of X fewer than the two-pass form, at the price of a division per element in the
+ * reduction. Needs a float dtype. Tag "layer_norm_welford". The registry's "layer_norm" stays
+ * the two-pass te_op_layer_norm (its plain sums vectorize with the compiler's reduction
+ * support and existing tuning records refer to it); this one is "layer_norm_welford". */
+te_tensor *te_op_layer_norm_welford(te_ctx *ctx, te_tensor *X, te_tensor *gamma, te_tensor *beta,
+                                    double eps, int axis, const char *name);
+
+/* Softmax along `axis` in two passes over X instead of three: an online max+sum tuple stage
+ * (te_reducer_online_softmax) with outputs "<name>_max" and "<name>_sum" (the axis kept with
+ * extent 1), then <name> = exp(X - max) / sum. Rows whose elements are all -inf (fully
+ * masked) give 0 everywhere, never NaN; large values do not overflow. Needs a float dtype.
+ * Tag "softmax_online". */
+te_tensor *te_op_softmax_online(te_ctx *ctx, te_tensor *X, int axis, const char *name);
 
 /* Reduction of X over naxes distinct axes with a built-in reducer (TE_RSUM, TE_RMAX, TE_RMIN,
  * TE_RPROD). keepdims != 0 keeps the reduced axes with extent 1, else they are dropped (a
@@ -311,6 +349,76 @@ te_tensor *te_op_conv2d_bn_relu(te_ctx *ctx, te_tensor *X, te_tensor *W, te_tens
  * TE_OK, or an error status with out[] set to NULL. Tag "qkv_projection". */
 int te_op_qkv_projection(te_ctx *ctx, te_tensor *X, te_tensor *Wq, te_tensor *Wk, te_tensor *Wv,
                          te_tensor *out[3], const char *name);
+
+/* ---- Attention ------------------------------------------------------------------------ */
+
+/* Which mask te_op_attention adds to the scaled scores. */
+typedef enum te_attn_mask {
+    TE_ATTN_MASK_NONE,     /* no mask */
+    TE_ATTN_MASK_CAUSAL,   /* query i sees keys j <= i (top-left aligned, as PyTorch's SDPA) */
+    TE_ATTN_MASK_EXPLICIT, /* an additive mask tensor, [lq, lk] or [batch, 1, lq, lk] */
+    TE_ATTN_MASK_COUNT
+} te_attn_mask;
+
+/* Which expression te_op_attention builds (both never need the L x L scores in memory). */
+typedef enum te_attn_form {
+    TE_ATTN_ONE_PASS, /* key blocks combined by an online-softmax tuple reduction (default) */
+    TE_ATTN_TWO_PASS, /* row maxima first, then weights; the scores computed twice */
+    TE_ATTN_FORM_COUNT
+} te_attn_form;
+
+/* Parameters of te_op_attention. The extents (batch, heads, lq, lk, dh) may be left 0: they
+ * are then taken from the tensors; a non-zero extent must match them. scale 0 means
+ * 1 / sqrt(dh); it must be finite. block (>= 0; 0: 64) is the key-block size of the one-pass
+ * form, where key blocks are part of the definition (the two-pass form leaves blocking to the
+ * schedule and ignores it). form picks the expression (TE_ATTN_ONE_PASS by default). Start
+ * from te_attention_params_default(). */
+typedef struct te_attention_params {
+    int32_t batch, heads, lq, lk, dh;
+    double scale;
+    te_attn_mask mask;
+    int32_t block;
+    te_attn_form form;
+} te_attention_params;
+
+/* Everything 0 (extents from the tensors, scale 1 / sqrt(dh)), no mask. */
+te_attention_params te_attention_params_default(void);
+
+/* Name of a mask kind ("none", "causal", "explicit"), or NULL for a value that is not one. */
+const char *te_attn_mask_name(te_attn_mask m);
+
+/* Fused scaled dot-product attention with the flash-attention structure:
+ *   O[b, h, i, d] = sum_j softmax_j(scale * Q[b,h,i,:] . K[b,h,j,:] + mask[i, j]) V[b,h,j,d]
+ * with Q [batch, heads, lq, dh], K and V [batch, heads, lk, dh], mask (only with
+ * TE_ATTN_MASK_EXPLICIT, else it must be NULL) [lq, lk] or [batch, 1, lq, lk], additive
+ * (-infinity masks a key out). Needs f32 or f64. A fully masked row (every score -infinity)
+ * gives zeros, never NaN; very large logits do not overflow (maxima are subtracted first).
+ * The L x L score matrix is never a stage a schedule has to materialize (docs/ATTENTION.md;
+ * autotune's "attention" template schedules both forms for CPUs and CUDA). Stages (suffixes of
+ * name, NULL: "attention"; tags "attention_<suffix>", the output "attention"):
+ *
+ * One-pass form (TE_ATTN_ONE_PASS): key blocks of B = block keys, lk padded to nb = ceil(lk /
+ * B) blocks (padded scores -infinity, padded values 0):
+ *   "_kt"   [b, h, dh, nb B]    K transposed, padded;  "_vp" [b, h, nb B, dh] V padded,
+ *   "_s"    [b, h, lq, nb B]    Q K^T (reduction "k"),
+ *   "_bmax" [b, h, lq, nb]      per-block maxima of scale s + mask (reduction "ji"),
+ *   "_p"    [b, h, lq, nb B]    exp(score - block maximum), 0 where masked,
+ *   "_bsum" [b, h, lq, nb]      per-block sums of p;  "_bpv" [b, h, lq, nb, dh] per-block P V,
+ *   "_m", "_l", "_a" [b, h, lq, dh]  one tuple reduction over the blocks ("jo") combining
+ *                               (max, sum, accumulator) with the online-softmax rescaling (tag
+ *                               "attention_online"; one stage, named "<name>_m"),
+ *   <name>  [b, h, lq, dh]      a / l.
+ *
+ * Two-pass form (TE_ATTN_TWO_PASS): maxima first, then the weights; the scores are computed
+ * twice so that each pass computes them per key block of the schedule's choosing:
+ *   "_kt" [b, h, dh, lk] K transposed;  "_vx" [b, h, lk, dh+1] V with a column of ones,
+ *   "_s1" [b, h, lq, lk] Q K^T;  "_max" [b, h, lq] row maxima (reduction "j"),
+ *   "_s2" [b, h, lq, lk] Q K^T again;  "_p" [b, h, lq, lk] exp(score - max), 0 where masked,
+ *   "_acc" [b, h, lq, dh+1] sum_j p vx: P V and, in the last column, sum_j p (reduction "j"),
+ *   <name> [b, h, lq, dh] acc / acc[.., dh].
+ * Returns NULL with a message on ctx on bad input. */
+te_tensor *te_op_attention(te_ctx *ctx, te_tensor *Q, te_tensor *K, te_tensor *V, te_tensor *mask,
+                           const te_attention_params *p, const char *name);
 
 /* ---- Finding stages ------------------------------------------------------------------- */
 

@@ -193,6 +193,80 @@ te_expr *te_rmax(te_ctx *ctx, te_expr *src, int naxes, te_expr *const *axes);
 te_expr *te_rmin(te_ctx *ctx, te_expr *src, int naxes, te_expr *const *axes);
 te_expr *te_prod(te_ctx *ctx, te_expr *src, int naxes, te_expr *const *axes);
 
+/* ---- Tuple reductions ------------------------------------------------------------------- */
+
+/* Reducers over tuples of values (TVM's comm_reducer over tuples): one reduction that carries
+ * several accumulators, each combined from all of them, yielding several outputs from one
+ * pass over the data (argmax needs the value and its index; Welford the count, mean and M2;
+ * an online softmax the running max and the sum rescaled to it).
+ *
+ *     te_reducer *r = te_reducer_argmax(ctx, TE_F32, TE_I64);
+ *     te_expr *k = te_reduce_axis(ctx, "k", K), *i = te_axis(ctx, "i", M);
+ *     te_expr *red = te_reduce_tuple(ctx, r, 2, (te_expr *[]){TE_AT(ctx, A, i, k), k}, 1, &k);
+ *     te_tensor *out[2];
+ *     int rc = te_compute_tuple(ctx, 2, (const char *[]){"val", "idx"}, 1, &i, red, out);
+ *
+ * The outputs are ordinary tensors (read them, schedule them, pass them to te_lower), but a
+ * schedule gives all of them one stage: te_schedule_stage of any of them returns it, and the
+ * stage is named after the first output. Every schedule primitive applies to the whole tuple;
+ * one that cannot (te_cache_write, te_compute_inline of a tuple stage) is refused with
+ * TE_ERR_SCHEDULE. All reducers must be commutative and associative up to rounding, since
+ * schedules reorder the combination (vector lanes, rfactor, GPU threads). */
+
+/* Most components of a tuple reducer. */
+#define TE_MAX_TUPLE 8
+
+/* A reducer over n-tuples (1 <= n <= TE_MAX_TUPLE): combine[i] is an expression of the free
+ * variables x[0..n) (the accumulator) and y[0..n) (the incoming value), identity[i] the
+ * identity element; x[i], y[i], combine[i] and identity[i] share one dtype (component i's).
+ * The incoming value of a te_reduce_tuple is the tuple of its sources, so y has the shape of
+ * the accumulator (a Welford element is (1, v, 0)). Owned by ctx. NULL on error (TE_ERR_ARG for
+ * bad or repeated variables, TE_ERR_DTYPE for mixed dtypes within a component). */
+te_reducer *te_reducer_create_tuple(te_ctx *ctx, const char *name, int n, te_expr *const *x,
+                                    te_expr *const *y, te_expr *const *combine,
+                                    te_expr *const *identity);
+/* Components of a reducer (1 for scalar reducers) and the dtype of component i. */
+int te_reducer_ncomp(const te_reducer *r);
+te_dtype te_reducer_dtype(const te_reducer *r, int i);
+
+/* Built-in tuple reducers, made once per context and cached (the same pointer every call).
+ * NULL with TE_ERR_DTYPE for dtypes they do not support.
+ *
+ * argmax / argmin: (value, index), sources (v, index expression, e.g. the reduction axis);
+ *   ties go to the smallest index in any combination order; identity (lowest / highest value,
+ *   largest index). value is any non-bool dtype, index an integer dtype (TE_I64 usually).
+ * welford: (count, mean, M2) in dt (float), sources (1, v, 0); the variance is M2 / count.
+ *   Chan's parallel combine, safe on two empty states.
+ * online_softmax: (max m, sum s) in dt (float), sources (v, 1): combine M = max(m1, m2),
+ *   s = s1 * exp(m1 - M) + s2 * exp(m2 - M), where a term whose m equals M is taken as s
+ *   unscaled, so two -inf states give (-inf, s1 + s2) and never NaN; identity (-inf, 0).
+ *   sum(exp(v - m)) over the row is s, without overflow for large v.
+ * kahan: compensated summation, (sum s, compensation c) in dt (float), sources (v, 0). The
+ *   true sum of a state is s - c (s alone is the classic Kahan result); merging two states
+ *   adds s2 - c1 - c2 to s1 with a compensated step. The C backend compiles without
+ *   -ffast-math, so the compiler keeps the compensation. */
+te_reducer *te_reducer_argmax(te_ctx *ctx, te_dtype value, te_dtype index);
+te_reducer *te_reducer_argmin(te_ctx *ctx, te_dtype value, te_dtype index);
+te_reducer *te_reducer_welford(te_ctx *ctx, te_dtype dt);
+te_reducer *te_reducer_online_softmax(te_ctx *ctx, te_dtype dt);
+te_reducer *te_reducer_kahan(te_ctx *ctx, te_dtype dt);
+
+/* Reduction of the tuple srcs[0..n) with tuple reducer r over reduction axes; n must equal
+ * the reducer's component count and srcs[i] have component i's dtype. The result is valid
+ * only as the body of te_compute_tuple (te_compute and every other constructor refuse it).
+ * NULL on error. */
+te_expr *te_reduce_tuple(te_ctx *ctx, te_reducer *r, int n, te_expr *const *srcs, int naxes,
+                         te_expr *const *axes);
+/* A compute with n outputs from one tuple reduction: outs[i][axes] = component i, named
+ * names[i] (distinct), of component i's dtype. Fills outs[0..n) (tensors owned by ctx) and
+ * returns TE_OK, or returns an error (outs NULL) when body is not a te_reduce_tuple result,
+ * n differs from its component count, or a te_compute check fails. */
+int te_compute_tuple(te_ctx *ctx, int n, const char *const *names, int ndim, te_expr *const *axes,
+                     te_expr *body, te_tensor **outs);
+/* Outputs in t's te_compute_tuple (0 for other tensors), and output i of it (NULL if none). */
+int te_tensor_tuple_size(const te_tensor *t);
+te_tensor *te_tensor_tuple_member(const te_tensor *t, int i);
+
 /* ---- Tensors --------------------------------------------------------------------------- */
 
 /* An input tensor of constant shape. Extents must be positive and the element count must fit

@@ -215,9 +215,14 @@ te_tensor *te_op_find(te_tensor *out, const char *name)
     walk w = {0};
     walk_tensor(&w, out);
     te_tensor *found = NULL;
-    for (int i = 0; i < w.nout && !found; i++)
+    for (int i = 0; i < w.nout && !found; i++) {
         if (strcmp(w.out[i]->name, name) == 0)
             found = w.out[i];
+        /* the other outputs of a tuple compute (argmax's value, Welford's count) */
+        for (int k = 0; k < w.out[i]->tuple_n && !found; k++)
+            if (strcmp(w.out[i]->tuple[k]->name, name) == 0)
+                found = w.out[i]->tuple[k];
+    }
     free(w.seen);
     free(w.out);
     return found;

@@ -1,6 +1,8 @@
 /* Reductions and the operators built on them: softmax, layer norm, RMS norm, sum/max/mean. */
+#include <math.h>
 #include <string.h>
 
+#include "te/internal.h"
 #include "te/ops/ops_internal.h"
 
 /* Axes for a reduction of X along `axis` that keeps the axis with extent 1: out[] are the
@@ -37,6 +39,29 @@ static te_tensor *stage(te_ctx *ctx, const op_site *s, const char *suffix, int r
 {
     const char *nm = suffix ? op__stage_name(ctx, s->name, suffix) : s->name;
     return op__tag(ctx, te_compute(ctx, nm, r, axes, body), tag);
+}
+
+/* A sum over k of `v` as stage "<name>_<suffix>": compensated (a Kahan tuple compute whose
+ * second output "<name>_<suffix>_c" holds the compensation) when the row has at least
+ * TE_OP_KAHAN_MIN_ROW elements, a plain te_sum otherwise. Returns the sum tensor. */
+static te_tensor *row_sum(te_ctx *ctx, const op_site *s, const char *suffix, int r,
+                          te_expr *const *axes, te_expr *v, te_expr *k, const char *tag)
+{
+    const char *nm = op__stage_name(ctx, s->name, suffix);
+    if (!nm || !v || !k)
+        return NULL;
+    if (k->u.var.extent < TE_OP_KAHAN_MIN_ROW)
+        return op__tag(ctx, te_compute(ctx, nm, r, axes, te_sum(ctx, v, 1, &k)), tag);
+    te_reducer *kr = te_reducer_kahan(ctx, v->dtype);
+    te_expr *body =
+        kr ? te_reduce_tuple(ctx, kr, 2, (te_expr *[]){v, te_const(ctx, v->dtype, 0)}, 1, &k)
+           : NULL;
+    te_tensor *out[2];
+    const char *names[2] = {nm, op__stage_name(ctx, nm, "c")};
+    if (!body || !names[1] || te_compute_tuple(ctx, 2, names, r, axes, body, out))
+        return NULL;
+    op__tag(ctx, out[1], tag);
+    return op__tag(ctx, out[0], tag);
 }
 
 te_tensor *te_op_softmax(te_ctx *ctx, te_tensor *X, int axis, const char *name)
@@ -105,9 +130,8 @@ te_tensor *te_op_layer_norm(te_ctx *ctx, te_tensor *X, te_tensor *gamma, te_tens
     te_expr *oa[TE_MAX_DIMS], *ia[TE_MAX_DIMS], *k;
     if (!keep_axes(ctx, X, axis, oa, ia, &k))
         return NULL;
-    te_tensor *mean =
-        stage(ctx, &s, "mean", r, oa, te_sum(ctx, te_div(ctx, te_read(ctx, X, r, ia), N), 1, &k),
-              "layer_norm_mean");
+    te_tensor *mean = row_sum(ctx, &s, "mean", r, oa, te_div(ctx, te_read(ctx, X, r, ia), N), k,
+                              "layer_norm_mean");
     te_expr *mi[TE_MAX_DIMS];
     if (!mean || !keep_axes(ctx, X, axis, oa, ia, &k))
         return NULL;
@@ -115,8 +139,7 @@ te_tensor *te_op_layer_norm(te_ctx *ctx, te_tensor *X, te_tensor *gamma, te_tens
         mi[d] = d == axis ? te_int(ctx, 0) : oa[d];
     te_expr *dev = te_sub(ctx, te_read(ctx, X, r, ia), te_read(ctx, mean, r, mi));
     te_tensor *var =
-        stage(ctx, &s, "var", r, oa, te_sum(ctx, te_div(ctx, te_mul(ctx, dev, dev), N), 1, &k),
-              "layer_norm_var");
+        row_sum(ctx, &s, "var", r, oa, te_div(ctx, te_mul(ctx, dev, dev), N), k, "layer_norm_var");
     te_expr *ax[TE_MAX_DIMS], *i1[TE_MAX_DIMS];
     if (!var || !elem_axes(ctx, X, axis, ax, i1))
         return NULL;
@@ -148,8 +171,8 @@ te_tensor *te_op_rms_norm(te_ctx *ctx, te_tensor *X, te_tensor *gamma, double ep
     if (!keep_axes(ctx, X, axis, oa, ia, &k))
         return NULL;
     te_expr *x = te_read(ctx, X, r, ia);
-    te_tensor *ms = stage(ctx, &s, "ms", r, oa,
-                          te_sum(ctx, te_div(ctx, te_mul(ctx, x, x), N), 1, &k), "rms_norm_ms");
+    te_tensor *ms =
+        row_sum(ctx, &s, "ms", r, oa, te_div(ctx, te_mul(ctx, x, x), N), k, "rms_norm_ms");
     te_expr *ax[TE_MAX_DIMS], *i1[TE_MAX_DIMS];
     if (!ms || !elem_axes(ctx, X, axis, ax, i1))
         return NULL;
@@ -262,4 +285,140 @@ te_tensor *te_op_mean(te_ctx *ctx, te_tensor *X, int naxes, const int *axes, int
         return NULL;
     te_expr *y = te_div(ctx, te_read(ctx, S, r, ax), te_const(ctx, te_tensor_dtype(X), count));
     return op__tag(ctx, te_compute(ctx, s.name, r, ax, y), "mean");
+}
+
+/* ---- Tuple reductions: argmax/argmin, one-pass layer norm and softmax --------------------- */
+
+te_tensor *te_op_argmax(te_ctx *ctx, te_tensor *X, int axis, int keepdims, const char *name)
+{
+    return te_op_arg_reduce(ctx, X, 1, axis, keepdims, name);
+}
+
+te_tensor *te_op_argmin(te_ctx *ctx, te_tensor *X, int axis, int keepdims, const char *name)
+{
+    return te_op_arg_reduce(ctx, X, 0, axis, keepdims, name);
+}
+
+te_tensor *te_op_arg_reduce(te_ctx *ctx, te_tensor *X, int is_max, int axis, int keepdims,
+                            const char *name)
+{
+    if (!ctx)
+        return NULL;
+    const char *tag = is_max ? "argmax" : "argmin";
+    op_site s = {ctx, tag, name ? name : tag};
+    if (!op__need(&s, X, "input 'X'") || !op__same_dtype(&s, X, X, "input 'X'") ||
+        !op__axis(&s, X, &axis))
+        return NULL;
+    if (te_tensor_dtype(X) == TE_BOOL)
+        return op__fail(&s, TE_ERR_DTYPE, "input '%s' is bool; argmax needs numbers",
+                        te_tensor_name(X));
+    int r = te_tensor_ndim(X);
+    const int64_t *xs = te_tensor_shape(X);
+    int64_t shape[TE_MAX_DIMS];
+    int ro = 0;
+    for (int d = 0; d < r; d++)
+        if (d != axis || keepdims)
+            shape[ro++] = d == axis ? 1 : xs[d];
+    if (ro == 0)
+        shape[ro++] = 1;
+    te_expr *oa[TE_MAX_DIMS], *idx[TE_MAX_DIMS];
+    te_expr *k = te_reduce_axis(ctx, "k", xs[axis]);
+    if (!k || !op__axes(ctx, ro, shape, NULL, oa))
+        return NULL;
+    for (int d = 0, o = 0; d < r; d++) {
+        if (d == axis) {
+            idx[d] = k;
+            if (keepdims)
+                o++;
+        } else {
+            idx[d] = oa[o++];
+        }
+    }
+    te_reducer *red = is_max ? te_reducer_argmax(ctx, te_tensor_dtype(X), TE_I64)
+                             : te_reducer_argmin(ctx, te_tensor_dtype(X), TE_I64);
+    te_expr *body =
+        red ? te_reduce_tuple(ctx, red, 2, (te_expr *[]){te_read(ctx, X, r, idx), k}, 1, &k) : NULL;
+    const char *names[2] = {op__stage_name(ctx, s.name, "val"), s.name};
+    te_tensor *out[2];
+    if (!body || !names[0] || te_compute_tuple(ctx, 2, names, ro, oa, body, out))
+        return NULL;
+    op__tag(ctx, out[0], tag);
+    return op__tag(ctx, out[1], tag);
+}
+
+te_tensor *te_op_layer_norm_welford(te_ctx *ctx, te_tensor *X, te_tensor *gamma, te_tensor *beta,
+                                    double eps, int axis, const char *name)
+{
+    if (!ctx)
+        return NULL;
+    op_site s = {ctx, "layer_norm_welford", name ? name : "layer_norm_welford"};
+    if (!op__need(&s, X, "input 'X'") || !op__float(&s, X, "input 'X'") ||
+        !op__axis(&s, X, &axis) || !check_vec(&s, X, gamma, "gamma", axis) ||
+        !check_vec(&s, X, beta, "beta", axis))
+        return NULL;
+    if (!(eps >= 0))
+        return op__fail(&s, TE_ERR_ARG, "eps %g must be >= 0", eps);
+    int r = te_tensor_ndim(X);
+    te_dtype dt = te_tensor_dtype(X);
+    te_expr *oa[TE_MAX_DIMS], *ia[TE_MAX_DIMS], *k;
+    if (!keep_axes(ctx, X, axis, oa, ia, &k))
+        return NULL;
+    te_reducer *w = te_reducer_welford(ctx, dt);
+    te_expr *srcs[3] = {te_const(ctx, dt, 1), te_read(ctx, X, r, ia), te_const(ctx, dt, 0)};
+    te_expr *body = w ? te_reduce_tuple(ctx, w, 3, srcs, 1, &k) : NULL;
+    const char *names[3] = {op__stage_name(ctx, s.name, "cnt"), op__stage_name(ctx, s.name, "mean"),
+                            op__stage_name(ctx, s.name, "m2")};
+    te_tensor *st[3];
+    if (!body || !names[0] || !names[1] || !names[2] ||
+        te_compute_tuple(ctx, 3, names, r, oa, body, st))
+        return NULL;
+    for (int i = 0; i < 3; i++)
+        op__tag(ctx, st[i], "layer_norm_welford_stats");
+    te_expr *ax[TE_MAX_DIMS], *i1[TE_MAX_DIMS];
+    if (!elem_axes(ctx, X, axis, ax, i1))
+        return NULL;
+    te_expr *N = te_const(ctx, dt, (double)te_tensor_shape(X)[axis]);
+    te_expr *var = te_div(ctx, te_read(ctx, st[2], r, i1), N);
+    te_expr *y = te_mul(ctx, te_sub(ctx, te_read(ctx, X, r, ax), te_read(ctx, st[1], r, i1)),
+                        te_rsqrt(ctx, te_add(ctx, var, te_const(ctx, dt, eps))));
+    if (gamma)
+        y = te_mul(ctx, y, TE_AT(ctx, gamma, ax[axis]));
+    if (beta)
+        y = te_add(ctx, y, TE_AT(ctx, beta, ax[axis]));
+    return stage(ctx, &s, NULL, r, ax, y, "layer_norm_welford");
+}
+
+te_tensor *te_op_softmax_online(te_ctx *ctx, te_tensor *X, int axis, const char *name)
+{
+    if (!ctx)
+        return NULL;
+    op_site s = {ctx, "softmax_online", name ? name : "softmax_online"};
+    if (!op__need(&s, X, "input 'X'") || !op__float(&s, X, "input 'X'") || !op__axis(&s, X, &axis))
+        return NULL;
+    int r = te_tensor_ndim(X);
+    te_dtype dt = te_tensor_dtype(X);
+    te_expr *oa[TE_MAX_DIMS], *ia[TE_MAX_DIMS], *k;
+    if (!keep_axes(ctx, X, axis, oa, ia, &k))
+        return NULL;
+    te_reducer *os = te_reducer_online_softmax(ctx, dt);
+    te_expr *body =
+        os ? te_reduce_tuple(ctx, os, 2,
+                             (te_expr *[]){te_read(ctx, X, r, ia), te_const(ctx, dt, 1)}, 1, &k)
+           : NULL;
+    const char *names[2] = {op__stage_name(ctx, s.name, "max"), op__stage_name(ctx, s.name, "sum")};
+    te_tensor *st[2];
+    if (!body || !names[0] || !names[1] || te_compute_tuple(ctx, 2, names, r, oa, body, st))
+        return NULL;
+    op__tag(ctx, st[0], "softmax_online_stats");
+    op__tag(ctx, st[1], "softmax_online_stats");
+    te_expr *ax[TE_MAX_DIMS], *i1[TE_MAX_DIMS];
+    if (!elem_axes(ctx, X, axis, ax, i1))
+        return NULL;
+    /* A fully masked row (every element -inf) has max -inf: its outputs are 0, not
+     * exp(-inf - -inf) = NaN. */
+    te_expr *m = te_read(ctx, st[0], r, i1);
+    te_expr *y = te_div(ctx, te_exp(ctx, te_sub(ctx, te_read(ctx, X, r, ax), m)),
+                        te_read(ctx, st[1], r, i1));
+    y = te_select(ctx, te_eq(ctx, m, te_const(ctx, dt, -INFINITY)), te_const(ctx, dt, 0), y);
+    return stage(ctx, &s, NULL, r, ax, y, "softmax_online");
 }

@@ -386,6 +386,38 @@ static int build_layer_norm(BUILD_ARGS)
     return FINISH(ins, outs);
 }
 
+static int build_layer_norm_welford(BUILD_ARGS)
+{
+    BUILD_BEGIN("layer_norm_welford")
+    int64_t n = I(op, &r, "n");
+    te_tensor *X = PH("X", I(op, &r, "m"), n), *g = PH("gamma", n), *b = PH("beta", n);
+    te_tensor *ins[] = {X, g, b},
+              *outs[] = {te_op_layer_norm_welford(ctx, X, g, b, 1e-5, -1, "layer_norm_welford")};
+    return FINISH(ins, outs);
+}
+
+static int build_softmax_online(BUILD_ARGS)
+{
+    BUILD_BEGIN("softmax_online")
+    te_tensor *X = PH("X", I(op, &r, "m"), I(op, &r, "n"));
+    te_tensor *ins[] = {X}, *outs[] = {te_op_softmax_online(ctx, X, -1, "softmax_online")};
+    return FINISH(ins, outs);
+}
+
+/* argmax/argmin over the rows: both outputs of the tuple stage, the index (i64) first. */
+static int build_arg(te_ctx *ctx, const te_op_params *kv, te_tensor **inputs, int *n_in,
+                     te_tensor **outputs, int *n_out, int is_max)
+{
+    BUILD_BEGIN(is_max ? "argmax" : "argmin")
+    te_tensor *X = PH("X", I(op, &r, "m"), I(op, &r, "n"));
+    te_tensor *idx = te_op_arg_reduce(ctx, X, is_max, 1, 0, op->name);
+    te_tensor *ins[] = {X}, *outs[] = {idx, idx ? te_tensor_tuple_member(idx, 0) : NULL};
+    return FINISH(ins, outs);
+}
+
+static int build_argmax(BUILD_ARGS) { return build_arg(ctx, kv, inputs, n_in, outputs, n_out, 1); }
+static int build_argmin(BUILD_ARGS) { return build_arg(ctx, kv, inputs, n_in, outputs, n_out, 0); }
+
 static int build_rms_norm(BUILD_ARGS)
 {
     BUILD_BEGIN("rms_norm")
@@ -568,6 +600,29 @@ static int build_reduce_l2(BUILD_ARGS)
     return FINISH(ins, outs);
 }
 
+static int build_attention(BUILD_ARGS)
+{
+    BUILD_BEGIN("attention")
+    int64_t b = I(op, &r, "batch"), h = I(op, &r, "heads"), lq = I(op, &r, "lq");
+    int64_t lk = I(op, &r, "lk"), dh = I(op, &r, "dh");
+    const char *mk = S(op, &r, "mask");
+    te_attention_params p = te_attention_params_default();
+    p.form = !strcmp(S(op, &r, "form"), "twopass") ? TE_ATTN_TWO_PASS : TE_ATTN_ONE_PASS;
+    p.block = (int32_t)I(op, &r, "block");
+    p.mask = !strcmp(mk, "causal")     ? TE_ATTN_MASK_CAUSAL
+             : !strcmp(mk, "explicit") ? TE_ATTN_MASK_EXPLICIT
+                                       : TE_ATTN_MASK_NONE;
+    te_tensor *Q = PH("Q", b, h, lq, dh), *K = PH("K", b, h, lk, dh), *V = PH("V", b, h, lk, dh);
+    if (p.mask == TE_ATTN_MASK_EXPLICIT) {
+        te_tensor *M = PH("mask", lq, lk);
+        te_tensor *ins[] = {Q, K, V, M},
+                  *outs[] = {te_op_attention(ctx, Q, K, V, M, &p, "attention")};
+        return FINISH(ins, outs);
+    }
+    te_tensor *ins[] = {Q, K, V}, *outs[] = {te_op_attention(ctx, Q, K, V, NULL, &p, "attention")};
+    return FINISH(ins, outs);
+}
+
 /* ---- The table ------------------------------------------------------------------------ */
 
 #define K_REQ(nm, help)                                                                            \
@@ -659,6 +714,14 @@ static const te_op_key keys_slice[] = {K_REQ("m", "rows"), K_REQ("n", "columns")
                                        K_OPT("step", "1", "column step (negative: backwards)")};
 static const te_op_key keys_gather[] = {K_REQ("m", "rows of the table"), K_REQ("n", "columns"),
                                         K_REQ("k", "number of row indices")};
+static const te_op_key keys_attention[] = {K_OPT("batch", "1", "batch"),
+                                           K_OPT("heads", "1", "heads"),
+                                           K_REQ("lq", "query length"),
+                                           K_REQ("lk", "key length"),
+                                           K_REQ("dh", "head dimension"),
+                                           K_STR("mask", "none", "none|causal|explicit"),
+                                           K_STR("form", "onepass", "onepass|twopass"),
+                                           K_OPT("block", "64", "key block (one-pass form)")};
 
 #define NK(a) ((int)(sizeof a / sizeof a[0]))
 
@@ -682,6 +745,14 @@ static const te_op_info op_table[] = {
      build_layer_norm},
     {"rms_norm", "RMS normalization over the rows of X[m, n] (eps 1e-6)", NK(keys_mn), keys_mn,
      build_rms_norm},
+    {"layer_norm_welford", "layer normalization, one-pass Welford statistics (eps 1e-5)",
+     NK(keys_mn), keys_mn, build_layer_norm_welford},
+    {"softmax_online", "softmax over the rows of X[m, n], online max+sum in one pass", NK(keys_mn),
+     keys_mn, build_softmax_online},
+    {"argmax", "index (i64) and value of the row maxima of X[m, n], ties to the smallest index",
+     NK(keys_mn), keys_mn, build_argmax},
+    {"argmin", "index (i64) and value of the row minima of X[m, n], ties to the smallest index",
+     NK(keys_mn), keys_mn, build_argmin},
     {"relu", "max(x, 0) over X[m, n]", NK(keys_mn), keys_mn, build_relu},
     {"gelu", "GELU, erf form, over X[m, n]", NK(keys_mn), keys_mn, build_gelu},
     {"gelu_tanh", "GELU, tanh approximation, over X[m, n]", NK(keys_mn), keys_mn, build_gelu_tanh},
@@ -717,6 +788,8 @@ static const te_op_info op_table[] = {
      build_log_softmax},
     {"reduce_max", "row maxima of X[m, n]", NK(keys_mn), keys_mn, build_reduce_max},
     {"reduce_l2", "row L2 norms of X[m, n]", NK(keys_mn), keys_mn, build_reduce_l2},
+    {"attention", "softmax(scale Q K^T + mask) V, fused (flash-attention structure)",
+     NK(keys_attention), keys_attention, build_attention},
 };
 
 const te_op_info *te_op_lookup(const char *name)

@@ -1,0 +1,465 @@
+/*
+ * The attention template (te_op_attention), for both of its forms (docs/ATTENTION.md).
+ *
+ * One-pass form (the default): batch x heads x query blocks of qb rows are one fused loop
+ * (parallel when par = 1); the online tuple stage (m, l, a: qb x dh, vectorized over dh by
+ * vec) reduces over the expression's key blocks, and at its key-block loop the block's scores
+ * (a register tile), maximum, weights (exp vectorized), their sum and P V (vectorized over dh)
+ * are computed. Knobs: qb, vec, par. On CUDA: a block per (batch x heads, qt query rows), a
+ * thread per row, the key block of K^T and of V shared-memory tiles (knob qt).
+ *
+ * Two-pass form: the output's rows are tiled by query blocks of qb rows; batch, heads and
+ * query blocks are fused into one loop (parallel when par = 1). Inside one iteration of that
+ * loop:
+ *   - the row maxima ("_max", qb values) reduce over key blocks of kb keys: the scores of one
+ *     block ("_s1", qb x kb) are computed at the key-block loop, a register tile (Q row
+ *     broadcast times a contiguous block of K transposed, the block split into vectors);
+ *   - the accumulator ("_acc", qb x (dh + 1): P V and the denominator) reduces over key
+ *     blocks the same way: the block's scores ("_s2") and weights ("_p", exp vectorized over
+ *     the block) are computed at its key-block loop, then every weight row times the block
+ *     of V (with its column of ones) is added, vectorized over the head dimension by vec;
+ *   - the output divides the accumulator by its last column, vectorized by vec.
+ * So only qb x kb scores are alive at a time and the lq x lk matrix is never allocated. K
+ * transposed ("_kt") and V with ones ("_vx") are computed once at the root (vectorized,
+ * parallel over batch x heads).
+ *
+ * Two-pass knobs (first value: the default configuration): qb (query block: 4, 2, 8, 1), kb (key
+ * block: 2, 1 or 4 times the vector lanes), vec (vector width over the head dimension: the
+ * lanes, half, twice), par (1 parallel fused loop, 0 serial; only 0 on one core).
+ *
+ * The stages are recognised by the operator tags te_op_attention sets ("attention_s1",
+ * "attention_online", ...); an expression with any other stage is refused.
+ */
+#include <string.h>
+
+#include "autotune/space_impl.h"
+#include "tessera/ops.h"
+
+#define TERR(sp, ...) te_ctx_set_error((sp)->ctx, TE_ERR_UNSUPPORTED, __VA_ARGS__)
+
+/* Stage roles, in the order te_op_attention builds them. */
+enum { A_KT, A_VX, A_S1, A_MAX, A_S2, A_P, A_ACC, A_NROLES };
+static const char *const role_tag[A_NROLES] = {"attention_kt",  "attention_vx", "attention_s1",
+                                               "attention_max", "attention_s2", "attention_p",
+                                               "attention_acc"};
+
+/* Stage roles of the one-pass form. */
+enum { O_KT, O_VP, O_S, O_BMAX, O_P, O_BSUM, O_BPV, O_ONLINE, O_NROLES };
+static const char *const one_tag[O_NROLES] = {"attention_kt",   "attention_vp",    "attention_s",
+                                              "attention_bmax", "attention_p",     "attention_bsum",
+                                              "attention_bpv",  "attention_online"};
+
+typedef struct attn_data {
+    const char *out;
+    bool one_pass;
+    const char *st[8]; /* A_NROLES or O_NROLES roles */
+    int64_t lq, lk, dh;
+} attn_data;
+
+/* Recognises the one-pass form's stages (the online tuple stage named after its first
+ * output); false when a stage does not fit. */
+static bool init_one_pass(attn_data *ad, te_tensor *const *st, int ns, const te_tensor *O)
+{
+    for (int q = 0; q < ns; q++) {
+        if (st[q] == O)
+            continue;
+        int role = -1;
+        for (int r = 0; r < O_NROLES; r++)
+            if (st[q]->tag && !strcmp(st[q]->tag, one_tag[r]))
+                role = r;
+        if (role < 0)
+            return false;
+        if (role == O_ONLINE && ad->st[role])
+            continue; /* the tuple's other outputs: one stage */
+        if (ad->st[role])
+            return false;
+        /* A tuple's stage is named after its first output. */
+        const te_tensor *t0 = role == O_ONLINE ? te_tensor_tuple_member(st[q], 0) : st[q];
+        if (!t0)
+            return false;
+        ad->st[role] = t0->name;
+    }
+    for (int r = 0; r < O_NROLES; r++)
+        if (!ad->st[r])
+            return false;
+    return true;
+}
+
+/* GPU knobs (a CUDA target): threads per block (one query row each) and the key block. */
+static void attn_init_gpu(te_space *sp, const attn_data *ad)
+{
+    int64_t v[TE__MAX_KVALS];
+    static const int64_t qts[] = {64, 32, 128};
+    te__knob_add(sp, "qt", te__filter_le(qts, 3, ad->lq < 32 ? 32 : ad->lq, 32, v), v);
+    static const int64_t kbs[] = {32, 16, 64};
+    te__knob_add(sp, "kb", te__filter_le(kbs, 3, ad->lk < 16 ? 16 : ad->lk, 16, v), v);
+}
+
+static int attn_init(te_space *sp)
+{
+    if (sp->n_out != 1)
+        return TERR(sp, "attention template: one output expected");
+    te_tensor *O = sp->outs[0], *st[16];
+    if (!O->tag || strcmp(O->tag, "attention") || O->ndim != 4)
+        return TERR(sp, "attention template: '%s' is not a te_op_attention output", O->name);
+    int ns = te_op_stages(O, st, 16);
+    if (ns < 0 || ns > 16)
+        return TERR(sp, "attention template: too many stages");
+    attn_data *ad = te__alloc(sp->ctx, sizeof *ad);
+    if (!ad)
+        return TE_ERR_NOMEM;
+    ad->out = O->name;
+    bool one = false;
+    for (int q = 0; q < ns; q++)
+        one |= st[q]->tag && !strcmp(st[q]->tag, "attention_online");
+    if (one) {
+        ad->one_pass = true;
+        if (!init_one_pass(ad, st, ns, O))
+            return TERR(sp, "attention template: '%s' is not te_op_attention's one-pass form",
+                        O->name);
+        ad->lq = O->shape[2];
+        ad->dh = O->shape[3];
+        sp->tdata = ad;
+        if (sp->target.backend == TE_BACKEND_CUDA) {
+            int64_t v[TE__MAX_KVALS];
+            static const int64_t qts[] = {64, 32, 128};
+            te__knob_add(sp, "qt", te__filter_le(qts, 3, ad->lq < 32 ? 32 : ad->lq, 32, v), v);
+            return TE_OK;
+        }
+        int V = sp->lanes;
+        int64_t v[TE__MAX_KVALS];
+        static const int64_t qbs[] = {4, 2, 8, 1};
+        te__knob_add(sp, "qb", te__filter_le(qbs, 4, ad->lq, 1, v), v);
+        int64_t vs[3] = {V, V / 2 > 0 ? V / 2 : 1, 2 * V};
+        te__knob_add(sp, "vec", te__filter_le(vs, 3, ad->dh, ad->dh, v), v);
+        if (sp->target.num_cores > 1)
+            te__knob_add(sp, "par", 2, (int64_t[]){1, 0});
+        else
+            te__knob_add(sp, "par", 1, (int64_t[]){0});
+        return TE_OK;
+    }
+    for (int q = 0; q < ns; q++) {
+        if (st[q] == O)
+            continue;
+        int role = -1;
+        for (int r = 0; r < A_NROLES; r++)
+            if (st[q]->tag && !strcmp(st[q]->tag, role_tag[r]))
+                role = r;
+        if (role < 0 || ad->st[role])
+            return TERR(sp, "attention template: unexpected stage '%s'", st[q]->name);
+        ad->st[role] = st[q]->name;
+    }
+    for (int r = 0; r < A_NROLES; r++)
+        if (!ad->st[r])
+            return TERR(sp, "attention template: no '%s' stage", role_tag[r]);
+    ad->lq = O->shape[2];
+    ad->dh = O->shape[3];
+    for (int q = 0; q < ns; q++)
+        if (st[q]->tag && !strcmp(st[q]->tag, "attention_kt"))
+            ad->lk = st[q]->shape[3];
+    sp->tdata = ad;
+    if (sp->target.backend == TE_BACKEND_CUDA) {
+        attn_init_gpu(sp, ad);
+        return TE_OK;
+    }
+    int V = sp->lanes;
+    int64_t v[TE__MAX_KVALS];
+    /* The first value of every knob is the default configuration (te_space_get(sp, 0)). */
+    static const int64_t qbs[] = {4, 2, 8, 1};
+    te__knob_add(sp, "qb", te__filter_le(qbs, 4, ad->lq, 1, v), v);
+    int64_t kbs[3] = {2 * V, V, 4 * V};
+    te__knob_add(sp, "kb", te__filter_le(kbs, 3, ad->lk < V ? V : ad->lk, V, v), v);
+    int64_t vs[3] = {V, V / 2 > 0 ? V / 2 : 1, 2 * V};
+    te__knob_add(sp, "vec", te__filter_le(vs, 3, ad->dh, ad->dh, v), v);
+    if (sp->target.num_cores > 1)
+        te__knob_add(sp, "par", 2, (int64_t[]){1, 0});
+    else
+        te__knob_add(sp, "par", 1, (int64_t[]){0});
+    return TE_OK;
+}
+
+static te_stage *stage_of(te__gen *g, const char *name)
+{
+    return te_schedule_stage_by_name(g->s, name);
+}
+
+/* A score block (qb x kb dot products) at loop `at` of `parent`: the block's keys in chunks of
+ * nv vectors, and per chunk k outside, the rows unrolled and the chunk's vectors unrolled, so
+ * the qb x nv vector tile stays in registers (about 12 of them with 16 vector registers, 24
+ * with 32). */
+static int score_tile(te__gen *g, te_stage *S, te_stage *parent, te_iter *at, int lanes)
+{
+    if (!TE__OK(g, te_compute_at(S, parent, at)))
+        return g->err;
+    te_iter *i = te_stage_axis(S, 2), *j = te_stage_axis(S, 3), *k = te_stage_reduce_axis(S, 0);
+    int64_t qb = 1, budget = lanes >= 16 ? 24 : 12;
+    for (const te__knob *kn = g->sp->knobs; kn < g->sp->knobs + g->sp->nknobs; kn++)
+        if (!strcmp(kn->name, "qb"))
+            qb = te__knob_val(g, (int)(kn - g->sp->knobs));
+    int64_t nv = 1;
+    while (nv * 2 * qb <= budget && nv < 8)
+        nv *= 2;
+    te_iter *jc, *jr, *jo, *ji;
+    if (!TE__OK(g, te_split(S, j, lanes * nv, &jc, &jr)) ||
+        !TE__OK(g, te_split(S, jr, lanes, &jo, &ji)) ||
+        !TE__OK(g, te_reorder(S, 5, (te_iter *[]){jc, k, i, jo, ji})) ||
+        !TE__OK(g, te_unroll(S, i)) || !TE__OK(g, te_unroll(S, jo)) ||
+        !TE__OK(g, te_vectorize(S, ji)))
+        return g->err;
+    return TE_OK;
+}
+
+/* Last axis of an elementwise stage split by v and vectorized. */
+static int vec_last(te__gen *g, te_stage *P, int64_t v)
+{
+    int nd = te_tensor_ndim(te_stage_tensor(P));
+    te_iter *a, *b;
+    if (!TE__OK(g, te_split(P, te_stage_axis(P, nd - 1), v, &a, &b)) ||
+        !TE__OK(g, te_vectorize(P, b)))
+        return g->err;
+    return TE_OK;
+}
+
+/* A shared-memory copy of `t` for reader R computed at R's loop `at`, copied cooperatively by
+ * the block's nt threads (every axis fused, split by nt, bound to threadIdx.x). */
+static int shared_tile(te__gen *g, te_tensor *t, te_stage *R, te_stage *parent, te_iter *at,
+                       int64_t nt)
+{
+    te_tensor *sh = te_cache_read(g->s, t, TE_SCOPE_SHARED, 1, &R);
+    if (!sh)
+        return te__gen_fail(g, te_ctx_errcode(g->ctx) ? te_ctx_errcode(g->ctx) : TE_ERR_SCHEDULE);
+    te_stage *ss = te_schedule_stage(g->s, sh);
+    if (!TE__OK(g, te_compute_at(ss, parent, at)))
+        return g->err;
+    int nd = te_tensor_ndim(sh);
+    te_iter *f = te_stage_leaf(ss, 0), *rest, *tx;
+    for (int d = 1; d < nd; d++)
+        if (!TE__OK(g, te_fuse(ss, f, te_stage_leaf(ss, 1), &f)))
+            return g->err;
+    if (!TE__OK(g, te_split(ss, f, nt, &rest, &tx)) || !TE__OK(g, te_bind(ss, tx, TE_THREAD_X)))
+        return g->err;
+    return TE_OK;
+}
+
+/* The GPU schedule: one block per (batch x heads, qt query rows), one thread per query row.
+ * K transposed and V with ones are small kernels of their own at the root; the blocks of them
+ * every thread of the block reads are shared-memory tiles (kb keys x dh) loaded cooperatively
+ * at the key-block loops; each thread keeps its row's maximum, kb scores, weights and dh + 1
+ * accumulators in local memory. */
+static int attn_apply_gpu(te__gen *g)
+{
+    attn_data *ad = g->sp->tdata;
+    int64_t qt = te__knob_val(g, 0), kb = te__knob_val(g, 1);
+    te_stage *st[A_NROLES];
+    for (int r = 0; r < A_NROLES; r++)
+        st[r] = stage_of(g, ad->st[r]);
+    te_stage *O = stage_of(g, ad->out);
+    /* K transposed and V with ones: one small kernel each at the root (256 threads a block). */
+    for (int r = A_KT; r <= A_VX; r++) {
+        te_stage *P = st[r];
+        te_iter *f = te_stage_leaf(P, 0), *bo, *tx;
+        for (int d = 1; d < 4; d++)
+            if (!TE__OK(g, te_fuse(P, f, te_stage_leaf(P, 1), &f)))
+                return g->err;
+        if (!TE__OK(g, te_split(P, f, 256, &bo, &tx)) || !TE__OK(g, te_bind(P, bo, TE_BLOCK_X)) ||
+            !TE__OK(g, te_bind(P, tx, TE_THREAD_X)))
+            return g->err;
+    }
+    te_iter *bh, *io, *ii;
+    if (!TE__OK(g, te_fuse(O, te_stage_axis(O, 0), te_stage_axis(O, 1), &bh)) ||
+        !TE__OK(g, te_split(O, te_stage_axis(O, 2), qt, &io, &ii)) ||
+        !TE__OK(g, te_bind(O, bh, TE_BLOCK_Y)) || !TE__OK(g, te_bind(O, io, TE_BLOCK_X)) ||
+        !TE__OK(g, te_bind(O, ii, TE_THREAD_X)))
+        return g->err;
+    te_stage *A = st[A_ACC];
+    if (!TE__OK(g, te_compute_at(A, O, ii)))
+        return g->err;
+    te_iter *ajo, *aji;
+    if (!TE__OK(g, te_split(A, te_stage_reduce_axis(A, 0), kb, &ajo, &aji)) ||
+        !TE__OK(g, te_reorder(A, 3, (te_iter *[]){ajo, aji, te_stage_axis(A, 3)})))
+        return g->err;
+    if (!TE__OK(g, te_compute_at(st[A_P], A, ajo)) || !TE__OK(g, te_compute_at(st[A_S2], A, ajo)))
+        return g->err;
+    te_stage *M = st[A_MAX];
+    if (!TE__OK(g, te_compute_at(M, A, te_stage_axis(A, 1))))
+        return g->err;
+    te_iter *mjo, *mji;
+    if (!TE__OK(g, te_split(M, te_stage_reduce_axis(M, 0), kb, &mjo, &mji)) ||
+        !TE__OK(g, te_compute_at(st[A_S1], M, mjo)))
+        return g->err;
+    /* Shared tiles: a block of K (transposed) for each pass's scores, of V for the
+     * accumulator. */
+    te_tensor *KT = te_stage_tensor(st[A_KT]), *VX = te_stage_tensor(st[A_VX]);
+    if (shared_tile(g, KT, st[A_S2], A, ajo, qt) || shared_tile(g, KT, st[A_S1], M, mjo, qt) ||
+        shared_tile(g, VX, A, A, ajo, qt))
+        return g->err;
+    return TE_OK;
+}
+
+/* The one-pass CPU schedule: per query block, the online tuple stage reduces over key blocks;
+ * at its key-block loop the block's scores (register tile), maximum, weights (exp vectorized),
+ * weight sum and P V (vectorized over the head dimension) are computed, then combined into the
+ * running (m, l, a), vectorized over the head dimension. */
+static int attn_apply_one_pass(te__gen *g)
+{
+    attn_data *ad = g->sp->tdata;
+    int64_t qb = te__knob_val(g, 0), vec = te__knob_val(g, 1), par = te__knob_val(g, 2);
+    int lanes = g->sp->lanes;
+    te_stage *st[O_NROLES];
+    for (int r = 0; r < O_NROLES; r++)
+        st[r] = stage_of(g, ad->st[r]);
+    te_stage *O = stage_of(g, ad->out);
+    te_iter *bh, *io, *ii, *f;
+    if (!TE__OK(g, te_fuse(O, te_stage_axis(O, 0), te_stage_axis(O, 1), &bh)) ||
+        !TE__OK(g, te_split(O, te_stage_axis(O, 2), qb, &io, &ii)) ||
+        !TE__OK(g, te_fuse(O, bh, io, &f)))
+        return g->err;
+    if (vec_last(g, O, vec))
+        return g->err;
+    if (par && !TE__OK(g, te_parallel(O, f)))
+        return g->err;
+    te_stage *T = st[O_ONLINE];
+    if (!TE__OK(g, te_compute_at(T, O, f)))
+        return g->err;
+    te_iter *tjo = te_stage_reduce_axis(T, 0), *tdo, *tdi;
+    if (!TE__OK(g, te_split(T, te_stage_axis(T, 3), vec, &tdo, &tdi)) ||
+        !TE__OK(g, te_reorder(T, 4, (te_iter *[]){tjo, te_stage_axis(T, 2), tdo, tdi})) ||
+        !TE__OK(g, te_vectorize(T, tdi)))
+        return g->err;
+    /* P V of the block: weight rows times the block of V, vectorized over the head dim. */
+    te_stage *BA = st[O_BPV];
+    if (!TE__OK(g, te_compute_at(BA, T, tjo)))
+        return g->err;
+    te_iter *bji = te_stage_reduce_axis(BA, 0), *bdo, *bdi;
+    if (!TE__OK(g, te_split(BA, te_stage_axis(BA, 4), vec, &bdo, &bdi)) ||
+        !TE__OK(g, te_reorder(BA, 4, (te_iter *[]){bji, te_stage_axis(BA, 2), bdo, bdi})) ||
+        !TE__OK(g, te_vectorize(BA, bdi)))
+        return g->err;
+    if (!TE__OK(g, te_compute_at(st[O_BSUM], T, tjo)) ||
+        !TE__OK(g, te_compute_at(st[O_P], T, tjo)) || vec_last(g, st[O_P], lanes) ||
+        !TE__OK(g, te_compute_at(st[O_BMAX], T, tjo)))
+        return g->err;
+    if (score_tile(g, st[O_S], T, tjo, lanes))
+        return g->err;
+    for (int r = O_KT; r <= O_VP; r++) {
+        te_stage *P = st[r];
+        te_iter *pf;
+        if (par && (!TE__OK(g, te_fuse(P, te_stage_axis(P, 0), te_stage_axis(P, 1), &pf)) ||
+                    !TE__OK(g, te_parallel(P, pf))))
+            return g->err;
+        if (vec_last(g, P, lanes))
+            return g->err;
+    }
+    return TE_OK;
+}
+
+/* The one-pass GPU schedule: a block per (batch x heads, qt query rows), a thread per row;
+ * each thread's online state (m, l, a) and its block's scores, weights, sums and P V in local
+ * memory; the key block of K^T and of V (the block size is the expression's) shared tiles
+ * loaded cooperatively at the key-block loop. */
+static int attn_apply_one_pass_gpu(te__gen *g)
+{
+    attn_data *ad = g->sp->tdata;
+    int64_t qt = te__knob_val(g, 0);
+    te_stage *st[O_NROLES];
+    for (int r = 0; r < O_NROLES; r++)
+        st[r] = stage_of(g, ad->st[r]);
+    te_stage *O = stage_of(g, ad->out);
+    for (int r = O_KT; r <= O_VP; r++) {
+        te_stage *P = st[r];
+        te_iter *f = te_stage_leaf(P, 0), *bo, *tx;
+        for (int d = 1; d < 4; d++)
+            if (!TE__OK(g, te_fuse(P, f, te_stage_leaf(P, 1), &f)))
+                return g->err;
+        if (!TE__OK(g, te_split(P, f, 256, &bo, &tx)) || !TE__OK(g, te_bind(P, bo, TE_BLOCK_X)) ||
+            !TE__OK(g, te_bind(P, tx, TE_THREAD_X)))
+            return g->err;
+    }
+    te_iter *bh, *io, *ii;
+    if (!TE__OK(g, te_fuse(O, te_stage_axis(O, 0), te_stage_axis(O, 1), &bh)) ||
+        !TE__OK(g, te_split(O, te_stage_axis(O, 2), qt, &io, &ii)) ||
+        !TE__OK(g, te_bind(O, bh, TE_BLOCK_Y)) || !TE__OK(g, te_bind(O, io, TE_BLOCK_X)) ||
+        !TE__OK(g, te_bind(O, ii, TE_THREAD_X)))
+        return g->err;
+    te_stage *T = st[O_ONLINE];
+    if (!TE__OK(g, te_compute_at(T, O, ii)))
+        return g->err;
+    te_iter *tjo = te_stage_reduce_axis(T, 0);
+    if (!TE__OK(g, te_reorder(T, 2, (te_iter *[]){tjo, te_stage_axis(T, 3)})))
+        return g->err;
+    if (!TE__OK(g, te_compute_at(st[O_BPV], T, tjo)) ||
+        !TE__OK(g, te_compute_at(st[O_BSUM], T, tjo)) ||
+        !TE__OK(g, te_compute_at(st[O_P], T, tjo)) ||
+        !TE__OK(g, te_compute_at(st[O_BMAX], T, tjo)) || !TE__OK(g, te_compute_at(st[O_S], T, tjo)))
+        return g->err;
+    if (shared_tile(g, te_stage_tensor(st[O_KT]), st[O_S], T, tjo, qt) ||
+        shared_tile(g, te_stage_tensor(st[O_VP]), st[O_BPV], T, tjo, qt))
+        return g->err;
+    return TE_OK;
+}
+
+static int attn_apply(te__gen *g)
+{
+    if (((attn_data *)g->sp->tdata)->one_pass)
+        return g->sp->target.backend == TE_BACKEND_CUDA ? attn_apply_one_pass_gpu(g)
+                                                        : attn_apply_one_pass(g);
+    if (g->sp->target.backend == TE_BACKEND_CUDA)
+        return attn_apply_gpu(g);
+    attn_data *ad = g->sp->tdata;
+    int64_t qb = te__knob_val(g, 0), kb = te__knob_val(g, 1), vec = te__knob_val(g, 2);
+    int64_t par = te__knob_val(g, 3);
+    int lanes = g->sp->lanes;
+    te_stage *st[A_NROLES];
+    for (int r = 0; r < A_NROLES; r++)
+        st[r] = stage_of(g, ad->st[r]);
+    te_stage *O = stage_of(g, ad->out);
+    /* Output: (batch x heads x query blocks) fused, rows of the block, head dim vectorized. */
+    te_iter *bh, *io, *ii, *f;
+    if (!TE__OK(g, te_fuse(O, te_stage_axis(O, 0), te_stage_axis(O, 1), &bh)) ||
+        !TE__OK(g, te_split(O, te_stage_axis(O, 2), qb, &io, &ii)) ||
+        !TE__OK(g, te_fuse(O, bh, io, &f)))
+        return g->err;
+    if (vec_last(g, O, vec))
+        return g->err;
+    if (par && !TE__OK(g, te_parallel(O, f)))
+        return g->err;
+    /* Pass 2: the accumulator over key blocks, scores and weights per block. */
+    te_stage *A = st[A_ACC];
+    if (!TE__OK(g, te_compute_at(A, O, f)))
+        return g->err;
+    te_iter *ai = te_stage_axis(A, 2), *ad_ = te_stage_axis(A, 3), *aj = te_stage_reduce_axis(A, 0);
+    te_iter *ajo, *aji, *ado, *adi;
+    if (!TE__OK(g, te_split(A, aj, kb, &ajo, &aji)) ||
+        !TE__OK(g, te_split(A, ad_, vec, &ado, &adi)) ||
+        !TE__OK(g, te_reorder(A, 5, (te_iter *[]){ajo, ai, aji, ado, adi})) ||
+        !TE__OK(g, te_vectorize(A, adi)))
+        return g->err;
+    if (!TE__OK(g, te_compute_at(st[A_P], A, ajo)) || vec_last(g, st[A_P], lanes))
+        return g->err;
+    if (score_tile(g, st[A_S2], A, ajo, lanes))
+        return g->err;
+    /* Pass 1: row maxima over key blocks, at the accumulator's (extent-1) head loop, i.e. per
+     * query block before the accumulator's key blocks (the weights read them there). */
+    te_stage *M = st[A_MAX];
+    if (!TE__OK(g, te_compute_at(M, A, te_stage_axis(A, 1))))
+        return g->err;
+    te_iter *mi = te_stage_axis(M, 2), *mj = te_stage_reduce_axis(M, 0), *mjo, *mji;
+    if (!TE__OK(g, te_split(M, mj, kb, &mjo, &mji)) ||
+        !TE__OK(g, te_reorder(M, 3, (te_iter *[]){mjo, mi, mji})))
+        return g->err;
+    if (score_tile(g, st[A_S1], M, mjo, lanes))
+        return g->err;
+    /* K transposed and V with ones: once, at the root. */
+    for (int r = A_KT; r <= A_VX; r++) {
+        te_stage *P = st[r];
+        te_iter *pf;
+        if (par && (!TE__OK(g, te_fuse(P, te_stage_axis(P, 0), te_stage_axis(P, 1), &pf)) ||
+                    !TE__OK(g, te_parallel(P, pf))))
+            return g->err;
+        if (r == A_KT && vec_last(g, P, lanes))
+            return g->err;
+    }
+    return TE_OK;
+}
+
+const te__template te__t_attention = {"attention", attn_init, attn_apply};

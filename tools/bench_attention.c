@@ -1,0 +1,258 @@
+/*
+ * The attention benchmark of `tessera bench`: the fused kernel (te_op_attention, scheduled by
+ * the tuning database's best record or the attention template's default configuration)
+ * against the unfused path in the same process, alternating, medians.
+ *
+ * The unfused path is what a framework without a fused kernel runs: per head, OpenBLAS
+ * cblas_sgemm for S = scale Q K^T into a materialized [heads, L, L] score buffer, a vectorized
+ * softmax over every row of S (AVX2 + FMA, written here: row maximum, exp by a Cody-Waite
+ * polynomial, sum, scale; scalar on CPUs without AVX2), then cblas_sgemm for O = P V. Its extra
+ * memory is the score buffer; the fused kernel's is K transposed and V with a ones column (its
+ * score blocks live on the stack, qb x kb floats per thread).
+ */
+#include <cblas.h>
+#include <immintrin.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tessera/autotune.h"
+#include "tessera/backend.h"
+#include "tessera/ops.h"
+#include "tessera/schedule.h"
+#include "tessera/tuner.h"
+#include "tools/baselines.h"
+#include "tools/bench_attention.h"
+
+#define ACHECK(cond)                                                                               \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "tessera bench: %s:%d: %s\n", __FILE__, __LINE__, te_ctx_errmsg(ctx)); \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+/* exp on 8 lanes (AVX2 + FMA): x = n ln2 + r, exp(r) by a degree-6 polynomial, 2^n by the
+ * exponent bits; inputs clamped to [-87, 88] (softmax only sees x <= 0). */
+__attribute__((target("avx2,fma"))) static inline __m256 exp_avx2(__m256 x)
+{
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.f)), _mm256_set1_ps(88.f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p =
+        _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    __m256 y = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+static inline float hmax8(const float *v)
+{
+    float m = v[0];
+    for (int l = 1; l < 8; l++)
+        m = fmaxf(m, v[l]);
+    return m;
+}
+
+/* In-place softmax of one row of n floats, AVX2 (any n: a scalar tail). */
+__attribute__((target("avx2,fma"))) static void softmax_row_avx2(float *s, int n)
+{
+    int n8 = n / 8 * 8;
+    __m256 vm = _mm256_set1_ps(-INFINITY);
+    for (int j = 0; j < n8; j += 8)
+        vm = _mm256_max_ps(vm, _mm256_loadu_ps(s + j));
+    float lanes[8];
+    _mm256_storeu_ps(lanes, vm);
+    float m = hmax8(lanes);
+    for (int j = n8; j < n; j++)
+        m = fmaxf(m, s[j]);
+    __m256 vs = _mm256_setzero_ps(), mm = _mm256_set1_ps(m);
+    for (int j = 0; j < n8; j += 8) {
+        __m256 v = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + j), mm));
+        _mm256_storeu_ps(s + j, v);
+        vs = _mm256_add_ps(vs, v);
+    }
+    _mm256_storeu_ps(lanes, vs);
+    float sum = 0;
+    for (int l = 0; l < 8; l++)
+        sum += lanes[l];
+    for (int j = n8; j < n; j++) {
+        s[j] = expf(s[j] - m);
+        sum += s[j];
+    }
+    __m256 vi = _mm256_set1_ps(1.0f / sum);
+    for (int j = 0; j < n8; j += 8)
+        _mm256_storeu_ps(s + j, _mm256_mul_ps(_mm256_loadu_ps(s + j), vi));
+    for (int j = n8; j < n; j++)
+        s[j] *= 1.0f / sum;
+}
+
+/* The same in scalar C, for CPUs without AVX2. */
+static void softmax_row_scalar(float *s, int n)
+{
+    float m = -INFINITY, sum = 0;
+    for (int j = 0; j < n; j++)
+        m = fmaxf(m, s[j]);
+    for (int j = 0; j < n; j++)
+        sum += s[j] = expf(s[j] - m);
+    for (int j = 0; j < n; j++)
+        s[j] /= sum;
+}
+
+static void softmax_row(float *s, int n)
+{
+    static int avx2 = -1;
+    if (avx2 < 0)
+        avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (avx2)
+        softmax_row_avx2(s, n);
+    else
+        softmax_row_scalar(s, n);
+}
+
+typedef struct unfused_run {
+    int heads, L, dh, threads;
+    const float *Q, *K, *V;
+    float *S, *O;
+} unfused_run;
+
+static void run_unfused(void *p)
+{
+    unfused_run *u = p;
+    int L = u->L, dh = u->dh;
+    float scale = 1.0f / sqrtf((float)dh);
+    size_t hs = (size_t)L * dh, ss = (size_t)L * L;
+    for (int h = 0; h < u->heads; h++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, dh, scale, u->Q + h * hs, dh,
+                    u->K + h * hs, dh, 0.0f, u->S + h * ss, L);
+    int rows = u->heads * L;
+#pragma omp parallel for num_threads(u->threads) schedule(static)
+    for (int r = 0; r < rows; r++)
+        softmax_row(u->S + (size_t)r * L, L);
+    for (int h = 0; h < u->heads; h++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, dh, L, 1.0f, u->S + h * ss, L,
+                    u->V + h * hs, dh, 0.0f, u->O + h * hs, dh);
+}
+
+typedef struct fused_run {
+    te_packed_fn fn;
+    void **args;
+} fused_run;
+
+static void run_fused(void *p)
+{
+    fused_run *r = p;
+    r->fn(r->args);
+}
+
+static float *rand_buf(size_t n, unsigned seed)
+{
+    float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        p[i] = ((float)(seed >> 8) / 16777216.0f - 0.5f) * 2.0f;
+    }
+    return p;
+}
+
+int te_bench_attention(te_db *db, int seq, int heads, int dh, int threads, int reps,
+                       te_bench_row *out)
+{
+    te_ctx *ctx = te_ctx_create();
+    char params[128];
+    snprintf(params, sizeof params, "batch=1,heads=%d,lq=%d,lk=%d,dh=%d", heads, seq, seq, dh);
+    te_tensor *in[TE_OP_MAX_IO], *outs[TE_OP_MAX_IO];
+    int n_in, n_out;
+    ACHECK(te_op_build(ctx, "attention", params, in, &n_in, outs, &n_out) == TE_OK);
+    te_target tgt = te_target_host();
+    tgt.num_cores = threads;
+    /* The tuned record when the database has one, else the template's default. */
+    te_schedule *s = NULL;
+    const char *how = "template default";
+    if (db) {
+        te_op_params kv;
+        char key[256];
+        ACHECK(te_op_params_parse(ctx, params, &kv) == TE_OK);
+        ACHECK(te_op_workload_key(ctx, te_op_lookup("attention"), &kv, key, sizeof key) > 0);
+        int from_db = 0;
+        char why[256];
+        te_schedule *d = NULL;
+        if (te_tuner_best_schedule(ctx, db, key, n_out, outs, &tgt, &d, &from_db, why,
+                                   sizeof why) == TE_OK &&
+            from_db) {
+            s = d;
+            how = "tuned";
+        } else {
+            fprintf(stderr, "  %s: %s; using the template's default\n", key, why);
+        }
+    }
+    if (!s) {
+        te_space *sp =
+            te_space_create(ctx, "attention", n_in, in, n_out, outs, TE_SPACE_TEMPLATE, &tgt);
+        ACHECK(sp);
+        const char *tr = te_space_get(sp, 0);
+        ACHECK(tr);
+        s = te_space_instantiate(sp, tr);
+        ACHECK(s);
+    }
+    te_tensor *args[2 * TE_OP_MAX_IO];
+    for (int q = 0; q < n_in; q++)
+        args[q] = in[q];
+    args[n_in] = outs[0];
+    te_module *m = NULL;
+    ACHECK(te_build(s, n_in + 1, args, "attention", &tgt, &m) == TE_OK);
+    size_t hs = (size_t)heads * seq * dh, ss = (size_t)heads * seq * seq;
+    float *Q = rand_buf(hs, 3), *K = rand_buf(hs, 5), *V = rand_buf(hs, 7);
+    float *Of = rand_buf(hs, 9), *Ou = rand_buf(hs, 11), *S = rand_buf(ss, 13);
+    fused_run fr = {te_module_entry(m), (void *[]){Q, K, V, Of}};
+    unfused_run ur = {heads, seq, dh, threads, Q, K, V, S, Ou};
+    te_bl_set_threads(threads);
+    te_bl_run_fn fn[2] = {run_fused, run_unfused};
+    void *arg[2] = {&fr, &ur};
+    double med[2] = {NAN, NAN};
+    te_bl_time_alternating(2, fn, arg, reps, med);
+    double flop = 4.0 * heads * (double)seq * seq * dh;
+    double err = 0;
+    for (size_t q = 0; q < hs; q++)
+        err = fmax(err, fabs((double)Of[q] - Ou[q]) / fmax(1.0, fabs((double)Ou[q])));
+    /* Memory beyond inputs and output: the unfused scores; the fused K^T and V with ones. */
+    double mib = 1.0 / (1024.0 * 1024.0);
+    double mem_unfused = (double)ss * sizeof(float) * mib;
+    /* The registry's default form is the one-pass form with key blocks of 64: K^T and V padded
+     * to whole blocks. */
+    double lp = (double)((seq + 63) / 64 * 64);
+    double mem_fused = (double)heads * lp * 2.0 * dh * sizeof(float) * mib;
+    memset(out, 0, sizeof *out);
+    snprintf(out->workload, sizeof out->workload, "attention %dx%dx%d", heads, seq, dh);
+    out->threads = threads;
+    out->unit = "gflops";
+    out->ours = flop / med[0] * 1e-9;
+    out->base = flop / med[1] * 1e-9;
+    out->openblas = out->base;
+    out->onednn = NAN;
+    snprintf(out->base_name, sizeof out->base_name, "unfused sgemm+softmax+sgemm");
+    snprintf(out->base_impl, sizeof out->base_impl,
+             "OpenBLAS %s; extra memory: fused %.1f MiB (%s), unfused %.1f MiB",
+             te_bl_openblas_core(), mem_fused, how, mem_unfused);
+    snprintf(out->ob_impl, sizeof out->ob_impl, "%s", out->base_impl);
+    out->other_impl = "";
+    out->err = err;
+    fprintf(stderr,
+            "  attention %dx%dx%d, %d thread(s): fused %.3f ms, unfused %.3f ms (x%.2f); extra "
+            "memory fused %.2f MiB, unfused %.2f MiB; max rel err %.2g\n",
+            heads, seq, dh, threads, med[0] * 1e3, med[1] * 1e3, med[1] / med[0], mem_fused,
+            mem_unfused, err);
+    free(Q), free(K), free(V), free(Of), free(Ou), free(S);
+    te_module_free(m);
+    te_ctx_free(ctx);
+    return 0;
+}
