@@ -400,7 +400,8 @@ static int ap_batch_norm(APPLY_ARGS)
     return done(ctx, y, out);
 }
 
-/* ---- Intrinsic elementwise operators (exp, log, sqrt, rsqrt, erf, abs) --------------------- */
+/* ---- Intrinsic elementwise operators (exp, log, sqrt, rsqrt, erf, abs, floor, ceil)
+ * --------------------- */
 /* One stage y = fn(x) over X's shape with the te_call intrinsic; for front ends (the ONNX
  * importer) whose models use them outside the library's fused operators. */
 typedef struct intrin_args {
@@ -421,8 +422,8 @@ static int ap_intrin(APPLY_ARGS)
     static const struct {
         const char *name;
         te_intrin fn;
-    } fns[] = {{"exp", TE_EXP},     {"log", TE_LOG}, {"sqrt", TE_SQRT},
-               {"rsqrt", TE_RSQRT}, {"erf", TE_ERF}, {"abs", TE_FABS}};
+    } fns[] = {{"exp", TE_EXP}, {"log", TE_LOG},  {"sqrt", TE_SQRT},   {"rsqrt", TE_RSQRT},
+               {"erf", TE_ERF}, {"abs", TE_FABS}, {"floor", TE_FLOOR}, {"ceil", TE_CEIL}};
     te_dtype dt = te_tensor_dtype(in[0]);
     if (dt != TE_F32 && dt != TE_F64)
         return te_ctx_set_error(ctx, TE_ERR_DTYPE, "%s: needs f32 or f64, not %s", op->name,
@@ -437,6 +438,36 @@ static int ap_intrin(APPLY_ARGS)
             return done(ctx, y, out);
         }
     return TE_ERR_INTERNAL;
+}
+
+/* ---- Comparison and logic (te/ops/compare.c): u8 truth values ------------------------------ */
+
+static int ap_compare(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    static const struct {
+        const char *name;
+        te_binop op;
+        int logic;
+    } ops[] = {{"equal", TE_EQ, 0},      {"not_equal", TE_NE, 0}, {"less", TE_LT, 0},
+               {"less_equal", TE_LE, 0}, {"greater", TE_GT, 0},   {"greater_equal", TE_GE, 0},
+               {"and", TE_AND, 1},       {"or", TE_OR, 1},        {"xor", TE_NE, 1}};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (strcmp(ops[i].name, op->name) == 0)
+            return done(ctx,
+                        ops[i].logic ? te_op_logic(ctx, ops[i].op, in[0], in[1], names[0])
+                                     : te_op_compare(ctx, ops[i].op, in[0], in[1], names[0]),
+                        out);
+    return TE_ERR_INTERNAL;
+}
+
+static int ap_not_sign(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    return done(ctx,
+                strcmp(op->name, "not") == 0 ? te_op_not(ctx, in[0], names[0])
+                                             : te_op_sign(ctx, in[0], names[0]),
+                out);
 }
 
 /* ---- Index operators and more reductions (te/ops/index.c, te/ops/reduce_more.c) ------------ */
@@ -621,6 +652,20 @@ static const te__gop table[] = {
     {"rsqrt", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 5, ap_intrin},
     {"erf", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 12, ap_intrin},
     {"abs", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 1, ap_intrin},
+    {"floor", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 1, ap_intrin},
+    {"ceil", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 1, ap_intrin},
+    /* Comparison and logic operators (above): u8 0 / 1 outputs. */
+    {"equal", TE_KIND_BROADCAST, 2, 2, 1, "A,B", "", 1, ap_compare},
+    {"not_equal", TE_KIND_BROADCAST, 2, 2, 1, "A,B", "", 1, ap_compare},
+    {"less", TE_KIND_BROADCAST, 2, 2, 1, "A,B", "", 1, ap_compare},
+    {"less_equal", TE_KIND_BROADCAST, 2, 2, 1, "A,B", "", 1, ap_compare},
+    {"greater", TE_KIND_BROADCAST, 2, 2, 1, "A,B", "", 1, ap_compare},
+    {"greater_equal", TE_KIND_BROADCAST, 2, 2, 1, "A,B", "", 1, ap_compare},
+    {"and", TE_KIND_BROADCAST, 2, 2, 1, "A,B", "", 1, ap_compare},
+    {"or", TE_KIND_BROADCAST, 2, 2, 1, "A,B", "", 1, ap_compare},
+    {"xor", TE_KIND_BROADCAST, 2, 2, 1, "A,B", "", 1, ap_compare},
+    {"not", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 1, ap_not_sign},
+    {"sign", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 2, ap_not_sign},
     /* Index operators; split has as many outputs as its node names (the ONNX importer uses one
      * slice per part instead, which fuses with each part's consumers). */
     {"concat", TE_KIND_INJECTIVE, 1, TE__G_MAXIO, 1, "X0[,X1...]", "axis=0", 0, ap_concat},
