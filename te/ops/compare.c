@@ -6,8 +6,7 @@
 #include "te/ops/ops_internal.h"
 
 /* Numpy broadcast of A and B into shape (rank *R), reported through s. */
-static bool bcast2(const op_site *s, const te_tensor *A, const te_tensor *B, int *R,
-                   int64_t *shape)
+static bool bcast2(const op_site *s, const te_tensor *A, const te_tensor *B, int *R, int64_t *shape)
 {
     int ra = te_tensor_ndim(A), rb = te_tensor_ndim(B), r = ra > rb ? ra : rb;
     const int64_t *as = te_tensor_shape(A), *bs = te_tensor_shape(B);
