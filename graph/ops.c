@@ -68,7 +68,7 @@ int te__gop_check_attrs(te_ctx *ctx, const te__gop *op, const te_op_params *kv)
             strcmp(kv->p[i].key, "eps") == 0 || strcmp(kv->p[i].key, "value") == 0 ||
             strcmp(kv->p[i].key, "axes") == 0 || strcmp(kv->p[i].key, "starts") == 0 ||
             strcmp(kv->p[i].key, "ends") == 0 || strcmp(kv->p[i].key, "steps") == 0 ||
-            strcmp(kv->p[i].key, "sizes") == 0)
+            strcmp(kv->p[i].key, "sizes") == 0 || strcmp(kv->p[i].key, "to") == 0)
             continue;
         if (!kv->p[i].is_int)
             return te_ctx_set_error(ctx, TE_ERR_ARG,
@@ -470,6 +470,36 @@ static int ap_not_sign(APPLY_ARGS)
                 out);
 }
 
+/* cast: y = (to) x elementwise with te_cast (C conversion rules); to= a dtype name but bool. */
+typedef struct cast_args {
+    te_tensor *x;
+    te_dtype to;
+} cast_args;
+
+static te_expr *cast_body(te_ctx *ctx, te_expr *const *axes, void *user)
+{
+    const cast_args *a = user;
+    return te_cast(ctx, a->to, te_read(ctx, a->x, te_tensor_ndim(a->x), axes));
+}
+
+static int ap_cast(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    char buf[32];
+    const char *s = te__gop_attr_str(op, kv, "to", buf, sizeof buf);
+    cast_args u = {in[0], TE_F32};
+    if (te_dtype_parse(s, &u.to) != TE_OK || u.to == TE_BOOL)
+        return te_ctx_set_error(ctx, TE_ERR_ARG,
+                                "cast: attribute to=%s is not a value dtype (f32, f64, i64, i32, "
+                                "u8, ...)",
+                                s);
+    te_tensor *y = te_compute_shape(ctx, names[0], te_tensor_ndim(in[0]), te_tensor_shape(in[0]),
+                                    cast_body, &u);
+    if (y)
+        te_tensor_set_tag(ctx, y, "cast");
+    return done(ctx, y, out);
+}
+
 /* ---- Index operators and more reductions (te/ops/index.c, te/ops/reduce_more.c) ------------ */
 
 /* List attribute `key` ("0:-1"; "" gives 0 entries) into v; count, or an error status. */
@@ -665,6 +695,7 @@ static const te__gop table[] = {
     {"or", TE_KIND_BROADCAST, 2, 2, 1, "A,B", "", 1, ap_compare},
     {"xor", TE_KIND_BROADCAST, 2, 2, 1, "A,B", "", 1, ap_compare},
     {"not", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 1, ap_not_sign},
+    {"cast", TE_KIND_ELEMWISE, 1, 1, 1, "X", "to=f32", 1, ap_cast},
     {"sign", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 2, ap_not_sign},
     /* Index operators; split has as many outputs as its node names (the ONNX importer uses one
      * slice per part instead, which fuses with each part's consumers). */

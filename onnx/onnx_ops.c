@@ -630,10 +630,20 @@ static int cast(ox_ctx *c, const Onnx__NodeProto *n)
         }
         return rc;
     }
-    if (to != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
-        return ox_nfail(c, n, TE_ERR_UNSUPPORTED,
-                        "Cast of a computed tensor to type %" PRId64 " (only to float)", to);
-    return ox_alias(c, n, x, 0, NULL);
+    te_dtype dt = to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT   ? TE_F32
+                  : to == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ? TE_I64
+                  : to == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 ? TE_I32
+                                                               : TE_BOOL;
+    if (dt == TE_BOOL)
+        return ox_nfail(
+            c, n, TE_ERR_UNSUPPORTED,
+            "Cast of a computed tensor to type %" PRId64 " (float, int64 and int32 only)", to);
+    if (x->kind != OX_GRAPH || te_graph_value_dtype(c->g, x->gv) == dt)
+        return ox_alias(c, n, x, 0, NULL); /* the GELU steps are f32 */
+    char a[16];
+    snprintf(a, sizeof a, "to=%s", te_dtype_str(dt));
+    int in = x->gv;
+    return ox_set_out(c, n, 0, ox_gnode(c, n, "cast", a, 1, &in, NULL));
 }
 
 /* ---- Dispatch --------------------------------------------------------------------------- */

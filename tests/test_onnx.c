@@ -726,8 +726,9 @@ static void test_index_ops_and_reductions_at_run_time(void **state)
 
 /* ids[2,6] int64, x[2,6] f32 and flag[2,6] bool through Equal (int64 ids against an int64
  * scalar constant), Less, LessOrEqual, Greater, GreaterOrEqual, Not, And, Or, Xor, Where,
- * Floor, Ceil, Sign and three-input Max / Min; a mask computed from the ids (Equal(ids, 0) ->
- * Where(-1e9, 0)) added to scores before a softmax, as BERT exporters write it. */
+ * Floor, Ceil, Sign, three-input Max / Min and Cast of bool and int64 to float; a mask computed
+ * from the ids (Equal(ids, 0) -> Where(-1e9, 0)) added to scores before a softmax, as BERT
+ * exporters write it. */
 static float cl_x[12];
 static int64_t cl_ids[12];
 static uint8_t cl_flag[12];
@@ -743,6 +744,7 @@ static void build_compare_model(void)
     M.outs[M.nout++] = om_vinfo("p", 2, (int64_t[]){2, 6}, NULL);
     M.outs[M.nout++] = om_vinfo("y", 2, (int64_t[]){2, 6}, NULL);
     M.outs[M.nout++] = om_vinfo("mm", 2, (int64_t[]){2, 6}, NULL);
+    M.outs[M.nout++] = om_vinfo("q", 2, (int64_t[]){2, 6}, NULL);
     M.inits[M.ni++] = tensor_i64("zero", 0, NULL, (int64_t[]){0});
     M.inits[M.ni++] = om_tensor_f("half", 0, NULL, (float[]){0.5f}, 1);
     M.inits[M.ni++] = om_tensor_f("mhalf", 0, NULL, (float[]){-0.5f}, 1);
@@ -770,6 +772,11 @@ static void build_compare_model(void)
     om_node(&M, "Where", "w2", "gl,sg,w", "y", NULL);
     om_node(&M, "Max", "mx", "x,fl,sg", "mx", NULL);
     om_node(&M, "Min", "mn", "mx,ce,three", "mm", NULL);
+    om_node(&M, "Cast", "cx", "xr", "cx", om_attr_i("to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT),
+            NULL);
+    om_node(&M, "Cast", "ci", "ids", "ci", om_attr_i("to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT),
+            NULL);
+    om_node(&M, "Add", "q", "cx,ci", "q", NULL);
 }
 
 static void test_compare_and_logic_ops(void **state)
@@ -783,6 +790,7 @@ static void test_compare_and_logic_ops(void **state)
     assert_int_equal(count_op(g, "not"), 1);
     assert_int_equal(count_op(g, "maximum"), 2);
     assert_int_equal(count_op(g, "minimum"), 2);
+    assert_int_equal(count_op(g, "cast"), 2);
     for (int n = 0; n < te_graph_node_count(g); n++)
         if (!strcmp(te_graph_node_op(g, n), "equal"))
             assert_int_equal(te_graph_value_dtype(g, te_graph_node_output(g, n, 0)), TE_U8);
@@ -793,7 +801,7 @@ static void test_compare_and_logic_ops(void **state)
             cl_flag[i] = (uint8_t)tt_rng_int(&g_rng, 2);
         }
         cl_ids[0] = cl_ids[6] = 1; /* no row is all padding */
-        double p[12], y[12], mm[12];
+        double p[12], y[12], mm[12], q[12];
         for (int r = 0; r < 2; r++) {
             double top = -INFINITY, sum = 0, sc[6];
             for (int k = 0; k < 6; k++) {
@@ -811,17 +819,18 @@ static void test_compare_and_logic_ops(void **state)
             double fl = floor(x3), ce = ceil(x3), sg = x > 0 ? 1 : x < 0 ? -1 : 0;
             y[i] = x > 0 && cl_ids[i] <= 0 ? sg : xr ? fl : ce;
             mm[i] = fmin(fmin(fmax(fmax(x, fl), sg), ce), 3.0);
+            q[i] = xr + (double)cl_ids[i];
         }
-        const char *names[3] = {"p", "y", "mm"};
-        double *want[3], *by_name[3] = {p, y, mm};
-        for (int j = 0; j < 3; j++) {
+        const char *names[4] = {"p", "y", "mm", "q"};
+        double *want[4], *by_name[4] = {p, y, mm, q};
+        for (int j = 0; j < 4; j++) {
             want[j] = NULL;
-            for (int q = 0; q < 3; q++)
-                if (!strcmp(te_graph_value_name(g, te_graph_output_value(g, j)), names[q]))
-                    want[j] = by_name[q];
+            for (int k = 0; k < 4; k++)
+                if (!strcmp(te_graph_value_name(g, te_graph_output_value(g, j)), names[k]))
+                    want[j] = by_name[k];
             assert_non_null(want[j]);
         }
-        check_numbers(g, (const void *[]){cl_ids, cl_x, cl_flag}, 3, want);
+        check_numbers(g, (const void *[]){cl_ids, cl_x, cl_flag}, 4, want);
     }
     te_graph_free(g);
 
