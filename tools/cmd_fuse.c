@@ -40,7 +40,9 @@ static void usage(FILE *f)
             "  --dot          the fused graph as Graphviz (one cluster per kernel)\n"
             "  --check        compile every group (default schedule, C backend), run the graph\n"
             "                 on random inputs and compare every group output with the float64\n"
-            "                 reference of the unfused graph (fails above 1e-5 relative error)\n"
+            "                 reference of the unfused graph (fails above 1e-5 relative error);\n"
+            "                 integer inputs get values in [0, 4), gather indices within their\n"
+            "                 axis, u8 (bool) inputs 0 or 1\n"
             "  --rules-list   list the rules (name, class, priority, pattern, produces)\n"
             "  --ops          list the operators a graph may use, with kinds and attributes\n");
 }
