@@ -461,6 +461,13 @@ static int ap_compare(APPLY_ARGS)
     return TE_ERR_INTERNAL;
 }
 
+static int ap_mod(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    return done(ctx, te_op_mod(ctx, in[0], in[1], (int)te__gop_attr_int(op, kv, "fmod"), names[0]),
+                out);
+}
+
 static int ap_not_sign(APPLY_ARGS)
 {
     UNUSED_ARGS;
@@ -696,6 +703,7 @@ static const te__gop table[] = {
     {"xor", TE_KIND_BROADCAST, 2, 2, 1, "A,B", "", 1, ap_compare},
     {"not", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 1, ap_not_sign},
     {"cast", TE_KIND_ELEMWISE, 1, 1, 1, "X", "to=f32", 1, ap_cast},
+    {"mod", TE_KIND_BROADCAST, 2, 2, 1, "A,B", "fmod=0", 4, ap_mod},
     {"sign", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 2, ap_not_sign},
     /* Index operators; split has as many outputs as its node names (the ONNX importer uses one
      * slice per part instead, which fuses with each part's consumers). */

@@ -479,14 +479,14 @@ static double fold_cmp(const char *op, double x, double y)
     return r;
 }
 
-/* Graph value of input i in dtype dt: constants are made in dt (f32, i64 or u8), graph values
- * keep theirs (the graph node reports a mismatch). */
+/* Graph value of input i in dtype dt: constants are made in dt when it is i64 or u8, else f32;
+ * graph values keep theirs (the graph node reports a mismatch). */
 static int in_gv_as(ox_ctx *c, const Onnx__NodeProto *n, size_t i, te_dtype dt)
 {
     ox_val *v = ox_in(c, n, i);
     if (!v)
         return ox_nfail(c, n, TE_ERR_ARG, "input %zu is missing", i + 1);
-    if (v->kind != OX_CONST || dt == TE_F32)
+    if (v->kind != OX_CONST || (dt != TE_I64 && dt != TE_U8))
         return ox_materialize(c, v);
     if (dt == TE_I64)
         return ox_materialize_i64(c, v);
@@ -664,7 +664,7 @@ static const char *const ops_here[] = {"Add",         "Sub",        "Mul",
                                        "LessOrEqual", "Greater",    "GreaterOrEqual",
                                        "Not",         "And",        "Or",
                                        "Xor",         "Floor",      "Ceil",
-                                       "Sign"};
+                                       "Sign",        "Mod"};
 
 int ox_op_supported(const char *op_type)
 {
@@ -696,6 +696,22 @@ int ox_convert_node(ox_ctx *c, const Onnx__NodeProto *n)
             return compare(c, n, cmp[i][1]);
     if (!strcmp(op, "Not"))
         return not_node(c, n);
+    if (!strcmp(op, "Mod")) {
+        char a[16];
+        snprintf(a, sizeof a, "fmod=%d", ox_attr_i(n, "fmod", 0) ? 1 : 0);
+        if (n->n_input != 2)
+            return ox_nfail(c, n, TE_ERR_ARG, "needs two inputs");
+        ox_val *x = ox_in(c, n, 0), *y = ox_in(c, n, 1);
+        if (!x || !y)
+            return ox_nfail(c, n, TE_ERR_ARG, "needs two inputs");
+        te_dtype dt = x->kind == OX_CONST && y->kind == OX_CONST
+                          ? TE_F32
+                          : te_graph_value_dtype(c->g, (x->kind == OX_CONST ? y : x)->gv);
+        int ia = in_gv_as(c, n, 0, dt);
+        int ib = ia < 0 ? ia : in_gv_as(c, n, 1, dt);
+        return ib < 0 ? ib
+                      : ox_set_out(c, n, 0, ox_gnode(c, n, "mod", a, 2, (int[]){ia, ib}, NULL));
+    }
     static const char *const bin[][2] = {
         {"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Div", "div"}};
     for (size_t i = 0; i < sizeof bin / sizeof bin[0]; i++)

@@ -630,6 +630,100 @@ static void test_compare_logic_not_sign_on_broadcast_shapes(void **state)
     }
 }
 
+static void test_mod_floor_and_fmod_with_zero_divisors(void **state)
+{
+    (void)state;
+    for (int rep = 0; rep < REPS; rep++) {
+        int nd;
+        int64_t s[TE_MAX_DIMS], bs[TE_MAX_DIMS], ix[TE_MAX_DIMS];
+        rand_shape(1, 3, 5, &nd, s);
+        int rb = bshape(nd, s, bs);
+        int64_t N = numel(nd, s), nb = numel(rb, bs);
+        int fm = rep % 2, flt = rep % 4 == 1;
+        te_dtype dt = flt ? TE_F32 : rep % 3 ? TE_I64 : TE_I32;
+        te_ctx *ctx = te_ctx_create();
+        te_tensor *A = te_placeholder(ctx, "A", dt, nd, s),
+                  *B = te_placeholder(ctx, "B", dt, rb, bs);
+        void *pa = malloc(8 * (size_t)N), *pb = malloc(8 * (size_t)nb);
+        double *va = malloc(sizeof(double) * (size_t)N), *vb = malloc(sizeof(double) * (size_t)nb);
+        for (int64_t k = 0; k < N + nb; k++) {
+            bool first = k < N;
+            int64_t j = first ? k : k - N;
+            void *p = first ? pa : pb;
+            double v;
+            if (flt) {
+                v = (float)tt_rng_uniform(&g_rng, 0.25, 4) * (tt_rng_int(&g_rng, 2) ? 1 : -1);
+                ((float *)p)[j] = (float)v;
+            } else {
+                v = (double)(tt_rng_int(&g_rng, first ? 41 : 9) - (first ? 20 : 4)); /* 0, -1 */
+                if (dt == TE_I64)
+                    ((int64_t *)p)[j] = (int64_t)v;
+                else
+                    ((int32_t *)p)[j] = (int32_t)v;
+            }
+            (first ? va : vb)[j] = v;
+        }
+        te_tensor *Y = te_op_mod(ctx, A, B, fm || flt, "Y");
+        te_tensor *ins[] = {A, B};
+        const void *data[] = {pa, pb};
+        double *got = ref(ctx, Y, 2, ins, data), *want = malloc(sizeof(double) * (size_t)N);
+        for (int64_t f = 0; f < N; f++) {
+            unflat(nd, s, f, ix);
+            double a = va[f], b = vb[boff(nd, ix, rb, bs)];
+            if (flt)
+                want[f] = (double)((float)a - (float)b * truncf((float)a / (float)b));
+            else if (b == 0 || b == -1)
+                want[f] = 0;
+            else {
+                int64_t r = (int64_t)a % (int64_t)b;
+                if (!fm && r != 0 && ((r < 0) != (b < 0)))
+                    r += (int64_t)b;
+                want[f] = (double)r;
+            }
+        }
+        check_close(got, want, N, flt ? 1e-6 : 0, fm ? "fmod" : "floor mod");
+        if (flt) {
+            for (int64_t f = 0; f < N; f++) { /* and C's fmod, to float rounding */
+                unflat(nd, s, f, ix);
+                want[f] = fmod(va[f], vb[boff(nd, ix, rb, bs)]);
+            }
+            check_close(got, want, N, 1e-5, "fmod vs C fmod");
+            check_compiled(ctx, 2, ins, data, 1, &Y, "fmod");
+        } else { /* compiled, integer output */
+            te_schedule *sc = te_schedule_create(ctx, 1, &Y);
+            te_tensor *args[] = {A, B, Y};
+            te_target tgt = te_target_host();
+            te_module *m = NULL;
+            if (te_build(sc, 3, args, "mod", &tgt, &m))
+                fail_msg("te_build: %s", te_ctx_errmsg(ctx));
+            void *out = malloc(8 * (size_t)N);
+            memset(out, 0x5A, 8 * (size_t)N);
+            assert_int_equal(te_module_run(m, (void *[]){pa, pb, out}), TE_OK);
+            for (int64_t f = 0; f < N; f++) {
+                double v = dt == TE_I64 ? (double)((int64_t *)out)[f] : ((int32_t *)out)[f];
+                if (v != want[f])
+                    fail_msg("compiled mod element %lld is %g, want %g (seed %llu)", (long long)f,
+                             v, want[f], (unsigned long long)g_seed);
+            }
+            free(out);
+            te_module_free(m);
+        }
+        free(got);
+        free(want);
+        free(va);
+        free(vb);
+        free(pa);
+        free(pb);
+        te_ctx_free(ctx);
+    }
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *F = te_placeholder(ctx, "F", TE_F32, 1, (int64_t[]){3});
+    assert_null(te_op_mod(ctx, F, F, 0, "m"));
+    assert_non_null(strstr(te_ctx_errmsg(ctx), "mod 'm': input 'A' ('F') is f32: a float "
+                                               "remainder needs fmod=1"));
+    te_ctx_free(ctx);
+}
+
 static void test_compare_and_logic_refuse_bad_input_with_messages(void **state)
 {
     (void)state;
@@ -938,6 +1032,7 @@ int main(void)
         cmocka_unit_test(test_where_broadcasts_bool_u8_and_float_conditions),
         cmocka_unit_test(test_compare_logic_not_sign_on_broadcast_shapes),
         cmocka_unit_test(test_compare_and_logic_refuse_bad_input_with_messages),
+        cmocka_unit_test(test_mod_floor_and_fmod_with_zero_divisors),
         cmocka_unit_test(test_expand_follows_numpy_broadcast),
         cmocka_unit_test(test_log_softmax_matches_naive),
         cmocka_unit_test(test_reduce_max_and_l2_over_random_axes),

@@ -207,7 +207,7 @@ te_tensor *te_op_tanh(te_ctx *ctx, te_tensor *X, const char *name);
  * "max". */
 te_tensor *te_op_binary(te_ctx *ctx, te_binop op, te_tensor *A, te_tensor *B, const char *name);
 
-/* ---- Comparison and logic (te/ops/compare.c) ------------------------------------------ */
+/* ---- Comparison, logic and mod (te/ops/compare.c) --------------------------------------- */
 /* Truth values are TE_U8 tensors holding 0 or 1 (how the graph and ONNX store bool). Each
  * operator is one stage; on bad input they return NULL with the error recorded on ctx, naming
  * the operator, its output and the input at fault. */
@@ -227,6 +227,12 @@ te_tensor *te_op_not(te_ctx *ctx, te_tensor *X, const char *name);
 
 /* Y = -1, 0 or 1 by the sign of X, in X's (numeric) dtype; NaN gives 0. Tag "sign". */
 te_tensor *te_op_sign(te_ctx *ctx, te_tensor *X, const char *name);
+
+/* Remainder with te_op_binary's broadcasting, in A's dtype (A and B share a numeric one), as
+ * ONNX Mod: fmod = 0 takes the divisor's sign (te_floormod, integers only), fmod = 1 the
+ * dividend's (C fmod; integers by te_mod, floats as a - b trunc(a / b)). An integer divisor of
+ * 0 or -1 gives 0 (compiled code cannot trap). Tag "mod". */
+te_tensor *te_op_mod(te_ctx *ctx, te_tensor *A, te_tensor *B, int fmod, const char *name);
 
 /* ---- Layout --------------------------------------------------------------------------- */
 

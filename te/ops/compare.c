@@ -1,5 +1,5 @@
-/* Comparison and logic operators: broadcasting comparisons, and/or/xor/not on truth values, and
- * sign. Truth values are TE_U8 tensors holding 0 or 1 (how the graph and ONNX store bool);
+/* Comparison and logic operators: broadcasting comparisons, and/or/xor/not on truth values,
+ * sign and mod. Truth values are TE_U8 tensors holding 0 or 1 (how the graph and ONNX store bool);
  * inputs of the logic operators may also be TE_BOOL. Each operator is one stage. */
 #include <string.h>
 
@@ -158,4 +158,39 @@ te_tensor *te_op_sign(te_ctx *ctx, te_tensor *X, const char *name)
     te_expr *neg = te_select(ctx, te_lt(ctx, x, zero), te_const(ctx, dt, -1), zero);
     te_expr *body = te_select(ctx, te_gt(ctx, x, zero), te_const(ctx, dt, 1), neg);
     return op__tag(ctx, te_compute(ctx, s.name, r, ax, body), "sign");
+}
+
+te_tensor *te_op_mod(te_ctx *ctx, te_tensor *A, te_tensor *B, int fmod, const char *name)
+{
+    if (!ctx)
+        return NULL;
+    op_site s = {ctx, "mod", name ? name : "mod"};
+    if (!op__need(&s, A, "input 'A'") || !op__need(&s, B, "input 'B'") ||
+        !op__same_dtype(&s, A, A, "input 'A'") || !op__same_dtype(&s, A, B, "input 'B'"))
+        return NULL;
+    te_dtype dt = te_tensor_dtype(A);
+    bool flt = te_dtype_is_float(dt);
+    if (flt && !fmod)
+        return op__fail(&s, TE_ERR_ARG,
+                        "input 'A' ('%s') is %s: a float remainder needs fmod=1 (as in ONNX)",
+                        te_tensor_name(A), te_dtype_str(dt));
+    int R;
+    int64_t shape[TE_MAX_DIMS];
+    te_expr *ax[TE_MAX_DIMS];
+    if (!bcast2(&s, A, B, &R, shape) || !op__axes(ctx, R, shape, NULL, ax))
+        return NULL;
+    te_expr *a = bread(ctx, A, R, ax, shape), *b = bread(ctx, B, R, ax, shape), *body;
+    if (flt) { /* a - b trunc(a / b); trunc rounds toward zero */
+        te_expr *q = te_div(ctx, a, b);
+        te_expr *t =
+            te_select(ctx, te_lt(ctx, q, te_const(ctx, dt, 0)), te_ceil(ctx, q), te_floor(ctx, q));
+        body = te_sub(ctx, a, te_mul(ctx, b, t));
+    } else { /* divisors 0 and -1 give 0 without dividing (no trap, no INT_MIN % -1) */
+        te_expr *r = fmod ? te_mod(ctx, a, b) : te_floormod(ctx, a, b);
+        te_expr *safe = te_eq(ctx, b, te_const(ctx, dt, 0));
+        if (dt != TE_U8)
+            safe = te_or(ctx, safe, te_eq(ctx, b, te_const(ctx, dt, -1)));
+        body = te_if_then_else(ctx, safe, te_const(ctx, dt, 0), r);
+    }
+    return op__tag(ctx, te_compute(ctx, s.name, R, ax, body), "mod");
 }

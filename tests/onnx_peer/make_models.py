@@ -8,7 +8,7 @@ with the erf GELU, a ResNet basic block and BERT-style encoder layers with an at
 added to the scores, applied by Where from a bool input after a Gather token embedding, and
 computed in the model from the int64 token ids (Equal(ids, 0) -> Where(-1e9, 0)). The
 comparison and logic operators (Equal, Less, ..., And, Or, Xor, Not) Cast their bool results
-to float.
+to float, integer Mod its int64 ones.
 Inputs are written raw in their own dtype (float32, int64, bool as one byte).
 
   make_models.py OUT_DIR [SEED]
@@ -291,6 +291,18 @@ for rep in range(8):
         x = rand(*shape(), lo=-3, hi=3)
         x.flat[::3] = np.round(x.flat[::3])  # integers (and zeros for Sign) too
         emit(name(op), [helper.make_node(op, ["x"], ["y"])], [("x", x)], ["y"])
+    # Mod: int64 with either sign rule (non-zero divisors), float with fmod=1; Cast to float.
+    s = shape(1, 3)
+    b = s[-int(rng.integers(1, len(s) + 1)):]
+    db = rng.integers(1, 6, size=b) * rng.choice([-1, 1], size=b)
+    if rep % 2:
+        emit(name("Mod"), [helper.make_node("Mod", ["a", "b"], ["r"], fmod=int(rep % 4 == 1)),
+                           helper.make_node("Cast", ["r"], ["y"], to=TensorProto.FLOAT)],
+             [("a", rng.integers(-20, 21, size=s).astype(np.int64)),
+              ("b", db.astype(np.int64))], ["y"])
+    else:
+        emit(name("Mod"), [helper.make_node("Mod", ["a", "b"], ["y"], fmod=1)],
+             [("a", rand(*s, lo=-5, hi=5)), ("b", (db * 0.75).astype(np.float32))], ["y"])
     for op in ["Max", "Min"]:
         s = shape(1, 3)
         emit(name(op), [helper.make_node(op, ["x", "b", "c"], ["y"])],
