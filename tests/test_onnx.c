@@ -726,7 +726,8 @@ static void test_index_ops_and_reductions_at_run_time(void **state)
 
 /* ids[2,6] int64, x[2,6] f32 and flag[2,6] bool through Equal (int64 ids against an int64
  * scalar constant), Less, LessOrEqual, Greater, GreaterOrEqual, Not, And, Or, Xor, Where,
- * Floor, Ceil, Sign, three-input Max / Min and Cast of bool and int64 to float; a mask computed
+ * Floor, Ceil, Sign, three-input Max / Min, Mod (int64, the divisor's sign) and Cast of bool
+ * and int64 to float; a mask computed
  * from the ids (Equal(ids, 0) -> Where(-1e9, 0)) added to scores before a softmax, as BERT
  * exporters write it. */
 static float cl_x[12];
@@ -746,6 +747,7 @@ static void build_compare_model(void)
     M.outs[M.nout++] = om_vinfo("mm", 2, (int64_t[]){2, 6}, NULL);
     M.outs[M.nout++] = om_vinfo("q", 2, (int64_t[]){2, 6}, NULL);
     M.inits[M.ni++] = tensor_i64("zero", 0, NULL, (int64_t[]){0});
+    M.inits[M.ni++] = tensor_i64("mtwo", 0, NULL, (int64_t[]){-2});
     M.inits[M.ni++] = om_tensor_f("half", 0, NULL, (float[]){0.5f}, 1);
     M.inits[M.ni++] = om_tensor_f("mhalf", 0, NULL, (float[]){-0.5f}, 1);
     M.inits[M.ni++] = om_tensor_f("three", 0, NULL, (float[]){3.0f}, 1);
@@ -776,7 +778,11 @@ static void build_compare_model(void)
             NULL);
     om_node(&M, "Cast", "ci", "ids", "ci", om_attr_i("to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT),
             NULL);
-    om_node(&M, "Add", "q", "cx,ci", "q", NULL);
+    om_node(&M, "Mod", "md", "ids,mtwo", "md", om_attr_i("fmod", 0), NULL);
+    om_node(&M, "Cast", "cm", "md", "cm", om_attr_i("to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT),
+            NULL);
+    om_node(&M, "Add", "q0", "cx,ci", "q0", NULL);
+    om_node(&M, "Add", "q", "q0,cm", "q", NULL);
 }
 
 static void test_compare_and_logic_ops(void **state)
@@ -790,7 +796,8 @@ static void test_compare_and_logic_ops(void **state)
     assert_int_equal(count_op(g, "not"), 1);
     assert_int_equal(count_op(g, "maximum"), 2);
     assert_int_equal(count_op(g, "minimum"), 2);
-    assert_int_equal(count_op(g, "cast"), 2);
+    assert_int_equal(count_op(g, "cast"), 3);
+    assert_int_equal(count_op(g, "mod"), 1);
     for (int n = 0; n < te_graph_node_count(g); n++)
         if (!strcmp(te_graph_node_op(g, n), "equal"))
             assert_int_equal(te_graph_value_dtype(g, te_graph_node_output(g, n, 0)), TE_U8);
@@ -819,7 +826,7 @@ static void test_compare_and_logic_ops(void **state)
             double fl = floor(x3), ce = ceil(x3), sg = x > 0 ? 1 : x < 0 ? -1 : 0;
             y[i] = x > 0 && cl_ids[i] <= 0 ? sg : xr ? fl : ce;
             mm[i] = fmin(fmin(fmax(fmax(x, fl), sg), ce), 3.0);
-            q[i] = xr + (double)cl_ids[i];
+            q[i] = xr + (double)cl_ids[i] - (double)(cl_ids[i] % 2); /* floor mod -2: 0, -1 */
         }
         const char *names[4] = {"p", "y", "mm", "q"};
         double *want[4], *by_name[4] = {p, y, mm, q};
