@@ -21,6 +21,8 @@ set(TE_LAYER_CASES
     "onnx|tessera/gen.h|fail"
     "graph|tessera/onnx.h|fail"
     "graph|onnx/onnx_internal.h|fail"
+    "graph|tessera/gen.h|fail"
+    "gen|tessera/graph.h|ok"
     "tessera_cli|onnx/onnx_internal.h|fail"
     "tessera_cli|tessera/onnx.h|ok"
     "tessera_cli|tessera.h|ok"

@@ -5,6 +5,7 @@
  *   tessera gen matmul --shape m=512,n=512,k=512 --db tune.db -o kernels
  *   tessera gen matmul --shape m=64,n=64,k=64 --shape m=128,n=256,k=64 -o kernels
  *   tessera gen softmax --shape m=4096,n=4096 --target cuda --sm 90 -o kernels
+ *   tessera gen model.onnx --db tune.db -o kernels      (fused kernels + runner.c)
  *
  * The library call behind it is te_gen_files (tessera/gen.h), which takes any tensor
  * expression; this file parses the command line, builds the operators and looks up records
@@ -24,23 +25,34 @@
 #include "tessera/ops.h"
 #include "tessera/tuning_db.h"
 #include "tools/cli.h"
+#include "tools/graph_cli.h"
 
 #define MAX_SHAPES 64
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: tessera gen OP --shape KEY=VAL,... [--shape KEY=VAL,...] [options]\n\n"
+            "usage: tessera gen OP --shape KEY=VAL,... [--shape KEY=VAL,...] [options]\n"
+            "       tessera gen MODEL.onnx [--shape NAME=N,...] [-o DIR] [--db FILE]\n"
+            "       tessera gen --graph GRAPH [-o DIR] [--db FILE]\n\n"
             "Writes a self-contained kernel for operator OP (`tessera ops` lists them) with the\n"
             "best schedule recorded in the tuning database for this workload and target (or the\n"
             "default schedule, with a warning, when none is recorded): DIR/NAME.c and DIR/NAME.h\n"
             "for the C target, DIR/NAME.cu and DIR/NAME.h for CUDA. The files need nothing of\n"
             "Tessera: a plain C compiler (C99, OpenMP optional) or nvcc builds them. The header\n"
             "documents the ABI and where the schedule came from.\n\n"
+            "For a model (or a graph): the fused groups (as tessera run MODEL.onnx compiles\n"
+            "them, schedules from the database) as kernels in DIR/NAME_k<i>.c and .h, the\n"
+            "weights as DIR/weights/*.npy, and DIR/runner.c, a C program that reads the inputs\n"
+            "from .npy files, calls the kernels in order and writes the outputs as .npy\n"
+            "(DIR/Makefile and DIR/README.md say how to build it). NAME defaults to the\n"
+            "model's file name.\n\n"
             "Several --shape options put one kernel per shape into the file plus a dispatcher\n"
             "NAME(int64_t KEY..., arrays...) taking the keys written in the --shape options.\n\n"
             "options:\n"
-            "  --shape KEY=VAL,...  the operator's parameters (also --params); repeatable\n"
+            "  --shape KEY=VAL,...  the operator's parameters (also --params); repeatable; for\n"
+            "                       a model its symbolic dimensions or input shapes\n"
+            "  --graph GRAPH        a graph's text form instead of an operator\n"
             "  --target c|cuda      target of the generated code (default c; cpu = c)\n"
             "  --sm N               CUDA compute capability x10 (default: device 0's, else 80)\n"
             "  --db FILE            the database (default: $TESSERA_DB, else ./tessera.db)\n"
@@ -105,9 +117,86 @@ static bool parse_int(const char *s, long lo, long hi, long *out)
     return true;
 }
 
+/* `tessera gen MODEL.onnx` and `tessera gen --graph GRAPH`: te_gen_graph_files. */
+static int gen_graph(const char *path, int nshapes, const char *const *shapes, const char *db_path,
+                     const char *dir, const char *name, int fallback, int quiet,
+                     const char *cmdline)
+{
+    char opt[4096] = "", base[64];
+    for (int i = 0; i < nshapes; i++) {
+        if (strlen(opt) + strlen(shapes[i]) + 2 > sizeof opt)
+            return bad("%s", "--shape lists are too long");
+        if (i)
+            strcat(opt, ",");
+        strcat(opt, shapes[i]);
+    }
+    if (fallback)
+        return bad("%s", "--fallback applies to operators only");
+    if (!name) { /* the file's name without directory and extension, as an identifier */
+        const char *slash = strrchr(path, '/');
+        snprintf(base, sizeof base, "%s", slash ? slash + 1 : path);
+        char *dot = strrchr(base, '.');
+        if (dot && dot != base)
+            *dot = 0;
+        for (char *c = base; *c; c++)
+            if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                  (*c >= '0' && *c <= '9') || *c == '_'))
+                *c = '_';
+        if (base[0] >= '0' && base[0] <= '9')
+            base[0] = '_';
+        name = base[0] ? base : "model";
+    }
+    for (const char *c = name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '_') ||
+            (c == name && *c >= '0' && *c <= '9'))
+            return bad("--name must be a C identifier, not '%s'", name);
+    te_cli_fused f;
+    int rc = te_cli_fused_load_model("gen", path, opt, NULL, 0, 0, &f);
+    if (rc)
+        return rc;
+    if (!db_path) {
+        const char *env = getenv("TESSERA_DB");
+        db_path = env && *env ? env : "tessera.db";
+    }
+    te_db *db = NULL;
+    struct stat st;
+    if (stat(db_path, &st) == 0) {
+        if (te_db_open(db_path, &(te_db_options){.flags = TE_DB_READONLY}, &db) != TE_OK) {
+            fprintf(stderr, "tessera gen: %s: %s\n", db_path, te_db_errmsg(db));
+            te_db_close(db);
+            te_cli_fused_free(&f);
+            return 1;
+        }
+    } else if (!quiet) {
+        fprintf(stderr, "tessera gen: warning: no database at %s: default schedules\n", db_path);
+    }
+    te_ctx *ctx = te_ctx_create();
+    te_target tgt = te_target_host();
+    te_gen_options o = te_gen_options_default(name);
+    o.target = &tgt;
+    o.command = cmdline;
+    te_gen_graph_result res;
+    rc = ctx ? te_gen_graph_files(ctx, f.g, f.plan, db, db ? db_path : NULL, &o, dir, &res)
+             : TE_ERR_NOMEM;
+    if (rc)
+        fprintf(stderr, "tessera gen: %s\n", ctx ? te_ctx_errmsg(ctx) : "out of memory");
+    else if (!quiet)
+        printf("wrote %s/%s_k*.c and .h (%d kernels for %d fused groups, %d from database "
+               "records), %s/weights/ (%d .npy files), %s, %s and %s\n"
+               "build: make -C %s   (or: cd %s && cc -O3 -march=native -std=gnu11 -fopenmp -o "
+               "runner runner.c %s_k*.c -lm)\n",
+               dir, name, res.n_kernels, res.n_groups, res.n_from_db, dir, res.n_weights,
+               res.runner_path, res.makefile_path, res.readme_path, dir, dir, name);
+    te_ctx_free(ctx);
+    te_db_close(db);
+    te_cli_fused_free(&f);
+    return rc ? 1 : 0;
+}
+
 int te_cmd_gen(int argc, char **argv)
 {
-    const char *op = NULL, *db_path = NULL, *dir = ".", *name = NULL;
+    const char *op = NULL, *db_path = NULL, *dir = ".", *name = NULL, *graph = NULL;
     const char *shapes[MAX_SHAPES];
     int nshapes = 0, cuda = 0, sm = 0, fallback = 0, force_dispatch = 0, quiet = 0;
     char cmdline[4096];
@@ -130,8 +219,9 @@ int te_cmd_gen(int argc, char **argv)
                 return bad("unexpected argument '%s' (one operator per command)", x);
             op = x;
         } else if (!v) {
-            static const char *const valued[] = {"--shape", "--params", "--db", "-o", "--out",
-                                                 "--name",  "--target", "--sm", NULL};
+            static const char *const valued[] = {"--shape", "--params", "--db", "-o",
+                                                 "--out",   "--name",   "--sm", "--target",
+                                                 "--graph", NULL};
             for (int i = 0; valued[i]; i++)
                 if (!strcmp(x, valued[i]))
                     return bad("option '%s' needs a value", x);
@@ -144,6 +234,8 @@ int te_cmd_gen(int argc, char **argv)
                 shapes[nshapes++] = v;
             } else if (!strcmp(x, "--db")) {
                 db_path = v;
+            } else if (!strcmp(x, "--graph")) {
+                graph = v;
             } else if (!strcmp(x, "-o") || !strcmp(x, "--out")) {
                 dir = v;
             } else if (!strcmp(x, "--name")) {
@@ -170,6 +262,21 @@ int te_cmd_gen(int argc, char **argv)
                 add_word(cmdline, sizeof cmdline, &cl, v);
         }
         a += takes;
+    }
+    if (op && te_cli_is_model(op)) {
+        if (graph)
+            return bad("%s", "give a MODEL.onnx or --graph GRAPH, not both");
+        graph = op, op = NULL;
+    }
+    if (graph) {
+        if (op)
+            return bad("unexpected argument '%s' with --graph", op);
+        if (cuda || sm || force_dispatch)
+            return bad("%s", "a model or graph is generated for the C target only, without a "
+                             "dispatcher");
+        if (nshapes && !te_cli_is_model(graph))
+            return bad("%s", "--shape applies to operators and ONNX models, not to a graph");
+        return gen_graph(graph, nshapes, shapes, db_path, dir, name, fallback, quiet, cmdline);
     }
     if (!op)
         return bad("%s", "name an operator: tessera gen OP --shape KEY=VAL,... (see tessera ops)");

@@ -3,6 +3,7 @@
  *
  *   tessera tune matmul --shape m=1024,n=1024,k=1024 --trials 400 --db tune.db
  *   tessera tune --tasks transformer.json --time 8h --shard 0/4 --db shard0.db
+ *   tessera tune model.onnx --shape batch=1 --trials 200 --db tune.db   (its fused groups)
  *
  * The job is the library's (autotune/tuner.c); this file parses options, shows progress (a
  * progress line on a terminal, log lines otherwise), measures the strongest baseline for matmul
@@ -56,17 +57,21 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: tessera tune OP --shape KEY=VAL,... [options]\n"
             "       tessera tune --tasks FILE [options]\n"
-            "       tessera tune --graph GRAPH [options]\n\n"
+            "       tessera tune --graph GRAPH [options]\n"
+            "       tessera tune MODEL.onnx [--shape NAME=N,...] [options]\n\n"
             "Searches schedules for an operator of the library (`tessera ops` lists them) and\n"
             "records every measured candidate in the tuning database as it goes. Rerunning the\n"
             "command of an interrupted job continues that job and never measures a\n"
             "configuration already recorded for the workload on this target.\n\n"
             "options:\n"
-            "  --shape KEY=VAL,...   the operator's parameters (also --params)\n"
+            "  --shape KEY=VAL,...   the operator's parameters (also --params); for a model,\n"
+            "                        its symbolic dimensions or input shapes (batch=1,seq=128)\n"
             "  --tasks FILE          a JSON list of workloads tuned in one job:\n"
             "                        [{\"op\": \"matmul\", \"shape\": \"m=64,n=64,k=64\"}, ...]\n"
             "  --graph GRAPH         the fused groups of a graph (tessera fuse), one task per\n"
             "                        distinct workload, weighted by how often it occurs\n"
+            "  MODEL.onnx            the fused groups of an ONNX model (imported and optimized\n"
+            "                        as tessera run MODEL.onnx does), as for --graph\n"
             "  --shard I/N           tune only tasks I, I+N, I+2N, ... of the list (0 <= I < N)\n"
             "  --target cpu|cuda     where to measure (default cpu)\n"
             "  --trials N            trial budget of the job (default 200 when no --time)\n"
@@ -351,9 +356,19 @@ int te_cmd_tune(int argc, char **argv)
         }
         a += takes;
     }
+    const char *model_shapes = NULL; /* ONNX import options of a model */
+    if (op && te_cli_is_model(op)) {
+        if (graph || tasks)
+            return bad("%s", "give one of a model, an operator, --tasks and --graph");
+        graph = op, op = NULL;
+    }
+    if (graph && te_cli_is_model(graph))
+        model_shapes = shape, shape = NULL;
+    if (graph && shape)
+        return bad("%s", "--shape applies to operators and ONNX models, not to a graph file");
     if (!op && !tasks && !graph)
-        return bad("%s", "name an operator (tessera tune matmul --shape m=..,n=..,k=..) or give "
-                         "--tasks FILE or --graph GRAPH");
+        return bad("%s", "name an operator (tessera tune matmul --shape m=..,n=..,k=..) or a "
+                         "MODEL.onnx, or give --tasks FILE or --graph GRAPH");
     if (!!op + !!tasks + !!graph > 1)
         return bad("%s", "give one of an operator, --tasks and --graph");
     if (op && !shape)
@@ -379,7 +394,7 @@ int te_cmd_tune(int argc, char **argv)
     }
     int rc;
     if (graph) {
-        gtasks = te_cli_graph_tasks_load("tune", graph, NULL);
+        gtasks = te_cli_graph_tasks_load_model("tune", graph, model_shapes, NULL);
         rc = gtasks ? te_cli_graph_tasks_add(gtasks, t) : TE_ERR_ARG;
         if (rc != TE_OK) {
             int loaded = gtasks != NULL; /* else: the graph could not be read (message out) */

@@ -2,10 +2,13 @@
  * groups as tuning tasks (tools/graph_cli.h). */
 #include "tools/graph_cli.h"
 
+#include "tessera/onnx.h"
+
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 int te_cli_default_rules(char *out, size_t n)
@@ -43,10 +46,29 @@ void te_cli_fused_free(te_cli_fused *f)
     memset(f, 0, sizeof *f);
 }
 
+int te_cli_is_model(const char *path)
+{
+    size_t n = path ? strlen(path) : 0;
+    return n > 5 && !strcasecmp(path + n - 5, ".onnx");
+}
+
 int te_cli_fused_load(const char *cmd, const char *graph_path, const char *rules_path, int no_rules,
                       int optimize, te_cli_fused *out)
 {
+    return te_cli_fused_load_model(cmd, graph_path, NULL, rules_path, no_rules, optimize, out);
+}
+
+int te_cli_fused_load_model(const char *cmd, const char *path, const char *shapes,
+                            const char *rules_path, int no_rules, int optimize, te_cli_fused *out)
+{
+    const char *graph_path = path;
     memset(out, 0, sizeof *out);
+    int model = te_cli_is_model(path);
+    if (!model && shapes && *shapes) {
+        fprintf(stderr, "tessera %s: --shape applies to ONNX models (MODEL.onnx), not to %s\n", cmd,
+                path);
+        return 2;
+    }
     if (!no_rules) {
         if (!rules_path && !te_cli_default_rules(out->rules_path, sizeof out->rules_path)) {
             fprintf(stderr,
@@ -64,8 +86,23 @@ int te_cli_fused_load(const char *cmd, const char *graph_path, const char *rules
             return 1;
         }
     }
-    out->g = te_graph_create();
-    int rc = out->g ? te_graph_load(out->g, graph_path) : TE_ERR_NOMEM;
+    int rc;
+    if (model) {
+        /* Imported models often carry weight-only subgraphs (transposed weights, folded
+         * shapes): they are always optimized, by every command, so that `tessera tune` and
+         * `tessera run` see the same groups. */
+        char err[1024];
+        if (te_graph_from_onnx(path, shapes, &out->g, err, sizeof err)) {
+            fprintf(stderr, "tessera %s: %s\n", cmd, err);
+            te_cli_fused_free(out);
+            return 1;
+        }
+        optimize = 1;
+        rc = TE_OK;
+    } else {
+        out->g = te_graph_create();
+        rc = out->g ? te_graph_load(out->g, graph_path) : TE_ERR_NOMEM;
+    }
     if (!rc && optimize)
         rc = te_graph_optimize(out->g, NULL);
     te_fuse_target t;
@@ -107,12 +144,18 @@ void te_cli_graph_tasks_free(te_cli_graph_tasks *l)
 te_cli_graph_tasks *te_cli_graph_tasks_load(const char *cmd, const char *graph_path,
                                             const char *rules_path)
 {
+    return te_cli_graph_tasks_load_model(cmd, graph_path, NULL, rules_path);
+}
+
+te_cli_graph_tasks *te_cli_graph_tasks_load_model(const char *cmd, const char *path,
+                                                  const char *shapes, const char *rules_path)
+{
     te_cli_graph_tasks *l = calloc(1, sizeof *l);
     if (!l) {
         fprintf(stderr, "tessera %s: out of memory\n", cmd);
         return NULL;
     }
-    if (te_cli_fused_load(cmd, graph_path, rules_path, 0, 0, &l->f)) {
+    if (te_cli_fused_load_model(cmd, path, shapes, rules_path, 0, 0, &l->f)) {
         free(l);
         return NULL;
     }

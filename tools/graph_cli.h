@@ -21,10 +21,16 @@ typedef struct te_cli_fused {
     char rules_path[4160];
 } te_cli_fused;
 
+/* 1 when path names an ONNX model (ends with .onnx), else 0 (a graph's text form). */
+int te_cli_is_model(const char *path);
 /* Fills *out; on failure prints "tessera <cmd>: <message>" to stderr, frees what it made and
- * returns 1. */
+ * returns 1. A path ending in .onnx is imported (te_graph_from_onnx), always optimized. */
 int te_cli_fused_load(const char *cmd, const char *graph_path, const char *rules_path, int no_rules,
                       int optimize, te_cli_fused *out);
+/* te_cli_fused_load with ONNX import options (shapes: "batch=1,x=1x3x8x8", NULL for none);
+ * shapes given for a graph text file is bad usage: returns 2 after printing why. */
+int te_cli_fused_load_model(const char *cmd, const char *path, const char *shapes,
+                            const char *rules_path, int no_rules, int optimize, te_cli_fused *out);
 void te_cli_fused_free(te_cli_fused *f);
 
 /* The fused groups of a graph as tuning tasks, deduplicated by workload key (a key met k
@@ -36,6 +42,9 @@ typedef struct te_cli_graph_tasks te_cli_graph_tasks;
  * error ("tessera <cmd>: ..."). */
 te_cli_graph_tasks *te_cli_graph_tasks_load(const char *cmd, const char *graph_path,
                                             const char *rules_path);
+/* The same for a graph or an ONNX model (te_cli_fused_load_model's shapes). */
+te_cli_graph_tasks *te_cli_graph_tasks_load_model(const char *cmd, const char *path,
+                                                  const char *shapes, const char *rules_path);
 /* Adds the distinct tasks to t (te_tuner_add_expr). TE_OK or the tuner's status. */
 int te_cli_graph_tasks_add(const te_cli_graph_tasks *l, te_tuner *t);
 /* Number of groups and of distinct workloads. */

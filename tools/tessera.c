@@ -14,12 +14,15 @@ static const struct {
 } commands[] = {
     {"db", te_cmd_db, "query and maintain the tuning database"},
     {"bench", te_cmd_bench, "benchmark Tessera kernels beside OpenBLAS and oneDNN"},
-    {"tune", te_cmd_tune, "search schedules for an operator and record them in the database"},
+    {"tune", te_cmd_tune,
+     "search schedules for an operator or a model's fused groups, into the database"},
     {"ops", te_cmd_ops, "list the operator library with its parameters"},
-    {"gen", te_cmd_gen, "write a standalone kernel (.c/.cu + .h) for other projects"},
+    {"gen", te_cmd_gen,
+     "write a standalone kernel (.c/.cu + .h), or a model's kernels and a C runner"},
     {"lower", te_cmd_lower, "print an operator's loop program, after any lowering pass"},
     {"fuse", te_cmd_fuse, "print the fusion plan of a graph: groups, rules, rejected fusions"},
-    {"run", te_cmd_run, "compile and run a fused graph; per-group and end-to-end times"},
+    {"run", te_cmd_run,
+     "compile and run a fused graph or ONNX model: .npy in/out, --check, --bench"},
     {"import", te_cmd_import, "import an ONNX model as a graph (text form plus weight files)"},
 };
 

@@ -39,6 +39,7 @@
 #include <stdint.h>
 
 #include "tessera/backend.h"
+#include "tessera/graph.h"
 #include "tessera/schedule.h"
 #include "tessera/te.h"
 #include "tessera/tuning_db.h"
@@ -132,6 +133,35 @@ int te_gen_files(te_ctx *ctx, int n, const te_gen_kernel *kernels, const te_gen_
 int te_gen_kernel_from_db(te_ctx *ctx, te_db *db, const char *db_path, const char *workload_key,
                           const char *op, const char *name, int n_args, te_tensor *const *args,
                           int n_out, const te_target *target, int flags, te_gen_kernel *k);
+
+/* ---- A fused graph as standalone C ------------------------------------------------------- */
+
+/* What te_gen_graph_files wrote. Paths are owned by the context. */
+typedef struct te_gen_graph_result {
+    int n_groups;              /* fused groups: kernel calls of the runner, in plan order */
+    int n_kernels;             /* distinct kernels written (groups doing the same work share one) */
+    int n_from_db;             /* kernels whose schedule is a database record */
+    int n_weights;             /* constants written under weights/ */
+    const char *runner_path;   /* DIR/runner.c */
+    const char *makefile_path; /* DIR/Makefile */
+    const char *readme_path;   /* DIR/README.md: what the files are, how to build */
+} te_gen_graph_result;
+
+/* Writes plan p of graph g (te_graph_fuse) as a standalone C program into dir (created when
+ * missing, one level): every fused group's expression (te_graph_group_expr_build, the one
+ * `tessera run` compiles and `tessera tune` tunes) as a kernel of DIR/<name>.c/.h with the best
+ * record of its workload in db (te_gen_kernel_from_db; db may be NULL: default schedules, the
+ * provenance says so); the constants as DIR/weights/<value>.npy; DIR/runner.c, a C99 program
+ * that allocates the inputs and outputs and one pool for the intermediates (offsets of
+ * te_graph_memplan_create), reads the weights and the inputs from .npy files, calls the kernels
+ * in plan order and writes every graph output as .npy; DIR/Makefile and DIR/README.md with the
+ * build line. opts gives the base name (made an identifier), the target (the C target only;
+ * NULL: host) and the command for the provenance; dispatch parameters are ignored. g must be
+ * the graph p was made from. TE_OK, or a status with a message on ctx (TE_ERR_UNSUPPORTED for
+ * a CUDA target or a dtype .npy files do not carry, TE_ERR_IO naming the file). */
+int te_gen_graph_files(te_ctx *ctx, te_graph *g, const te_fuse_plan *p, te_db *db,
+                       const char *db_path, const te_gen_options *opts, const char *dir,
+                       te_gen_graph_result *out);
 
 #ifdef __cplusplus
 }
