@@ -68,7 +68,8 @@ int te__gop_check_attrs(te_ctx *ctx, const te__gop *op, const te_op_params *kv)
             strcmp(kv->p[i].key, "eps") == 0 || strcmp(kv->p[i].key, "value") == 0 ||
             strcmp(kv->p[i].key, "axes") == 0 || strcmp(kv->p[i].key, "starts") == 0 ||
             strcmp(kv->p[i].key, "ends") == 0 || strcmp(kv->p[i].key, "steps") == 0 ||
-            strcmp(kv->p[i].key, "sizes") == 0 || strcmp(kv->p[i].key, "scale") == 0)
+            strcmp(kv->p[i].key, "sizes") == 0 || strcmp(kv->p[i].key, "scale") == 0 ||
+            strcmp(kv->p[i].key, "to") == 0)
             continue;
         if (!kv->p[i].is_int)
             return te_ctx_set_error(ctx, TE_ERR_ARG,
@@ -446,7 +447,8 @@ static int ap_batch_norm(APPLY_ARGS)
     return done(ctx, y, out);
 }
 
-/* ---- Intrinsic elementwise operators (exp, log, sqrt, rsqrt, erf, abs) --------------------- */
+/* ---- Intrinsic elementwise operators (exp, log, sqrt, rsqrt, erf, abs, floor, ceil)
+ * --------------------- */
 /* One stage y = fn(x) over X's shape with the te_call intrinsic; for front ends (the ONNX
  * importer) whose models use them outside the library's fused operators. */
 typedef struct intrin_args {
@@ -467,8 +469,8 @@ static int ap_intrin(APPLY_ARGS)
     static const struct {
         const char *name;
         te_intrin fn;
-    } fns[] = {{"exp", TE_EXP},     {"log", TE_LOG}, {"sqrt", TE_SQRT},
-               {"rsqrt", TE_RSQRT}, {"erf", TE_ERF}, {"abs", TE_FABS}};
+    } fns[] = {{"exp", TE_EXP}, {"log", TE_LOG},  {"sqrt", TE_SQRT},   {"rsqrt", TE_RSQRT},
+               {"erf", TE_ERF}, {"abs", TE_FABS}, {"floor", TE_FLOOR}, {"ceil", TE_CEIL}};
     te_dtype dt = te_tensor_dtype(in[0]);
     if (dt != TE_F32 && dt != TE_F64)
         return te_ctx_set_error(ctx, TE_ERR_DTYPE, "%s: needs f32 or f64, not %s", op->name,
@@ -483,6 +485,73 @@ static int ap_intrin(APPLY_ARGS)
             return done(ctx, y, out);
         }
     return TE_ERR_INTERNAL;
+}
+
+/* ---- Comparison and logic (te/ops/compare.c): u8 truth values ------------------------------ */
+
+static int ap_compare(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    static const struct {
+        const char *name;
+        te_binop op;
+        int logic;
+    } ops[] = {{"equal", TE_EQ, 0},      {"not_equal", TE_NE, 0}, {"less", TE_LT, 0},
+               {"less_equal", TE_LE, 0}, {"greater", TE_GT, 0},   {"greater_equal", TE_GE, 0},
+               {"and", TE_AND, 1},       {"or", TE_OR, 1},        {"xor", TE_NE, 1}};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (strcmp(ops[i].name, op->name) == 0)
+            return done(ctx,
+                        ops[i].logic ? te_op_logic(ctx, ops[i].op, in[0], in[1], names[0])
+                                     : te_op_compare(ctx, ops[i].op, in[0], in[1], names[0]),
+                        out);
+    return TE_ERR_INTERNAL;
+}
+
+static int ap_mod(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    return done(ctx, te_op_mod(ctx, in[0], in[1], (int)te__gop_attr_int(op, kv, "fmod"), names[0]),
+                out);
+}
+
+static int ap_not_sign(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    return done(ctx,
+                strcmp(op->name, "not") == 0 ? te_op_not(ctx, in[0], names[0])
+                                             : te_op_sign(ctx, in[0], names[0]),
+                out);
+}
+
+/* cast: y = (to) x elementwise with te_cast (C conversion rules); to= a dtype name but bool. */
+typedef struct cast_args {
+    te_tensor *x;
+    te_dtype to;
+} cast_args;
+
+static te_expr *cast_body(te_ctx *ctx, te_expr *const *axes, void *user)
+{
+    const cast_args *a = user;
+    return te_cast(ctx, a->to, te_read(ctx, a->x, te_tensor_ndim(a->x), axes));
+}
+
+static int ap_cast(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    char buf[32];
+    const char *s = te__gop_attr_str(op, kv, "to", buf, sizeof buf);
+    cast_args u = {in[0], TE_F32};
+    if (te_dtype_parse(s, &u.to) != TE_OK || u.to == TE_BOOL)
+        return te_ctx_set_error(ctx, TE_ERR_ARG,
+                                "cast: attribute to=%s is not a value dtype (f32, f64, i64, i32, "
+                                "u8, ...)",
+                                s);
+    te_tensor *y = te_compute_shape(ctx, names[0], te_tensor_ndim(in[0]), te_tensor_shape(in[0]),
+                                    cast_body, &u);
+    if (y)
+        te_tensor_set_tag(ctx, y, "cast");
+    return done(ctx, y, out);
 }
 
 /* ---- Index operators and more reductions (te/ops/index.c, te/ops/reduce_more.c) ------------ */
@@ -673,6 +742,22 @@ static const te__gop table[] = {
     {"rsqrt", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 5, ap_intrin},
     {"erf", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 12, ap_intrin},
     {"abs", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 1, ap_intrin},
+    {"floor", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 1, ap_intrin},
+    {"ceil", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 1, ap_intrin},
+    /* Comparison and logic operators (above): u8 0 / 1 outputs. */
+    {"equal", TE_KIND_BROADCAST, 2, 2, 1, "A,B", "", 1, ap_compare},
+    {"not_equal", TE_KIND_BROADCAST, 2, 2, 1, "A,B", "", 1, ap_compare},
+    {"less", TE_KIND_BROADCAST, 2, 2, 1, "A,B", "", 1, ap_compare},
+    {"less_equal", TE_KIND_BROADCAST, 2, 2, 1, "A,B", "", 1, ap_compare},
+    {"greater", TE_KIND_BROADCAST, 2, 2, 1, "A,B", "", 1, ap_compare},
+    {"greater_equal", TE_KIND_BROADCAST, 2, 2, 1, "A,B", "", 1, ap_compare},
+    {"and", TE_KIND_BROADCAST, 2, 2, 1, "A,B", "", 1, ap_compare},
+    {"or", TE_KIND_BROADCAST, 2, 2, 1, "A,B", "", 1, ap_compare},
+    {"xor", TE_KIND_BROADCAST, 2, 2, 1, "A,B", "", 1, ap_compare},
+    {"not", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 1, ap_not_sign},
+    {"cast", TE_KIND_ELEMWISE, 1, 1, 1, "X", "to=f32", 1, ap_cast},
+    {"mod", TE_KIND_BROADCAST, 2, 2, 1, "A,B", "fmod=0", 4, ap_mod},
+    {"sign", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 2, ap_not_sign},
     /* Index operators; split has as many outputs as its node names (the ONNX importer uses one
      * slice per part instead, which fuses with each part's consumers). */
     {"concat", TE_KIND_INJECTIVE, 1, TE__G_MAXIO, 1, "X0[,X1...]", "axis=0", 0, ap_concat},

@@ -463,6 +463,128 @@ static int pow_node(ox_ctx *c, const Onnx__NodeProto *n)
     return ox_set_out(c, n, 0, ox_gnode(c, n, "mul", NULL, 2, (int[]){x, x}, NULL));
 }
 
+/* ---- Comparison and logic --------------------------------------------------------------- */
+
+/* Folds a comparison / logic operator on constants (shape computations): 0 / 1 results. */
+static double fold_cmp(const char *op, double x, double y)
+{
+    int r = !strcmp(op, "equal")           ? x == y
+            : !strcmp(op, "less")          ? x < y
+            : !strcmp(op, "less_equal")    ? x <= y
+            : !strcmp(op, "greater")       ? x > y
+            : !strcmp(op, "greater_equal") ? x >= y
+            : !strcmp(op, "and")           ? (x != 0) && (y != 0)
+            : !strcmp(op, "or")            ? (x != 0) || (y != 0)
+                                           : (x != 0) != (y != 0);
+    return r;
+}
+
+/* Graph value of input i in dtype dt: constants are made in dt when it is i64 or u8, else f32;
+ * graph values keep theirs (the graph node reports a mismatch). */
+static int in_gv_as(ox_ctx *c, const Onnx__NodeProto *n, size_t i, te_dtype dt)
+{
+    ox_val *v = ox_in(c, n, i);
+    if (!v)
+        return ox_nfail(c, n, TE_ERR_ARG, "input %zu is missing", i + 1);
+    if (v->kind != OX_CONST || (dt != TE_I64 && dt != TE_U8))
+        return ox_materialize(c, v);
+    if (dt == TE_I64)
+        return ox_materialize_i64(c, v);
+    uint8_t *d = malloc((size_t)(v->numel ? v->numel : 1));
+    if (!d)
+        return ox_fail(c, TE_ERR_NOMEM, "out of memory");
+    for (int64_t k = 0; k < v->numel; k++)
+        d[k] = v->d[k] != 0;
+    char nm[48];
+    int64_t one = 1;
+    ox_graph_name(c, v->name, nm, sizeof nm);
+    int id = te_graph_const(c->g, nm, TE_U8, v->ndim ? v->ndim : 1, v->ndim ? v->shape : &one, d);
+    free(d);
+    if (id < 0)
+        return ox_fail(c, id, "constant '%s': %s", v->name, te_graph_errmsg(c->g));
+    return id;
+}
+
+/* Equal, Less, ..., And, Or, Xor: graph operator op with u8 0 / 1 output. A constant operand
+ * takes the other operand's dtype (Equal(ids, 0) on int64 ids); both constant folds. */
+static int compare(ox_ctx *c, const Onnx__NodeProto *n, const char *op)
+{
+    if (n->n_input != 2)
+        return ox_nfail(c, n, TE_ERR_ARG, "needs two inputs");
+    ox_val *a = ox_in(c, n, 0), *b = ox_in(c, n, 1);
+    if (!a || !b)
+        return ox_nfail(c, n, TE_ERR_ARG, "needs two inputs");
+    if (a->kind == OX_CONST && b->kind == OX_CONST) {
+        int64_t s[TE_MAX_DIMS];
+        int nd = bcast(c, n, a->ndim, a->shape, b->ndim, b->shape, s);
+        if (nd < 0)
+            return nd;
+        ox_val va = *a, vb = *b;
+        ox_val *o = ox_set_const(c, n, 0, nd, s, 1);
+        if (!o)
+            return c->rc;
+        for (int64_t i = 0; i < o->numel; i++) {
+            int64_t ia = 0, ib = 0, rem = i, sa = 1, sb = 1;
+            for (int d = nd - 1; d >= 0; d--) {
+                int64_t idx = rem % s[d];
+                rem /= s[d];
+                int da = d - (nd - va.ndim), db = d - (nd - vb.ndim);
+                if (da >= 0) {
+                    ia += (va.shape[da] == 1 ? 0 : idx) * sa;
+                    sa *= va.shape[da];
+                }
+                if (db >= 0) {
+                    ib += (vb.shape[db] == 1 ? 0 : idx) * sb;
+                    sb *= vb.shape[db];
+                }
+            }
+            o->d[i] = fold_cmp(op, va.d[ia], vb.d[ib]);
+        }
+        return TE_OK;
+    }
+    int logic = !strcmp(op, "and") || !strcmp(op, "or") || !strcmp(op, "xor");
+    te_dtype dt = logic ? TE_U8 : te_graph_value_dtype(c->g, (a->kind == OX_CONST ? b : a)->gv);
+    int ia = in_gv_as(c, n, 0, dt);
+    int ib = ia < 0 ? ia : in_gv_as(c, n, 1, dt);
+    return ib < 0 ? ib : ox_set_out(c, n, 0, ox_gnode(c, n, op, NULL, 2, (int[]){ia, ib}, NULL));
+}
+
+/* Not: of a constant folds, else a not node. */
+static int not_node(ox_ctx *c, const Onnx__NodeProto *n)
+{
+    ox_val *x = ox_in(c, n, 0);
+    if (!x)
+        return ox_nfail(c, n, TE_ERR_ARG, "needs an input");
+    if (x->kind == OX_CONST) {
+        ox_val v = *x;
+        ox_val *o = ox_set_const(c, n, 0, v.ndim, v.shape, 1);
+        if (!o)
+            return c->rc;
+        for (int64_t i = 0; i < o->numel; i++)
+            o->d[i] = v.d[i] == 0;
+        return TE_OK;
+    }
+    return unary(c, n, "not");
+}
+
+/* Max / Min with one or more inputs: a chain of binary nodes (one input is an alias). */
+static int variadic(ox_ctx *c, const Onnx__NodeProto *n, const char *op)
+{
+    if (n->n_input < 1)
+        return ox_nfail(c, n, TE_ERR_ARG, "needs at least one input");
+    if (n->n_input == 2)
+        return binary(c, n, op);
+    int acc = ox_in_gv(c, n, 0);
+    for (size_t i = 1; acc >= 0 && i < n->n_input; i++) {
+        int x = ox_in_gv(c, n, i);
+        char sfx[24];
+        snprintf(sfx, sizeof sfx, "%d", (int)i);
+        acc = x < 0 ? x
+                    : ox_gnode(c, n, op, NULL, 2, (int[]){acc, x}, i + 1 < n->n_input ? sfx : NULL);
+    }
+    return ox_set_out(c, n, 0, acc);
+}
+
 /* ---- Constants and shapes --------------------------------------------------------------- */
 
 static int constant(ox_ctx *c, const Onnx__NodeProto *n)
@@ -508,27 +630,41 @@ static int cast(ox_ctx *c, const Onnx__NodeProto *n)
         }
         return rc;
     }
-    if (to != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
-        return ox_nfail(c, n, TE_ERR_UNSUPPORTED,
-                        "Cast of a computed tensor to type %" PRId64 " (only to float)", to);
-    return ox_alias(c, n, x, 0, NULL);
+    te_dtype dt = to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT   ? TE_F32
+                  : to == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ? TE_I64
+                  : to == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 ? TE_I32
+                                                               : TE_BOOL;
+    if (dt == TE_BOOL)
+        return ox_nfail(
+            c, n, TE_ERR_UNSUPPORTED,
+            "Cast of a computed tensor to type %" PRId64 " (float, int64 and int32 only)", to);
+    if (x->kind != OX_GRAPH || te_graph_value_dtype(c->g, x->gv) == dt)
+        return ox_alias(c, n, x, 0, NULL); /* the GELU steps are f32 */
+    char a[16];
+    snprintf(a, sizeof a, "to=%s", te_dtype_str(dt));
+    int in = x->gv;
+    return ox_set_out(c, n, 0, ox_gnode(c, n, "cast", a, 1, &in, NULL));
 }
 
 /* ---- Dispatch --------------------------------------------------------------------------- */
 
-static const char *const ops_here[] = {"Add",       "Sub",        "Mul",
-                                       "Div",       "Max",        "Min",
-                                       "Relu",      "Sigmoid",    "Tanh",
-                                       "Exp",       "Log",        "Sqrt",
-                                       "Abs",       "Reciprocal", "Erf",
-                                       "Gelu",      "Clip",       "LeakyRelu",
-                                       "Pow",       "Neg",        "Identity",
-                                       "Dropout",   "Constant",   "Shape",
-                                       "Cast",      "Reshape",    "Flatten",
-                                       "Squeeze",   "Unsqueeze",  "Gather",
-                                       "Concat",    "Slice",      "ConstantOfShape",
-                                       "Transpose", "Split",      "Where",
-                                       "Expand"};
+static const char *const ops_here[] = {"Add",         "Sub",        "Mul",
+                                       "Div",         "Max",        "Min",
+                                       "Relu",        "Sigmoid",    "Tanh",
+                                       "Exp",         "Log",        "Sqrt",
+                                       "Abs",         "Reciprocal", "Erf",
+                                       "Gelu",        "Clip",       "LeakyRelu",
+                                       "Pow",         "Neg",        "Identity",
+                                       "Dropout",     "Constant",   "Shape",
+                                       "Cast",        "Reshape",    "Flatten",
+                                       "Squeeze",     "Unsqueeze",  "Gather",
+                                       "Concat",      "Slice",      "ConstantOfShape",
+                                       "Transpose",   "Split",      "Where",
+                                       "Expand",      "Equal",      "Less",
+                                       "LessOrEqual", "Greater",    "GreaterOrEqual",
+                                       "Not",         "And",        "Or",
+                                       "Xor",         "Floor",      "Ceil",
+                                       "Sign",        "Mod"};
 
 int ox_op_supported(const char *op_type)
 {
@@ -545,8 +681,39 @@ int ox_convert_node(ox_ctx *c, const Onnx__NodeProto *n)
         return ox_nfail(c, n, TE_ERR_CORRUPT, "has no output");
     if (ox_convert_nn(c, n, op))
         return c->rc;
-    static const char *const bin[][2] = {{"Add", "add"}, {"Sub", "sub"},     {"Mul", "mul"},
-                                         {"Div", "div"}, {"Max", "maximum"}, {"Min", "minimum"}};
+    if (!strcmp(op, "Max") || !strcmp(op, "Min"))
+        return variadic(c, n, op[1] == 'a' ? "maximum" : "minimum");
+    static const char *const cmp[][2] = {{"Equal", "equal"},
+                                         {"Less", "less"},
+                                         {"LessOrEqual", "less_equal"},
+                                         {"Greater", "greater"},
+                                         {"GreaterOrEqual", "greater_equal"},
+                                         {"And", "and"},
+                                         {"Or", "or"},
+                                         {"Xor", "xor"}};
+    for (size_t i = 0; i < sizeof cmp / sizeof cmp[0]; i++)
+        if (!strcmp(op, cmp[i][0]))
+            return compare(c, n, cmp[i][1]);
+    if (!strcmp(op, "Not"))
+        return not_node(c, n);
+    if (!strcmp(op, "Mod")) {
+        char a[16];
+        snprintf(a, sizeof a, "fmod=%d", ox_attr_i(n, "fmod", 0) ? 1 : 0);
+        if (n->n_input != 2)
+            return ox_nfail(c, n, TE_ERR_ARG, "needs two inputs");
+        ox_val *x = ox_in(c, n, 0), *y = ox_in(c, n, 1);
+        if (!x || !y)
+            return ox_nfail(c, n, TE_ERR_ARG, "needs two inputs");
+        te_dtype dt = x->kind == OX_CONST && y->kind == OX_CONST
+                          ? TE_F32
+                          : te_graph_value_dtype(c->g, (x->kind == OX_CONST ? y : x)->gv);
+        int ia = in_gv_as(c, n, 0, dt);
+        int ib = ia < 0 ? ia : in_gv_as(c, n, 1, dt);
+        return ib < 0 ? ib
+                      : ox_set_out(c, n, 0, ox_gnode(c, n, "mod", a, 2, (int[]){ia, ib}, NULL));
+    }
+    static const char *const bin[][2] = {
+        {"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Div", "div"}};
     for (size_t i = 0; i < sizeof bin / sizeof bin[0]; i++)
         if (!strcmp(op, bin[i][0])) {
             if (n->n_input != 2)
@@ -559,8 +726,9 @@ int ox_convert_node(ox_ctx *c, const Onnx__NodeProto *n)
         low[0] = (char)(low[0] - 'A' + 'a');
         return unary(c, n, low);
     }
-    static const char *const un[][2] = {
-        {"Exp", "exp"}, {"Log", "log"}, {"Sqrt", "sqrt"}, {"Abs", "abs"}};
+    static const char *const un[][2] = {{"Exp", "exp"},  {"Log", "log"},     {"Sqrt", "sqrt"},
+                                        {"Abs", "abs"},  {"Floor", "floor"}, {"Ceil", "ceil"},
+                                        {"Sign", "sign"}};
     for (size_t i = 0; i < sizeof un / sizeof un[0]; i++)
         if (!strcmp(op, un[i][0]))
             return unary(c, n, un[i][1]);

@@ -21,6 +21,14 @@ if(TARGET test_onnx)
   set_tests_properties(onnx_cli_import PROPERTIES FIXTURES_REQUIRED onnx_models LABELS onnx
     ENVIRONMENT "TESSERA_CACHE_DIR=${CMAKE_BINARY_DIR}/kcache;TESSERA_RULES=${CMAKE_SOURCE_DIR}/rules/cpu.rules"
     PASS_REGULAR_EXPRESSION "outputs.*y f32\\[2,3\\].*all outputs match")
+  # Models with int64 and bool inputs: --check fills them (gather indices within the axis).
+  add_test(NAME onnx_cli_import_int_inputs
+           COMMAND sh -c "cd '${models}' && '$<TARGET_FILE:tessera_cli>' import compare_ops.onnx -o cmp.graph && '$<TARGET_FILE:tessera_cli>' fuse cmp.graph --check && '$<TARGET_FILE:tessera_cli>' import index_ops.onnx -o ix.graph && '$<TARGET_FILE:tessera_cli>' fuse ix.graph --check")
+  set_tests_properties(onnx_cli_import_int_inputs PROPERTIES FIXTURES_REQUIRED onnx_models
+    LABELS onnx
+    ENVIRONMENT "TESSERA_CACHE_DIR=${CMAKE_BINARY_DIR}/kcache;TESSERA_RULES=${CMAKE_SOURCE_DIR}/rules/cpu.rules"
+    PASS_REGULAR_EXPRESSION "ids i64\\[2,6\\].*flag u8\\[2,6\\].*equal.*all outputs match.*ids i64\\[3\\].*gather.*all outputs match"
+    FAIL_REGULAR_EXPRESSION "FAILED|fills")
   add_test(NAME onnx_cli_import_refused
            COMMAND sh -c "'$<TARGET_FILE:tessera_cli>' import '${models}/unknown_op.onnx' -o '${models}/unknown.graph'; echo rc=$?")
   set_tests_properties(onnx_cli_import_refused PROPERTIES FIXTURES_REQUIRED onnx_models

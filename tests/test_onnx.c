@@ -722,6 +722,155 @@ static void test_index_ops_and_reductions_at_run_time(void **state)
                  "node 'ls11' (LogSoftmax): before opset 13 only the last axis");
 }
 
+/* ---- Comparison and logic -------------------------------------------------------------- */
+
+/* ids[2,6] int64, x[2,6] f32 and flag[2,6] bool through Equal (int64 ids against an int64
+ * scalar constant), Less, LessOrEqual, Greater, GreaterOrEqual, Not, And, Or, Xor, Where,
+ * Floor, Ceil, Sign, three-input Max / Min, Mod (int64, the divisor's sign) and Cast of bool
+ * and int64 to float; a mask computed
+ * from the ids (Equal(ids, 0) -> Where(-1e9, 0)) added to scores before a softmax, as BERT
+ * exporters write it. */
+static float cl_x[12];
+static int64_t cl_ids[12];
+static uint8_t cl_flag[12];
+
+static void build_compare_model(void)
+{
+    om_reset(&M);
+    M.ins[M.nin++] = om_vinfo("ids", 2, (int64_t[]){2, 6}, NULL);
+    set_elem(M.ins[0], ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
+    M.ins[M.nin++] = om_vinfo("x", 2, (int64_t[]){2, 6}, NULL);
+    M.ins[M.nin++] = om_vinfo("flag", 2, (int64_t[]){2, 6}, NULL);
+    set_elem(M.ins[2], ONNX__TENSOR_PROTO__DATA_TYPE__BOOL);
+    M.outs[M.nout++] = om_vinfo("p", 2, (int64_t[]){2, 6}, NULL);
+    M.outs[M.nout++] = om_vinfo("y", 2, (int64_t[]){2, 6}, NULL);
+    M.outs[M.nout++] = om_vinfo("mm", 2, (int64_t[]){2, 6}, NULL);
+    M.outs[M.nout++] = om_vinfo("q", 2, (int64_t[]){2, 6}, NULL);
+    M.inits[M.ni++] = tensor_i64("zero", 0, NULL, (int64_t[]){0});
+    M.inits[M.ni++] = tensor_i64("mtwo", 0, NULL, (int64_t[]){-2});
+    M.inits[M.ni++] = om_tensor_f("half", 0, NULL, (float[]){0.5f}, 1);
+    M.inits[M.ni++] = om_tensor_f("mhalf", 0, NULL, (float[]){-0.5f}, 1);
+    M.inits[M.ni++] = om_tensor_f("three", 0, NULL, (float[]){3.0f}, 1);
+    M.inits[M.ni++] = om_tensor_f("big", 0, NULL, (float[]){-1e9f}, 1);
+    M.inits[M.ni++] = om_tensor_f("nil", 0, NULL, (float[]){0.0f}, 1);
+    om_node(&M, "Equal", "eq", "ids,zero", "m", NULL);
+    om_node(&M, "Where", "mask", "m,big,nil", "bias", NULL);
+    om_node(&M, "Add", "scores", "x,bias", "sc", NULL);
+    om_node(&M, "Softmax", "sm", "sc", "p", om_attr_i("axis", -1), NULL);
+    om_node(&M, "Less", "lt", "x,half", "lt", NULL);
+    om_node(&M, "GreaterOrEqual", "ge", "x,mhalf", "ge", NULL);
+    om_node(&M, "Not", "not", "m", "nm", NULL);
+    om_node(&M, "And", "and", "nm,lt", "a", NULL);
+    om_node(&M, "Or", "or", "a,flag", "o", NULL);
+    om_node(&M, "Xor", "xor", "o,ge", "xr", NULL);
+    om_node(&M, "Greater", "gt", "x,nil", "gt", NULL);
+    om_node(&M, "LessOrEqual", "le", "ids,zero", "le", NULL);
+    om_node(&M, "And", "and2", "gt,le", "gl", NULL);
+    om_node(&M, "Mul", "x3", "x,three", "x3", NULL);
+    om_node(&M, "Floor", "fl", "x3", "fl", NULL);
+    om_node(&M, "Ceil", "ce", "x3", "ce", NULL);
+    om_node(&M, "Sign", "sg", "x", "sg", NULL);
+    om_node(&M, "Where", "w", "xr,fl,ce", "w", NULL);
+    om_node(&M, "Where", "w2", "gl,sg,w", "y", NULL);
+    om_node(&M, "Max", "mx", "x,fl,sg", "mx", NULL);
+    om_node(&M, "Min", "mn", "mx,ce,three", "mm", NULL);
+    om_node(&M, "Cast", "cx", "xr", "cx", om_attr_i("to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT),
+            NULL);
+    om_node(&M, "Cast", "ci", "ids", "ci", om_attr_i("to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT),
+            NULL);
+    om_node(&M, "Mod", "md", "ids,mtwo", "md", om_attr_i("fmod", 0), NULL);
+    om_node(&M, "Cast", "cm", "md", "cm", om_attr_i("to", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT),
+            NULL);
+    om_node(&M, "Add", "q0", "cx,ci", "q0", NULL);
+    om_node(&M, "Add", "q", "q0,cm", "q", NULL);
+}
+
+static void test_compare_and_logic_ops(void **state)
+{
+    (void)state;
+    build_compare_model();
+    te_graph *g = import_ok(write_model("compare_ops.onnx", 0), NULL);
+    assert_int_equal(count_op(g, "equal"), 1);
+    assert_int_equal(count_op(g, "less_equal"), 1);
+    assert_int_equal(count_op(g, "xor"), 1);
+    assert_int_equal(count_op(g, "not"), 1);
+    assert_int_equal(count_op(g, "maximum"), 2);
+    assert_int_equal(count_op(g, "minimum"), 2);
+    assert_int_equal(count_op(g, "cast"), 3);
+    assert_int_equal(count_op(g, "mod"), 1);
+    for (int n = 0; n < te_graph_node_count(g); n++)
+        if (!strcmp(te_graph_node_op(g, n), "equal"))
+            assert_int_equal(te_graph_value_dtype(g, te_graph_node_output(g, n, 0)), TE_U8);
+    for (int rep = 0; rep < 4; rep++) {
+        fill(cl_x, 12);
+        for (int i = 0; i < 12; i++) {
+            cl_ids[i] = tt_rng_int(&g_rng, 3); /* zeros are padding */
+            cl_flag[i] = (uint8_t)tt_rng_int(&g_rng, 2);
+        }
+        cl_ids[0] = cl_ids[6] = 1; /* no row is all padding */
+        double p[12], y[12], mm[12], q[12];
+        for (int r = 0; r < 2; r++) {
+            double top = -INFINITY, sum = 0, sc[6];
+            for (int k = 0; k < 6; k++) {
+                sc[k] = cl_x[r * 6 + k] + (cl_ids[r * 6 + k] == 0 ? -1e9 : 0.0);
+                top = fmax(top, sc[k]);
+            }
+            for (int k = 0; k < 6; k++)
+                sum += exp(sc[k] - top);
+            for (int k = 0; k < 6; k++)
+                p[r * 6 + k] = exp(sc[k] - top) / sum;
+        }
+        for (int i = 0; i < 12; i++) {
+            double x = cl_x[i], x3 = (double)(cl_x[i] * 3.0f);
+            int m = cl_ids[i] == 0, o = (!m && x < 0.5) || cl_flag[i], xr = o != (x >= -0.5);
+            double fl = floor(x3), ce = ceil(x3), sg = x > 0 ? 1 : x < 0 ? -1 : 0;
+            y[i] = x > 0 && cl_ids[i] <= 0 ? sg : xr ? fl : ce;
+            mm[i] = fmin(fmin(fmax(fmax(x, fl), sg), ce), 3.0);
+            q[i] = xr + (double)cl_ids[i] - (double)(cl_ids[i] % 2); /* floor mod -2: 0, -1 */
+        }
+        const char *names[4] = {"p", "y", "mm", "q"};
+        double *want[4], *by_name[4] = {p, y, mm, q};
+        for (int j = 0; j < 4; j++) {
+            want[j] = NULL;
+            for (int k = 0; k < 4; k++)
+                if (!strcmp(te_graph_value_name(g, te_graph_output_value(g, j)), names[k]))
+                    want[j] = by_name[k];
+            assert_non_null(want[j]);
+        }
+        check_numbers(g, (const void *[]){cl_ids, cl_x, cl_flag}, 4, want);
+    }
+    te_graph_free(g);
+
+    /* Comparisons on constants fold (shape computations); a float graph value against an int64
+     * one is refused naming the node. */
+    om_reset(&M);
+    M.ins[M.nin++] = om_vinfo("x", 1, (int64_t[]){3}, NULL);
+    M.ins[M.nin++] = om_vinfo("ids", 1, (int64_t[]){3}, NULL);
+    set_elem(M.ins[1], ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
+    M.outs[M.nout++] = om_vinfo("y", 1, (int64_t[]){3}, NULL);
+    M.inits[M.ni++] = om_tensor_i64("a", 3, (int64_t[]){1, 5, 2});
+    M.inits[M.ni++] = om_tensor_i64("b", 1, (int64_t[]){2});
+    M.inits[M.ni++] = om_tensor_f("one", 0, NULL, (float[]){1.0f}, 1);
+    om_node(&M, "Less", "k", "a,b", "k", NULL);
+    om_node(&M, "Not", "nk", "k", "nk", NULL);
+    om_node(&M, "Where", "w", "nk,x,one", "y", NULL);
+    g = import_ok(write_model("compare_fold.onnx", 0), NULL);
+    assert_int_equal(count_op(g, "less"), 0);
+    assert_int_equal(count_op(g, "not"), 0);
+    float xf[3] = {0.25f, -0.75f, 2.5f};
+    double yw[3] = {1.0, -0.75, 2.5}; /* 1 < 2 is true, so not() is false: one */
+    check_numbers(g, (const void *[]){xf, cl_ids}, 1, (double *[]){yw});
+    te_graph_free(g);
+    om_reset(&M);
+    M.ins[M.nin++] = om_vinfo("x", 1, (int64_t[]){3}, NULL);
+    M.ins[M.nin++] = om_vinfo("ids", 1, (int64_t[]){3}, NULL);
+    set_elem(M.ins[1], ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
+    M.outs[M.nout++] = om_vinfo("y", 1, (int64_t[]){3}, NULL);
+    om_node(&M, "Equal", "eq_mixed", "x,ids", "y", NULL);
+    import_fails(write_model("compare_mixed.onnx", 0), NULL,
+                 "node 'eq_mixed' (Equal): node 'y' (equal): input 2 'ids' has dtype i64");
+}
+
 static void test_index_ops_refuse_unsupported_forms_naming_the_node(void **state)
 {
     (void)state;
@@ -874,6 +1023,7 @@ int main(void)
         cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_attention_gemm),
         cmocka_unit_test(test_index_ops_and_reductions_at_run_time),
+        cmocka_unit_test(test_compare_and_logic_ops),
         cmocka_unit_test(test_index_ops_refuse_unsupported_forms_naming_the_node),
         cmocka_unit_test(test_bad_models),
     };

@@ -484,6 +484,276 @@ static void test_where_broadcasts_bool_u8_and_float_conditions(void **state)
     }
 }
 
+/* Builds Y (u8 or f32 elements) for the CPU with the default schedule, runs it on data (output
+ * poisoned first) and returns the output as doubles (caller frees). */
+static double *run_compiled(te_ctx *ctx, int n_in, te_tensor *const *ins, const void *const *data,
+                            te_tensor *Y)
+{
+    te_schedule *s = te_schedule_create(ctx, 1, &Y);
+    assert_non_null(s);
+    te_tensor *args[4];
+    memcpy(args, ins, sizeof(te_tensor *) * (size_t)n_in);
+    args[n_in] = Y;
+    te_target tgt = te_target_host();
+    te_module *m = NULL;
+    if (te_build(s, n_in + 1, args, "op", &tgt, &m))
+        fail_msg("te_build: %s", te_ctx_errmsg(ctx));
+    size_t n = (size_t)te_tensor_numel(Y);
+    te_dtype dt = te_tensor_dtype(Y);
+    void *buf[4];
+    memcpy(buf, data, sizeof(void *) * (size_t)n_in);
+    buf[n_in] = malloc(n * te_dtype_size(dt));
+    memset(buf[n_in], 0xA5, n * te_dtype_size(dt)); /* neither 0 nor 1; NaN as f32 bits */
+    if (dt == TE_F32)
+        tt_poison_f32(buf[n_in], n);
+    assert_int_equal(te_module_run(m, buf), TE_OK);
+    double *out = malloc(sizeof(double) * n);
+    for (size_t i = 0; i < n; i++)
+        out[i] = dt == TE_U8 ? ((uint8_t *)buf[n_in])[i] : ((float *)buf[n_in])[i];
+    free(buf[n_in]);
+    te_module_free(m);
+    return out;
+}
+
+static void test_compare_logic_not_sign_on_broadcast_shapes(void **state)
+{
+    (void)state;
+    static const te_binop cmp[] = {TE_EQ, TE_NE, TE_LT, TE_LE, TE_GT, TE_GE};
+    static const te_binop lg[] = {TE_AND, TE_OR, TE_NE};
+    for (int rep = 0; rep < REPS; rep++) {
+        int nd;
+        int64_t s[TE_MAX_DIMS], as[TE_MAX_DIMS], bs[TE_MAX_DIMS];
+        rand_shape(1, 4, 4, &nd, s);
+        int ra = nd, rb = bshape(nd, s, bs);
+        memcpy(as, s, sizeof(int64_t) * (size_t)nd);
+        if (rep % 2) { /* the broadcast operand first */
+            ra = bshape(nd, s, as);
+            rb = nd;
+            memcpy(bs, s, sizeof(int64_t) * (size_t)nd);
+        }
+        int64_t na = numel(ra, as), nb = numel(rb, bs), N = numel(nd, s), ix[TE_MAX_DIMS];
+        te_ctx *ctx = te_ctx_create();
+        int kind = rep % 3; /* 0: compare f32, 1: compare i64, 2: logic u8/bool */
+        te_binop op = kind < 2 ? cmp[tt_rng_int(&g_rng, 6)] : lg[tt_rng_int(&g_rng, 3)];
+        te_dtype da = kind == 0 ? TE_F32 : kind == 1 ? TE_I64 : TE_U8;
+        te_dtype db = kind == 2 && tt_rng_int(&g_rng, 2) ? TE_BOOL : da;
+        te_tensor *A = te_placeholder(ctx, "A", da, ra, as);
+        te_tensor *B = te_placeholder(ctx, "B", db, rb, bs);
+        double *va = malloc(sizeof(double) * (size_t)na), *vb = malloc(sizeof(double) * (size_t)nb);
+        void *pa = malloc(8 * (size_t)na), *pb = malloc(8 * (size_t)nb);
+        for (int64_t k = 0; k < na + nb; k++) {
+            bool first = k < na;
+            int64_t j = first ? k : k - na;
+            te_dtype dt = first ? da : db;
+            void *p = first ? pa : pb;
+            double v;
+            if (dt == TE_F32) { /* few distinct values, so that equality happens */
+                v = (float)(0.5 * (double)tt_rng_int(&g_rng, 5) - 1.0);
+                ((float *)p)[j] = (float)v;
+            } else if (dt == TE_I64) {
+                v = (double)(tt_rng_int(&g_rng, 5) - 2);
+                ((int64_t *)p)[j] = (int64_t)v;
+            } else { /* u8 truth values may be any non-zero byte; bool is 0 / 1 */
+                int64_t b = tt_rng_int(&g_rng, 2);
+                uint8_t byte = (uint8_t)(b && dt == TE_U8 ? 1 + tt_rng_int(&g_rng, 255) : b);
+                ((uint8_t *)p)[j] = byte;
+                v = byte != 0;
+            }
+            (first ? va : vb)[j] = v;
+        }
+        te_tensor *Y =
+            kind < 2 ? te_op_compare(ctx, op, A, B, "Y") : te_op_logic(ctx, op, A, B, "Y");
+        assert_non_null(Y);
+        assert_int_equal(te_tensor_dtype(Y), TE_U8);
+        assert_int_equal(te_tensor_ndim(Y), nd);
+        te_tensor *ins[] = {A, B};
+        const void *data[] = {pa, pb};
+        double *got = ref(ctx, Y, 2, ins, data);
+        double *want = malloc(sizeof(double) * (size_t)N);
+        for (int64_t f = 0; f < N; f++) {
+            unflat(nd, s, f, ix);
+            double x = va[boff(nd, ix, ra, as)], y = vb[boff(nd, ix, rb, bs)];
+            bool r = false;
+            if (kind < 2)
+                r = op == TE_EQ   ? x == y
+                    : op == TE_NE ? x != y
+                    : op == TE_LT ? x < y
+                    : op == TE_LE ? x <= y
+                    : op == TE_GT ? x > y
+                                  : x >= y;
+            else
+                r = op == TE_AND ? x && y : op == TE_OR ? x || y : (x != 0) != (y != 0);
+            want[f] = r;
+        }
+        char what[64];
+        snprintf(what, sizeof what, "%s on %s", te_tensor_tag(Y), te_dtype_str(da));
+        check_close(got, want, N, 0, what);
+        double *comp = run_compiled(ctx, 2, ins, data, Y);
+        check_close(comp, want, N, 0, what);
+        free(comp);
+        free(got);
+        /* not and sign on A */
+        te_tensor *Z = kind == 2 ? te_op_not(ctx, A, "Z") : te_op_sign(ctx, A, "Z");
+        assert_non_null(Z);
+        assert_int_equal(te_tensor_dtype(Z), kind == 2 ? TE_U8 : da);
+        if (kind < 2) { /* f32 output for the compiled check: sign of f32 only */
+            te_tensor *in1[] = {A};
+            const void *d1[] = {pa};
+            got = ref(ctx, Z, 1, in1, d1);
+            for (int64_t k = 0; k < na; k++)
+                want[k] = va[k] > 0 ? 1 : va[k] < 0 ? -1 : 0;
+            check_close(got, want, na, 0, "sign");
+            free(got);
+            if (kind == 0) {
+                comp = run_compiled(ctx, 1, in1, d1, Z);
+                check_close(comp, want, na, 0, "sign compiled");
+                free(comp);
+            }
+        } else {
+            te_tensor *in1[] = {A};
+            const void *d1[] = {pa};
+            got = ref(ctx, Z, 1, in1, d1);
+            for (int64_t k = 0; k < na; k++)
+                want[k] = va[k] == 0;
+            check_close(got, want, na, 0, "not");
+            comp = run_compiled(ctx, 1, in1, d1, Z);
+            check_close(comp, want, na, 0, "not compiled");
+            free(comp);
+            free(got);
+        }
+        free(want);
+        free(va);
+        free(vb);
+        free(pa);
+        free(pb);
+        te_ctx_free(ctx);
+    }
+}
+
+static void test_mod_floor_and_fmod_with_zero_divisors(void **state)
+{
+    (void)state;
+    for (int rep = 0; rep < REPS; rep++) {
+        int nd;
+        int64_t s[TE_MAX_DIMS], bs[TE_MAX_DIMS], ix[TE_MAX_DIMS];
+        rand_shape(1, 3, 5, &nd, s);
+        int rb = bshape(nd, s, bs);
+        int64_t N = numel(nd, s), nb = numel(rb, bs);
+        int fm = rep % 2, flt = rep % 4 == 1;
+        te_dtype dt = flt ? TE_F32 : rep % 3 ? TE_I64 : TE_I32;
+        te_ctx *ctx = te_ctx_create();
+        te_tensor *A = te_placeholder(ctx, "A", dt, nd, s),
+                  *B = te_placeholder(ctx, "B", dt, rb, bs);
+        void *pa = malloc(8 * (size_t)N), *pb = malloc(8 * (size_t)nb);
+        double *va = malloc(sizeof(double) * (size_t)N), *vb = malloc(sizeof(double) * (size_t)nb);
+        for (int64_t k = 0; k < N + nb; k++) {
+            bool first = k < N;
+            int64_t j = first ? k : k - N;
+            void *p = first ? pa : pb;
+            double v;
+            if (flt) {
+                v = (float)tt_rng_uniform(&g_rng, 0.25, 4) * (tt_rng_int(&g_rng, 2) ? 1 : -1);
+                ((float *)p)[j] = (float)v;
+            } else {
+                v = (double)(tt_rng_int(&g_rng, first ? 41 : 9) - (first ? 20 : 4)); /* 0, -1 */
+                if (dt == TE_I64)
+                    ((int64_t *)p)[j] = (int64_t)v;
+                else
+                    ((int32_t *)p)[j] = (int32_t)v;
+            }
+            (first ? va : vb)[j] = v;
+        }
+        te_tensor *Y = te_op_mod(ctx, A, B, fm || flt, "Y");
+        te_tensor *ins[] = {A, B};
+        const void *data[] = {pa, pb};
+        double *got = ref(ctx, Y, 2, ins, data), *want = malloc(sizeof(double) * (size_t)N);
+        for (int64_t f = 0; f < N; f++) {
+            unflat(nd, s, f, ix);
+            double a = va[f], b = vb[boff(nd, ix, rb, bs)];
+            if (flt)
+                want[f] = (double)((float)a - (float)b * truncf((float)a / (float)b));
+            else if (b == 0 || b == -1)
+                want[f] = 0;
+            else {
+                int64_t r = (int64_t)a % (int64_t)b;
+                if (!fm && r != 0 && ((r < 0) != (b < 0)))
+                    r += (int64_t)b;
+                want[f] = (double)r;
+            }
+        }
+        check_close(got, want, N, flt ? 1e-6 : 0, fm ? "fmod" : "floor mod");
+        if (flt) {
+            for (int64_t f = 0; f < N; f++) { /* and C's fmod, to float rounding */
+                unflat(nd, s, f, ix);
+                want[f] = fmod(va[f], vb[boff(nd, ix, rb, bs)]);
+            }
+            check_close(got, want, N, 1e-5, "fmod vs C fmod");
+            check_compiled(ctx, 2, ins, data, 1, &Y, "fmod");
+        } else { /* compiled, integer output */
+            te_schedule *sc = te_schedule_create(ctx, 1, &Y);
+            te_tensor *args[] = {A, B, Y};
+            te_target tgt = te_target_host();
+            te_module *m = NULL;
+            if (te_build(sc, 3, args, "mod", &tgt, &m))
+                fail_msg("te_build: %s", te_ctx_errmsg(ctx));
+            void *out = malloc(8 * (size_t)N);
+            memset(out, 0x5A, 8 * (size_t)N);
+            assert_int_equal(te_module_run(m, (void *[]){pa, pb, out}), TE_OK);
+            for (int64_t f = 0; f < N; f++) {
+                double v = dt == TE_I64 ? (double)((int64_t *)out)[f] : ((int32_t *)out)[f];
+                if (v != want[f])
+                    fail_msg("compiled mod element %lld is %g, want %g (seed %llu)", (long long)f,
+                             v, want[f], (unsigned long long)g_seed);
+            }
+            free(out);
+            te_module_free(m);
+        }
+        free(got);
+        free(want);
+        free(va);
+        free(vb);
+        free(pa);
+        free(pb);
+        te_ctx_free(ctx);
+    }
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *F = te_placeholder(ctx, "F", TE_F32, 1, (int64_t[]){3});
+    assert_null(te_op_mod(ctx, F, F, 0, "m"));
+    assert_non_null(strstr(te_ctx_errmsg(ctx), "mod 'm': input 'A' ('F') is f32: a float "
+                                               "remainder needs fmod=1"));
+    te_ctx_free(ctx);
+}
+
+static void test_compare_and_logic_refuse_bad_input_with_messages(void **state)
+{
+    (void)state;
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *F = te_placeholder(ctx, "F", TE_F32, 2, (int64_t[]){3, 4});
+    te_tensor *G = te_placeholder(ctx, "G", TE_F32, 1, (int64_t[]){3});
+    te_tensor *I = te_placeholder(ctx, "I", TE_I64, 1, (int64_t[]){4});
+    te_tensor *U = te_placeholder(ctx, "U", TE_U8, 1, (int64_t[]){4});
+#define REFUSED(call, want_code, want_msg)                                                         \
+    do {                                                                                           \
+        assert_null(call);                                                                         \
+        assert_int_equal(te_ctx_errcode(ctx), want_code);                                          \
+        if (!strstr(te_ctx_errmsg(ctx), want_msg))                                                 \
+            fail_msg("error '%s' does not mention '%s'", te_ctx_errmsg(ctx), want_msg);            \
+        te_ctx_clear_error(ctx);                                                                   \
+    } while (0)
+    REFUSED(te_op_compare(ctx, TE_LT, F, G, "c1"), TE_ERR_SHAPE,
+            "less 'c1': cannot broadcast input 'A' ('F') axis 1 (extent 4) with input 'B' ('G')");
+    REFUSED(te_op_compare(ctx, TE_EQ, F, I, "c2"), TE_ERR_DTYPE, "equal 'c2'");
+    REFUSED(te_op_compare(ctx, TE_ADD, F, F, "c3"), TE_ERR_ARG, "is not one of TE_EQ");
+    REFUSED(te_op_logic(ctx, TE_AND, U, I, "l1"), TE_ERR_DTYPE,
+            "and 'l1': input 'B' ('I') has dtype i64; truth values are bool or u8");
+    REFUSED(te_op_logic(ctx, TE_LT, U, U, "l2"), TE_ERR_ARG, "is not one of TE_AND, TE_OR");
+    REFUSED(te_op_not(ctx, F, "n1"), TE_ERR_DTYPE, "not 'n1': input 'X' ('F') has dtype f32");
+    REFUSED(te_op_not(ctx, NULL, "n2"), TE_ERR_ARG, "not 'n2'");
+    REFUSED(te_op_sign(ctx, NULL, "s1"), TE_ERR_ARG, "sign 's1'");
+#undef REFUSED
+    te_ctx_free(ctx);
+}
+
 static void test_expand_follows_numpy_broadcast(void **state)
 {
     (void)state;
@@ -760,6 +1030,9 @@ int main(void)
         cmocka_unit_test(test_gather_with_negative_indices_on_any_axis),
         cmocka_unit_test(test_gather_clamps_out_of_range_indices_and_refuses_float_indices),
         cmocka_unit_test(test_where_broadcasts_bool_u8_and_float_conditions),
+        cmocka_unit_test(test_compare_logic_not_sign_on_broadcast_shapes),
+        cmocka_unit_test(test_compare_and_logic_refuse_bad_input_with_messages),
+        cmocka_unit_test(test_mod_floor_and_fmod_with_zero_divisors),
         cmocka_unit_test(test_expand_follows_numpy_broadcast),
         cmocka_unit_test(test_log_softmax_matches_naive),
         cmocka_unit_test(test_reduce_max_and_l2_over_random_axes),

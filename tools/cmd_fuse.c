@@ -40,7 +40,9 @@ static void usage(FILE *f)
             "  --dot          the fused graph as Graphviz (one cluster per kernel)\n"
             "  --check        compile every group (default schedule, C backend), run the graph\n"
             "                 on random inputs and compare every group output with the float64\n"
-            "                 reference of the unfused graph (fails above 1e-5 relative error)\n"
+            "                 reference of the unfused graph (fails above 1e-5 relative error);\n"
+            "                 integer inputs get values in [0, 4), gather indices within their\n"
+            "                 axis, u8 (bool) inputs 0 or 1\n"
             "  --rules-list   list the rules (name, class, priority, pattern, produces)\n"
             "  --ops          list the operators a graph may use, with kinds and attributes\n");
 }
@@ -60,6 +62,47 @@ typedef struct check_state {
     const void *const *in;
     int bad, failed;
 } check_state;
+
+/* Element j of data of dtype dt as a double. */
+static double elem(te_dtype dt, const void *p, int64_t j)
+{
+    switch (dt) {
+    case TE_F32:
+        return ((const float *)p)[j];
+    case TE_F64:
+        return ((const double *)p)[j];
+    case TE_I64:
+        return (double)((const int64_t *)p)[j];
+    case TE_I32:
+        return ((const int32_t *)p)[j];
+    case TE_U8:
+        return ((const uint8_t *)p)[j];
+    default:
+        return NAN;
+    }
+}
+
+/* The values --check fills integer input v with: [0, bound). For the indices of gather nodes,
+ * the smallest extent of their indexed axes; for a u8 input (ONNX bool), 2; else 4 (small, so
+ * that comparisons with small constants like Equal(ids, 0) take both outcomes). */
+static int64_t int_bound(const te_graph *g, int v)
+{
+    int64_t bound = te_graph_value_dtype(g, v) == TE_U8 ? 2 : 4, dim = 0;
+    for (int n = 0; n < te_graph_node_count(g); n++) {
+        if (strcmp(te_graph_node_op(g, n), "gather") || te_graph_node_ninputs(g, n) != 2 ||
+            te_graph_node_input(g, n, 1) != v)
+            continue;
+        int x = te_graph_node_input(g, n, 0), r = te_graph_value_ndim(g, x);
+        const char *a = strstr(te_graph_node_attrs(g, n), "axis=");
+        int axis = a ? atoi(a + 5) : 0;
+        axis = axis < 0 ? axis + r : axis;
+        if (axis >= 0 && axis < r) {
+            int64_t e = te_graph_value_shape(g, x)[axis];
+            dim = dim && dim < e ? dim : e;
+        }
+    }
+    return dim ? dim : bound;
+}
 
 /* After group gi ran (its outputs are live in the pool now): each output against the float64
  * reference of the unfused graph. */
@@ -82,7 +125,7 @@ static void check_group(te_graph_exec *e, int gi, void *user)
         const void *got = te_graph_exec_value(e, v);
         te_dtype dt = te_graph_value_dtype(g, v);
         for (int64_t j = 0; j < n; j++) {
-            double x = dt == TE_F32 ? ((const float *)got)[j] : ((const double *)got)[j];
+            double x = elem(dt, got, j);
             double d = fabs(x - want[j]) / fmax(1.0, fabs(want[j]));
             if (!(d <= worst))
                 worst = d;
@@ -95,8 +138,8 @@ static void check_group(te_graph_exec *e, int gi, void *user)
     }
 }
 
-/* Compiles and runs the plan on random inputs; prints one line per group output. Returns 0
- * when every output is within 1e-5 of the reference. */
+/* Compiles and runs the plan on random inputs (integers: int_bound's ranges); prints one line per
+ * group output. Returns 0 when every output is within 1e-5 of the reference. */
 static int check_plan(te_graph *g, const te_fuse_plan *p)
 {
     te_graph_exec *e = NULL;
@@ -111,22 +154,32 @@ static int check_plan(te_graph *g, const te_fuse_plan *p)
         int v = te_graph_input_value(g, i);
         int64_t n = te_graph_value_numel(g, v);
         te_dtype dt = te_graph_value_dtype(g, v);
-        if (dt != TE_F32 && dt != TE_F64) {
-            fprintf(stderr, "tessera fuse: --check fills f32/f64 inputs only ('%s' is %s)\n",
+        if (dt != TE_F32 && dt != TE_F64 && dt != TE_I64 && dt != TE_I32 && dt != TE_U8) {
+            fprintf(stderr,
+                    "tessera fuse: --check fills f32, f64, i64, i32 and u8 inputs only ('%s' is "
+                    "%s)\n",
                     te_graph_value_name(g, v), te_dtype_str(dt));
             rc = 1;
             break;
         }
+        int64_t bound = dt == TE_F32 || dt == TE_F64 ? 0 : int_bound(g, v);
         in[i] = malloc((size_t)n * te_dtype_size(dt));
         for (int64_t j = 0; in[i] && j < n; j++) {
             s ^= s << 13, s ^= s >> 7, s ^= s << 17;
             double x = ((double)(s >> 11) / 9007199254740992.0) * 2 - 1;
+            int64_t k = bound ? (int64_t)((s >> 11) % (uint64_t)bound) : 0;
             if (x == 0)
                 x = 0.5;
             if (dt == TE_F32)
                 ((float *)in[i])[j] = (float)x;
-            else
+            else if (dt == TE_F64)
                 ((double *)in[i])[j] = x;
+            else if (dt == TE_I64)
+                ((int64_t *)in[i])[j] = k;
+            else if (dt == TE_I32)
+                ((int32_t *)in[i])[j] = (int32_t)k;
+            else
+                ((uint8_t *)in[i])[j] = (uint8_t)k;
         }
     }
     check_state cs = {g, p, (const void *const *)in, 0, 0};

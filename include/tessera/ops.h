@@ -245,6 +245,33 @@ te_tensor *te_op_tanh(te_ctx *ctx, te_tensor *X, const char *name);
  * "max". */
 te_tensor *te_op_binary(te_ctx *ctx, te_binop op, te_tensor *A, te_tensor *B, const char *name);
 
+/* ---- Comparison, logic and mod (te/ops/compare.c) --------------------------------------- */
+/* Truth values are TE_U8 tensors holding 0 or 1 (how the graph and ONNX store bool). Each
+ * operator is one stage; on bad input they return NULL with the error recorded on ctx, naming
+ * the operator, its output and the input at fault. */
+
+/* Y = (A op B) ? 1 : 0 as TE_U8, with te_op_binary's broadcasting. A and B share a numeric
+ * (non-bool) dtype; op is one of TE_EQ, TE_NE, TE_LT, TE_LE, TE_GT, TE_GE. Tag "equal",
+ * "not_equal", "less", "less_equal", "greater" or "greater_equal". */
+te_tensor *te_op_compare(te_ctx *ctx, te_binop op, te_tensor *A, te_tensor *B, const char *name);
+
+/* Y = (A op B) ? 1 : 0 as TE_U8 on truth values, broadcasting: A and B are TE_BOOL or TE_U8
+ * (non-zero is true; their dtypes may differ). op is TE_AND, TE_OR, or TE_NE for exclusive or.
+ * Tag "and", "or" or "xor". */
+te_tensor *te_op_logic(te_ctx *ctx, te_binop op, te_tensor *A, te_tensor *B, const char *name);
+
+/* Y = X ? 0 : 1 as TE_U8; X is TE_BOOL or TE_U8 (non-zero is true). Tag "not". */
+te_tensor *te_op_not(te_ctx *ctx, te_tensor *X, const char *name);
+
+/* Y = -1, 0 or 1 by the sign of X, in X's (numeric) dtype; NaN gives 0. Tag "sign". */
+te_tensor *te_op_sign(te_ctx *ctx, te_tensor *X, const char *name);
+
+/* Remainder with te_op_binary's broadcasting, in A's dtype (A and B share a numeric one), as
+ * ONNX Mod: fmod = 0 takes the divisor's sign (te_floormod, integers only), fmod = 1 the
+ * dividend's (C fmod; integers by te_mod, floats as a - b trunc(a / b)). An integer divisor of
+ * 0 or -1 gives 0 (compiled code cannot trap). Tag "mod". */
+te_tensor *te_op_mod(te_ctx *ctx, te_tensor *A, te_tensor *B, int fmod, const char *name);
+
 /* ---- Layout --------------------------------------------------------------------------- */
 
 /* Constant padding: Y has extent pad_before[d] + X.shape[d] + pad_after[d] on axis d, X's

@@ -5,7 +5,10 @@ inputs and writes, for tests/onnx_peer/peer_check.c, into OUT_DIR:
 Every supported operator alone with random shapes and attributes (the index operators
 Concat, Split, Slice, Gather, Where, Expand and LogSoftmax, ReduceMax, ReduceL2 too), an MLP
 with the erf GELU, a ResNet basic block and BERT-style encoder layers with an attention mask:
-added to the scores, and applied by Where from a bool input after a Gather token embedding.
+added to the scores, applied by Where from a bool input after a Gather token embedding, and
+computed in the model from the int64 token ids (Equal(ids, 0) -> Where(-1e9, 0)). The
+comparison and logic operators (Equal, Less, ..., And, Or, Xor, Not) Cast their bool results
+to float, integer Mod its int64 ones.
 Inputs are written raw in their own dtype (float32, int64, bool as one byte).
 
   make_models.py OUT_DIR [SEED]
@@ -257,6 +260,53 @@ for rep in range(8):
          ["y"], [init("c", cond), init("v", np.float32(rng.uniform(-5, 5)))])
     emit(name("Where"), [helper.make_node("Where", ["c", "x", "z"], ["y"])],
          [("c", cond), ("x", rand(*s)), ("z", rand(*s[-1:]))], ["y"])
+    # Comparisons (float32 with few distinct values, so that equality happens, or int64) and
+    # logic operators (bool inputs) with broadcasting, their bool results Cast to float; Not,
+    # Floor, Ceil, Sign; Max / Min with three inputs.
+    for op in ["Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"]:
+        s = shape(1, 4)
+        b = tuple(d if rng.integers(0, 3) else 1 for d in s[-int(rng.integers(1, len(s) + 1)):])
+        if rep % 2:
+            xa = rng.integers(-2, 3, size=s).astype(np.int64)
+            xb = rng.integers(-2, 3, size=b).astype(np.int64)
+        else:
+            xa = (rng.integers(-2, 3, size=s) * 0.5).astype(np.float32)
+            xb = (rng.integers(-2, 3, size=b) * 0.5).astype(np.float32)
+        ins = [("a", xa), ("b", xb)] if rep % 3 else [("a", xa)]
+        emit(name(op), [helper.make_node(op, ["a", "b"], ["c"]),
+                        helper.make_node("Cast", ["c"], ["y"], to=TensorProto.FLOAT)],
+             ins, ["y"], [] if rep % 3 else [init("b", xb)])
+    for op in ["And", "Or", "Xor"]:
+        s = shape(1, 4)
+        b = tuple(d if rng.integers(0, 3) else 1 for d in s[-int(rng.integers(1, len(s) + 1)):])
+        emit(name(op), [helper.make_node(op, ["a", "b"], ["c"]),
+                        helper.make_node("Cast", ["c"], ["y"], to=TensorProto.FLOAT)],
+             [("a", rng.integers(0, 2, size=s).astype(np.bool_)),
+              ("b", rng.integers(0, 2, size=b).astype(np.bool_))], ["y"])
+    s = shape()
+    emit(name("Not"), [helper.make_node("Not", ["a"], ["c"]),
+                       helper.make_node("Cast", ["c"], ["y"], to=TensorProto.FLOAT)],
+         [("a", rng.integers(0, 2, size=s).astype(np.bool_))], ["y"])
+    for op in ["Floor", "Ceil", "Sign"]:
+        x = rand(*shape(), lo=-3, hi=3)
+        x.flat[::3] = np.round(x.flat[::3])  # integers (and zeros for Sign) too
+        emit(name(op), [helper.make_node(op, ["x"], ["y"])], [("x", x)], ["y"])
+    # Mod: int64 with either sign rule (non-zero divisors), float with fmod=1; Cast to float.
+    s = shape(1, 3)
+    b = s[-int(rng.integers(1, len(s) + 1)):]
+    db = rng.integers(1, 6, size=b) * rng.choice([-1, 1], size=b)
+    if rep % 2:
+        emit(name("Mod"), [helper.make_node("Mod", ["a", "b"], ["r"], fmod=int(rep % 4 == 1)),
+                           helper.make_node("Cast", ["r"], ["y"], to=TensorProto.FLOAT)],
+             [("a", rng.integers(-20, 21, size=s).astype(np.int64)),
+              ("b", db.astype(np.int64))], ["y"])
+    else:
+        emit(name("Mod"), [helper.make_node("Mod", ["a", "b"], ["y"], fmod=1)],
+             [("a", rand(*s, lo=-5, hi=5)), ("b", (db * 0.75).astype(np.float32))], ["y"])
+    for op in ["Max", "Min"]:
+        s = shape(1, 3)
+        emit(name(op), [helper.make_node(op, ["x", "b", "c"], ["y"])],
+             [("x", rand(*s)), ("b", rand(*s[-1:]))], ["y"], [init("c", rand(*s))])
     # Expand to a shape with 1s (kept) and a higher rank.
     s = shape(1, 3)
     xs = tuple(d if rng.integers(0, 2) else 1 for d in s)
@@ -404,6 +454,23 @@ winits += [init("tok_emb", rand(vocab, E)), init("pos_emb", rand(S, E)),
 emit("bert_encoder_layer_where", wnodes,
      [("ids", rng.integers(0, vocab, size=(B, S)).astype(np.int64)), ("keep", keep)], ["y"],
      winits)
+
+# The same layer with its attention mask computed in the model from the int64 token ids, as
+# BERT exporters write it: Equal(ids, 0) (the padding token) -> Unsqueeze -> Where(-1e9, 0)
+# added to the scores.
+ids = rng.integers(1, vocab, size=(B, S)).astype(np.int64)
+ids[1, S - 3:] = 0  # the second sequence is padded
+cnodes = [helper.make_node("Equal", ["ids", "pad_id"], ["is_pad"]),
+          helper.make_node("Unsqueeze", ["is_pad", "mask_axes"], ["is_pad4"]),
+          helper.make_node("Where", ["is_pad4", "big_neg", "zero"], ["mask"])]
+for nd in wnodes:
+    if nd.op_type == "Where" and list(nd.input) == ["keep", "scaled", "neg"]:
+        nd = helper.make_node("Add", ["scaled", "mask"], ["masked"])
+    cnodes.append(nd)
+cinits = [i for i in winits if i.name != "neg"]
+cinits += [init("pad_id", np.int64(0)), init("mask_axes", np.array([1, 2], dtype=np.int64)),
+           init("big_neg", np.float32(-1e9)), init("zero", np.float32(0))]
+emit("bert_encoder_layer_mask_from_ids", cnodes, [("ids", ids)], ["y"], cinits)
 
 with open(os.path.join(out_dir, "list.txt"), "w") as f:
     f.write("\n".join(listing) + "\n")
