@@ -50,8 +50,9 @@ static void test_skinny_configurations_match_reference(void **state)
     tt_rng r;
     tt_rng_seed(&r, tt_seed(5));
     static const char *const params[] = {
-        "m=1,n=40,k=64,trans_b=1",  "m=1,n=40,k=64",  "m=3,n=37,k=45,trans_b=1",
-        "m=3,n=37,k=45",            "m=16,n=24,k=48,trans_b=1", "m=16,n=24,k=48",
+        "m=1,n=40,k=64,trans_b=1",  "m=1,n=40,k=64",
+        "m=3,n=37,k=45,trans_b=1",  "m=3,n=37,k=45",
+        "m=16,n=24,k=48,trans_b=1", "m=16,n=24,k=48",
         "m=1,n=7,k=5,trans_b=1",    "m=1,n=70,k=33,trans_b=1,trans_a=1",
     };
     for (size_t p = 0; p < sizeof params / sizeof params[0]; p++) {

@@ -67,7 +67,8 @@ te_tensor *te_op_mlp_gate_tb(te_ctx *ctx, te_tensor *X, te_tensor *W1, te_tensor
         op__matmul(&s, X, W1, 0, trans_b, op__stage_name(ctx, s.name, "gate"), "mlp_gate_gate");
     if (!G)
         return NULL;
-    te_tensor *U = op__matmul(&s, X, W3, 0, trans_b, op__stage_name(ctx, s.name, "up"), "mlp_gate_up");
+    te_tensor *U =
+        op__matmul(&s, X, W3, 0, trans_b, op__stage_name(ctx, s.name, "up"), "mlp_gate_up");
     if (!U)
         return NULL;
     te_expr *i = te_axis(ctx, "i", te_tensor_shape(G)[0]);

@@ -461,7 +461,8 @@ static int build_mlp_gate(BUILD_ARGS)
     int64_t m = I(op, &r, "m"), n = I(op, &r, "n"), k = I(op, &r, "k");
     int tb = I(op, &r, "trans_b") != 0;
     te_tensor *X = PH("X", m, k);
-    te_tensor *W1 = tb ? PH("W1", n, k) : PH("W1", k, n), *W3 = tb ? PH("W3", n, k) : PH("W3", k, n);
+    te_tensor *W1 = tb ? PH("W1", n, k) : PH("W1", k, n),
+              *W3 = tb ? PH("W3", n, k) : PH("W3", k, n);
     te_tensor *ins[] = {X, W1, W3}, *outs[] = {te_op_mlp_gate_tb(ctx, X, W1, W3, tb, "mlp_gate")};
     return FINISH(ins, outs);
 }
