@@ -15,6 +15,10 @@
  *            contiguous K x nr copy reused by every row tile), parallel axis.
  *            Knobs: mr, nr, ku, order (0 panels outside, 1 panels outside + packed B,
  *            2 rows outside), par (0 none, 1 outer loop, 2 outer two loops fused).
+ *            Skinny products (m <= 16): with B stored [n, k] (trans_b, or mlp_gate's weights
+ *            [out][in]) the gemv space of templates_gemv.c (k reduced in vector lanes, blocks of
+ *            n parallel); with B [k, n] the tiles above, column panels outside, no packing, mr
+ *            up to m. No template makes a loop of extent 1 parallel (te__parallel).
  *   conv2d   conv2d, conv2d_bn_relu, depthwise_conv2d (see templates_conv.c).
  *   rowop    softmax, layer_norm, rms_norm: every producer computed inside the output's row
  *            loop (parallel). Knobs: vec (split of the last axis, vectorized), inline
