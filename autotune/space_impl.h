@@ -73,6 +73,14 @@ int te__filter_le(const int64_t *cand, int n, int64_t limit, int64_t fallback, i
 
 /* Templates (autotune/templates.c). */
 const te__template *te__template_for(const char *op);
+/* te_parallel on x when its extent is above 1; a loop of extent 1 stays serial (a parallel
+ * loop of one iteration is a serial kernel that pays for the thread team). Returns the status. */
+int te__parallel(te_stage *st, te_iter *x);
+/* Matrix-vector and skinny products (autotune/templates_gemv.c): whether out is a product of
+ * rank 2 with at most 16 rows whose B operand is stored [n, k] (k contiguous), or an
+ * elementwise epilogue of such products; the gemm template hands such an output to te__t_gemv. */
+bool te__gemv_fits(te_tensor *out);
+extern const te__template te__t_gemv;
 
 /* Sketches (autotune/sketch.c). */
 int te__sketch_init(te_space *sp);

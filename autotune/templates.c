@@ -15,6 +15,10 @@
  *            contiguous K x nr copy reused by every row tile), parallel axis.
  *            Knobs: mr, nr, ku, order (0 panels outside, 1 panels outside + packed B,
  *            2 rows outside), par (0 none, 1 outer loop, 2 outer two loops fused).
+ *            Skinny products (m <= 16): with B stored [n, k] (trans_b, or mlp_gate's weights
+ *            [out][in]) the gemv space of templates_gemv.c (k reduced in vector lanes, blocks of
+ *            n parallel); with B [k, n] the tiles above, column panels outside, no packing, mr
+ *            up to m. No template makes a loop of extent 1 parallel (te__parallel).
  *   conv2d   conv2d, conv2d_bn_relu, depthwise_conv2d (see templates_conv.c).
  *   rowop    softmax, layer_norm, rms_norm: every producer computed inside the output's row
  *            loop (parallel). Knobs: vec (split of the last axis, vectorized), inline
@@ -129,6 +133,11 @@ static int gemm_init(te_space *sp)
         return TE_ERR_NOMEM;
     if (sp->n_out > 8)
         return TERR(sp, "gemm template: too many outputs");
+    if (sp->n_out == 1 && te__gemv_fits(sp->outs[0])) {
+        /* A matrix-vector or skinny product with B stored [n, k]: reduce along k instead. */
+        sp->tmpl = &te__t_gemv;
+        return te__t_gemv.init(sp);
+    }
     int64_t M = 0, N = 0, K = 0;
     for (int o = 0; o < sp->n_out; o++) {
         te_tensor *O = sp->outs[o];
@@ -178,7 +187,10 @@ static int gemm_init(te_space *sp)
     int V = sp->lanes;
     int64_t v[TE__MAX_KVALS];
     static const int64_t mrs[] = {1, 2, 3, 4, 6, 8};
-    knob(sp, "mr", filter_le(mrs, 6, M, M, v), v);
+    int nm = filter_le(mrs, 6, M, M, v);
+    if (M <= 16 && v[nm - 1] < M)
+        v[nm++] = M; /* skinny: every row under one load of B */
+    knob(sp, "mr", nm, v);
     int64_t nrs[4] = {V, 2 * V, 3 * V, 4 * V};
     int nn = N < V ? 0 : filter_le(nrs, 4, (N + V - 1) / V * V, V, v);
     if (!nn) {
@@ -192,15 +204,26 @@ static int gemm_init(te_space *sp)
     for (int o = 0; o < gd->nout; o++)
         for (int q = 0; q < (gd->o[o].role_a ? 1 : gd->o[o].nprod); q++)
             any_pack |= gd->o[o].packable[q] != NULL;
-    if (any_pack)
+    if (M <= 16)
+        /* Skinny: B is read once, so no packing; column panels outside, so the parallel loop
+         * runs over blocks of n (rows outside would parallelize a loop of one or two tiles). */
+        knob(sp, "order", 1, (int64_t[]){0});
+    else if (any_pack)
         knob(sp, "order", 3, (int64_t[]){0, 1, 2});
     else
         knob(sp, "order", 2, (int64_t[]){0, 2});
-    if (sp->target.num_cores > 1)
+    if (sp->target.num_cores > 1 && (M > 1 || N > V))
         knob(sp, "par", 2, (int64_t[]){1, 2});
     else
         knob(sp, "par", 1, (int64_t[]){0});
     return TE_OK;
+}
+
+int te__parallel(te_stage *st, te_iter *x)
+{
+    if (x && te_iter_extent(x) <= 1)
+        return TE_OK;
+    return te_parallel(st, x);
 }
 
 /* The register tile of product stage `ps` computed at loop `at` of T. */
@@ -284,21 +307,21 @@ static int gemm_apply(te__gen *g)
         te_iter *b = go->batch ? te_stage_axis(T, 0) : NULL;
         te_iter *at = inner, *pack_at = order == 1 ? outer : NULL;
         if (par == 1) {
-            if (!TE__OK(g, te_parallel(T, b ? b : outer)))
+            if (!TE__OK(g, te__parallel(T, b ? b : outer)))
                 return g->err;
         } else if (par == 2) {
             te_iter *f;
             if (b) {
-                if (!TE__OK(g, te_fuse(T, b, outer, &f)) || !TE__OK(g, te_parallel(T, f)))
+                if (!TE__OK(g, te_fuse(T, b, outer, &f)) || !TE__OK(g, te__parallel(T, f)))
                     return g->err;
                 if (pack_at)
                     pack_at = f;
             } else if (pack_at) {
                 /* Fusing would pack per tile: keep the panel loop. */
-                if (!TE__OK(g, te_parallel(T, outer)))
+                if (!TE__OK(g, te__parallel(T, outer)))
                     return g->err;
             } else {
-                if (!TE__OK(g, te_fuse(T, outer, inner, &f)) || !TE__OK(g, te_parallel(T, f)))
+                if (!TE__OK(g, te_fuse(T, outer, inner, &f)) || !TE__OK(g, te__parallel(T, f)))
                     return g->err;
                 at = f;
             }
@@ -403,7 +426,7 @@ static int row_apply(te__gen *g)
     if (!TE__OK(g, te_split(T, te_stage_axis(T, nd - 1), vec, &jo, &ji)) ||
         !TE__OK(g, te_vectorize(T, ji)))
         return g->err;
-    if (g->sp->target.num_cores > 1 && !TE__OK(g, te_parallel(T, row)))
+    if (g->sp->target.num_cores > 1 && !TE__OK(g, te__parallel(T, row)))
         return g->err;
     if (nt && !TE__OK(g, te_stage_nontemporal(T, true)))
         return g->err;
@@ -495,10 +518,10 @@ static int elt_apply(te__gen *g)
         return g->err;
     if (par == 2 && row) {
         te_iter *f;
-        if (!TE__OK(g, te_fuse(T, row, jo, &f)) || !TE__OK(g, te_parallel(T, f)))
+        if (!TE__OK(g, te_fuse(T, row, jo, &f)) || !TE__OK(g, te__parallel(T, f)))
             return g->err;
     } else if (par >= 1) {
-        if (!TE__OK(g, te_parallel(T, row ? row : jo)))
+        if (!TE__OK(g, te__parallel(T, row ? row : jo)))
             return g->err;
     }
     if (unr && !TE__OK(g, te_pragma_unroll_max(T, (int)unr)))

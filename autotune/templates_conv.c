@@ -137,7 +137,7 @@ static int conv_apply(te__gen *g)
                 return g->err;
             f = f2;
         }
-        if (!TE__OK(g, te_parallel(T, f)))
+        if (!TE__OK(g, te__parallel(T, f)))
             return g->err;
     }
     if (!TE__OK(g, te_unroll(T, inner[cd->rax])) || !TE__OK(g, te_vectorize(T, inner[cd->vax])))
@@ -179,7 +179,7 @@ static int conv_apply(te__gen *g)
             te_iter *f;
             if (g->sp->target.num_cores > 1 &&
                 (!TE__OK(g, te_fuse(P, te_stage_axis(P, 0), te_stage_axis(P, 1), &f)) ||
-                 !TE__OK(g, te_parallel(P, f))))
+                 !TE__OK(g, te__parallel(P, f))))
                 return g->err;
             te_iter *a, *b;
             if (!TE__OK(g, te_split(P, te_stage_axis(P, nd - 1), g->sp->lanes, &a, &b)) ||

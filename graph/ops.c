@@ -375,7 +375,10 @@ static int ap_matmul_bias_act(APPLY_ARGS)
 static int ap_mlp_gate(APPLY_ARGS)
 {
     UNUSED_ARGS;
-    return done(ctx, te_op_mlp_gate(ctx, in[0], in[1], in[2], names[0]), out);
+    return done(ctx,
+                te_op_mlp_gate_tb(ctx, in[0], in[1], in[2],
+                                  (int)te__gop_attr_int(op, kv, "trans_b"), names[0]),
+                out);
 }
 
 static int ap_qkv(APPLY_ARGS)
@@ -726,7 +729,7 @@ static const te__gop table[] = {
     {"sum", TE_KIND_REDUCTION, 1, 1, 1, "X", "axis=-1,keepdims=0", 1, ap_sum},
     {"matmul_bias_act", TE_KIND_OUT_EWISE_FUSABLE, 2, 3, 1, "X,W[,bias]", "act=relu", 0,
      ap_matmul_bias_act},
-    {"mlp_gate", TE_KIND_OUT_EWISE_FUSABLE, 3, 3, 1, "X,W1,W3", "", 0, ap_mlp_gate},
+    {"mlp_gate", TE_KIND_OUT_EWISE_FUSABLE, 3, 3, 1, "X,W1,W3", "trans_b=0", 0, ap_mlp_gate},
     {"conv2d_bn_relu", TE_KIND_OUT_EWISE_FUSABLE, 4, 4, 1, "X,W,scale,shift", CONV_ATTRS, 0,
      ap_conv2d_bn_relu},
     {"qkv_projection", TE_KIND_OPAQUE, 4, 4, 3, "X,Wq,Wk,Wv", "", 0, ap_qkv},

@@ -452,6 +452,114 @@ static int bench_rowop(const char *op, int M, int N, int threads, int reps, row 
     return 0;
 }
 
+/* ---- gemv: matrix-vector products against a weight matrix ----------------------------------- */
+
+typedef struct {
+    int tb, n, k;
+    const float *w, *x;
+    float *y;
+} sgemv_run;
+
+static void run_sgemv(void *p)
+{
+    sgemv_run *r = p;
+    if (r->tb) /* W [n][k]: y = W x */
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, r->n, r->k, 1.0f, r->w, r->k, r->x, 1, 0.0f, r->y,
+                    1);
+    else /* W [k][n]: y = W^T x */
+        cblas_sgemv(CblasRowMajor, CblasTrans, r->k, r->n, 1.0f, r->w, r->n, r->x, 1, 0.0f, r->y,
+                    1);
+}
+
+/* y[1, n] = x[1, k] W, W stored [n][k] (tb, the [out][in] layout of inference engines) or
+ * [k][n], scheduled as the gemv space of the gemm template does (autotune/templates_gemv.c):
+ * with tb, kl = V lane-wise partial sums along k, 4 output rows per block, k unrolled by 2, the
+ * blocks parallel; without, 2-vector column blocks (parallel) accumulated in registers over k
+ * unrolled by 4. The figure is the weight bytes per second, beside a memcpy of the weights
+ * (the copy bandwidth of this run: the row's baseline) and OpenBLAS cblas_sgemv. */
+static int bench_gemv(int N, int K, int tb, int threads, int reps, row *out)
+{
+    te_ctx *ctx = te_ctx_create();
+    bool regs32;
+    const int64_t V = host_lanes(&regs32);
+    te_tensor *X = te_placeholder(ctx, "x", TE_F32, 2, (int64_t[]){1, K});
+    te_tensor *W = tb ? te_placeholder(ctx, "W", TE_F32, 2, (int64_t[]){N, K})
+                      : te_placeholder(ctx, "W", TE_F32, 2, (int64_t[]){K, N});
+    te_tensor *Y = te_op_matmul(ctx, X, W, 0, tb, "y");
+    BCHECK(Y);
+    te_schedule *s = te_schedule_create(ctx, 1, &Y);
+    BCHECK(s);
+    te_stage *sy = te_schedule_stage(s, Y);
+    te_iter *jo, *ji;
+    if (tb) {
+        te_iter *ko, *ki;
+        BCHECK(te_split(sy, te_stage_reduce_axis(sy, 0), V, &ko, &ki) == TE_OK);
+        te_tensor *rf = te_rfactor(s, Y, ki);
+        BCHECK(rf);
+        BCHECK(te_split(sy, te_stage_axis(sy, 1), 4, &jo, &ji) == TE_OK);
+        BCHECK(te_parallel(sy, jo) == TE_OK);
+        te_stage *sr = te_schedule_stage(s, rf);
+        BCHECK(te_compute_at(sr, sy, jo) == TE_OK);
+        te_iter *kro, *kri;
+        BCHECK(te_split(sr, te_stage_reduce_axis(sr, 0), 2, &kro, &kri) == TE_OK);
+        te_iter *rj = te_stage_axis(sr, 1), *rl = te_stage_axis(sr, 2);
+        BCHECK(te_reorder(sr, 5, (te_iter *[]){kro, kri, rj, te_stage_axis(sr, 0), rl}) == TE_OK);
+        BCHECK(te_unroll(sr, kri) == TE_OK && te_unroll(sr, rj) == TE_OK);
+        BCHECK(te_vectorize(sr, rl) == TE_OK);
+    } else {
+        te_tensor *acc = te_cache_write(s, Y, TE_SCOPE_LOCAL);
+        BCHECK(acc);
+        BCHECK(te_split(sy, te_stage_axis(sy, 1), 2 * V, &jo, &ji) == TE_OK);
+        BCHECK(te_parallel(sy, jo) == TE_OK);
+        BCHECK(te_vectorize(sy, ji) == TE_OK);
+        te_stage *sa = te_schedule_stage(s, acc);
+        BCHECK(te_compute_at(sa, sy, jo) == TE_OK);
+        te_iter *ko, *ki, *aj = te_stage_axis(sa, 1);
+        BCHECK(te_split(sa, te_stage_reduce_axis(sa, 0), 4, &ko, &ki) == TE_OK);
+        BCHECK(te_reorder(sa, 4, (te_iter *[]){te_stage_axis(sa, 0), ko, ki, aj}) == TE_OK);
+        BCHECK(te_unroll(sa, ki) == TE_OK);
+        BCHECK(te_vectorize(sa, aj) == TE_OK);
+    }
+    te_target tgt = te_target_host();
+    tgt.num_cores = threads;
+    te_module *m = NULL;
+    BCHECK(te_build(s, 3, (te_tensor *[]){X, W, Y}, "gemv", &tgt, &m) == TE_OK);
+    size_t nw = (size_t)N * K;
+    float *x = rand_buf((size_t)K, 3), *w = rand_buf(nw, 4), *y = rand_buf((size_t)N, 5);
+    float *yb = rand_buf((size_t)N, 6), *dst = rand_buf(nw, 7);
+    void *args[3] = {x, w, y};
+    tess_run tr = {te_module_entry(m), args};
+    copy_run cr = {dst, w, nw * sizeof(float)};
+    sgemv_run gr = {tb, N, K, w, x, yb};
+    te_bl_set_threads(threads);
+    te_bl_run_fn fn[3] = {run_tess, run_copy, run_sgemv};
+    void *arg[3] = {&tr, &cr, &gr};
+    double med[3];
+    BCHECK(te_bl_time_alternating(3, fn, arg, reps, med) == 0);
+    double bytes = (double)nw * sizeof(float); /* the weights, read once */
+    snprintf(out->workload, sizeof out->workload, "gemv %dx%d%s", N, K,
+             tb ? " W[n][k]" : " W[k][n]");
+    out->threads = threads;
+    out->unit = "gbps";
+    out->ours = bytes / med[0] * 1e-9;
+    out->base = bytes / med[1] * 1e-9;
+    out->openblas = bytes / med[2] * 1e-9;
+    out->onednn = NAN;
+    snprintf(out->base_name, sizeof out->base_name, "memcpy");
+    snprintf(out->base_impl, sizeof out->base_impl, "memcpy of the weights, 2 OpenMP sections");
+    snprintf(out->ob_impl, sizeof out->ob_impl, "cblas_sgemv");
+    out->other_impl = "openblas cblas_sgemv";
+    out->err = te_bl_rel_err(y, yb, (size_t)N);
+    free(x);
+    free(w);
+    free(y);
+    free(yb);
+    free(dst);
+    te_module_free(m);
+    te_ctx_free(ctx);
+    return 0;
+}
+
 /* ---- --db: the tuning database's best records ------------------------------------------- */
 
 /* The record to use for `threads` threads: one tuned on exactly that many cores if the
@@ -565,13 +673,15 @@ static int bench_db(te_db *db, const char *op, const char *params, int threads, 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: tessera bench [--json] [--reps N] [--threads LIST] [--only NAME] "
+            "usage: tessera bench [--json] [--reps N] [--threads LIST] [--only NAME] [--quick] "
             "[--db FILE] [--report FILE]\n"
             "       tessera bench --graph GRAPH [--db FILE] [--threads LIST] [--json] (--help)\n\n"
             "Runs hand-scheduled Tessera kernels beside the strongest baselines on this\n"
             "machine (matmul, the MLP gate: OpenBLAS with the kernels that fit the CPU and\n"
             "oneDNN's matmul, plain and with packed weights) and beside memcpy (softmax,\n"
-            "layer norm) in one process, alternating all of them, and prints medians, which\n"
+            "layer norm; gemv, the m = 1 products against [n][k] and [k][n] weights, as a\n"
+            "fraction of a memcpy of the weights, with OpenBLAS cblas_sgemv beside it) in\n"
+            "one process, alternating all of them, and prints medians, which\n"
             "kernels each baseline ran, and ratios to the strongest (and to each library).\n"
             "When OpenBLAS picked kernels narrower than the CPU's vectors, the command\n"
             "re-runs itself once with OPENBLAS_CORETYPE set and says so. With --db, the\n"
@@ -584,6 +694,8 @@ static void usage(FILE *f)
             "  --only NAME     run only workloads whose name starts with NAME\n"
             "  --attn-seq N    attention at sequence length N only (default 512, 1024, 2048;\n"
             "                  a small N checks that the benchmark works)\n"
+            "  --quick         one repetition, gemv rows at 1/8 of their n (checks that it\n"
+            "                  runs; not a measurement)\n"
             "  --report FILE   also write the results as a Markdown report (the machine, its\n"
             "                  measured FMA peak and copy bandwidth, every row with the\n"
             "                  fraction of peak or bandwidth it reaches): docs/PERFORMANCE.md\n");
@@ -593,7 +705,7 @@ int te_cmd_bench(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--graph")) /* tools/bench_graph.c */
         return te_cmd_bench_graph(argc - 1, argv + 1);
-    bool json = false;
+    bool json = false, quick = false;
     int reps = 9, threads[8] = {1, 2}, nthreads = 2;
     const char *only = NULL, *db_path = NULL, *report = NULL;
     int attn_seq = 0;
@@ -621,6 +733,9 @@ int te_cmd_bench(int argc, char **argv)
                 threads[nthreads++] = (int)t;
                 p = *end ? end + 1 : end;
             }
+        } else if (!strcmp(argv[a], "--quick")) {
+            quick = true;
+            reps = 1;
         } else if (!strcmp(argv[a], "--only") && a + 1 < argc) {
             only = argv[++a];
         } else if (!strcmp(argv[a], "--attn-seq") && a + 1 < argc) {
@@ -671,6 +786,15 @@ int te_cmd_bench(int argc, char **argv)
         {"attention", 3, 512, 12, 64},
         {"attention", 3, 1024, 12, 64},
         {"attention", 3, 2048, 12, 64},
+        /* gemv (m = 1): kind 4 stores the weights [n][k], kind 5 [k][n]. */
+        {"gemv", 4, 1, 768, 768},
+        {"gemv", 4, 1, 2048, 768},
+        {"gemv", 4, 1, 768, 2048},
+        {"gemv", 4, 1, 32000, 768},
+        {"gemv", 5, 1, 768, 768},
+        {"gemv", 5, 1, 2048, 768},
+        {"gemv", 5, 1, 768, 2048},
+        {"gemv", 5, 1, 32000, 768},
     };
     for (size_t w = 0; w < sizeof work / sizeof work[0]; w++) {
         if (only && strncmp(work[w].name, only, strlen(only)))
@@ -681,6 +805,8 @@ int te_cmd_bench(int argc, char **argv)
             if (work[w].kind == 3) {
                 te_bench_attention(db, attn_seq ? attn_seq : work[w].m, work[w].n, work[w].k,
                                    threads[t], reps, &rows[n]);
+            } else if (db && work[w].kind >= 4) {
+                continue; /* gemv rows: hand schedules only */
             } else if (db) {
                 char params[96];
                 if (work[w].kind == 2)
@@ -694,6 +820,9 @@ int te_cmd_bench(int argc, char **argv)
                 bench_matmul(work[w].m, work[w].n, work[w].k, threads[t], reps, &rows[n]);
             else if (work[w].kind == 1)
                 bench_mlp_gate(work[w].m, work[w].n, work[w].k, threads[t], reps, &rows[n]);
+            else if (work[w].kind >= 4)
+                bench_gemv(quick ? work[w].n / 8 : work[w].n, work[w].k, work[w].kind == 4,
+                           threads[t], reps, &rows[n]);
             else
                 bench_rowop(work[w].name, work[w].m, work[w].n, threads[t], reps, &rows[n]);
             if (!json)

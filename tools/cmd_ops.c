@@ -10,6 +10,11 @@ static void usage(FILE *f)
     fprintf(f, "usage: tessera ops [--json] [NAME]\n\n"
                "Lists every operator `tessera tune` and te_op_build accept, with its parameters\n"
                "(KEY=VAL for --shape; keys without a default are required).\n\n"
+               "A matrix-vector or skinny product against weights stored [out][in] (inference\n"
+               "engines' layout) is matmul with m=1..16 and trans_b=1, B being [n, k]:\n"
+               "  tessera tune matmul --shape m=1,n=2048,k=768,trans_b=1\n"
+               "(mlp_gate takes trans_b too; docs/GENERATING.md, \"Matrix-vector and skinny\n"
+               "products\").\n\n"
                "  --json   print a JSON list of operators\n"
                "  NAME     show only this operator\n");
 }

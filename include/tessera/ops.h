@@ -363,6 +363,11 @@ te_tensor *te_op_matmul_bias_act(te_ctx *ctx, te_tensor *X, te_tensor *W, te_ten
  * "<name>_gate" (X W1), "<name>_up" (X W3) and <name>. Needs a float dtype. Tag "mlp_gate". */
 te_tensor *te_op_mlp_gate(te_ctx *ctx, te_tensor *X, te_tensor *W1, te_tensor *W3,
                           const char *name);
+/* te_op_mlp_gate with the weights' layout: trans_b = 0 stores W1 and W3 [k, n] (in, out),
+ * trans_b = 1 stores them [n, k] ([out][in], the layout of inference engines' weight files, whose
+ * k axis is contiguous). Any other trans_b is TE_ERR_ARG; NULL on error (message in ctx). */
+te_tensor *te_op_mlp_gate_tb(te_ctx *ctx, te_tensor *X, te_tensor *W1, te_tensor *W3, int trans_b,
+                             const char *name);
 
 /* Convolution with folded batch norm and ReLU: Y = max(conv2d(X, W) * scale[oc] + shift[oc],
  * 0), scale and shift with oc elements, the conv as te_op_conv2d (either layout). Stages

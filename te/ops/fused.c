@@ -39,12 +39,21 @@ te_tensor *te_op_matmul_bias_act(te_ctx *ctx, te_tensor *X, te_tensor *W, te_ten
 
 te_tensor *te_op_mlp_gate(te_ctx *ctx, te_tensor *X, te_tensor *W1, te_tensor *W3, const char *name)
 {
+    return te_op_mlp_gate_tb(ctx, X, W1, W3, 0, name);
+}
+
+te_tensor *te_op_mlp_gate_tb(te_ctx *ctx, te_tensor *X, te_tensor *W1, te_tensor *W3, int trans_b,
+                             const char *name)
+{
     if (!ctx)
         return NULL;
     op_site s = {ctx, "mlp_gate", name ? name : "mlp_gate"};
-    if (!op__rank(&s, X, "input 'X'", 2, "[m, k]") ||
-        !op__rank(&s, W1, "weight 'W1'", 2, "[k, n]") ||
-        !op__rank(&s, W3, "weight 'W3'", 2, "[k, n]") || !op__float(&s, X, "input 'X'"))
+    if (trans_b != 0 && trans_b != 1)
+        return op__fail(&s, TE_ERR_ARG, "trans_b is %d; expected 0 (W [k, n]) or 1 (W [n, k])",
+                        trans_b);
+    const char *wl = trans_b ? "[n, k] (trans_b)" : "[k, n]";
+    if (!op__rank(&s, X, "input 'X'", 2, "[m, k]") || !op__rank(&s, W1, "weight 'W1'", 2, wl) ||
+        !op__rank(&s, W3, "weight 'W3'", 2, wl) || !op__float(&s, X, "input 'X'"))
         return NULL;
     const int64_t *s1 = te_tensor_shape(W1), *s3 = te_tensor_shape(W3);
     for (int d = 0; d < 2; d++)
@@ -55,13 +64,15 @@ te_tensor *te_op_mlp_gate(te_ctx *ctx, te_tensor *X, te_tensor *W1, te_tensor *W
                             te_tensor_name(W1), d, (long long)s1[d], te_tensor_name(W3), d,
                             (long long)s3[d]);
     te_tensor *G =
-        op__matmul(&s, X, W1, 0, 0, op__stage_name(ctx, s.name, "gate"), "mlp_gate_gate");
+        op__matmul(&s, X, W1, 0, trans_b, op__stage_name(ctx, s.name, "gate"), "mlp_gate_gate");
     if (!G)
         return NULL;
-    te_tensor *U = op__matmul(&s, X, W3, 0, 0, op__stage_name(ctx, s.name, "up"), "mlp_gate_up");
+    te_tensor *U =
+        op__matmul(&s, X, W3, 0, trans_b, op__stage_name(ctx, s.name, "up"), "mlp_gate_up");
     if (!U)
         return NULL;
-    te_expr *i = te_axis(ctx, "i", te_tensor_shape(G)[0]), *j = te_axis(ctx, "j", s1[1]);
+    te_expr *i = te_axis(ctx, "i", te_tensor_shape(G)[0]);
+    te_expr *j = te_axis(ctx, "j", te_tensor_shape(G)[1]);
     te_expr *body =
         te_mul(ctx, te_op_act_expr(ctx, TE_ACT_SILU, TE_AT(ctx, G, i, j)), TE_AT(ctx, U, i, j));
     return op__tag(ctx, te_compute(ctx, s.name, 2, (te_expr *[]){i, j}, body), "mlp_gate");

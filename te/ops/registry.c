@@ -491,8 +491,11 @@ static int build_mlp_gate(BUILD_ARGS)
 {
     BUILD_BEGIN("mlp_gate")
     int64_t m = I(op, &r, "m"), n = I(op, &r, "n"), k = I(op, &r, "k");
-    te_tensor *X = PH("X", m, k), *W1 = PH("W1", k, n), *W3 = PH("W3", k, n);
-    te_tensor *ins[] = {X, W1, W3}, *outs[] = {te_op_mlp_gate(ctx, X, W1, W3, "mlp_gate")};
+    int tb = I(op, &r, "trans_b") != 0;
+    te_tensor *X = PH("X", m, k);
+    te_tensor *W1 = tb ? PH("W1", n, k) : PH("W1", k, n),
+              *W3 = tb ? PH("W3", n, k) : PH("W3", k, n);
+    te_tensor *ins[] = {X, W1, W3}, *outs[] = {te_op_mlp_gate_tb(ctx, X, W1, W3, tb, "mlp_gate")};
     return FINISH(ins, outs);
 }
 
@@ -654,6 +657,9 @@ static const te_op_key keys_batch_matmul[] = {K_REQ("b", "batch"),
                                               K_BOOL("trans_b", "0", "1: B is [b, n, k]")};
 static const te_op_key keys_mnk[] = {K_REQ("m", "rows"), K_REQ("n", "output features"),
                                      K_REQ("k", "input features")};
+static const te_op_key keys_mlp_gate[] = {
+    K_REQ("m", "rows"), K_REQ("n", "output features"), K_REQ("k", "input features"),
+    K_BOOL("trans_b", "0", "1: W1 and W3 are [n, k] ([out][in])")};
 static const te_op_key keys_conv[] = {K_REQ("n", "batch"),
                                       K_REQ("c", "input channels"),
                                       K_REQ("h", "input height"),
@@ -769,8 +775,8 @@ static const te_op_info op_table[] = {
     {"sum", "row sums of X[m, n]", NK(keys_mn), keys_mn, build_sum},
     {"matmul_bias_act", "act(X W + bias): matmul stage plus epilogue stage", NK(keys_mba), keys_mba,
      build_matmul_bias_act},
-    {"mlp_gate", "silu(X W1) * (X W3): two matmul stages plus epilogue", NK(keys_mnk), keys_mnk,
-     build_mlp_gate},
+    {"mlp_gate", "silu(X W1) * (X W3): two matmul stages plus epilogue", NK(keys_mlp_gate),
+     keys_mlp_gate, build_mlp_gate},
     {"conv2d_bn_relu", "relu(conv2d(X, W) * scale + shift): conv stage plus epilogue",
      NK(keys_conv), keys_conv, build_conv2d_bn_relu},
     {"qkv_projection", "X Wq, X Wk, X Wv: three matmuls sharing one input", NK(keys_mnk), keys_mnk,
