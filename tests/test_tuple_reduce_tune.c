@@ -135,10 +135,10 @@ static void test_sketches_of_a_user_tuple_expression(void **state)
     te_tensor *A = te_placeholder(ctx, "A", TE_F32, 2, (int64_t[]){7, 50});
     te_expr *x0 = te_var(ctx, "x0", TE_F32), *x1 = te_var(ctx, "x1", TE_F32);
     te_expr *y0 = te_var(ctx, "y0", TE_F32), *y1 = te_var(ctx, "y1", TE_F32);
-    te_reducer *r = te_reducer_create_tuple(
-        ctx, "sumsq", 2, (te_expr *[]){x0, x1}, (te_expr *[]){y0, y1},
-        (te_expr *[]){te_add(ctx, x0, y0), te_add(ctx, x1, y1)},
-        (te_expr *[]){te_f32(ctx, 0), te_f32(ctx, 0)});
+    te_reducer *r =
+        te_reducer_create_tuple(ctx, "sumsq", 2, (te_expr *[]){x0, x1}, (te_expr *[]){y0, y1},
+                                (te_expr *[]){te_add(ctx, x0, y0), te_add(ctx, x1, y1)},
+                                (te_expr *[]){te_f32(ctx, 0), te_f32(ctx, 0)});
     te_expr *i = te_axis(ctx, "i", 7), *k = te_reduce_axis(ctx, "k", 50);
     te_expr *v = TE_AT(ctx, A, i, k);
     te_tensor *sq[2];
@@ -148,9 +148,9 @@ static void test_sketches_of_a_user_tuple_expression(void **state)
                          sq),
         TE_OK);
     te_expr *i2 = te_axis(ctx, "i", 7);
-    te_tensor *V = te_compute(
-        ctx, "V", 1, &i2,
-        te_sub(ctx, TE_AT(ctx, sq[1], i2), te_mul(ctx, TE_AT(ctx, sq[0], i2), TE_AT(ctx, sq[0], i2))));
+    te_tensor *V = te_compute(ctx, "V", 1, &i2,
+                              te_sub(ctx, TE_AT(ctx, sq[1], i2),
+                                     te_mul(ctx, TE_AT(ctx, sq[0], i2), TE_AT(ctx, sq[0], i2))));
     assert_non_null(V);
     check_sketches(ctx, "user sumsq", 1, &A, 1, &V, 12);
     check_sketches(ctx, "user sumsq outputs", 1, &A, 2, sq, 12);
