@@ -186,8 +186,7 @@ static void test_cuda_source_of_tuple_reductions_compiles(void **state)
     (void)state;
     bool nvrtc = te_nvrtc_available(), dev = nvrtc && te_cuda_available();
     if (!nvrtc)
-        printf("  NVRTC not loadable (%s): CUDA sources emitted, not compiled\n",
-               te_cuda_errmsg());
+        printf("  NVRTC not loadable (%s): CUDA sources emitted, not compiled\n", te_cuda_errmsg());
     else if (!dev)
         printf("  no CUDA device: compiled with NVRTC, not run\n");
     for (int pk = 0; pk < P_COUNT; pk++) {
@@ -218,8 +217,8 @@ static void test_cuda_source_of_tuple_reductions_compiles(void **state)
                         outs[o] = malloc(8 * M);
                         tt_poison_f32(outs[o], 2 * M);
                     }
-                    if (te_cuda_module_run(cm, (void *[]){a, outs[0], outs[1],
-                                                          p.n > 2 ? outs[2] : NULL}))
+                    if (te_cuda_module_run(
+                            cm, (void *[]){a, outs[0], outs[1], p.n > 2 ? outs[2] : NULL}))
                         fail_msg("%s: device run: %s", pnames[pk], te_cuda_module_errmsg(cm));
                     check(&p, (problem)pk, a, outs, "GPU");
                     for (int o = 0; o < p.n; o++)
