@@ -152,6 +152,8 @@ static void apply(prob *p, te_schedule *s, sched_kind k)
     default:
         break;
     }
+    if (p->B && k == S_RFACTOR_WHOLE) /* the producer inlined into the partial stage */
+        assert_int_equal(te_compute_inline(te_schedule_stage(s, p->B)), TE_OK);
     if (p->B && k != S_RFACTOR_VECTOR && k != S_RFACTOR_WHOLE) {
         /* The producer per outer reduction step of the tuple compute (after rfactor the
          * partial stage reads B, which then stays at the root). */
