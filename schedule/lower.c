@@ -326,13 +326,6 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
             return NULL;
         if (fk == TE_FOR_THREAD)
             inner->u.loop.thread_tag = (int)it->tag;
-        if (fk == TE_FOR_THREAD && it->reduce && st->ntuple) {
-            LERR(L, TE_ERR_UNSUPPORTED,
-                 "stage '%s': a tuple reduction bound to GPU threads (te_bind_reduce) is not "
-                 "supported yet",
-                 st->tensor->name);
-            return NULL;
-        }
         if (fk == TE_FOR_THREAD && it->reduce) {
             /* te_bind_reduce: the cross_thread_reduce pass lowers it. */
             te__xreduce *x = te__alloc(ctx, sizeof *x);
@@ -341,7 +334,8 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
                 return NULL;
             memcpy(xi, sidx, sizeof(te_expr *) * (size_t)st->ndim);
             *x = (te__xreduce){
-                l->buf, st->ndim, xi, l->body->u.red.rkind, l->body->u.red.custom, l->body->dtype};
+                l->buf,         st->ndim,   xi,     l->body->u.red.rkind, l->body->u.red.custom,
+                l->body->dtype, st->ntuple, l->bufs};
             inner->u.loop.xreduce = x;
         }
     }

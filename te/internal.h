@@ -301,6 +301,10 @@ typedef struct te__xreduce {
     te_reduce_kind kind;
     te_reducer *custom;
     te_dtype dtype;
+    /* A tuple stage: every update of the body is a tuple update of bufs[0..ntuple) (the
+     * accumulators, custom the tuple reducer); buf is bufs[0]. 0 / NULL otherwise. */
+    int ntuple;
+    te_buf **bufs;
 } te__xreduce;
 
 /* Register promotion of a local buffer, decided by the promote_registers pass

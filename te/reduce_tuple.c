@@ -187,18 +187,19 @@ static te_reducer *make_welford(te_ctx *ctx, te_dtype dt)
                                    (te_expr *[]){nb, mb, qb}, comb, id);
 }
 
-/* s * exp(m - M), but exactly s when m == M: no exp(-inf - -inf) = NaN when both are -inf. */
-static te_expr *rescale(te_ctx *ctx, te_expr *s, te_expr *m, te_expr *M)
-{
-    return te_select(ctx, te_eq(ctx, m, M), s, te_mul(ctx, s, te_exp(ctx, te_sub(ctx, m, M))));
-}
-
 static te_reducer *make_softmax(te_ctx *ctx, te_dtype dt)
 {
     te_expr *m1 = te_var(ctx, "m1", dt), *s1 = te_var(ctx, "s1", dt);
     te_expr *m2 = te_var(ctx, "m2", dt), *s2 = te_var(ctx, "s2", dt);
-    te_expr *M = te_max(ctx, m1, m2);
-    te_expr *comb[2] = {M, te_add(ctx, rescale(ctx, s1, m1, M), rescale(ctx, s2, m2, M))};
+    /* s1 exp(m1 - M) + s2 exp(m2 - M) with one exp: the state with the larger max keeps its sum,
+     * the other's is scaled by e = exp(min - max). Equal maxima (two -inf included) take e = 1,
+     * never exp(-inf - -inf) = NaN. */
+    te_expr *M = te_max(ctx, m1, m2), *lo = te_min(ctx, m1, m2);
+    te_expr *e =
+        te_select(ctx, te_eq(ctx, m1, m2), te_const(ctx, dt, 1), te_exp(ctx, te_sub(ctx, lo, M)));
+    te_expr *sum = te_select(ctx, te_ge(ctx, m1, m2), te_add(ctx, s1, te_mul(ctx, s2, e)),
+                             te_add(ctx, te_mul(ctx, s1, e), s2));
+    te_expr *comb[2] = {M, sum};
     te_expr *id[2] = {te_const(ctx, dt, -INFINITY), te_const(ctx, dt, 0)};
     return te_reducer_create_tuple(ctx, "online_softmax", 2, (te_expr *[]){m1, s1},
                                    (te_expr *[]){m2, s2}, comb, id);

@@ -120,11 +120,15 @@ static void check_batch(op_case *cs, candidate *cand, int nb, uint64_t seed, int
             args[i] = c->in_data[i];
         for (int o = 0; o < c->n_out; o++) {
             size_t ne = (size_t)te_tensor_numel(c->out[o]);
-            outs[o] = malloc(sizeof(float) * ne);
-            tt_poison_f32(outs[o], ne);
+            outs[o] = malloc(sizeof(int64_t) * ne); /* room for i64 outputs (argmax) */
+            tt_poison_f32(outs[o], 2 * ne);
             args[c->n_in + o] = outs[o];
         }
         assert_int_equal(fn(args), 0);
+        for (int o = 0; o < c->n_out; o++) /* integer outputs (indices) compared as floats */
+            if (te_tensor_dtype(c->out[o]) == TE_I64)
+                for (size_t i = 0, ne = (size_t)te_tensor_numel(c->out[o]); i < ne; i++)
+                    outs[o][i] = (float)((int64_t *)outs[o])[i];
         for (int o = 0; o < c->n_out; o++) {
             double err = tt_max_rel_err_f32(outs[o], c->ref[o], (size_t)te_tensor_numel(c->out[o]));
             if (!(err < 1e-5)) {

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "tessera/backend.h"
+#include "tessera/ops.h"
 #include "tessera/schedule.h"
 #include "tessera/te.h"
 #include "testutil.h"
@@ -151,6 +152,8 @@ static void apply(prob *p, te_schedule *s, sched_kind k)
     default:
         break;
     }
+    if (p->B && k == S_RFACTOR_WHOLE) /* the producer inlined into the partial stage */
+        assert_int_equal(te_compute_inline(te_schedule_stage(s, p->B)), TE_OK);
     if (p->B && k != S_RFACTOR_VECTOR && k != S_RFACTOR_WHOLE) {
         /* The producer per outer reduction step of the tuple compute (after rfactor the
          * partial stage reads B, which then stays at the root). */
@@ -272,12 +275,111 @@ static void test_schedule_primitives_that_cannot_apply_are_refused(void **state)
     te_ctx_free(p.ctx);
 }
 
+/* A tuple stage as a producer: the one-pass softmax's (max, sum) stage computed at the row loop
+ * of the normalization, with its reduction rfactored across 8 vector lanes and the partial
+ * stage at that row loop too. */
+static void test_tuple_stage_computed_at_its_consumer_row_loop(void **state)
+{
+    (void)state;
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *X = te_placeholder(ctx, "X", TE_F32, 2, (int64_t[]){5, 43});
+    te_tensor *Y = te_op_softmax_online(ctx, X, 1, "sm");
+    assert_non_null(Y);
+    te_schedule *s = te_schedule_create(ctx, 1, &Y);
+    te_stage *ys = te_schedule_stage(s, Y), *st = te_schedule_stage(s, te_op_find(Y, "sm_sum"));
+    assert_ptr_equal(st, te_schedule_stage_by_name(s, "sm_max"));
+    te_iter *row = te_stage_axis(ys, 0), *ko, *ki;
+    assert_int_equal(te_compute_at(st, ys, row), TE_OK);
+    assert_int_equal(te_split(st, te_stage_reduce_axis(st, 0), 8, &ko, &ki), TE_OK);
+    te_tensor *rf = te_rfactor(s, te_op_find(Y, "sm_max"), ki);
+    assert_non_null(rf);
+    te_stage *rs = te_schedule_stage(s, rf);
+    te_iter *lane = te_stage_axis(rs, 2);
+    assert_int_equal(te_reorder(rs, 2, (te_iter *[]){te_stage_reduce_axis(rs, 0), lane}), TE_OK);
+    assert_int_equal(te_vectorize(rs, lane), TE_OK);
+    assert_int_equal(te_compute_at(rs, ys, row), TE_OK);
+    te_iter *jo, *ji;
+    assert_int_equal(te_split(ys, te_stage_axis(ys, 1), 8, &jo, &ji), TE_OK);
+    assert_int_equal(te_vectorize(ys, ji), TE_OK);
+    te_target tgt = te_target_host();
+    te_module *m = NULL;
+    if (te_build(s, 2, (te_tensor *[]){X, Y}, "smo", &tgt, &m))
+        fail_msg("te_build: %s", te_ctx_errmsg(ctx));
+    float x[5 * 43], y[5 * 43];
+    tt_rng g;
+    tt_rng_seed(&g, tt_seed(23));
+    tt_fill_f32(&g, x, 5 * 43);
+    for (int c = 0; c < 43; c++)
+        x[c] = -INFINITY; /* row 0 fully masked */
+    tt_poison_f32(y, 5 * 43);
+    assert_int_equal(te_module_run(m, (void *[]){x, y}), TE_OK);
+    double ref[5 * 43];
+    assert_int_equal(te_reference_eval(ctx, 1, &X, (const void *[]){x}, 1, &Y, (double *[]){ref}),
+                     TE_OK);
+    double e = tt_max_rel_err_f32(y, ref, 5 * 43);
+    if (!(e < 1e-5))
+        fail_msg("max relative error %g", e);
+    te_module_free(m);
+    te_ctx_free(ctx);
+}
+
+/* A full reduction over two axes to rank-0 outputs: argmax of a whole matrix as a flat index,
+ * with the inner axis split and rfactored. */
+static void test_rank0_tuple_over_two_axes_with_rfactor(void **state)
+{
+    (void)state;
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *A = te_placeholder(ctx, "A", TE_F32, 2, (int64_t[]){M, K});
+    te_expr *r = te_reduce_axis(ctx, "r", M), *k = te_reduce_axis(ctx, "k", K);
+    te_expr *flat = te_add(ctx, te_mul(ctx, r, te_int(ctx, K)), k);
+    te_expr *body =
+        te_reduce_tuple(ctx, te_reducer_argmax(ctx, TE_F32, TE_I64), 2,
+                        (te_expr *[]){TE_AT(ctx, A, r, k), flat}, 2, (te_expr *[]){r, k});
+    te_tensor *out[2];
+    assert_int_equal(te_compute_tuple(ctx, 2, (const char *[]){"mv", "mi"}, 0, NULL, body, out),
+                     TE_OK);
+    for (int sched = 0; sched < 2; sched++) {
+        te_schedule *s = te_schedule_create(ctx, 2, out);
+        if (sched) {
+            te_stage *st = te_schedule_stage(s, out[1]);
+            te_iter *ko, *ki;
+            assert_int_equal(te_split(st, te_stage_reduce_axis(st, 1), 8, &ko, &ki), TE_OK);
+            te_tensor *rf = te_rfactor(s, out[0], ki);
+            if (!rf)
+                fail_msg("rfactor: %s", te_ctx_errmsg(ctx));
+            assert_int_equal(te_tensor_ndim(rf), 1);
+        }
+        te_target tgt = te_target_host();
+        te_module *m = NULL;
+        if (te_build(s, 3, (te_tensor *[]){A, out[0], out[1]}, "am0", &tgt, &m))
+            fail_msg("te_build: %s", te_ctx_errmsg(ctx));
+        float a[M * K], mv = NAN;
+        int64_t mi = -1;
+        tt_rng g;
+        tt_rng_seed(&g, tt_seed(24));
+        tt_fill_f32(&g, a, M * K);
+        a[3 * K + 30] = a[5 * K + 2] = 9.0f; /* the first in row-major order wins */
+        assert_int_equal(te_module_run(m, (void *[]){a, &mv, &mi}), TE_OK);
+        assert_true(mv == 9.0f);
+        assert_int_equal(mi, 3 * K + 30);
+        double rv, ri;
+        assert_int_equal(
+            te_reference_eval(ctx, 1, &A, (const void *[]){a}, 2, out, (double *[]){&rv, &ri}),
+            TE_OK);
+        assert_true(rv == 9.0 && ri == 3 * K + 30);
+        te_module_free(m);
+    }
+    te_ctx_free(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_tuple_reducer_every_schedule_matches_reference),
         cmocka_unit_test(test_producer_computed_inside_the_tuple_reduction),
         cmocka_unit_test(test_one_loop_nest_writes_all_outputs),
+        cmocka_unit_test(test_rank0_tuple_over_two_axes_with_rfactor),
+        cmocka_unit_test(test_tuple_stage_computed_at_its_consumer_row_loop),
         cmocka_unit_test(test_schedule_primitives_that_cannot_apply_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

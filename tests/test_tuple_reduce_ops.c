@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "tessera/backend.h"
+#include "tessera/graph.h"
 #include "tessera/ops.h"
 #include "tessera/schedule.h"
 #include "tessera/te.h"
@@ -251,6 +252,62 @@ static void test_norms_use_kahan_on_long_rows(void **state)
         }
 }
 
+/* Graph nodes use the new operators: one-pass softmax, argmax of it (i64) and the Welford
+ * layer norm, fused with the shipped CPU rules, compiled and run. */
+static void test_graph_nodes_use_the_tuple_operators(void **state)
+{
+    (void)state;
+    enum { R = 6, C = 33 };
+    te_graph *g = te_graph_create();
+    const char *text = "input x f32[6,33]\n"
+                       "s = softmax_online(x)\n"
+                       "a = argmax(s)\n"
+                       "l = layer_norm_welford(x)\n"
+                       "output a, l\n";
+    if (te_graph_parse(g, text, "tuple.graph") != TE_OK)
+        fail_msg("parse: %s", te_graph_errmsg(g));
+    char err[512], path[512];
+    snprintf(path, sizeof path, "%s/cpu.rules", TE_RULES_DIR);
+    te_fuse_rules *rules = te_fuse_rules_load(path, err, sizeof err);
+    if (!rules)
+        fail_msg("rules: %s", err);
+    te_fuse_target tgt;
+    te_fuse_target_host(&tgt);
+    te_fuse_plan *plan = te_graph_fuse(g, rules, &tgt);
+    assert_non_null(plan);
+    te_graph_exec *e = NULL;
+    if (te_graph_compile(g, plan, NULL, &e) != TE_OK)
+        fail_msg("compile: %s", te_graph_errmsg(g));
+    float x[R * C], l[R * C];
+    int64_t a[R];
+    tt_rng rg;
+    tt_rng_seed(&rg, tt_seed(35));
+    tt_fill_f32(&rg, x, R * C);
+    tt_poison_f32(l, R * C);
+    assert_int_equal(te_graph_run(e, (const void *[]){x}, (void *[]){a, l}), TE_OK);
+    for (int r = 0; r < R; r++) {
+        int best = 0;
+        double mean = 0, var = 0;
+        for (int c = 0; c < C; c++) {
+            if (x[r * C + c] > x[r * C + best])
+                best = c;
+            mean += x[r * C + c] / C;
+        }
+        for (int c = 0; c < C; c++)
+            var += (x[r * C + c] - mean) * (x[r * C + c] - mean) / C;
+        assert_int_equal(a[r], best);
+        for (int c = 0; c < C; c++) {
+            double want = (x[r * C + c] - mean) / sqrt(var + 1e-5);
+            if (!(fabs(l[r * C + c] - want) < 1e-4 * fmax(1, fabs(want))))
+                fail_msg("layer_norm_welford[%d, %d] = %g, want %g", r, c, l[r * C + c], want);
+        }
+    }
+    te_graph_exec_free(e);
+    te_fuse_plan_free(plan);
+    te_fuse_rules_free(rules);
+    te_graph_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -259,6 +316,7 @@ int main(void)
         cmocka_unit_test(test_online_softmax_masked_rows_and_huge_values),
         cmocka_unit_test(test_kahan_removes_the_error_of_plain_fp32_sums),
         cmocka_unit_test(test_norms_use_kahan_on_long_rows),
+        cmocka_unit_test(test_graph_nodes_use_the_tuple_operators),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -238,8 +238,9 @@ te_dtype te_reducer_dtype(const te_reducer *r, int i);
  * welford: (count, mean, M2) in dt (float), sources (1, v, 0); the variance is M2 / count.
  *   Chan's parallel combine, safe on two empty states.
  * online_softmax: (max m, sum s) in dt (float), sources (v, 1): combine M = max(m1, m2),
- *   s = s1 * exp(m1 - M) + s2 * exp(m2 - M), where a term whose m equals M is taken as s
- *   unscaled, so two -inf states give (-inf, s1 + s2) and never NaN; identity (-inf, 0).
+ *   s = s1 * exp(m1 - M) + s2 * exp(m2 - M), computed with one exp (the smaller max's sum is
+ *   scaled by exp(min - max), and equal maxima scale by 1), so two -inf states give
+ *   (-inf, s1 + s2) and never NaN; identity (-inf, 0).
  *   sum(exp(v - m)) over the row is s, without overflow for large v.
  * kahan: compensated summation, (sum s, compensation c) in dt (float), sources (v, 0). The
  *   true sum of a state is s - c (s alone is the classic Kahan result); merging two states

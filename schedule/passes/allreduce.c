@@ -20,26 +20,57 @@
 
 #include "schedule/passes.h"
 
+/* Accesses of the accumulators from[0..n) become accesses of the per-thread partials to[]. */
 typedef struct {
-    te_buf *from, *to;
+    int n;
+    te_buf *const *from, *const *to;
 } part_ctx;
+
+static te_buf *part_of(const part_ctx *p, const te_buf *b)
+{
+    for (int i = 0; i < p->n; i++)
+        if (p->from[i] == b)
+            return p->to[i];
+    return NULL;
+}
 
 static te_expr *part_expr(te_ctx *ctx, te_expr *e, void *user)
 {
-    part_ctx *p = user;
-    if (e->kind != TE_E_LOAD || e->u.load.buf != p->from)
+    te_buf *to = e->kind == TE_E_LOAD ? part_of(user, e->u.load.buf) : NULL;
+    if (!to)
         return e;
     te_expr *z = te_int(ctx, 0);
-    return te__load(ctx, p->to, 1, &z);
+    return te__load(ctx, to, 1, &z);
 }
 
 static te_stmt *part_stmt(te_ctx *ctx, te_stmt *s, void *user)
 {
-    part_ctx *p = user;
-    if (s->kind != TE_S_STORE || s->u.store.buf != p->from)
+    te_buf *to = s->kind == TE_S_STORE ? part_of(user, s->u.store.buf) : NULL;
+    if (!to)
         return s;
     te_expr *z = te_int(ctx, 0);
-    return te__store(ctx, p->to, 1, &z, s->u.store.value);
+    return te__store(ctx, to, 1, &z, s->u.store.value);
+}
+
+/* A tuple update: dst[i][didx[i]] = combine_i(a, b) for every component, every combine reading
+ * the old values (lets first, then the stores). */
+static te_stmt *tuple_step(te_ctx *ctx, const te_reducer *r, te_buf *const *dst, int dn,
+                           te_expr *const *didx, te_expr *const *a, te_expr *const *b)
+{
+    te_expr *c[TE_MAX_TUPLE], *v[TE_MAX_TUPLE];
+    if (te__reduce_combine_tuple(ctx, r, a, b, c))
+        return NULL;
+    te_stmt *stores = NULL;
+    for (int i = 0; i < r->n; i++) {
+        char nm[160];
+        snprintf(nm, sizeof nm, "%s_next", dst[i]->name);
+        if (!(v[i] = te_var(ctx, nm, c[i]->dtype)))
+            return NULL;
+        stores = te__seq2(ctx, stores, te__store(ctx, dst[i], dn, didx, v[i]));
+    }
+    for (int i = r->n - 1; i >= 0 && stores; i--)
+        stores = te__let(ctx, v[i], c[i], stores);
+    return stores;
 }
 
 static te_stmt *thread_for(te_ctx *ctx, te_expr *var, int64_t extent, int tag, te_stmt *body)
@@ -51,12 +82,16 @@ static te_stmt *thread_for(te_ctx *ctx, te_expr *var, int64_t extent, int tag, t
 }
 
 /* The loops bound to threadIdx around the marked loop being lowered. */
-typedef struct xr {
+struct xr {
     te_ctx *ctx;
     const te_stmt *outer[16];
     int n;
     bool failed;
-} xr;
+};
+typedef struct xr xr;
+
+static te_stmt *allreduce_tuple(xr *xc, const te_stmt *loop, te_expr *base, int64_t slots,
+                                int64_t extent);
 
 /* red[base + i] (base NULL: red[i]) */
 static te_expr *at(te_ctx *ctx, te_expr *base, te_expr *i)
@@ -105,6 +140,8 @@ static te_stmt *allreduce(xr *xc, const te_stmt *loop)
         slots *= ex;
     }
     te_expr *base = slot ? te_mul(ctx, slot, te_int(ctx, extent)) : NULL;
+    if (x->ntuple)
+        return allreduce_tuple(xc, loop, base, slots, extent);
     int64_t red_n = slots * extent;
     char name[160];
     snprintf(name, sizeof name, "%s_red", buf->name);
@@ -115,7 +152,7 @@ static te_stmt *allreduce(xr *xc, const te_stmt *loop)
     if (!red || !part)
         return NULL;
     te_expr *zero = te_int(ctx, 0);
-    part_ctx pc = {buf, part};
+    part_ctx pc = {1, &buf, &part};
     te_stmt *pbody = te__stmt_mutate(ctx, body, part_stmt, part_expr, &pc);
     te_stmt *init = te__store(ctx, part, 1, &zero, te__reduce_identity(ctx, kind, custom, dtype));
     te_expr *pi = at(ctx, base, var);
@@ -151,6 +188,77 @@ static te_stmt *allreduce(xr *xc, const te_stmt *loop)
     if (!out || !fin)
         return NULL;
     return te__alloc_stmt(ctx, red, te__seq2(ctx, out, fin));
+}
+
+/* allreduce for a tuple stage: one shared array and one partial per component, each tree step
+ * and the final fold a tuple update. */
+static te_stmt *allreduce_tuple(xr *xc, const te_stmt *loop, te_expr *base, int64_t slots,
+                                int64_t extent)
+{
+    te_ctx *ctx = xc->ctx;
+    const te__xreduce *x = loop->u.loop.xreduce;
+    const te_reducer *r = x->custom;
+    te_expr *var = loop->u.loop.var;
+    int tag = loop->u.loop.thread_tag, n = x->ntuple;
+    int64_t red_n = slots * extent, one = 1;
+    te_buf *red[TE_MAX_TUPLE], *part[TE_MAX_TUPLE];
+    char name[160];
+    for (int i = 0; i < n; i++) {
+        te_dtype dt = r->identities[i]->dtype;
+        snprintf(name, sizeof name, "%s_red", x->bufs[i]->name);
+        red[i] = te__buf_new(ctx, name, dt, 1, &red_n, TE_SCOPE_SHARED);
+        snprintf(name, sizeof name, "%s_part", x->bufs[i]->name);
+        part[i] = te__buf_new(ctx, name, dt, 1, &one, TE_SCOPE_LOCAL);
+        if (!red[i] || !part[i])
+            return NULL;
+    }
+    te_expr *zero = te_int(ctx, 0);
+    part_ctx pc = {n, x->bufs, part};
+    te_stmt *first = te__stmt_mutate(ctx, loop->u.loop.body, part_stmt, part_expr, &pc);
+    te_expr *pi = at(ctx, base, var);
+    for (int i = 0; i < n; i++) {
+        first = te__seq2(ctx, te__store(ctx, part[i], 1, &zero, r->identities[i]), first);
+        first =
+            te__seq2(ctx, first, te__store(ctx, red[i], 1, &pi, te__load(ctx, part[i], 1, &zero)));
+    }
+    for (int i = n - 1; i >= 0 && first; i--)
+        first = te__alloc_stmt(ctx, part[i], first);
+    te_stmt *out = first ? thread_for(ctx, var, extent, tag, first) : NULL;
+    for (int64_t cnt = extent; cnt > 1 && out;) {
+        int64_t h = cnt / 2, m = cnt - h;
+        snprintf(name, sizeof name, "%s_s%lld", var->u.var.name, (long long)h);
+        te_expr *k = te__loop_var(ctx, name, h);
+        te_expr *ka = at(ctx, base, k), *kb = at(ctx, base, te_add(ctx, k, te_int(ctx, m)));
+        te_expr *a[TE_MAX_TUPLE], *b[TE_MAX_TUPLE];
+        for (int i = 0; i < n; i++) {
+            a[i] = te__load(ctx, red[i], 1, &ka);
+            b[i] = kb ? te__load(ctx, red[i], 1, &kb) : NULL;
+            if (!a[i] || !b[i])
+                return NULL;
+        }
+        te_stmt *step = tuple_step(ctx, r, red, 1, &ka, a, b);
+        out = step ? te__seq2(ctx, out, thread_for(ctx, k, h, tag, step)) : NULL;
+        cnt = m;
+    }
+    te_expr *t0 = base ? base : zero;
+    te_expr *acc[TE_MAX_TUPLE], *tot[TE_MAX_TUPLE];
+    for (int i = 0; i < n; i++) {
+        acc[i] = te__load(ctx, x->bufs[i], x->ndim, x->idx);
+        tot[i] = te__load(ctx, red[i], 1, &t0);
+        if (!acc[i] || !tot[i])
+            return NULL;
+    }
+    te_stmt *fin = tuple_step(ctx, r, x->bufs, x->ndim, x->idx, acc, tot);
+    if (fin && x->buf->scope != TE_SCOPE_LOCAL) {
+        snprintf(name, sizeof name, "%s_w", var->u.var.name);
+        fin = thread_for(ctx, te__loop_var(ctx, name, 1), 1, tag, fin);
+    }
+    if (!out || !fin)
+        return NULL;
+    te_stmt *res = te__seq2(ctx, out, fin);
+    for (int i = n - 1; i >= 0 && res; i--)
+        res = te__alloc_stmt(ctx, red[i], res);
+    return res;
 }
 
 static te_stmt *lower(xr *x, te_stmt *s);
