@@ -132,9 +132,19 @@ static double expr_flops(const te_expr *e)
         for (int i = 0; i < e->u.red.n; i++)
             ext *= (double)e->u.red.axes[i]->u.var.extent;
         double comb = 1;
-        if (e->u.red.rkind == TE_RCUSTOM && e->u.red.custom)
-            comb = expr_flops(e->u.red.custom->combine);
-        return ext * (expr_flops(e->u.red.src) + (fl ? comb : 0));
+        double src = 0;
+        if (e->u.red.rkind == TE_RCUSTOM && e->u.red.custom) {
+            const te_reducer *r = e->u.red.custom;
+            comb = 0;
+            for (int c = 0; c < (r->tuple ? r->n : 1); c++)
+                comb += expr_flops(r->tuple ? r->combines[c] : r->combine);
+        }
+        if (e->u.red.nsrc > 0)
+            for (int c = 0; c < e->u.red.nsrc; c++)
+                src += expr_flops(e->u.red.srcs[c]);
+        else
+            src = expr_flops(e->u.red.src);
+        return ext * (src + (fl ? comb : 0));
     }
     default:
         return 0; /* constants, variables, reads (indices are integer arithmetic) */
@@ -215,11 +225,25 @@ static uint64_t hash_expr(uint64_t h, const te_expr *e)
     case TE_E_REDUCE:
         h = h_i64(h, e->u.red.rkind);
         if (e->u.red.custom) {
-            h = hash_expr(h, e->u.red.custom->combine);
-            h = hash_expr(h, e->u.red.custom->identity);
+            const te_reducer *r = e->u.red.custom;
+            if (r->tuple) /* every component's combine and identity, not only the first */
+                for (int c = 0; c < r->n; c++) {
+                    h = hash_expr(h, r->combines[c]);
+                    h = hash_expr(h, r->identities[c]);
+                }
+            else {
+                h = hash_expr(h, r->combine);
+                h = hash_expr(h, r->identity);
+            }
         }
         for (int i = 0; i < e->u.red.n; i++)
             h = hash_expr(h, e->u.red.axes[i]);
+        if (e->u.red.nsrc > 0) { /* tuple: the component and every source */
+            h = h_i64(h, e->u.red.comp);
+            for (int c = 0; c < e->u.red.nsrc; c++)
+                h = hash_expr(h, e->u.red.srcs[c]);
+            return h;
+        }
         return hash_expr(h, e->u.red.src);
     default:
         return h;

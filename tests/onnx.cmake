@@ -29,6 +29,12 @@ if(TARGET test_onnx)
     ENVIRONMENT "TESSERA_CACHE_DIR=${CMAKE_BINARY_DIR}/kcache;TESSERA_RULES=${CMAKE_SOURCE_DIR}/rules/cpu.rules"
     PASS_REGULAR_EXPRESSION "ids i64\\[2,6\\].*flag u8\\[2,6\\].*equal.*all outputs match.*ids i64\\[3\\].*gather.*all outputs match"
     FAIL_REGULAR_EXPRESSION "FAILED|fills")
+  # `tessera fuse` on the model itself: imported, optimized, planned and checked.
+  add_test(NAME onnx_cli_fuse_model
+           COMMAND tessera_cli fuse ${models}/mlp_gelu.onnx --shape batch=2 --check)
+  set_tests_properties(onnx_cli_fuse_model PROPERTIES FIXTURES_REQUIRED onnx_models LABELS onnx
+    ENVIRONMENT "TESSERA_CACHE_DIR=${CMAKE_BINARY_DIR}/kcache;TESSERA_RULES=${CMAKE_SOURCE_DIR}/rules/cpu.rules"
+    PASS_REGULAR_EXPRESSION "check: [0-9]+ kernels, all outputs match")
   add_test(NAME onnx_cli_import_refused
            COMMAND sh -c "'$<TARGET_FILE:tessera_cli>' import '${models}/unknown_op.onnx' -o '${models}/unknown.graph'; echo rc=$?")
   set_tests_properties(onnx_cli_import_refused PROPERTIES FIXTURES_REQUIRED onnx_models

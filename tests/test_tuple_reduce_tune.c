@@ -157,6 +157,40 @@ static void test_sketches_of_a_user_tuple_expression(void **state)
     te_ctx_free(ctx);
 }
 
+/* Two tuple expressions that differ only in the second component (its source, or its
+ * combine) are different workloads: the hash covers every component. */
+static uint64_t sumsq_hash(int variant)
+{
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *A = te_placeholder(ctx, "A", TE_F32, 2, (int64_t[]){7, 50});
+    te_expr *x0 = te_var(ctx, "x0", TE_F32), *x1 = te_var(ctx, "x1", TE_F32);
+    te_expr *y0 = te_var(ctx, "y0", TE_F32), *y1 = te_var(ctx, "y1", TE_F32);
+    te_expr *c1 = variant == 2 ? te_max(ctx, x1, y1) : te_add(ctx, x1, y1);
+    te_reducer *r = te_reducer_create_tuple(
+        ctx, "sumsq", 2, (te_expr *[]){x0, x1}, (te_expr *[]){y0, y1},
+        (te_expr *[]){te_add(ctx, x0, y0), c1}, (te_expr *[]){te_f32(ctx, 0), te_f32(ctx, 0)});
+    te_expr *i = te_axis(ctx, "i", 7), *k = te_reduce_axis(ctx, "k", 50);
+    te_expr *v = TE_AT(ctx, A, i, k);
+    te_expr *second = variant == 1 ? te_add(ctx, v, v) : te_mul(ctx, v, v);
+    te_tensor *sq[2];
+    assert_int_equal(te_compute_tuple(ctx, 2, (const char *[]){"S", "Q"}, 1, &i,
+                                      te_reduce_tuple(ctx, r, 2, (te_expr *[]){v, second}, 1, &k),
+                                      sq),
+                     TE_OK);
+    uint64_t h = te_tuner_expr_hash(2, sq);
+    te_ctx_free(ctx);
+    return h;
+}
+
+static void test_tuple_workload_hash_covers_every_component(void **state)
+{
+    (void)state;
+    uint64_t h0 = sumsq_hash(0), h1 = sumsq_hash(1), h2 = sumsq_hash(2);
+    assert_true(h0 == sumsq_hash(0)); /* deterministic */
+    assert_true(h0 != h1);            /* second source differs */
+    assert_true(h0 != h2);            /* second combine differs */
+}
+
 static void tune(const char *op, const char *params)
 {
     te_db *db = NULL;
@@ -203,6 +237,7 @@ int main(void)
         cmocka_unit_test(test_tuner_measures_tuple_workloads_checking_every_output),
         cmocka_unit_test(test_sketches_of_tuple_operators_are_correct),
         cmocka_unit_test(test_sketches_of_a_user_tuple_expression),
+        cmocka_unit_test(test_tuple_workload_hash_covers_every_component),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -19,32 +19,36 @@
 #include <unistd.h>
 
 #include "tessera/graph.h"
+#include "tessera/onnx.h"
 #include "tools/cli.h"
 #include "tools/graph_cli.h"
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: tessera fuse GRAPH [--rules FILE] [--no-rules] [--optimize] [--json | --dot]\n"
-            "                  [--check]\n"
-            "       tessera fuse --rules-list [--rules FILE]\n"
-            "       tessera fuse --ops\n\n"
-            "Partitions the graph's operators into fused kernels and prints the plan: groups,\n"
-            "the rule that formed each, and every rejected fusion with the reason.\n\n"
-            "  --rules FILE   fusion rules (default: $TESSERA_RULES, else the shipped\n"
-            "                 rules/cpu.rules found next to the tessera executable)\n"
-            "  --no-rules     only the generic kind-based fusion\n"
-            "  --optimize     run dead-node elimination, CSE and constant folding first\n"
-            "                 (folds batch norm into convolution weights)\n"
-            "  --json         the plan as JSON\n"
-            "  --dot          the fused graph as Graphviz (one cluster per kernel)\n"
-            "  --check        compile every group (default schedule, C backend), run the graph\n"
-            "                 on random inputs and compare every group output with the float64\n"
-            "                 reference of the unfused graph (fails above 1e-5 relative error);\n"
-            "                 integer inputs get values in [0, 4), gather indices within their\n"
-            "                 axis, u8 (bool) inputs 0 or 1\n"
-            "  --rules-list   list the rules (name, class, priority, pattern, produces)\n"
-            "  --ops          list the operators a graph may use, with kinds and attributes\n");
+    fprintf(
+        f, "usage: tessera fuse GRAPH|MODEL.onnx [--shape NAME=N,...] [--rules FILE] [--no-rules]\n"
+           "                  [--optimize] [--json | --dot] [--check]\n"
+           "       tessera fuse --rules-list [--rules FILE]\n"
+           "       tessera fuse --ops\n\n"
+           "Partitions the graph's operators into fused kernels and prints the plan: groups,\n"
+           "the rule that formed each, and every rejected fusion with the reason. An .onnx\n"
+           "model is imported first (as `tessera import` does) and always optimized.\n\n"
+           "  --shape NAME=N,...  bind a model's symbolic dimensions (or NAME=AxB for a whole\n"
+           "                 input shape), as `tessera import --shape`\n"
+           "  --rules FILE   fusion rules (default: $TESSERA_RULES, else the shipped\n"
+           "                 rules/cpu.rules found next to the tessera executable)\n"
+           "  --no-rules     only the generic kind-based fusion\n"
+           "  --optimize     run dead-node elimination, CSE and constant folding first\n"
+           "                 (folds batch norm into convolution weights)\n"
+           "  --json         the plan as JSON\n"
+           "  --dot          the fused graph as Graphviz (one cluster per kernel)\n"
+           "  --check        compile every group (default schedule, C backend), run the graph\n"
+           "                 on random inputs and compare every group output with the float64\n"
+           "                 reference of the unfused graph (fails above 1e-5 relative error);\n"
+           "                 integer inputs get values in [0, 4), gather indices within their\n"
+           "                 axis, u8 (bool) inputs 0 or 1\n"
+           "  --rules-list   list the rules (name, class, priority, pattern, produces)\n"
+           "  --ops          list the operators a graph may use, with kinds and attributes\n");
 }
 
 static int bad(const char *fmt, const char *arg)
@@ -211,19 +215,27 @@ static void list_ops(void)
 
 int te_cmd_fuse(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"rules", required_argument, NULL, 'r'}, {"no-rules", no_argument, NULL, 'n'},
-        {"optimize", no_argument, NULL, 'O'},    {"json", no_argument, NULL, 'j'},
-        {"dot", no_argument, NULL, 'd'},         {"rules-list", no_argument, NULL, 'l'},
-        {"ops", no_argument, NULL, 'o'},         {"help", no_argument, NULL, 'h'},
-        {"check", no_argument, NULL, 'c'},       {NULL, 0, NULL, 0}};
-    const char *rules_path = NULL;
+    static const struct option opts[] = {{"rules", required_argument, NULL, 'r'},
+                                         {"no-rules", no_argument, NULL, 'n'},
+                                         {"optimize", no_argument, NULL, 'O'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"dot", no_argument, NULL, 'd'},
+                                         {"rules-list", no_argument, NULL, 'l'},
+                                         {"ops", no_argument, NULL, 'o'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {"check", no_argument, NULL, 'c'},
+                                         {"shape", required_argument, NULL, 's'},
+                                         {NULL, 0, NULL, 0}};
+    const char *rules_path = NULL, *shapes = NULL;
     int no_rules = 0, optimize = 0, json = 0, dot = 0, list = 0, ops = 0, check = 0, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "r:h", opts, NULL)) != -1) {
         switch (c) {
         case 'r':
             rules_path = optarg;
+            break;
+        case 's':
+            shapes = optarg;
             break;
         case 'n':
             no_rules = 1;
@@ -261,7 +273,8 @@ int te_cmd_fuse(int argc, char **argv)
     if (json && dot)
         return bad("%s", "--json and --dot exclude each other");
     if (!list && optind != argc - 1)
-        return bad("%s", optind >= argc ? "give one GRAPH file" : "give only one GRAPH file");
+        return bad("%s", optind >= argc ? "give one GRAPH or MODEL.onnx file"
+                                        : "give only one GRAPH or MODEL.onnx file");
     char path[PATH_MAX + 64];
     te_fuse_rules *rules = NULL;
     if (!no_rules) {
@@ -290,8 +303,24 @@ int te_cmd_fuse(int argc, char **argv)
         te_fuse_rules_free(rules);
         return 0;
     }
-    te_graph *g = te_graph_create();
-    int rc = g ? te_graph_load(g, argv[optind]) : TE_ERR_NOMEM;
+    te_graph *g = NULL;
+    int rc;
+    if (te_cli_is_model(argv[optind])) {
+        char err[1024];
+        if (te_graph_from_onnx(argv[optind], shapes, &g, err, sizeof err)) {
+            fprintf(stderr, "tessera fuse: %s\n", err);
+            te_fuse_rules_free(rules);
+            return 1;
+        }
+        optimize = 1; /* as run, tune and gen do, so that the groups are the same */
+        rc = TE_OK;
+    } else if (shapes) {
+        te_fuse_rules_free(rules);
+        return bad("%s", "--shape applies to an .onnx model, not to a graph file");
+    } else {
+        g = te_graph_create();
+        rc = g ? te_graph_load(g, argv[optind]) : TE_ERR_NOMEM;
+    }
     if (!rc && optimize)
         rc = te_graph_optimize(g, json || dot ? NULL : stdout);
     te_fuse_target t;
