@@ -30,6 +30,9 @@
 #define DS_MAX_UNROLL 64    /* largest unroll pragma of a default (compile time) */
 #define DS_MAX_TILE 1024    /* largest register tile of a reduction (compile time, L1) */
 #define DS_MAX_UNROLLED 256 /* largest sum of explicitly unrolled loop extents */
+/* Most store statements in the lowered code: lowering unrolls small constant loops, and
+ * hundreds of unrolled gathers take the C compiler minutes. */
+#define DS_MAX_STORES 192
 
 static double ex2(float x) { return exp2((double)x) - 1.0; }
 
@@ -226,8 +229,9 @@ static double score(te_space *sp, const char *trace, int n_args, te_tensor *cons
         if (f) {
             float feat[TE_NUM_FEATURES];
             te_features(f, feat, TE_NUM_FEATURES);
-            cost = ex2(feat[21]) > DS_MAX_UNROLLED ? INFINITY
-                                                   : te__default_score(s, feat, tgt, threads);
+            cost = ex2(feat[21]) > DS_MAX_UNROLLED || feat[30] > DS_MAX_STORES
+                       ? INFINITY
+                       : te__default_score(s, feat, tgt, threads);
         }
     }
     te_ctx_free(c);
