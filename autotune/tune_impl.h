@@ -227,4 +227,8 @@ int te__tuner_claim(te__task *k, char **traces, int m, double *scale);
  * task's first batch. */
 void te__inject_faults(te__task *k, te__cand *c, int n);
 
+/* The ranking of te_tune_default_schedule (autotune/default_schedule.c): te_tune_default_cost
+ * of the features plus the register-tile cycles of s's reduction stages. */
+double te__default_score(te_schedule *s, const float *feat, const te_target *tgt, int threads);
+
 #endif

@@ -289,8 +289,20 @@ static int compile_group(te_graph *g, const te_fuse_plan *p, int gi, const te_ta
         }
     }
     if (!s) {
-        snprintf(k->note, sizeof k->note, "default schedule: %s", why);
-        s = default_schedule(k->ctx, &ge, tgt->num_cores);
+        /* Untuned: the tuner's heuristic default (its search space ranked by the analytic cost
+         * model, nothing measured); the plain inline + parallel default when that fails. */
+        const fgroup *gr = &p->gr[gi];
+        const char *op = gr->n == 1 ? g->n[gr->nodes[0]].op->name : NULL;
+        char dnote[256];
+        if (te_tune_default_schedule(k->ctx, op, ge.n_in, ge.ins, ge.n_out, ge.outs, tgt, &s, dnote,
+                                     sizeof dnote) == TE_OK) {
+            snprintf(k->note, sizeof k->note, "%s (%s)", dnote, why);
+        } else {
+            snprintf(k->note, sizeof k->note, "default schedule: inline + parallel (%s; %s)", why,
+                     te_ctx_errmsg(k->ctx));
+            te_ctx_clear_error(k->ctx);
+            s = default_schedule(k->ctx, &ge, tgt->num_cores);
+        }
         if (!s)
             rc = te_ctx_errcode(k->ctx) ? te_ctx_errcode(k->ctx) : TE_ERR_INTERNAL;
     }

@@ -510,9 +510,11 @@ typedef struct te_graph_exec te_graph_exec;
 typedef struct te_db te_db;
 
 /* Compiles every group of plan p (made from g) as one kernel: the group's expression
- * (te_graph_group_expr_build), scheduled with the default schedule (elementwise and injective
- * intermediates inlined into their readers, every other stage at the root with its outermost
- * loop parallel when the target has several cores) and built with te_build for target (NULL:
+ * (te_graph_group_expr_build), scheduled with the tuner's heuristic default
+ * (te_tune_default_schedule: its search space ranked by an analytic cost model, nothing
+ * measured; when that fails, elementwise and injective intermediates inlined into their
+ * readers, every other stage at the root with its outermost loop parallel when the target has
+ * several cores) and built with te_build for target (NULL:
  * the host C target), which also sets the run's thread budget (te_graph_compile_ex). The
  * intermediates get one pool planned by te_graph_memplan_create_steps over the run's waves
  * (one allocation, filled with 0xff: NaN in floats). Stores the

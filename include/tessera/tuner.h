@@ -248,6 +248,26 @@ int te_tuner_best_schedule(te_ctx *ctx, te_db *db, const char *workload_key, int
                            te_tensor *const *outs, const te_target *target, te_schedule **out,
                            int *from_db, char *why, size_t why_size);
 
+/* The default schedule of a workload nobody tuned, made without measuring anything: the
+ * tuner's search space for it (op's template when op names a library operator whose template
+ * fits, else sketches: multi-level tiling, register accumulation, vectorization, parallel
+ * loops, unrolling, all sized from target) sampled with a seed fixed by the expression, each
+ * candidate lowered and ranked by te_tune_default_cost on its features, the cheapest applied
+ * to a fresh schedule of outs in ctx (target NULL: te_target_host(); its num_cores is the
+ * thread count ranked for). About 50 lowerings: milliseconds to a fraction of a second.
+ * On TE_OK, *out is the schedule (owned by ctx) and note (may be NULL; note_size bytes) says
+ * which default was chosen: "default: sketch heuristic (tile 8x16x4, vec C.j_i, parallel
+ * C.i_o; best of 49, est 1.2 Mcycles)". On error (TE_ERR_ARG for bad arguments, the space's
+ * error, TE_ERR_SCHEDULE when no candidate lowers) *out is NULL and the message is on ctx;
+ * callers fall back to te_schedule_create. */
+int te_tune_default_schedule(te_ctx *ctx, const char *op, int n_in, te_tensor *const *ins,
+                             int n_out, te_tensor *const *outs, const te_target *target,
+                             te_schedule **out, char *note, size_t note_size);
+/* The analytic cost of te_tune_default_schedule: estimated cycles of a lowered candidate from
+ * its TE_NUM_FEATURES features f (te_features) on target with `threads` threads. Only a
+ * ranking; INFINITY when f or target is NULL. */
+double te_tune_default_cost(const float *f, const te_target *target, int threads);
+
 /* Runs fn(user, out) in a forked child with a timeout, the way the tuner runs candidates: the
  * child writes its result into `out` (size bytes, shared with this process; may be NULL with
  * size 0), and a crash or hang in it cannot take this process down. For measurements that
