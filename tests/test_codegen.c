@@ -194,6 +194,40 @@ static void test_elementwise_add_vectorized(void **state)
     te_ctx_free(ctx);
 }
 
+/* ---- A narrow-integer scalar beside a vector ----------------------------------------------- */
+
+/* C[i] = A[i] + (B[i_o] != 0 ? 1 : 0) in u8: the scalar operand is an int expression in C,
+ * which GNU C refuses to convert to a vector of u8 lanes; the emitter splats it. */
+static te_stmt *u8_body(te_ctx *ctx, te_expr *i, void *user)
+{
+    abc *x = user;
+    te_expr *o = i->u.bin.a->u.bin.a; /* i_o of o * lanes + v */
+    te_expr *flag = te_select(ctx, te_ne(ctx, ld(ctx, x->b, o), te_const(ctx, TE_U8, 0)),
+                              te_const(ctx, TE_U8, 1), te_const(ctx, TE_U8, 0));
+    return st(ctx, x->c, i, te_add(ctx, ld(ctx, x->a, i), flag));
+}
+
+static void test_narrow_int_scalar_operand_splatted(void **state)
+{
+    (void)state;
+    te_ctx *ctx = te_ctx_create();
+    const int64_t n = 64, lanes = 16;
+    abc x = {arg_buf(ctx, "A", TE_U8, n, 0), arg_buf(ctx, "B", TE_U8, n / lanes, 1),
+             arg_buf(ctx, "C", TE_U8, n, 2)};
+    te_stmt *body = vec_loop(ctx, n, (int)lanes, TE_FOR_SERIAL, u8_body, &x);
+    te_lowered *f = mk_fn(ctx, "u8flag", 3, (te_buf *[]){x.a, x.b, x.c}, 1, body);
+    built b = build(ctx, f);
+    has(b.src, "te_splat_u8x16(");
+    uint8_t A[64], B[4] = {0, 3, 0, 250}, C[64];
+    for (int i = 0; i < 64; i++)
+        A[i] = (uint8_t)(i * 7), C[i] = 0xAA;
+    assert_int_equal(b.fn((void *[]){A, B, C}), 0);
+    for (int i = 0; i < 64; i++)
+        assert_int_equal(C[i], (uint8_t)(A[i] + (B[i / 16] != 0)));
+    te__cc_lib_free(b.lib);
+    te_ctx_free(ctx);
+}
+
 /* ---- Parallel loop ----------------------------------------------------------------------- */
 
 static void test_parallel_loop(void **state)
@@ -772,6 +806,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_elementwise_add_vectorized),
+        cmocka_unit_test(test_narrow_int_scalar_operand_splatted),
         cmocka_unit_test(test_parallel_loop),
         cmocka_unit_test(test_local_accumulator_promoted),
         cmocka_unit_test(test_scalar_promotion_and_lanes),

@@ -49,14 +49,18 @@ static void check_default(te_ctx *ctx, const char *what, const char *op, int ni,
     for (int o = 0; o < no; o++) {
         size_t n = (size_t)te_tensor_numel(out[o]);
         args[ni + o] = out[o];
-        data[ni + o] = malloc(sizeof(float) * n);
-        tt_poison_f32(data[ni + o], n);
+        data[ni + o] = malloc(sizeof(int64_t) * n); /* room for i64 outputs (argmax) */
+        tt_poison_f32(data[ni + o], 2 * n);
     }
     te_module *m = NULL;
     if (te_build(s, ni + no, args, "dflt", &tgt, &m) != TE_OK)
         fail_msg("%s: te_build (%s): %s", what, note, te_ctx_errmsg(ctx));
     assert_int_equal(te_module_run(m, data), TE_OK);
     te_module_free(m);
+    for (int o = 0; o < no; o++) /* integer outputs (indices) compared as floats */
+        if (te_tensor_dtype(out[o]) == TE_I64)
+            for (size_t i = 0, n = (size_t)te_tensor_numel(out[o]); i < n; i++)
+                ((float *)data[ni + o])[i] = (float)((int64_t *)data[ni + o])[i];
     for (int o = 0; o < no; o++) {
         size_t n = (size_t)te_tensor_numel(out[o]);
         double *ref = malloc(sizeof(double) * n);

@@ -68,12 +68,16 @@ void te__c_put_vec(emitter *em, te__sb *o, const te_expr *e, int lanes)
 }
 
 /* Operand of a vector arithmetic or comparison operator: a broadcast prints as its scalar,
- * which GNU C converts to the vector type. */
+ * which GNU C converts to the vector type. Not for bools, nor for a non-constant scalar of an
+ * integer type narrower than int: C promotes it to int, and GNU C refuses to convert an int
+ * to a vector of narrower lanes ("involves truncation"), so those are splatted. */
 static void put_operand(emitter *em, te__sb *o, const te_expr *e, int lanes, int minp)
 {
     if (lanes > 1 && (e->kind == TE_E_BCAST || e->lanes == 1)) {
         const te_expr *s = e->kind == TE_E_BCAST ? e->u.un.a : e;
-        if (s->dtype == TE_BOOL) {
+        bool narrow =
+            te_dtype_is_int(s->dtype) && te_dtype_size(s->dtype) < 4 && s->kind != TE_E_INT;
+        if (s->dtype == TE_BOOL || narrow) {
             te__c_put_vec(em, o, e, lanes);
             return;
         }
