@@ -122,7 +122,7 @@ static void test_sketches_of_tuple_operators_are_correct(void **state)
         int ni, no;
         if (te_op_build(ctx, ops[q].op, ops[q].params, in, &ni, out, &no))
             fail_msg("%s: %s", ops[q].op, te_ctx_errmsg(ctx));
-        check_sketches(ctx, ops[q].op, ni, in, no, out, 12);
+        check_sketches(ctx, ops[q].op, ni, in, no, out, 6);
         te_ctx_free(ctx);
     }
 }
@@ -152,8 +152,8 @@ static void test_sketches_of_a_user_tuple_expression(void **state)
                               te_sub(ctx, TE_AT(ctx, sq[1], i2),
                                      te_mul(ctx, TE_AT(ctx, sq[0], i2), TE_AT(ctx, sq[0], i2))));
     assert_non_null(V);
-    check_sketches(ctx, "user sumsq", 1, &A, 1, &V, 12);
-    check_sketches(ctx, "user sumsq outputs", 1, &A, 2, sq, 12);
+    check_sketches(ctx, "user sumsq", 1, &A, 1, &V, 6);
+    check_sketches(ctx, "user sumsq outputs", 1, &A, 2, sq, 6);
     te_ctx_free(ctx);
 }
 
