@@ -88,12 +88,38 @@ typedef struct gemm_out {
     te_tensor *prod_t[4];
     int batch;              /* 1 when the axes are (b, i, j) */
     te_tensor *packable[4]; /* per product: the input read without i, packable by panels */
+    int ninl;
+    const char *inl[8]; /* elementwise stages between the products and the output: inlined */
 } gemm_out;
 
 typedef struct gemm_data {
     int nout;
     gemm_out o[8];
 } gemm_data;
+
+static bool is_output(const te_space *sp, const te_tensor *t)
+{
+    for (int o = 0; o < sp->n_out; o++)
+        if (sp->outs[o] == t)
+            return true;
+    return false;
+}
+
+/* Whether t reads one of g's products or inlined epilogue steps found so far (stages come
+ * producers first): a step after the products, never one that feeds them. */
+static bool reads_product(const gemm_out *g, const te_tensor *t)
+{
+    tlist l = reads_of(t);
+    for (int r = 0; r < l.n; r++) {
+        for (int q = 0; q < g->nprod; q++)
+            if (l.v[r] == g->prod_t[q])
+                return true;
+        for (int q = 0; q < g->ninl; q++)
+            if (!strcmp(l.v[r]->name, g->inl[q]))
+                return true;
+    }
+    return false;
+}
 
 /* Whether R is a product over one reduction axis with axes (i, j) or (b, i, j); fills the
  * packable input (read without i, its last index exactly j). */
@@ -162,6 +188,14 @@ static int gemm_init(te_space *sp)
                     continue;
                 int b;
                 te_tensor *pk;
+                if (!is_reduce(st[q]) && !is_output(sp, st[q]) && g->ninl < 8 &&
+                    reads_product(g, st[q])) {
+                    /* An elementwise or injective step of the epilogue (a fused group's bias
+                     * add before its activation): inlined into its readers, as the library's
+                     * matmul_bias_act writes it in one expression. */
+                    g->inl[g->ninl++] = st[q]->name;
+                    continue;
+                }
                 if (!gemm_product(st[q], &b, &pk) || st[q]->ndim != O->ndim || g->nprod == 4)
                     return TERR(sp, "gemm template: stage '%s' is not a product", st[q]->name);
                 for (int d = 0; d < O->ndim; d++)
@@ -279,6 +313,17 @@ static int gemm_apply(te__gen *g)
     te_schedule *s = g->s;
     for (int o = 0; o < gd->nout; o++) {
         gemm_out *go = &gd->o[o];
+        for (int q = 0; q < go->ninl; q++) {
+            bool done = false; /* a step shared with an earlier output is inlined once */
+            for (int p = 0; p < o; p++)
+                for (int r = 0; r < gd->o[p].ninl; r++)
+                    done |= !strcmp(gd->o[p].inl[r], go->inl[q]);
+            if (done)
+                continue;
+            te_stage *e = te_schedule_stage_by_name(s, go->inl[q]);
+            if (!e || !TE__OK(g, te_compute_inline(e)))
+                return e ? g->err : te__gen_fail(g, TE_ERR_SCHEDULE);
+        }
         te_stage *T = te_schedule_stage_by_name(s, go->out);
         te_stage *ps[4];
         te_tensor *pk[4];

@@ -147,6 +147,33 @@ static void test_full_size_example_graphs(void **state)
     check_graph_file("resnet_block.graph", 2e-4);
 }
 
+/* A fused matmul + bias + GELU written as separate stages (as a graph group is) gets the gemm
+ * template's space, the epilogue steps inlined; a softmax, which is no product, sketches. */
+static void test_structural_template_for_groups(void **state)
+{
+    (void)state;
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *X = te_placeholder(ctx, "X", TE_F32, 2, (int64_t[]){24, 40});
+    te_tensor *W = te_placeholder(ctx, "W", TE_F32, 2, (int64_t[]){40, 56});
+    te_tensor *b = te_placeholder(ctx, "b", TE_F32, 1, (int64_t[]){56});
+    te_tensor *P = te_op_matmul(ctx, X, W, 0, 0, "P");
+    te_tensor *B = te_op_binary(ctx, TE_ADD, P, b, "B");
+    te_tensor *G = te_op_gelu(ctx, B, "G");
+    assert_non_null(G);
+    char note[256];
+    check_default(ctx, "matmul+bias+gelu stages", NULL, 3, (te_tensor *[]){X, W, b}, 1, &G, 1e-5,
+                  note, sizeof note);
+    assert_non_null(strstr(note, "template heuristic"));
+    te_ctx_free(ctx);
+    ctx = te_ctx_create();
+    te_tensor *S = te_placeholder(ctx, "S", TE_F32, 2, (int64_t[]){8, 33});
+    te_tensor *Y = te_op_softmax(ctx, S, -1, "Y");
+    assert_non_null(Y);
+    check_default(ctx, "softmax", NULL, 1, &S, 1, &Y, 1e-5, note, sizeof note);
+    assert_non_null(strstr(note, "sketch heuristic"));
+    te_ctx_free(ctx);
+}
+
 /* A matmul gets register tiles and a vectorized loop; the same call twice, the same choice. */
 static void test_deterministic_and_tiled(void **state)
 {
@@ -166,7 +193,8 @@ static void test_deterministic_and_tiled(void **state)
         te_ctx_free(ctx);
     }
     assert_string_equal(n1, n2);
-    assert_non_null(strstr(n1, "sketch heuristic"));
+    /* Given no operator name, the gemm template recognises the product by its structure. */
+    assert_non_null(strstr(n1, "template heuristic"));
     assert_null(strstr(n1, "vec -"));
     assert_null(strstr(n1, "tile -"));
 }
@@ -199,6 +227,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_deterministic_and_tiled),
+        cmocka_unit_test(test_structural_template_for_groups),
         cmocka_unit_test(test_every_operator),
         cmocka_unit_test(test_small_example_graphs),
         cmocka_unit_test(test_full_size_example_graphs),
