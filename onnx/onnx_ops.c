@@ -277,6 +277,27 @@ static double fold_bin(char op, double x, double y)
     }
 }
 
+/* The elements of a and b that element i of their broadcast (shape s, nd dims) reads. */
+static void bcast_src(int nd, const int64_t *s, const ox_val *a, const ox_val *b, int64_t i,
+                      int64_t *ia, int64_t *ib)
+{
+    int64_t rem = i, sa = 1, sb = 1;
+    *ia = *ib = 0;
+    for (int d = nd - 1; d >= 0; d--) {
+        int64_t idx = rem % s[d];
+        rem /= s[d];
+        int da = d - (nd - a->ndim), db = d - (nd - b->ndim);
+        if (da >= 0) {
+            *ia += (a->shape[da] == 1 ? 0 : idx) * sa;
+            sa *= a->shape[da];
+        }
+        if (db >= 0) {
+            *ib += (b->shape[db] == 1 ? 0 : idx) * sb;
+            sb *= b->shape[db];
+        }
+    }
+}
+
 /* Integer arithmetic on constants (shape math), with broadcasting. */
 static int fold_binary(ox_ctx *c, const Onnx__NodeProto *n, char op, ox_val *a, ox_val *b)
 {
@@ -289,20 +310,8 @@ static int fold_binary(ox_ctx *c, const Onnx__NodeProto *n, char op, ox_val *a, 
     if (!o)
         return c->rc;
     for (int64_t i = 0; i < o->numel; i++) {
-        int64_t ia = 0, ib = 0, rem = i, sa = 1, sb = 1;
-        for (int d = nd - 1; d >= 0; d--) {
-            int64_t idx = rem % s[d];
-            rem /= s[d];
-            int da = d - (nd - va.ndim), db = d - (nd - vb.ndim);
-            if (da >= 0) {
-                ia += (va.shape[da] == 1 ? 0 : idx) * sa;
-                sa *= va.shape[da];
-            }
-            if (db >= 0) {
-                ib += (vb.shape[db] == 1 ? 0 : idx) * sb;
-                sb *= vb.shape[db];
-            }
-        }
+        int64_t ia, ib;
+        bcast_src(nd, s, &va, &vb, i, &ia, &ib);
         o->d[i] = fold_bin(op, va.d[ia], vb.d[ib]);
     }
     return TE_OK;
@@ -524,20 +533,8 @@ static int compare(ox_ctx *c, const Onnx__NodeProto *n, const char *op)
         if (!o)
             return c->rc;
         for (int64_t i = 0; i < o->numel; i++) {
-            int64_t ia = 0, ib = 0, rem = i, sa = 1, sb = 1;
-            for (int d = nd - 1; d >= 0; d--) {
-                int64_t idx = rem % s[d];
-                rem /= s[d];
-                int da = d - (nd - va.ndim), db = d - (nd - vb.ndim);
-                if (da >= 0) {
-                    ia += (va.shape[da] == 1 ? 0 : idx) * sa;
-                    sa *= va.shape[da];
-                }
-                if (db >= 0) {
-                    ib += (vb.shape[db] == 1 ? 0 : idx) * sb;
-                    sb *= vb.shape[db];
-                }
-            }
+            int64_t ia, ib;
+            bcast_src(nd, s, &va, &vb, i, &ia, &ib);
             o->d[i] = fold_cmp(op, va.d[ia], vb.d[ib]);
         }
         return TE_OK;
