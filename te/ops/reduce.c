@@ -112,18 +112,29 @@ static bool check_vec(const op_site *s, const te_tensor *X, const te_tensor *v, 
     return true;
 }
 
+/* The arguments of a layer norm: float X, its axis (normalized in place), gamma and beta
+ * vectors along it, eps >= 0. */
+static bool check_norm(op_site *s, te_tensor *X, te_tensor *gamma, te_tensor *beta, double eps,
+                       int *axis)
+{
+    if (!op__need(s, X, "input 'X'") || !op__float(s, X, "input 'X'") || !op__axis(s, X, axis) ||
+        !check_vec(s, X, gamma, "gamma", *axis) || !check_vec(s, X, beta, "beta", *axis))
+        return false;
+    if (!(eps >= 0)) {
+        op__fail(s, TE_ERR_ARG, "eps %g must be >= 0", eps);
+        return false;
+    }
+    return true;
+}
+
 te_tensor *te_op_layer_norm(te_ctx *ctx, te_tensor *X, te_tensor *gamma, te_tensor *beta,
                             double eps, int axis, const char *name)
 {
     if (!ctx)
         return NULL;
     op_site s = {ctx, "layer_norm", name ? name : "layer_norm"};
-    if (!op__need(&s, X, "input 'X'") || !op__float(&s, X, "input 'X'") ||
-        !op__axis(&s, X, &axis) || !check_vec(&s, X, gamma, "gamma", axis) ||
-        !check_vec(&s, X, beta, "beta", axis))
+    if (!check_norm(&s, X, gamma, beta, eps, &axis))
         return NULL;
-    if (!(eps >= 0))
-        return op__fail(&s, TE_ERR_ARG, "eps %g must be >= 0", eps);
     int r = te_tensor_ndim(X);
     te_dtype dt = te_tensor_dtype(X);
     te_expr *N = te_const(ctx, dt, (double)te_tensor_shape(X)[axis]);
@@ -352,12 +363,8 @@ te_tensor *te_op_layer_norm_welford(te_ctx *ctx, te_tensor *X, te_tensor *gamma,
     if (!ctx)
         return NULL;
     op_site s = {ctx, "layer_norm_welford", name ? name : "layer_norm_welford"};
-    if (!op__need(&s, X, "input 'X'") || !op__float(&s, X, "input 'X'") ||
-        !op__axis(&s, X, &axis) || !check_vec(&s, X, gamma, "gamma", axis) ||
-        !check_vec(&s, X, beta, "beta", axis))
+    if (!check_norm(&s, X, gamma, beta, eps, &axis))
         return NULL;
-    if (!(eps >= 0))
-        return op__fail(&s, TE_ERR_ARG, "eps %g must be >= 0", eps);
     int r = te_tensor_ndim(X);
     te_dtype dt = te_tensor_dtype(X);
     te_expr *oa[TE_MAX_DIMS], *ia[TE_MAX_DIMS], *k;
