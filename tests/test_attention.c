@@ -32,6 +32,7 @@ typedef struct acase {
     double scale;    /* 0: 1 / sqrt(dh) */
     double in_scale; /* when set: Q and K integers in (-in_scale, in_scale), so the logits
                       * (up to dh in_scale^2) are exact in f32 and only overflow is tested */
+    int block;       /* one-pass key block; 0: 16 */
 } acase;
 
 /* softmax(scale Q K^T + mask) V in float64, one (b, h) at a time; fully masked rows give 0. */
@@ -97,7 +98,7 @@ static void acase_build(const acase *a, tcase *c, tt_rng *r)
     p.mask = a->mask;
     p.scale = a->scale;
     p.form = g_form;
-    p.block = 16;
+    p.block = a->block ? a->block : 16;
     te_tensor *O = te_op_attention(ctx, Q, K, V, M, &p, "attn");
     if (!O)
         fail_msg("%s: %s", a->label, te_ctx_errmsg(ctx));
@@ -224,23 +225,24 @@ static void kbatch_check(int nb, kbatch *bs, double tol)
 }
 
 static const acase cases_small[] = {
-    {"plain 1x2x5x7x4", 1, 2, 5, 7, 4, TE_ATTN_MASK_NONE, 0, 0, 0, 0},
-    {"causal 2x1x9x9x8", 2, 1, 9, 9, 8, TE_ATTN_MASK_CAUSAL, 0, 0, 0, 0},
-    {"causal lq<lk 1x2x6x11x4", 1, 2, 6, 11, 4, TE_ATTN_MASK_CAUSAL, 0, 0, 0, 0},
-    {"explicit, masked rows 1x2x7x10x4", 1, 2, 7, 10, 4, TE_ATTN_MASK_EXPLICIT, 0, 1, 0, 0},
-    {"explicit 4d 2x2x5x6x4", 2, 2, 5, 6, 4, TE_ATTN_MASK_EXPLICIT, 1, 1, 0.3, 0},
-    {"logits 1e4 1x1x6x9x8", 1, 1, 6, 9, 8, TE_ATTN_MASK_NONE, 0, 0, 1, 100},
-    {"logits 1e4 causal 1x2x5x5x4", 1, 2, 5, 5, 4, TE_ATTN_MASK_CAUSAL, 0, 0, 0, 100},
+    {"plain 1x2x5x7x4", 1, 2, 5, 7, 4, TE_ATTN_MASK_NONE, 0, 0, 0, 0, 0},
+    {"causal 2x1x9x9x8", 2, 1, 9, 9, 8, TE_ATTN_MASK_CAUSAL, 0, 0, 0, 0, 0},
+    {"causal lq<lk 1x2x6x11x4", 1, 2, 6, 11, 4, TE_ATTN_MASK_CAUSAL, 0, 0, 0, 0, 0},
+    {"explicit, masked rows 1x2x7x10x4", 1, 2, 7, 10, 4, TE_ATTN_MASK_EXPLICIT, 0, 1, 0, 0, 0},
+    {"explicit 4d 2x2x5x6x4", 2, 2, 5, 6, 4, TE_ATTN_MASK_EXPLICIT, 1, 1, 0.3, 0, 0},
+    {"logits 1e4 1x1x6x9x8", 1, 1, 6, 9, 8, TE_ATTN_MASK_NONE, 0, 0, 1, 100, 0},
+    {"logits 1e4 causal 1x2x5x5x4", 1, 2, 5, 5, 4, TE_ATTN_MASK_CAUSAL, 0, 0, 0, 100, 0},
 };
 #define NSMALL ((int)(sizeof cases_small / sizeof cases_small[0]))
 
 /* Cases for compiled schedules: lengths that are not multiples of the blocks the template
  * offers (16, 32, 64) and a head dimension of a few vectors. */
 static const acase cases_tiled[] = {
-    {"plain 1x2x37x45x32", 1, 2, 37, 45, 32, TE_ATTN_MASK_NONE, 0, 0, 0, 0},
-    {"causal 1x3x50x50x16", 1, 3, 50, 50, 16, TE_ATTN_MASK_CAUSAL, 0, 0, 0, 0},
-    {"explicit, masked rows 2x1x33x70x16", 2, 1, 33, 70, 16, TE_ATTN_MASK_EXPLICIT, 1, 1, 0, 0},
-    {"logits 1e4 1x2x40x29x16", 1, 2, 40, 29, 16, TE_ATTN_MASK_NONE, 0, 0, 1, 100},
+    {"plain 1x2x37x45x32", 1, 2, 37, 45, 32, TE_ATTN_MASK_NONE, 0, 0, 0, 0, 0},
+    {"causal 1x3x50x50x16", 1, 3, 50, 50, 16, TE_ATTN_MASK_CAUSAL, 0, 0, 0, 0, 0},
+    {"explicit, masked rows 2x1x33x70x16", 2, 1, 33, 70, 16, TE_ATTN_MASK_EXPLICIT, 1, 1, 0, 0, 0},
+    /* A key block that is not a multiple of the vector width (lane-wise block maxima). */
+    {"logits 1e4, block 12 1x2x40x29x16", 1, 2, 40, 29, 16, TE_ATTN_MASK_NONE, 0, 0, 1, 100, 12},
 };
 #define NTILED ((int)(sizeof cases_tiled / sizeof cases_tiled[0]))
 
