@@ -211,7 +211,10 @@ static te_tensor *attention_body_onepass(const op_site *s, const attn_shape *a, 
     te_expr *zero = op__c(ctx, a->dt, 0.0);
     /* K transposed and V, both padded to whole blocks with zeros. */
     te_expr *b = te_axis(ctx, "b", a->b), *h = te_axis(ctx, "h", a->h);
-    te_expr *k = te_axis(ctx, "k", a->dh), *j = te_axis(ctx, "j", lp);
+    /* K^T's rows are 16 keys longer than the padded key axis: a row stride of a power of two
+     * (lp 512: 2 KiB) puts a score tile's dh rows of K^T into two sets of a 32 KiB L1, and
+     * each tile reloads them from L2. */
+    te_expr *k = te_axis(ctx, "k", a->dh), *j = te_axis(ctx, "j", lp + 16);
     te_tensor *KT = op__tag(
         ctx,
         te_compute(ctx, op__stage_name(ctx, nm, "kt"), 4, (te_expr *[]){b, h, k, j},
