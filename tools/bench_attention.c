@@ -231,7 +231,7 @@ int te_bench_attention(te_db *db, int seq, int heads, int dh, int threads, int r
      * pads less): K^T and V padded to whole blocks. */
     int64_t p128 = ((int64_t)seq + 127) / 128 * 128, p64 = ((int64_t)seq + 63) / 64 * 64;
     double lp = (double)(p64 < p128 ? p64 : p128);
-    double mem_fused = (double)heads * lp * 2.0 * dh * sizeof(float) * mib;
+    double mem_fused = (double)heads * (2.0 * lp + 16) * dh * sizeof(float) * mib; /* K^T + 16 */
     memset(out, 0, sizeof *out);
     snprintf(out->workload, sizeof out->workload, "attention %dx%dx%d", heads, seq, dh);
     out->threads = threads;
