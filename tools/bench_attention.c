@@ -227,10 +227,11 @@ int te_bench_attention(te_db *db, int seq, int heads, int dh, int threads, int r
     /* Memory beyond inputs and output: the unfused scores; the fused K^T and V with ones. */
     double mib = 1.0 / (1024.0 * 1024.0);
     double mem_unfused = (double)ss * sizeof(float) * mib;
-    /* The registry's default form is the one-pass form with key blocks of 64: K^T and V padded
-     * to whole blocks. */
-    double lp = (double)((seq + 63) / 64 * 64);
-    double mem_fused = (double)heads * lp * 2.0 * dh * sizeof(float) * mib;
+    /* The registry's default form is the one-pass form with key blocks of 128 (64 where that
+     * pads less): K^T and V padded to whole blocks. */
+    int64_t p128 = ((int64_t)seq + 127) / 128 * 128, p64 = ((int64_t)seq + 63) / 64 * 64;
+    double lp = (double)(p64 < p128 ? p64 : p128);
+    double mem_fused = (double)heads * (2.0 * lp + 16) * dh * sizeof(float) * mib; /* K^T + 16 */
     memset(out, 0, sizeof *out);
     snprintf(out->workload, sizeof out->workload, "attention %dx%dx%d", heads, seq, dh);
     out->threads = threads;

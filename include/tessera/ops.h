@@ -401,10 +401,10 @@ typedef enum te_attn_form {
 
 /* Parameters of te_op_attention. The extents (batch, heads, lq, lk, dh) may be left 0: they
  * are then taken from the tensors; a non-zero extent must match them. scale 0 means
- * 1 / sqrt(dh); it must be finite. block (>= 0; 0: 64) is the key-block size of the one-pass
- * form, where key blocks are part of the definition (the two-pass form leaves blocking to the
- * schedule and ignores it). form picks the expression (TE_ATTN_ONE_PASS by default). Start
- * from te_attention_params_default(). */
+ * 1 / sqrt(dh); it must be finite. block (>= 0; 0: 128, or 64 where that pads lk to fewer
+ * keys) is the key-block size of the one-pass form, where key blocks are part of the definition
+ * (the two-pass form leaves blocking to the schedule and ignores it). form picks the expression
+ * (TE_ATTN_ONE_PASS by default). Start from te_attention_params_default(). */
 typedef struct te_attention_params {
     int32_t batch, heads, lq, lk, dh;
     double scale;

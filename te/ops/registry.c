@@ -727,7 +727,7 @@ static const te_op_key keys_attention[] = {K_OPT("batch", "1", "batch"),
                                            K_REQ("dh", "head dimension"),
                                            K_STR("mask", "none", "none|causal|explicit"),
                                            K_STR("form", "onepass", "onepass|twopass"),
-                                           K_OPT("block", "64", "key block (one-pass form)")};
+                                           K_OPT("block", "0", "key block (one-pass; 0: auto)")};
 
 #define NK(a) ((int)(sizeof a / sizeof a[0]))
 
