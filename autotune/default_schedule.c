@@ -262,8 +262,10 @@ static void summarize(const char *trace, char *out, size_t size)
         }
         l = e ? e + 1 : NULL;
     }
-    snprintf(out, size, "tile %s, vec %s, parallel %s", nsplit ? splits : "-", nv ? vec : "-",
-             np ? par : "-");
+    int n = snprintf(out, size, "tile %s, vec %s, parallel %s", nsplit ? splits : "-",
+                     nv ? vec : "-", np ? par : "-");
+    if (n >= (int)size && size > 4) /* cut: say so */
+        memcpy(out + size - 4, "...", 4);
 }
 
 static uint64_t fnv(const char *s)

@@ -4,6 +4,8 @@
  * one pool planned by graph/memplan.c; the graph runs group by group in plan order. */
 #include <omp.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,6 +28,16 @@ typedef struct gkernel {
     int wave, threads; /* the schedule: its wave and the OpenMP threads its kernel uses */
     int rc;            /* the last run's status */
 } gkernel;
+
+/* Sets k's note (cut to its size, which notes may be: they are for people). */
+static void set_note(gkernel *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_note(gkernel *k, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(k->note, sizeof k->note, fmt, ap);
+    va_end(ap);
+}
 
 /* Worker threads for the concurrent waves, started once per executable so that each keeps its
  * OpenMP team between runs: worker i runs group a + 1 + i of the wave [a, b) (the calling
@@ -282,7 +294,7 @@ static int compile_group(te_graph *g, const te_fuse_plan *p, int gi, const te_ta
         if (te_tuner_best_record(k->ctx, db, ge.key, ge.n_out, ge.outs, tgt, 0, &s, &rec, why,
                                  sizeof why) == TE_OK) {
             k->from_db = 1;
-            snprintf(k->note, sizeof k->note, "database: trial %s, %.4f ms when tuned",
+            set_note(k, "database: trial %s, %.4f ms when tuned",
                      rec && rec->n ? rec->items[0].uid : "?",
                      rec && rec->n ? rec->items[0].median_s * 1e3 : 0.0);
             te_db_trial_list_free(rec);
@@ -296,10 +308,9 @@ static int compile_group(te_graph *g, const te_fuse_plan *p, int gi, const te_ta
         char dnote[256];
         if (te_tune_default_schedule(k->ctx, op, ge.n_in, ge.ins, ge.n_out, ge.outs, tgt, &s, dnote,
                                      sizeof dnote) == TE_OK) {
-            snprintf(k->note, sizeof k->note, "%s (%s)", dnote, why);
+            set_note(k, "%s (%s)", dnote, why);
         } else {
-            snprintf(k->note, sizeof k->note, "default schedule: inline + parallel (%s; %s)", why,
-                     te_ctx_errmsg(k->ctx));
+            set_note(k, "default schedule: inline + parallel (%s; %s)", why, te_ctx_errmsg(k->ctx));
             te_ctx_clear_error(k->ctx);
             s = default_schedule(k->ctx, &ge, tgt->num_cores);
         }

@@ -144,7 +144,7 @@ static void test_concat_matches_naive_on_random_shapes(void **state)
             memcpy(si, s, sizeof si);
             si[axis] = ext[i] = 1 + tt_rng_int(&g_rng, 4);
             total += ext[i];
-            char nm[8];
+            char nm[16];
             snprintf(nm, sizeof nm, "X%d", i);
             X[i] = te_placeholder(ctx, nm, TE_F32, nd, si);
             d[i] = rnd(numel(nd, si));
