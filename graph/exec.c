@@ -189,7 +189,7 @@ int te_graph_group_expr_build(te_graph *g, const te_fuse_plan *p, int gi, te_ctx
         te_op_params kv;
         te_tensor *in[TE__G_MAXIO], *res[TE__G_MAXIO] = {0};
         char names[TE__G_MAXIO][16];
-        const char *nm[TE__G_MAXIO];
+        const char *nm[TE__G_MAXIO + 1] = {0}; /* NULL after the last: split counts them */
         for (int j = 0; j < nd->n_in; j++)
             in[j] = t[nd->in[j]];
         for (int j = 0; j < nd->n_out; j++) {

@@ -365,7 +365,7 @@ int te_graph_node_multi(te_graph *g, const char *opname, const char *attrs, int 
                                    te_dtype_str(g->v[inputs[i]].dtype), ref + 1,
                                    g->v[inputs[ref]].name, te_dtype_str(g->v[inputs[ref]].dtype));
     }
-    const char *nm[TE__G_MAXIO];
+    const char *nm[TE__G_MAXIO + 1] = {0}; /* NULL after the last: split counts them */
     char autos[TE__G_MAXIO][TE__G_NAME];
     for (int i = 0; i < n_out; i++) {
         nm[i] = i == 0 ? nm0 : names && names[i] ? names[i] : NULL;
@@ -468,7 +468,7 @@ int te__graph_rebuild(te_graph *g)
     }
     for (int n = 0; n < g->nn; n++) {
         te__gnode *nd = &g->n[n];
-        const char *nm[TE__G_MAXIO];
+        const char *nm[TE__G_MAXIO + 1] = {0}; /* NULL after the last: split counts them */
         te_tensor *ts[TE__G_MAXIO] = {0};
         for (int i = 0; i < nd->n_out; i++)
             nm[i] = g->v[nd->out[i]].name;

@@ -35,7 +35,8 @@ static size_t make_npy(unsigned char *buf, int major, const char *dict, const vo
     memcpy(buf + pre, dict, dl);
     memset(buf + pre + dl, ' ', hlen - dl - 1);
     buf[pre + hlen - 1] = '\n';
-    memcpy(buf + total, data, nbytes);
+    if (nbytes)
+        memcpy(buf + total, data, nbytes);
     return total + nbytes;
 }
 

@@ -547,7 +547,8 @@ static Onnx__TensorProto *tensor_i64(const char *name, int nd, const int64_t *di
     Onnx__TensorProto *t = om_tensor_i64(name, (int)n, v);
     t->n_dims = (size_t)nd;
     t->dims = om_alloc((size_t)(nd ? nd : 1) * sizeof(int64_t));
-    memcpy(t->dims, dims, (size_t)nd * sizeof(int64_t));
+    if (nd)
+        memcpy(t->dims, dims, (size_t)nd * sizeof(int64_t));
     return t;
 }
 
