@@ -280,6 +280,20 @@ static int shared_tile(te__gen *g, te_tensor *t, te_stage *R, te_stage *parent, 
  * every thread of the block reads are shared-memory tiles (kb keys x dh) loaded cooperatively
  * at the key-block loops; each thread keeps its row's maximum, kb scores, weights and dh + 1
  * accumulators in local memory. */
+/* A rank-4 helper stage (K transposed, V with ones) as one small kernel at the root: its
+ * loops fused and split into blocks of 256 threads. */
+static int flat_gpu_kernel(te__gen *g, te_stage *P)
+{
+    te_iter *f = te_stage_leaf(P, 0), *bo, *tx;
+    for (int d = 1; d < 4; d++)
+        if (!TE__OK(g, te_fuse(P, f, te_stage_leaf(P, 1), &f)))
+            return g->err;
+    if (!TE__OK(g, te_split(P, f, 256, &bo, &tx)) || !TE__OK(g, te_bind(P, bo, TE_BLOCK_X)) ||
+        !TE__OK(g, te_bind(P, tx, TE_THREAD_X)))
+        return g->err;
+    return TE_OK;
+}
+
 static int attn_apply_gpu(te__gen *g)
 {
     attn_data *ad = g->sp->tdata;
@@ -290,13 +304,7 @@ static int attn_apply_gpu(te__gen *g)
     te_stage *O = stage_of(g, ad->out);
     /* K transposed and V with ones: one small kernel each at the root (256 threads a block). */
     for (int r = A_KT; r <= A_VX; r++) {
-        te_stage *P = st[r];
-        te_iter *f = te_stage_leaf(P, 0), *bo, *tx;
-        for (int d = 1; d < 4; d++)
-            if (!TE__OK(g, te_fuse(P, f, te_stage_leaf(P, 1), &f)))
-                return g->err;
-        if (!TE__OK(g, te_split(P, f, 256, &bo, &tx)) || !TE__OK(g, te_bind(P, bo, TE_BLOCK_X)) ||
-            !TE__OK(g, te_bind(P, tx, TE_THREAD_X)))
+        if (flat_gpu_kernel(g, st[r]))
             return g->err;
     }
     te_iter *bh, *io, *ii;
@@ -400,13 +408,7 @@ static int attn_apply_one_pass_gpu(te__gen *g)
         st[r] = stage_of(g, ad->st[r]);
     te_stage *O = stage_of(g, ad->out);
     for (int r = O_KT; r <= O_VP; r++) {
-        te_stage *P = st[r];
-        te_iter *f = te_stage_leaf(P, 0), *bo, *tx;
-        for (int d = 1; d < 4; d++)
-            if (!TE__OK(g, te_fuse(P, f, te_stage_leaf(P, 1), &f)))
-                return g->err;
-        if (!TE__OK(g, te_split(P, f, 256, &bo, &tx)) || !TE__OK(g, te_bind(P, bo, TE_BLOCK_X)) ||
-            !TE__OK(g, te_bind(P, tx, TE_THREAD_X)))
+        if (flat_gpu_kernel(g, st[r]))
             return g->err;
     }
     te_iter *bh, *io, *ii;
