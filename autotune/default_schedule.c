@@ -295,17 +295,10 @@ int te_tune_default_schedule(te_ctx *ctx, const char *op, int n_in, te_tensor *c
     te_target tgt = target ? *target : te_target_host();
     int threads = tgt.num_cores > 0 ? tgt.num_cores : 1;
     te_space *sp = NULL;
-    if (!op) {
-        /* A fused group (no operator name): the gemm template checks the structure itself
-         * (products over one reduction axis, then an elementwise epilogue), so a matmul +
-         * bias + activation group gets the packed, register-tiled space of the library's
-         * matmul_bias_act rather than sketches without packing. */
-        sp = te_space_create(ctx, "matmul", n_in, ins, n_out, outs, TE_SPACE_TEMPLATE, &tgt);
-        if (!sp)
-            te_ctx_clear_error(ctx);
-    }
-    if (!sp)
-        sp = te_space_create(ctx, op, n_in, ins, n_out, outs, TE_SPACE_AUTO, &tgt);
+    /* A fused group (no operator name) gets the template that recognizes its structure (a
+     * matmul + bias + activation group the packed, register-tiled gemm space, a conv + bn +
+     * relu group the conv2d space), else sketches. */
+    sp = te_space_create(ctx, op, n_in, ins, n_out, outs, TE_SPACE_AUTO, &tgt);
     if (!sp && op) { /* an operator whose template does not apply: sketches */
         te_ctx_clear_error(ctx);
         sp = te_space_create(ctx, NULL, n_in, ins, n_out, outs, TE_SPACE_SKETCH, &tgt);

@@ -610,6 +610,15 @@ static const te__template t_elt = {"eltwise", elt_init, elt_apply};
 extern const te__template te__t_conv;
 extern const te__template te__t_attention;
 
+int te__templates_by_structure(const te__template **out, int cap)
+{
+    const te__template *all[] = {&t_gemm, &te__t_conv};
+    int n = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0] && n < cap; i++)
+        out[n++] = all[i];
+    return n;
+}
+
 const te__template *te__template_for(const char *op)
 {
     static const struct {
