@@ -378,6 +378,8 @@ int te_tune_default_schedule(te_ctx *ctx, const char *op, int n_in, te_tensor *c
     for (int64_t i = 0; i <= n_cand; i++) {
         const char *tr = i == 0 || all ? te_space_get(sp, i) : te_space_sample(sp, &rng);
         if (!tr) {
+            if (debug && *debug)
+                fprintf(stderr, "default: candidate %lld: %s\n", (long long)i, te_ctx_errmsg(ctx));
             te_ctx_clear_error(ctx);
             continue;
         }
@@ -399,6 +401,15 @@ int te_tune_default_schedule(te_ctx *ctx, const char *op, int n_in, te_tensor *c
     }
     te_ctx_clear_error(ctx);
     const char *kind = sp->kind == TE_SPACE_TEMPLATE ? "template" : "sketch";
+    bool fallback = false;
+    if (!best && sp->kind == TE_SPACE_TEMPLATE) {
+        /* The model rates no configuration (their tiles are past its limits, as the attention
+         * template's score blocks are): the template's first configuration, which its author
+         * chose as the default. */
+        best = te_space_get(sp, 0);
+        fallback = best != NULL;
+        te_ctx_clear_error(ctx);
+    }
     if (!best) {
         te_ctx_set_error(ctx, TE_ERR_SCHEDULE,
                          "te_tune_default_schedule: no %s candidate of the workload lowers", kind);
@@ -410,8 +421,14 @@ int te_tune_default_schedule(te_ctx *ctx, const char *op, int n_in, te_tensor *c
     if (note && note_size) {
         char sum[240];
         summarize(best, sum, sizeof sum);
-        snprintf(note, note_size, "default: %s heuristic (%s; best of %d, est %.3g Mcycles)", kind,
-                 sum, scored, best_cost * 1e-6);
+        if (fallback)
+            snprintf(note, note_size,
+                     "default: template's first configuration (%s; the cost model rates none "
+                     "of its %lld)",
+                     sum, (long long)size);
+        else
+            snprintf(note, note_size, "default: %s heuristic (%s; best of %d, est %.3g Mcycles)",
+                     kind, sum, scored, best_cost * 1e-6);
     }
     *out = s;
     return TE_OK;

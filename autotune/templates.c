@@ -650,7 +650,7 @@ extern const te__template te__t_attention;
 
 int te__templates_by_structure(const te__template **out, int cap)
 {
-    const te__template *all[] = {&t_gemm, &te__t_conv};
+    const te__template *all[] = {&te__t_attention, &t_gemm, &te__t_conv};
     int n = 0;
     for (size_t i = 0; i < sizeof all / sizeof all[0] && n < cap; i++)
         out[n++] = all[i];
