@@ -14,6 +14,8 @@
 #include <cmocka.h>
 
 #include "tessera/backend.h"
+#include "tessera/cuda.h"
+#include "tessera/gen.h"
 #include "tessera/ops.h"
 #include "tessera/schedule.h"
 #include "tessera/te.h"
@@ -609,6 +611,100 @@ static void test_matmul_mixed_refuses_bad_dtypes(void **state)
     te_ctx_clear_error(ctx);
 }
 
+/* ---- CUDA --------------------------------------------------------------------------------- */
+
+/* Emits a GPU schedule of y = f(x) stages with f16/bf16 storage and compiles it with NVRTC for
+ * sm_80 and sm_90 (skipped with a message without libnvrtc; no device needed). */
+static void test_cuda_emission_of_half_dtypes_compiles_with_nvrtc(void **state)
+{
+    te_ctx *ctx = *state;
+    enum { M = 8, N = 64, K = 16 };
+    te_tensor *A = te_placeholder(ctx, "A", TE_BF16, 2, (int64_t[]){M, K});
+    te_tensor *B = te_placeholder(ctx, "B", TE_BF16, 2, (int64_t[]){K, N});
+    te_tensor *C = te_op_matmul_mixed(ctx, A, B, 0, 0, TE_F32, "C");
+    te_expr *i = te_axis(ctx, "i", M), *j = te_axis(ctx, "j", N);
+    /* f32 -> f16 store, f16 -> i8 (saturating) and f16 -> bf16 casts */
+    te_tensor *H =
+        te_compute(ctx, "H", 2, (te_expr *[]){i, j},
+                   te_cast(ctx, TE_F16, te_mul(ctx, TE_AT(ctx, C, i, j), te_f32(ctx, 3.0))));
+    te_expr *i2 = te_axis(ctx, "i", M), *j2 = te_axis(ctx, "j", N);
+    te_expr *h = TE_AT(ctx, H, i2, j2);
+    te_tensor *Q = te_compute(
+        ctx, "Q", 2, (te_expr *[]){i2, j2},
+        te_add(ctx, te_cast(ctx, TE_F32, te_cast(ctx, TE_I8, h)),
+               te_cast(ctx, TE_F32,
+                       te_cast(ctx, TE_BF16, te_add(ctx, h, te_const(ctx, TE_F16, 0.5))))));
+    assert_non_null(Q);
+    te_tensor *outs[] = {C, H, Q};
+    static const int sms[] = {80, 90};
+    for (int v = 0; v < 2; v++) {
+        te_schedule *s = te_schedule_create(ctx, 3, outs);
+        for (int o = 0; o < 3; o++) {
+            te_stage *st = te_schedule_stage(s, outs[o]);
+            assert_int_equal(te_bind(st, te_stage_axis(st, 0), TE_BLOCK_X), TE_OK);
+            assert_int_equal(te_bind(st, te_stage_axis(st, 1), TE_THREAD_X), TE_OK);
+        }
+        te_target tgt = te_target_cuda(sms[v]);
+        te_lowered *f = te_lower(s, 5, (te_tensor *[]){A, B, C, H, Q}, "half_gpu", &tgt);
+        if (!f)
+            fail_msg("lowering: %s", te_ctx_errmsg(ctx));
+        const char *src = te_emit_cuda(ctx, f, &tgt);
+        if (!src)
+            fail_msg("emission: %s", te_ctx_errmsg(ctx));
+        assert_non_null(strstr(src, "#include <cuda_fp16.h>"));
+        assert_non_null(strstr(src, "const __nv_bfloat16 *"));
+        assert_non_null(strstr(src, "__bfloat162float("));
+        assert_non_null(strstr(src, "__float2half_rn("));
+        assert_non_null(strstr(src, "__float2int_rz("));
+        if (te_nvrtc_probe() != TE_OK) {
+            print_message("[  SKIP    ] NVRTC: %s\n", te_cuda_errmsg());
+            return;
+        }
+        void *cubin = NULL;
+        size_t size = 0;
+        char *log = NULL;
+        if (te_nvrtc_compile(src, "half_gpu", sms[v], &cubin, &size, &log) != TE_OK)
+            fail_msg("NVRTC sm_%d: %s\n%s", sms[v], log ? log : "", src);
+        assert_true(size > 0);
+        free(cubin);
+        free(log);
+    }
+}
+
+/* ---- tessera gen ------------------------------------------------------------------------- */
+
+/* Generated files of a bf16 x bf16 -> f32 matmul and an f16 output: the header spells the
+ * storage types, and source and header compile together. */
+static void test_gen_files_spell_half_storage_and_compile(void **state)
+{
+    te_ctx *ctx = *state;
+    char dir[256];
+    assert_int_equal(tt_tmpdir_make(dir, sizeof dir, "dtgen"), 0);
+    te_tensor *A = te_placeholder(ctx, "A", TE_BF16, 2, (int64_t[]){8, 16});
+    te_tensor *B = te_placeholder(ctx, "B", TE_BF16, 2, (int64_t[]){16, 8});
+    te_tensor *C = te_op_matmul_mixed(ctx, A, B, 0, 0, TE_F32, "C");
+    te_expr *i = te_axis(ctx, "i", 8), *j = te_axis(ctx, "j", 8);
+    te_tensor *H =
+        te_compute(ctx, "H", 2, (te_expr *[]){i, j}, te_cast(ctx, TE_F16, TE_AT(ctx, C, i, j)));
+    te_gen_kernel k = {0};
+    k.name = "mm_half";
+    k.schedule = te_schedule_create(ctx, 2, (te_tensor *[]){C, H});
+    k.n_args = 4;
+    k.args = (te_tensor *[]){A, B, C, H};
+    te_gen_options o = te_gen_options_default("mm_half");
+    te_gen_output out;
+    if (te_gen_files(ctx, 1, &k, &o, dir, &out) != TE_OK)
+        fail_msg("%s", te_ctx_errmsg(ctx));
+    assert_non_null(strstr(out.header, "const uint16_t *"));
+    assert_non_null(strstr(out.source, "te_f32_to_f16("));
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cc -std=gnu11 -Wall -Werror -fopenmp -c -I'%s' -o '%s' '%s'", dir,
+             tt_path_in(dir, "mm_half.o"), out.source_path);
+    if (system(cmd) != 0)
+        fail_msg("generated files do not compile: %s\n%s\n%s", cmd, out.header, out.source);
+    tt_tmpdir_remove(dir);
+}
+
 /* ---- The tuner ------------------------------------------------------------------------------ */
 
 static void print_warning(const char *msg, void *user)
@@ -676,6 +772,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             test_bf16_and_f16_matmuls_with_f32_accumulation_compile_and_check, setup, teardown),
         cmocka_unit_test_setup_teardown(test_matmul_mixed_refuses_bad_dtypes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cuda_emission_of_half_dtypes_compiles_with_nvrtc,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gen_files_spell_half_storage_and_compile, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_tune_of_a_tiny_bf16_matmul_runs_and_checks, setup,
                                         teardown),
     };
