@@ -305,6 +305,11 @@ static int gen_cast(emitter *em, te__sb *o, const te_expr *e)
     const char *cvt = a->dtype == TE_BOOL || (e->dtype == TE_BOOL && lanes > 1)
                           ? NULL
                           : te__c_cast_helper(em, e->dtype, a->dtype, lanes);
+    if (!cvt && te_dtype_is_half(a->dtype) && te_dtype_compute(a->dtype) == e->dtype) {
+        /* f16/bf16 to f32: the value already is an f32 one */
+        te__c_put(em, o, a, P_UNARY);
+        return P_UNARY;
+    }
     if (cvt) {
         te__sb_printf(o, "%s(", cvt);
         if (lanes > 1)
