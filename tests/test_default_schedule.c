@@ -57,10 +57,8 @@ static void check_default(te_ctx *ctx, const char *what, const char *op, int ni,
         fail_msg("%s: te_build (%s): %s", what, note, te_ctx_errmsg(ctx));
     assert_int_equal(te_module_run(m, data), TE_OK);
     te_module_free(m);
-    for (int o = 0; o < no; o++) /* integer outputs (indices) compared as floats */
-        if (te_tensor_dtype(out[o]) == TE_I64)
-            for (size_t i = 0, n = (size_t)te_tensor_numel(out[o]); i < n; i++)
-                ((float *)data[ni + o])[i] = (float)((int64_t *)data[ni + o])[i];
+    for (int o = 0; o < no; o++) /* integer outputs (indices, quantized) compared as floats */
+        tt_output_as_f32(data[ni + o], te_tensor_dtype(out[o]), (size_t)te_tensor_numel(out[o]));
     for (int o = 0; o < no; o++) {
         size_t n = (size_t)te_tensor_numel(out[o]);
         double *ref = malloc(sizeof(double) * n);
