@@ -177,6 +177,24 @@ static void test_structural_template_for_groups(void **state)
     check_default(ctx, "softmax", NULL, 1, &S, 1, &Y, 1e-5, note, sizeof note);
     assert_non_null(strstr(note, "sketch heuristic"));
     te_ctx_free(ctx);
+    /* Attention with its head merge (reshape, transpose, reshape), as the graph's
+     * attention_head_merge group builds it: the attention template, epilogue inlined. At
+     * these sizes the model rates none of its tiles, so its first configuration is used. */
+    ctx = te_ctx_create();
+    const int64_t qs[4] = {1, 4, 64, 32};
+    te_tensor *Q = te_placeholder(ctx, "Q", TE_F32, 4, qs);
+    te_tensor *K = te_placeholder(ctx, "K", TE_F32, 4, qs);
+    te_tensor *V = te_placeholder(ctx, "V", TE_F32, 4, qs);
+    te_attention_params ap = te_attention_params_default();
+    te_tensor *A = te_op_attention(ctx, Q, K, V, NULL, &ap, "A");
+    te_tensor *A3 = te_op_reshape(ctx, A, 3, (int64_t[]){4, 64, 32}, "A3");
+    te_tensor *At = te_op_transpose(ctx, A3, (int[]){1, 0, 2}, "At");
+    te_tensor *A2 = te_op_reshape(ctx, At, 2, (int64_t[]){64, 128}, "A2");
+    assert_non_null(A2);
+    check_default(ctx, "attention + head merge", NULL, 3, (te_tensor *[]){Q, K, V}, 1, &A2, 1e-5,
+                  note, sizeof note);
+    assert_non_null(strstr(note, "template"));
+    te_ctx_free(ctx);
 }
 
 /* A matmul gets register tiles and a vectorized loop; the same call twice, the same choice. */
