@@ -35,20 +35,28 @@ static void json_str(const char *s)
 
 int te_cmd_ops(int argc, char **argv)
 {
+    enum { O_JSON, O_HELP };
+    static const te_cli_opt opts[] = {
+        {"json", 0, TE_CLI_FLAG, O_JSON}, {"help", 'h', TE_CLI_FLAG, O_HELP}, {0}};
     int json = 0;
     const char *only = NULL;
-    for (int a = 1; a < argc; a++) {
-        if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
+    te_cli_parser cp;
+    te_cli_parser_init(&cp, "ops", argc, argv, opts);
+    for (int c; (c = te_cli_next(&cp)) != TE_CLI_END;) {
+        switch (c) {
+        case TE_CLI_BAD:
+            return 2;
+        case TE_CLI_ARG:
+            if (only)
+                return te_cli_usage_error(&cp, "unexpected argument '%s'", cp.value);
+            only = cp.value;
+            break;
+        case O_JSON:
+            json = 1;
+            break;
+        case O_HELP:
             usage(stdout);
             return 0;
-        } else if (!strcmp(argv[a], "--json")) {
-            json = 1;
-        } else if (argv[a][0] != '-' && !only) {
-            only = argv[a];
-        } else {
-            fprintf(stderr, "tessera ops: unknown option '%s'\n", argv[a]);
-            usage(stderr);
-            return 2;
         }
     }
     int n = 0;
