@@ -133,4 +133,3 @@ uint64_t te__expr_hash(int n_out, te_tensor *const *outs)
         h = h_str(h, outs[o]->name);
     return h;
 }
-

@@ -466,6 +466,8 @@ int te_cmd_bench_graph(int argc, char **argv)
     const char *path = NULL, *db_path = NULL, *rules_path = NULL;
     int json = 0, reps = 9, no_rules = 0, optimize = 0, nthreads = 2, threads[8] = {1, 2};
     enum { O_HELP, O_JSON, O_NO_RULES, O_OPTIMIZE, O_DB, O_RULES, O_REPS, O_THREADS };
+    enum { O_PLUGIN = 1000 }; /* --plugin LIB.so (tools/cli.h) */
+    te_cli_plugins plugins = {0};
     static const te_cli_opt opts[] = {{"help", 'h', TE_CLI_FLAG, O_HELP},
                                       {"json", 0, TE_CLI_FLAG, O_JSON},
                                       {"no-rules", 0, TE_CLI_FLAG, O_NO_RULES},
@@ -474,12 +476,17 @@ int te_cmd_bench_graph(int argc, char **argv)
                                       {"rules", 0, TE_CLI_VALUE, O_RULES},
                                       {"reps", 0, TE_CLI_VALUE, O_REPS},
                                       {"threads", 0, TE_CLI_VALUE, O_THREADS},
+                                      {"plugin", 0, TE_CLI_VALUE, O_PLUGIN},
                                       {0}};
     te_cli_parser cp;
     te_cli_parser_init(&cp, "bench --graph", argc, argv, opts);
     for (int c; (c = te_cli_next(&cp)) != TE_CLI_END;) {
         const char *v = cp.value;
         switch (c) {
+        case O_PLUGIN:
+            if (te_cli_plugin_add(&plugins, &cp, cp.value))
+                return 2;
+            break;
         case TE_CLI_BAD:
             return 2;
         case TE_CLI_ARG:
@@ -527,6 +534,8 @@ int te_cmd_bench_graph(int argc, char **argv)
             break;
         }
     }
+    if (te_cli_plugins_load("bench --graph", &plugins))
+        return 1;
     if (!path) {
         usage(stderr);
         return 2;

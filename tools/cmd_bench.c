@@ -710,17 +710,28 @@ int te_cmd_bench(int argc, char **argv)
     const char *only = NULL, *db_path = NULL, *report = NULL;
     int attn_seq = 0;
     enum { O_HELP, O_JSON, O_REPS, O_THREADS, O_QUICK, O_ONLY, O_ATTN_SEQ, O_DB, O_REPORT };
-    static const te_cli_opt opts[] = {
-        {"help", 'h', TE_CLI_FLAG, O_HELP},        {"json", 0, TE_CLI_FLAG, O_JSON},
-        {"reps", 0, TE_CLI_VALUE, O_REPS},         {"threads", 0, TE_CLI_VALUE, O_THREADS},
-        {"quick", 0, TE_CLI_FLAG, O_QUICK},        {"only", 0, TE_CLI_VALUE, O_ONLY},
-        {"attn-seq", 0, TE_CLI_VALUE, O_ATTN_SEQ}, {"db", 0, TE_CLI_VALUE, O_DB},
-        {"report", 0, TE_CLI_VALUE, O_REPORT},     {0}};
+    enum { O_PLUGIN = 1000 }; /* --plugin LIB.so (tools/cli.h) */
+    te_cli_plugins plugins = {0};
+    static const te_cli_opt opts[] = {{"help", 'h', TE_CLI_FLAG, O_HELP},
+                                      {"json", 0, TE_CLI_FLAG, O_JSON},
+                                      {"reps", 0, TE_CLI_VALUE, O_REPS},
+                                      {"threads", 0, TE_CLI_VALUE, O_THREADS},
+                                      {"quick", 0, TE_CLI_FLAG, O_QUICK},
+                                      {"only", 0, TE_CLI_VALUE, O_ONLY},
+                                      {"attn-seq", 0, TE_CLI_VALUE, O_ATTN_SEQ},
+                                      {"db", 0, TE_CLI_VALUE, O_DB},
+                                      {"report", 0, TE_CLI_VALUE, O_REPORT},
+                                      {"plugin", 0, TE_CLI_VALUE, O_PLUGIN},
+                                      {0}};
     te_cli_parser cp;
     te_cli_parser_init(&cp, "bench", argc, argv, opts);
     for (int c; (c = te_cli_next(&cp)) != TE_CLI_END;) {
         const char *v = cp.value;
         switch (c) {
+        case O_PLUGIN:
+            if (te_cli_plugin_add(&plugins, &cp, cp.value))
+                return 2;
+            break;
         case TE_CLI_BAD:
             return 2;
         case TE_CLI_ARG:
@@ -773,6 +784,8 @@ int te_cmd_bench(int argc, char **argv)
             break;
         }
     }
+    if (te_cli_plugins_load("bench", &plugins))
+        return 1;
     /* Before anything runs: OpenBLAS with the kernels that fit this CPU (may re-exec). */
     te_bl_openblas_select(te_cli_argv);
     const char *dn_note = NULL, *load_note = te_bl_load_note();

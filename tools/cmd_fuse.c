@@ -214,17 +214,15 @@ static void list_ops(void)
 
 int te_cmd_fuse(int argc, char **argv)
 {
-    static const te_cli_opt opts[] = {{"rules", 'r', TE_CLI_VALUE, 'r'},
-                                      {"no-rules", 0, TE_CLI_FLAG, 'n'},
-                                      {"optimize", 0, TE_CLI_FLAG, 'O'},
-                                      {"json", 0, TE_CLI_FLAG, 'j'},
-                                      {"dot", 0, TE_CLI_FLAG, 'd'},
-                                      {"rules-list", 0, TE_CLI_FLAG, 'l'},
-                                      {"ops", 0, TE_CLI_FLAG, 'o'},
-                                      {"help", 'h', TE_CLI_FLAG, 'h'},
-                                      {"check", 0, TE_CLI_FLAG, 'c'},
-                                      {"shape", 0, TE_CLI_VALUE, 's'},
-                                      {0}};
+    enum { O_PLUGIN = 1000 }; /* --plugin LIB.so (tools/cli.h) */
+    te_cli_plugins plugins = {0};
+    static const te_cli_opt opts[] = {
+        {"rules", 'r', TE_CLI_VALUE, 'r'},     {"no-rules", 0, TE_CLI_FLAG, 'n'},
+        {"optimize", 0, TE_CLI_FLAG, 'O'},     {"json", 0, TE_CLI_FLAG, 'j'},
+        {"dot", 0, TE_CLI_FLAG, 'd'},          {"rules-list", 0, TE_CLI_FLAG, 'l'},
+        {"ops", 0, TE_CLI_FLAG, 'o'},          {"help", 'h', TE_CLI_FLAG, 'h'},
+        {"check", 0, TE_CLI_FLAG, 'c'},        {"shape", 0, TE_CLI_VALUE, 's'},
+        {"plugin", 0, TE_CLI_VALUE, O_PLUGIN}, {0}};
     const char *rules_path = NULL, *shapes = NULL;
     int no_rules = 0, optimize = 0, json = 0, dot = 0, list = 0, ops = 0, check = 0, c;
     const char *pos[2] = {NULL, NULL};
@@ -234,6 +232,10 @@ int te_cmd_fuse(int argc, char **argv)
     while ((c = te_cli_next(&cp)) != TE_CLI_END) {
         const char *v = cp.value;
         switch (c) {
+        case O_PLUGIN:
+            if (te_cli_plugin_add(&plugins, &cp, cp.value))
+                return 2;
+            break;
         case TE_CLI_BAD:
             return 2;
         case TE_CLI_ARG:
@@ -273,6 +275,8 @@ int te_cmd_fuse(int argc, char **argv)
             return 0;
         }
     }
+    if (te_cli_plugins_load("fuse", &plugins))
+        return 1;
     if (ops) {
         list_ops();
         return 0;

@@ -220,6 +220,8 @@ int te_cmd_gen(int argc, char **argv)
         O_TARGET,
         O_SM
     };
+    enum { O_PLUGIN = 1000 }; /* --plugin LIB.so (tools/cli.h) */
+    te_cli_plugins plugins = {0};
     static const te_cli_opt opts[] = {{"help", 'h', TE_CLI_FLAG, O_HELP},
                                       {"fallback", 0, TE_CLI_FLAG, O_FALLBACK},
                                       {"dispatch", 0, TE_CLI_FLAG, O_DISPATCH},
@@ -232,12 +234,17 @@ int te_cmd_gen(int argc, char **argv)
                                       {"name", 0, TE_CLI_VALUE, O_NAME},
                                       {"target", 0, TE_CLI_VALUE, O_TARGET},
                                       {"sm", 0, TE_CLI_VALUE, O_SM},
+                                      {"plugin", 0, TE_CLI_VALUE, O_PLUGIN},
                                       {0}};
     te_cli_parser cp;
     te_cli_parser_init(&cp, "gen", argc, argv, opts);
     for (int c; (c = te_cli_next(&cp)) != TE_CLI_END;) {
         const char *v = cp.value;
         switch (c) {
+        case O_PLUGIN:
+            if (te_cli_plugin_add(&plugins, &cp, cp.value))
+                return 2;
+            break;
         case TE_CLI_BAD:
             short_usage();
             return 2;
@@ -299,6 +306,8 @@ int te_cmd_gen(int argc, char **argv)
                 add_word(cmdline, sizeof cmdline, &cl, v);
         }
     }
+    if (te_cli_plugins_load("gen", &plugins))
+        return 1;
     if (op && te_cli_is_model(op)) {
         if (graph)
             return bad("%s", "give a MODEL.onnx or --graph GRAPH, not both");

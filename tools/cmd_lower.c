@@ -200,6 +200,8 @@ int te_cmd_lower(int argc, char **argv)
         O_PASSES,
         O_MARKDOWN
     };
+    enum { O_PLUGIN = 1000 }; /* --plugin LIB.so (tools/cli.h) */
+    te_cli_plugins plugins = {0};
     static const te_cli_opt opts[] = {{"shape", 0, TE_CLI_VALUE, O_SHAPE},
                                       {"params", 0, TE_CLI_VALUE, O_SHAPE},
                                       {"db", 0, TE_CLI_VALUE, O_DB},
@@ -212,6 +214,7 @@ int te_cmd_lower(int argc, char **argv)
                                       {"passes", 0, TE_CLI_FLAG, O_PASSES},
                                       {"markdown", 0, TE_CLI_FLAG, O_MARKDOWN},
                                       {"help", 'h', TE_CLI_FLAG, 'h'},
+                                      {"plugin", 0, TE_CLI_VALUE, O_PLUGIN},
                                       {0}};
     const char *shape = NULL, *db_path = NULL, *trace = NULL, *trace_file = NULL, *dump = NULL;
     int cuda = 0, sm = 80, emit = 0, passes = 0, markdown = 0;
@@ -222,6 +225,10 @@ int te_cmd_lower(int argc, char **argv)
     for (int c; (c = te_cli_next(&cp)) != TE_CLI_END;) {
         const char *v = cp.value;
         switch (c) {
+        case O_PLUGIN:
+            if (te_cli_plugin_add(&plugins, &cp, cp.value))
+                return 2;
+            break;
         case TE_CLI_BAD:
             usage(stderr);
             return 2;
@@ -272,6 +279,8 @@ int te_cmd_lower(int argc, char **argv)
             return 0;
         }
     }
+    if (te_cli_plugins_load("lower", &plugins))
+        return 1;
     if (passes) {
         print_passes(markdown);
         return 0;

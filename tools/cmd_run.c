@@ -370,21 +370,17 @@ static int parse_threads(const char *s, int *t)
 
 int te_cmd_run(int argc, char **argv)
 {
-    static const te_cli_opt opts[] = {{"db", 0, TE_CLI_VALUE, 'D'},
-                                      {"threads", 0, TE_CLI_VALUE, 't'},
-                                      {"runs", 0, TE_CLI_VALUE, 'n'},
-                                      {"input", 0, TE_CLI_VALUE, 'i'},
-                                      {"shape", 0, TE_CLI_VALUE, 's'},
-                                      {"output-dir", 0, TE_CLI_VALUE, 'o'},
-                                      {"seed", 0, TE_CLI_VALUE, 'S'},
-                                      {"bench", 0, TE_CLI_FLAG, 'b'},
-                                      {"check", 0, TE_CLI_FLAG, 'c'},
-                                      {"json", 0, TE_CLI_FLAG, 'j'},
-                                      {"rules", 0, TE_CLI_VALUE, 'r'},
-                                      {"no-rules", 0, TE_CLI_FLAG, 'R'},
-                                      {"optimize", 0, TE_CLI_FLAG, 'O'},
-                                      {"help", 'h', TE_CLI_FLAG, 'h'},
-                                      {0}};
+    enum { O_PLUGIN = 1000 }; /* --plugin LIB.so (tools/cli.h) */
+    te_cli_plugins plugins = {0};
+    static const te_cli_opt opts[] = {
+        {"db", 0, TE_CLI_VALUE, 'D'},          {"threads", 0, TE_CLI_VALUE, 't'},
+        {"runs", 0, TE_CLI_VALUE, 'n'},        {"input", 0, TE_CLI_VALUE, 'i'},
+        {"shape", 0, TE_CLI_VALUE, 's'},       {"output-dir", 0, TE_CLI_VALUE, 'o'},
+        {"seed", 0, TE_CLI_VALUE, 'S'},        {"bench", 0, TE_CLI_FLAG, 'b'},
+        {"check", 0, TE_CLI_FLAG, 'c'},        {"json", 0, TE_CLI_FLAG, 'j'},
+        {"rules", 0, TE_CLI_VALUE, 'r'},       {"no-rules", 0, TE_CLI_FLAG, 'R'},
+        {"optimize", 0, TE_CLI_FLAG, 'O'},     {"help", 'h', TE_CLI_FLAG, 'h'},
+        {"plugin", 0, TE_CLI_VALUE, O_PLUGIN}, {0}};
     const char *db_path = NULL, *rules_path = NULL, *out_dir = NULL, *threads_arg = NULL;
     int runs = 10, check = 0, json = 0, no_rules = 0, optimize = 0, bench = 0, c;
     unsigned long long seed = 1;
@@ -398,6 +394,10 @@ int te_cmd_run(int argc, char **argv)
         char *end;
         char *v = (char *)cp.value; /* argv's words: --input keeps pointers to them */
         switch (c) {
+        case O_PLUGIN:
+            if (te_cli_plugin_add(&plugins, &cp, cp.value))
+                return 2;
+            break;
         case TE_CLI_BAD:
             return 2;
         case TE_CLI_ARG:
@@ -465,6 +465,8 @@ int te_cmd_run(int argc, char **argv)
     if (npos != 1)
         return bad("%s", npos == 0 ? "give one GRAPH file or MODEL.onnx"
                                    : "give only one GRAPH file or MODEL.onnx");
+    if (te_cli_plugins_load("run", &plugins))
+        return 1;
     int thr[16] = {0}, n_thr = 1;
     if (threads_arg) {
         n_thr = parse_threads(threads_arg, thr);

@@ -263,6 +263,8 @@ int te_cmd_tune(int argc, char **argv)
         O_SPACE,
         O_SHARD
     };
+    enum { O_PLUGIN = 1000 }; /* --plugin LIB.so (tools/cli.h) */
+    te_cli_plugins plugins = {0};
     static const te_cli_opt opts[] = {{"help", 'h', TE_CLI_FLAG, O_HELP},
                                       {"json", 0, TE_CLI_FLAG, O_JSON},
                                       {"quiet", 'q', TE_CLI_FLAG, O_QUIET},
@@ -288,6 +290,7 @@ int te_cmd_tune(int argc, char **argv)
                                       {"strategy", 0, TE_CLI_VALUE, O_STRATEGY},
                                       {"space", 0, TE_CLI_VALUE, O_SPACE},
                                       {"shard", 0, TE_CLI_VALUE, O_SHARD},
+                                      {"plugin", 0, TE_CLI_VALUE, O_PLUGIN},
                                       {0}};
     te_cli_parser cp;
     te_cli_parser_init(&cp, "tune", argc, argv, opts);
@@ -296,6 +299,10 @@ int te_cmd_tune(int argc, char **argv)
         int64_t iv;
         double dv;
         switch (c) {
+        case O_PLUGIN:
+            if (te_cli_plugin_add(&plugins, &cp, cp.value))
+                return 2;
+            break;
         case TE_CLI_BAD:
             return 2;
         case TE_CLI_ARG:
@@ -428,6 +435,8 @@ int te_cmd_tune(int argc, char **argv)
                 cl += (size_t)snprintf(cmdline + cl, sizeof cmdline - cl, " %s", v);
         }
     }
+    if (te_cli_plugins_load("tune", &plugins))
+        return 1;
     const char *model_shapes = NULL; /* ONNX import options of a model */
     if (op && te_cli_is_model(op)) {
         if (graph || tasks)
