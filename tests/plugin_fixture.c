@@ -22,8 +22,7 @@ static int build(te_ctx *ctx, int n_in, te_tensor *const *in, const te_op_params
     return TE_OK;
 }
 
-__attribute__((visibility("default"))) int tessera_plugin_init(int abi, char *err,
-                                                               size_t errsize);
+__attribute__((visibility("default"))) int tessera_plugin_init(int abi, char *err, size_t errsize);
 int tessera_plugin_init(int abi, char *err, size_t errsize)
 {
     (void)abi;

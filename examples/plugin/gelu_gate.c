@@ -40,8 +40,8 @@ static te_expr *epilogue_body(te_ctx *ctx, te_expr *const *axes, void *user)
     te_expr *x = te_read(ctx, e->mm, 2, axes);
     te_expr *u = te_mul(ctx, x, te_const(ctx, dt, 0.70710678118654752440));
     te_expr *t = te_call(ctx, GELU_GATE_VARIANT ? TE_TANH : TE_ERF, 1, &u);
-    te_expr *gelu = te_mul(ctx, te_mul(ctx, te_const(ctx, dt, 0.5), x),
-                           te_add(ctx, te_const(ctx, dt, 1.0), t));
+    te_expr *gelu =
+        te_mul(ctx, te_mul(ctx, te_const(ctx, dt, 0.5), x), te_add(ctx, te_const(ctx, dt, 1.0), t));
     te_expr *g = te_read(ctx, e->g, 2, axes);
     return te_mul(ctx, te_mul(ctx, te_const(ctx, dt, e->alpha), gelu), g);
 }
@@ -66,8 +66,7 @@ static int build_gelu_gate(te_ctx *ctx, int n_in, te_tensor *const *in, const te
     const int64_t *gs = te_tensor_shape(in[2]);
     if (te_tensor_ndim(in[0]) != 2 || te_tensor_ndim(in[1]) != 2 || te_tensor_ndim(in[2]) != 2 ||
         xs[1] != ws[0] || gs[0] != xs[0] || gs[1] != ws[1])
-        return te_ctx_set_error(ctx, TE_ERR_ARG,
-                                "gelu_gate: needs X[m, k], W[k, n] and G[m, n]");
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "gelu_gate: needs X[m, k], W[k, n] and G[m, n]");
     e.mm = te_op_matmul(ctx, in[0], in[1], 0, 0, "gelu_gate_mm");
     if (!e.mm)
         return te_ctx_errcode(ctx);
@@ -84,8 +83,7 @@ static const te_op_key keys[] = {
 
 TE_PLUGIN_ABI_DECLARE
 
-__attribute__((visibility("default"))) int tessera_plugin_init(int abi, char *err,
-                                                               size_t errsize);
+__attribute__((visibility("default"))) int tessera_plugin_init(int abi, char *err, size_t errsize);
 
 int tessera_plugin_init(int abi, char *err, size_t errsize)
 {
