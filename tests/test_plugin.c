@@ -83,9 +83,8 @@ static void test_ops_lists_the_plugin_operator(void **state)
     assert_contains(out, "alpha=1");
     free(out);
     /* $TESSERA_PLUGINS, colon-separated, and the same file twice is loaded once */
-    assert_int_equal(cli_env(PLUGIN_EXAMPLE ":" PLUGIN_EXAMPLE, "ops --json --plugin=" PLUGIN_EXAMPLE,
-                             &out),
-                     0);
+    assert_int_equal(
+        cli_env(PLUGIN_EXAMPLE ":" PLUGIN_EXAMPLE, "ops --json --plugin=" PLUGIN_EXAMPLE, &out), 0);
     assert_contains(out, "\"name\": \"gelu_gate\"");
     assert_contains(out, "\"inputs\": \"X[m,k], W[k,n], G[m,n]\"");
     free(out);
@@ -225,8 +224,9 @@ static void test_loaded_operator_matches_the_reference(void **state)
     te_tensor *in[TE_OP_MAX_IO], *outs[TE_OP_MAX_IO];
     int n_in = 0, n_out = 0;
     enum { M = 6, N = 5, K = 7 };
-    assert_int_equal(te_op_build(ctx, "gelu_gate", "m=6,n=5,k=7,alpha=2,dtype=f64", in, &n_in, outs, &n_out),
-                     TE_OK);
+    assert_int_equal(
+        te_op_build(ctx, "gelu_gate", "m=6,n=5,k=7,alpha=2,dtype=f64", in, &n_in, outs, &n_out),
+        TE_OK);
     assert_int_equal(n_in, 3);
     assert_int_equal(n_out, 1);
     tt_rng rng;
@@ -262,8 +262,7 @@ static void test_loaded_operator_matches_the_reference(void **state)
     assert_true(te_op_workload_key(ctx, op, &kv, k2, sizeof k2) > 0);
     assert_string_not_equal(k1, k2);
     /* bad parameters: the registry's own messages */
-    assert_int_equal(te_op_build(ctx, "gelu_gate", "m=6,n=5", in, &n_in, outs, &n_out),
-                     TE_ERR_ARG);
+    assert_int_equal(te_op_build(ctx, "gelu_gate", "m=6,n=5", in, &n_in, outs, &n_out), TE_ERR_ARG);
     assert_non_null(strstr(te_ctx_errmsg(ctx), "missing key 'k'"));
     te_ctx_free(ctx);
     ctx = te_ctx_create(); /* a context keeps its first error */
@@ -317,8 +316,12 @@ static void test_register_refuses_bad_definitions(void **state)
     }
     assert_int_equal(te_op_register(NULL, NULL, 0), TE_ERR_ARG);
     /* a good one registers once, then its name is taken */
-    te_op_def ok = {.name = "plugin_test_copy", .nkeys = 2, .keys = k_mn, .inputs = "X[m,n]",
-                    .build = build_copy, .kind = "elemwise"};
+    te_op_def ok = {.name = "plugin_test_copy",
+                    .nkeys = 2,
+                    .keys = k_mn,
+                    .inputs = "X[m,n]",
+                    .build = build_copy,
+                    .kind = "elemwise"};
     char err[512];
     assert_int_equal(te_op_register(&ok, err, sizeof err), TE_OK);
     assert_int_equal(te_op_register(&ok, err, sizeof err), TE_ERR_ARG);

@@ -492,8 +492,17 @@ int te_cmd_gen(int argc, char **argv)
                 anames[a] = no == 1 ? "out" : te_tensor_name(args[a]);
         int64_t saved[TE_GEN_MAX_PARAMS];
         memcpy(saved, kernels[i].params, sizeof saved);
-        if (te_gen_kernel_from_db(ctx, db, db ? db_path : NULL, keys[i], op, kname, ni + no, args,
-                                  no, &tgt, fallback ? TE_DB_FALLBACK : 0, &kernels[i]) != TE_OK) {
+        te_gen_from_db_options fo = {.db = db,
+                                     .db_path = db ? db_path : NULL,
+                                     .workload_key = keys[i],
+                                     .op = op,
+                                     .name = kname,
+                                     .n_args = ni + no,
+                                     .args = args,
+                                     .n_out = no,
+                                     .target = &tgt,
+                                     .flags = fallback ? TE_DB_FALLBACK : 0};
+        if (te_gen_kernel_from_db(ctx, &fo, &kernels[i]) != TE_OK) {
             fprintf(stderr, "tessera gen: %s\n", te_ctx_errmsg(ctx));
             rc = 1;
             goto done;

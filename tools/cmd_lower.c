@@ -128,8 +128,17 @@ static int lower_op(te_ctx *ctx, const char *op, const char *shape, const char *
         int rc = te_op_params_parse(ctx, shape, &kv) != TE_OK ||
                          te_op_workload_key(ctx, te_op_lookup(op), &kv, key, sizeof key) < 0
                      ? te_ctx_errcode(ctx)
-                     : te_gen_kernel_from_db(ctx, db, db_path, key, op, op, n_in + n_out, args,
-                                             n_out, tgt, 0, &k);
+                     : te_gen_kernel_from_db(ctx,
+                                             &(te_gen_from_db_options){.db = db,
+                                                                       .db_path = db_path,
+                                                                       .workload_key = key,
+                                                                       .op = op,
+                                                                       .name = op,
+                                                                       .n_args = n_in + n_out,
+                                                                       .args = args,
+                                                                       .n_out = n_out,
+                                                                       .target = tgt},
+                                             &k);
         te_db_close(db);
         if (rc != TE_OK) {
             fprintf(stderr, "tessera lower: %s\n", te_ctx_errmsg(ctx));
