@@ -40,6 +40,8 @@ static void usage(FILE *f)
                "alternating, medians over --reps runs, for each thread count; kernels and peak\n"
                "intermediate memory before and after fusion + planning. Exits 1 when the outputs\n"
                "differ by more than 1e-4 (relative to the largest magnitude).\n\n"
+               "  --plugin LIB.so load the operators of a plugin (repeatable; also the\n"
+               "                  colon-separated $TESSERA_PLUGINS; docs/PLUGINS.md)\n"
                "  --db FILE       tuned records (tessera tune --graph GRAPH --db FILE, run with\n"
                "                  OMP_NUM_THREADS set to each thread count benched)\n"
                "  --threads LIST  comma-separated thread counts (default 1,2)\n"

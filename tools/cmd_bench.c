@@ -687,6 +687,8 @@ static void usage(FILE *f)
             "re-runs itself once with OPENBLAS_CORETYPE set and says so. With --db, the\n"
             "kernels are built from the tuning database's best records instead (workloads\n"
             "without a record are skipped).\n\n"
+            "  --plugin LIB.so load the operators of a plugin (repeatable; also the\n"
+            "                  colon-separated $TESSERA_PLUGINS; docs/PLUGINS.md)\n"
             "  --db FILE       benchmark the best tuned schedules of this database\n"
             "  --json          print a JSON list of rows instead of a table\n"
             "  --reps N        timed repetitions per kernel (default 9)\n"

@@ -39,6 +39,8 @@ static void usage(FILE *f)
            "  --no-rules     only the generic kind-based fusion\n"
            "  --optimize     run dead-node elimination, CSE and constant folding first\n"
            "                 (folds batch norm into convolution weights)\n"
+           "  --plugin LIB.so load the operators of a plugin (repeatable; also the\n"
+           "                 colon-separated $TESSERA_PLUGINS; docs/PLUGINS.md)\n"
            "  --json         the plan as JSON\n"
            "  --dot          the fused graph as Graphviz (one cluster per kernel)\n"
            "  --check        compile every group (default schedule, C backend), run the graph\n"

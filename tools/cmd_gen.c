@@ -55,6 +55,8 @@ static void usage(FILE *f)
             "  --graph GRAPH        a graph's text form instead of an operator\n"
             "  --target c|cuda      target of the generated code (default c; cpu = c)\n"
             "  --sm N               CUDA compute capability x10 (default: device 0's, else 80)\n"
+            "  --plugin LIB.so      load the operators of a plugin (repeatable; also the\n"
+            "                       colon-separated $TESSERA_PLUGINS; docs/PLUGINS.md)\n"
             "  --db FILE            the database (default: $TESSERA_DB, else ./tessera.db)\n"
             "  --fallback           use the nearest compatible target's record when this target\n"
             "                       has none (another compiler, fewer ISA features)\n"

@@ -28,6 +28,8 @@ static void usage(FILE *f)
             "Lowers the operator (see `tessera ops`) with a schedule and prints the loop program\n"
             "the backend turns into code.\n\n"
             "  --shape KEY=VAL,...  the operator's parameters (also --params)\n"
+            "  --plugin LIB.so      load the operators of a plugin (repeatable; also the\n"
+            "                       colon-separated $TESSERA_PLUGINS; docs/PLUGINS.md)\n"
             "  --db FILE            use the best schedule recorded in FILE for this target\n"
             "                       (default: the default schedule: the plain loop nest on C,\n"
             "                       the operator's template with default knobs on CUDA)\n"

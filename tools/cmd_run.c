@@ -60,6 +60,8 @@ static void usage(FILE *f)
             "  --bench             the end-to-end median latency at each --threads count\n"
             "                      (default 1,2), compiled for that count, and the fusion plan's\n"
             "                      summary: groups, kernels, peak intermediate memory\n"
+            "  --plugin LIB.so     load the operators of a plugin (repeatable; also the\n"
+            "                      colon-separated $TESSERA_PLUGINS; docs/PLUGINS.md)\n"
             "  --json              the result as JSON\n"
             "  --rules FILE, --no-rules, --optimize   as for tessera fuse\n\n"
             "Exit status: 0 ok, 1 failed (files, import, compile, run, check), 2 bad usage.\n");

@@ -91,6 +91,8 @@ static void usage(FILE *f)
             "  --new-job             never resume; start a new job\n"
             "  --retry-failed        measure every failed configuration again (by default\n"
             "                        only timeouts and out-of-memory failures, once)\n"
+            "  --plugin LIB.so       load the operators of a plugin (repeatable; also the\n"
+            "                        colon-separated $TESSERA_PLUGINS; docs/PLUGINS.md)\n"
             "  --db FILE             the database (default: $TESSERA_DB, else ./tessera.db)\n"
             "  --curve FILE.svg      draw this job's tuning curve (trial vs best GFLOP/s)\n"
             "  --json                print the result as JSON on stdout\n"
