@@ -1,7 +1,8 @@
 /* Broken plugins for tests/test_plugin.c, one per FIXTURE value:
  *   1  no tessera_plugin_init           2  built for another ABI version
  *   3  registers "matmul", a library operator's name
- *   4  registers an operator whose attribute has no default (te_op_register refuses it) */
+ *   4  registers an operator whose attribute has no default (te_op_register refuses it)
+ *   5  registers "batch_norm", a graph operator's name (the CLI refuses it) */
 #include <stddef.h>
 
 #include "tessera/ops.h"
@@ -27,7 +28,9 @@ int tessera_plugin_init(int abi, char *err, size_t errsize)
 {
     (void)abi;
     static const te_op_key keys[] = {{"m", NULL, 0, "rows", 0}, {"alpha", NULL, 0, "scale", 0}};
-    te_op_def d = {.name = FIXTURE == 3 ? "matmul" : "fixture_op",
+    te_op_def d = {.name = FIXTURE == 3   ? "matmul"
+                           : FIXTURE == 5 ? "batch_norm"
+                                          : "fixture_op",
                    .nkeys = FIXTURE == 4 ? 2 : 1,
                    .keys = keys,
                    .inputs = "X[m]",

@@ -141,9 +141,20 @@ static void test_changed_definition_gets_another_key(void **state)
     assert_contains(out, "trials 2/2");
     free(out);
     assert_int_equal(cli("db list --db k.db --json", &out), 0);
+    /* two workloads, each with its own two trials: none were taken over */
     int n = 0;
-    for (const char *p = out; (p = strstr(p, "gelu_gate;k=8,m=8,n=8;f32;expr=")); p++)
+    char first[64] = "";
+    for (const char *p = out; (p = strstr(p, "gelu_gate;k=8,m=8,n=8;f32;expr=")); p++) {
+        const char *row_end = strchr(p, '}');
+        const char *trials = strstr(p, "\"trials\":2,");
+        if (!row_end || !trials || trials > row_end)
+            fail_msg("workload row without its own 2 trials:\n%s", out);
+        if (!n)
+            snprintf(first, sizeof first, "%.48s", p);
+        else if (!strncmp(first, p, strlen(first)))
+            fail_msg("one key twice:\n%s", out);
         n++;
+    }
     assert_int_equal(n, 2);
     free(out);
 }
@@ -167,6 +178,11 @@ static void test_graph_node_of_a_plugin_operator(void **state)
     assert_int_equal(cli("run --plugin " PLUGIN_EXAMPLE " p.graph --check --runs 1", &out), 0);
     assert_contains(out, "every group output matches the reference");
     free(out);
+    assert_int_equal(
+        cli_env(PLUGIN_EXAMPLE, "tune --graph p.graph --trials 4 --batch 2 --db g.db", &out), 0);
+    assert_contains(out, "graph_gelu_gate;in0=8x16,in1=16x12,in2=8x12;f32;expr=");
+    assert_contains(out, "errors 0");
+    free(out);
     /* without the plugin: a clear error naming the operator */
     assert_int_not_equal(cli("fuse p.graph", &out), 0);
     assert_contains(out, "gelu_gate");
@@ -184,6 +200,7 @@ static void test_refused_plugins_fail_cleanly(void **state)
         {"ops --plugin " PLUGIN_FIXTURE2, "built for plugin ABI version 2"},
         {"ops --plugin " PLUGIN_FIXTURE3, "operator 'matmul': the name is taken"},
         {"ops --plugin " PLUGIN_FIXTURE4, "key 'alpha' is no input dimension"},
+        {"fuse --plugin " PLUGIN_FIXTURE5 " x.graph", "taken (by the graph operator 'batch_norm')"},
         {"tune --plugin " PLUGIN_FIXTURE3 " matmul --shape m=4,n=4,k=4", "the name is taken"},
         {"gen --plugin " PLUGIN_FIXTURE2 " matmul --shape m=4,n=4,k=4", "ABI"},
         {"run --plugin /no/such/plugin.so x.graph", "cannot load"},

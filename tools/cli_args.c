@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tessera/graph.h"
 #include "tessera/ops.h"
 #include "tools/cli.h"
 
@@ -170,5 +171,18 @@ int te_cli_plugins_load(const char *cmd, const te_cli_plugins *pl)
     for (int i = 0; pl && i < pl->n; i++)
         if (load_one(cmd, pl->path[i]))
             return 1;
+    /* te_op_register knows the operator library only; a graph's own operators (batch_norm,
+     * reshape) would shadow a plugin operator of the same name in graphs. */
+    int n_reg = 0;
+    const te_op_info *reg = te_op_list_registered(&n_reg);
+    for (int i = 0; i < n_reg; i++)
+        for (int j = 0; j < te_graph_op_count(); j++)
+            if (!strcmp(reg[i].name, te_graph_op_name(j))) {
+                fprintf(stderr,
+                        "tessera %s: plugin %s: operator '%s': the name is taken (by the graph "
+                        "operator '%s'); rename the operator\n",
+                        cmd, reg[i].origin, reg[i].name, te_graph_op_name(j));
+                return 1;
+            }
     return 0;
 }

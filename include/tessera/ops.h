@@ -633,7 +633,9 @@ typedef struct te_op_def {
  * a library or registered operator has, bad keys or defaults, an input list that does not
  * parse or names no key, a dimension key that is a word key, an attribute without a default,
  * an unknown kind, no build function) or TE_ERR_OVERFLOW (TE_OP_MAX_REGISTERED reached).
- * Operators cannot be unregistered. */
+ * Operators cannot be unregistered. Only the operator library's names are checked here: in
+ * graphs, a graph operator of the same name (batch_norm, reshape: te_graph_op_name) or one of
+ * te_graph_op_register wins, so pick names neither uses (the CLI refuses the first kind). */
 int te_op_register(const te_op_def *def, char *err, size_t errsize);
 
 /* The plugin ABI this library implements. A plugin built against another one is refused. */
