@@ -161,7 +161,7 @@ int te_tuner_add_op(te_tuner *t, const char *op, const char *params, double weig
     if (len >= 0 && (size_t)len >= sizeof key)
         len = TE_ERR_OVERFLOW;
     if (len >= 0)
-        len = info->build(ctx, &kv, ins, &n_in, outs, &n_out);
+        len = te_op_info_build(ctx, info, &kv, ins, &n_in, outs, &n_out);
     if (len < 0) {
         te__tuner_err(t, len, "%s",
                       te_ctx_errmsg(ctx)[0] ? te_ctx_errmsg(ctx) : te_status_str(len));

@@ -540,12 +540,24 @@ int te_gen_files(te_ctx *ctx, int n, const te_gen_kernel *kernels, const te_gen_
 
 static const char *dupz(te_ctx *ctx, const char *z) { return z ? te__strdup(ctx, z) : NULL; }
 
-int te_gen_kernel_from_db(te_ctx *ctx, te_db *db, const char *db_path, const char *workload_key,
+static int kernel_from_db(te_ctx *ctx, te_db *db, const char *db_path, const char *workload_key,
                           const char *op, const char *name, int n_args, te_tensor *const *args,
-                          int n_out, const te_target *target, int flags, te_gen_kernel *k)
+                          int n_out, const te_target *target, int flags, te_gen_kernel *k);
+
+int te_gen_kernel_from_db(te_ctx *ctx, const te_gen_from_db_options *o, te_gen_kernel *k)
 {
     if (!ctx)
         return TE_ERR_ARG;
+    if (!o)
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "te_gen_kernel_from_db: options are NULL");
+    return kernel_from_db(ctx, o->db, o->db_path, o->workload_key, o->op, o->name, o->n_args,
+                          o->args, o->n_out, o->target, o->flags, k);
+}
+
+static int kernel_from_db(te_ctx *ctx, te_db *db, const char *db_path, const char *workload_key,
+                          const char *op, const char *name, int n_args, te_tensor *const *args,
+                          int n_out, const te_target *target, int flags, te_gen_kernel *k)
+{
     if (!k || n_args < 1 || !args || n_out < 1 || n_out > n_args)
         return te_ctx_set_error(ctx, TE_ERR_ARG, "te_gen_kernel_from_db: bad arguments");
     memset(k, 0, sizeof *k);

@@ -314,8 +314,16 @@ int te_gen_graph_files(te_ctx *ctx, te_graph *g, const te_fuse_plan *p, te_db *d
             args[na++] = ge[gi].outs[i];
         char kname[128];
         snprintf(kname, sizeof kname, "%s_k%d", name, nk);
-        rc = te_gen_kernel_from_db(ctx, db, db_path, ge[gi].key, NULL, kname, na, args,
-                                   ge[gi].n_out, tgt, 0, &ks[nk]);
+        rc = te_gen_kernel_from_db(ctx,
+                                   &(te_gen_from_db_options){.db = db,
+                                                             .db_path = db_path,
+                                                             .workload_key = ge[gi].key,
+                                                             .name = kname,
+                                                             .n_args = na,
+                                                             .args = args,
+                                                             .n_out = ge[gi].n_out,
+                                                             .target = tgt},
+                                   &ks[nk]);
         if (rc)
             break;
         out->n_from_db += ks[nk].prov.from_db;

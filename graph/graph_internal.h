@@ -65,6 +65,8 @@ typedef struct te__gop {
 } te__gop;
 
 const te__gop *te__gop_find(const char *name);
+/* The graph library's operator named `name` (graph/ops.c's table only), or NULL. */
+const te__gop *te__gop_find_library(const char *name);
 /* The user operator named `name` (te_graph_op_register, graph/userop.c), or NULL. */
 const te__gop *te__guser_find(const char *name);
 /* True when op is a user operator (its attributes are read by the user's callback). */

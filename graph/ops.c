@@ -810,12 +810,18 @@ static const te__gop table[] = {
 
 #define NTABLE ((int)(sizeof table / sizeof table[0]))
 
-const te__gop *te__gop_find(const char *name)
+const te__gop *te__gop_find_library(const char *name)
 {
     for (int i = 0; name && i < NTABLE; i++)
         if (strcmp(table[i].name, name) == 0)
             return &table[i];
-    return te__guser_find(name);
+    return NULL;
+}
+
+const te__gop *te__gop_find(const char *name)
+{
+    const te__gop *op = te__gop_find_library(name);
+    return op ? op : te__guser_find(name);
 }
 
 int te_graph_op_count(void) { return NTABLE; }

@@ -51,10 +51,8 @@ static int user_apply(te_ctx *ctx, const te__gop *op, const te_op_params *kv, in
 
 int te__gop_is_user(const te__gop *op) { return op && op->apply == user_apply; }
 
-const te__gop *te__guser_find(const char *name)
+static const te__gop *find_user(const char *name)
 {
-    if (!name)
-        return NULL;
     pthread_mutex_lock(&users_lock);
     int n = n_users;
     pthread_mutex_unlock(&users_lock);
@@ -62,6 +60,40 @@ const te__gop *te__guser_find(const char *name)
         if (strcmp(users[i].name, name) == 0)
             return &users[i].op;
     return NULL;
+}
+
+static int op_register(const te_graph_user_op *op, int from_registry, char *err, size_t errsize);
+
+/* An operator of te_op_register (include/tessera/ops.h) becomes a user operator the first time a
+ * graph names it: its inputs, its attributes (the keys that are no input dimension) and the
+ * same build function. */
+static const te__gop *adopt_registered(const char *name)
+{
+    const te_op_info *info = te_op_lookup(name);
+    if (!info || !info->def)
+        return NULL;
+    te_op_kind kind = TE_KIND_OPAQUE;
+    if (te_op_kind_parse(info->def->kind, &kind) != TE_OK)
+        kind = TE_KIND_OPAQUE;
+    te_graph_user_op op = {.name = info->name,
+                           .kind = kind,
+                           .min_in = info->n_in,
+                           .max_in = info->n_in,
+                           .inputs = info->inputs,
+                           .attrs = info->attrs,
+                           .flop_per_elem = info->def->flop_per_elem,
+                           .build = info->def->build,
+                           .user = info->def->user};
+    (void)op_register(&op, 1, NULL, 0); /* another thread may have adopted it first */
+    return find_user(name);
+}
+
+const te__gop *te__guser_find(const char *name)
+{
+    if (!name)
+        return NULL;
+    const te__gop *u = find_user(name);
+    return u ? u : adopt_registered(name);
 }
 
 static int fail(char *err, size_t errsize, int code, const char *fmt, ...)
@@ -78,6 +110,11 @@ static int fail(char *err, size_t errsize, int code, const char *fmt, ...)
 }
 
 int te_graph_op_register(const te_graph_user_op *op, char *err, size_t errsize)
+{
+    return op_register(op, 0, err, errsize);
+}
+
+static int op_register(const te_graph_user_op *op, int from_registry, char *err, size_t errsize)
 {
     if (err && errsize)
         err[0] = 0;
@@ -120,7 +157,10 @@ int te_graph_op_register(const te_graph_user_op *op, char *err, size_t errsize)
     te_ctx_free(ctx);
     if (rc)
         return TE_ERR_ARG;
-    int taken = te__gop_find(nm) != NULL; /* library or user; locks by itself */
+    /* Library, user or registered (te_op_register); locks by itself. An operator adopted from
+     * the registry is checked against the graph's own operators only. */
+    int taken = from_registry ? find_user(nm) != NULL || te__gop_find_library(nm) != NULL
+                              : te__gop_find(nm) != NULL;
     pthread_mutex_lock(&users_lock);
     for (int i = 0; i < n_users; i++)
         taken |= strcmp(users[i].name, nm) == 0;

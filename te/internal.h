@@ -229,6 +229,11 @@ te_expr *te__reduce_combine(te_ctx *ctx, te_reduce_kind kind, te_reducer *custom
                             te_expr *v);
 int te__is_const_int(const te_expr *e, int64_t *out);
 bool te__expr_equal(const te_expr *a, const te_expr *b);
+/* Structural hash (64-bit FNV-1a) of every stage the outputs depend on (te/expr_hash.c); what
+ * te_tuner_expr_hash returns. te__tensor_sig_hash continues h with t's name, kind, dtype and
+ * shape. */
+uint64_t te__expr_hash(int n_out, te_tensor *const *outs);
+uint64_t te__tensor_sig_hash(uint64_t h, const te_tensor *t);
 
 /* Substitution: a map from variables to expressions. */
 typedef struct te__subst {

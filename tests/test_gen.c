@@ -327,8 +327,17 @@ static void test_db_provenance(void **state)
 
     te_tensor *args[] = {in[0], in[1], outs[0]};
     te_gen_kernel k;
-    if (te_gen_kernel_from_db(ctx, db, dbpath, key, "matmul", "matmul", 3, args, 1, &tgt, 0, &k) !=
-        TE_OK)
+    if (te_gen_kernel_from_db(ctx,
+                              &(te_gen_from_db_options){.db = db,
+                                                        .db_path = dbpath,
+                                                        .workload_key = key,
+                                                        .op = "matmul",
+                                                        .name = "matmul",
+                                                        .n_args = 3,
+                                                        .args = args,
+                                                        .n_out = 1,
+                                                        .target = &tgt},
+                              &k) != TE_OK)
         fail_msg("%s", te_ctx_errmsg(ctx));
     assert_int_equal(k.prov.from_db, 1);
     assert_string_equal(k.prov.trial_uid, t.uid);
@@ -360,8 +369,16 @@ static void test_db_provenance(void **state)
     int saved;
     char errpath[512];
     capture_stderr_begin(&saved, errpath, sizeof errpath);
-    int rc = te_gen_kernel_from_db(ctx, db, dbpath, "matmul;k=32,m=16,n=32;f32", "matmul", "mm16",
-                                   3, (te_tensor *[]){in2[0], in2[1], outs2[0]}, 1, &tgt, 0, &k);
+    te_gen_from_db_options fo = {.db = db,
+                                 .db_path = dbpath,
+                                 .workload_key = "matmul;k=32,m=16,n=32;f32",
+                                 .op = "matmul",
+                                 .name = "mm16",
+                                 .n_args = 3,
+                                 .args = (te_tensor *[]){in2[0], in2[1], outs2[0]},
+                                 .n_out = 1,
+                                 .target = &tgt};
+    int rc = te_gen_kernel_from_db(ctx, &fo, &k);
     char *err = capture_stderr_end(saved, errpath);
     assert_int_equal(rc, TE_OK);
     assert_non_null(err);
@@ -390,10 +407,8 @@ static void test_db_provenance(void **state)
     bad.trace = "split nosuchstage i 4\n";
     bad.uid = NULL;
     assert_int_equal(te_db_record_trial(db, &bad, NULL), TE_OK);
-    assert_int_equal(te_gen_kernel_from_db(ctx, db, dbpath, bad.workload.key, "matmul", "mm16", 3,
-                                           (te_tensor *[]){in2[0], in2[1], outs2[0]}, 1, &tgt, 0,
-                                           &k),
-                     TE_OK);
+    fo.workload_key = bad.workload.key;
+    assert_int_equal(te_gen_kernel_from_db(ctx, &fo, &k), TE_OK);
     assert_int_equal(k.prov.from_db, 0);
     assert_contains(k.prov.note, "no longer applies");
     te_db_close(db);
@@ -699,8 +714,14 @@ static void test_cuda_files(void **state)
         char name[64];
         snprintf(name, sizeof name, "mm_%d", i);
         /* no database: the GPU template with default knobs */
-        assert_int_equal(te_gen_kernel_from_db(ctx, NULL, NULL, NULL, "matmul", name, 3,
-                                               (te_tensor *[]){in[0], in[1], outs[0]}, 1, &tgt, 0,
+        assert_int_equal(te_gen_kernel_from_db(ctx,
+                                               &(te_gen_from_db_options){
+                                                   .op = "matmul",
+                                                   .name = name,
+                                                   .n_args = 3,
+                                                   .args = (te_tensor *[]){in[0], in[1], outs[0]},
+                                                   .n_out = 1,
+                                                   .target = &tgt},
                                                &k[i]),
                          TE_OK);
         assert_contains(k[i].prov.note, "CUDA template 'matmul'");
@@ -741,8 +762,13 @@ static void test_cuda_files(void **state)
     te_tensor *Y = te_compute(ctx, "Y", 2, (te_expr *[]){i, j},
                               te_mul(ctx, te_tanh(ctx, TE_AT(ctx, X, i, j)), te_f32(ctx, 2.0)));
     te_gen_kernel ek;
-    assert_int_equal(te_gen_kernel_from_db(ctx, NULL, NULL, NULL, NULL, "scaled_tanh", 2,
-                                           (te_tensor *[]){X, Y}, 1, &tgt, 0, &ek),
+    assert_int_equal(te_gen_kernel_from_db(ctx,
+                                           &(te_gen_from_db_options){.name = "scaled_tanh",
+                                                                     .n_args = 2,
+                                                                     .args = (te_tensor *[]){X, Y},
+                                                                     .n_out = 1,
+                                                                     .target = &tgt},
+                                           &ek),
                      TE_OK);
     assert_contains(ek.prov.note, "elementwise");
     te_gen_options eo = te_gen_options_default("scaled_tanh");

@@ -40,6 +40,8 @@ static void usage(FILE *f)
                "alternating, medians over --reps runs, for each thread count; kernels and peak\n"
                "intermediate memory before and after fusion + planning. Exits 1 when the outputs\n"
                "differ by more than 1e-4 (relative to the largest magnitude).\n\n"
+               "  --plugin LIB.so load the operators of a plugin (repeatable; also the\n"
+               "                  colon-separated $TESSERA_PLUGINS; docs/PLUGINS.md)\n"
                "  --db FILE       tuned records (tessera tune --graph GRAPH --db FILE, run with\n"
                "                  OMP_NUM_THREADS set to each thread count benched)\n"
                "  --threads LIST  comma-separated thread counts (default 1,2)\n"
@@ -517,46 +519,77 @@ int te_cmd_bench_graph(int argc, char **argv)
 {
     const char *path = NULL, *db_path = NULL, *rules_path = NULL;
     int json = 0, reps = 9, no_rules = 0, optimize = 0, nthreads = 2, threads[8] = {1, 2};
-    for (int a = 1; a < argc; a++) {
-        const char *s = argv[a];
-        if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
+    enum { O_HELP, O_JSON, O_NO_RULES, O_OPTIMIZE, O_DB, O_RULES, O_REPS, O_THREADS };
+    enum { O_PLUGIN = 1000 }; /* --plugin LIB.so (tools/cli.h) */
+    te_cli_plugins plugins = {0};
+    static const te_cli_opt opts[] = {{"help", 'h', TE_CLI_FLAG, O_HELP},
+                                      {"json", 0, TE_CLI_FLAG, O_JSON},
+                                      {"no-rules", 0, TE_CLI_FLAG, O_NO_RULES},
+                                      {"optimize", 0, TE_CLI_FLAG, O_OPTIMIZE},
+                                      {"db", 0, TE_CLI_VALUE, O_DB},
+                                      {"rules", 0, TE_CLI_VALUE, O_RULES},
+                                      {"reps", 0, TE_CLI_VALUE, O_REPS},
+                                      {"threads", 0, TE_CLI_VALUE, O_THREADS},
+                                      {"plugin", 0, TE_CLI_VALUE, O_PLUGIN},
+                                      {0}};
+    te_cli_parser cp;
+    te_cli_parser_init(&cp, "bench --graph", argc, argv, opts);
+    for (int c; (c = te_cli_next(&cp)) != TE_CLI_END;) {
+        const char *v = cp.value;
+        switch (c) {
+        case O_PLUGIN:
+            if (te_cli_plugin_add(&plugins, &cp, cp.value))
+                return 2;
+            break;
+        case TE_CLI_BAD:
+            return 2;
+        case TE_CLI_ARG:
+            if (path)
+                return te_cli_usage_error(&cp, "unexpected argument '%s'", v);
+            path = v;
+            break;
+        case O_HELP:
             usage(stdout);
             return 0;
-        } else if (!strcmp(s, "--json")) {
+        case O_JSON:
             json = 1;
-        } else if (!strcmp(s, "--no-rules")) {
+            break;
+        case O_NO_RULES:
             no_rules = 1;
-        } else if (!strcmp(s, "--optimize")) {
+            break;
+        case O_OPTIMIZE:
             optimize = 1;
-        } else if (!strcmp(s, "--db") && a + 1 < argc) {
-            db_path = argv[++a];
-        } else if (!strcmp(s, "--rules") && a + 1 < argc) {
-            rules_path = argv[++a];
-        } else if (!strcmp(s, "--reps") && a + 1 < argc) {
-            reps = atoi(argv[++a]);
+            break;
+        case O_DB:
+            db_path = v;
+            break;
+        case O_RULES:
+            rules_path = v;
+            break;
+        case O_REPS:
+            reps = atoi(v);
             if (reps < 1 || reps > 1000) {
                 fprintf(stderr, "tessera bench --graph: --reps takes 1..1000\n");
                 return 2;
             }
-        } else if (!strcmp(s, "--threads") && a + 1 < argc) {
+            break;
+        case O_THREADS:
             nthreads = 0;
-            for (char *p = argv[++a]; *p && nthreads < 8;) {
+            for (const char *q = v; *q && nthreads < 8;) {
                 char *end;
-                long t = strtol(p, &end, 10);
-                if (end == p || t < 1 || t > 1024) {
-                    fprintf(stderr, "tessera bench --graph: bad --threads list '%s'\n", argv[a]);
+                long t = strtol(q, &end, 10);
+                if (end == q || t < 1 || t > 1024) {
+                    fprintf(stderr, "tessera bench --graph: bad --threads list '%s'\n", v);
                     return 2;
                 }
                 threads[nthreads++] = (int)t;
-                p = *end == ',' ? end + 1 : end;
+                q = *end == ',' ? end + 1 : end;
             }
-        } else if (s[0] != '-' && !path) {
-            path = s;
-        } else {
-            fprintf(stderr, "tessera bench --graph: unknown argument '%s' (see --help)\n", s);
-            return 2;
+            break;
         }
     }
+    if (te_cli_plugins_load("bench --graph", &plugins))
+        return 1;
     if (!path) {
         usage(stderr);
         return 2;

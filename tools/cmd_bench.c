@@ -687,6 +687,8 @@ static void usage(FILE *f)
             "re-runs itself once with OPENBLAS_CORETYPE set and says so. With --db, the\n"
             "kernels are built from the tuning database's best records instead (workloads\n"
             "without a record are skipped).\n\n"
+            "  --plugin LIB.so load the operators of a plugin (repeatable; also the\n"
+            "                  colon-separated $TESSERA_PLUGINS; docs/PLUGINS.md)\n"
             "  --db FILE       benchmark the best tuned schedules of this database\n"
             "  --json          print a JSON list of rows instead of a table\n"
             "  --reps N        timed repetitions per kernel (default 9)\n"
@@ -709,51 +711,83 @@ int te_cmd_bench(int argc, char **argv)
     int reps = 9, threads[8] = {1, 2}, nthreads = 2;
     const char *only = NULL, *db_path = NULL, *report = NULL;
     int attn_seq = 0;
-    for (int a = 1; a < argc; a++) {
-        if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
+    enum { O_HELP, O_JSON, O_REPS, O_THREADS, O_QUICK, O_ONLY, O_ATTN_SEQ, O_DB, O_REPORT };
+    enum { O_PLUGIN = 1000 }; /* --plugin LIB.so (tools/cli.h) */
+    te_cli_plugins plugins = {0};
+    static const te_cli_opt opts[] = {{"help", 'h', TE_CLI_FLAG, O_HELP},
+                                      {"json", 0, TE_CLI_FLAG, O_JSON},
+                                      {"reps", 0, TE_CLI_VALUE, O_REPS},
+                                      {"threads", 0, TE_CLI_VALUE, O_THREADS},
+                                      {"quick", 0, TE_CLI_FLAG, O_QUICK},
+                                      {"only", 0, TE_CLI_VALUE, O_ONLY},
+                                      {"attn-seq", 0, TE_CLI_VALUE, O_ATTN_SEQ},
+                                      {"db", 0, TE_CLI_VALUE, O_DB},
+                                      {"report", 0, TE_CLI_VALUE, O_REPORT},
+                                      {"plugin", 0, TE_CLI_VALUE, O_PLUGIN},
+                                      {0}};
+    te_cli_parser cp;
+    te_cli_parser_init(&cp, "bench", argc, argv, opts);
+    for (int c; (c = te_cli_next(&cp)) != TE_CLI_END;) {
+        const char *v = cp.value;
+        switch (c) {
+        case O_PLUGIN:
+            if (te_cli_plugin_add(&plugins, &cp, cp.value))
+                return 2;
+            break;
+        case TE_CLI_BAD:
+            return 2;
+        case TE_CLI_ARG:
+            return te_cli_usage_error(&cp, "unexpected argument '%s'", v);
+        case O_HELP:
             usage(stdout);
             return 0;
-        } else if (!strcmp(argv[a], "--json")) {
+        case O_JSON:
             json = true;
-        } else if (!strcmp(argv[a], "--reps") && a + 1 < argc) {
-            reps = atoi(argv[++a]);
+            break;
+        case O_REPS:
+            reps = atoi(v);
             if (reps < 1 || reps > 1000) {
                 fprintf(stderr, "tessera bench: --reps must be in [1, 1000]\n");
                 return 2;
             }
-        } else if (!strcmp(argv[a], "--threads") && a + 1 < argc) {
+            break;
+        case O_THREADS:
             nthreads = 0;
-            for (char *p = argv[++a]; *p && nthreads < 8;) {
+            for (const char *q = v; *q && nthreads < 8;) {
                 char *end;
-                long t = strtol(p, &end, 10);
-                if (end == p || t < 1 || t > 256 || (*end && *end != ',')) {
+                long t = strtol(q, &end, 10);
+                if (end == q || t < 1 || t > 256 || (*end && *end != ',')) {
                     fprintf(stderr, "tessera bench: --threads takes a list like 1,2\n");
                     return 2;
                 }
                 threads[nthreads++] = (int)t;
-                p = *end ? end + 1 : end;
+                q = *end ? end + 1 : end;
             }
-        } else if (!strcmp(argv[a], "--quick")) {
+            break;
+        case O_QUICK:
             quick = true;
             reps = 1;
-        } else if (!strcmp(argv[a], "--only") && a + 1 < argc) {
-            only = argv[++a];
-        } else if (!strcmp(argv[a], "--attn-seq") && a + 1 < argc) {
-            attn_seq = atoi(argv[++a]);
+            break;
+        case O_ONLY:
+            only = v;
+            break;
+        case O_ATTN_SEQ:
+            attn_seq = atoi(v);
             if (attn_seq < 1 || attn_seq > 65536) {
                 fprintf(stderr, "tessera bench: --attn-seq must be in [1, 65536]\n");
                 return 2;
             }
-        } else if (!strcmp(argv[a], "--db") && a + 1 < argc) {
-            db_path = argv[++a];
-        } else if (!strcmp(argv[a], "--report") && a + 1 < argc) {
-            report = argv[++a];
-        } else {
-            fprintf(stderr, "tessera bench: unknown or incomplete option '%s'\n", argv[a]);
-            usage(stderr);
-            return 2;
+            break;
+        case O_DB:
+            db_path = v;
+            break;
+        case O_REPORT:
+            report = v;
+            break;
         }
     }
+    if (te_cli_plugins_load("bench", &plugins))
+        return 1;
     /* Before anything runs: OpenBLAS with the kernels that fit this CPU (may re-exec). */
     te_bl_openblas_select(te_cli_argv);
     const char *dn_note = NULL, *load_note = te_bl_load_note();

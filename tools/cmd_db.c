@@ -13,7 +13,6 @@
 #define _GNU_SOURCE
 
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -118,87 +117,49 @@ static int usage_error(const char *fmt, const char *arg)
     return EXIT_USAGE;
 }
 
-/* The command-line word that held the option getopt_long just returned. */
-static const char *opt_word(char **argv)
-{
-    return optarg && optind >= 2 && optarg == argv[optind - 1] ? argv[optind - 2]
-                                                               : argv[optind - 1];
-}
-
-/* Parses argv[1..argc) (argv[0] is the subcommand) against the options of `sub`. Returns 0,
- * EXIT_USAGE (message and usage on stderr) or -1 for --help (usage on stdout). */
+/* Parses argv[1..argc) (argv[0] is the subcommand) against the options of `sub` with the CLI's
+ * one parser (tools/cli.h). Returns 0, EXIT_USAGE (message and usage on stderr) or -1 for
+ * --help (usage on stdout). */
 static int parse_args(const subcommand *sub, int argc, char **argv, db_args *a)
 {
-    struct option lo[OPT_COUNT + 1];
-    char shorts[2 * OPT_COUNT + 4] = ":h";
-    db_opt by_alias[128] = {OPT_NONE};
-    int nlo = 0, ns = 2;
-    db_opt ids[OPT_COUNT];
-    int nids = 0;
-    ids[nids++] = OPT_DB;
-    ids[nids++] = OPT_JSON;
-    ids[nids++] = OPT_HELP;
+    te_cli_opt opts[OPT_COUNT + 1];
+    int n = 0;
+    db_opt common[] = {OPT_DB, OPT_JSON, OPT_HELP};
+    for (int i = 0; i < 3; i++)
+        opts[n++] = (te_cli_opt){opt_defs[common[i]].name, common[i] == OPT_HELP ? 'h' : 0,
+                                 opt_defs[common[i]].has_value ? TE_CLI_VALUE : TE_CLI_FLAG,
+                                 (int)common[i]};
     for (int i = 0; sub->opts[i].id != OPT_NONE; i++) {
-        ids[nids++] = sub->opts[i].id;
-        char c = sub->opts[i].alias;
-        if (c) {
-            by_alias[(unsigned char)c] = sub->opts[i].id;
-            shorts[ns++] = c;
-            if (opt_defs[sub->opts[i].id].has_value)
-                shorts[ns++] = ':';
-        }
+        db_opt id = sub->opts[i].id;
+        opts[n++] = (te_cli_opt){opt_defs[id].name, sub->opts[i].alias,
+                                 opt_defs[id].has_value ? TE_CLI_VALUE : TE_CLI_FLAG, (int)id};
     }
-    shorts[ns] = 0;
-    for (int i = 0; i < nids; i++)
-        lo[nlo++] = (struct option){opt_defs[ids[i]].name,
-                                    opt_defs[ids[i]].has_value ? required_argument : no_argument,
-                                    NULL, 256 + (int)ids[i]};
-    lo[nlo] = (struct option){0};
+    opts[n] = (te_cli_opt){0};
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "db %s", sub->name);
     memset(a, 0, sizeof *a);
-    opterr = 0;
-    optind = 0; /* glibc: restart the scan */
-    for (;;) {
-        int c = getopt_long(argc, argv, shorts, lo, NULL);
-        if (c == -1)
-            break;
-        if (c == ':') { /* a value is missing */
-            if (optopt >= 256 || optopt == 0)
-                return usage_error("option '%s' needs a value", argv[optind - 1]);
-            char w[3] = {'-', (char)optopt, 0};
-            return usage_error("option '%s' needs a value", w);
+    te_cli_parser p;
+    te_cli_parser_init(&p, cmd, argc, argv, opts);
+    for (int c; (c = te_cli_next(&p)) != TE_CLI_END;) {
+        if (c == TE_CLI_BAD) {
+            fputc('\n', stderr);
+            sub_usage(stderr, sub);
+            return EXIT_USAGE;
         }
-        if (c == '?') {
-            if (optopt >= 256) /* a known long option given "=VALUE" */
-                return usage_error("option '%s' takes no value", argv[optind - 1]);
-            if (optopt) {
-                char w[3] = {'-', (char)optopt, 0};
-                return usage_error("unknown option '%s'", w);
-            }
-            return usage_error("unknown option '%s'", argv[optind - 1]);
+        if (c == TE_CLI_ARG) {
+            if (a->npos >= sub->max_pos)
+                return usage_error("unexpected argument '%s'", p.value);
+            a->pos[a->npos++] = p.value;
+            continue;
         }
-        db_opt id;
-        if (c >= 256) {
-            id = (db_opt)(c - 256);
-            /* Long names are exact: no abbreviations, so adding an option never breaks one. */
-            const char *w = opt_word(argv);
-            size_t n = strcspn(w, "=");
-            if (n != strlen(opt_defs[id].name) + 2 || strncmp(w + 2, opt_defs[id].name, n - 2))
-                return usage_error("unknown option '%s'", w);
-        } else {
-            id = c == 'h' ? OPT_HELP : by_alias[(unsigned char)c];
-        }
+        db_opt id = (db_opt)c;
         if (id == OPT_HELP) {
             sub_usage(stdout, sub);
             return -1;
         }
         a->on[id] = 1;
         if (opt_defs[id].has_value)
-            a->val[id] = optarg;
-    }
-    for (int i = optind; i < argc; i++) {
-        if (a->npos >= sub->max_pos)
-            return usage_error("unexpected argument '%s'", argv[i]);
-        a->pos[a->npos++] = argv[i];
+            a->val[id] = p.value;
     }
     a->pos[a->npos] = NULL;
     return 0;

@@ -9,7 +9,6 @@
  *   tessera fuse block.graph --check        # compile every group, compare with the reference
  *   tessera fuse --rules-list
  */
-#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -41,6 +40,8 @@ static void usage(FILE *f)
            "  --optimize     run dead-node elimination, CSE, constant folding and the\n"
            "                 attention rewrite (one flash-form attention node) first\n"
            "                 (folds batch norm into convolution weights)\n"
+           "  --plugin LIB.so load the operators of a plugin (repeatable; also the\n"
+           "                 colon-separated $TESSERA_PLUGINS; docs/PLUGINS.md)\n"
            "  --json         the plan as JSON\n"
            "  --dot          the fused graph as Graphviz (one cluster per kernel)\n"
            "  --check        compile every group (default schedule, C backend), run the graph\n"
@@ -216,27 +217,40 @@ static void list_ops(void)
 
 int te_cmd_fuse(int argc, char **argv)
 {
-    static const struct option opts[] = {{"rules", required_argument, NULL, 'r'},
-                                         {"no-rules", no_argument, NULL, 'n'},
-                                         {"optimize", no_argument, NULL, 'O'},
-                                         {"json", no_argument, NULL, 'j'},
-                                         {"dot", no_argument, NULL, 'd'},
-                                         {"rules-list", no_argument, NULL, 'l'},
-                                         {"ops", no_argument, NULL, 'o'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {"check", no_argument, NULL, 'c'},
-                                         {"shape", required_argument, NULL, 's'},
-                                         {NULL, 0, NULL, 0}};
+    enum { O_PLUGIN = 1000 }; /* --plugin LIB.so (tools/cli.h) */
+    te_cli_plugins plugins = {0};
+    static const te_cli_opt opts[] = {
+        {"rules", 'r', TE_CLI_VALUE, 'r'},     {"no-rules", 0, TE_CLI_FLAG, 'n'},
+        {"optimize", 0, TE_CLI_FLAG, 'O'},     {"json", 0, TE_CLI_FLAG, 'j'},
+        {"dot", 0, TE_CLI_FLAG, 'd'},          {"rules-list", 0, TE_CLI_FLAG, 'l'},
+        {"ops", 0, TE_CLI_FLAG, 'o'},          {"help", 'h', TE_CLI_FLAG, 'h'},
+        {"check", 0, TE_CLI_FLAG, 'c'},        {"shape", 0, TE_CLI_VALUE, 's'},
+        {"plugin", 0, TE_CLI_VALUE, O_PLUGIN}, {0}};
     const char *rules_path = NULL, *shapes = NULL;
     int no_rules = 0, optimize = 0, json = 0, dot = 0, list = 0, ops = 0, check = 0, c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "r:h", opts, NULL)) != -1) {
+    const char *pos[2] = {NULL, NULL};
+    int npos = 0;
+    te_cli_parser cp;
+    te_cli_parser_init(&cp, "fuse", argc, argv, opts);
+    while ((c = te_cli_next(&cp)) != TE_CLI_END) {
+        const char *v = cp.value;
         switch (c) {
+        case O_PLUGIN:
+            if (te_cli_plugin_add(&plugins, &cp, cp.value))
+                return 2;
+            break;
+        case TE_CLI_BAD:
+            return 2;
+        case TE_CLI_ARG:
+            if (npos < 2)
+                pos[npos] = v;
+            npos++;
+            break;
         case 'r':
-            rules_path = optarg;
+            rules_path = v;
             break;
         case 's':
-            shapes = optarg;
+            shapes = v;
             break;
         case 'n':
             no_rules = 1;
@@ -262,20 +276,19 @@ int te_cmd_fuse(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
-        default:
-            usage(stderr);
-            return 2;
         }
     }
+    if (te_cli_plugins_load("fuse", &plugins))
+        return 1;
     if (ops) {
         list_ops();
         return 0;
     }
     if (json && dot)
         return bad("%s", "--json and --dot exclude each other");
-    if (!list && optind != argc - 1)
-        return bad("%s", optind >= argc ? "give one GRAPH or MODEL.onnx file"
-                                        : "give only one GRAPH or MODEL.onnx file");
+    if (!list && npos != 1)
+        return bad("%s", npos == 0 ? "give one GRAPH or MODEL.onnx file"
+                                   : "give only one GRAPH or MODEL.onnx file");
     char path[PATH_MAX + 64];
     te_fuse_rules *rules = NULL;
     if (!no_rules) {
@@ -306,9 +319,9 @@ int te_cmd_fuse(int argc, char **argv)
     }
     te_graph *g = NULL;
     int rc;
-    if (te_cli_is_model(argv[optind])) {
+    if (te_cli_is_model(pos[0])) {
         char err[1024];
-        if (te_graph_from_onnx(argv[optind], shapes, &g, err, sizeof err)) {
+        if (te_graph_from_onnx(pos[0], shapes, &g, err, sizeof err)) {
             fprintf(stderr, "tessera fuse: %s\n", err);
             te_fuse_rules_free(rules);
             return 1;
@@ -320,7 +333,7 @@ int te_cmd_fuse(int argc, char **argv)
         return bad("%s", "--shape applies to an .onnx model, not to a graph file");
     } else {
         g = te_graph_create();
-        rc = g ? te_graph_load(g, argv[optind]) : TE_ERR_NOMEM;
+        rc = g ? te_graph_load(g, pos[0]) : TE_ERR_NOMEM;
     }
     if (!rc && optimize)
         rc = te_graph_optimize(g, json || dot ? NULL : stdout);

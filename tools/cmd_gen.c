@@ -55,6 +55,8 @@ static void usage(FILE *f)
             "  --graph GRAPH        a graph's text form instead of an operator\n"
             "  --target c|cuda      target of the generated code (default c; cpu = c)\n"
             "  --sm N               CUDA compute capability x10 (default: device 0's, else 80)\n"
+            "  --plugin LIB.so      load the operators of a plugin (repeatable; also the\n"
+            "                       colon-separated $TESSERA_PLUGINS; docs/PLUGINS.md)\n"
             "  --db FILE            the database (default: $TESSERA_DB, else ./tessera.db)\n"
             "  --fallback           use the nearest compatible target's record when this target\n"
             "                       has none (another compiler, fewer ISA features)\n"
@@ -63,6 +65,12 @@ static void usage(FILE *f)
             "  --dispatch           write the dispatcher even for one shape\n"
             "  --quiet              no warnings, no summary\n\n"
             "Exit status: 0 written, 1 failed (generation, database, files), 2 bad usage.\n");
+}
+
+static void short_usage(void)
+{
+    fprintf(stderr, "usage: tessera gen OP --shape KEY=VAL,... [--shape ...] [--target c|cuda] "
+                    "[--db FILE] [-o DIR]\n");
 }
 
 static int bad(const char *fmt, const char *arg)
@@ -201,68 +209,107 @@ int te_cmd_gen(int argc, char **argv)
     int nshapes = 0, cuda = 0, sm = 0, fallback = 0, force_dispatch = 0, quiet = 0;
     char cmdline[4096];
     size_t cl = (size_t)snprintf(cmdline, sizeof cmdline, "tessera gen");
-    for (int a = 1; a < argc; a++) {
-        const char *x = argv[a];
-        const char *v = a + 1 < argc ? argv[a + 1] : NULL;
-        int takes = 0;
-        if (!strcmp(x, "--help") || !strcmp(x, "-h")) {
+    enum {
+        O_HELP,
+        O_FALLBACK,
+        O_DISPATCH,
+        O_QUIET,
+        O_SHAPE,
+        O_DB,
+        O_GRAPH,
+        O_OUT,
+        O_NAME,
+        O_TARGET,
+        O_SM
+    };
+    enum { O_PLUGIN = 1000 }; /* --plugin LIB.so (tools/cli.h) */
+    te_cli_plugins plugins = {0};
+    static const te_cli_opt opts[] = {{"help", 'h', TE_CLI_FLAG, O_HELP},
+                                      {"fallback", 0, TE_CLI_FLAG, O_FALLBACK},
+                                      {"dispatch", 0, TE_CLI_FLAG, O_DISPATCH},
+                                      {"quiet", 'q', TE_CLI_FLAG, O_QUIET},
+                                      {"shape", 0, TE_CLI_VALUE, O_SHAPE},
+                                      {"params", 0, TE_CLI_VALUE, O_SHAPE},
+                                      {"db", 0, TE_CLI_VALUE, O_DB},
+                                      {"graph", 0, TE_CLI_VALUE, O_GRAPH},
+                                      {"out", 'o', TE_CLI_VALUE, O_OUT},
+                                      {"name", 0, TE_CLI_VALUE, O_NAME},
+                                      {"target", 0, TE_CLI_VALUE, O_TARGET},
+                                      {"sm", 0, TE_CLI_VALUE, O_SM},
+                                      {"plugin", 0, TE_CLI_VALUE, O_PLUGIN},
+                                      {0}};
+    te_cli_parser cp;
+    te_cli_parser_init(&cp, "gen", argc, argv, opts);
+    for (int c; (c = te_cli_next(&cp)) != TE_CLI_END;) {
+        const char *v = cp.value;
+        switch (c) {
+        case O_PLUGIN:
+            if (te_cli_plugin_add(&plugins, &cp, cp.value))
+                return 2;
+            break;
+        case TE_CLI_BAD:
+            short_usage();
+            return 2;
+        case TE_CLI_ARG:
+            if (op)
+                return bad("unexpected argument '%s' (one operator per command)", v);
+            op = v;
+            break;
+        case O_HELP:
             usage(stdout);
             return 0;
-        } else if (!strcmp(x, "--fallback")) {
+        case O_FALLBACK:
             fallback = 1;
-        } else if (!strcmp(x, "--dispatch")) {
+            break;
+        case O_DISPATCH:
             force_dispatch = 1;
-        } else if (!strcmp(x, "--quiet") || !strcmp(x, "-q")) {
+            break;
+        case O_QUIET:
             quiet = 1;
-        } else if (x[0] != '-') {
-            if (op)
-                return bad("unexpected argument '%s' (one operator per command)", x);
-            op = x;
-        } else if (!v) {
-            static const char *const valued[] = {"--shape", "--params", "--db", "-o",
-                                                 "--out",   "--name",   "--sm", "--target",
-                                                 "--graph", NULL};
-            for (int i = 0; valued[i]; i++)
-                if (!strcmp(x, valued[i]))
-                    return bad("option '%s' needs a value", x);
-            return bad("unknown option '%s'", x);
-        } else {
-            takes = 1;
-            if (!strcmp(x, "--shape") || !strcmp(x, "--params")) {
-                if (nshapes == MAX_SHAPES)
-                    return bad("at most %s shapes per file", "64");
-                shapes[nshapes++] = v;
-            } else if (!strcmp(x, "--db")) {
-                db_path = v;
-            } else if (!strcmp(x, "--graph")) {
-                graph = v;
-            } else if (!strcmp(x, "-o") || !strcmp(x, "--out")) {
-                dir = v;
-            } else if (!strcmp(x, "--name")) {
-                name = v;
-            } else if (!strcmp(x, "--target")) {
-                if (!strcmp(v, "cuda") || !strcmp(v, "gpu"))
-                    cuda = 1;
-                else if (!strcmp(v, "c") || !strcmp(v, "cpu"))
-                    cuda = 0;
-                else
-                    return bad("--target must be c or cuda, not '%s'", v);
-            } else if (!strcmp(x, "--sm")) {
-                long iv;
-                if (!parse_int(v, 10, 200, &iv))
-                    return bad("--sm takes a compute capability times ten (80, 90), not '%s'", v);
-                sm = (int)iv;
-            } else {
-                return bad("unknown option '%s'", x);
-            }
+            break;
+        case O_SHAPE:
+            if (nshapes == MAX_SHAPES)
+                return bad("at most %s shapes per file", "64");
+            shapes[nshapes++] = v;
+            break;
+        case O_DB:
+            db_path = v;
+            break;
+        case O_GRAPH:
+            graph = v;
+            break;
+        case O_OUT:
+            dir = v;
+            break;
+        case O_NAME:
+            name = v;
+            break;
+        case O_TARGET:
+            if (!strcmp(v, "cuda") || !strcmp(v, "gpu"))
+                cuda = 1;
+            else if (!strcmp(v, "c") || !strcmp(v, "cpu"))
+                cuda = 0;
+            else
+                return bad("--target must be c or cuda, not '%s'", v);
+            break;
+        case O_SM: {
+            long iv;
+            if (!parse_int(v, 10, 200, &iv))
+                return bad("--sm takes a compute capability times ten (80, 90), not '%s'", v);
+            sm = (int)iv;
+            break;
         }
-        if (strcmp(x, "--quiet") && strcmp(x, "-q")) {
-            add_word(cmdline, sizeof cmdline, &cl, x);
-            if (takes)
+        }
+        /* The command that regenerates the files, without display-only options. */
+        if (c != O_QUIET) {
+            if (cp.opt)
+                add_word(cmdline, sizeof cmdline, &cl, cp.word);
+            if (v)
                 add_word(cmdline, sizeof cmdline, &cl, v);
         }
-        a += takes;
     }
+    if (te_cli_plugins_load("gen", &plugins))
+        return 1;
     if (op && te_cli_is_model(op)) {
         if (graph)
             return bad("%s", "give a MODEL.onnx or --graph GRAPH, not both");
@@ -412,7 +459,7 @@ int te_cmd_gen(int argc, char **argv)
     for (int i = 0; i < nshapes; i++) {
         te_tensor *in[TE_OP_MAX_IO], *outs[TE_OP_MAX_IO], *args[2 * TE_OP_MAX_IO];
         int ni = 0, no = 0;
-        if (info->build(ctx, &kv[i], in, &ni, outs, &no) != TE_OK) {
+        if (te_op_info_build(ctx, info, &kv[i], in, &ni, outs, &no) != TE_OK) {
             fprintf(stderr, "tessera gen: --shape '%s': %s\n", shapes[i], te_ctx_errmsg(ctx));
             rc = 2;
             goto done;
@@ -447,8 +494,17 @@ int te_cmd_gen(int argc, char **argv)
                 anames[a] = no == 1 ? "out" : te_tensor_name(args[a]);
         int64_t saved[TE_GEN_MAX_PARAMS];
         memcpy(saved, kernels[i].params, sizeof saved);
-        if (te_gen_kernel_from_db(ctx, db, db ? db_path : NULL, keys[i], op, kname, ni + no, args,
-                                  no, &tgt, fallback ? TE_DB_FALLBACK : 0, &kernels[i]) != TE_OK) {
+        te_gen_from_db_options fo = {.db = db,
+                                     .db_path = db ? db_path : NULL,
+                                     .workload_key = keys[i],
+                                     .op = op,
+                                     .name = kname,
+                                     .n_args = ni + no,
+                                     .args = args,
+                                     .n_out = no,
+                                     .target = &tgt,
+                                     .flags = fallback ? TE_DB_FALLBACK : 0};
+        if (te_gen_kernel_from_db(ctx, &fo, &kernels[i]) != TE_OK) {
             fprintf(stderr, "tessera gen: %s\n", te_ctx_errmsg(ctx));
             rc = 1;
             goto done;

@@ -9,7 +9,6 @@
  *   tessera import cnn.onnx --shape input=1x3x224x224 -o cnn.graph --weights w/
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,47 +77,55 @@ static void summary(const te_graph *g, const char *model, const te_onnx_info *in
 
 int te_cmd_import(int argc, char **argv)
 {
-    static const struct option longopts[] = {{"shape", required_argument, NULL, 's'},
-                                             {"output", required_argument, NULL, 'o'},
-                                             {"weights", required_argument, NULL, 'w'},
-                                             {"help", no_argument, NULL, 'h'},
-                                             {NULL, 0, NULL, 0}};
+    static const te_cli_opt opts[] = {{"shape", 0, TE_CLI_VALUE, 's'},
+                                      {"output", 'o', TE_CLI_VALUE, 'o'},
+                                      {"weights", 0, TE_CLI_VALUE, 'w'},
+                                      {"help", 'h', TE_CLI_FLAG, 'h'},
+                                      {0}};
     char shapes[2048] = "";
     const char *out = NULL, *wdir_opt = NULL;
     int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+    const char *pos[2] = {NULL, NULL};
+    int npos = 0;
+    te_cli_parser cp;
+    te_cli_parser_init(&cp, "import", argc, argv, opts);
+    while ((c = te_cli_next(&cp)) != TE_CLI_END) {
+        const char *v = cp.value;
         switch (c) {
+        case TE_CLI_BAD:
+            return 2;
+        case TE_CLI_ARG:
+            if (npos < 2)
+                pos[npos] = v;
+            npos++;
+            break;
         case 's':
-            if (strlen(shapes) + strlen(optarg) + 2 > sizeof shapes) {
+            if (strlen(shapes) + strlen(v) + 2 > sizeof shapes) {
                 fprintf(stderr, "tessera import: --shape lists are too long\n");
                 return 2;
             }
             if (shapes[0])
                 strcat(shapes, ",");
-            strcat(shapes, optarg);
+            strcat(shapes, v);
             break;
         case 'o':
-            out = optarg;
+            out = v;
             break;
         case 'w':
-            wdir_opt = optarg;
+            wdir_opt = v;
             break;
         case 'h':
             usage(stdout);
             return 0;
-        default:
-            usage(stderr);
-            return 2;
         }
     }
-    if (optind != argc - 1 || !out) {
+    if (npos != 1 || !out) {
         fprintf(stderr, "tessera import: %s\n\n",
-                optind != argc - 1 ? "give one MODEL.onnx" : "give -o GRAPH");
+                npos != 1 ? "give one MODEL.onnx" : "give -o GRAPH");
         usage(stderr);
         return 2;
     }
-    const char *model = argv[optind];
+    const char *model = pos[0];
     char err[1024], wdir[1024];
     te_onnx_info info;
     te_graph *g = NULL;

@@ -7,7 +7,6 @@
  *   tessera lower softmax --shape m=128,n=256 --trace-file best.trace --emit
  *   tessera lower --passes
  */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +28,8 @@ static void usage(FILE *f)
             "Lowers the operator (see `tessera ops`) with a schedule and prints the loop program\n"
             "the backend turns into code.\n\n"
             "  --shape KEY=VAL,...  the operator's parameters (also --params)\n"
+            "  --plugin LIB.so      load the operators of a plugin (repeatable; also the\n"
+            "                       colon-separated $TESSERA_PLUGINS; docs/PLUGINS.md)\n"
             "  --db FILE            use the best schedule recorded in FILE for this target\n"
             "                       (default: the default schedule: the plain loop nest on C,\n"
             "                       the operator's template with default knobs on CUDA)\n"
@@ -129,8 +130,17 @@ static int lower_op(te_ctx *ctx, const char *op, const char *shape, const char *
         int rc = te_op_params_parse(ctx, shape, &kv) != TE_OK ||
                          te_op_workload_key(ctx, te_op_lookup(op), &kv, key, sizeof key) < 0
                      ? te_ctx_errcode(ctx)
-                     : te_gen_kernel_from_db(ctx, db, db_path, key, op, op, n_in + n_out, args,
-                                             n_out, tgt, 0, &k);
+                     : te_gen_kernel_from_db(ctx,
+                                             &(te_gen_from_db_options){.db = db,
+                                                                       .db_path = db_path,
+                                                                       .workload_key = key,
+                                                                       .op = op,
+                                                                       .name = op,
+                                                                       .n_args = n_in + n_out,
+                                                                       .args = args,
+                                                                       .n_out = n_out,
+                                                                       .target = tgt},
+                                             &k);
         te_db_close(db);
         if (rc != TE_OK) {
             fprintf(stderr, "tessera lower: %s\n", te_ctx_errmsg(ctx));
@@ -201,56 +211,70 @@ int te_cmd_lower(int argc, char **argv)
         O_PASSES,
         O_MARKDOWN
     };
-    static const struct option opts[] = {
-        {"shape", required_argument, NULL, O_SHAPE},
-        {"params", required_argument, NULL, O_SHAPE},
-        {"db", required_argument, NULL, O_DB},
-        {"trace", required_argument, NULL, O_TRACE},
-        {"trace-file", required_argument, NULL, O_TRACE_FILE},
-        {"target", required_argument, NULL, O_TARGET},
-        {"sm", required_argument, NULL, O_SM},
-        {"dump", optional_argument, NULL, O_DUMP},
-        {"emit", no_argument, NULL, O_EMIT},
-        {"passes", no_argument, NULL, O_PASSES},
-        {"markdown", no_argument, NULL, O_MARKDOWN},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
+    enum { O_PLUGIN = 1000 }; /* --plugin LIB.so (tools/cli.h) */
+    te_cli_plugins plugins = {0};
+    static const te_cli_opt opts[] = {{"shape", 0, TE_CLI_VALUE, O_SHAPE},
+                                      {"params", 0, TE_CLI_VALUE, O_SHAPE},
+                                      {"db", 0, TE_CLI_VALUE, O_DB},
+                                      {"trace", 0, TE_CLI_VALUE, O_TRACE},
+                                      {"trace-file", 0, TE_CLI_VALUE, O_TRACE_FILE},
+                                      {"target", 0, TE_CLI_VALUE, O_TARGET},
+                                      {"sm", 0, TE_CLI_VALUE, O_SM},
+                                      {"dump", 0, TE_CLI_OPTIONAL, O_DUMP},
+                                      {"emit", 0, TE_CLI_FLAG, O_EMIT},
+                                      {"passes", 0, TE_CLI_FLAG, O_PASSES},
+                                      {"markdown", 0, TE_CLI_FLAG, O_MARKDOWN},
+                                      {"help", 'h', TE_CLI_FLAG, 'h'},
+                                      {"plugin", 0, TE_CLI_VALUE, O_PLUGIN},
+                                      {0}};
     const char *shape = NULL, *db_path = NULL, *trace = NULL, *trace_file = NULL, *dump = NULL;
     int cuda = 0, sm = 80, emit = 0, passes = 0, markdown = 0;
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+    const char *pos[2] = {NULL, NULL};
+    int npos = 0;
+    te_cli_parser cp;
+    te_cli_parser_init(&cp, "lower", argc, argv, opts);
+    for (int c; (c = te_cli_next(&cp)) != TE_CLI_END;) {
+        const char *v = cp.value;
         switch (c) {
+        case O_PLUGIN:
+            if (te_cli_plugin_add(&plugins, &cp, cp.value))
+                return 2;
+            break;
+        case TE_CLI_BAD:
+            usage(stderr);
+            return 2;
+        case TE_CLI_ARG:
+            if (npos == 2)
+                return bad("unexpected argument '%s'", v);
+            pos[npos++] = v;
+            break;
         case O_SHAPE:
-            shape = optarg;
+            shape = v;
             break;
         case O_DB:
-            db_path = optarg;
+            db_path = v;
             break;
         case O_TRACE:
-            trace = optarg;
+            trace = v;
             break;
         case O_TRACE_FILE:
-            trace_file = optarg;
+            trace_file = v;
             break;
         case O_TARGET:
-            if (strcmp(optarg, "c") && strcmp(optarg, "cuda"))
-                return bad("--target must be c or cuda, not '%s'", optarg);
-            cuda = !strcmp(optarg, "cuda");
+            if (strcmp(v, "c") && strcmp(v, "cuda"))
+                return bad("--target must be c or cuda, not '%s'", v);
+            cuda = !strcmp(v, "cuda");
             break;
         case O_SM: {
             char *end;
-            long v = strtol(optarg, &end, 10);
-            if (*end || v < 30 || v > 200)
-                return bad("--sm takes a compute capability x10 such as 80 or 90, not '%s'",
-                           optarg);
-            sm = (int)v;
+            long iv = strtol(v, &end, 10);
+            if (*end || iv < 30 || iv > 200)
+                return bad("--sm takes a compute capability x10 such as 80 or 90, not '%s'", v);
+            sm = (int)iv;
             break;
         }
         case O_DUMP:
-            dump = optarg && *optarg ? optarg : "all";
+            dump = v && *v ? v : "all";
             break;
         case O_EMIT:
             emit = 1;
@@ -264,22 +288,20 @@ int te_cmd_lower(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
-        case ':':
-            return bad("option '%s' needs a value", argv[optind - 1]);
-        default:
-            return bad("unknown option '%s'", argv[optind - 1]);
         }
     }
+    if (te_cli_plugins_load("lower", &plugins))
+        return 1;
     if (passes) {
         print_passes(markdown);
         return 0;
     }
-    if (optind >= argc)
+    if (npos == 0)
         return bad("%s",
                    "name an operator: tessera lower OP --shape KEY=VAL,... (see tessera ops)");
-    if (optind + 1 < argc)
-        return bad("unexpected argument '%s'", argv[optind + 1]);
-    const char *op = argv[optind];
+    if (npos > 1)
+        return bad("unexpected argument '%s'", pos[1]);
+    const char *op = pos[0];
     if (!te_op_lookup(op))
         return bad("unknown operator '%s' (see tessera ops)", op);
     if (!shape)

@@ -7,7 +7,7 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: tessera ops [--json] [NAME]\n\n"
+    fprintf(f, "usage: tessera ops [--json] [--plugin LIB.so]... [NAME]\n\n"
                "Lists every operator `tessera tune` and te_op_build accept, with its parameters\n"
                "(KEY=VAL for --shape; keys without a default are required).\n\n"
                "A matrix-vector or skinny product against weights stored [out][in] (inference\n"
@@ -15,8 +15,10 @@ static void usage(FILE *f)
                "  tessera tune matmul --shape m=1,n=2048,k=768,trans_b=1\n"
                "(mlp_gate takes trans_b too; docs/GENERATING.md, \"Matrix-vector and skinny\n"
                "products\").\n\n"
-               "  --json   print a JSON list of operators\n"
-               "  NAME     show only this operator\n");
+               "  --json         print a JSON list of operators\n"
+               "  --plugin LIB   also load the operators of plugin LIB (repeatable; and the\n"
+               "                 colon-separated $TESSERA_PLUGINS)\n"
+               "  NAME           show only this operator\n");
 }
 
 static void json_str(const char *s)
@@ -35,24 +37,43 @@ static void json_str(const char *s)
 
 int te_cmd_ops(int argc, char **argv)
 {
+    enum { O_JSON, O_HELP };
+    enum { O_PLUGIN = 1000 }; /* --plugin LIB.so (tools/cli.h) */
+    te_cli_plugins plugins = {0};
+    static const te_cli_opt opts[] = {{"json", 0, TE_CLI_FLAG, O_JSON},
+                                      {"help", 'h', TE_CLI_FLAG, O_HELP},
+                                      {"plugin", 0, TE_CLI_VALUE, O_PLUGIN},
+                                      {0}};
     int json = 0;
     const char *only = NULL;
-    for (int a = 1; a < argc; a++) {
-        if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
+    te_cli_parser cp;
+    te_cli_parser_init(&cp, "ops", argc, argv, opts);
+    for (int c; (c = te_cli_next(&cp)) != TE_CLI_END;) {
+        switch (c) {
+        case O_PLUGIN:
+            if (te_cli_plugin_add(&plugins, &cp, cp.value))
+                return 2;
+            break;
+        case TE_CLI_BAD:
+            return 2;
+        case TE_CLI_ARG:
+            if (only)
+                return te_cli_usage_error(&cp, "unexpected argument '%s'", cp.value);
+            only = cp.value;
+            break;
+        case O_JSON:
+            json = 1;
+            break;
+        case O_HELP:
             usage(stdout);
             return 0;
-        } else if (!strcmp(argv[a], "--json")) {
-            json = 1;
-        } else if (argv[a][0] != '-' && !only) {
-            only = argv[a];
-        } else {
-            fprintf(stderr, "tessera ops: unknown option '%s'\n", argv[a]);
-            usage(stderr);
-            return 2;
         }
     }
-    int n = 0;
-    const te_op_info *ops = te_op_list(&n);
+    if (te_cli_plugins_load("ops", &plugins))
+        return 1;
+    int n_lib = 0, n_reg = 0;
+    const te_op_info *lib = te_op_list(&n_lib), *reg = te_op_list_registered(&n_reg);
+    int n = n_lib + n_reg;
     if (only && !te_op_lookup(only)) {
         fprintf(stderr, "tessera ops: unknown operator '%s'\n", only);
         return 2;
@@ -61,7 +82,7 @@ int te_cmd_ops(int argc, char **argv)
         printf("[");
     int shown = 0;
     for (int i = 0; i < n; i++) {
-        const te_op_info *op = &ops[i];
+        const te_op_info *op = i < n_lib ? &lib[i] : &reg[i - n_lib];
         if (only && strcmp(only, op->name))
             continue;
         if (json) {
@@ -69,6 +90,14 @@ int te_cmd_ops(int argc, char **argv)
             json_str(op->name);
             printf(", \"description\": ");
             json_str(op->description);
+            if (op->def) {
+                printf(", \"plugin\": ");
+                json_str(op->origin);
+                printf(", \"inputs\": ");
+                json_str(op->def->inputs);
+                printf(", \"kind\": ");
+                json_str(op->def->kind);
+            }
             printf(", \"params\": [");
             for (int k = 0; k < op->nkeys; k++) {
                 const te_op_key *key = &op->keys[k];
@@ -86,6 +115,9 @@ int te_cmd_ops(int argc, char **argv)
             printf("]}");
         } else {
             printf("%s%-18s %s\n", shown && only ? "\n" : "", op->name, op->description);
+            if (op->def)
+                printf("    from %s; inputs %s; kind %s\n", op->origin, op->def->inputs,
+                       op->def->kind);
             for (int k = 0; k < op->nkeys; k++) {
                 const te_op_key *key = &op->keys[k];
                 char kd[96];

@@ -13,7 +13,6 @@
  *   tessera run cnn.onnx --bench --threads 1,2 --db t.db
  */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -61,6 +60,8 @@ static void usage(FILE *f)
             "  --bench             the end-to-end median latency at each --threads count\n"
             "                      (default 1,2), compiled for that count, and the fusion plan's\n"
             "                      summary: groups, kernels, peak intermediate memory\n"
+            "  --plugin LIB.so     load the operators of a plugin (repeatable; also the\n"
+            "                      colon-separated $TESSERA_PLUGINS; docs/PLUGINS.md)\n"
             "  --json              the result as JSON\n"
             "  --rules FILE, --no-rules, --optimize   as for tessera fuse\n\n"
             "Exit status: 0 ok, 1 failed (files, import, compile, run, check), 2 bad usage.\n");
@@ -371,63 +372,74 @@ static int parse_threads(const char *s, int *t)
 
 int te_cmd_run(int argc, char **argv)
 {
-    static const struct option opts[] = {{"db", required_argument, NULL, 'D'},
-                                         {"threads", required_argument, NULL, 't'},
-                                         {"runs", required_argument, NULL, 'n'},
-                                         {"input", required_argument, NULL, 'i'},
-                                         {"shape", required_argument, NULL, 's'},
-                                         {"output-dir", required_argument, NULL, 'o'},
-                                         {"seed", required_argument, NULL, 'S'},
-                                         {"bench", no_argument, NULL, 'b'},
-                                         {"check", no_argument, NULL, 'c'},
-                                         {"json", no_argument, NULL, 'j'},
-                                         {"rules", required_argument, NULL, 'r'},
-                                         {"no-rules", no_argument, NULL, 'R'},
-                                         {"optimize", no_argument, NULL, 'O'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
+    enum { O_PLUGIN = 1000 }; /* --plugin LIB.so (tools/cli.h) */
+    te_cli_plugins plugins = {0};
+    static const te_cli_opt opts[] = {
+        {"db", 0, TE_CLI_VALUE, 'D'},          {"threads", 0, TE_CLI_VALUE, 't'},
+        {"runs", 0, TE_CLI_VALUE, 'n'},        {"input", 0, TE_CLI_VALUE, 'i'},
+        {"shape", 0, TE_CLI_VALUE, 's'},       {"output-dir", 0, TE_CLI_VALUE, 'o'},
+        {"seed", 0, TE_CLI_VALUE, 'S'},        {"bench", 0, TE_CLI_FLAG, 'b'},
+        {"check", 0, TE_CLI_FLAG, 'c'},        {"json", 0, TE_CLI_FLAG, 'j'},
+        {"rules", 0, TE_CLI_VALUE, 'r'},       {"no-rules", 0, TE_CLI_FLAG, 'R'},
+        {"optimize", 0, TE_CLI_FLAG, 'O'},     {"help", 'h', TE_CLI_FLAG, 'h'},
+        {"plugin", 0, TE_CLI_VALUE, O_PLUGIN}, {0}};
     const char *db_path = NULL, *rules_path = NULL, *out_dir = NULL, *threads_arg = NULL;
     int runs = 10, check = 0, json = 0, no_rules = 0, optimize = 0, bench = 0, c;
     unsigned long long seed = 1;
     char *files[64], shapes[2048] = "";
     int n_files = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    const char *pos[2] = {NULL, NULL};
+    int npos = 0;
+    te_cli_parser cp;
+    te_cli_parser_init(&cp, "run", argc, argv, opts);
+    while ((c = te_cli_next(&cp)) != TE_CLI_END) {
         char *end;
+        char *v = (char *)cp.value; /* argv's words: --input keeps pointers to them */
         switch (c) {
+        case O_PLUGIN:
+            if (te_cli_plugin_add(&plugins, &cp, cp.value))
+                return 2;
+            break;
+        case TE_CLI_BAD:
+            return 2;
+        case TE_CLI_ARG:
+            if (npos < 2)
+                pos[npos] = v;
+            npos++;
+            break;
         case 'D':
-            db_path = optarg;
+            db_path = v;
             break;
         case 't':
-            threads_arg = optarg;
+            threads_arg = v;
             break;
         case 'n': {
-            long v = strtol(optarg, &end, 10);
-            if (*end || v < 1 || v > 4096)
-                return bad("--runs takes an integer in [1, 4096], not '%s'", optarg);
-            runs = (int)v;
+            long iv = strtol(v, &end, 10);
+            if (*end || iv < 1 || iv > 4096)
+                return bad("--runs takes an integer in [1, 4096], not '%s'", v);
+            runs = (int)iv;
             break;
         }
         case 'S':
             errno = 0;
-            seed = strtoull(optarg, &end, 10);
-            if (*end || errno || !*optarg || *optarg == '-')
-                return bad("--seed takes a non-negative integer, not '%s'", optarg);
+            seed = strtoull(v, &end, 10);
+            if (*end || errno || !*v || *v == '-')
+                return bad("--seed takes a non-negative integer, not '%s'", v);
             break;
         case 'i':
-            if (!strchr(optarg, '=') || n_files == 64)
-                return bad("--input takes NAME=FILE (at most 64), not '%s'", optarg);
-            files[n_files++] = optarg;
+            if (!strchr(v, '=') || n_files == 64)
+                return bad("--input takes NAME=FILE (at most 64), not '%s'", v);
+            files[n_files++] = v;
             break;
         case 's':
-            if (strlen(shapes) + strlen(optarg) + 2 > sizeof shapes)
+            if (strlen(shapes) + strlen(v) + 2 > sizeof shapes)
                 return bad("%s", "--shape lists are too long");
             if (shapes[0])
                 strcat(shapes, ",");
-            strcat(shapes, optarg);
+            strcat(shapes, v);
             break;
         case 'o':
-            out_dir = optarg;
+            out_dir = v;
             break;
         case 'b':
             bench = 1;
@@ -439,7 +451,7 @@ int te_cmd_run(int argc, char **argv)
             json = 1;
             break;
         case 'r':
-            rules_path = optarg;
+            rules_path = v;
             break;
         case 'R':
             no_rules = 1;
@@ -450,14 +462,13 @@ int te_cmd_run(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
-        default:
-            usage(stderr);
-            return 2;
         }
     }
-    if (optind != argc - 1)
-        return bad("%s", optind >= argc ? "give one GRAPH file or MODEL.onnx"
-                                        : "give only one GRAPH file or MODEL.onnx");
+    if (npos != 1)
+        return bad("%s", npos == 0 ? "give one GRAPH file or MODEL.onnx"
+                                   : "give only one GRAPH file or MODEL.onnx");
+    if (te_cli_plugins_load("run", &plugins))
+        return 1;
     int thr[16] = {0}, n_thr = 1;
     if (threads_arg) {
         n_thr = parse_threads(threads_arg, thr);
@@ -469,7 +480,7 @@ int te_cmd_run(int argc, char **argv)
     } else if (bench) {
         thr[0] = 1, thr[1] = 2, n_thr = 2;
     }
-    const char *path = argv[optind];
+    const char *path = pos[0];
     for (int k = 0; k < n_files; k++) { /* a name and a path before anything is imported */
         if (strchr(files[k], '=') == files[k] || !strchr(files[k], '=')[1])
             return bad("--input takes NAME=FILE, not '%s'", files[k]);

@@ -91,6 +91,8 @@ static void usage(FILE *f)
             "  --new-job             never resume; start a new job\n"
             "  --retry-failed        measure every failed configuration again (by default\n"
             "                        only timeouts and out-of-memory failures, once)\n"
+            "  --plugin LIB.so       load the operators of a plugin (repeatable; also the\n"
+            "                        colon-separated $TESSERA_PLUGINS; docs/PLUGINS.md)\n"
             "  --db FILE             the database (default: $TESSERA_DB, else ./tessera.db)\n"
             "  --curve FILE.svg      draw this job's tuning curve (trial vs best GFLOP/s)\n"
             "  --json                print the result as JSON on stdout\n"
@@ -237,125 +239,206 @@ int te_cmd_tune(int argc, char **argv)
     o.max_trials = -1;
     char cmdline[4096];
     size_t cl = (size_t)snprintf(cmdline, sizeof cmdline, "tessera tune");
-    for (int a = 1; a < argc; a++) {
-        const char *x = argv[a];
-        const char *v = a + 1 < argc ? argv[a + 1] : NULL;
-        int takes = 0;
+    enum {
+        O_HELP,
+        O_JSON,
+        O_QUIET,
+        O_FLUSH,
+        O_NO_WARM,
+        O_NEW_JOB,
+        O_RETRY,
+        O_SHAPE,
+        O_TASKS,
+        O_GRAPH,
+        O_DB,
+        O_CURVE,
+        O_TARGET,
+        O_TRIALS,
+        O_TIME,
+        O_EARLY_STOP,
+        O_SEED,
+        O_BATCH,
+        O_TIMEOUT,
+        O_COMPILE_TIMEOUT,
+        O_MIN_TIME,
+        O_STRATEGY,
+        O_SPACE,
+        O_SHARD
+    };
+    enum { O_PLUGIN = 1000 }; /* --plugin LIB.so (tools/cli.h) */
+    te_cli_plugins plugins = {0};
+    static const te_cli_opt opts[] = {{"help", 'h', TE_CLI_FLAG, O_HELP},
+                                      {"json", 0, TE_CLI_FLAG, O_JSON},
+                                      {"quiet", 'q', TE_CLI_FLAG, O_QUIET},
+                                      {"flush-cache", 0, TE_CLI_FLAG, O_FLUSH},
+                                      {"no-warm-start", 0, TE_CLI_FLAG, O_NO_WARM},
+                                      {"new-job", 0, TE_CLI_FLAG, O_NEW_JOB},
+                                      {"retry-failed", 0, TE_CLI_FLAG, O_RETRY},
+                                      {"shape", 0, TE_CLI_VALUE, O_SHAPE},
+                                      {"params", 0, TE_CLI_VALUE, O_SHAPE},
+                                      {"tasks", 0, TE_CLI_VALUE, O_TASKS},
+                                      {"graph", 0, TE_CLI_VALUE, O_GRAPH},
+                                      {"db", 0, TE_CLI_VALUE, O_DB},
+                                      {"curve", 0, TE_CLI_VALUE, O_CURVE},
+                                      {"target", 0, TE_CLI_VALUE, O_TARGET},
+                                      {"trials", 0, TE_CLI_VALUE, O_TRIALS},
+                                      {"time", 0, TE_CLI_VALUE, O_TIME},
+                                      {"early-stop", 0, TE_CLI_VALUE, O_EARLY_STOP},
+                                      {"seed", 0, TE_CLI_VALUE, O_SEED},
+                                      {"batch", 0, TE_CLI_VALUE, O_BATCH},
+                                      {"timeout", 0, TE_CLI_VALUE, O_TIMEOUT},
+                                      {"compile-timeout", 0, TE_CLI_VALUE, O_COMPILE_TIMEOUT},
+                                      {"min-time", 0, TE_CLI_VALUE, O_MIN_TIME},
+                                      {"strategy", 0, TE_CLI_VALUE, O_STRATEGY},
+                                      {"space", 0, TE_CLI_VALUE, O_SPACE},
+                                      {"shard", 0, TE_CLI_VALUE, O_SHARD},
+                                      {"plugin", 0, TE_CLI_VALUE, O_PLUGIN},
+                                      {0}};
+    te_cli_parser cp;
+    te_cli_parser_init(&cp, "tune", argc, argv, opts);
+    for (int c; (c = te_cli_next(&cp)) != TE_CLI_END;) {
+        const char *v = cp.value;
         int64_t iv;
         double dv;
-        if (!strcmp(x, "--help") || !strcmp(x, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(x, "--json")) {
-            json = 1;
-        } else if (!strcmp(x, "--quiet") || !strcmp(x, "-q")) {
-            quiet = 1;
-        } else if (!strcmp(x, "--flush-cache")) {
-            o.measure.flush_cache = 1;
-        } else if (!strcmp(x, "--no-warm-start")) {
-            o.warm_start = 0;
-        } else if (!strcmp(x, "--new-job")) {
-            o.new_job = 1;
-        } else if (!strcmp(x, "--retry-failed")) {
-            o.retry_failed = 1;
-        } else if (x[0] != '-') {
+        switch (c) {
+        case O_PLUGIN:
+            if (te_cli_plugin_add(&plugins, &cp, cp.value))
+                return 2;
+            break;
+        case TE_CLI_BAD:
+            return 2;
+        case TE_CLI_ARG:
             if (op)
                 return bad("unexpected argument '%s' (one operator per command; use --tasks "
                            "for several)",
-                           x);
-            op = x;
-        } else if (!v) {
-            return bad("option '%s' needs a value or is unknown", x);
-        } else {
-            takes = 1;
-            if (!strcmp(x, "--shape") || !strcmp(x, "--params")) {
-                shape = v;
-            } else if (!strcmp(x, "--tasks")) {
-                tasks = v;
-            } else if (!strcmp(x, "--graph")) {
-                graph = v;
-            } else if (!strcmp(x, "--db")) {
-                db_path = v;
-            } else if (!strcmp(x, "--curve")) {
-                curve = v;
-            } else if (!strcmp(x, "--target")) {
-                if (!strcmp(v, "cuda") || !strcmp(v, "gpu")) {
-                    fprintf(stderr, "tessera tune: the CUDA tuner is not available in this build "
-                                    "(only --target cpu measures)\n");
-                    return 1;
-                }
-                if (strcmp(v, "cpu") && strcmp(v, "c"))
-                    return bad("--target must be cpu or cuda, not '%s'", v);
-            } else if (!strcmp(x, "--trials")) {
-                if (!parse_i64(v, 1, INT64_MAX / 2, &iv))
-                    return bad("--trials takes a positive integer, not '%s'", v);
-                o.max_trials = iv;
-            } else if (!strcmp(x, "--time")) {
-                dv = te_tune_parse_duration(v);
-                if (!(dv > 0))
-                    return bad("--time takes a duration like 90s, 15m or 8h, not '%s'", v);
-                o.max_seconds = dv;
-            } else if (!strcmp(x, "--early-stop")) {
-                if (!parse_i64(v, 1, INT64_MAX / 2, &iv))
-                    return bad("--early-stop takes a positive integer, not '%s'", v);
-                o.early_stop = iv;
-            } else if (!strcmp(x, "--seed")) {
-                if (!parse_i64(v, 0, INT64_MAX, &iv))
-                    return bad("--seed takes a non-negative integer, not '%s'", v);
-                o.seed = (uint64_t)iv;
-            } else if (!strcmp(x, "--batch")) {
-                if (!parse_i64(v, 1, 256, &iv))
-                    return bad("--batch takes an integer in [1, 256], not '%s'", v);
-                o.batch_size = (int)iv;
-            } else if (!strcmp(x, "--timeout")) {
-                if (!parse_pos_double(v, &dv))
-                    return bad("--timeout takes a positive number of seconds, not '%s'", v);
-                o.measure.timeout_s = dv;
-            } else if (!strcmp(x, "--compile-timeout")) {
-                if (!parse_pos_double(v, &dv))
-                    return bad("--compile-timeout takes a positive number of seconds, not '%s'", v);
-                o.measure.compile_timeout_s = dv;
-            } else if (!strcmp(x, "--min-time")) {
-                if (!parse_pos_double(v, &dv))
-                    return bad("--min-time takes a positive number of seconds, not '%s'", v);
-                o.measure.min_time_s = dv;
-            } else if (!strcmp(x, "--strategy")) {
-                if (te_tune_strategy_parse(v, &o.strategy) != TE_OK)
-                    return bad("--strategy must be random, grid or evolutionary, not '%s'", v);
-            } else if (!strcmp(x, "--space")) {
-                if (!strcmp(v, "auto"))
-                    o.space = TE_SPACE_AUTO;
-                else if (!strcmp(v, "template"))
-                    o.space = TE_SPACE_TEMPLATE;
-                else if (!strcmp(v, "sketch"))
-                    o.space = TE_SPACE_SKETCH;
-                else
-                    return bad("--space must be auto, template or sketch, not '%s'", v);
-            } else if (!strcmp(x, "--shard")) {
-                int64_t si, sn;
-                char buf[64];
-                snprintf(buf, sizeof buf, "%s", v);
-                char *slash = strchr(buf, '/');
-                if (slash)
-                    *slash = 0;
-                if (!slash || !parse_i64(buf, 0, 1 << 20, &si) ||
-                    !parse_i64(slash + 1, 1, 1 << 20, &sn) || si >= sn)
-                    return bad("--shard takes I/N with 0 <= I < N, not '%s'", v);
-                shard_i = (int)si;
-                shard_n = (int)sn;
-            } else {
-                return bad("unknown option '%s'", x);
+                           v);
+            op = v;
+            break;
+        case O_HELP:
+            usage(stdout);
+            return 0;
+        case O_JSON:
+            json = 1;
+            break;
+        case O_QUIET:
+            quiet = 1;
+            break;
+        case O_FLUSH:
+            o.measure.flush_cache = 1;
+            break;
+        case O_NO_WARM:
+            o.warm_start = 0;
+            break;
+        case O_NEW_JOB:
+            o.new_job = 1;
+            break;
+        case O_RETRY:
+            o.retry_failed = 1;
+            break;
+        case O_SHAPE:
+            shape = v;
+            break;
+        case O_TASKS:
+            tasks = v;
+            break;
+        case O_GRAPH:
+            graph = v;
+            break;
+        case O_DB:
+            db_path = v;
+            break;
+        case O_CURVE:
+            curve = v;
+            break;
+        case O_TARGET:
+            if (!strcmp(v, "cuda") || !strcmp(v, "gpu")) {
+                fprintf(stderr, "tessera tune: the CUDA tuner is not available in this build "
+                                "(only --target cpu measures)\n");
+                return 1;
             }
+            if (strcmp(v, "cpu") && strcmp(v, "c"))
+                return bad("--target must be cpu or cuda, not '%s'", v);
+            break;
+        case O_TRIALS:
+            if (!parse_i64(v, 1, INT64_MAX / 2, &iv))
+                return bad("--trials takes a positive integer, not '%s'", v);
+            o.max_trials = iv;
+            break;
+        case O_TIME:
+            dv = te_tune_parse_duration(v);
+            if (!(dv > 0))
+                return bad("--time takes a duration like 90s, 15m or 8h, not '%s'", v);
+            o.max_seconds = dv;
+            break;
+        case O_EARLY_STOP:
+            if (!parse_i64(v, 1, INT64_MAX / 2, &iv))
+                return bad("--early-stop takes a positive integer, not '%s'", v);
+            o.early_stop = iv;
+            break;
+        case O_SEED:
+            if (!parse_i64(v, 0, INT64_MAX, &iv))
+                return bad("--seed takes a non-negative integer, not '%s'", v);
+            o.seed = (uint64_t)iv;
+            break;
+        case O_BATCH:
+            if (!parse_i64(v, 1, 256, &iv))
+                return bad("--batch takes an integer in [1, 256], not '%s'", v);
+            o.batch_size = (int)iv;
+            break;
+        case O_TIMEOUT:
+            if (!parse_pos_double(v, &dv))
+                return bad("--timeout takes a positive number of seconds, not '%s'", v);
+            o.measure.timeout_s = dv;
+            break;
+        case O_COMPILE_TIMEOUT:
+            if (!parse_pos_double(v, &dv))
+                return bad("--compile-timeout takes a positive number of seconds, not '%s'", v);
+            o.measure.compile_timeout_s = dv;
+            break;
+        case O_MIN_TIME:
+            if (!parse_pos_double(v, &dv))
+                return bad("--min-time takes a positive number of seconds, not '%s'", v);
+            o.measure.min_time_s = dv;
+            break;
+        case O_STRATEGY:
+            if (te_tune_strategy_parse(v, &o.strategy) != TE_OK)
+                return bad("--strategy must be random, grid or evolutionary, not '%s'", v);
+            break;
+        case O_SPACE:
+            if (!strcmp(v, "auto"))
+                o.space = TE_SPACE_AUTO;
+            else if (!strcmp(v, "template"))
+                o.space = TE_SPACE_TEMPLATE;
+            else if (!strcmp(v, "sketch"))
+                o.space = TE_SPACE_SKETCH;
+            else
+                return bad("--space must be auto, template or sketch, not '%s'", v);
+            break;
+        case O_SHARD: {
+            int64_t si, sn;
+            char buf[64];
+            snprintf(buf, sizeof buf, "%s", v);
+            char *slash = strchr(buf, '/');
+            if (slash)
+                *slash = 0;
+            if (!slash || !parse_i64(buf, 0, 1 << 20, &si) ||
+                !parse_i64(slash + 1, 1, 1 << 20, &sn) || si >= sn)
+                return bad("--shard takes I/N with 0 <= I < N, not '%s'", v);
+            shard_i = (int)si;
+            shard_n = (int)sn;
+            break;
+        }
         }
         /* The job's identity: the command without display-only options. */
-        if (strcmp(x, "--json") && strcmp(x, "--quiet") && strcmp(x, "-q") &&
-            strcmp(x, "--curve") && cl < sizeof cmdline) {
-            cl += (size_t)snprintf(cmdline + cl, sizeof cmdline - cl, " %s", x);
-            if (takes && cl < sizeof cmdline)
+        if (c != O_JSON && c != O_QUIET && c != O_CURVE && cl < sizeof cmdline) {
+            if (cp.opt)
+                cl += (size_t)snprintf(cmdline + cl, sizeof cmdline - cl, " %s", cp.word);
+            if (v && cl < sizeof cmdline)
                 cl += (size_t)snprintf(cmdline + cl, sizeof cmdline - cl, " %s", v);
         }
-        a += takes;
     }
+    if (te_cli_plugins_load("tune", &plugins))
+        return 1;
     const char *model_shapes = NULL; /* ONNX import options of a model */
     if (op && te_cli_is_model(op)) {
         if (graph || tasks)

@@ -120,9 +120,25 @@ int te_gen_sources(te_ctx *ctx, int n, const te_gen_kernel *kernels, const te_ge
 int te_gen_files(te_ctx *ctx, int n, const te_gen_kernel *kernels, const te_gen_options *opts,
                  const char *dir, te_gen_output *out);
 
-/* Fills *k (name, schedule, args, prov) with the fastest ok record of workload_key on target
- * in db (te_db_best with `flags`, e.g. TE_DB_FALLBACK, then te_schedule_apply_trace on a fresh
- * schedule of the outputs, which are the last n_out of args; the lookup is
+/* What te_gen_kernel_from_db looks up and for which kernel. Initialize with designated
+ * initializers (`te_gen_from_db_options o = {.name = "mm", ...}`): every field left out is zero,
+ * and a field added later is one whose zero keeps today's behaviour. */
+typedef struct te_gen_from_db_options {
+    te_db *db;                /* the database; NULL: default schedules */
+    const char *db_path;      /* recorded in the provenance only (may be NULL) */
+    const char *workload_key; /* the workload to look up (NULL: no lookup) */
+    const char *op;           /* operator name for the CUDA default template; NULL: outputs' tag */
+    const char *name;         /* the kernel's name */
+    int n_args;               /* args: inputs, then the n_out outputs */
+    te_tensor *const *args;
+    int n_out;
+    const te_target *target; /* NULL: the host */
+    int flags;               /* te_db_best flags, e.g. TE_DB_FALLBACK */
+} te_gen_from_db_options;
+
+/* Fills *k (name, schedule, args, prov) with the fastest ok record of o->workload_key on
+ * o->target in o->db (te_db_best with `flags`, e.g. TE_DB_FALLBACK, then te_schedule_apply_trace on
+ * a fresh schedule of the outputs, which are the last n_out of args; the lookup is
  * te_tuner_best_record). Without a database, a record, or with a trace that no longer applies,
  * it uses the default schedule: prov.from_db is 0 and prov.note says why and what was used
  * (nothing is printed: a caller that warns reads the note). The default schedule of a C target
@@ -130,9 +146,7 @@ int te_gen_files(te_ctx *ctx, int n, const te_gen_kernel *kernels, const te_gen_
  * is the operator's CUDA template with default knobs (te_cuda_schedule_*, chosen from `op` or
  * the outputs' tag), else the elementwise template; TE_ERR_UNSUPPORTED when neither applies.
  * Strings are copied into ctx. db_path (may be NULL) is only recorded in the provenance. */
-int te_gen_kernel_from_db(te_ctx *ctx, te_db *db, const char *db_path, const char *workload_key,
-                          const char *op, const char *name, int n_args, te_tensor *const *args,
-                          int n_out, const te_target *target, int flags, te_gen_kernel *k);
+int te_gen_kernel_from_db(te_ctx *ctx, const te_gen_from_db_options *o, te_gen_kernel *k);
 
 /* ---- A fused graph as standalone C ------------------------------------------------------- */
 

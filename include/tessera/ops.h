@@ -531,23 +531,52 @@ typedef struct te_op_key {
 typedef int (*te_op_build_fn)(te_ctx *ctx, const te_op_params *kv, te_tensor **inputs, int *n_in,
                               te_tensor **outputs, int *n_out);
 
+struct te_op_def;
+
 typedef struct te_op_info {
     const char *name;        /* "matmul" */
     const char *description; /* one line */
     int nkeys;
     const te_op_key *keys;
+    /* Builds the operator; for registered operators a stub that fails: build any operator with
+     * te_op_info_build, which works for both. */
     te_op_build_fn build;
+    /* Registered operators only (te_op_register); NULL / 0 for the library's: */
+    const struct te_op_def *def; /* the definition, strings copied */
+    const char *attrs;           /* keys that are no input dimension, with defaults ("alpha=1"): the
+                                    attributes a graph node of the operator takes */
+    const char *inputs;          /* input names, "X,W" */
+    int n_in;                    /* their count */
+    const char *origin;          /* the plugin file that registered it, or "te_op_register" */
 } te_op_info;
 
-/* The operator named `name`, or NULL. The table is static; nothing to free. */
+/* The operator named `name` (the library's, then the registered ones), or NULL. Entries never
+ * change or move once visible; nothing to free. */
 const te_op_info *te_op_lookup(const char *name);
-/* All operators; *n receives their count. */
+/* The operator library; *n receives its count. Registered operators are not in it
+ * (te_op_list_registered). */
 const te_op_info *te_op_list(int *n);
+/* The operators registered so far (te_op_register, te_plugin_load), in registration order;
+ * *n receives their count. Thread-safe; later registrations append. */
+const te_op_info *te_op_list_registered(int *n);
+
+/* Builds op (library or registered) from parsed parameters: op->build for the library's; for a
+ * registered operator its keys are resolved (defaults, checks as te_op_build), its inputs made
+ * as placeholders of the declared shapes and dtype kv->dtype, and its build function called.
+ * inputs and outputs hold TE_OP_MAX_IO entries. TE_OK or a status with a message on ctx. */
+int te_op_info_build(te_ctx *ctx, const te_op_info *op, const te_op_params *kv, te_tensor **inputs,
+                     int *n_in, te_tensor **outputs, int *n_out);
+
+/* The entry of `key` in kv, or NULL. */
+const te_op_param *te_op_params_find(const te_op_params *kv, const char *key);
 
 /* Checks kv against op's keys (unknown, missing, non-integer) and writes the canonical
  * workload key "matmul;k=1024,m=1024,n=1024;f32": the operator's name; its keys sorted by
  * name, integers in decimal, leaving out optional keys whose value equals their default (so
- * "stride=1" and no stride give one key); then the dtype. Returns the key's length (like
+ * "stride=1" and no stride give one key); then the dtype. A registered operator's key ends
+ * with the structural hash of the expression it builds (";expr=0123456789abcdef", the hash
+ * te_tuner_expr_hash computes, over its stages and its placeholders' shapes), so a plugin whose
+ * definition changed never finds the records of the old one. Returns the key's length (like
  * snprintf; the text is truncated to size) or a negative status with a message on ctx. */
 int te_op_workload_key(te_ctx *ctx, const te_op_info *op, const te_op_params *kv, char *buf,
                        size_t size);
@@ -557,6 +586,103 @@ int te_op_workload_key(te_ctx *ctx, const te_op_info *op, const te_op_params *kv
  * unknown operator). */
 int te_op_build(te_ctx *ctx, const char *op, const char *params, te_tensor **inputs, int *n_in,
                 te_tensor **outputs, int *n_out);
+
+/* ---- User operators and plugins ------------------------------------------------------------
+ *
+ * An operator defined outside the library, registered once per process, is used like a library
+ * operator everywhere: te_op_lookup / te_op_build / te_op_workload_key, the tuner
+ * (te_tuner_add_op), `tessera ops|tune|gen|lower`, and as a graph node by name (`y =
+ * gelu_gate(x, w) alpha=0.5` in the text form; its pattern kind decides how it fuses). The
+ * definition is declarative except for the expression: parameters with defaults and
+ * descriptions (te_op_key), inputs with shapes in those parameters, and one function that
+ * builds the output from the input tensors (the same function serves the standalone operator
+ * and the graph node):
+ *
+ *     static int build(te_ctx *ctx, int n_in, te_tensor *const *in, const te_op_params *attrs,
+ *                      const char *name, te_tensor **out, void *user)
+ *     {   // shapes from the inputs; attributes from attrs (te_op_params_find)
+ *         ...; out[0] = y; return y ? TE_OK : te_ctx_errcode(ctx);
+ *     }
+ *     static const te_op_key keys[] = {{"m", NULL, 0, "rows", 0}, {"n", NULL, 0, "cols", 0},
+ *                                      {"alpha", "1", 0, "scale", 0}};
+ *     te_op_def d = {.name = "scaled_tanh", .description = "tanh(alpha x)", .nkeys = 3,
+ *                    .keys = keys, .inputs = "X[m,n]", .build = build, .kind = "elemwise"};
+ *     te_op_register(&d, err, sizeof err);
+ *
+ * A plugin is a shared library that registers its operators from one function the loader calls
+ * (te_plugin_load, `--plugin LIB.so` and $TESSERA_PLUGINS in the CLI):
+ *
+ *     TE_PLUGIN_ABI_DECLARE
+ *     int tessera_plugin_init(int abi, char *err, size_t errsize)
+ *     {
+ *         return te_op_register(&d, err, errsize);
+ *     }
+ *
+ * It links against nothing of Tessera: the symbols come from the program that loads it (the
+ * CLI exports them). examples/plugin/ is a complete one with its CMake lines.
+ */
+
+/* Builds a registered operator's output from its inputs in[0..n_in) (placeholders of the
+ * declared shapes standalone; the producers' tensors in a graph) and stores it in out[0], named
+ * `name`. attrs holds every key that is no input dimension, at the given value else its
+ * default (values as text in p[i].val, p[i].ival when is_int; standalone it also holds the
+ * dimension keys). The dtype of the inputs is attrs->dtype. Returns TE_OK, or a status with a
+ * message on ctx (te_ctx_set_error). Must be a pure function of its arguments: it runs whenever
+ * an operator or graph node is (re)built. The same type as te_graph_op_build_fn. */
+typedef int (*te_op_expr_fn)(te_ctx *ctx, int n_in, te_tensor *const *in, const te_op_params *attrs,
+                             const char *name, te_tensor **out, void *user);
+
+typedef struct te_op_def {
+    const char *name;        /* a C identifier of at most 39 characters, no other operator's */
+    const char *description; /* one line for `tessera ops` (NULL: none) */
+    int nkeys;               /* 0..TE_OP_MAX_PARAMS */
+    const te_op_key *keys;   /* parameters; keys that are no input dimension need a default */
+    /* Inputs and their shapes: "X[m,k],W[k,n],bias[n]", each dimension an integer key or a
+     * positive literal; 1..TE_OP_MAX_IO inputs of at most TE_MAX_DIMS dimensions. */
+    const char *inputs;
+    te_op_expr_fn build;
+    /* Pattern kind in graphs: "elemwise", "broadcast", "injective", "reduction", "out_ewise"
+     * or "opaque" (NULL: "opaque", never fused). */
+    const char *kind;
+    double flop_per_elem; /* cost per output element for the graph's roofline (0: 1) */
+    void *user;           /* passed to build; must outlive the process's use of the operator */
+} te_op_def;
+
+/* Most registered operators per process. */
+#define TE_OP_MAX_REGISTERED 64
+
+/* Registers def for the whole process (thread-safe; strings and keys are copied). Returns
+ * TE_OK, or with a message in err (errsize bytes; may be NULL): TE_ERR_ARG (a bad name, a name
+ * a library or registered operator has, bad keys or defaults, an input list that does not
+ * parse or names no key, a dimension key that is a word key, an attribute without a default,
+ * an unknown kind, no build function) or TE_ERR_OVERFLOW (TE_OP_MAX_REGISTERED reached).
+ * Operators cannot be unregistered. Only the operator library's names are checked here: in
+ * graphs, a graph operator of the same name (batch_norm, reshape: te_graph_op_name) or one of
+ * te_graph_op_register wins, so pick names neither uses (the CLI refuses the first kind). */
+int te_op_register(const te_op_def *def, char *err, size_t errsize);
+
+/* The plugin ABI this library implements. A plugin built against another one is refused. */
+#define TE_PLUGIN_ABI_VERSION 1
+
+/* What a plugin defines beside tessera_plugin_init: the ABI it was built for. */
+#define TE_PLUGIN_ABI_DECLARE                                                                      \
+    __attribute__((visibility("default"))) const int tessera_plugin_abi_version =                  \
+        TE_PLUGIN_ABI_VERSION;
+
+/* The function every plugin defines: registers its operators (te_op_register), passing err and
+ * errsize on. abi is the loader's TE_PLUGIN_ABI_VERSION. Returns TE_OK or the failing status
+ * with err filled. */
+typedef int (*te_plugin_init_fn)(int abi, char *err, size_t errsize);
+
+/* Loads the plugin at path (dlopen; a name without '/' is searched the dlopen way), checks its
+ * tessera_plugin_abi_version against TE_PLUGIN_ABI_VERSION and calls its tessera_plugin_init.
+ * Loading the same file again does nothing. Returns TE_OK, or with a message in err: TE_ERR_IO
+ * (the file cannot be loaded: missing, not a shared library, undefined symbols; dlerror's
+ * text), TE_ERR_NOT_FOUND (no tessera_plugin_init or tessera_plugin_abi_version symbol),
+ * TE_ERR_UNSUPPORTED (another ABI version) or the status tessera_plugin_init returned (a
+ * duplicate operator name is TE_ERR_ARG naming it). A plugin whose init ran stays loaded even
+ * when it failed (operators it registered point into it). Thread-safe. */
+int te_plugin_load(const char *path, char *err, size_t errsize);
 
 #ifdef __cplusplus
 }

@@ -66,4 +66,8 @@ bool op__conv_params(const op_site *s, const te_conv2d_params *p, te_conv2d_para
 te_tensor *op__conv2d(const op_site *s, te_tensor *X, te_tensor *W, const te_conv2d_params *p,
                       const char *stage, const char *tag);
 
+/* The origin recorded with operators registered by this thread from now on (te_op_info's
+ * origin): te_plugin_load sets the plugin's path around its init, then NULL. */
+void te__op_set_origin(const char *origin);
+
 #endif

@@ -1,12 +1,17 @@
 /* The operator registry: KEY=VAL parsing, per-operator builders and canonical workload keys,
  * for the `tessera ops` CLI and the tuner. */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "te/internal.h"
 #include "te/ops/ops_internal.h"
 
 /* ---- KEY=VAL parsing ----------------------------------------------------------------- */
@@ -787,6 +792,9 @@ static const te_op_key keys_attention[] = {K_OPT("batch", "1", "batch"),
 
 #define NK(a) ((int)(sizeof a / sizeof a[0]))
 
+/* Library entries leave the fields of registered operators (def, attrs, ...) zero. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 static const te_op_info op_table[] = {
     {"matmul", "C[m, n] = op(A) op(B), optional transposes", NK(keys_matmul), keys_matmul,
      build_matmul},
@@ -857,13 +865,16 @@ static const te_op_info op_table[] = {
     {"qlinear_matmul", "ONNX QLinearMatMul: matmul_integer requantized to u8/i8 (ties to even)",
      NK(keys_qlinear_matmul), keys_qlinear_matmul, build_qlinear_matmul},
 };
+#pragma GCC diagnostic pop
+
+static const te_op_info *registered_find(const char *name);
 
 const te_op_info *te_op_lookup(const char *name)
 {
     for (int i = 0; name && i < NK(op_table); i++)
         if (strcmp(op_table[i].name, name) == 0)
             return &op_table[i];
-    return NULL;
+    return registered_find(name);
 }
 
 const te_op_info *te_op_list(int *n)
@@ -872,6 +883,9 @@ const te_op_info *te_op_list(int *n)
         *n = NK(op_table);
     return op_table;
 }
+
+static int registered_hash(te_ctx *ctx, const te_op_info *op, const te_op_params *kv,
+                           uint64_t *out);
 
 int te_op_workload_key(te_ctx *ctx, const te_op_info *op, const te_op_params *kv, char *buf,
                        size_t size)
@@ -917,6 +931,15 @@ int te_op_workload_key(te_ctx *ctx, const te_op_info *op, const te_op_params *kv
     }
     if (len < (int)sizeof tmp)
         len += snprintf(tmp + len, sizeof tmp - (size_t)len, ";%s", te_dtype_str(kv->dtype));
+    if (op->def && len < (int)sizeof tmp) {
+        /* The expression's structure: a changed definition is another workload. */
+        uint64_t h = 0;
+        rc = registered_hash(ctx, op, kv, &h);
+        if (rc)
+            return rc;
+        len +=
+            snprintf(tmp + len, sizeof tmp - (size_t)len, ";expr=%016llx", (unsigned long long)h);
+    }
     if (len >= (int)sizeof tmp)
         return te_ctx_set_error(ctx, TE_ERR_ARG, "te_op_workload_key: key for '%s' is too long",
                                 op->name);
@@ -940,5 +963,440 @@ int te_op_build(te_ctx *ctx, const char *opname, const char *params, te_tensor *
     int rc = te_op_params_parse(ctx, params, &kv);
     if (rc)
         return rc;
-    return op->build(ctx, &kv, inputs, n_in, outputs, n_out);
+    return te_op_info_build(ctx, op, &kv, inputs, n_in, outputs, n_out);
+}
+
+/* ---- Registered operators (te_op_register) ----------------------------------------------------
+ *
+ * A process-wide table. Entries below n_regs are complete and never change, so readers take the
+ * lock only to read the count; te_op_info pointers stay valid for the process. */
+
+typedef struct reg_op {
+    te_op_def def;
+    te_op_key keys[TE_OP_MAX_PARAMS];
+    char key_name[TE_OP_MAX_PARAMS][32];
+    char key_dflt[TE_OP_MAX_PARAMS][32];
+    char key_help[TE_OP_MAX_PARAMS][160];
+    char name[40], description[200], inputs_decl[256], kind[16];
+    char attrs[512], input_names[256], origin[512];
+    int n_in;
+    char in_name[TE_OP_MAX_IO][32];
+    int in_ndim[TE_OP_MAX_IO];
+    int in_key[TE_OP_MAX_IO][TE_MAX_DIMS]; /* key index, or -1: the literal */
+    int64_t in_lit[TE_OP_MAX_IO][TE_MAX_DIMS];
+} reg_op;
+
+static reg_op regs[TE_OP_MAX_REGISTERED];
+static te_op_info reg_info[TE_OP_MAX_REGISTERED];
+static int n_regs;
+static pthread_mutex_t regs_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local const char *reg_origin; /* set by te_plugin_load around a plugin's init */
+
+void te__op_set_origin(const char *origin) { reg_origin = origin; }
+
+static int reg_count(void)
+{
+    pthread_mutex_lock(&regs_lock);
+    int n = n_regs;
+    pthread_mutex_unlock(&regs_lock);
+    return n;
+}
+
+static const te_op_info *registered_find(const char *name)
+{
+    int n = name ? reg_count() : 0;
+    for (int i = 0; i < n; i++)
+        if (strcmp(reg_info[i].name, name) == 0)
+            return &reg_info[i];
+    return NULL;
+}
+
+const te_op_info *te_op_list_registered(int *n)
+{
+    if (n)
+        *n = reg_count();
+    return reg_info;
+}
+
+const te_op_param *te_op_params_find(const te_op_params *kv, const char *key)
+{
+    for (int i = 0; kv && key && i < kv->n; i++)
+        if (strcmp(kv->p[i].key, key) == 0)
+            return &kv->p[i];
+    return NULL;
+}
+
+static int build_registered_stub(BUILD_ARGS)
+{
+    (void)kv, (void)inputs, (void)n_in, (void)outputs, (void)n_out;
+    return ctx ? te_ctx_set_error(ctx, TE_ERR_ARG,
+                                  "registered operators are built with te_op_info_build")
+               : TE_ERR_ARG;
+}
+
+static const reg_op *reg_of(const te_op_info *op)
+{
+    ptrdiff_t i = op - reg_info;
+    return i >= 0 && i < TE_OP_MAX_REGISTERED ? &regs[i] : NULL;
+}
+
+int te_op_info_build(te_ctx *ctx, const te_op_info *op, const te_op_params *kv, te_tensor **inputs,
+                     int *n_in, te_tensor **outputs, int *n_out)
+{
+    if (!ctx)
+        return TE_ERR_ARG;
+    if (!op)
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "te_op_info_build: operator is NULL");
+    if (!op->def)
+        return op->build(ctx, kv, inputs, n_in, outputs, n_out);
+    const reg_op *g = reg_of(op);
+    if (!g || !inputs || !n_in || !outputs || !n_out)
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "te_op_info_build: bad arguments");
+    *n_in = *n_out = 0;
+    resolved r;
+    int rc = resolve(ctx, op, kv, &r);
+    if (rc)
+        return rc;
+    te_tensor *ins[TE_OP_MAX_IO];
+    for (int i = 0; i < g->n_in; i++) {
+        int64_t shape[TE_MAX_DIMS];
+        for (int d = 0; d < g->in_ndim[i]; d++) {
+            int k = g->in_key[i][d];
+            shape[d] = k < 0 ? g->in_lit[i][d] : r.iv[k];
+            if (shape[d] < 1)
+                return te_ctx_set_error(ctx, TE_ERR_ARG,
+                                        "%s: key '%s' is a dimension of input %s and must be "
+                                        "positive, not %lld",
+                                        op->name, op->keys[k].name, g->in_name[i],
+                                        (long long)shape[d]);
+        }
+        ins[i] = te_placeholder(ctx, g->in_name[i], kv->dtype, g->in_ndim[i], shape);
+        if (!ins[i])
+            return te_ctx_errcode(ctx) ? te_ctx_errcode(ctx) : TE_ERR_NOMEM;
+    }
+    te_op_params all;
+    memset(&all, 0, sizeof all);
+    all.dtype = kv->dtype;
+    for (int k = 0; k < op->nkeys; k++) {
+        te_op_param *e = &all.p[all.n++];
+        snprintf(e->key, sizeof e->key, "%s", op->keys[k].name);
+        snprintf(e->val, sizeof e->val, "%s", r.sv[k]);
+        e->is_int = !op->keys[k].is_str;
+        e->ival = e->is_int ? r.iv[k] : 0;
+    }
+    te_tensor *out[TE_OP_MAX_IO] = {NULL};
+    rc = g->def.build(ctx, g->n_in, ins, &all, op->name, out, g->def.user);
+    if (rc)
+        return rc;
+    if (!out[0])
+        return te_ctx_errcode(ctx)
+                   ? te_ctx_errcode(ctx)
+                   : te_ctx_set_error(ctx, TE_ERR_INTERNAL,
+                                      "%s: the build function returned no tensor", op->name);
+    for (int i = 0; i < g->n_in; i++)
+        inputs[i] = ins[i];
+    outputs[0] = out[0];
+    *n_in = g->n_in;
+    *n_out = 1;
+    return TE_OK;
+}
+
+static int registered_hash(te_ctx *ctx, const te_op_info *op, const te_op_params *kv, uint64_t *out)
+{
+    te_ctx *scratch = te_ctx_create();
+    if (!scratch)
+        return te_ctx_set_error(ctx, TE_ERR_NOMEM, "out of memory");
+    te_tensor *ins[TE_OP_MAX_IO], *outs[TE_OP_MAX_IO];
+    int n_in = 0, n_out = 0;
+    int rc = te_op_info_build(scratch, op, kv, ins, &n_in, outs, &n_out);
+    if (rc) {
+        rc = te_ctx_set_error(ctx, rc, "%s", te_ctx_errmsg(scratch));
+    } else {
+        uint64_t h = te__expr_hash(n_out, outs);
+        for (int i = 0; i < n_in; i++)
+            h = te__tensor_sig_hash(h, ins[i]);
+        *out = h;
+    }
+    te_ctx_free(scratch);
+    return rc;
+}
+
+static int fail(char *err, size_t errsize, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t errsize, int code, const char *fmt, ...)
+{
+    if (err && errsize) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errsize, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+static int is_ident(const char *z, size_t maxlen)
+{
+    size_t n = z ? strlen(z) : 0;
+    if (n == 0 || n > maxlen || !(isalpha((unsigned char)z[0]) || z[0] == '_'))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!(isalnum((unsigned char)z[i]) || z[i] == '_'))
+            return 0;
+    return 1;
+}
+
+/* Parses "X[m,k],W[k,n]" against g's keys into g->in_*. */
+static int parse_inputs(reg_op *g, char *err, size_t errsize)
+{
+    const char *nm = g->name, *p = g->inputs_decl;
+    g->n_in = 0;
+    while (*p) {
+        while (*p == ' ')
+            p++;
+        if (g->n_in == TE_OP_MAX_IO)
+            return fail(err, errsize, TE_ERR_ARG, "operator '%s': more than %d inputs", nm,
+                        TE_OP_MAX_IO);
+        int i = g->n_in;
+        size_t len = 0;
+        while (isalnum((unsigned char)p[len]) || p[len] == '_')
+            len++;
+        if (!len || len >= sizeof g->in_name[i] || isdigit((unsigned char)p[0]) || p[len] != '[')
+            return fail(err, errsize, TE_ERR_ARG,
+                        "operator '%s': inputs '%s': expected NAME[dim,...] at '%s'", nm,
+                        g->inputs_decl, p);
+        memcpy(g->in_name[i], p, len);
+        g->in_name[i][len] = 0;
+        for (int j = 0; j < i; j++)
+            if (!strcmp(g->in_name[j], g->in_name[i]))
+                return fail(err, errsize, TE_ERR_ARG, "operator '%s': input '%s' is given twice",
+                            nm, g->in_name[i]);
+        p += len + 1;
+        int nd = 0;
+        for (;;) {
+            while (*p == ' ')
+                p++;
+            size_t dl = 0;
+            while (isalnum((unsigned char)p[dl]) || p[dl] == '_')
+                dl++;
+            if (!dl)
+                return fail(err, errsize, TE_ERR_ARG,
+                            "operator '%s': input %s: expected a key or a positive integer at "
+                            "'%s'",
+                            nm, g->in_name[i], p);
+            if (nd == TE_MAX_DIMS)
+                return fail(err, errsize, TE_ERR_ARG,
+                            "operator '%s': input %s has more than %d dimensions", nm,
+                            g->in_name[i], TE_MAX_DIMS);
+            char word[64];
+            snprintf(word, sizeof word, "%.*s", (int)(dl < 63 ? dl : 63), p);
+            int64_t lit;
+            if (parse_int(word, &lit)) {
+                if (lit < 1)
+                    return fail(err, errsize, TE_ERR_ARG,
+                                "operator '%s': input %s: dimension %lld is not positive", nm,
+                                g->in_name[i], (long long)lit);
+                g->in_key[i][nd] = -1;
+                g->in_lit[i][nd] = lit;
+            } else {
+                int k = 0;
+                while (k < g->def.nkeys && strcmp(g->key_name[k], word))
+                    k++;
+                if (k == g->def.nkeys)
+                    return fail(err, errsize, TE_ERR_ARG,
+                                "operator '%s': input %s: dimension '%s' is no key of the "
+                                "operator",
+                                nm, g->in_name[i], word);
+                if (g->keys[k].is_str)
+                    return fail(err, errsize, TE_ERR_ARG,
+                                "operator '%s': input %s: dimension '%s' is a word key, not an "
+                                "integer",
+                                nm, g->in_name[i], word);
+                g->in_key[i][nd] = k;
+            }
+            nd++;
+            p += dl;
+            while (*p == ' ')
+                p++;
+            if (*p == ',') {
+                p++;
+                continue;
+            }
+            if (*p == ']') {
+                p++;
+                break;
+            }
+            return fail(err, errsize, TE_ERR_ARG, "operator '%s': input %s: expected ',' or ']'",
+                        nm, g->in_name[i]);
+        }
+        g->in_ndim[i] = nd;
+        g->n_in++;
+        while (*p == ' ')
+            p++;
+        if (*p == ',')
+            p++;
+        else if (*p)
+            return fail(err, errsize, TE_ERR_ARG, "operator '%s': inputs: expected ',' at '%s'", nm,
+                        p);
+    }
+    if (!g->n_in)
+        return fail(err, errsize, TE_ERR_ARG,
+                    "operator '%s': no inputs (declare them: .inputs = \"X[m,n]\")", nm);
+    return TE_OK;
+}
+
+static int key_is_dim(const reg_op *g, int k)
+{
+    for (int i = 0; i < g->n_in; i++)
+        for (int d = 0; d < g->in_ndim[i]; d++)
+            if (g->in_key[i][d] == k)
+                return 1;
+    return 0;
+}
+
+/* Copies and checks def into *g (not yet visible). */
+static int reg_fill(reg_op *g, const te_op_def *def, char *err, size_t errsize)
+{
+    static const char *const kinds[] = {"elemwise",  "broadcast", "injective",
+                                        "reduction", "out_ewise", "opaque"};
+    const char *nm = def->name ? def->name : "";
+    if (!is_ident(nm, sizeof g->name - 1))
+        return fail(err, errsize, TE_ERR_ARG,
+                    "operator '%s': the name must be a C identifier of 1..%d characters", nm,
+                    (int)sizeof g->name - 1);
+    memset(g, 0, sizeof *g);
+    snprintf(g->name, sizeof g->name, "%s", nm);
+    if (!def->build)
+        return fail(err, errsize, TE_ERR_ARG, "operator '%s': no build function", nm);
+    if (def->nkeys < 0 || def->nkeys > TE_OP_MAX_PARAMS || (def->nkeys && !def->keys))
+        return fail(err, errsize, TE_ERR_ARG, "operator '%s': %d keys (0..%d, with a key array)",
+                    nm, def->nkeys, TE_OP_MAX_PARAMS);
+    if (def->description && strlen(def->description) >= sizeof g->description)
+        return fail(err, errsize, TE_ERR_ARG, "operator '%s': the description is too long", nm);
+    if (!def->inputs || strlen(def->inputs) >= sizeof g->inputs_decl)
+        return fail(err, errsize, TE_ERR_ARG, "operator '%s': %s", nm,
+                    def->inputs ? "the input list is too long"
+                                : "no inputs (declare them: .inputs = \"X[m,n]\")");
+    const char *kind = def->kind ? def->kind : "opaque";
+    int kind_ok = 0;
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        kind_ok |= !strcmp(kinds[i], kind);
+    if (!kind_ok)
+        return fail(err, errsize, TE_ERR_ARG,
+                    "operator '%s': kind '%s' is not elemwise, broadcast, injective, reduction, "
+                    "out_ewise or opaque",
+                    nm, kind);
+    g->def = *def;
+    snprintf(g->kind, sizeof g->kind, "%s", kind);
+    snprintf(g->description, sizeof g->description, "%s", def->description ? def->description : "");
+    snprintf(g->inputs_decl, sizeof g->inputs_decl, "%s", def->inputs);
+    for (int k = 0; k < def->nkeys; k++) {
+        const te_op_key *key = &def->keys[k];
+        if (!is_ident(key->name, sizeof g->key_name[k] - 1) || !strcmp(key->name, "dtype"))
+            return fail(err, errsize, TE_ERR_ARG,
+                        "operator '%s': key %d ('%s') must be an identifier of 1..31 characters, "
+                        "not 'dtype'",
+                        nm, k, key->name ? key->name : "(null)");
+        for (int j = 0; j < k; j++)
+            if (!strcmp(g->key_name[j], key->name))
+                return fail(err, errsize, TE_ERR_ARG, "operator '%s': key '%s' is given twice", nm,
+                            key->name);
+        if ((key->dflt && strlen(key->dflt) >= sizeof g->key_dflt[k]) ||
+            (key->help && strlen(key->help) >= sizeof g->key_help[k]))
+            return fail(err, errsize, TE_ERR_ARG,
+                        "operator '%s': key '%s': default or description too long", nm, key->name);
+        if (key->is_str && (!key->help || !*key->help))
+            return fail(err, errsize, TE_ERR_ARG,
+                        "operator '%s': word key '%s' lists its words in help (\"a|b\")", nm,
+                        key->name);
+        snprintf(g->key_name[k], sizeof g->key_name[k], "%s", key->name);
+        snprintf(g->key_help[k], sizeof g->key_help[k], "%s", key->help ? key->help : "");
+        if (key->dflt)
+            snprintf(g->key_dflt[k], sizeof g->key_dflt[k], "%s", key->dflt);
+        g->keys[k] = (te_op_key){g->key_name[k], key->dflt ? g->key_dflt[k] : NULL, key->is_str,
+                                 g->key_help[k], key->is_bool};
+        int64_t v;
+        if (key->dflt &&
+            (key->is_str ? !word_in(key->dflt, key->help)
+                         : !parse_int(key->dflt, &v) || (key->is_bool && v != 0 && v != 1)))
+            return fail(err, errsize, TE_ERR_ARG,
+                        "operator '%s': key '%s': the default '%s' is not a valid value", nm,
+                        key->name, key->dflt);
+    }
+    g->def.keys = g->keys;
+    g->def.name = g->name;
+    g->def.description = g->description;
+    g->def.inputs = g->inputs_decl;
+    g->def.kind = g->kind;
+    int rc = parse_inputs(g, err, errsize);
+    if (rc)
+        return rc;
+    size_t al = 0, il = 0;
+    for (int k = 0; k < def->nkeys; k++) {
+        if (key_is_dim(g, k))
+            continue;
+        if (!g->keys[k].dflt)
+            return fail(err, errsize, TE_ERR_ARG,
+                        "operator '%s': key '%s' is no input dimension, so it is an attribute "
+                        "and needs a default",
+                        nm, g->key_name[k]);
+        al += (size_t)snprintf(g->attrs + al, sizeof g->attrs - al, "%s%s=%s", al ? "," : "",
+                               g->key_name[k], g->key_dflt[k]);
+        if (al >= sizeof g->attrs)
+            return fail(err, errsize, TE_ERR_ARG, "operator '%s': attributes too long", nm);
+    }
+    for (int i = 0; i < g->n_in; i++)
+        il += (size_t)snprintf(g->input_names + il, sizeof g->input_names - il, "%s%s",
+                               i ? "," : "", g->in_name[i]);
+    snprintf(g->origin, sizeof g->origin, "%s", reg_origin ? reg_origin : "te_op_register");
+    return TE_OK;
+}
+
+int te_op_register(const te_op_def *def, char *err, size_t errsize)
+{
+    if (err && errsize)
+        err[0] = 0;
+    if (!def)
+        return fail(err, errsize, TE_ERR_ARG, "te_op_register: no definition");
+    reg_op *g = malloc(sizeof *g);
+    if (!g)
+        return fail(err, errsize, TE_ERR_NOMEM, "out of memory");
+    int rc = reg_fill(g, def, err, errsize);
+    if (!rc) {
+        pthread_mutex_lock(&regs_lock);
+        const te_op_info *old = NULL;
+        for (int i = 0; i < NK(op_table) && !old; i++)
+            if (!strcmp(op_table[i].name, g->name))
+                old = &op_table[i];
+        for (int i = 0; i < n_regs && !old; i++)
+            if (!strcmp(reg_info[i].name, g->name))
+                old = &reg_info[i];
+        if (old)
+            rc = fail(err, errsize, TE_ERR_ARG,
+                      "operator '%s': the name is taken (by %s); rename the operator", g->name,
+                      old->def ? old->origin : "the operator library");
+        else if (n_regs == TE_OP_MAX_REGISTERED)
+            rc = fail(err, errsize, TE_ERR_OVERFLOW, "operator '%s': %d are registered already",
+                      g->name, TE_OP_MAX_REGISTERED);
+        if (!rc) {
+            int i = n_regs;
+            regs[i] = *g;
+            reg_op *e = &regs[i];
+            /* The copy's pointers must point into the copy. */
+            for (int k = 0; k < e->def.nkeys; k++)
+                e->keys[k] = (te_op_key){e->key_name[k], e->keys[k].dflt ? e->key_dflt[k] : NULL,
+                                         e->keys[k].is_str, e->key_help[k], e->keys[k].is_bool};
+            e->def.keys = e->keys;
+            e->def.name = e->name;
+            e->def.description = e->description;
+            e->def.inputs = e->inputs_decl;
+            e->def.kind = e->kind;
+            reg_info[i] = (te_op_info){
+                e->name, e->description, e->def.nkeys,   e->keys, build_registered_stub,
+                &e->def, e->attrs,       e->input_names, e->n_in, e->origin};
+            n_regs++; /* published last, under the lock */
+        }
+        pthread_mutex_unlock(&regs_lock);
+    }
+    free(g);
+    return rc;
 }
