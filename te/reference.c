@@ -6,7 +6,7 @@
 
 #include "te/internal.h"
 
-#define MAX_ENV 64
+#define MAX_ENV 1024 /* variable bindings alive at once: loop axes and reducer arguments */
 
 typedef struct {
     const te_tensor *t;

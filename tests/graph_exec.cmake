@@ -12,3 +12,15 @@ foreach(g small_encoder_block small_resnet_block)
            COMMAND tessera_cli bench --graph ${CMAKE_SOURCE_DIR}/graph/examples/${g}.graph
                    --reps 1 --threads 1,2 --json)
 endforeach()
+# The optimized graph (the attention rewrite: the fused attention node against an unfused
+# sgemm + softmax + sgemm baseline), and `tessera run --check` of it against the float64
+# reference of the whole graph.
+add_test(NAME graph_bench_small_encoder_block_optimized
+         COMMAND tessera_cli bench --graph ${CMAKE_SOURCE_DIR}/graph/examples/small_encoder_block.graph
+                 --optimize --reps 1 --threads 1,2 --json)
+add_test(NAME graph_run_small_encoder_block_optimized_check
+         COMMAND tessera_cli run ${CMAKE_SOURCE_DIR}/graph/examples/small_encoder_block.graph
+                 --optimize --check --threads 1)
+set_tests_properties(graph_bench_small_encoder_block_optimized
+                     graph_run_small_encoder_block_optimized_check PROPERTIES
+  ENVIRONMENT "TESSERA_CACHE_DIR=${TESSERA_TEST_KERNEL_CACHE}" LABELS graph)

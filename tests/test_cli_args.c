@@ -18,14 +18,11 @@ char **te_cli_argv; /* defined by tools/tessera.c in the CLI */
 
 enum { O_JSON, O_OUT, O_SHAPE, O_DUMP, O_HELP, O_START };
 
-static const te_cli_opt opts[] = {{"json", 0, TE_CLI_FLAG, O_JSON},
-                                  {"out", 'o', TE_CLI_VALUE, O_OUT},
-                                  {"shape", 0, TE_CLI_VALUE, O_SHAPE},
-                                  {"params", 0, TE_CLI_VALUE, O_SHAPE},
-                                  {"dump", 0, TE_CLI_OPTIONAL, O_DUMP},
-                                  {"help", 'h', TE_CLI_FLAG, O_HELP},
-                                  {"start", 0, TE_CLI_VALUE, O_START},
-                                  {0}};
+static const te_cli_opt opts[] = {
+    {"json", 0, TE_CLI_FLAG, O_JSON},     {"out", 'o', TE_CLI_VALUE, O_OUT},
+    {"shape", 0, TE_CLI_VALUE, O_SHAPE},  {"params", 0, TE_CLI_VALUE, O_SHAPE},
+    {"dump", 0, TE_CLI_OPTIONAL, O_DUMP}, {"help", 'h', TE_CLI_FLAG, O_HELP},
+    {"start", 0, TE_CLI_VALUE, O_START},  {0}};
 
 /* What one parse saw: "id=value" words joined by spaces, "ARG=x" for positionals, "BAD" for an
  * error; stderr's text in err. */
@@ -60,8 +57,7 @@ static parsed parse(const char *line)
             break;
         }
         if (c == TE_CLI_ARG)
-            n += (size_t)snprintf(r.seen + n, sizeof r.seen - n, "%sARG=%s", n ? " " : "",
-                                  p.value);
+            n += (size_t)snprintf(r.seen + n, sizeof r.seen - n, "%sARG=%s", n ? " " : "", p.value);
         else
             n += (size_t)snprintf(r.seen + n, sizeof r.seen - n, "%s%d[%s]=%s", n ? " " : "", c,
                                   p.word, p.value ? p.value : "(null)");
@@ -150,7 +146,8 @@ static void test_usage_error_format(void **state)
     size_t got = fread(text, 1, sizeof text - 1, f);
     text[got] = 0;
     fclose(f);
-    assert_string_equal(text, "tessera demo: unexpected argument 'x' (see 'tessera demo --help')\n");
+    assert_string_equal(text,
+                        "tessera demo: unexpected argument 'x' (see 'tessera demo --help')\n");
 }
 
 static void test_plugin_list_limits(void **state)
