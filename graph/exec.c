@@ -391,6 +391,10 @@ int te_graph_compile_ex(te_graph *g, const te_fuse_plan *p, const te_graph_compi
                                "compile: threads %d and min_flops_per_thread %g "
                                "must be >= 0",
                                o->threads, o->min_flops_per_thread);
+    if (te_graph_output_count(g) == 0)
+        return te__graph_error(g, TE_ERR_ARG,
+                               "compile: the graph has no outputs (its text form needs an "
+                               "'output NAME[, NAME...]' line)");
     te_target tgt = o->target ? *o->target : te_target_host();
     int threads = o->threads ? o->threads : tgt.num_cores > 0 ? tgt.num_cores : 1;
     tgt.num_cores = threads; /* the kernels' schedules and database records are for this count */

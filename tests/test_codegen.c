@@ -19,6 +19,7 @@
 
 #include "backends/c/c_backend.h"
 #include "backends/c/cc.h"
+#include "backends/emit_common.h"
 #include "schedule/passes.h"
 #include "te/internal.h"
 #include "testutil.h"
@@ -633,11 +634,11 @@ static void test_floordiv_and_names(void **state)
 {
     (void)state;
     te_ctx *ctx = te_ctx_create();
-    /* buffers and variables named like C keywords and prelude names still compile */
+    /* buffers and variables named like C keywords, prelude and C library names still compile */
     te_buf *out = arg_buf(ctx, "int", TE_I64, 40, 0);
     te_buf *out2 = arg_buf(ctx, "te_f32x16", TE_I64, 40, 1);
     te_expr *i = te__loop_var(ctx, "for", 40);
-    te_expr *i2 = te__loop_var(ctx, "for", 40); /* same name, another variable */
+    te_expr *i2 = te__loop_var(ctx, "fma", 40); /* a libm function (math.h is included) */
     te_expr *d = te_sub(ctx, i, I(ctx, 20));
     te_stmt *s1 = te__for(ctx, i, I(ctx, 0), I(ctx, 40), TE_FOR_SERIAL,
                           st(ctx, out, i,
@@ -662,6 +663,11 @@ static void test_floordiv_and_names(void **state)
     }
     te__cc_lib_free(b.lib);
     te_ctx_free(ctx);
+    /* A kernel named like a libm or libc function would redefine it: renamed. */
+    char kb[64];
+    assert_string_equal(te__emit_kernel_ident("fma", TE__LANG_C, kb, sizeof kb), "fma_kernel");
+    assert_string_equal(te__emit_kernel_ident("free", TE__LANG_C, kb, sizeof kb), "free_kernel");
+    assert_string_equal(te__emit_kernel_ident("relu", TE__LANG_C, kb, sizeof kb), "relu");
 }
 
 /* A narrowing cast of a non-negative value is non-negative only when the value fits: here
