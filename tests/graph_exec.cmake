@@ -24,3 +24,9 @@ add_test(NAME graph_run_small_encoder_block_optimized_check
 set_tests_properties(graph_bench_small_encoder_block_optimized
                      graph_run_small_encoder_block_optimized_check PROPERTIES
   ENVIRONMENT "TESSERA_CACHE_DIR=${TESSERA_TEST_KERNEL_CACHE}" LABELS graph)
+# A graph without an 'output' line is refused with a message that says so.
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/no_outputs.graph "input x f32[4,8]\ny = relu(x)\nz = relu(y)\n")
+add_test(NAME graph_run_no_outputs_refused
+         COMMAND tessera_cli run ${CMAKE_CURRENT_BINARY_DIR}/no_outputs.graph)
+set_tests_properties(graph_run_no_outputs_refused PROPERTIES
+  PASS_REGULAR_EXPRESSION "the graph has no outputs" LABELS graph)
