@@ -101,9 +101,23 @@ typedef struct gemm_data {
     const char *pro[16]; /* stages the products read (a fused group's layer norm): at the root */
 } gemm_data;
 
+/* Whether t is a matrix product (a sum over one axis of a product of two reads): never a
+ * prologue, which is computed whole at the root without a tile (the scores of an attention
+ * group before its softmax are one). */
+static bool is_matrix_product(const te_tensor *t)
+{
+    if (!is_reduce(t) || t->body->u.red.n != 1 || t->ndim < 2)
+        return false;
+    const te_expr *src = t->body->u.red.src;
+    return src->kind == TE_E_BINARY && src->u.bin.op == TE_MUL && src->u.bin.a->kind == TE_E_READ &&
+           src->u.bin.b->kind == TE_E_READ;
+}
+
 /* Records prologue stage t once (outputs may share it). */
 static bool add_prologue(gemm_data *gd, const te_tensor *t)
 {
+    if (is_matrix_product(t))
+        return false;
     for (int q = 0; q < gd->npro; q++)
         if (!strcmp(gd->pro[q], t->name))
             return true;
@@ -196,7 +210,10 @@ static int gemm_init(te_space *sp)
             /* Everything else the product reads is a prologue, computed at the root. */
             for (int q = 0; q < ns; q++)
                 if (st[q] != O && !add_prologue(gd, st[q]))
-                    return TERR(sp, "gemm template: too many stages before '%s'", O->name);
+                    return TERR(sp,
+                                "gemm template: stage '%s' before '%s' is a product or one "
+                                "too many",
+                                st[q]->name, O->name);
         } else {
             if (is_reduce(O) || (O->ndim != 2 && O->ndim != 3))
                 return TERR(sp, "gemm template: '%s' is neither a product nor an epilogue",
@@ -226,7 +243,10 @@ static int gemm_init(te_space *sp)
                     /* A stage before the products (a fused group's layer norm feeding the
                      * matmul): computed whole at the root, as its own kernel would. */
                     if (!add_prologue(gd, st[q]))
-                        return TERR(sp, "gemm template: too many stages before the products");
+                        return TERR(sp,
+                                    "gemm template: stage '%s' before the products is a "
+                                    "product or one too many",
+                                    st[q]->name);
                     continue;
                 }
                 if (g->nprod == 4)
