@@ -1,7 +1,7 @@
 /*
  * autotune/tasks.c: the tuner and its task set. Creating and freeing a tuner, adding tasks
  * (library operators with their parameters, user-defined expressions, JSON task lists with
- * sharding), and what a caller reads back about them (te_tuner_task_info). The job that
+ * sharding by the hash of the workload key), and what a caller reads back about them (te_tuner_task_info). The job that
  * tunes them is tuner.c.
  */
 #define _GNU_SOURCE
@@ -239,6 +239,46 @@ int te_tuner_add_expr(te_tuner *t, const char *name, int n_in, te_tensor *const 
     return TE_OK;
 }
 
+/* ---- Shards ------------------------------------------------------------------------------- */
+
+uint64_t te_tuner_shard_hash(const char *workload_key)
+{
+    /* FNV-1a, 64 bits, over the key's bytes: the constants are part of the contract (shards of
+     * one task list must agree on every machine and in every version), so they are spelled out
+     * here rather than shared with the other hashes of the library. */
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char *p = (const unsigned char *)(workload_key ? workload_key : ""); *p;
+         p++) {
+        h ^= *p;
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+int te_tuner_shard_of(const char *workload_key, int shard_n)
+{
+    if (!workload_key || shard_n < 1)
+        return TE_ERR_ARG;
+    return (int)(te_tuner_shard_hash(workload_key) % (uint64_t)shard_n);
+}
+
+/* Removes the task added last (it belongs to another shard); its key goes to *key_out (the
+ * caller frees it) when key_out is not NULL. */
+static void drop_last_task(te_tuner *t, char **key_out)
+{
+    te__task *k = &t->tasks[--t->ntasks];
+    te__task_release(k);
+    free(k->op);
+    free(k->params);
+    if (key_out)
+        *key_out = k->key;
+    else
+        free(k->key);
+    free(k->shapes_json);
+    free(k->best_trace);
+    memset(k, 0, sizeof *k);
+}
+
 int te_tuner_add_tasks_file(te_tuner *t, const char *path, int shard_i, int shard_n, int *n_added)
 {
     if (n_added)
@@ -271,7 +311,8 @@ int te_tuner_add_tasks_file(te_tuner *t, const char *path, int shard_i, int shar
     te__json_doc doc;
     memset(&doc, 0, sizeof doc);
     te__json *root = te__json_parse(&doc, buf, n);
-    int rc = TE_OK, added = 0, idx = 0;
+    int rc = TE_OK, added = 0, idx = 0, n_other = 0;
+    char **other = NULL; /* keys of the tasks of other shards */
     if (!root) {
         rc = te__tuner_err(t, TE_ERR_ARG, "task list '%s': %s", path, doc.err);
     } else if (root->type != TE__JSON_ARRAY) {
@@ -291,8 +332,8 @@ int te_tuner_add_tasks_file(te_tuner *t, const char *path, int shard_i, int shar
                                    path, idx);
                 break;
             }
-            if (shard_n > 1 && idx % shard_n != shard_i)
-                continue;
+            /* Every entry is added, so that every shard validates the whole list and refuses
+             * the same duplicates, and dropped again when its key belongs to another shard. */
             int r = te_tuner_add_op(t, op->str, sh ? sh->str : "", w ? w->num : 1);
             if (r != TE_OK) {
                 char msg[1600];
@@ -302,9 +343,36 @@ int te_tuner_add_tasks_file(te_tuner *t, const char *path, int shard_i, int shar
                                    "task list '%s': task %d: %s", path, idx, msg);
                 break;
             }
-            added++;
+            const char *key = t->tasks[t->ntasks - 1].key;
+            for (int d = 0; d < n_other; d++)
+                if (!strcmp(other[d], key)) {
+                    rc = te__tuner_err(t, TE_ERR_ARG,
+                                       "task list '%s': task %d: workload '%s' is listed twice",
+                                       path, idx, key);
+                    break;
+                }
+            if (rc != TE_OK) {
+                drop_last_task(t, NULL);
+                break;
+            }
+            if (shard_n > 1 && te_tuner_shard_of(key, shard_n) != shard_i) {
+                /* Kept for the duplicate check, owned from here on. */
+                char **v = n_other % 16 ? other : realloc(other, sizeof *v * (size_t)(n_other + 16));
+                if (!v) {
+                    drop_last_task(t, NULL);
+                    rc = te__tuner_err(t, TE_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                other = v;
+                drop_last_task(t, &other[n_other++]);
+            } else {
+                added++;
+            }
         }
     }
+    for (int d = 0; d < n_other; d++)
+        free(other[d]);
+    free(other);
     te__json_doc_free(&doc);
     free(buf);
     if (n_added)

@@ -89,6 +89,10 @@ static void usage(FILE *f)
             "  --flush-cache         overwrite the caches before every timed run\n"
             "  --no-warm-start       do not seed the search from the database's records\n"
             "  --new-job             never resume; start a new job\n"
+            "  --resume              continue this command's job whatever its state: one that\n"
+            "                        reads running (killed on another machine) or finished\n"
+            "                        (then nothing is measured); for a scheduler's retries\n"
+            "                        (docs/CLUSTER.md), never while the command runs elsewhere\n"
             "  --retry-failed        measure every failed configuration again (by default\n"
             "                        only timeouts and out-of-memory failures, once)\n"
             "  --db FILE             the database (default: $TESSERA_DB, else ./tessera.db)\n"
@@ -256,6 +260,8 @@ int te_cmd_tune(int argc, char **argv)
             o.warm_start = 0;
         } else if (!strcmp(x, "--new-job")) {
             o.new_job = 1;
+        } else if (!strcmp(x, "--resume")) {
+            o.resume_always = 1;
         } else if (!strcmp(x, "--retry-failed")) {
             o.retry_failed = 1;
         } else if (x[0] != '-') {
@@ -349,7 +355,7 @@ int te_cmd_tune(int argc, char **argv)
         }
         /* The job's identity: the command without display-only options. */
         if (strcmp(x, "--json") && strcmp(x, "--quiet") && strcmp(x, "-q") &&
-            strcmp(x, "--curve") && cl < sizeof cmdline) {
+            strcmp(x, "--curve") && strcmp(x, "--resume") && cl < sizeof cmdline) {
             cl += (size_t)snprintf(cmdline + cl, sizeof cmdline - cl, " %s", x);
             if (takes && cl < sizeof cmdline)
                 cl += (size_t)snprintf(cmdline + cl, sizeof cmdline - cl, " %s", v);
