@@ -1,8 +1,8 @@
 /*
  * autotune/tasks.c: the tuner and its task set. Creating and freeing a tuner, adding tasks
  * (library operators with their parameters, user-defined expressions, JSON task lists with
- * sharding by the hash of the workload key), and what a caller reads back about them (te_tuner_task_info). The job that
- * tunes them is tuner.c.
+ * sharding by the hash of the workload key), and what a caller reads back about them
+ * (te_tuner_task_info). The job that tunes them is tuner.c.
  */
 #define _GNU_SOURCE
 
@@ -357,7 +357,8 @@ int te_tuner_add_tasks_file(te_tuner *t, const char *path, int shard_i, int shar
             }
             if (shard_n > 1 && te_tuner_shard_of(key, shard_n) != shard_i) {
                 /* Kept for the duplicate check, owned from here on. */
-                char **v = n_other % 16 ? other : realloc(other, sizeof *v * (size_t)(n_other + 16));
+                char **v =
+                    n_other % 16 ? other : realloc(other, sizeof *v * (size_t)(n_other + 16));
                 if (!v) {
                     drop_last_task(t, NULL);
                     rc = te__tuner_err(t, TE_ERR_NOMEM, "out of memory");

@@ -195,7 +195,7 @@ struct te_tuner {
     int64_t job_id;
     int resumed, interrupted;
     int finished_before; /* resume_always continued a finished job: nothing to measure */
-    int64_t job_trials; /* trials_done of the job, including before a resume */
+    int64_t job_trials;  /* trials_done of the job, including before a resume */
     int64_t errors, skipped;
     double t0;
 };

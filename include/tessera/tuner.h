@@ -122,7 +122,7 @@ typedef struct te_tune_options {
     /* Job identity: a tuning run with the same command as an interrupted job continues that
      * job (te_db_job_resume). NULL: "tune" plus the task keys. */
     const char *command;
-    int new_job;                 /* never resume; always start a new job */
+    int new_job; /* never resume; always start a new job */
     /* Continue the newest job of the same command whatever its state, not only an
      * interrupted one: also one that still reads running (its process was killed on another
      * machine; a scheduler's retry of a task, `tessera tune --resume`) or failed, and a

@@ -100,7 +100,8 @@ static void test_shard_of_a_key_is_fixed(void **state)
 {
     (void)state;
     /* The published FNV-1a 64 test vectors, then workload keys hashed by an independent
-     * implementation (Python: h ^= byte; h = h * 0x100000001b3 mod 2^64 from 0xcbf29ce484222325). */
+     * implementation (Python: h ^= byte; h = h * 0x100000001b3 mod 2^64 from 0xcbf29ce484222325).
+     */
     static const struct {
         const char *key;
         uint64_t hash;
@@ -128,10 +129,9 @@ static void test_shard_of_a_key_is_fixed(void **state)
 
 #define NTASKS 12
 static const char *const task_ops[NTASKS][2] = {
-    {"relu", "m=8,n=64"},    {"relu", "m=16,n=32"},    {"softmax", "m=8,n=32"},
-    {"softmax", "m=4,n=64"}, {"gelu", "m=8,n=32"},     {"silu", "m=8,n=64"},
-    {"sigmoid", "m=4,n=32"}, {"tanh", "m=8,n=16"},     {"relu", "m=4,n=4"},
-    {"gelu", "m=16,n=16"},   {"softmax", "m=16,n=16"}, {"tanh", "m=16,n=32"},
+    {"relu", "m=8,n=64"}, {"relu", "m=16,n=32"}, {"softmax", "m=8,n=32"},  {"softmax", "m=4,n=64"},
+    {"gelu", "m=8,n=32"}, {"silu", "m=8,n=64"},  {"sigmoid", "m=4,n=32"},  {"tanh", "m=8,n=16"},
+    {"relu", "m=4,n=4"},  {"gelu", "m=16,n=16"}, {"softmax", "m=16,n=16"}, {"tanh", "m=16,n=32"},
 };
 
 /* Writes the task list in the given order (reversed when rev). */
@@ -142,8 +142,9 @@ static void write_tasks(const char *name, int rev)
     len += (size_t)snprintf(text + len, sizeof text - len, "[");
     for (int j = 0; j < NTASKS; j++) {
         int i = rev ? NTASKS - 1 - j : j;
-        len += (size_t)snprintf(text + len, sizeof text - len, "%s{\"op\": \"%s\", \"shape\": \"%s\"}",
-                                j ? ",\n " : "", task_ops[i][0], task_ops[i][1]);
+        len +=
+            (size_t)snprintf(text + len, sizeof text - len, "%s{\"op\": \"%s\", \"shape\": \"%s\"}",
+                             j ? ",\n " : "", task_ops[i][0], task_ops[i][1]);
     }
     snprintf(text + len, sizeof text - len, "]\n");
     write_file(name, text);
@@ -230,14 +231,12 @@ static void test_every_shard_refuses_a_bad_list(void **state)
     for (int n = 1; n <= 4; n++)
         for (int i = 0; i < n; i++) {
             te_tuner *t = te_tuner_create(NULL, NULL);
-            assert_int_equal(te_tuner_add_tasks_file(t, path("dup.json"), i, n, NULL),
-                             TE_ERR_ARG);
+            assert_int_equal(te_tuner_add_tasks_file(t, path("dup.json"), i, n, NULL), TE_ERR_ARG);
             assert_non_null(strstr(te_tuner_errmsg(t), "task 2"));
             assert_non_null(strstr(te_tuner_errmsg(t), "listed twice"));
             te_tuner_free(t);
             t = te_tuner_create(NULL, NULL);
-            assert_int_equal(te_tuner_add_tasks_file(t, path("bad.json"), i, n, NULL),
-                             TE_ERR_ARG);
+            assert_int_equal(te_tuner_add_tasks_file(t, path("bad.json"), i, n, NULL), TE_ERR_ARG);
             assert_non_null(strstr(te_tuner_errmsg(t), "task 1"));
             te_tuner_free(t);
             t = te_tuner_create(NULL, NULL);
@@ -355,7 +354,7 @@ static void test_rerun_of_a_finished_shard_measures_nothing(void **state)
     fclose(f);
     assert_non_null(strstr(out, "\"resumed\": true"));
     assert_non_null(strstr(out, "\"stop\": \"finished before\""));
-    assert_null(strstr(out, "relu;")); /* the other shard's task */
+    assert_null(strstr(out, "relu;"));                  /* the other shard's task */
     assert_non_null(strstr(out, "\"best_trace\": \"")); /* the best records are reported */
     /* Without --resume a finished command starts a new job (tuning more is a rerun). */
     assert_int_equal(cli("tune --tasks shard.json --shard 0/2 --trials 8 --batch 4 --strategy "
@@ -372,8 +371,9 @@ static void test_killed_shard_resumes_to_its_budget_once(void **state)
 {
     (void)state;
     write_file("shard.json", shard_tasks);
-    const char *args = "tune --tasks shard.json --shard 0/2 --trials 24 --batch 4 --strategy random "
-                       "--seed 5 --db killed.db --resume --quiet";
+    const char *args =
+        "tune --tasks shard.json --shard 0/2 --trials 24 --batch 4 --strategy random "
+        "--seed 5 --db killed.db --resume --quiet";
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "exec env TESSERA_CACHE_DIR='%s' '%s' %s >/dev/null 2>&1",
              path("kcache-killed"), TESSERA_CLI, args);
@@ -402,9 +402,9 @@ static void test_killed_shard_resumes_to_its_budget_once(void **state)
     /* The retry lands on another machine: the killed job still reads running there. */
     sqlite3 *h = NULL;
     assert_int_equal(sqlite3_open(path("killed.db"), &h), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(h, "UPDATE jobs SET host = 'another-node', pid = 1", NULL, NULL,
-                                  NULL),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(h, "UPDATE jobs SET host = 'another-node', pid = 1", NULL, NULL, NULL),
+        SQLITE_OK);
     sqlite3_close(h);
     te_db *db = open_db("killed.db");
     te_db_job_list *jl = NULL;
