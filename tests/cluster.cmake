@@ -1,7 +1,8 @@
 # Tuning on a cluster (docs/CLUSTER.md): tests/cluster/test_cluster.c (shards, resume, merge by
-# target; runs the real `tessera` binary) and tests/cluster/slurm_test.sh (a real single-node
-# Slurm running tools/cluster/tune-array.sbatch; skipped, exit code 77, where Slurm cannot
-# start). Included by tests/CMakeLists.txt.
+# target; runs the real `tessera` binary), tests/cluster/slurm_test.sh (a real single-node
+# Slurm running tools/cluster/submit.sh; skipped, exit code 77, where Slurm cannot start) and
+# tests/cluster/k8s_manifest_test.sh (the Kubernetes manifest's pod commands, run here).
+# Included by tests/CMakeLists.txt.
 add_executable(test_cluster ${CMAKE_CURRENT_SOURCE_DIR}/cluster/test_cluster.c
                             ${CMAKE_CURRENT_SOURCE_DIR}/testutil.c)
 target_include_directories(test_cluster PRIVATE ${CMAKE_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR}
@@ -19,3 +20,8 @@ add_test(NAME slurm_test
 set_tests_properties(slurm_test PROPERTIES
   ENVIRONMENT "OMP_NUM_THREADS=1"
   SKIP_RETURN_CODE 77 TIMEOUT 240 LABELS cluster)
+
+add_test(NAME k8s_manifest_test
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/cluster/k8s_manifest_test.sh
+                 $<TARGET_FILE:tessera_cli>)
+set_tests_properties(k8s_manifest_test PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240 LABELS cluster)
