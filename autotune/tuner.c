@@ -604,6 +604,8 @@ static int start_job(te_tuner *t)
             len += (size_t)snprintf(cmd + len, sizeof cmd - len, " %s", t->tasks[i].key);
     }
     if (!t->o.new_job) {
+        char host[256] = "";
+        gethostname(host, sizeof host - 1);
         te_db_job_list *l = NULL;
         if (te_db_jobs(t->db, 0, &l) == TE_OK) {
             for (size_t i = 0; i < l->n; i++) {
@@ -611,8 +613,13 @@ static int start_job(te_tuner *t)
                 if (!j->command || strcmp(j->command, cmd))
                     continue;
                 /* resume_always: the caller knows no other process runs this command, so a
-                 * job that reads running is dead too (killed on another host), and a finished
-                 * one is continued with nothing left to do (a retried cluster task). */
+                 * job that reads running on another host is dead too (killed there), and a
+                 * finished one is continued with nothing left to do (a retried cluster task).
+                 * One running on this host is alive (te_db_jobs reads a dead one as
+                 * interrupted) and is left alone. */
+                if (t->o.resume_always && j->status == TE_JOB_RUNNING && j->host &&
+                    !strcmp(j->host, host))
+                    continue;
                 if (j->status == TE_JOB_INTERRUPTED || t->o.resume_always) {
                     if (te_db_job_resume(t->db, j->id) == TE_OK) {
                         t->job_id = j->id;

@@ -124,10 +124,11 @@ typedef struct te_tune_options {
     const char *command;
     int new_job; /* never resume; always start a new job */
     /* Continue the newest job of the same command whatever its state, not only an
-     * interrupted one: also one that still reads running (its process was killed on another
-     * machine; a scheduler's retry of a task, `tessera tune --resume`) or failed, and a
-     * finished one, which then measures nothing (its tasks are done). Give it only when no
-     * other process runs the same command on the database. Ignored with new_job. */
+     * interrupted one: also one that still reads running on another host (its process was
+     * killed there; a scheduler's retry of a task, `tessera tune --resume`) or failed, and a
+     * finished one, which then measures nothing (its tasks are done). A job running on this
+     * host is alive and never taken over. Give it only when no other machine runs the same
+     * command on the database. Ignored with new_job. */
     int resume_always;
     volatile sig_atomic_t *stop; /* when it becomes nonzero, stop after the batch in flight */
     const te_target *target;     /* NULL = te_target_host() */

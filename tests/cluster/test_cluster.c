@@ -6,7 +6,7 @@
  *  - a retried shard resumes rather than re-measures: rerunning a finished shard with
  *    `--resume` measures nothing, and a shard killed mid-run whose job still reads running (as
  *    when the retry lands on another machine) continues its job to the budget without
- *    measuring any configuration twice;
+ *    measuring any configuration twice, while a job alive on this host is never taken over;
  *  - `tessera db merge` of databases from different targets keeps them apart: each target's
  *    best stays its own.
  * The scheduler itself (Slurm job array, requeue, afterok merge) is tests/cluster/slurm_test.sh. */
@@ -429,6 +429,33 @@ static void test_killed_shard_resumes_to_its_budget_once(void **state)
     check_db("killed.db");
 }
 
+static void test_resume_never_takes_over_a_live_job_here(void **state)
+{
+    (void)state;
+    write_file("shard.json", shard_tasks);
+    const char *args = "tune --tasks shard.json --shard 0/2 --trials 8 --batch 4 --strategy random "
+                       "--db live.db --resume --quiet";
+    assert_int_equal(cli("%s", args), 0);
+    /* Make its job look alive on this host: running, with this test's pid. */
+    char host[256] = "", sql[512];
+    gethostname(host, sizeof host - 1);
+    snprintf(sql, sizeof sql,
+             "UPDATE jobs SET status = 'running', ended_us = NULL, host = '%s', pid = %d", host,
+             (int)getpid());
+    sqlite3 *h = NULL;
+    assert_int_equal(sqlite3_open(path("live.db"), &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+    /* The rerun leaves it alone and starts a job of its own, which measures new configurations
+     * only. */
+    assert_int_equal(cli("%s", args), 0);
+    db_counts c = count("live.db");
+    assert_int_equal(c.jobs, 2);
+    assert_string_equal(c.job_status, "running"); /* the first job, untouched */
+    assert_int_equal(c.trials, 16);
+    assert_int_equal(c.distinct, 16);
+}
+
 /* ---- Merging across targets --------------------------------------------------------------- */
 
 static const char *const wkey = "softmax;m=8,n=32;f32";
@@ -526,6 +553,7 @@ int main(void)
         cmocka_unit_test(test_every_shard_refuses_a_bad_list),
         cmocka_unit_test(test_rerun_of_a_finished_shard_measures_nothing),
         cmocka_unit_test(test_killed_shard_resumes_to_its_budget_once),
+        cmocka_unit_test(test_resume_never_takes_over_a_live_job_here),
         cmocka_unit_test(test_merge_keeps_targets_apart),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
