@@ -8,11 +8,12 @@
 # DIR (default: ./tessera-tune) receives the shard databases, the logs and merged.db; it must
 # be visible from every node. SBATCH-OPTIONS go to both submissions (--partition=..., --time=...,
 # --cpus-per-task=..., --constraint=...). TESSERA (the binary) and TESSERA_TUNE_ARGS (the
-# budget, e.g. "--time 7h") travel with the jobs' environment. Prints the two job ids.
+# budget, e.g. "--time 7h") travel with the jobs' environment; TESSERA_ARRAY_LIMIT=K runs at
+# most K tasks at once (--array=0-(N-1)%K). Prints the two job ids.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-usage() { sed -n '2,13s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+usage() { sed -n '2,14s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 
 if [ $# -lt 2 ] || [ "$1" = -h ] || [ "$1" = --help ]; then
     usage
@@ -42,8 +43,9 @@ mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 tasks=$(cd "$(dirname "$tasks")" && pwd)/$(basename "$tasks")
 
+range="0-$((n - 1))${TESSERA_ARRAY_LIMIT:+%$TESSERA_ARRAY_LIMIT}"
 # --parsable prints "id" or "id;cluster".
-array=$(sbatch --parsable --array="0-$((n - 1))" --chdir="$dir" \
+array=$(sbatch --parsable --array="$range" --chdir="$dir" \
     --output="$dir/tessera-tune-%A_%a.log" "${extra[@]}" \
     "$here/tune-array.sbatch" "$tasks" "$dir")
 array=${array%%;*}
