@@ -262,23 +262,6 @@ int te_tuner_shard_of(const char *workload_key, int shard_n)
     return (int)(te_tuner_shard_hash(workload_key) % (uint64_t)shard_n);
 }
 
-/* Removes the task added last (it belongs to another shard); its key goes to *key_out (the
- * caller frees it) when key_out is not NULL. */
-static void drop_last_task(te_tuner *t, char **key_out)
-{
-    te__task *k = &t->tasks[--t->ntasks];
-    te__task_release(k);
-    free(k->op);
-    free(k->params);
-    if (key_out)
-        *key_out = k->key;
-    else
-        free(k->key);
-    free(k->shapes_json);
-    free(k->best_trace);
-    memset(k, 0, sizeof *k);
-}
-
 int te_tuner_add_tasks_file(te_tuner *t, const char *path, int shard_i, int shard_n, int *n_added)
 {
     if (n_added)
@@ -311,69 +294,51 @@ int te_tuner_add_tasks_file(te_tuner *t, const char *path, int shard_i, int shar
     te__json_doc doc;
     memset(&doc, 0, sizeof doc);
     te__json *root = te__json_parse(&doc, buf, n);
-    int rc = TE_OK, added = 0, idx = 0, n_other = 0;
-    char **other = NULL; /* keys of the tasks of other shards */
-    if (!root) {
+    int rc = TE_OK, added = 0, idx = 0;
+    /* Every entry goes into a scratch tuner first: it makes the workload key the shard is
+     * chosen by, checks the entry and finds duplicates across the whole list, so that every
+     * shard refuses the same lists. Only the entries of this shard go into t, which also
+     * refuses the tasks it held before. */
+    te_tune_options so = t->o;
+    so.target = &t->target;
+    te_tuner *all = te_tuner_create(NULL, &so);
+    if (!all)
+        rc = te__tuner_err(t, TE_ERR_NOMEM, "out of memory");
+    else if (!root)
         rc = te__tuner_err(t, TE_ERR_ARG, "task list '%s': %s", path, doc.err);
-    } else if (root->type != TE__JSON_ARRAY) {
+    else if (root->type != TE__JSON_ARRAY)
         rc = te__tuner_err(t, TE_ERR_ARG, "task list '%s': expected a JSON array of tasks", path);
-    } else {
-        for (te__json *e = root->first; e && rc == TE_OK; e = e->next, idx++) {
-            te__json *op = e->type == TE__JSON_OBJECT ? te__json_member(e, "op") : NULL;
-            te__json *sh = e->type == TE__JSON_OBJECT ? te__json_member(e, "shape") : NULL;
-            te__json *w = e->type == TE__JSON_OBJECT ? te__json_member(e, "weight") : NULL;
-            if (!sh && e->type == TE__JSON_OBJECT)
-                sh = te__json_member(e, "params");
-            if (!op || op->type != TE__JSON_STRING || (sh && sh->type != TE__JSON_STRING) ||
-                (w && (w->type != TE__JSON_NUMBER || !(w->num >= 0)))) {
-                rc = te__tuner_err(t, TE_ERR_ARG,
-                                   "task list '%s': task %d must be an object {\"op\": NAME, "
-                                   "\"shape\": \"KEY=VAL,...\", \"weight\": N (optional)}",
-                                   path, idx);
-                break;
-            }
-            /* Every entry is added, so that every shard validates the whole list and refuses
-             * the same duplicates, and dropped again when its key belongs to another shard. */
-            int r = te_tuner_add_op(t, op->str, sh ? sh->str : "", w ? w->num : 1);
-            if (r != TE_OK) {
-                char msg[1600];
-                memcpy(msg, t->err, sizeof msg - 1);
-                msg[sizeof msg - 1] = 0;
-                rc = te__tuner_err(t, r == TE_ERR_NOMEM ? r : TE_ERR_ARG,
-                                   "task list '%s': task %d: %s", path, idx, msg);
-                break;
-            }
-            const char *key = t->tasks[t->ntasks - 1].key;
-            for (int d = 0; d < n_other; d++)
-                if (!strcmp(other[d], key)) {
-                    rc = te__tuner_err(t, TE_ERR_ARG,
-                                       "task list '%s': task %d: workload '%s' is listed twice",
-                                       path, idx, key);
-                    break;
-                }
-            if (rc != TE_OK) {
-                drop_last_task(t, NULL);
-                break;
-            }
-            if (shard_n > 1 && te_tuner_shard_of(key, shard_n) != shard_i) {
-                /* Kept for the duplicate check, owned from here on. */
-                char **v =
-                    n_other % 16 ? other : realloc(other, sizeof *v * (size_t)(n_other + 16));
-                if (!v) {
-                    drop_last_task(t, NULL);
-                    rc = te__tuner_err(t, TE_ERR_NOMEM, "out of memory");
-                    break;
-                }
-                other = v;
-                drop_last_task(t, &other[n_other++]);
-            } else {
-                added++;
-            }
+    for (te__json *e = rc == TE_OK ? root->first : NULL; e && rc == TE_OK; e = e->next, idx++) {
+        te__json *op = e->type == TE__JSON_OBJECT ? te__json_member(e, "op") : NULL;
+        te__json *sh = e->type == TE__JSON_OBJECT ? te__json_member(e, "shape") : NULL;
+        te__json *w = e->type == TE__JSON_OBJECT ? te__json_member(e, "weight") : NULL;
+        if (!sh && e->type == TE__JSON_OBJECT)
+            sh = te__json_member(e, "params");
+        if (!op || op->type != TE__JSON_STRING || (sh && sh->type != TE__JSON_STRING) ||
+            (w && (w->type != TE__JSON_NUMBER || !(w->num >= 0)))) {
+            rc = te__tuner_err(t, TE_ERR_ARG,
+                               "task list '%s': task %d must be an object {\"op\": NAME, "
+                               "\"shape\": \"KEY=VAL,...\", \"weight\": N (optional)}",
+                               path, idx);
+            break;
+        }
+        te_tuner *into = all;
+        int r = te_tuner_add_op(all, op->str, sh ? sh->str : "", w ? w->num : 1);
+        if (r == TE_OK && (shard_n <= 1 || te_tuner_shard_of(all->tasks[all->ntasks - 1].key,
+                                                             shard_n) == shard_i)) {
+            into = t;
+            r = te_tuner_add_op(t, op->str, sh ? sh->str : "", w ? w->num : 1);
+            added += r == TE_OK;
+        }
+        if (r != TE_OK) {
+            char msg[1600];
+            memcpy(msg, into->err, sizeof msg - 1);
+            msg[sizeof msg - 1] = 0;
+            rc = te__tuner_err(t, r == TE_ERR_NOMEM ? r : TE_ERR_ARG, "task list '%s': task %d: %s",
+                               path, idx, msg);
         }
     }
-    for (int d = 0; d < n_other; d++)
-        free(other[d]);
-    free(other);
+    te_tuner_free(all);
     te__json_doc_free(&doc);
     free(buf);
     if (n_added)

@@ -212,6 +212,17 @@ static void test_shards_partition_the_task_list(void **state)
         assert_int_equal(total, NTASKS);
         for (int k = 0; k < NTASKS; k++)
             assert_int_equal(seen[k], 1);
+        /* All shards added to one tuner, one after the other: the whole list. */
+        te_tuner *t = te_tuner_create(NULL, NULL);
+        for (int i = 0; i < n; i++)
+            assert_int_equal(te_tuner_add_tasks_file(t, path("tasks.json"), i, n, NULL), TE_OK);
+        assert_int_equal(te_tuner_ntasks(t), NTASKS);
+        /* ... and a shard once more: its tasks are duplicates. */
+        int s0 = te_tuner_shard_of("relu;m=8,n=64;f32", n);
+        assert_int_equal(te_tuner_add_tasks_file(t, path("reversed.json"), s0, n, NULL),
+                         TE_ERR_ARG);
+        assert_non_null(strstr(te_tuner_errmsg(t), "listed twice"));
+        te_tuner_free(t);
         printf("  %d shards: %d non-empty\n", n, nonempty);
         assert_true(nonempty >= (n < NTASKS ? 2 : 4)); /* a hash, not everything in one shard */
     }
