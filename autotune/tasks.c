@@ -1,8 +1,8 @@
 /*
  * autotune/tasks.c: the tuner and its task set. Creating and freeing a tuner, adding tasks
  * (library operators with their parameters, user-defined expressions, JSON task lists with
- * sharding), and what a caller reads back about them (te_tuner_task_info). The job that
- * tunes them is tuner.c.
+ * sharding by the hash of the workload key), and what a caller reads back about them
+ * (te_tuner_task_info). The job that tunes them is tuner.c.
  */
 #define _GNU_SOURCE
 
@@ -239,6 +239,29 @@ int te_tuner_add_expr(te_tuner *t, const char *name, int n_in, te_tensor *const 
     return TE_OK;
 }
 
+/* ---- Shards ------------------------------------------------------------------------------- */
+
+uint64_t te_tuner_shard_hash(const char *workload_key)
+{
+    /* FNV-1a, 64 bits, over the key's bytes: the constants are part of the contract (shards of
+     * one task list must agree on every machine and in every version), so they are spelled out
+     * here rather than shared with the other hashes of the library. */
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char *p = (const unsigned char *)(workload_key ? workload_key : ""); *p;
+         p++) {
+        h ^= *p;
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+int te_tuner_shard_of(const char *workload_key, int shard_n)
+{
+    if (!workload_key || shard_n < 1)
+        return TE_ERR_ARG;
+    return (int)(te_tuner_shard_hash(workload_key) % (uint64_t)shard_n);
+}
+
 int te_tuner_add_tasks_file(te_tuner *t, const char *path, int shard_i, int shard_n, int *n_added)
 {
     if (n_added)
@@ -272,39 +295,50 @@ int te_tuner_add_tasks_file(te_tuner *t, const char *path, int shard_i, int shar
     memset(&doc, 0, sizeof doc);
     te__json *root = te__json_parse(&doc, buf, n);
     int rc = TE_OK, added = 0, idx = 0;
-    if (!root) {
+    /* Every entry goes into a scratch tuner first: it makes the workload key the shard is
+     * chosen by, checks the entry and finds duplicates across the whole list, so that every
+     * shard refuses the same lists. Only the entries of this shard go into t, which also
+     * refuses the tasks it held before. */
+    te_tune_options so = t->o;
+    so.target = &t->target;
+    te_tuner *all = te_tuner_create(NULL, &so);
+    if (!all)
+        rc = te__tuner_err(t, TE_ERR_NOMEM, "out of memory");
+    else if (!root)
         rc = te__tuner_err(t, TE_ERR_ARG, "task list '%s': %s", path, doc.err);
-    } else if (root->type != TE__JSON_ARRAY) {
+    else if (root->type != TE__JSON_ARRAY)
         rc = te__tuner_err(t, TE_ERR_ARG, "task list '%s': expected a JSON array of tasks", path);
-    } else {
-        for (te__json *e = root->first; e && rc == TE_OK; e = e->next, idx++) {
-            te__json *op = e->type == TE__JSON_OBJECT ? te__json_member(e, "op") : NULL;
-            te__json *sh = e->type == TE__JSON_OBJECT ? te__json_member(e, "shape") : NULL;
-            te__json *w = e->type == TE__JSON_OBJECT ? te__json_member(e, "weight") : NULL;
-            if (!sh && e->type == TE__JSON_OBJECT)
-                sh = te__json_member(e, "params");
-            if (!op || op->type != TE__JSON_STRING || (sh && sh->type != TE__JSON_STRING) ||
-                (w && (w->type != TE__JSON_NUMBER || !(w->num >= 0)))) {
-                rc = te__tuner_err(t, TE_ERR_ARG,
-                                   "task list '%s': task %d must be an object {\"op\": NAME, "
-                                   "\"shape\": \"KEY=VAL,...\", \"weight\": N (optional)}",
-                                   path, idx);
-                break;
-            }
-            if (shard_n > 1 && idx % shard_n != shard_i)
-                continue;
-            int r = te_tuner_add_op(t, op->str, sh ? sh->str : "", w ? w->num : 1);
-            if (r != TE_OK) {
-                char msg[1600];
-                memcpy(msg, t->err, sizeof msg - 1);
-                msg[sizeof msg - 1] = 0;
-                rc = te__tuner_err(t, r == TE_ERR_NOMEM ? r : TE_ERR_ARG,
-                                   "task list '%s': task %d: %s", path, idx, msg);
-                break;
-            }
-            added++;
+    for (te__json *e = rc == TE_OK ? root->first : NULL; e && rc == TE_OK; e = e->next, idx++) {
+        te__json *op = e->type == TE__JSON_OBJECT ? te__json_member(e, "op") : NULL;
+        te__json *sh = e->type == TE__JSON_OBJECT ? te__json_member(e, "shape") : NULL;
+        te__json *w = e->type == TE__JSON_OBJECT ? te__json_member(e, "weight") : NULL;
+        if (!sh && e->type == TE__JSON_OBJECT)
+            sh = te__json_member(e, "params");
+        if (!op || op->type != TE__JSON_STRING || (sh && sh->type != TE__JSON_STRING) ||
+            (w && (w->type != TE__JSON_NUMBER || !(w->num >= 0)))) {
+            rc = te__tuner_err(t, TE_ERR_ARG,
+                               "task list '%s': task %d must be an object {\"op\": NAME, "
+                               "\"shape\": \"KEY=VAL,...\", \"weight\": N (optional)}",
+                               path, idx);
+            break;
+        }
+        te_tuner *into = all;
+        int r = te_tuner_add_op(all, op->str, sh ? sh->str : "", w ? w->num : 1);
+        if (r == TE_OK && (shard_n <= 1 || te_tuner_shard_of(all->tasks[all->ntasks - 1].key,
+                                                             shard_n) == shard_i)) {
+            into = t;
+            r = te_tuner_add_op(t, op->str, sh ? sh->str : "", w ? w->num : 1);
+            added += r == TE_OK;
+        }
+        if (r != TE_OK) {
+            char msg[1600];
+            memcpy(msg, into->err, sizeof msg - 1);
+            msg[sizeof msg - 1] = 0;
+            rc = te__tuner_err(t, r == TE_ERR_NOMEM ? r : TE_ERR_ARG, "task list '%s': task %d: %s",
+                               path, idx, msg);
         }
     }
+    te_tuner_free(all);
     te__json_doc_free(&doc);
     free(buf);
     if (n_added)

@@ -194,7 +194,8 @@ struct te_tuner {
     char err[2048];
     int64_t job_id;
     int resumed, interrupted;
-    int64_t job_trials; /* trials_done of the job, including before a resume */
+    int finished_before; /* resume_always continued a finished job: nothing to measure */
+    int64_t job_trials;  /* trials_done of the job, including before a resume */
     int64_t errors, skipped;
     double t0;
 };

@@ -7,7 +7,9 @@
  * picks the task whose next batch promises the most.
  *
  * Resume: a job is identified by its command. Rerunning the command of an interrupted job
- * marks that job running again (te_db_job_resume) and continues its trial count; whatever was
+ * marks that job running again (te_db_job_resume) and continues its trial count (with
+ * resume_always also a job that reads running or failed, and a finished one, which then
+ * measures nothing); whatever was
  * already recorded for (workload, target), by this job or any other, is never measured again
  * (the seen set starts from te_db_history, and every batch is claimed in the database before it
  * is measured, claim.c, which also lets concurrent jobs split the work and retries
@@ -602,15 +604,28 @@ static int start_job(te_tuner *t)
             len += (size_t)snprintf(cmd + len, sizeof cmd - len, " %s", t->tasks[i].key);
     }
     if (!t->o.new_job) {
+        char host[256] = "";
+        gethostname(host, sizeof host - 1);
         te_db_job_list *l = NULL;
         if (te_db_jobs(t->db, 0, &l) == TE_OK) {
             for (size_t i = 0; i < l->n; i++) {
                 const te_db_job *j = &l->items[i];
-                if (j->status == TE_JOB_INTERRUPTED && j->command && !strcmp(j->command, cmd)) {
+                if (!j->command || strcmp(j->command, cmd))
+                    continue;
+                /* resume_always: the caller knows no other process runs this command, so a
+                 * job that reads running on another host is dead too (killed there), and a
+                 * finished one is continued with nothing left to do (a retried cluster task).
+                 * One running on this host is alive (te_db_jobs reads a dead one as
+                 * interrupted) and is left alone. */
+                if (t->o.resume_always && j->status == TE_JOB_RUNNING && j->host &&
+                    !strcmp(j->host, host))
+                    continue;
+                if (j->status == TE_JOB_INTERRUPTED || t->o.resume_always) {
                     if (te_db_job_resume(t->db, j->id) == TE_OK) {
                         t->job_id = j->id;
                         t->job_trials = j->trials_done;
                         t->resumed = 1;
+                        t->finished_before = j->status == TE_JOB_FINISHED;
                     }
                     break;
                 }
@@ -647,6 +662,21 @@ int te_tuner_run(te_tuner *t)
     rc = start_job(t);
     if (rc != TE_OK)
         return rc;
+    if (t->finished_before) {
+        /* Its tasks were done: report their best records and measure nothing. */
+        for (int i = 0; i < t->ntasks; i++) {
+            te__task *k = &t->tasks[i];
+            te_db_trial_list *h = NULL;
+            if (te_db_history(t->db, k->key, &t->dbt, 0, &h) == TE_OK)
+                for (size_t j = 0; j < h->n; j++)
+                    k->trials += !h->items[j].from_system && h->items[j].job_id == t->job_id;
+            te_db_trial_list_free(h);
+            set_best_from_db(k);
+            k->stop_reason = "finished before";
+        }
+        te_db_job_finish(t->db, t->job_id, TE_JOB_FINISHED);
+        return TE_OK;
+    }
     int n_ready = 0;
     char first_err[2048] = "";
     for (int i = 0; i < t->ntasks; i++) {

@@ -72,7 +72,8 @@ static void usage(FILE *f)
             "                        distinct workload, weighted by how often it occurs\n"
             "  MODEL.onnx            the fused groups of an ONNX model (imported and optimized\n"
             "                        as tessera run MODEL.onnx does), as for --graph\n"
-            "  --shard I/N           tune only tasks I, I+N, I+2N, ... of the list (0 <= I < N)\n"
+            "  --shard I/N           tune only shard I of N (0 <= I < N): the tasks whose\n"
+            "                        workload key hashes to I (FNV-1a 64 modulo N)\n"
             "  --target cpu|cuda     where to measure (default cpu)\n"
             "  --trials N            trial budget of the job (default 200 when no --time)\n"
             "  --time T              time budget of this run: 90, 90s, 15m, 8h\n"
@@ -89,6 +90,11 @@ static void usage(FILE *f)
             "  --flush-cache         overwrite the caches before every timed run\n"
             "  --no-warm-start       do not seed the search from the database's records\n"
             "  --new-job             never resume; start a new job\n"
+            "  --resume              continue this command's job whatever its state: one that\n"
+            "                        reads running (killed on another machine) or finished\n"
+            "                        (then nothing is measured); for a scheduler's retries\n"
+            "                        (docs/CLUSTER.md); never give it while the command runs\n"
+            "                        on another machine\n"
             "  --retry-failed        measure every failed configuration again (by default\n"
             "                        only timeouts and out-of-memory failures, once)\n"
             "  --plugin LIB.so       load the operators of a plugin (repeatable; also the\n"
@@ -246,6 +252,7 @@ int te_cmd_tune(int argc, char **argv)
         O_FLUSH,
         O_NO_WARM,
         O_NEW_JOB,
+        O_RESUME,
         O_RETRY,
         O_SHAPE,
         O_TASKS,
@@ -273,6 +280,7 @@ int te_cmd_tune(int argc, char **argv)
                                       {"flush-cache", 0, TE_CLI_FLAG, O_FLUSH},
                                       {"no-warm-start", 0, TE_CLI_FLAG, O_NO_WARM},
                                       {"new-job", 0, TE_CLI_FLAG, O_NEW_JOB},
+                                      {"resume", 0, TE_CLI_FLAG, O_RESUME},
                                       {"retry-failed", 0, TE_CLI_FLAG, O_RETRY},
                                       {"shape", 0, TE_CLI_VALUE, O_SHAPE},
                                       {"params", 0, TE_CLI_VALUE, O_SHAPE},
@@ -331,6 +339,9 @@ int te_cmd_tune(int argc, char **argv)
             break;
         case O_NEW_JOB:
             o.new_job = 1;
+            break;
+        case O_RESUME:
+            o.resume_always = 1;
             break;
         case O_RETRY:
             o.retry_failed = 1;
@@ -430,7 +441,7 @@ int te_cmd_tune(int argc, char **argv)
         }
         }
         /* The job's identity: the command without display-only options. */
-        if (c != O_JSON && c != O_QUIET && c != O_CURVE && cl < sizeof cmdline) {
+        if (c != O_JSON && c != O_QUIET && c != O_CURVE && c != O_RESUME && cl < sizeof cmdline) {
             if (cp.opt)
                 cl += (size_t)snprintf(cmdline + cl, sizeof cmdline - cl, " %s", cp.word);
             if (v && cl < sizeof cmdline)

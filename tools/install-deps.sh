@@ -24,6 +24,9 @@ packages=(
     protobuf-c-compiler    # protoc-c, which generates it
     libprotobuf-c-dev      # the protobuf-c runtime the importer links
     python3-venv           # the ONNX peer check (tests/onnx_peer) makes a venv for onnx + onnxruntime
+    slurm-wlm              # tests/cluster/slurm_test.sh runs a private single-node Slurm (job array + merge)
+    munge                  # Slurm's authentication daemon, started by that test with its own key
+    python3-yaml           # tests/cluster/k8s_manifest_test.sh reads the Kubernetes manifest
 )
 
 missing=()

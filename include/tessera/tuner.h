@@ -122,7 +122,14 @@ typedef struct te_tune_options {
     /* Job identity: a tuning run with the same command as an interrupted job continues that
      * job (te_db_job_resume). NULL: "tune" plus the task keys. */
     const char *command;
-    int new_job;                 /* never resume; always start a new job */
+    int new_job; /* never resume; always start a new job */
+    /* Continue the newest job of the same command whatever its state, not only an
+     * interrupted one: also one that still reads running on another host (its process was
+     * killed there; a scheduler's retry of a task, `tessera tune --resume`) or failed, and a
+     * finished one, which then measures nothing (its tasks are done). A job running on this
+     * host is alive and never taken over. Give it only when no other machine runs the same
+     * command on the database. Ignored with new_job. */
+    int resume_always;
     volatile sig_atomic_t *stop; /* when it becomes nonzero, stop after the batch in flight */
     const te_target *target;     /* NULL = te_target_host() */
     void (*on_progress)(const te_tune_progress *p, void *user);
@@ -171,11 +178,22 @@ int te_tuner_add_op(te_tuner *t, const char *op, const char *params, double weig
 int te_tuner_add_expr(te_tuner *t, const char *name, int n_in, te_tensor *const *ins, int n_out,
                       te_tensor *const *outs, double weight);
 /* Adds every task of a JSON task list: [{"op": "matmul", "shape": "m=64,n=64,k=64",
- * "weight": 1}, ...] ("shape" may also be called "params"; "weight" is optional). Only the
- * tasks with index % shard_n == shard_i are added (shard_n <= 1: all). *n_added (may be NULL)
- * receives the count. TE_ERR_IO when the file cannot be read, TE_ERR_ARG when it is
- * malformed (the message names the entry). */
+ * "weight": 1}, ...] ("shape" may also be called "params"; "weight" is optional). With
+ * shard_n > 1 only the tasks whose workload key falls in shard shard_i (te_tuner_shard_of)
+ * are added, so the shards 0..shard_n-1 of one list partition it: every task in exactly one
+ * shard, the same one on every machine, whatever the order of the list (shard_n <= 1: all).
+ * Every entry is checked in every shard. *n_added (may be NULL) receives the count; a shard
+ * may get no task at all. TE_ERR_IO when the file cannot be read, TE_ERR_ARG when it is
+ * malformed or lists a workload twice (the message names the entry). */
 int te_tuner_add_tasks_file(te_tuner *t, const char *path, int shard_i, int shard_n, int *n_added);
+/* The hash that assigns a workload to a shard: 64-bit FNV-1a (offset basis 0xcbf29ce484222325,
+ * prime 0x100000001b3) of the bytes of the workload key, without its NUL. It depends on the key
+ * text alone, never on the machine, the process or the list's order, and is part of the
+ * stable interface: it does not change between versions. NULL hashes as "". */
+uint64_t te_tuner_shard_hash(const char *workload_key);
+/* The shard of a workload among shard_n: te_tuner_shard_hash(key) % shard_n, in [0, shard_n).
+ * TE_ERR_ARG (negative) when the key is NULL or shard_n < 1. */
+int te_tuner_shard_of(const char *workload_key, int shard_n);
 int te_tuner_ntasks(const te_tuner *t);
 
 /* Runs the job until the budget is spent, every task has stopped early or exhausted its
@@ -200,7 +218,8 @@ typedef struct te_tune_task_info {
                                this job's or earlier; NULL when none */
     double best_median_s, best_gflops;
     const char *space_kind;  /* "template" or "sketch" */
-    const char *stop_reason; /* "budget", "early stop", "space exhausted", "interrupted" */
+    const char *stop_reason; /* "budget", "early stop", "space exhausted", "interrupted",
+                                "finished before" (resume_always: the job was done) */
 } te_tune_task_info;
 
 /* Information about task i after (or during) a run. Strings belong to the tuner. */
