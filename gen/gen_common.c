@@ -614,10 +614,22 @@ static int kernel_from_db(te_ctx *ctx, te_db *db, const char *db_path, const cha
                 opn = te_tensor_tag(outs[i]);
         rc = te__gen_cuda_default_schedule(ctx, opn, n_out, outs, &k->schedule, what, sizeof what);
     } else {
-        k->schedule = te_schedule_create(ctx, n_out, outs);
-        if (!k->schedule)
-            rc = te_ctx_errcode(ctx) != TE_OK ? te_ctx_errcode(ctx) : TE_ERR_SCHEDULE;
-        snprintf(what, sizeof what, "the default schedule (the plain loop nest, untuned)");
+        /* The untuned default `tessera run` uses: the operator's (or the structure's) template
+         * or sketches ranked by the analytic model; the plain loop nest only when none lowers. */
+        char note[256] = "";
+        rc = te_tune_default_schedule(ctx, op, n_args - n_out, argv, n_out, outs, target,
+                                      &k->schedule, note, sizeof note);
+        if (rc == TE_OK) {
+            snprintf(what, sizeof what, "the untuned default schedule (%s)",
+                     strncmp(note, "default: ", 9) ? note : note + 9);
+        } else {
+            te_ctx_clear_error(ctx);
+            rc = TE_OK;
+            k->schedule = te_schedule_create(ctx, n_out, outs);
+            if (!k->schedule)
+                rc = te_ctx_errcode(ctx) != TE_OK ? te_ctx_errcode(ctx) : TE_ERR_SCHEDULE;
+            snprintf(what, sizeof what, "the default schedule (the plain loop nest, untuned)");
+        }
     }
     if (rc != TE_OK)
         return rc;
