@@ -231,9 +231,17 @@ static te_stage *stage_of(te__gen *g, const char *name)
 static int reg_tile(te__gen *g, te_stage *S, te_stage *parent, te_iter *at, int lanes, int jax,
                     int64_t cols)
 {
+    /* The tile accumulates in a local copy computed per column chunk (cache_write, which
+     * comes before any other primitive on S), whose indices are constants once its loops are
+     * unrolled, so it lives in registers; S then copies the chunk out. (Accumulating in S's
+     * own block buffer, indexed by the chunk loop, kept every partial sum in memory: a load
+     * and a store per FMA.) */
+    te_tensor *L = te_cache_write(g->s, te_stage_tensor(S), TE_SCOPE_LOCAL);
+    if (!L)
+        return te__gen_fail(g, te_ctx_errcode(g->ctx) ? te_ctx_errcode(g->ctx) : TE_ERR_SCHEDULE);
     if (!TE__OK(g, te_compute_at(S, parent, at)))
         return g->err;
-    te_iter *i = te_stage_axis(S, 2), *j = te_stage_axis(S, jax), *k = te_stage_reduce_axis(S, 0);
+    te_iter *i = te_stage_axis(S, 2), *j = te_stage_axis(S, jax);
     int64_t qb = 1, budget = lanes >= 16 ? 24 : 12;
     for (const te__knob *kn = g->sp->knobs; kn < g->sp->knobs + g->sp->nknobs; kn++)
         if (!strcmp(kn->name, "qb"))
@@ -241,12 +249,21 @@ static int reg_tile(te__gen *g, te_stage *S, te_stage *parent, te_iter *at, int 
     int64_t nv = 1;
     while (nv * 2 * qb <= budget && nv < 8 && lanes * nv * 2 <= cols)
         nv *= 2;
+    te_stage *A = te_schedule_stage(g->s, L);
     te_iter *jc, *jr, *jo, *ji;
     if (!TE__OK(g, te_split(S, j, lanes * nv, &jc, &jr)) ||
         !TE__OK(g, te_split(S, jr, lanes, &jo, &ji)) ||
-        !TE__OK(g, te_reorder(S, 5, (te_iter *[]){jc, k, i, jo, ji})) ||
-        !TE__OK(g, te_unroll(S, i)) || !TE__OK(g, te_unroll(S, jo)) ||
-        !TE__OK(g, te_vectorize(S, ji)))
+        !TE__OK(g, te_reorder(S, 4, (te_iter *[]){jc, i, jo, ji})) || !TE__OK(g, te_unroll(S, i)) ||
+        !TE__OK(g, te_unroll(S, jo)) || !TE__OK(g, te_vectorize(S, ji)) ||
+        !TE__OK(g, te_compute_at(A, S, jc)))
+        return g->err;
+    te_iter *ai = te_stage_axis(A, 2), *aj = te_stage_axis(A, jax),
+            *ak = te_stage_reduce_axis(A, 0);
+    te_iter *ajo, *aji;
+    if (!TE__OK(g, te_split(A, aj, lanes, &ajo, &aji)) ||
+        !TE__OK(g, te_reorder(A, 4, (te_iter *[]){ak, ai, ajo, aji})) ||
+        !TE__OK(g, te_unroll(A, ai)) || !TE__OK(g, te_unroll(A, ajo)) ||
+        !TE__OK(g, te_vectorize(A, aji)))
         return g->err;
     return TE_OK;
 }

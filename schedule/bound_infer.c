@@ -85,8 +85,23 @@ int te__infer_region(lower_ctx *L, lstage *p)
         te__relax r = base;
         te_stage *C = lc->st;
         if (C != S) {
-            bool inside = C->attach == TE_ATTACH_AT && C->attach_stage == S &&
-                          te__leaf_pos(S, C->attach_iter) >= at;
+            /* C is inside S's loop `at` when it is attached there or deeper, directly or
+             * through stages attached inside it (a tile's local accumulator computed in a
+             * stage computed in S): their loops then all run inside `at`, over their whole
+             * extents as far as this region is concerned. */
+            bool inside = false;
+            for (te_stage *a = C; a && a->attach == TE_ATTACH_AT && !inside; a = a->attach_stage) {
+                inside = a->attach_stage == S && te__leaf_pos(S, a->attach_iter) >= at;
+                if (inside || !a->attach_stage)
+                    break;
+                lstage *lx = te__find_lstage(L, a->attach_stage->tensor);
+                for (int k = 0; lx && lx->ext && k < lx->st->leaves.n; k++) {
+                    te_iter *it = lx->st->leaves.v[k];
+                    if (!te__relax_add(&r, it->var, te_int(ctx, 0),
+                                       te_int(ctx, lx->ext[te__iter_index(lx->st, it)] - 1)))
+                        return LERR(L, TE_ERR_UNSUPPORTED, "bound inference: too many loops");
+                }
+            }
             if (!inside)
                 return LERR(L, TE_ERR_SCHEDULE,
                             "stage '%s' is computed at '%s.%s' but stage '%s' "

@@ -74,8 +74,14 @@ int te_compute_at(te_stage *st, te_stage *parent, te_iter *at)
         te_stage *c = cons[i];
         if (c == parent)
             continue;
-        if (c->attach == TE_ATTACH_AT && c->attach_stage == parent &&
-            te__leaf_pos(parent, c->attach_iter) >= te__leaf_pos(parent, at))
+        /* Inside loop `at` of parent: attached there or deeper, directly or through the
+         * stages it is attached in (a tile's local accumulator computed in a stage that is
+         * itself computed inside that loop). */
+        bool inside = false;
+        for (te_stage *a = c; a && a->attach == TE_ATTACH_AT && !inside; a = a->attach_stage)
+            inside = a->attach_stage == parent &&
+                     te__leaf_pos(parent, a->attach_iter) >= te__leaf_pos(parent, at);
+        if (inside)
             continue;
         return TE__SERR(
             s, TE_ERR_SCHEDULE,
