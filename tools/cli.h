@@ -16,5 +16,6 @@ int te_cmd_lower(int argc, char **argv);
 int te_cmd_fuse(int argc, char **argv);
 int te_cmd_run(int argc, char **argv);
 int te_cmd_import(int argc, char **argv);
+int te_cmd_target(int argc, char **argv);
 
 #endif

@@ -44,7 +44,7 @@ build() { # name sources...
     name=$1
     shift
     # shellcheck disable=SC2086,SC2046
-    "$clang" $cflags $(pkg-config --cflags sqlite3) "$@" $(pkg-config --libs sqlite3) -lm \
+    "$clang" $cflags $(pkg-config --cflags sqlite3 jansson) "$@" $(pkg-config --libs sqlite3 jansson) -lm \
         -o "$out/$name"
 }
 status=0
