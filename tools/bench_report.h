@@ -16,6 +16,10 @@ typedef struct te_bench_row {
     char ob_impl[112], dn_impl[112]; /* each library's kernels, "" when not measured */
     const char *other_impl;          /* the one of them that is not the strongest, or "" */
     double err;
+    /* For `tessera bench --roofline`: our kernel's median time and the library operator it
+     * computes (te_op_build's name and parameters; op "" when it is none). */
+    double seconds;
+    char op[24], params[96];
 } te_bench_row;
 
 /* Writes the report to path: the machine (CPU, ISA, cores), its measured FMA peak and copy

@@ -22,6 +22,7 @@
 #include "tools/bench_graph.h"
 #include "tools/bench_report.h"
 #include "tools/cli.h"
+#include "tools/roofline.h"
 
 typedef te_bench_row row;
 
@@ -198,6 +199,7 @@ static void measure_products(tess_run *tr, const float *ours_out, const te_bl_sh
     out->threads = threads;
     out->unit = "gflops";
     out->ours = flop / med[0] * 1e-9;
+    out->seconds = med[0];
     out->base = r.best;
     out->openblas = r.openblas;
     out->onednn = r.onednn;
@@ -438,6 +440,7 @@ static int bench_rowop(const char *op, int M, int N, int threads, int reps, row 
     out->threads = threads;
     out->unit = "gbps";
     out->ours = bytes / ta * 1e-9;
+    out->seconds = ta;
     out->base = bytes / tb * 1e-9;
     out->openblas = out->onednn = NAN;
     snprintf(out->base_name, sizeof out->base_name, "memcpy");
@@ -542,6 +545,7 @@ static int bench_gemv(int N, int K, int tb, int threads, int reps, row *out)
     out->threads = threads;
     out->unit = "gbps";
     out->ours = bytes / med[0] * 1e-9;
+    out->seconds = med[0];
     out->base = bytes / med[1] * 1e-9;
     out->openblas = bytes / med[2] * 1e-9;
     out->onednn = NAN;
@@ -648,6 +652,7 @@ static int bench_db(te_db *db, const char *op, const char *params, int threads, 
         out->threads = threads;
         out->unit = "gbps";
         out->ours = bytes / ta * 1e-9;
+        out->seconds = ta;
         out->base = bytes / tb * 1e-9;
         out->openblas = out->onednn = NAN;
         snprintf(out->base_name, sizeof out->base_name, "memcpy");
@@ -670,11 +675,29 @@ static int bench_db(te_db *db, const char *op, const char *params, int threads, 
     return 0;
 }
 
+/* The library operator a row of work kind `kind` computes, for --roofline. */
+static void row_op(row *r, const char *name, int kind, int m, int n, int k)
+{
+    if (kind == 3) {
+        snprintf(r->op, sizeof r->op, "attention");
+        snprintf(r->params, sizeof r->params, "batch=1,heads=%d,lq=%d,lk=%d,dh=%d", n, m, m, k);
+    } else if (kind >= 4) { /* gemv: kind 4 stores the weights [n][k] */
+        snprintf(r->op, sizeof r->op, "matmul");
+        snprintf(r->params, sizeof r->params, "m=1,n=%d,k=%d,trans_b=%d", n, k, kind == 4);
+    } else {
+        snprintf(r->op, sizeof r->op, "%s", name);
+        if (kind == 2)
+            snprintf(r->params, sizeof r->params, "m=%d,n=%d", m, n);
+        else
+            snprintf(r->params, sizeof r->params, "m=%d,n=%d,k=%d", m, n, k);
+    }
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tessera bench [--json] [--reps N] [--threads LIST] [--only NAME] [--quick] "
-            "[--db FILE] [--report FILE]\n"
+            "[--db FILE] [--report FILE] [--roofline [FILE]]\n"
             "       tessera bench --graph GRAPH [--db FILE] [--threads LIST] [--json] (--help)\n\n"
             "Runs hand-scheduled Tessera kernels beside the strongest baselines on this\n"
             "machine (matmul, the MLP gate: OpenBLAS with the kernels that fit the CPU and\n"
@@ -698,7 +721,10 @@ static void usage(FILE *f)
             "                  runs; not a measurement)\n"
             "  --report FILE   also write the results as a Markdown report (the machine, its\n"
             "                  measured FMA peak and copy bandwidth, every row with the\n"
-            "                  fraction of peak or bandwidth it reaches): docs/PERFORMANCE.md\n");
+            "                  fraction of peak or bandwidth it reaches): docs/PERFORMANCE.md\n"
+            "  --roofline [FILE]  also place every row under the machine's roofs (peaks from\n"
+            "                  `tessera target --measure` in the database, else measured now):\n"
+            "                  a table, and the plot as SVG in FILE (default roofline.svg)\n");
 }
 
 int te_cmd_bench(int argc, char **argv)
@@ -707,7 +733,7 @@ int te_cmd_bench(int argc, char **argv)
         return te_cmd_bench_graph(argc - 1, argv + 1);
     bool json = false, quick = false;
     int reps = 9, threads[8] = {1, 2}, nthreads = 2;
-    const char *only = NULL, *db_path = NULL, *report = NULL;
+    const char *only = NULL, *db_path = NULL, *report = NULL, *roofline = NULL;
     int attn_seq = 0;
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) {
@@ -748,6 +774,8 @@ int te_cmd_bench(int argc, char **argv)
             db_path = argv[++a];
         } else if (!strcmp(argv[a], "--report") && a + 1 < argc) {
             report = argv[++a];
+        } else if (!strcmp(argv[a], "--roofline")) {
+            roofline = a + 1 < argc && argv[a + 1][0] != '-' ? argv[++a] : "roofline.svg";
         } else {
             fprintf(stderr, "tessera bench: unknown or incomplete option '%s'\n", argv[a]);
             usage(stderr);
@@ -827,6 +855,9 @@ int te_cmd_bench(int argc, char **argv)
                 bench_rowop(work[w].name, work[w].m, work[w].n, threads[t], reps, &rows[n]);
             if (!json)
                 fprintf(stderr, "  measured %s, %d thread(s)\n", rows[n].workload, threads[t]);
+            row_op(&rows[n], work[w].name, work[w].kind,
+                   work[w].kind == 3 && attn_seq ? attn_seq : work[w].m,
+                   quick && work[w].kind >= 4 ? work[w].n / 8 : work[w].n, work[w].k);
             n++;
         }
     }
@@ -890,6 +921,8 @@ int te_cmd_bench(int argc, char **argv)
     te_db_close(db);
     if (report && te_bench_write_report(report, rows, n, threads, nthreads, reps,
                                         te_bl_openblas_note(), dn_note, load_note, db_path) != 0)
+        return 1;
+    if (roofline && te_roofline_bench(rows, n, db_path, roofline) != 0)
         return 1;
     return 0;
 }

@@ -9,6 +9,8 @@
 #include "tessera/ops.h"
 #include "tessera/schedule.h"
 #include "tessera/target.h"
+#include "tessera/tuner.h"
+#include "tools/peak.h"
 #include "tools/roofline.h"
 
 /* ---- Counting ----------------------------------------------------------------------------- */
@@ -302,7 +304,11 @@ int te_roofline_write_svg(const char *path, const te_roof_point *p, int n,
             W - MR - 6, py(&a, m->peak_gflops) - 8, m->peak_gflops);
     xml_text(f, m->peak_what);
     fputs(")</text>\n", f);
-    /* The kernels. */
+    /* The kernels; a label that would cover an earlier one moves down a line (labels are
+     * about 6 px per character at this size). */
+    double *lx0 = malloc(sizeof *lx0 * (size_t)(n > 0 ? 3 * n : 1)), *lx1 = lx0 ? lx0 + n : NULL,
+           *lys = lx0 ? lx0 + 2 * n : NULL;
+    int nl = 0;
     for (int i = 0; i < n; i++) {
         if (!(p[i].intensity > 0) || !(p[i].gflops > 0))
             continue;
@@ -312,11 +318,27 @@ int te_roofline_write_svg(const char *path, const te_roof_point *p, int n,
                 "stroke-width=\"0.8\"/>\n",
                 x, y);
         int right = x < W - MR - 200;
+        double w = 6.0 * ((double)strlen(p[i].label) + 7);
+        double x0 = right ? x + 7 : x - 7 - w, x1 = x0 + w, yl = y - 6;
+        for (int moved = 1; moved && lx0;) {
+            moved = 0;
+            for (int j = 0; j < nl; j++)
+                if (x0 < lx1[j] && lx0[j] < x1 && fabs(yl - lys[j]) < 12) {
+                    yl = lys[j] + 12;
+                    moved = 1;
+                }
+        }
+        if (lx0) {
+            lx0[nl] = x0;
+            lx1[nl] = x1;
+            lys[nl++] = yl;
+        }
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\"%s>", right ? x + 7 : x - 7,
-                y - 6, right ? "" : " text-anchor=\"end\"");
+                yl, right ? "" : " text-anchor=\"end\"");
         xml_text(f, p[i].label);
         fprintf(f, " (%.0f%%)</text>\n", 100 * p[i].fraction);
     }
+    free(lx0);
     fputs("</svg>\n", f);
     int bad = ferror(f);
     if (fclose(f) != 0 || bad) {
@@ -499,5 +521,123 @@ int te_roofline_db_command(const char *db_path, const char *workload, const char
     free(c.pts);
     free(c.targets);
     te_db_close(db);
+    return status;
+}
+
+/* ---- `tessera bench --roofline` ----------------------------------------------------------- */
+
+/* The roofs of the host at `threads` threads: recorded peaks when db has them, else measured. */
+static void bench_machine(te_db *db, int threads, te_roof_machine *m)
+{
+    /* `tessera target --measure` records under the host's own key (all its threads), one
+     * entry per thread count. */
+    te_target tgt = te_target_host();
+    te_db_target dbt;
+    char storage[1024], key[512], why[512];
+    if (db && te_tuner_db_target(&tgt, &dbt, storage, sizeof storage) == TE_OK) {
+        te_db_target_key(&dbt, key, sizeof key);
+        if (te_roofline_machine(db, key, threads, "f32", m, why, sizeof why) == TE_OK)
+            return;
+    }
+    fprintf(stderr,
+            "tessera bench: no peaks recorded for %d thread(s) (tessera target --measure); "
+            "measuring them now\n",
+            threads);
+    te_peak_isa isa = te_peak_widest_isa();
+    m->peak_gflops = te_peak_fma(0, isa, threads, 0, 5);
+    m->bw_gbps = te_peak_copy_gbps(threads, 0, 5);
+    snprintf(m->peak_what, sizeof m->peak_what, "f32 %s, %d thread%s, measured now",
+             te_peak_isa_name(isa), threads, threads == 1 ? "" : "s");
+    snprintf(m->bw_what, sizeof m->bw_what, "copy, %d thread%s, measured now", threads,
+             threads == 1 ? "" : "s");
+}
+
+int te_roofline_bench(const te_bench_row *rows, int n, const char *db_path, const char *svg)
+{
+    if (!db_path) {
+        const char *env = getenv("TESSERA_DB");
+        db_path = env && *env ? env : "tessera.db";
+    }
+    te_db *db = NULL;
+    te_db_options o = {.flags = TE_DB_READONLY | TE_DB_NO_CREATE};
+    if (te_db_open(db_path, &o, &db) != TE_OK) {
+        te_db_close(db);
+        db = NULL;
+    }
+    te_roof_point *pts = calloc((size_t)(n > 0 ? n : 1), sizeof *pts);
+    int *thr = calloc((size_t)(n > 0 ? n : 1), sizeof *thr);
+    te_roof_machine ms[8];
+    int mthreads[8], nm = 0, np = 0, maxt = 0;
+    if (!pts || !thr) {
+        fprintf(stderr, "tessera bench: out of memory\n");
+        free(pts);
+        free(thr);
+        te_db_close(db);
+        return 1;
+    }
+    for (int r = 0; r < n; r++) {
+        const te_bench_row *w = &rows[r];
+        if (!*w->op || !(w->seconds > 0))
+            continue;
+        int mi;
+        for (mi = 0; mi < nm && mthreads[mi] != w->threads; mi++)
+            ;
+        if (mi == nm) {
+            if (nm == 8)
+                continue;
+            bench_machine(db, w->threads, &ms[nm]);
+            mthreads[nm++] = w->threads;
+        }
+        te_ctx *ctx = te_ctx_create();
+        char key[200];
+        snprintf(key, sizeof key, "%s;%s;f32", w->op, w->params);
+        te_kernel_counts k;
+        if (!ctx || te_roofline_count(ctx, key, NULL, &k, NULL, NULL) != TE_OK) {
+            fprintf(stderr, "tessera bench: roofline: %s left out: %s\n", w->workload,
+                    ctx ? te_ctx_errmsg(ctx) : "out of memory");
+            te_ctx_free(ctx);
+            continue;
+        }
+        te_ctx_free(ctx);
+        te_roof_point *p = &pts[np];
+        snprintf(p->label, sizeof p->label, "%s, %d thread%s", w->workload, w->threads,
+                 w->threads == 1 ? "" : "s");
+        snprintf(p->dtype, sizeof p->dtype, "f32");
+        p->flops = k.flops;
+        p->bytes = k.bytes;
+        p->seconds = w->seconds;
+        te_roofline_point_finish(p, &ms[mi]);
+        thr[np++] = w->threads;
+        if (w->threads > maxt)
+            maxt = w->threads;
+    }
+    te_db_close(db);
+    int status = 0;
+    if (np == 0) {
+        fprintf(stderr, "tessera bench: roofline: no row to place\n");
+        status = 1;
+    } else {
+        printf("\nroofline (flops and compulsory bytes from the lowered IR; "
+               "docs/PERFORMANCE.md):\n");
+        for (int i = 0; i < nm; i++)
+            printf("  roofs at %d thread(s): %.4g GFLOP/s (%s), %.4g GB/s (%s)\n", mthreads[i],
+                   ms[i].peak_gflops, ms[i].peak_what, ms[i].bw_gbps, ms[i].bw_what);
+        te_roofline_print_table(stdout, pts, np);
+        int mi = 0, k = 0;
+        while (mthreads[mi] != maxt)
+            mi++;
+        for (int i = 0; i < np; i++)
+            if (thr[i] == maxt)
+                pts[k++] = pts[i];
+        char title[128];
+        snprintf(title, sizeof title, "Roofline: tessera bench, %d thread%s", maxt,
+                 maxt == 1 ? "" : "s");
+        if (te_roofline_write_svg(svg, pts, k, &ms[mi], title) != 0)
+            status = 1;
+        else
+            printf("roofline plot (%d thread%s): %s\n", maxt, maxt == 1 ? "" : "s", svg);
+    }
+    free(pts);
+    free(thr);
     return status;
 }
