@@ -152,8 +152,7 @@ static void test_peaks_record_replace_and_refuse_bad_entries(void **state)
         te_db_peak two[2] = {p[0], bad[i].p};
         assert_int_equal(te_db_record_peaks(db, &t, two, 2), TE_ERR_ARG);
         if (!strstr(te_db_errmsg(db), "peak 1:") || !strstr(te_db_errmsg(db), bad[i].needle))
-            fail_msg("case %zu: '%s' lacks 'peak 1:' or '%s'", i, te_db_errmsg(db),
-                     bad[i].needle);
+            fail_msg("case %zu: '%s' lacks 'peak 1:' or '%s'", i, te_db_errmsg(db), bad[i].needle);
     }
     assert_int_equal(te_db_peaks(db, t.key, &l), TE_OK);
     assert_int_equal(l->n, 1);

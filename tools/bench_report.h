@@ -27,6 +27,10 @@ typedef struct te_bench_row {
  * (GFLOP/s rows) or of copy bandwidth (GB/s rows) it reaches, plus the notes the benchmark
  * printed (which OpenBLAS and oneDNN kernels ran, the machine's load). Returns 0, or -1 with a
  * message on stderr when the file cannot be written. */
+/* The report's "Roofline" section (Markdown), which explains `tessera bench --roofline`'s plot
+ * (docs/roofline.svg beside the report). Static text. */
+extern const char *const te_bench_roofline_section;
+
 int te_bench_write_report(const char *path, const te_bench_row *rows, int n, const int *threads,
                           int nthreads, int reps, const char *openblas_note, const char *dn_note,
                           const char *load_note, const char *db_path);

@@ -63,12 +63,10 @@ static void print_peaks(te_db *db, const char *key, const char *path)
 
 int te_cmd_target(int argc, char **argv)
 {
-    static const struct option lo[] = {{"measure", no_argument, NULL, 'm'},
-                                       {"quick", no_argument, NULL, 'q'},
-                                       {"threads", required_argument, NULL, 't'},
-                                       {"db", required_argument, NULL, 'd'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {0}};
+    static const struct option lo[] = {
+        {"measure", no_argument, NULL, 'm'},       {"quick", no_argument, NULL, 'q'},
+        {"threads", required_argument, NULL, 't'}, {"db", required_argument, NULL, 'd'},
+        {"help", no_argument, NULL, 'h'},          {0}};
     int measure = 0, quick = 0, threads = 0;
     const char *path = NULL;
     opterr = 0;
@@ -167,8 +165,8 @@ int te_cmd_target(int argc, char **argv)
                     fprintf(stderr, "measured: fma %s %s on %d thread(s): %.2f GFLOP/s\n",
                             d ? "f64" : "f32", te_peak_isa_name(isa), nt[t], v);
                     if (v > 0)
-                        peaks[n++] = (te_db_peak){"fma", d ? "f64" : "f32", te_peak_isa_name(isa),
-                                                  nt[t], v, 0};
+                        peaks[n++] = (te_db_peak){
+                            "fma", d ? "f64" : "f32", te_peak_isa_name(isa), nt[t], v, 0};
                 }
             }
         for (int t = 0; t < nnt; t++) {

@@ -79,8 +79,9 @@ void te_roofline_point_finish(te_roof_point *p, const te_roof_machine *m)
     p->roof = NAN;
     if (m && isfinite(p->intensity))
         p->roof = fmin(m->peak_gflops, p->intensity * m->bw_gbps);
-    p->bound = !(p->roof > 0) ? NULL : p->intensity * m->bw_gbps < m->peak_gflops ? "memory"
-                                                                                   : "compute";
+    p->bound = !(p->roof > 0)                               ? NULL
+               : p->intensity * m->bw_gbps < m->peak_gflops ? "memory"
+                                                            : "compute";
     p->fraction = p->roof > 0 ? p->gflops / p->roof : NAN;
 }
 
@@ -141,8 +142,8 @@ void te_roofline_print_table(FILE *f, const te_roof_point *p, int n)
             "bound");
     for (int i = 0; i < n; i++) {
         const te_roof_point *q = &p[i];
-        fprintf(f, "%-44.44s %10.2f %9.3f %10.2f %7.1f%%  %s\n", q->label, q->gflops,
-                q->intensity, q->roof, 100 * q->fraction, q->bound ? q->bound : "-");
+        fprintf(f, "%-44.44s %10.2f %9.3f %10.2f %7.1f%%  %s\n", q->label, q->gflops, q->intensity,
+                q->roof, 100 * q->fraction, q->bound ? q->bound : "-");
     }
 }
 
@@ -196,8 +197,8 @@ static void tick_label(char *buf, size_t n, int k)
         snprintf(buf, n, "1e%+d", k);
 }
 
-int te_roofline_write_svg(const char *path, const te_roof_point *p, int n,
-                          const te_roof_machine *m, const char *title)
+int te_roofline_write_svg(const char *path, const te_roof_point *p, int n, const te_roof_machine *m,
+                          const char *title)
 {
     FILE *f = fopen(path, "w");
     if (!f) {
@@ -251,8 +252,8 @@ int te_roofline_write_svg(const char *path, const te_roof_point *p, int n,
     for (int k = (int)a.y0; k <= (int)a.y1; k++)
         for (int j = 1; j <= 9 && (j == 1 || k < (int)a.y1); j++) {
             double y = py(&a, j * pow(10, k));
-            fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>\n", ML - (j == 1 ? 6 : 3),
-                    y, ML, y);
+            fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>\n",
+                    ML - (j == 1 ? 6 : 3), y, ML, y);
         }
     fputs("</g>\n", f);
     char lab[32];
@@ -287,22 +288,22 @@ int te_roofline_write_svg(const char *path, const te_roof_point *p, int n,
             "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#d62728\" "
             "stroke-width=\"2.5\"/>\n",
             px(&a, ridge), py(&a, m->peak_gflops), px(&a, xe), py(&a, m->peak_gflops));
-    double ang = atan2(py(&a, m->bw_gbps * xs) - py(&a, m->peak_gflops),
-                       px(&a, ridge) - px(&a, xs)) *
-                 180 / M_PI;
-    double lx = px(&a, xs) + 0.25 * (px(&a, ridge) - px(&a, xs));
-    double ly = py(&a, m->bw_gbps * xs) + 0.25 * (py(&a, m->peak_gflops) - py(&a, m->bw_gbps * xs));
+    /* The legend, top left, where no kernel can be (high performance at low intensity). */
     fprintf(f,
-            "<text x=\"%.1f\" y=\"%.1f\" fill=\"#1f77b4\" transform=\"rotate(%.1f %.1f %.1f)\">"
-            "bandwidth roof %.3g GB/s (",
-            lx, ly - 8, -ang, lx, ly - 8, m->bw_gbps);
-    xml_text(f, m->bw_what);
-    fputs(")</text>\n", f);
-    fprintf(f,
-            "<text x=\"%d\" y=\"%.1f\" fill=\"#d62728\" text-anchor=\"end\">compute roof %.4g "
-            "GFLOP/s (",
-            W - MR - 6, py(&a, m->peak_gflops) - 8, m->peak_gflops);
+            "<rect x=\"%d\" y=\"%d\" width=\"330\" height=\"44\" fill=\"white\" "
+            "stroke=\"#bbb\"/>\n"
+            "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#d62728\" "
+            "stroke-width=\"2.5\"/>\n"
+            "<text x=\"%d\" y=\"%d\" font-size=\"11\">compute roof %.4g GFLOP/s (",
+            ML + 8, MT + 8, ML + 16, MT + 22, ML + 40, MT + 22, ML + 46, MT + 26, m->peak_gflops);
     xml_text(f, m->peak_what);
+    fprintf(f,
+            ")</text>\n"
+            "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#1f77b4\" "
+            "stroke-width=\"2.5\"/>\n"
+            "<text x=\"%d\" y=\"%d\" font-size=\"11\">bandwidth roof %.4g GB/s x AI (",
+            ML + 16, MT + 40, ML + 40, MT + 40, ML + 46, MT + 44, m->bw_gbps);
+    xml_text(f, m->bw_what);
     fputs(")</text>\n", f);
     /* The kernels; a label that would cover an earlier one moves down a line (labels are
      * about 6 px per character at this size). */
@@ -333,8 +334,8 @@ int te_roofline_write_svg(const char *path, const te_roof_point *p, int n,
             lx1[nl] = x1;
             lys[nl++] = yl;
         }
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\"%s>", right ? x + 7 : x - 7,
-                yl, right ? "" : " text-anchor=\"end\"");
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\"%s>", right ? x + 7 : x - 7, yl,
+                right ? "" : " text-anchor=\"end\"");
         xml_text(f, p[i].label);
         fprintf(f, " (%.0f%%)</text>\n", 100 * p[i].fraction);
     }
@@ -465,8 +466,8 @@ int te_roofline_db_command(const char *db_path, const char *workload, const char
     for (int i = 0; i < c.n && !status; i++) {
         te_roof_machine m;
         char why[512];
-        int mrc = te_roofline_machine(db, c.targets[i], key_cores(c.targets[i]), c.pts[i].dtype,
-                                      &m, why, sizeof why);
+        int mrc = te_roofline_machine(db, c.targets[i], key_cores(c.targets[i]), c.pts[i].dtype, &m,
+                                      why, sizeof why);
         if (mrc != TE_OK) {
             fprintf(stderr, "tessera db roofline: %s\n",
                     mrc == TE_ERR_NOT_FOUND ? why : te_db_errmsg(db));
@@ -490,7 +491,7 @@ int te_roofline_db_command(const char *db_path, const char *workload, const char
                 te_db_json_write_str(stdout, p->label);
                 fputs(",\"target\":", stdout);
                 te_db_json_write_str(stdout, c.targets[i]);
-                const char *names[] = {"flops", "bytes", "median_s", "gflops",
+                const char *names[] = {"flops",     "bytes",       "median_s", "gflops",
                                        "intensity", "roof_gflops", "fraction"};
                 double vals[] = {p->flops,     p->bytes, p->seconds, p->gflops,
                                  p->intensity, p->roof,  p->fraction};

@@ -17,15 +17,15 @@
 
 /* One kernel on the plot. */
 typedef struct te_roof_point {
-    char label[160];  /* the workload key, or the benchmark row's name */
-    char dtype[8];    /* its dtype ("f32", "f64", ...) */
-    double flops;     /* per run, from the lowered IR */
-    double bytes;     /* compulsory bytes per run */
-    double seconds;   /* measured time of one run */
-    double gflops;    /* flops / seconds / 1e9 */
-    double intensity; /* flops / bytes */
-    double roof;      /* min(peak, intensity x bandwidth), GFLOP/s */
-    double fraction;  /* gflops / roof */
+    char label[160];   /* the workload key, or the benchmark row's name */
+    char dtype[8];     /* its dtype ("f32", "f64", ...) */
+    double flops;      /* per run, from the lowered IR */
+    double bytes;      /* compulsory bytes per run */
+    double seconds;    /* measured time of one run */
+    double gflops;     /* flops / seconds / 1e9 */
+    double intensity;  /* flops / bytes */
+    double roof;       /* min(peak, intensity x bandwidth), GFLOP/s */
+    double fraction;   /* gflops / roof */
     const char *bound; /* "memory" (left of the ridge) or "compute"; NULL without a roof */
 } te_roof_point;
 
@@ -62,8 +62,8 @@ void te_roofline_print_table(FILE *f, const te_roof_point *p, int n);
 /* Writes an SVG roofline plot of the n points under the roofs of m (log-log axes with decade
  * ticks and labels, the bandwidth roof and the compute roof as lines, every kernel a labelled
  * point) to path. Returns 0, or -1 with a message on stderr. */
-int te_roofline_write_svg(const char *path, const te_roof_point *p, int n,
-                          const te_roof_machine *m, const char *title);
+int te_roofline_write_svg(const char *path, const te_roof_point *p, int n, const te_roof_machine *m,
+                          const char *title);
 
 /* `tessera db roofline`: the best ok trial of every (workload, target) of db_path (workload
  * and target: substrings to keep, may be NULL), counted and placed under its target's roofs;
