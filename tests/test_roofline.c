@@ -304,10 +304,12 @@ static void test_db_roofline_prints_the_table_and_a_well_formed_svg(void **state
     assert_non_null(strstr(out, "relu;m=256,n=256;f32"));
     assert_non_null(strstr(out, "sum;m=128,n=512;f32"));
     assert_non_null(strstr(out, "fraction"));
-    /* relu: 65536 maxes over 2 x 256 KiB: AI 0.125, far left of any CPU's ridge. */
+    /* relu: 65536 maxes over 2 x 256 KiB: AI 0.125 (which roof bounds it depends on the
+     * measured peaks, which --quick makes noise: not checked). */
     const char *relu = strstr(out, "relu;");
+    const char *eol = strchr(relu, '\n');
     assert_non_null(strstr(relu, "0.125"));
-    assert_non_null(strstr(relu, "memory"));
+    assert_true(strstr(relu, "0.125") < eol);
     free(out);
     assert_int_equal(cli(&out, "db roofline --db roof.db --workload matmul --json"), 0);
     assert_non_null(strstr(out, "\"flops\":524288.0"));

@@ -922,7 +922,8 @@ int te_cmd_bench(int argc, char **argv)
     if (report && te_bench_write_report(report, rows, n, threads, nthreads, reps,
                                         te_bl_openblas_note(), dn_note, load_note, db_path) != 0)
         return 1;
-    if (roofline && te_roofline_bench(rows, n, db_path, roofline) != 0)
+    /* With --json, stdout holds only the JSON list. */
+    if (roofline && te_roofline_bench(rows, n, db_path, roofline, json ? stderr : stdout) != 0)
         return 1;
     return 0;
 }

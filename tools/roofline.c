@@ -553,7 +553,8 @@ static void bench_machine(te_db *db, int threads, te_roof_machine *m)
              threads == 1 ? "" : "s");
 }
 
-int te_roofline_bench(const te_bench_row *rows, int n, const char *db_path, const char *svg)
+int te_roofline_bench(const te_bench_row *rows, int n, const char *db_path, const char *svg,
+                      FILE *out)
 {
     if (!db_path) {
         const char *env = getenv("TESSERA_DB");
@@ -618,12 +619,12 @@ int te_roofline_bench(const te_bench_row *rows, int n, const char *db_path, cons
         fprintf(stderr, "tessera bench: roofline: no row to place\n");
         status = 1;
     } else {
-        printf("\nroofline (flops and compulsory bytes from the lowered IR; "
-               "docs/PERFORMANCE.md):\n");
+        fprintf(out, "\nroofline (flops and compulsory bytes from the lowered IR; "
+                     "docs/PERFORMANCE.md):\n");
         for (int i = 0; i < nm; i++)
-            printf("  roofs at %d thread(s): %.4g GFLOP/s (%s), %.4g GB/s (%s)\n", mthreads[i],
-                   ms[i].peak_gflops, ms[i].peak_what, ms[i].bw_gbps, ms[i].bw_what);
-        te_roofline_print_table(stdout, pts, np);
+            fprintf(out, "  roofs at %d thread(s): %.4g GFLOP/s (%s), %.4g GB/s (%s)\n",
+                    mthreads[i], ms[i].peak_gflops, ms[i].peak_what, ms[i].bw_gbps, ms[i].bw_what);
+        te_roofline_print_table(out, pts, np);
         int mi = 0, k = 0;
         while (mthreads[mi] != maxt)
             mi++;
@@ -636,7 +637,7 @@ int te_roofline_bench(const te_bench_row *rows, int n, const char *db_path, cons
         if (te_roofline_write_svg(svg, pts, k, &ms[mi], title) != 0)
             status = 1;
         else
-            printf("roofline plot (%d thread%s): %s\n", maxt, maxt == 1 ? "" : "s", svg);
+            fprintf(out, "roofline plot (%d thread%s): %s\n", maxt, maxt == 1 ? "" : "s", svg);
     }
     free(pts);
     free(thr);

@@ -75,8 +75,9 @@ int te_roofline_db_command(const char *db_path, const char *workload, const char
 /* `tessera bench --roofline FILE`: every row with an operator (te_bench_row.op) counted and
  * placed under the roofs of the host target at the row's thread count: the peaks recorded in
  * db_path (NULL: $TESSERA_DB, else ./tessera.db) when there are any, else measured now (FMA
- * of f32 with the widest vectors, copy bandwidth). Prints the table on stdout and writes the
+ * of f32 with the widest vectors, copy bandwidth). Prints the table on out and writes the
  * plot of the rows at the largest thread count to svg. Returns 0, or 1 with a message. */
-int te_roofline_bench(const te_bench_row *rows, int n, const char *db_path, const char *svg);
+int te_roofline_bench(const te_bench_row *rows, int n, const char *db_path, const char *svg,
+                      FILE *out);
 
 #endif

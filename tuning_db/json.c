@@ -237,6 +237,8 @@ static te__json *convert(te__json_doc *doc, json_t *j, cursor *c)
         skip_scalar(c);
         break;
     }
+    if (c->p > c->end) /* cannot happen on input jansson accepted; never read past it */
+        c->p = c->end;
     v->raw_len = (size_t)(c->p - v->raw);
     return v;
 }
