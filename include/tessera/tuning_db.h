@@ -449,9 +449,10 @@ int te_db_peaks(te_db *db, const char *target_key, te_db_peak_list **out);
 /* Frees a list and its strings. Accepts NULL. */
 void te_db_peak_list_free(te_db_peak_list *list);
 
-/* JSON text as the database's exports write it, for tools that print JSON beside them: a
- * string with its quotes and escapes (valid UTF-8 passes through; NULL writes null), and a
- * number that reads back to the same double (non-finite values write null). */
+/* JSON text as the database's exports write it (jansson), for tools that print JSON beside
+ * them: a string with its quotes and escapes (valid UTF-8 passes through, bytes that are not
+ * UTF-8 become U+FFFD; NULL writes null), and a number that reads back to the same double (17
+ * significant digits, a whole number with ".0"; non-finite values write null). */
 void te_db_json_write_str(FILE *f, const char *s);
 void te_db_json_write_num(FILE *f, double x);
 
