@@ -19,24 +19,30 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "autotune/space_impl.h"
 #include "autotune/tune_impl.h"
 #include "schedule/sched_impl.h"
+#include "te/arith_impl.h"
 #include "tessera/tuner.h"
 
-#define DS_SAMPLES 48       /* candidates scored (plus the space's first configuration) */
-#define DS_MAX_UNROLL 64    /* largest unroll pragma of a default (compile time) */
-#define DS_MAX_TILE 1024    /* largest register tile of a reduction (compile time, L1) */
-#define DS_MAX_UNROLLED 256 /* largest sum of explicitly unrolled loop extents */
+#define DS_SAMPLES 48        /* candidates scored (plus the space's first configuration) */
+#define DS_MAX_ENUMERATE 512 /* enumerable spaces up to this size are scored whole */
+#define DS_MAX_UNROLL 64     /* largest unroll pragma of a default (compile time) */
+#define DS_MAX_TILE 1024     /* largest register tile of a reduction (compile time, L1) */
+#define DS_MAX_UNROLLED 256  /* largest sum of explicitly unrolled loop extents */
 /* Most store statements in the lowered code: lowering unrolls small constant loops, and
  * hundreds of unrolled gathers take the C compiler minutes. */
 #define DS_MAX_STORES 192
 
 static double ex2(float x) { return exp2((double)x) - 1.0; }
 
-double te_tune_default_cost(const float *f, const te_target *target, int threads)
+/* te_tune_default_cost; with tiles_modeled, local loads and stores are taken as register
+ * accesses whatever the size of the largest local allocation (a packed panel is local too):
+ * the reduction model charges the register tiles themselves, spills included. */
+static double default_cost(const float *f, const te_target *target, int threads, bool tiles_modeled)
 {
     if (!f || !target)
         return INFINITY;
@@ -47,7 +53,7 @@ double te_tune_default_cost(const float *f, const te_target *target, int threads
     /* Accumulators in registers: a vector/unrolled register block that fits 16 vector
      * registers. */
     double regbytes = 16.0 * lanes * 4.0;
-    int in_regs = ex2(f[59]) > 1.5 && ex2(f[33]) <= regbytes;
+    int in_regs = ex2(f[59]) > 1.5 && (tiles_modeled || ex2(f[33]) <= regbytes);
     double local_disc = in_regs ? 0.05 : 1.0;
     double ld = bl * (1.0 - f[42]) + bl * f[42] * local_disc;
     double st = bs * (1.0 - f[41]) + bs * f[41] * local_disc;
@@ -69,6 +75,11 @@ double te_tune_default_cost(const float *f, const te_target *target, int threads
             sp = 1.0;
     }
     return serial * (1.0 - parf) + serial * parf / sp;
+}
+
+double te_tune_default_cost(const float *f, const te_target *target, int threads)
+{
+    return default_cost(f, target, threads, false);
 }
 
 /* ---- The register tile of reductions ---------------------------------------------------- */
@@ -105,6 +116,29 @@ static bool collect_reads(const te_expr *e, void *user)
     if (e->kind == TE_E_READ && r->n < 32)
         r->reads[r->n++] = e;
     return true;
+}
+
+/* Bytes between the elements that a read touches in consecutive iterations of the reduction
+ * variable kv, in the row-major layout of the tensor it reads (0 when kv is not in its index
+ * or an index is not linear). */
+static double read_stride_bytes(const te_expr *rd, const te_expr *kv)
+{
+    const te_tensor *t = rd->u.read.t;
+    double stride = 0, inner = 1;
+    for (int d = rd->u.read.n - 1; d >= 0; d--) {
+        te__lform f;
+        te__lf_init(&f);
+        te__lf_add(&f, rd->u.read.idx[d], 1);
+        for (int q = 0; f.ok && q < f.n; q++)
+            if (f.v[q].t == kv)
+                stride += (double)f.v[q].k * inner;
+        bool ok = f.ok;
+        te__lf_free(&f);
+        if (!ok)
+            return 0;
+        inner *= d < t->ndim ? (double)t->shape[d] : 1;
+    }
+    return fabs(stride) * (double)te_dtype_size(t->dtype);
 }
 
 /* Cycles of the reduction stages of s on one core, from their register tile: the spatial
@@ -192,10 +226,31 @@ static double reduction_cycles(te_schedule *s, int lanes)
             }
             l2 += 1.0 / reuse;
         }
+        /* Strided reads along the innermost reduction loop: an operand read a row apart at
+         * every step (an unpacked B[k, j] of a matmul) touches a new cache line each step, and
+         * a new page each step once the stride is 4 KiB; a copy computed inside the loop nest
+         * (a packed panel) is contiguous by construction. */
+        double strided = 0;
+        te_iter *kleaf = last_red >= 0 ? te_stage_leaf(st, last_red) : NULL;
+        te_iter *kroot = kleaf ? root_of(st, kleaf) : NULL;
+        for (int k = 0; kroot && k < rc.n; k++) {
+            const te_tensor *rt = rc.reads[k]->u.read.t;
+            te_stage *rs = rt->kind == TE_T_COMPUTE ? te_schedule_stage(s, (te_tensor *)rt) : NULL;
+            if (rs && rs->attach == TE_ATTACH_AT)
+                continue;
+            double b = read_stride_bytes(rc.reads[k], kroot->var);
+            if (b > 64)
+                strided += b >= 4096 ? 8.0 : 3.0;
+        }
         /* Generated C keeps a large tile's accumulators in L1 rather than registers: one
-         * access per vector FMA, twice that past 8 KiB of tile. */
+         * access per vector FMA, twice that past 8 KiB of tile. A tile whose vector
+         * accumulators, one broadcast and the loads of a step do not fit the vector registers
+         * (16, 32 with AVX-512) spills: every FMA then loads and stores its accumulator. */
         double acc = T * 4.0 <= 8192 ? 1.0 : 2.0;
-        double step = acc * V + loads + 2.0 * l2 * T / vl + 4.0;
+        int vregs = lanes >= 16 ? 32 : 16;
+        if (vl > 1 && V + 3 > vregs)
+            acc = fmax(acc, 3.0);
+        double step = acc * V + loads + 2.0 * l2 * T / vl + strided + 4.0;
         if (T <= 1)
             step += 3.0; /* the add chain of one accumulator */
         if (T > DS_MAX_TILE)
@@ -212,30 +267,7 @@ double te__default_score(te_schedule *s, const float *feat, const te_target *tgt
     double red = reduction_cycles(s, lanes);
     if (threads > 1 && feat[49] > 0.5)
         red /= threads;
-    return te_tune_default_cost(feat, tgt, threads) + red;
-}
-
-/* Scores one trace; INFINITY when it does not instantiate or lower. */
-static double score(te_space *sp, const char *trace, int n_args, te_tensor *const *args,
-                    const te_target *tgt, int threads)
-{
-    te_ctx *c = te_ctx_create_child(sp->ctx);
-    if (!c)
-        return INFINITY;
-    double cost = INFINITY;
-    te_schedule *s = te_schedule_create(c, sp->n_out, sp->outs);
-    if (s && te_schedule_apply_trace(s, trace) == TE_OK) {
-        te_lowered *f = te_lower(s, n_args, args, "default", tgt);
-        if (f) {
-            float feat[TE_NUM_FEATURES];
-            te_features(f, feat, TE_NUM_FEATURES);
-            cost = ex2(feat[21]) > DS_MAX_UNROLLED || feat[30] > DS_MAX_STORES
-                       ? INFINITY
-                       : te__default_score(s, feat, tgt, threads);
-        }
-    }
-    te_ctx_free(c);
-    return cost;
+    return default_cost(feat, tgt, threads, red > 0) + red;
 }
 
 /* A short summary of a trace: the split factors in order, the vector and parallel loops. */
@@ -268,6 +300,29 @@ static void summarize(const char *trace, char *out, size_t size)
         memcpy(out + size - 4, "...", 4);
 }
 
+/* Scores one trace; INFINITY when it does not instantiate or lower. */
+static double score(te_space *sp, const char *trace, int n_args, te_tensor *const *args,
+                    const te_target *tgt, int threads)
+{
+    te_ctx *c = te_ctx_create_child(sp->ctx);
+    if (!c)
+        return INFINITY;
+    double cost = INFINITY;
+    te_schedule *s = te_schedule_create(c, sp->n_out, sp->outs);
+    if (s && te_schedule_apply_trace(s, trace) == TE_OK) {
+        te_lowered *f = te_lower(s, n_args, args, "default", tgt);
+        if (f) {
+            float feat[TE_NUM_FEATURES];
+            te_features(f, feat, TE_NUM_FEATURES);
+            cost = ex2(feat[21]) > DS_MAX_UNROLLED || feat[30] > DS_MAX_STORES
+                       ? INFINITY
+                       : te__default_score(s, feat, tgt, threads);
+        }
+    }
+    te_ctx_free(c);
+    return cost;
+}
+
 static uint64_t fnv(const char *s)
 {
     uint64_t h = 1469598103934665603ull;
@@ -295,17 +350,10 @@ int te_tune_default_schedule(te_ctx *ctx, const char *op, int n_in, te_tensor *c
     te_target tgt = target ? *target : te_target_host();
     int threads = tgt.num_cores > 0 ? tgt.num_cores : 1;
     te_space *sp = NULL;
-    if (!op) {
-        /* A fused group (no operator name): the gemm template checks the structure itself
-         * (products over one reduction axis, then an elementwise epilogue), so a matmul +
-         * bias + activation group gets the packed, register-tiled space of the library's
-         * matmul_bias_act rather than sketches without packing. */
-        sp = te_space_create(ctx, "matmul", n_in, ins, n_out, outs, TE_SPACE_TEMPLATE, &tgt);
-        if (!sp)
-            te_ctx_clear_error(ctx);
-    }
-    if (!sp)
-        sp = te_space_create(ctx, op, n_in, ins, n_out, outs, TE_SPACE_AUTO, &tgt);
+    /* A fused group (no operator name) gets the template that recognizes its structure (a
+     * matmul + bias + activation group the packed, register-tiled gemm space, a conv + bn +
+     * relu group the conv2d space), else sketches. */
+    sp = te_space_create(ctx, op, n_in, ins, n_out, outs, TE_SPACE_AUTO, &tgt);
     if (!sp && op) { /* an operator whose template does not apply: sketches */
         te_ctx_clear_error(ctx);
         sp = te_space_create(ctx, NULL, n_in, ins, n_out, outs, TE_SPACE_SKETCH, &tgt);
@@ -322,15 +370,28 @@ int te_tune_default_schedule(te_ctx *ctx, const char *op, int n_in, te_tensor *c
     const char *best = NULL;
     double best_cost = INFINITY;
     int scored = 0;
-    for (int i = 0; i <= DS_SAMPLES; i++) {
-        const char *tr = i == 0 ? te_space_get(sp, 0) : te_space_sample(sp, &rng);
+    /* A small enumerable space (a template's knobs) is scored whole; others are sampled. */
+    int64_t size = te_space_size(sp);
+    bool all = size > 0 && size <= DS_MAX_ENUMERATE;
+    int64_t n_cand = all ? size - 1 : DS_SAMPLES;
+    const char *debug = getenv("TESSERA_DEFAULT_DEBUG");
+    for (int64_t i = 0; i <= n_cand; i++) {
+        const char *tr = i == 0 || all ? te_space_get(sp, i) : te_space_sample(sp, &rng);
         if (!tr) {
+            if (debug && *debug)
+                fprintf(stderr, "default: candidate %lld: %s\n", (long long)i, te_ctx_errmsg(ctx));
             te_ctx_clear_error(ctx);
             continue;
         }
         if (best && fnv(tr) == fnv(best))
             continue;
         double c = score(sp, tr, n_in + n_out, args, &tgt, threads);
+        if (debug && *debug) {
+            char sum[200];
+            summarize(tr, sum, sizeof sum);
+            fprintf(stderr, "default: candidate %lld: est %.4g Mcycles: %s\n", (long long)i,
+                    c * 1e-6, sum);
+        }
         if (isfinite(c))
             scored++;
         if (c < best_cost) {
@@ -340,6 +401,15 @@ int te_tune_default_schedule(te_ctx *ctx, const char *op, int n_in, te_tensor *c
     }
     te_ctx_clear_error(ctx);
     const char *kind = sp->kind == TE_SPACE_TEMPLATE ? "template" : "sketch";
+    bool fallback = false;
+    if (!best && sp->kind == TE_SPACE_TEMPLATE) {
+        /* The model rates no configuration (their tiles are past its limits, as the attention
+         * template's score blocks are): the template's first configuration, which its author
+         * chose as the default. */
+        best = te_space_get(sp, 0);
+        fallback = best != NULL;
+        te_ctx_clear_error(ctx);
+    }
     if (!best) {
         te_ctx_set_error(ctx, TE_ERR_SCHEDULE,
                          "te_tune_default_schedule: no %s candidate of the workload lowers", kind);
@@ -351,8 +421,14 @@ int te_tune_default_schedule(te_ctx *ctx, const char *op, int n_in, te_tensor *c
     if (note && note_size) {
         char sum[240];
         summarize(best, sum, sizeof sum);
-        snprintf(note, note_size, "default: %s heuristic (%s; best of %d, est %.3g Mcycles)", kind,
-                 sum, scored, best_cost * 1e-6);
+        if (fallback)
+            snprintf(note, note_size,
+                     "default: template's first configuration (%s; the cost model rates none "
+                     "of its %lld)",
+                     sum, (long long)size);
+        else
+            snprintf(note, note_size, "default: %s heuristic (%s; best of %d, est %.3g Mcycles)",
+                     kind, sum, scored, best_cost * 1e-6);
     }
     *out = s;
     return TE_OK;

@@ -4,7 +4,8 @@
  * output is computed once per workload: te_reference_eval in float64 when that is cheap, else
  * the default schedule (no primitive applied, which lowers to the plain loop nest of each
  * definition; the test suite checks it against te_reference_eval for every operator), built
- * with te_build and run in a child process. The tolerance grows with the reduction length.
+ * with te_build and run in a child process. The tolerance is the outputs' dtype's
+ * (te_dtype_tolerance): it grows with the reduction length, and integer outputs are exact.
  */
 #define _GNU_SOURCE
 
@@ -54,7 +55,8 @@ void te__meas_fill_random(void *p, te_dtype dt, size_t n, uint64_t seed)
         case TE_BOOL:
             ((uint8_t *)p)[i] = (uint8_t)(r & 1);
             break;
-        default:
+        default: /* f16, bf16: the value rounded to them */
+            te_dtype_store(dt, p, i, u);
             break;
         }
     }
@@ -70,6 +72,9 @@ void te__meas_poison(void *p, te_dtype dt, size_t n)
         double *f = p;
         for (size_t i = 0; i < n; i++)
             f[i] = NAN;
+    } else if (te_dtype_is_float(dt)) { /* f16, bf16 */
+        for (size_t i = 0; i < n; i++)
+            te_dtype_store(dt, p, i, NAN);
     } else {
         memset(p, 0x5b, n * te_dtype_size(dt));
     }
@@ -77,50 +82,15 @@ void te__meas_poison(void *p, te_dtype dt, size_t n)
 
 static double load_as_double(const void *p, te_dtype dt, size_t i)
 {
-    switch (dt) {
-    case TE_F32:
-        return ((const float *)p)[i];
-    case TE_F64:
-        return ((const double *)p)[i];
-    case TE_I32:
-        return ((const int32_t *)p)[i];
-    case TE_I64:
-        return (double)((const int64_t *)p)[i];
-    case TE_I8:
-        return ((const int8_t *)p)[i];
-    case TE_U8:
-    case TE_BOOL:
-        return ((const uint8_t *)p)[i];
-    default:
-        return NAN;
-    }
+    return dt == TE_BOOL ? ((const uint8_t *)p)[i] : te_dtype_load(dt, p, i);
 }
 
 static void store_from_double(void *p, te_dtype dt, size_t i, double v)
 {
-    switch (dt) {
-    case TE_F32:
-        ((float *)p)[i] = (float)v;
-        break;
-    case TE_F64:
-        ((double *)p)[i] = v;
-        break;
-    case TE_I32:
-        ((int32_t *)p)[i] = (int32_t)v;
-        break;
-    case TE_I64:
-        ((int64_t *)p)[i] = (int64_t)v;
-        break;
-    case TE_I8:
-        ((int8_t *)p)[i] = (int8_t)v;
-        break;
-    case TE_U8:
-    case TE_BOOL:
+    if (dt == TE_BOOL)
         ((uint8_t *)p)[i] = (uint8_t)v;
-        break;
-    default:
-        break;
-    }
+    else
+        te_dtype_store(dt, p, i, v);
 }
 
 /* ---- Reference ---------------------------------------------------------------------------- */
@@ -207,12 +177,19 @@ int te__measurer_reference(te__measurer *m, te_ctx *ctx, double interp_limit, ch
     if (m->o.tolerance > 0) {
         m->tol = m->o.tolerance;
     } else {
-        /* float32 rounding grows with the reduction length; a wrong schedule (a missed tail,
-         * a wrong index, an unwritten element) is off by O(1). */
-        m->tol = 1e-5 * fmax(1.0, pow((double)red, 0.75));
+        /* The loosest output's tolerance (te_dtype_tolerance, docs/DTYPES.md): float32
+         * rounding grows with the reduction length, f16/bf16 outputs are rounded to their
+         * precision and may accumulate in it; a wrong schedule (a missed tail, a wrong index,
+         * an unwritten element) is off by O(1). Integer outputs are exact. */
+        m->tol = 0;
+        bool half = false;
+        for (int o = 0; o < m->n_out; o++) {
+            m->tol = fmax(m->tol, te_dtype_tolerance(te_tensor_dtype(outs[o]), red));
+            half |= te_dtype_is_half(te_tensor_dtype(outs[o]));
+        }
         if (strcmp(m->ref_kind, "default schedule") == 0)
             m->tol *= 2;
-        if (m->tol > 1e-2)
+        if (!half && m->tol > 1e-2)
             m->tol = 1e-2;
     }
     m->ref_ok = 1;

@@ -326,6 +326,20 @@ te_space *te_space_create(te_ctx *ctx, const char *op, int n_in, te_tensor *cons
                 te_ctx_clear_error(ctx);
             }
         }
+    } else if (kind == TE_SPACE_AUTO) {
+        /* No operator name (a fused group): the first template that recognizes the
+         * expression's structure, else sketches. */
+        const te__template *ts[4];
+        int nt = te__templates_by_structure(ts, 4);
+        for (int i = 0; i < nt && !sp->tmpl; i++) {
+            sp->tmpl = ts[i];
+            if (ts[i]->init(sp)) {
+                sp->tmpl = NULL;
+                sp->nknobs = 0;
+                sp->tdata = NULL;
+                te_ctx_clear_error(ctx);
+            }
+        }
     }
     if (kind == TE_SPACE_TEMPLATE && !sp->tmpl) {
         te_ctx_set_error(ctx, TE_ERR_UNSUPPORTED,

@@ -73,6 +73,12 @@ int te__filter_le(const int64_t *cand, int n, int64_t limit, int64_t fallback, i
 
 /* Templates (autotune/templates.c). */
 const te__template *te__template_for(const char *op);
+/* The templates that recognize an expression by its structure alone (an expression without an
+ * operator name: a fused graph group), in the order they are tried: attention (te_op_attention's
+ * stages, by their tags, with an optional layout epilogue), gemm (products over one
+ * reduction axis with an elementwise epilogue, or gemv), conv2d (a 4-D convolution with its
+ * padding and an elementwise epilogue). Fills up to cap entries; returns how many. */
+int te__templates_by_structure(const te__template **out, int cap);
 /* te_parallel on x when its extent is above 1; a loop of extent 1 stays serial (a parallel
  * loop of one iteration is a serial kernel that pays for the thread team). Returns the status. */
 int te__parallel(te_stage *st, te_iter *x);

@@ -15,6 +15,8 @@
  *            contiguous K x nr copy reused by every row tile), parallel axis.
  *            Knobs: mr, nr, ku, order (0 panels outside, 1 panels outside + packed B,
  *            2 rows outside), par (0 none, 1 outer loop, 2 outer two loops fused).
+ *            Stages the products read (a fused group's layer norm before its matmul) are a
+ *            prologue computed whole at the root, rows in parallel.
  *            Skinny products (m <= 16): with B stored [n, k] (trans_b, or mlp_gate's weights
  *            [out][in]) the gemv space of templates_gemv.c (k reduced in vector lanes, blocks of
  *            n parallel); with B [k, n] the tiles above, column panels outside, no packing, mr
@@ -95,7 +97,21 @@ typedef struct gemm_out {
 typedef struct gemm_data {
     int nout;
     gemm_out o[8];
+    int npro;
+    const char *pro[16]; /* stages the products read (a fused group's layer norm): at the root */
 } gemm_data;
+
+/* Records prologue stage t once (outputs may share it). */
+static bool add_prologue(gemm_data *gd, const te_tensor *t)
+{
+    for (int q = 0; q < gd->npro; q++)
+        if (!strcmp(gd->pro[q], t->name))
+            return true;
+    if (gd->npro == 16)
+        return false;
+    gd->pro[gd->npro++] = t->name;
+    return true;
+}
 
 static bool is_output(const te_space *sp, const te_tensor *t)
 {
@@ -177,8 +193,10 @@ static int gemm_init(te_space *sp)
         if (gemm_product(O, &g->batch, &g->packable[0])) {
             g->role_a = true;
             R0 = O;
-            if (ns != 1)
-                return TERR(sp, "gemm template: product '%s' has producers", O->name);
+            /* Everything else the product reads is a prologue, computed at the root. */
+            for (int q = 0; q < ns; q++)
+                if (st[q] != O && !add_prologue(gd, st[q]))
+                    return TERR(sp, "gemm template: too many stages before '%s'", O->name);
         } else {
             if (is_reduce(O) || (O->ndim != 2 && O->ndim != 3))
                 return TERR(sp, "gemm template: '%s' is neither a product nor an epilogue",
@@ -196,12 +214,23 @@ static int gemm_init(te_space *sp)
                     g->inl[g->ninl++] = st[q]->name;
                     continue;
                 }
-                if (!gemm_product(st[q], &b, &pk) || st[q]->ndim != O->ndim || g->nprod == 4)
-                    return TERR(sp, "gemm template: stage '%s' is not a product", st[q]->name);
-                for (int d = 0; d < O->ndim; d++)
-                    if (st[q]->shape[d] != O->shape[d])
-                        return TERR(sp, "gemm template: product '%s' has another shape",
-                                    st[q]->name);
+                bool prod = gemm_product(st[q], &b, &pk) && st[q]->ndim == O->ndim;
+                for (int d = 0; prod && d < O->ndim; d++)
+                    prod = st[q]->shape[d] == O->shape[d];
+                if (!prod && reads_product(g, st[q]))
+                    return TERR(sp,
+                                "gemm template: stage '%s' after the products is neither "
+                                "elementwise nor a product",
+                                st[q]->name);
+                if (!prod) {
+                    /* A stage before the products (a fused group's layer norm feeding the
+                     * matmul): computed whole at the root, as its own kernel would. */
+                    if (!add_prologue(gd, st[q]))
+                        return TERR(sp, "gemm template: too many stages before the products");
+                    continue;
+                }
+                if (g->nprod == 4)
+                    return TERR(sp, "gemm template: more than four products in '%s'", O->name);
                 g->batch = b;
                 g->packable[g->nprod] = pk;
                 g->prod_t[g->nprod] = st[q];
@@ -311,6 +340,15 @@ static int gemm_apply(te__gen *g)
     int64_t mr = te__knob_val(g, 0), nr = te__knob_val(g, 1), ku = te__knob_val(g, 2);
     int64_t order = te__knob_val(g, 3), par = te__knob_val(g, 4);
     te_schedule *s = g->s;
+    for (int q = 0; q < gd->npro; q++) {
+        /* A prologue stage stays at the root; its rows run in parallel with the products'. */
+        te_stage *P = te_schedule_stage_by_name(s, gd->pro[q]);
+        if (!P)
+            return te__gen_fail(g, TE_ERR_SCHEDULE);
+        if (par && te_tensor_ndim(te_stage_tensor(P)) > 0 &&
+            !TE__OK(g, te__parallel(P, te_stage_axis(P, 0))))
+            return g->err;
+    }
     for (int o = 0; o < gd->nout; o++) {
         gemm_out *go = &gd->o[o];
         for (int q = 0; q < go->ninl; q++) {
@@ -609,6 +647,15 @@ static const te__template t_row = {"rowop", row_init, row_apply};
 static const te__template t_elt = {"eltwise", elt_init, elt_apply};
 extern const te__template te__t_conv;
 extern const te__template te__t_attention;
+
+int te__templates_by_structure(const te__template **out, int cap)
+{
+    const te__template *all[] = {&te__t_attention, &t_gemm, &te__t_conv};
+    int n = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0] && n < cap; i++)
+        out[n++] = all[i];
+    return n;
+}
 
 const te__template *te__template_for(const char *op)
 {

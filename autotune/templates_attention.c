@@ -28,7 +28,10 @@
  * lanes, half, twice), par (1 parallel fused loop, 0 serial; only 0 on one core).
  *
  * The stages are recognised by the operator tags te_op_attention sets ("attention_s1",
- * "attention_online", ...); an expression with any other stage is refused.
+ * "attention_online", ...); an expression with any other stage is refused, except a layout
+ * epilogue after the attention output (a fused group's head merge: reshapes and a transpose,
+ * on the CPU): the attention is then computed at the root and the epilogue, inlined, is one
+ * parallel loop over its output.
  */
 #include <string.h>
 
@@ -50,7 +53,10 @@ static const char *const one_tag[O_NROLES] = {"attention_kt",   "attention_vp", 
                                               "attention_bpv",  "attention_online"};
 
 typedef struct attn_data {
-    const char *out;
+    const char *out;     /* the te_op_attention output */
+    const char *epi_out; /* the expression's output when a layout epilogue follows, or NULL */
+    int nepi;
+    const char *epi[8]; /* the epilogue's steps before epi_out (reshapes, transposes): inlined */
     bool one_pass;
     const char *st[8]; /* A_NROLES or O_NROLES roles */
     int64_t lq, lk, dh;
@@ -100,14 +106,44 @@ static int attn_init(te_space *sp)
     if (sp->n_out != 1)
         return TERR(sp, "attention template: one output expected");
     te_tensor *O = sp->outs[0], *st[16];
-    if (!O->tag || strcmp(O->tag, "attention") || O->ndim != 4)
-        return TERR(sp, "attention template: '%s' is not a te_op_attention output", O->name);
-    int ns = te_op_stages(O, st, 16);
-    if (ns < 0 || ns > 16)
-        return TERR(sp, "attention template: too many stages");
     attn_data *ad = te__alloc(sp->ctx, sizeof *ad);
     if (!ad)
         return TE_ERR_NOMEM;
+    if (!O->tag || strcmp(O->tag, "attention") || O->ndim != 4) {
+        /* A layout epilogue (a fused group's head merge: reshape, transpose, reshape) after
+         * the attention output: the attention is scheduled as usual at the root, the
+         * epilogue inlined into one parallel loop that reads it. */
+        te_tensor *all[32];
+        int na = te_op_stages(O, all, 32);
+        te_tensor *A = NULL;
+        for (int q = 0; q < na && q < 32; q++)
+            if (all[q]->tag && !strcmp(all[q]->tag, "attention") && all[q]->ndim == 4)
+                A = all[q];
+        if (!A || sp->target.backend == TE_BACKEND_CUDA)
+            return TERR(sp, "attention template: '%s' is not a te_op_attention output", O->name);
+        bool after = false;
+        for (int q = 0; q < na && q < 32; q++) {
+            if (all[q] == A) {
+                after = true;
+                continue;
+            }
+            if (!after)
+                continue;
+            if (all[q]->body->kind == TE_E_REDUCE)
+                return TERR(sp, "attention template: '%s' after the attention is a reduction",
+                            all[q]->name);
+            if (all[q] != O) {
+                if (ad->nepi == 8)
+                    return TERR(sp, "attention template: epilogue too long");
+                ad->epi[ad->nepi++] = all[q]->name;
+            }
+        }
+        ad->epi_out = O->name;
+        O = A;
+    }
+    int ns = te_op_stages(O, st, 16);
+    if (ns < 0 || ns > 16)
+        return TERR(sp, "attention template: too many stages");
     ad->out = O->name;
     bool one = false;
     for (int q = 0; q < ns; q++)
@@ -434,7 +470,42 @@ static int attn_apply_one_pass_gpu(te__gen *g)
     return TE_OK;
 }
 
+/* The layout epilogue: its steps inlined into its output, whose leading two axes are fused
+ * and parallel, the last vectorized when it is a multiple of the lanes. */
+static int apply_epilogue(te__gen *g)
+{
+    attn_data *ad = g->sp->tdata;
+    for (int q = 0; q < ad->nepi; q++)
+        if (!TE__OK(g, te_compute_inline(stage_of(g, ad->epi[q]))))
+            return g->err;
+    te_stage *E = stage_of(g, ad->epi_out);
+    int nd = te_tensor_ndim(te_stage_tensor(E));
+    te_iter *f = te_stage_axis(E, 0);
+    if (nd > 2 && !TE__OK(g, te_fuse(E, f, te_stage_axis(E, 1), &f)))
+        return g->err;
+    if (g->sp->target.num_cores > 1 && !TE__OK(g, te__parallel(E, f)))
+        return g->err;
+    int lanes = g->sp->lanes;
+    if (nd >= 2 && te_tensor_shape(te_stage_tensor(E))[nd - 1] % lanes == 0) {
+        te_iter *o, *i;
+        if (!TE__OK(g, te_split(E, te_stage_axis(E, nd - 1), lanes, &o, &i)) ||
+            !TE__OK(g, te_vectorize(E, i)))
+            return g->err;
+    }
+    return TE_OK;
+}
+
+static int attn_apply_core(te__gen *g);
+
 static int attn_apply(te__gen *g)
+{
+    int rc = attn_apply_core(g);
+    if (rc == TE_OK && ((attn_data *)g->sp->tdata)->epi_out)
+        rc = apply_epilogue(g);
+    return rc;
+}
+
+static int attn_apply_core(te__gen *g)
 {
     if (((attn_data *)g->sp->tdata)->one_pass)
         return g->sp->target.backend == TE_BACKEND_CUDA ? attn_apply_one_pass_gpu(g)

@@ -7,7 +7,9 @@
  * NHWC). The convolution's accumulator tile, hb x rb x vb, is computed at the output's last
  * tile loop (cache_write when the convolution is the output, compute_at under the batch-norm
  * epilogue), with the reduction loops (rc, ry, rx) outside the tile, the tile's loops unrolled
- * and vectorized. The padding stage is inlined or computed once at the root.
+ * and vectorized. The padding stage is inlined or computed once at the root. Elementwise
+ * epilogue steps between the convolution and the output (a fused graph group's bias, residual
+ * add, activation) are inlined into the output.
  *
  * Knobs: rb (register block), vb (vector block), hb (rows of oh), rxu (unroll rx 0/1),
  * pad (0 inline, 1 root; a single value without padding), par (0 none; 1 batch and the
@@ -20,6 +22,8 @@
 
 typedef struct conv_data {
     const char *out, *conv, *pad;
+    int ninl;
+    const char *inl[8]; /* elementwise epilogue steps between the convolution and the output */
     bool role_a;
     int vax, rax, hax; /* axis positions: vector, register, rows */
     int nred;
@@ -33,6 +37,34 @@ static int axis_named(const te_tensor *t, const char *name)
     return -1;
 }
 
+typedef struct {
+    const te_tensor *R;
+    const conv_data *cd;
+    bool hit;
+} reads_ctx;
+
+static bool reads_fn(const te_expr *e, void *user)
+{
+    reads_ctx *c = user;
+    if (e->kind != TE_E_READ)
+        return true;
+    if (e->u.read.t == c->R)
+        c->hit = true;
+    for (int q = 0; q < c->cd->ninl; q++)
+        if (!strcmp(e->u.read.t->name, c->cd->inl[q]))
+            c->hit = true;
+    return true;
+}
+
+/* Whether t reads R or one of the epilogue steps found so far. */
+static bool conv_reads_any(const te_tensor *t, const te_tensor *R, const conv_data *cd)
+{
+    reads_ctx c = {R, cd, false};
+    if (t->kind == TE_T_COMPUTE)
+        te__expr_visit(t->body, reads_fn, &c);
+    return c.hit;
+}
+
 static int conv_init(te_space *sp)
 {
     if (sp->n_out != 1)
@@ -44,6 +76,9 @@ static int conv_init(te_space *sp)
     conv_data *cd = te__alloc(sp->ctx, sizeof *cd);
     if (!cd)
         return TE_ERR_NOMEM;
+    /* Stages come producers first: the padding (read by the convolution), the convolution,
+     * then the epilogue steps that read it (a fused group's bias, residual add, activation),
+     * which are inlined into the output as the library's conv2d_bn_relu writes them. */
     te_tensor *R = NULL;
     for (int q = 0; q < ns; q++) {
         te_tensor *t = st[q];
@@ -52,6 +87,15 @@ static int conv_init(te_space *sp)
                 return te_ctx_set_error(sp->ctx, TE_ERR_UNSUPPORTED,
                                         "conv2d template: two reductions");
             R = t;
+        } else if (t->body->kind == TE_E_REDUCE) {
+            return te_ctx_set_error(sp->ctx, TE_ERR_UNSUPPORTED,
+                                    "conv2d template: reduction '%s' is not a convolution",
+                                    t->name);
+        } else if (t != O && R) {
+            if (cd->ninl == 8 || !conv_reads_any(t, R, cd))
+                return te_ctx_set_error(sp->ctx, TE_ERR_UNSUPPORTED,
+                                        "conv2d template: unexpected stage '%s'", t->name);
+            cd->inl[cd->ninl++] = t->name;
         } else if (t != O) {
             if (cd->pad)
                 return te_ctx_set_error(sp->ctx, TE_ERR_UNSUPPORTED,
@@ -103,6 +147,11 @@ static int conv_apply(te__gen *g)
     te_schedule *s = g->s;
     int64_t rb = te__knob_val(g, 0), vb = te__knob_val(g, 1), hb = te__knob_val(g, 2);
     int64_t rxu = te__knob_val(g, 3), pad = te__knob_val(g, 4), par = te__knob_val(g, 5);
+    for (int q = 0; q < cd->ninl; q++) {
+        te_stage *e = te_schedule_stage_by_name(s, cd->inl[q]);
+        if (!e || !TE__OK(g, te_compute_inline(e)))
+            return e ? g->err : te__gen_fail(g, TE_ERR_SCHEDULE);
+    }
     te_stage *T = te_schedule_stage_by_name(s, cd->out), *R;
     if (cd->role_a) {
         te_tensor *L = te_cache_write(s, te_stage_tensor(T), TE_SCOPE_LOCAL);

@@ -174,6 +174,7 @@ char *te__emit_kernel_ident(const char *name, unsigned langs, char *buf, size_t 
 
 void te__emit_float(te__sb *b, te_dtype d, double v, const te__nonfinite *nf)
 {
+    d = te_dtype_compute(d); /* f16/bf16 values are f32 values between stores */
     if (isnan(v)) {
         te__sb_puts(b, nf->nan);
         return;
@@ -358,7 +359,7 @@ const char *te__emit_libm_name(te_intrin fn, te_dtype d)
         "expf", "logf", "sqrtf", NULL, "tanhf", "erff", NULL, "fabsf", "floorf", "ceilf", "powf"};
     if ((int)fn < 0 || fn >= TE_INTRIN_COUNT)
         return NULL;
-    return d == TE_F32 ? f32[fn] : f64[fn];
+    return te_dtype_compute(d) == TE_F32 ? f32[fn] : f64[fn];
 }
 
 int te__emit_push_loop_range(te_ctx *ctx, te__range_map *r, const te_expr *var, const te_expr *min,

@@ -117,16 +117,8 @@ int te__gen_cuda_default_schedule(te_ctx *ctx, const char *op, int n_out, te_ten
  * 32-bit index mode). */
 static const char *cu_type(te_dtype d)
 {
-    static const struct {
-        te_dtype d;
-        const char *name;
-    } names[] = {{TE_BOOL, "bool"}, {TE_I8, "signed char"}, {TE_U8, "unsigned char"},
-                 {TE_I32, "int"},   {TE_I64, "long long"},  {TE_F32, "float"},
-                 {TE_F64, "double"}};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (names[i].d == d)
-            return names[i].name;
-    return "?";
+    const char *t = te_dtype_cuda_type(d); /* the dtype table's CUDA spelling */
+    return t ? t : "?";
 }
 
 /* Type of an argument in the launchers (C-compatible header types). */

@@ -224,6 +224,34 @@ static int ap_softmax(APPLY_ARGS)
 
 /* Fused attention: Q, K, V [batch, heads, L, dh] and an optional additive mask; causal=1 for
  * the causal mask instead, scale=0 for 1 / sqrt(dh). */
+/* Quantized matmuls (te/ops/quant.c): per-tensor zero points and scales as attributes. */
+static int ap_matmul_integer(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    return done(ctx,
+                te_op_matmul_integer(ctx, in[0], in[1], (int32_t)te__gop_attr_int(op, kv, "a_zero"),
+                                     (int32_t)te__gop_attr_int(op, kv, "b_zero"), names[0]),
+                out);
+}
+
+static int ap_qlinear_matmul(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    char buf[16];
+    te_dtype yd;
+    const char *y = te__gop_attr_str(op, kv, "y_dtype", buf, sizeof buf);
+    if (te_dtype_parse(y, &yd) != TE_OK)
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "attribute y_dtype=%s is not a dtype", y);
+    return done(ctx,
+                te_op_qlinear_matmul(ctx, in[0], te__gop_attr_f64(op, kv, "a_scale"),
+                                     (int32_t)te__gop_attr_int(op, kv, "a_zero"), in[1],
+                                     te__gop_attr_f64(op, kv, "b_scale"),
+                                     (int32_t)te__gop_attr_int(op, kv, "b_zero"),
+                                     te__gop_attr_f64(op, kv, "y_scale"),
+                                     (int32_t)te__gop_attr_int(op, kv, "y_zero"), yd, names[0]),
+                out);
+}
+
 static int ap_attention(APPLY_ARGS)
 {
     UNUSED_ARGS;
@@ -677,7 +705,9 @@ int te__gop_input_any_dtype(const te__gop *op, int i)
     /* gather's indices are integers and where's condition any dtype (non-zero is true), while
      * the data inputs share one dtype. */
     return (strcmp(op->name, "gather") == 0 && i == 1) ||
-           (strcmp(op->name, "where") == 0 && i == 0);
+           (strcmp(op->name, "where") == 0 && i == 0) ||
+           strcmp(op->name, "matmul_integer") == 0 || /* u8 x i8 */
+           strcmp(op->name, "qlinear_matmul") == 0;
 }
 
 /* ---- The table ---------------------------------------------------------------------------- */
@@ -734,6 +764,10 @@ static const te__gop table[] = {
      ap_conv2d_bn_relu},
     {"qkv_projection", TE_KIND_OPAQUE, 4, 4, 3, "X,Wq,Wk,Wv", "", 0, ap_qkv},
     {"attention", TE_KIND_OPAQUE, 3, 4, 1, "Q,K,V[,mask]", "scale=0.0,causal=0", 0, ap_attention},
+    {"matmul_integer", TE_KIND_OPAQUE, 2, 2, 1, "A,B", "a_zero=0,b_zero=0", 0, ap_matmul_integer},
+    {"qlinear_matmul", TE_KIND_OPAQUE, 2, 2, 1, "A,B",
+     "a_scale=1.0,a_zero=0,b_scale=1.0,b_zero=0,y_scale=1.0,y_zero=0,y_dtype=u8", 0,
+     ap_qlinear_matmul},
     /* The graph's own operators (not in the registry). */
     {"batch_norm", TE_KIND_BROADCAST, 5, 5, 1, "X,gamma,beta,mean,var", "eps=1e-5,axis=1", 4,
      ap_batch_norm},

@@ -198,18 +198,18 @@ te_expr *te__fold_cast(te_ctx *ctx, te_expr *e)
     te_expr *a = e->u.un.a;
     if (a->lanes != 1 || (a->kind != TE_E_INT && a->kind != TE_E_FLOAT))
         return e;
-    if (te_dtype_is_float(e->dtype))
-        return mk_float(ctx, e->dtype, a->kind == TE_E_INT ? (double)a->u.i : a->u.f);
+    if (te_dtype_is_float(e->dtype)) {
+        /* te_dtype_convert rounds to e's dtype (f16, bf16 included), as the cast does */
+        double v = a->kind == TE_E_INT ? (double)a->u.i : a->u.f;
+        te_expr *r = mk_float(ctx, e->dtype, te_dtype_convert(v, a->dtype, e->dtype));
+        return r ? r : e;
+    }
     if (a->kind == TE_E_INT)
         return mk_int(ctx, e->dtype, a->u.i);
     double v = a->u.f;
     if (e->dtype == TE_BOOL)
         return mk_int(ctx, TE_BOOL, v != 0);
-    /* Float to integer is only defined when the truncated value fits. */
-    if (!(v > -9.2e18 && v < 9.2e18))
-        return e;
-    int64_t iv = (int64_t)v, lo, hi;
-    if (dtype_range(e->dtype, &lo, &hi) && (iv < lo || iv > hi))
-        return e;
-    return mk_int(ctx, e->dtype, iv);
+    /* Float to integer truncates and saturates, NaN -> 0 (te_dtype_convert). */
+    double c = te_dtype_convert(v, a->dtype, e->dtype);
+    return mk_int(ctx, e->dtype, c >= 0x1p63 ? INT64_MAX : (int64_t)c);
 }

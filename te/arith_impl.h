@@ -87,12 +87,13 @@ static inline te_expr *mk_int(te_ctx *ctx, te_dtype dt, int64_t v)
     return e;
 }
 
-/* A float constant of dtype dt (rounded to float for f32); NULL on allocation failure. */
+/* A float constant of dtype dt (rounded to float where dt computes in f32: f32, f16, bf16, whose
+ * values between stores are f32 values); NULL on allocation failure. */
 static inline te_expr *mk_float(te_ctx *ctx, te_dtype dt, double v)
 {
     te_expr *e = te__new_expr(ctx, TE_E_FLOAT, dt);
     if (e)
-        e->u.f = dt == TE_F32 ? (double)(float)v : v;
+        e->u.f = te_dtype_compute(dt) == TE_F32 ? (double)(float)v : v;
     return e;
 }
 

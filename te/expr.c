@@ -50,7 +50,7 @@ te_expr *te_const(te_ctx *ctx, te_dtype dtype, double v)
         return NULL;
     }
     if (te_dtype_is_float(dtype))
-        e->u.f = dtype == TE_F32 ? (double)(float)v : v;
+        e->u.f = te_dtype_convert(v, TE_F64, dtype); /* a value of dtype: f16 rounds to f16 */
     else if (dtype == TE_BOOL)
         e->u.i = v != 0;
     else
@@ -312,8 +312,20 @@ te_expr *te_cast(te_ctx *ctx, te_dtype dtype, te_expr *a)
     }
     if (a->dtype == dtype)
         return a;
-    if (is_const(a) && a->lanes == 1) /* C conversion, folded */
-        return te_const(ctx, dtype, a->kind == TE_E_INT ? (double)a->u.i : a->u.f);
+    if (is_const(a) && a->lanes == 1 && !(a->kind == TE_E_FLOAT && !te_dtype_is_float(dtype))) {
+        /* folded with the cast's rounding (te_dtype_convert) */
+        double v = a->kind == TE_E_INT ? (double)a->u.i : a->u.f;
+        if (te_dtype_is_float(dtype))
+            v = te_dtype_convert(v, a->dtype, dtype);
+        return te_const(ctx, dtype, v);
+    }
+    if (is_const(a) && a->lanes == 1) { /* float to integer: truncated, saturated, NaN -> 0 */
+        double c = te_dtype_convert(a->u.f, a->dtype, dtype);
+        te_expr *k = te__new_expr(ctx, TE_E_INT, dtype);
+        if (k)
+            k->u.i = dtype == TE_BOOL ? c != 0 : c >= 0x1p63 ? INT64_MAX : (int64_t)c;
+        return k;
+    }
     te_expr *e = te__new_expr(ctx, TE_E_CAST, dtype);
     if (e) {
         e->u.un.a = a;

@@ -34,42 +34,17 @@ static int find_slot(interp *in, const te_tensor *t)
 
 static double read_raw(const void *p, te_dtype dt, int64_t i)
 {
-    switch (dt) {
-    case TE_BOOL:
-        return ((const bool *)p)[i];
-    case TE_I8:
-        return ((const int8_t *)p)[i];
-    case TE_U8:
-        return ((const uint8_t *)p)[i];
-    case TE_I32:
-        return ((const int32_t *)p)[i];
-    case TE_I64:
-        return (double)((const int64_t *)p)[i];
-    case TE_F32:
-        return ((const float *)p)[i];
-    case TE_F64:
-        return ((const double *)p)[i];
-    default:
-        return NAN;
-    }
+    return te_dtype_load(dt, p, (size_t)i);
 }
 
-static double convert(double v, te_dtype to)
+/* v, a value of dtype `from`, converted to `to` with te_cast's rounding (te_dtype_convert):
+ * stores into f16/bf16 round to them, float to integer saturates. f32 and f64 values of their
+ * own dtype stay as computed, in float64 (the reference's precision). */
+static double convert(double v, te_dtype from, te_dtype to)
 {
-    switch (to) {
-    case TE_BOOL:
-        return v != 0;
-    case TE_I8:
-        return (double)(int8_t)(int64_t)v;
-    case TE_U8:
-        return (double)(uint8_t)(int64_t)v;
-    case TE_I32:
-        return (double)(int32_t)(int64_t)v;
-    case TE_I64:
-        return trunc(v);
-    default:
+    if (from == to && te_dtype_is_float(to) && !te_dtype_is_half(to))
         return v;
-    }
+    return te_dtype_convert(v, from, to);
 }
 
 static int compute_tensor(interp *in, const te_tensor *t);
@@ -198,7 +173,7 @@ static double eval_binary(interp *in, const te_expr *e)
     default:
         r = NAN;
     }
-    return isint ? convert(r, e->dtype) : r;
+    return isint ? convert(r, e->dtype, e->dtype) : r;
 }
 
 static double eval_call(interp *in, const te_expr *e)
@@ -275,13 +250,15 @@ static double eval_reduce_tuple(interp *in, const te_expr *e)
     int n = e->u.red.n, nt = r->n, base = in->nenv;
     double acc[TE_MAX_TUPLE], val[TE_MAX_TUPLE], nxt[TE_MAX_TUPLE];
     for (int i = 0; i < nt; i++)
-        acc[i] = convert(eval(in, r->identities[i]), r->identities[i]->dtype);
+        acc[i] =
+            convert(eval(in, r->identities[i]), r->identities[i]->dtype, r->identities[i]->dtype);
     for (int a = 0; a < n; a++)
         if (!push(in, e->u.red.axes[a], 0))
             return 0;
     for (;;) {
         for (int i = 0; i < nt; i++)
-            val[i] = convert(eval(in, e->u.red.srcs[i]), r->identities[i]->dtype);
+            val[i] = convert(eval(in, e->u.red.srcs[i]), e->u.red.srcs[i]->dtype,
+                             r->identities[i]->dtype);
         if (in->err)
             break;
         int b2 = in->nenv;
@@ -289,7 +266,8 @@ static double eval_reduce_tuple(interp *in, const te_expr *e)
             if (!push(in, r->xs[i], acc[i]) || !push(in, r->ys[i], val[i]))
                 break;
         for (int i = 0; i < nt && !in->err; i++)
-            nxt[i] = convert(eval(in, r->combines[i]), r->identities[i]->dtype);
+            nxt[i] =
+                convert(eval(in, r->combines[i]), r->combines[i]->dtype, r->identities[i]->dtype);
         in->nenv = b2;
         if (in->err)
             break;
@@ -374,7 +352,7 @@ static double eval(interp *in, const te_expr *e)
     case TE_E_IF:
         return eval(in, e->u.sel.c) != 0 ? eval(in, e->u.sel.t) : eval(in, e->u.sel.f);
     case TE_E_CAST:
-        return convert(eval(in, e->u.un.a), e->dtype);
+        return convert(eval(in, e->u.un.a), e->u.un.a->dtype, e->dtype);
     case TE_E_CALL:
         return eval_call(in, e);
     case TE_E_READ:
@@ -428,7 +406,7 @@ static int compute_tensor(interp *in, const te_tensor *t)
             in->nenv = base;
             return in->err;
         }
-        data[i] = convert(v, t->dtype);
+        data[i] = convert(v, t->body->dtype, t->dtype);
     }
     in->nenv = base;
     int rc = add_slot(in, t, data, NULL);

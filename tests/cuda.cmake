@@ -6,5 +6,5 @@ if(TEST test_cuda)
   set_tests_properties(test_cuda PROPERTIES TIMEOUT 180 LABELS cuda)
   add_test(NAME test_cuda_no_nvrtc COMMAND test_cuda)
   set_tests_properties(test_cuda_no_nvrtc PROPERTIES TIMEOUT 180 LABELS cuda
-    ENVIRONMENT "TESSERA_CACHE_DIR=${CMAKE_BINARY_DIR}/kcache;OMP_NUM_THREADS=2;TESSERA_NVRTC=off")
+    ENVIRONMENT "TESSERA_CACHE_DIR=${TESSERA_TEST_KERNEL_CACHE};OMP_NUM_THREADS=2;TESSERA_NVRTC=off")
 endif()

@@ -20,4 +20,4 @@ add_test(NAME gen_consumer
                  $<TARGET_FILE:tessera_cli> $<TARGET_FILE:gen_consumer_prep>
                  ${CMAKE_CURRENT_BINARY_DIR}/gen_consumer ${OPENBLAS_INCLUDE} ${OPENBLAS_LIB})
 set_tests_properties(gen_consumer PROPERTIES TIMEOUT 300 LABELS gen
-  ENVIRONMENT "TESSERA_CACHE_DIR=${CMAKE_BINARY_DIR}/kcache;TESSERA_DB=")
+  ENVIRONMENT "TESSERA_CACHE_DIR=${TESSERA_TEST_KERNEL_CACHE};TESSERA_DB=")

@@ -8,4 +8,4 @@ if(TESSERA_SANITIZE)
   set(consumer_flags "-fsanitize=address,undefined")
 endif()
 set_tests_properties(install_consumer PROPERTIES TIMEOUT 300
-  ENVIRONMENT "TESSERA_CACHE_DIR=${CMAKE_BINARY_DIR}/kcache;TESSERA_CONSUMER_FLAGS=${consumer_flags}")
+  ENVIRONMENT "TESSERA_CACHE_DIR=${TESSERA_TEST_KERNEL_CACHE};TESSERA_CONSUMER_FLAGS=${consumer_flags}")

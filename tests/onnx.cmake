@@ -19,21 +19,21 @@ if(TARGET test_onnx)
   add_test(NAME onnx_cli_import
            COMMAND sh -c "cd '${models}' && '$<TARGET_FILE:tessera_cli>' import mlp_gelu.onnx --shape batch=2 -o mlp.graph && '$<TARGET_FILE:tessera_cli>' fuse mlp.graph --check")
   set_tests_properties(onnx_cli_import PROPERTIES FIXTURES_REQUIRED onnx_models LABELS onnx
-    ENVIRONMENT "TESSERA_CACHE_DIR=${CMAKE_BINARY_DIR}/kcache;TESSERA_RULES=${CMAKE_SOURCE_DIR}/rules/cpu.rules"
+    ENVIRONMENT "TESSERA_CACHE_DIR=${TESSERA_TEST_KERNEL_CACHE};TESSERA_RULES=${CMAKE_SOURCE_DIR}/rules/cpu.rules"
     PASS_REGULAR_EXPRESSION "outputs.*y f32\\[2,3\\].*all outputs match")
   # Models with int64 and bool inputs: --check fills them (gather indices within the axis).
   add_test(NAME onnx_cli_import_int_inputs
            COMMAND sh -c "cd '${models}' && '$<TARGET_FILE:tessera_cli>' import compare_ops.onnx -o cmp.graph && '$<TARGET_FILE:tessera_cli>' fuse cmp.graph --check && '$<TARGET_FILE:tessera_cli>' import index_ops.onnx -o ix.graph && '$<TARGET_FILE:tessera_cli>' fuse ix.graph --check")
   set_tests_properties(onnx_cli_import_int_inputs PROPERTIES FIXTURES_REQUIRED onnx_models
     LABELS onnx
-    ENVIRONMENT "TESSERA_CACHE_DIR=${CMAKE_BINARY_DIR}/kcache;TESSERA_RULES=${CMAKE_SOURCE_DIR}/rules/cpu.rules"
+    ENVIRONMENT "TESSERA_CACHE_DIR=${TESSERA_TEST_KERNEL_CACHE};TESSERA_RULES=${CMAKE_SOURCE_DIR}/rules/cpu.rules"
     PASS_REGULAR_EXPRESSION "ids i64\\[2,6\\].*flag u8\\[2,6\\].*equal.*all outputs match.*ids i64\\[3\\].*gather.*all outputs match"
     FAIL_REGULAR_EXPRESSION "FAILED|fills")
   # `tessera fuse` on the model itself: imported, optimized, planned and checked.
   add_test(NAME onnx_cli_fuse_model
            COMMAND tessera_cli fuse ${models}/mlp_gelu.onnx --shape batch=2 --check)
   set_tests_properties(onnx_cli_fuse_model PROPERTIES FIXTURES_REQUIRED onnx_models LABELS onnx
-    ENVIRONMENT "TESSERA_CACHE_DIR=${CMAKE_BINARY_DIR}/kcache;TESSERA_RULES=${CMAKE_SOURCE_DIR}/rules/cpu.rules"
+    ENVIRONMENT "TESSERA_CACHE_DIR=${TESSERA_TEST_KERNEL_CACHE};TESSERA_RULES=${CMAKE_SOURCE_DIR}/rules/cpu.rules"
     PASS_REGULAR_EXPRESSION "check: [0-9]+ kernels, all outputs match")
   add_test(NAME onnx_cli_import_refused
            COMMAND sh -c "'$<TARGET_FILE:tessera_cli>' import '${models}/unknown_op.onnx' -o '${models}/unknown.graph'; echo rc=$?")
@@ -62,4 +62,4 @@ add_test(NAME onnx_peer
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/onnx_peer/run.sh ${CMAKE_BINARY_DIR}
                  $<TARGET_FILE:onnx_peer_check>)
 set_tests_properties(onnx_peer PROPERTIES LABELS "onnx;onnx_peer" SKIP_RETURN_CODE 77
-  TIMEOUT 1200 ENVIRONMENT "TESSERA_CACHE_DIR=${CMAKE_BINARY_DIR}/kcache;OMP_NUM_THREADS=1;TESSERA_PEER_JOBS=2")
+  TIMEOUT 1200 ENVIRONMENT "TESSERA_CACHE_DIR=${TESSERA_TEST_KERNEL_CACHE};OMP_NUM_THREADS=1;TESSERA_PEER_JOBS=2")

@@ -181,12 +181,32 @@ static void test_chain_read_elsewhere_is_left_alone(void **state)
     te_graph_free(g);
 }
 
+/* te_graph_optimize ends with the rewrite: `tessera run/tune --optimize` and every imported
+ * model get the fused attention node, and the log says so. */
+static void test_optimize_rewrites_attention(void **state)
+{
+    (void)state;
+    te_graph *g = parse("input q f32[2,5,4]\ninput k f32[2,5,4]\ninput v f32[2,5,4]\n"
+                        "s = batch_matmul(q, k) trans_b=1\np = softmax(s)\n"
+                        "o = batch_matmul(p, v)\noutput o\n");
+    char buf[512] = "";
+    FILE *log = fmemopen(buf, sizeof buf - 1, "w");
+    assert_non_null(log);
+    assert_int_equal(te_graph_optimize(g, log), TE_OK);
+    fclose(log);
+    assert_non_null(strstr(buf, "fuse_attention: 1 chains rewritten"));
+    assert_int_equal(count_op(g, "attention"), 1);
+    assert_int_equal(count_op(g, "softmax"), 0);
+    te_graph_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_encoder_block_chain_becomes_one_attention_node),
         cmocka_unit_test(test_onnx_bert_chain_with_mask_becomes_one_attention_node),
         cmocka_unit_test(test_chain_read_elsewhere_is_left_alone),
+        cmocka_unit_test(test_optimize_rewrites_attention),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,10 +39,8 @@ static float **run_default(te_ctx *ctx, te_tensor **in, int n_in, te_tensor **ou
         data[n_in + o] = outs[o];
     }
     assert_int_equal(te_module_run(m, data), TE_OK);
-    for (int o = 0; o < n_out; o++) /* integer outputs (indices) compared as floats */
-        if (te_tensor_dtype(out[o]) == TE_I64)
-            for (size_t i = 0, n = (size_t)te_tensor_numel(out[o]); i < n; i++)
-                outs[o][i] = (float)((int64_t *)outs[o])[i];
+    for (int o = 0; o < n_out; o++) /* integer outputs (indices, quantized) compared as floats */
+        tt_output_as_f32(outs[o], te_tensor_dtype(out[o]), (size_t)te_tensor_numel(out[o]));
     te_module_free(m);
     return outs;
 }

@@ -187,8 +187,22 @@ static void test_kinds(void **state)
     tcase_op(&m, "matmul", "m=8,n=16,k=4", &r);
     assert_int_equal(te_space_kind_of(make(&m, "matmul", TE_SPACE_AUTO)), TE_SPACE_TEMPLATE);
     assert_int_equal(te_space_kind_of(make(&m, "matmul", TE_SPACE_SKETCH)), TE_SPACE_SKETCH);
-    assert_int_equal(te_space_kind_of(make(&m, NULL, TE_SPACE_AUTO)), TE_SPACE_SKETCH);
+    /* Without an operator name (a fused group) AUTO recognizes the gemm structure... */
+    assert_int_equal(te_space_kind_of(make(&m, NULL, TE_SPACE_AUTO)), TE_SPACE_TEMPLATE);
     tcase_free(&m);
+    /* ... and a convolution with its padding and a batch-norm + relu epilogue ... */
+    tcase cv;
+    tcase_op(&cv, "conv2d_bn_relu", "n=1,c=4,h=6,w=6,oc=8,kh=3,kw=3,pad=1", &r);
+    te_space *cs = make(&cv, NULL, TE_SPACE_AUTO);
+    assert_int_equal(te_space_kind_of(cs), TE_SPACE_TEMPLATE);
+    assert_true(te_space_size(cs) > 0); /* the conv2d template's knobs, enumerable */
+    assert_non_null(te_space_get(cs, 0));
+    tcase_free(&cv);
+    /* ... while a reduction that is neither gets sketches. */
+    tcase sm;
+    tcase_op(&sm, "softmax", "m=4,n=16", &r);
+    assert_int_equal(te_space_kind_of(make(&sm, NULL, TE_SPACE_AUTO)), TE_SPACE_SKETCH);
+    tcase_free(&sm);
     tcase_free(&c);
 }
 

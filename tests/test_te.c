@@ -46,7 +46,9 @@ static void test_status_and_dtype_tables(void **state)
     te_dtype d;
     assert_int_equal(te_dtype_parse("i64", &d), TE_OK);
     assert_int_equal(d, TE_I64);
-    assert_int_equal(te_dtype_parse("f16", &d), TE_ERR_ARG);
+    assert_int_equal(te_dtype_parse("f8", &d), TE_ERR_ARG);
+    assert_int_equal(te_dtype_parse("bf16", &d), TE_OK);
+    assert_int_equal(d, TE_BF16);
     assert_int_equal(te_dtype_size(TE_F64), 8);
     assert_string_equal(te_dtype_ctype(TE_U8), "uint8_t");
 }

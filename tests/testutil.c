@@ -1,5 +1,7 @@
 #include "testutil.h"
 
+#include "tessera/status.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +47,21 @@ void tt_poison_f32(float *p, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         p[i] = NAN;
+}
+
+void tt_output_as_f32(void *p, int dtype, size_t n)
+{
+    te_dtype d = (te_dtype)dtype;
+    size_t es = te_dtype_size(d);
+    if (d == TE_F32 || !es)
+        return;
+    /* narrower elements: from the end (a float never overwrites an unread element); wider:
+     * from the start */
+    for (size_t k = 0; k < n; k++) {
+        size_t i = es < 4 ? n - 1 - k : k;
+        double v = d == TE_BOOL ? ((const unsigned char *)p)[i] : te_dtype_load(d, p, i);
+        ((float *)p)[i] = (float)v;
+    }
 }
 
 double tt_max_rel_err_f32(const float *got, const double *want, size_t n)

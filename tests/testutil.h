@@ -21,6 +21,9 @@ void tt_fill_f32(tt_rng *r, float *p, size_t n);
 void tt_fill_f64(tt_rng *r, double *p, size_t n);
 /* Fills n floats with NaN so that an output a kernel forgot to write is caught. */
 void tt_poison_f32(float *p, size_t n);
+/* Converts n elements of dtype `dtype` (a te_dtype) at p to floats in place (p has room for
+ * n floats), so that outputs of any dtype compare as f32; f32 is left alone. */
+void tt_output_as_f32(void *p, int dtype, size_t n);
 /* Max over elements of |got - want| / max(1, |want|); NaN in got returns INFINITY. */
 double tt_max_rel_err_f32(const float *got, const double *want, size_t n);
 /* Seed from $TESSERA_TEST_SEED when set, else `dflt`. */

@@ -243,6 +243,55 @@ static void rows(int which, int64_t R, int64_t n, double eps, const float *X, co
     }
 }
 
+/* The attention node unfused, as the graph before te_graph_fuse_attention ran it: per batch
+ * and head, S = scale Q K^T by sgemm (materialized), the mask added, softmax rows (a fully
+ * masked row gives zeros, as te_op_attention), O = P V by sgemm. mask may be NULL; causal
+ * masks the keys after the query. */
+static void attention_unfused(const te_graph *g, const char *attrs, int vq, int vk, int vmask,
+                              const float *Q, const float *K, const float *V, const float *mask,
+                              float *O)
+{
+    const int64_t *qs = te_graph_value_shape(g, vq), *ks = te_graph_value_shape(g, vk);
+    int64_t B = qs[0], H = qs[1], Lq = qs[2], D = qs[3], Lk = ks[2];
+    double sc = attr_f64(attrs, "scale", 0.0);
+    float scale = sc != 0.0 ? (float)sc : 1.0f / sqrtf((float)D);
+    int causal = (int)attr_int(attrs, "causal", 0) != 0;
+    /* An explicit mask is [lq, lk] or [b, 1, lq, lk]. */
+    int64_t mask_b = mask && te_graph_value_numel(g, vmask) > Lq * Lk ? Lq * Lk : 0;
+    float *S = malloc(sizeof(float) * (size_t)(Lq * Lk));
+    if (!S)
+        return;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            const float *q = Q + (b * H + h) * Lq * D, *k = K + (b * H + h) * Lk * D;
+            const float *v = V + (b * H + h) * Lk * D;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Lq, (int)Lk, (int)D, scale, q,
+                        (int)D, k, (int)D, 0.0f, S, (int)Lk);
+#pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < Lq; i++) {
+                float *srow = S + i * Lk;
+                const float *mrow = mask ? mask + b * mask_b + i * Lk : NULL;
+                float mx = -INFINITY;
+                for (int64_t j = 0; j < Lk; j++) {
+                    if (mrow)
+                        srow[j] += mrow[j];
+                    if (causal && j > i)
+                        srow[j] = -INFINITY;
+                    mx = srow[j] > mx ? srow[j] : mx;
+                }
+                float sum = 0;
+                for (int64_t j = 0; j < Lk; j++)
+                    sum += (srow[j] = mx == -INFINITY ? 0.0f : expf(srow[j] - mx));
+                float inv = sum > 0 ? 1.0f / sum : 0.0f;
+                for (int64_t j = 0; j < Lk; j++)
+                    srow[j] *= inv;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Lq, (int)D, (int)Lk, 1.0f,
+                        S, (int)Lk, v, (int)D, 0.0f, O + (b * H + h) * Lq * D, (int)D);
+        }
+    free(S);
+}
+
 /* Runs node nd; 0, or 1 after printing why the baseline cannot. */
 static int run_node(nbn *x, int nd)
 {
@@ -334,6 +383,9 @@ static int run_node(nbn *x, int nd)
             perm[od - 1] = od - 2, perm[od - 2] = od - 1;
         }
         transpose(g, vi[0], vo, perm, in[0], o);
+    } else if (!strcmp(op, "attention") && te_graph_value_ndim(g, vi[0]) == 4) {
+        attention_unfused(g, attrs, vi[0], vi[1], nin > 3 ? vi[3] : -1, in[0], in[1], in[2],
+                          nin > 3 ? in[3] : NULL, o);
     } else {
         fprintf(stderr, "tessera bench --graph: node '%s': the node-by-node baseline has no %s%s\n",
                 te_graph_node_name(g, nd), op,

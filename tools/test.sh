@@ -50,6 +50,11 @@ if [ "$sanitize" -eq 1 ]; then
     # -O1 keeps the sanitized tests fast enough; asserts stay on (no -DNDEBUG).
     config=(-DTESSERA_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
         "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g")
+    # Generated kernels are never sanitized (only the library and the tests are), so the
+    # kernels the normal build's tests compiled are reused rather than compiled again.
+    if [ -d build/kcache ]; then
+        config+=("-DTESSERA_TEST_KERNEL_CACHE=$root/build/kcache")
+    fi
     # Ours first, so that options already in the environment win.
     export ASAN_OPTIONS="detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"

@@ -138,10 +138,13 @@ static int gen_load(emitter *em, te__sb *o, const te_expr *e)
             te__c_put_promo_scalar(o, p, c);
             return P_POSTFIX;
         }
+        bool half = te_dtype_is_half(b->dtype); /* bits in memory, a float value */
+        if (half)
+            te__sb_printf(o, "%s(", te__c_half_conv(em, b->dtype, 0));
         te__sb_printf(o, "%s[", bn);
         te__c_put_index(em, o, b, e->u.load.n, e->u.load.idx);
-        te__sb_puts(o, "]");
-        return P_POSTFIX;
+        te__sb_puts(o, half ? "])" : "]");
+        return half ? P_PRIMARY : P_POSTFIX;
     }
     if (e->u.load.n != 1) {
         te__c_fail(em, TE_ERR_INTERNAL, "vector load of '%s' with an index that is not flat",
@@ -259,7 +262,7 @@ static int gen_call(emitter *em, te__sb *o, const te_expr *e)
     te_dtype d = e->dtype;
     int lanes = e->lanes;
     const te_expr *x = e->u.call.args[0];
-    const char *one = d == TE_F32 ? "1.0f" : "1.0";
+    const char *one = te_dtype_compute(d) == TE_F32 ? "1.0f" : "1.0";
     if (lanes == 1) {
         if (fn == TE_SIGMOID) {
             te__sb_printf(o, "%s(", te__c_helper_name(em, H_SIGMOID, d, 1));
@@ -297,8 +300,27 @@ static int gen_cast(emitter *em, te__sb *o, const te_expr *e)
 {
     const te_expr *a = e->u.un.a;
     int lanes = e->lanes;
+    /* Casts C leaves undefined (float to integer out of range, NaN) or does not have (to f16,
+     * bf16) go through the prelude's te_cvt_* helpers; bools keep the paths below. */
+    const char *cvt = a->dtype == TE_BOOL || (e->dtype == TE_BOOL && lanes > 1)
+                          ? NULL
+                          : te__c_cast_helper(em, e->dtype, a->dtype, lanes);
+    if (!cvt && te_dtype_is_half(a->dtype) && te_dtype_compute(a->dtype) == e->dtype) {
+        /* f16/bf16 to f32: the value already is an f32 one */
+        te__c_put(em, o, a, P_UNARY);
+        return P_UNARY;
+    }
+    if (cvt) {
+        te__sb_printf(o, "%s(", cvt);
+        if (lanes > 1)
+            te__c_put_vec(em, o, a, lanes);
+        else
+            te__c_put(em, o, a, P_LOR);
+        te__sb_puts(o, ")");
+        return P_PRIMARY;
+    }
     if (lanes == 1) {
-        te__sb_printf(o, "(%s)", te__c_ctype(e->dtype));
+        te__sb_printf(o, "(%s)", te__c_value_ctype(e->dtype));
         te__c_put(em, o, a, P_UNARY);
         return P_UNARY;
     }

@@ -121,6 +121,10 @@ typedef struct emitter {
     unsigned vtypes[TE_DTYPE_COUNT], vtypes_u[TE_DTYPE_COUNT];
     /* helpers used: bit lane_slot(lanes) per dtype (slot 0: the scalar helper) */
     unsigned helpers[H_COUNT][TE_DTYPE_COUNT];
+    /* conversions used: bit lane_slot(lanes) per (destination, source value dtype) of the
+     * casts that need a helper (te_cvt_*: float to integer, anything to f16/bf16) */
+    unsigned casts[TE_DTYPE_COUNT][TE_DTYPE_COUNT];
+    bool need_half; /* te_f16_to_f32, te_f32_to_f16, te_bf16_to_f32, te_f32_to_bf16 */
     bool need_immintrin;
 
     promo *promos;
@@ -177,9 +181,22 @@ te_dtype te__c_vec_elem(te_dtype d);
 te_dtype te__c_int_of(te_dtype d);
 /* The vector typedef for lanes of dtype d ("te_f32x16"), marking it used. Arena string. */
 const char *te__c_vtype(emitter *em, te_dtype d, int lanes);
-/* The scalar C type of dtype d. */
+/* The scalar C storage type of dtype d (uint16_t for f16 and bf16: their bits). */
 static inline const char *te__c_ctype(te_dtype d) { return te_dtype_ctype(d); }
-/* Type name of a value: scalar C type or vector typedef. */
+/* The C type of a scalar value of dtype d: its storage type, float for f16 and bf16 (loads
+ * convert to float, stores round: the te_f16_to_f32 ... helpers of the prelude). */
+static inline const char *te__c_value_ctype(te_dtype d)
+{
+    return te_dtype_ctype(te_dtype_compute(d));
+}
+/* The name of the prelude's conversion of half dtype d between storage and float (to_storage
+ * 1: the rounding store), marking the conversions needed. */
+const char *te__c_half_conv(emitter *em, te_dtype d, int to_storage);
+/* The name of the conversion helper of a cast to `to` from a value of dtype `from` over lanes,
+ * marking it needed, or NULL when a C cast (or __builtin_convertvector) is exact: casts from
+ * floats to integers saturate (te_cvt_i32_f32), casts to f16/bf16 round (te_cvt_f16_f32). */
+const char *te__c_cast_helper(emitter *em, te_dtype to, te_dtype from, int lanes);
+/* Type name of a value: scalar C value type (float for f16/bf16) or vector typedef. */
 const char *te__c_type_of(emitter *em, te_dtype d, int lanes);
 /* Name of a helper for dtype/lanes ("te_exp_f32x16", "te_floordiv_i64"), marking it (and
  * what it uses) needed. Arena string. */

@@ -35,33 +35,17 @@ static void sb_template(te__sb *b, const char *t, int lanes)
 
 const char *te__c_dt_short(te_dtype d)
 {
-    switch (d) {
-    case TE_BOOL:
-        return "i32"; /* masks */
-    case TE_I8:
-        return "i8";
-    case TE_U8:
-        return "u8";
-    case TE_I32:
-        return "i32";
-    case TE_I64:
-        return "i64";
-    case TE_F32:
-        return "f32";
-    case TE_F64:
-        return "f64";
-    default:
-        return "?";
-    }
+    return d == TE_BOOL ? "i32" /* masks */ : te_dtype_str(d);
 }
 
-/* Element dtype of the vector type a value of dtype d is held in (bools are i32 masks). */
-te_dtype te__c_vec_elem(te_dtype d) { return d == TE_BOOL ? TE_I32 : d; }
+/* Element dtype of the vector type a value of dtype d is held in (bools are i32 masks, f16 and
+ * bf16 values are f32). */
+te_dtype te__c_vec_elem(te_dtype d) { return d == TE_BOOL ? TE_I32 : te_dtype_compute(d); }
 
-/* Integer dtype of the same width (mask and bit-pattern type). */
+/* Integer dtype of the same width as d's values (mask and bit-pattern type). */
 te_dtype te__c_int_of(te_dtype d)
 {
-    switch (d) {
+    switch (te_dtype_compute(d)) {
     case TE_F32:
     case TE_BOOL:
     case TE_I32:
@@ -84,7 +68,51 @@ const char *te__c_vtype(emitter *em, te_dtype d, int lanes)
 /* Type name of a value: scalar C type or vector typedef. */
 const char *te__c_type_of(emitter *em, te_dtype d, int lanes)
 {
-    return lanes > 1 ? te__c_vtype(em, d, lanes) : te__c_ctype(d);
+    return lanes > 1 ? te__c_vtype(em, d, lanes) : te__c_value_ctype(d);
+}
+
+/* Helpers that read or write memory: for f16/bf16 they are their own (te_load_f16x16 converts
+ * the lanes); every other helper works on values, which for f16/bf16 are f32 ones. */
+static bool mem_helper(helper h)
+{
+    return h == H_LOAD || h == H_STORE || h == H_STREAM || h == H_GATHER || h == H_GATHER_IDX ||
+           h == H_SCATTER || h == H_SCATTER_IDX;
+}
+
+/* The dtype a helper for values of dtype d is registered and named under. */
+static te_dtype helper_dtype(helper h, te_dtype d)
+{
+    return mem_helper(h) ? d : d == TE_BOOL ? d : te_dtype_compute(d);
+}
+
+const char *te__c_half_conv(emitter *em, te_dtype d, int to_storage)
+{
+    em->need_half = true;
+    return te_dtype_conv_fn(d, 0, to_storage);
+}
+
+/* Whether a cast to `to` from a value of `from` needs a te_cvt_* helper. */
+static bool cast_needs_helper(te_dtype to, te_dtype from)
+{
+    if (te_dtype_is_half(to))
+        return from != TE_BOOL;
+    return te_dtype_is_float(from) && te_dtype_is_int(to) && to != TE_BOOL;
+}
+
+const char *te__c_cast_helper(emitter *em, te_dtype to, te_dtype from, int lanes)
+{
+    from = te_dtype_compute(from);
+    if (!cast_needs_helper(to, from))
+        return NULL;
+    em->casts[to][from] |= 1u << lane_slot(lanes);
+    em->casts[to][from] |= 1u; /* vector helpers call the scalar one */
+    if (te_dtype_is_half(to))
+        em->need_half = true;
+    if (lanes == 1)
+        return te__sprintf(em->ctx, "te_cvt_%s_%s", te_dtype_str(to), te_dtype_str(from));
+    te__c_vtype(em, to, lanes);
+    te__c_vtype(em, from, lanes);
+    return te__sprintf(em->ctx, "te_cvt_%s_%sx%d", te_dtype_str(to), te_dtype_str(from), lanes);
 }
 
 void te__c_use_helper(emitter *em, helper h, te_dtype d, int lanes);
@@ -96,21 +124,32 @@ const char *te__c_helper_name(emitter *em, helper h, te_dtype d, int lanes)
         "splat",  "blend",  "min",        "max",     "floordiv",    "floormod", "load",  "store",
         "stream", "gather", "gather_idx", "scatter", "scatter_idx", "fabs",     "floor", "ceil",
         "sqrt",   "exp",    "log",        "tanh",    "sigmoid",     "erf",      "pow",   "sfence"};
+    d = helper_dtype(h, d);
     te__c_use_helper(em, h, d, lanes);
     if (h == H_SFENCE)
         return "te_sfence";
     if (lanes == 1)
         return te__sprintf(em->ctx, "te_%s_%s", names[h], te_dtype_str(d));
-    return te__sprintf(em->ctx, "te_%s_%sx%d", names[h], te__c_dt_short(te__c_vec_elem(d)), lanes);
+    te_dtype e = te_dtype_is_half(d) ? d : te__c_vec_elem(d);
+    return te__sprintf(em->ctx, "te_%s_%sx%d", names[h], te__c_dt_short(e), lanes);
 }
 
 void te__c_use_helper(emitter *em, helper h, te_dtype d, int lanes)
 {
-    te_dtype e = lanes > 1 ? te__c_vec_elem(d) : d;
+    d = helper_dtype(h, d);
+    te_dtype e = lanes > 1 && !te_dtype_is_half(d) ? te__c_vec_elem(d) : d;
     unsigned bit = 1u << lane_slot(lanes);
     if (em->helpers[h][e] & bit)
         return;
     em->helpers[h][e] |= bit;
+    if (te_dtype_is_half(e)) {
+        /* f16/bf16 loads and stores: lane loops over the scalar conversions, f32 values */
+        em->need_half = true;
+        te__c_vtype(em, TE_F32, lanes);
+        if (h == H_GATHER_IDX || h == H_SCATTER_IDX)
+            te__c_vtype(em, TE_I64, lanes);
+        return;
+    }
     if (lanes > 1) {
         te__c_vtype(em, e, lanes);
         te__c_vtype(em, TE_I32, lanes); /* masks */
@@ -333,8 +372,177 @@ static void lane_loop(te__sb *b, const char *v, int lanes, const char *proto, co
         proto, v, lanes, stmt);
 }
 
+/* The memory helpers of f16/bf16 vectors: lane loops converting each lane (gcc vectorizes the
+ * bf16 ones, shifts; f16 ones stay lane by lane, correct first). The vectors are f32 values. */
+static void emit_half_mem_helper(te__sb *b, helper h, te_dtype d, int lanes)
+{
+    const char *dn = te_dtype_str(d), *ld = te_dtype_conv_fn(d, 0, 0),
+               *st = te_dtype_conv_fn(d, 0, 1);
+    char V[32], proto[256], stmt[128];
+    snprintf(V, sizeof V, "te_f32x%d", lanes);
+    switch (h) {
+    case H_LOAD:
+        snprintf(proto, sizeof proto, "%s te_load_%sx%d(const uint16_t *p)", V, dn, lanes);
+        snprintf(stmt, sizeof stmt, "r[l] = %s(p[l])", ld);
+        break;
+    case H_GATHER:
+        snprintf(proto, sizeof proto, "%s te_gather_%sx%d(const uint16_t *p, int64_t stride)", V,
+                 dn, lanes);
+        snprintf(stmt, sizeof stmt, "r[l] = %s(p[l * stride])", ld);
+        break;
+    case H_GATHER_IDX:
+        snprintf(proto, sizeof proto, "%s te_gather_idx_%sx%d(const uint16_t *p, te_i64x%d idx)", V,
+                 dn, lanes, lanes);
+        snprintf(stmt, sizeof stmt, "r[l] = %s(p[idx[l]])", ld);
+        break;
+    case H_STORE:
+        te__sb_printf(b,
+                      "static inline void te_store_%sx%d(uint16_t *p, %s v)\n{\n"
+                      "    for (int l = 0; l < %d; ++l)\n        p[l] = %s(v[l]);\n}\n",
+                      dn, lanes, V, lanes, st);
+        return;
+    case H_STREAM:
+        te__sb_printf(b,
+                      "static inline void te_stream_%sx%d(int aligned, uint16_t *p, %s v)\n{\n"
+                      "    (void)aligned;\n"
+                      "    for (int l = 0; l < %d; ++l)\n        p[l] = %s(v[l]);\n}\n",
+                      dn, lanes, V, lanes, st);
+        return;
+    case H_SCATTER:
+        te__sb_printf(b,
+                      "static inline void te_scatter_%sx%d(uint16_t *p, int64_t stride, %s v)\n{\n"
+                      "    for (int l = 0; l < %d; ++l)\n        p[l * stride] = %s(v[l]);\n}\n",
+                      dn, lanes, V, lanes, st);
+        return;
+    case H_SCATTER_IDX:
+        te__sb_printf(b,
+                      "static inline void te_scatter_idx_%sx%d(uint16_t *p, te_i64x%d idx, %s v)"
+                      "\n{\n"
+                      "    for (int l = 0; l < %d; ++l)\n        p[idx[l]] = %s(v[l]);\n}\n",
+                      dn, lanes, lanes, V, lanes, st);
+        return;
+    default:
+        return;
+    }
+    lane_loop(b, V, lanes, proto, stmt);
+}
+
+/* The conversions between f16/bf16 bits and f32, exactly those of te_f16_to_f32 ... in
+ * te/status.c (round to nearest even, overflow to infinity, f16 subnormals, quiet NaNs). */
+static const char half_conversions[] =
+    "/* f16 and bf16 are stored as their bits; values are floats: loads convert exactly, stores\n"
+    " * round to nearest even (overflow to infinity, f16 subnormals, quiet NaNs). */\n"
+    "static inline float te_f16_to_f32(uint16_t h)\n{\n"
+    "    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;\n"
+    "    float f;\n"
+    "    if (e == 0) {\n"
+    "        f = (float)m * 0x1p-24f;\n"
+    "        return sign ? -f : f;\n"
+    "    }\n"
+    "    u = e == 0x1f ? sign | 0x7f800000u | (m << 13) : sign | ((e + 112) << 23) | (m << 13);\n"
+    "    memcpy(&f, &u, 4);\n"
+    "    return f;\n}\n"
+    "static inline uint16_t te_f32_to_f16(float x)\n{\n"
+    "    uint32_t u, a;\n"
+    "    memcpy(&u, &x, 4);\n"
+    "    uint16_t sign = (uint16_t)((u >> 16) & 0x8000);\n"
+    "    a = u & 0x7fffffffu;\n"
+    "    if (a > 0x7f800000u)\n"
+    "        return (uint16_t)(sign | 0x7e00 | ((a >> 13) & 0x3ff));\n"
+    "    if (a >= 0x477ff000u)\n"
+    "        return (uint16_t)(sign | 0x7c00);\n"
+    "    if (a < 0x38800000u) {\n"
+    "        if (a < 0x33000000u)\n"
+    "            return sign;\n"
+    "        uint32_t e = a >> 23, m = (a & 0x7fffff) | 0x800000;\n"
+    "        uint32_t sh = 126 - e, q = m >> sh, rem = m & ((1u << sh) - 1), half = 1u << (sh - "
+    "1);\n"
+    "        q += rem > half || (rem == half && (q & 1));\n"
+    "        return (uint16_t)(sign | q);\n"
+    "    }\n"
+    "    uint32_t r = a - 0x38000000u, q = r >> 13, rem = r & 0x1fff;\n"
+    "    q += rem > 0x1000 || (rem == 0x1000 && (q & 1));\n"
+    "    return (uint16_t)(sign | q);\n}\n"
+    "static inline float te_bf16_to_f32(uint16_t b)\n{\n"
+    "    uint32_t u = (uint32_t)b << 16;\n"
+    "    float f;\n"
+    "    memcpy(&f, &u, 4);\n"
+    "    return f;\n}\n"
+    "static inline uint16_t te_f32_to_bf16(float x)\n{\n"
+    "    uint32_t u;\n"
+    "    memcpy(&u, &x, 4);\n"
+    "    if ((u & 0x7fffffffu) > 0x7f800000u)\n"
+    "        return (uint16_t)((u >> 16) | 0x0040);\n"
+    "    u += 0x7fffu + ((u >> 16) & 1);\n"
+    "    return (uint16_t)(u >> 16);\n}\n\n";
+
+/* The range of an integer dtype as C literals of its limits, and the float bounds of the
+ * saturation: x >= hi -> max, x < lo -> min (both exact powers of two, or 0). */
+static void int_limits(te_dtype d, const char **mn, const char **mx, const char **lo,
+                       const char **hi)
+{
+    switch (d) {
+    case TE_I8:
+        *mn = "INT8_MIN", *mx = "INT8_MAX", *lo = "-128.0", *hi = "128.0";
+        break;
+    case TE_U8:
+        *mn = "0", *mx = "UINT8_MAX", *lo = "0.0", *hi = "256.0";
+        break;
+    case TE_I32:
+        *mn = "INT32_MIN", *mx = "INT32_MAX", *lo = "-2147483648.0", *hi = "2147483648.0";
+        break;
+    default:
+        *mn = "INT64_MIN", *mx = "INT64_MAX", *lo = "-9223372036854775808.0",
+        *hi = "9223372036854775808.0";
+        break;
+    }
+}
+
+/* The cast helpers te_cvt_<to>_<from>[x<lanes>] (scalar ones first: vector ones call them). */
+static void emit_casts(emitter *em, te__sb *o)
+{
+    for (int s = 0; s < NLANES; s++)
+        for (int to = 0; to < TE_DTYPE_COUNT; to++)
+            for (int fr = 0; fr < TE_DTYPE_COUNT; fr++) {
+                if (!(em->casts[to][fr] & (1u << s)))
+                    continue;
+                te_dtype t = (te_dtype)to, f = (te_dtype)fr;
+                const char *tn = te_dtype_str(t), *fn = te_dtype_str(f);
+                const char *fc = te__c_ctype(f);
+                int lanes = 1 << s;
+                if (lanes > 1) {
+                    char V[32], R[32], proto[256], stmt[128];
+                    snprintf(V, sizeof V, "te_%sx%d", te__c_dt_short(f), lanes);
+                    snprintf(R, sizeof R, "te_%sx%d", te__c_dt_short(te__c_vec_elem(t)), lanes);
+                    snprintf(proto, sizeof proto, "%s te_cvt_%s_%sx%d(%s x)", R, tn, fn, lanes, V);
+                    snprintf(stmt, sizeof stmt, "r[l] = te_cvt_%s_%s(x[l])", tn, fn);
+                    lane_loop(o, R, lanes, proto, stmt);
+                } else if (te_dtype_is_half(t)) {
+                    te__sb_printf(
+                        o, "static inline float te_cvt_%s_%s(%s x) { return %s(%s((float)x)); }\n",
+                        tn, fn, fc, te_dtype_conv_fn(t, 0, 0), te_dtype_conv_fn(t, 0, 1));
+                } else {
+                    const char *mn, *mx, *lo, *hi;
+                    int_limits(t, &mn, &mx, &lo, &hi);
+                    const char *sfx = f == TE_F32 ? "f" : "";
+                    te__sb_printf(
+                        o,
+                        "/* truncation toward zero, saturated, NaN -> 0 */\n"
+                        "static inline %s te_cvt_%s_%s(%s x)\n{\n"
+                        "    return x != x ? 0 : x >= %s%s ? %s : x < %s%s ? %s : (%s)x;\n}\n",
+                        te__c_ctype(t), tn, fn, fc, hi, sfx, mx, lo, sfx, mn, te__c_ctype(t));
+                }
+                te__sb_puts(o, "\n");
+            }
+}
+
 static void emit_helper(emitter *em, te__sb *b, helper h, te_dtype d, int lanes)
 {
+    if (te_dtype_is_half(d)) {
+        if (lanes > 1)
+            emit_half_mem_helper(b, h, d, lanes);
+        return;
+    }
     const char *S = te__c_ctype(d);
     char V[32], I[32], M[32], Vu[40], tmp[512], proto[256];
     snprintf(V, sizeof V, "te_%sx%d", te__c_dt_short(d), lanes);
@@ -662,6 +870,9 @@ static void emit_typedefs(emitter *em, te__sb *o)
 
 static void emit_helpers(emitter *em, te__sb *o)
 {
+    if (em->need_half)
+        te__sb_puts(o, half_conversions);
+    emit_casts(em, o);
     for (int h = 0; h < H_COUNT; h++)
         for (int d = 0; d < TE_DTYPE_COUNT; d++)
             for (int s = 0; s < NLANES; s++)

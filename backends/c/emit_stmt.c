@@ -264,7 +264,10 @@ static void gen_store(emitter *em, const te_stmt *s)
             te__c_put_index(em, &em->out, b, s->u.store.n, s->u.store.idx);
             te__sb_puts(&em->out, "]");
         }
-        te__sb_printf(&em->out, " = %s;\n", vz);
+        if (te_dtype_is_half(b->dtype) && !p) /* rounds to nearest even */
+            te__sb_printf(&em->out, " = %s(%s);\n", te__c_half_conv(em, b->dtype, 1), vz);
+        else
+            te__sb_printf(&em->out, " = %s;\n", vz);
     } else if (s->u.store.n != 1) {
         te__c_fail(em, TE_ERR_INTERNAL, "vector store to '%s' with an index that is not flat",
                    b->name);
@@ -356,6 +359,8 @@ static void gen_alloc(emitter *em, const te_stmt *s)
     }
     declare(em, b->id);
     const te__promotion *pm = s->u.alloc.promote;
+    if (pm && te_dtype_is_half(b->dtype))
+        pm = NULL; /* f16/bf16 scratch stays in memory, so that every store rounds */
     if (pm) {
         promo pr = {b, pm, NULL, NULL};
         /* The same buffer allocated again (loop partition copies) reuses its names: the

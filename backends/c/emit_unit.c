@@ -19,7 +19,10 @@ static void merge_needs(emitter *u, const emitter *em)
         u->vtypes_u[d] |= em->vtypes_u[d];
         for (int h = 0; h < H_COUNT; h++)
             u->helpers[h][d] |= em->helpers[h][d];
+        for (int f = 0; f < TE_DTYPE_COUNT; f++)
+            u->casts[d][f] |= em->casts[d][f];
     }
+    u->need_half |= em->need_half;
     u->need_immintrin |= em->need_immintrin;
     u->uses_omp |= em->uses_omp;
     u->uses_unroll |= em->uses_unroll;

@@ -53,24 +53,17 @@ const char *te__cem_lookup(cem *e, int kind, int id, const void *ptr, const char
 
 const char *te__cem_ctype(cem *e, te_dtype d)
 {
-    switch (d) {
-    case TE_BOOL:
-        return "bool";
-    case TE_I8:
-        return "signed char";
-    case TE_U8:
-        return "unsigned char";
-    case TE_I32:
+    if (d == TE_I64 && e->small)
         return "int";
-    case TE_I64:
-        return e->small ? "int" : "long long";
-    case TE_F32:
-        return "float";
-    case TE_F64:
-        return "double";
-    default:
-        return "?";
-    }
+    if (te_dtype_is_half(d))
+        e->uses_half = true;
+    const char *t = te_dtype_cuda_type(d);
+    return t ? t : "?";
+}
+
+const char *te__cem_value_ctype(cem *e, te_dtype d)
+{
+    return te__cem_ctype(e, te_dtype_compute(d));
 }
 
 void te__cem_line(cem *e, const char *fmt, ...)
@@ -99,13 +92,13 @@ static void put_float(te__sb *o, te_dtype d, double v)
     static const te__nonfinite f64 = {"__longlong_as_double(0x7ff8000000000000LL)",
                                       "__longlong_as_double(0x7ff0000000000000LL)",
                                       "__longlong_as_double(0xfff0000000000000LL)"};
-    te__emit_float(o, d, v, d == TE_F32 ? &f32 : &f64);
+    te__emit_float(o, d, v, te_dtype_compute(d) == TE_F32 ? &f32 : &f64);
 }
 
 static const char *fn_name(te_intrin fn, te_dtype d)
 {
     if (fn == TE_RSQRT)
-        return d == TE_F32 ? "rsqrtf" : "rsqrt";
+        return te_dtype_compute(d) == TE_F32 ? "rsqrtf" : "rsqrt";
     return te__emit_libm_name(fn, d);
 }
 
@@ -114,12 +107,12 @@ static void put_binary(cem *e, te__sb *o, const te_expr *x, int minp)
     const te_expr *a = x->u.bin.a, *b = x->u.bin.b;
     te_binop op = x->u.bin.op;
     bool fl = te_dtype_is_float(a->dtype);
+    bool f32 = te_dtype_compute(a->dtype) == TE_F32; /* f16/bf16 values are f32 ones */
     int64_t c;
     switch (op) {
     case TE_MIN:
     case TE_MAX:
-        te__sb_puts(o, fl ? (op == TE_MIN ? (a->dtype == TE_F32 ? "fminf(" : "fmin(")
-                                          : (a->dtype == TE_F32 ? "fmaxf(" : "fmax("))
+        te__sb_puts(o, fl ? (op == TE_MIN ? (f32 ? "fminf(" : "fmin(") : (f32 ? "fmaxf(" : "fmax("))
                           : (op == TE_MIN ? "min(" : "max("));
         put(e, o, a, 0);
         te__sb_puts(o, ", ");
@@ -129,7 +122,7 @@ static void put_binary(cem *e, te__sb *o, const te_expr *x, int minp)
     case TE_FLOORDIV:
     case TE_FLOORMOD:
         if (fl) {
-            const char *flr = a->dtype == TE_F32 ? "floorf" : "floor";
+            const char *flr = f32 ? "floorf" : "floor";
             if (op == TE_FLOORDIV) {
                 te__sb_printf(o, "%s(", flr);
                 put(e, o, a, P_MUL);
@@ -183,6 +176,41 @@ static void put_binary(cem *e, te__sb *o, const te_expr *x, int minp)
     put(e, o, b, p + 1);
     if (p < minp)
         te__sb_puts(o, ")");
+}
+
+/* A cast with te_cast's semantics (include/tessera/status.h): to f16/bf16 rounds to nearest
+ * even (the value stays a float), float to integer truncates, saturates and maps NaN to 0 (the
+ * __float2int_rz family does exactly that: PTX cvt.rzi saturates), the rest as C++ casts. */
+static void put_cast(cem *e, te__sb *o, const te_expr *x)
+{
+    te_dtype to = x->dtype, from = te_dtype_compute(x->u.un.a->dtype);
+    if (te_dtype_is_half(to) && from != TE_BOOL) {
+        e->uses_half = true;
+        te__sb_printf(o, "%s(%s((float)(", te_dtype_conv_fn(to, 1, 0), te_dtype_conv_fn(to, 1, 1));
+        put(e, o, x->u.un.a, 0);
+        te__sb_puts(o, ")))");
+        return;
+    }
+    if (te_dtype_is_float(from) && te_dtype_is_int(to) && to != TE_BOOL) {
+        const char *src = from == TE_F32 ? "float" : "double";
+        if (to == TE_I64)
+            te__sb_printf(o, "((%s)__%s2ll_rz(", te__cem_ctype(e, TE_I64), src);
+        else if (to == TE_I32)
+            te__sb_printf(o, "(__%s2int_rz(", src);
+        else
+            te__sb_printf(o, "((%s)min(max(__%s2int_rz(", te__cem_ctype(e, to), src);
+        put(e, o, x->u.un.a, 0);
+        if (to == TE_I8)
+            te__sb_puts(o, "), -128), 127))");
+        else if (to == TE_U8)
+            te__sb_puts(o, "), 0), 255))");
+        else
+            te__sb_puts(o, "))");
+        return;
+    }
+    te__sb_printf(o, "((%s)", te__cem_value_ctype(e, to));
+    put(e, o, x->u.un.a, P_UNARY);
+    te__sb_puts(o, ")");
 }
 
 static void put(cem *e, te__sb *o, const te_expr *x, int minp)
@@ -239,14 +267,13 @@ static void put(cem *e, te__sb *o, const te_expr *x, int minp)
             te__sb_puts(o, ")");
         return;
     case TE_E_CAST:
-        te__sb_printf(o, "((%s)", te__cem_ctype(e, x->dtype));
-        put(e, o, x->u.un.a, P_UNARY);
-        te__sb_puts(o, ")");
+        put_cast(e, o, x);
         return;
     case TE_E_CALL: {
         te_dtype d = x->dtype;
         if (x->u.call.fn == TE_SIGMOID) {
-            te__sb_puts(o, d == TE_F32 ? "(1.0f / (1.0f + expf(-" : "(1.0 / (1.0 + exp(-");
+            te__sb_puts(o, te_dtype_compute(d) == TE_F32 ? "(1.0f / (1.0f + expf(-"
+                                                         : "(1.0 / (1.0 + exp(-");
             put(e, o, x->u.call.args[0], P_UNARY);
             te__sb_puts(o, ")))");
             return;
@@ -271,9 +298,13 @@ static void put(cem *e, te__sb *o, const te_expr *x, int minp)
                          x->u.load.buf->name);
             return;
         }
+        if (te_dtype_is_half(x->u.load.buf->dtype)) { /* a float value */
+            e->uses_half = true;
+            te__sb_printf(o, "%s(", te_dtype_conv_fn(x->u.load.buf->dtype, 1, 0));
+        }
         te__sb_printf(o, "%s[", te__cem_buf_name(e, x->u.load.buf));
         put(e, o, x->u.load.idx[0], 0);
-        te__sb_puts(o, "]");
+        te__sb_puts(o, te_dtype_is_half(x->u.load.buf->dtype) ? "])" : "]");
         return;
     default:
         te__cem_fail(e, TE_ERR_UNSUPPORTED, "expression kind %d in CUDA code", (int)x->kind);

@@ -50,6 +50,7 @@ typedef struct cem {
     /* buffers of the current kernel */
     const te_buf *used[TE__CUDA_MAX_PARAMS];
     int nused;
+    bool uses_half; /* f16/bf16 storage: the file includes cuda_fp16.h and cuda_bf16.h */
 } cem;
 
 /* ---- emit_cuda_expr.c ----
@@ -68,8 +69,11 @@ static inline const char *te__cem_buf_name(cem *e, const te_buf *b)
 {
     return te__cem_lookup(e, 1, b->id, b, b->name);
 }
-/* The C++ type of dtype d (i64 is int when the program's indices fit in int). */
+/* The C++ storage type of dtype d (i64 is int when the program's indices fit in int; __half and
+ * __nv_bfloat16 for f16 and bf16, marking the includes needed). */
 const char *te__cem_ctype(cem *e, te_dtype d);
+/* The C++ type of a value of dtype d: its storage type, float for f16 and bf16. */
+const char *te__cem_value_ctype(cem *e, te_dtype d);
 /* Appends one indented line to e->o. */
 void te__cem_line(cem *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Fails the emission when a range push (rc) ran out of memory. */

@@ -308,6 +308,15 @@ static int emit_program(te_ctx *ctx, const te_lowered *f, const te_target *targe
     if (!pc.kernels.n && !e->err)
         te__cem_fail(e, TE_ERR_SCHEDULE, "no kernel: no loop is bound to blockIdx or threadIdx");
 
+    if (e->uses_half && !e->err) { /* the storage types and conversions of f16 and bf16 */
+        te__sb inc = {0};
+        te__sb_puts(&inc, "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n\n");
+        te__sb_puts(&inc, body->p ? body->p : "");
+        if (inc.oom)
+            te__cem_fail(e, TE_ERR_NOMEM, "out of memory");
+        free(body->p);
+        *body = inc;
+    }
     te__sb o = {0};
     if (!kernels_only) {
         te__emit_provenance(&o, kbase, "CUDA", 1, &f->header, target);

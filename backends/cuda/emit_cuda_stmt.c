@@ -23,9 +23,13 @@ static void gen_store(cem *e, const te_stmt *s)
         return;
     }
     int lanes = val->lanes > ix->lanes ? val->lanes : ix->lanes;
+    /* f16/bf16: the float value rounded to nearest even (__float2half_rn, ...) */
+    const char *cv = te_dtype_conv_fn(b->dtype, 1, 1);
+    if (cv)
+        e->uses_half = true;
     if (lanes == 1) {
-        te__cem_line(e, "%s[%s] = %s;", te__cem_buf_name(e, b), te__cem_text(e, ix),
-                     te__cem_text(e, val));
+        te__cem_line(e, "%s[%s] = %s%s%s%s;", te__cem_buf_name(e, b), te__cem_text(e, ix),
+                     cv ? cv : "", cv ? "(" : "", te__cem_text(e, val), cv ? ")" : "");
         return;
     }
     /* a contiguous, aligned copy: one vector load and store */
@@ -48,8 +52,8 @@ static void gen_store(cem *e, const te_stmt *s)
             te__cem_fail(e, TE_ERR_NOMEM, "out of memory");
             return;
         }
-        te__cem_line(e, "%s[%s] = %s;", te__cem_buf_name(e, b), te__cem_text(e, il),
-                     te__cem_text(e, vl));
+        te__cem_line(e, "%s[%s] = %s%s%s%s;", te__cem_buf_name(e, b), te__cem_text(e, il),
+                     cv ? cv : "", cv ? "(" : "", te__cem_text(e, vl), cv ? ")" : "");
     }
 }
 
@@ -224,13 +228,13 @@ static int gen_warp_steps(cem *e, const te_stmt *seq, int i)
     te__cem_line(e, "if (threadIdx.x < 32) { // warp-shuffle reduction of %s[0..%lld)", rn,
                  (long long)n);
     e->indent++;
-    te__cem_line(e, "%s %s = %s[threadIdx.x < %lld ? threadIdx.x : 0];", te__cem_ctype(e, dt), va_n,
-                 rn, (long long)n);
+    te__cem_line(e, "%s %s = %s[threadIdx.x < %lld ? threadIdx.x : 0];", te__cem_value_ctype(e, dt),
+                 va_n, rn, (long long)n);
     te__cem_line(e, "#pragma unroll");
     te__cem_line(e, "for (int off = %lld; off > 0; off >>= 1) {", (long long)off);
     e->indent++;
-    te__cem_line(e, "const %s %s = __shfl_down_sync(0xffffffffu, %s, off);", te__cem_ctype(e, dt),
-                 vb_n, va_n);
+    te__cem_line(e, "const %s %s = __shfl_down_sync(0xffffffffu, %s, off);",
+                 te__cem_value_ctype(e, dt), vb_n, va_n);
     te__cem_line(e, "if (threadIdx.x + off < %lld)", (long long)n);
     e->indent++;
     te__cem_line(e, "%s = %s;", va_n, te__cem_text(e, comb));
@@ -318,7 +322,7 @@ void te__cem_gen_stmt(cem *e, const te_stmt *s)
             te__cem_fail(e, TE_ERR_UNSUPPORTED, "vector let '%s'", v->u.var.name);
             return;
         }
-        te__cem_line(e, "const %s %s = %s;", te__cem_ctype(e, s->u.let.value->dtype),
+        te__cem_line(e, "const %s %s = %s;", te__cem_value_ctype(e, s->u.let.value->dtype),
                      te__cem_var_name(e, v), te__cem_text(e, s->u.let.value));
         int saved_ranges = e->ranges.n;
         te__cem_check_push(e, te__emit_push_let_range(e->ctx, &e->ranges, v, s->u.let.value));

@@ -11,6 +11,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,41 @@ static struct {
 } nv;
 
 static pthread_once_t nv_once = PTHREAD_ONCE_INIT;
+
+/* The directory with cuda_fp16.h and cuda_bf16.h, which NVRTC does not have built in (sources
+ * with f16/bf16 include them): $CUDA_HOME/include, $CUDA_PATH/include, /usr/local/cuda/include,
+ * or the include directory beside the loaded libnvrtc. False when none has cuda_fp16.h. */
+static bool cuda_include_dir(char *out, size_t n)
+{
+    const char *roots[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
+    char path[1100];
+    for (int i = 0; i < 4; i++) {
+        if (i < 3) {
+            if (!roots[i] || !*roots[i])
+                continue;
+            snprintf(out, n, "%s/include", roots[i]);
+        } else {
+            Dl_info info;
+            if (!nv.GetErrorString || !dladdr((void *)nv.GetErrorString, &info) || !info.dli_fname)
+                return false;
+            snprintf(out, n, "%s", info.dli_fname);
+            for (int up = 0; up < 2; up++) { /* <root>/lib64/libnvrtc.so -> <root> */
+                char *sl = strrchr(out, '/');
+                if (!sl)
+                    return false;
+                *sl = 0;
+            }
+            strncat(out, "/include", n - strlen(out) - 1);
+        }
+        snprintf(path, sizeof path, "%s/cuda_fp16.h", out);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            fclose(f);
+            return true;
+        }
+    }
+    return false;
+}
 
 static void *try_open(const char *dir, char *tried, size_t n)
 {
@@ -169,8 +205,14 @@ int te_nvrtc_compile(const char *source, const char *name, int sm, void **cubin,
     }
     char arch[64];
     snprintf(arch, sizeof arch, "--gpu-architecture=sm_%d", sm);
-    const char *opts[] = {arch, "--ptxas-options=-v", "--std=c++17"};
-    r = nv.CompileProgram(prog, 3, opts);
+    const char *opts[] = {arch, "--ptxas-options=-v", "--std=c++17", NULL};
+    int nopts = 3;
+    char inc[1040], dir[1024];
+    if (strstr(source, "#include <cuda_fp16.h>") && cuda_include_dir(dir, sizeof dir)) {
+        snprintf(inc, sizeof inc, "-I%s", dir);
+        opts[nopts++] = inc;
+    }
+    r = nv.CompileProgram(prog, nopts, opts);
     size_t ln = 0;
     char *lg = NULL;
     if (nv.GetProgramLogSize(prog, &ln) == 0 && (lg = malloc(ln + 1)) != NULL) {

@@ -17,7 +17,8 @@
  *                           (int[]){h, b}, "hb")}, "y");
  *     te_graph_output(g, y);
  *     if (te_graph_errcode(g)) fprintf(stderr, "%s\n", te_graph_errmsg(g));
- *     te_graph_optimize(g, NULL);                     // dead nodes, CSE, constant folding
+ *     te_graph_optimize(g, NULL);                     // dead nodes, CSE, constant folding,
+ *                                                     // attention
  *     te_fuse_rules *rules = te_fuse_rules_load("rules/cpu.rules", err, sizeof err);
  *     te_fuse_target tgt;
  *     te_fuse_target_host(&tgt);
@@ -286,8 +287,10 @@ int te_graph_cse(te_graph *g, int *merged);
  * parameters are constants and the convolution's output has no other reader. *folded receives
  * the number of nodes replaced. Runs te_graph_dce afterwards. */
 int te_graph_fold_constants(te_graph *g, int *folded);
-/* te_graph_dce, te_graph_cse, te_graph_fold_constants, te_graph_cse. log (may be NULL) gets
- * one line per pass: "fold_constants: 2 nodes folded". */
+/* te_graph_dce, te_graph_cse, te_graph_fold_constants, te_graph_cse, then
+ * te_graph_fuse_attention (attention chains become one flash-form attention node, whose
+ * scores never reach memory). log (may be NULL) gets one line per pass: "fold_constants: 2
+ * nodes folded". */
 int te_graph_optimize(te_graph *g, FILE *log);
 /* Rewrites every attention chain into one `attention` node (te_op_attention, the fused
  * flash-structured kernel): batch_matmul(q, k) (trans_b=1, or k already transposed), an
@@ -299,7 +302,7 @@ int te_graph_optimize(te_graph *g, FILE *log);
  * constant when it is smaller), and the output is reshaped back to [b h, lq, dh]. Values
  * equal up to rounding (the fused kernel sums the softmax denominator once, in its own order).
  * *fused (may be NULL) receives the number of chains rewritten. Returns TE_OK or a status
- * with a message on g. Not part of te_graph_optimize: call it before fusing. */
+ * with a message on g. The last pass of te_graph_optimize; call it before fusing. */
 int te_graph_fuse_attention(te_graph *g, int *fused);
 
 /* ---- Fusion rules ---------------------------------------------------------------------- */

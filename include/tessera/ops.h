@@ -59,6 +59,29 @@ extern "C" {
 te_tensor *te_op_matmul(te_ctx *ctx, te_tensor *A, te_tensor *B, int trans_a, int trans_b,
                         const char *name);
 
+/* Mixed-precision matmul: C[i, j] = sum_k A'[i, k] B'[k, j] with A' and B' the inputs (f16,
+ * bf16, f32, f64; one dtype) converted to `acc` (f32 or f64, at least as wide), computed and
+ * output in acc. Layouts and axes as te_op_matmul. Tag "matmul". TE_ERR_DTYPE for integer or
+ * mixed inputs or a narrower accumulation. */
+te_tensor *te_op_matmul_mixed(te_ctx *ctx, te_tensor *A, te_tensor *B, int trans_a, int trans_b,
+                              te_dtype acc, const char *name);
+
+/* ONNX MatMulInteger: Y[i, j] = sum_k (A[i, k] - a_zero) (B[k, j] - b_zero) in i32, with A
+ * [m, k] and B [k, n] i8 or u8 (each its own) and per-tensor zero points in their input's
+ * range (0 for none). Tag "matmul_integer". TE_ERR_DTYPE for other input dtypes, TE_ERR_ARG
+ * for a zero point out of range. */
+te_tensor *te_op_matmul_integer(te_ctx *ctx, te_tensor *A, te_tensor *B, int32_t a_zero,
+                                int32_t b_zero, const char *name);
+
+/* ONNX QLinearMatMul with per-tensor scales and zero points: acc = MatMulInteger(A, B, a_zero,
+ * b_zero) (stage "<name>_acc"), then Y = saturate(round_half_even(acc * M) + y_zero) in
+ * y_dtype (i8 or u8), M = (a_scale * b_scale) / y_scale computed in float as onnxruntime does,
+ * the product acc * M in f32. Tag "qlinear_matmul". TE_ERR_ARG for a scale that is not positive
+ * and finite or a zero point out of range, TE_ERR_DTYPE for other dtypes. */
+te_tensor *te_op_qlinear_matmul(te_ctx *ctx, te_tensor *A, double a_scale, int32_t a_zero,
+                                te_tensor *B, double b_scale, int32_t b_zero, double y_scale,
+                                int32_t y_zero, te_dtype y_dtype, const char *name);
+
 /* Batched matmul: C[b, m, n] = op(A[b]) op(B[b]) with A [ba, m, k] (or [ba, k, m] when
  * trans_a) and B [bb, k, n] (or [bb, n, k] when trans_b). The batch extents ba and bb must be
  * equal, or one of them 1 (broadcast). One reduction stage. Tag "batch_matmul". */

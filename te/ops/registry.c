@@ -1,6 +1,7 @@
 /* The operator registry: KEY=VAL parsing, per-operator builders and canonical workload keys,
  * for the `tessera ops` CLI and the tuner. */
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -247,6 +248,43 @@ static int build_matmul(BUILD_ARGS)
     te_tensor *A = ta ? PH("A", k, m) : PH("A", m, k);
     te_tensor *B = tb ? PH("B", n, k) : PH("B", k, n);
     te_tensor *ins[] = {A, B}, *outs[] = {te_op_matmul(ctx, A, B, ta, tb, "matmul")};
+    return FINISH(ins, outs);
+}
+
+/* Quantized matmuls (te/ops/quant.c): the inputs' dtypes are keys, not the params' dtype. */
+static int build_matmul_integer(BUILD_ARGS)
+{
+    BUILD_BEGIN("matmul_integer")
+    int64_t m = I(op, &r, "m"), n = I(op, &r, "n"), k = I(op, &r, "k");
+    te_dtype da = strcmp(S(op, &r, "a_dtype"), "i8") ? TE_U8 : TE_I8;
+    te_dtype db = strcmp(S(op, &r, "b_dtype"), "u8") ? TE_I8 : TE_U8;
+    te_tensor *A = te_placeholder(ctx, "A", da, 2, (int64_t[]){m, k});
+    te_tensor *B = te_placeholder(ctx, "B", db, 2, (int64_t[]){k, n});
+    te_tensor *ins[] = {A, B},
+              *outs[] = {te_op_matmul_integer(ctx, A, B, (int32_t)I(op, &r, "a_zero"),
+                                              (int32_t)I(op, &r, "b_zero"), "matmul_integer")};
+    return FINISH(ins, outs);
+}
+
+static int build_qlinear_matmul(BUILD_ARGS)
+{
+    BUILD_BEGIN("qlinear_matmul")
+    int64_t m = I(op, &r, "m"), n = I(op, &r, "n"), k = I(op, &r, "k");
+    int64_t shift = I(op, &r, "shift");
+    if (shift < 0 || shift > 30)
+        return te_ctx_set_error(ctx, TE_ERR_ARG,
+                                "qlinear_matmul: key 'shift' is %lld, not in "
+                                "[0, 30]",
+                                (long long)shift);
+    te_dtype da = strcmp(S(op, &r, "a_dtype"), "i8") ? TE_U8 : TE_I8;
+    te_dtype db = strcmp(S(op, &r, "b_dtype"), "u8") ? TE_I8 : TE_U8;
+    te_dtype dy = strcmp(S(op, &r, "y_dtype"), "i8") ? TE_U8 : TE_I8;
+    te_tensor *A = te_placeholder(ctx, "A", da, 2, (int64_t[]){m, k});
+    te_tensor *B = te_placeholder(ctx, "B", db, 2, (int64_t[]){k, n});
+    te_tensor *ins[] = {A, B},
+              *outs[] = {te_op_qlinear_matmul(ctx, A, 1.0, (int32_t)I(op, &r, "a_zero"), B, 1.0,
+                                              (int32_t)I(op, &r, "b_zero"), ldexp(1.0, (int)shift),
+                                              (int32_t)I(op, &r, "y_zero"), dy, "qlinear_matmul")};
     return FINISH(ins, outs);
 }
 
@@ -649,6 +687,24 @@ static int build_attention(BUILD_ARGS)
 static const te_op_key keys_matmul[] = {
     K_REQ("m", "rows of C"), K_REQ("n", "columns of C"), K_REQ("k", "reduction extent"),
     K_BOOL("trans_a", "0", "1: A is [k, m]"), K_BOOL("trans_b", "0", "1: B is [n, k]")};
+static const te_op_key keys_matmul_integer[] = {K_REQ("m", "rows of Y"),
+                                                K_REQ("n", "columns of Y"),
+                                                K_REQ("k", "reduction extent"),
+                                                K_STR("a_dtype", "u8", "u8|i8"),
+                                                K_STR("b_dtype", "i8", "i8|u8"),
+                                                K_OPT("a_zero", "0", "zero point of A"),
+                                                K_OPT("b_zero", "0", "zero point of B")};
+static const te_op_key keys_qlinear_matmul[] = {
+    K_REQ("m", "rows of Y"),
+    K_REQ("n", "columns of Y"),
+    K_REQ("k", "reduction extent"),
+    K_STR("a_dtype", "u8", "u8|i8"),
+    K_STR("b_dtype", "i8", "i8|u8"),
+    K_STR("y_dtype", "u8", "u8|i8"),
+    K_OPT("a_zero", "0", "zero point of A"),
+    K_OPT("b_zero", "0", "zero point of B"),
+    K_OPT("y_zero", "0", "zero point of Y"),
+    K_OPT("shift", "8", "requantization multiplier 2^-shift (scales 1, 1, 2^shift)")};
 static const te_op_key keys_batch_matmul[] = {K_REQ("b", "batch"),
                                               K_REQ("m", "rows of C"),
                                               K_REQ("n", "columns of C"),
@@ -796,6 +852,10 @@ static const te_op_info op_table[] = {
     {"reduce_l2", "row L2 norms of X[m, n]", NK(keys_mn), keys_mn, build_reduce_l2},
     {"attention", "softmax(scale Q K^T + mask) V, fused (flash-attention structure)",
      NK(keys_attention), keys_attention, build_attention},
+    {"matmul_integer", "ONNX MatMulInteger: i32 Y = (A - a_zero)(B - b_zero), A, B u8/i8",
+     NK(keys_matmul_integer), keys_matmul_integer, build_matmul_integer},
+    {"qlinear_matmul", "ONNX QLinearMatMul: matmul_integer requantized to u8/i8 (ties to even)",
+     NK(keys_qlinear_matmul), keys_qlinear_matmul, build_qlinear_matmul},
 };
 
 const te_op_info *te_op_lookup(const char *name)

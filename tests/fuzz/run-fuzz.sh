@@ -38,59 +38,72 @@ patch=${rest#*.}
 sed -e "s/@PROJECT_VERSION_MAJOR@/$major/" -e "s/@PROJECT_VERSION_MINOR@/$minor/" \
     -e "s/@PROJECT_VERSION_PATCH@/$patch/" -e "s/@PROJECT_VERSION@/$version/" \
     "$root/include/tessera/version.h.in" >"$out/include/tessera/version.h"
-cflags="-std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-    -Wall -Wextra -Werror -I$root/include -I$out/include -I$root"
-build() { # name sources...
-    name=$1
-    shift
-    # shellcheck disable=SC2086,SC2046
-    "$clang" $cflags $(pkg-config --cflags sqlite3 jansson) "$@" $(pkg-config --libs sqlite3 jansson) -lm \
-        -o "$out/$name"
+warn="-Wall -Wextra -Werror"
+cflags="-std=gnu11 -g -O1 -I$root/include -I$out/include -I$root -I$out/onnx_pb
+    -DTE_VERSION_STRING=\"$version\" -DTE_SOURCE_DIR=\"$root\" -fopenmp -pthread"
+jobs=$(nproc 2>/dev/null || echo 2)
+
+# The library's sources are compiled once, in parallel, with the fuzzer's instrumentation
+# (fuzzer-no-link), into one archive; each target links only the objects it needs from it.
+mkdir -p "$out/onnx_pb" "$out/obj"
+proto=/usr/include/onnx/onnx.proto
+have_onnx=0
+if command -v protoc-c >/dev/null 2>&1 && [ -f "$proto" ]; then
+    protoc-c --c_out="$out/onnx_pb" -I"$(dirname "$proto")" "$proto"
+    have_onnx=1
+fi
+lib_sources=$(cd "$root" && find te schedule backends tuning_db autotune graph -name '*.c' | sort)
+[ "$have_onnx" -eq 0 ] || lib_sources="$lib_sources $(cd "$root" && find onnx -name '*.c' | sort)"
+export root out clang cflags warn
+rm -f "$out/libtessera_fuzz.a"
+printf '%s\n' $lib_sources | xargs -P "$jobs" -I{} sh -c '
+    o="$out/obj/$(echo "{}" | tr / _).o"
+    "$clang" $cflags $warn -fsanitize=fuzzer-no-link,address,undefined \
+        -fno-sanitize-recover=undefined $(pkg-config --cflags sqlite3 jansson) -c "$root/{}" -o "$o"' ||
+    {
+        echo "run-fuzz.sh: compiling the library failed" >&2
+        exit 2
+    }
+objs=$(printf '%s\n' $lib_sources | sed "s|/|_|g; s|^|$out/obj/|; s|\$|.o|")
+if [ "$have_onnx" -eq 1 ]; then
+    "$clang" $cflags -w -fsanitize=fuzzer-no-link,address,undefined \
+        -c "$out/onnx_pb/onnx.pb-c.c" -o "$out/obj/onnx.pb-c.o"
+    objs="$objs $out/obj/onnx.pb-c.o"
+fi
+ar rcs "$out/libtessera_fuzz.a" $objs
+
+build() { # name main-source
+    "$clang" $cflags $warn -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+        "$2" "$out/libtessera_fuzz.a" $(pkg-config --libs sqlite3 jansson) -lprotobuf-c -ldl -lm \
+        -o "$out/$1"
 }
 status=0
 for t in $targets; do
     case $t in
     fuzz_db_import)
-        build fuzz_db_import "$root/tests/fuzz/fuzz_db_import.c" "$root"/tuning_db/*.c \
-            "$root/te/status.c" "$root/te/strbuf.c" "$root/te/ctx.c"
+        build fuzz_db_import "$root/tests/fuzz/fuzz_db_import.c"
         corpus="$out/corpus $root/tests/fuzz/corpus"
         dict=$root/tests/fuzz/import.dict
         ;;
     fuzz_trace)
-        # Trace replay is the schedule layer: it and the layer below it (te/), nothing else
-        # (the build's layering guarantees they link alone).
-        lib=$(find "$root/te" "$root/schedule" -name '*.c' | sort)
-        # shellcheck disable=SC2086
-        build fuzz_trace -fopenmp -pthread -DTE_VERSION_STRING="\"$version\"" \
-            -DTE_SOURCE_DIR="\"$root\"" "$root/tests/fuzz/fuzz_trace.c" $lib
+        # Trace replay is the schedule layer: it links only te/ and schedule/ objects from the
+        # archive (the build's layering guarantees they link alone).
+        build fuzz_trace "$root/tests/fuzz/fuzz_trace.c"
         corpus="$out/corpus_trace $root/tests/fuzz/corpus_trace"
         dict=$root/tests/fuzz/trace.dict
         ;;
     fuzz_onnx_import)
-        # The importer and everything under it (graph/ uses the tuner, which uses the rest but
-        # gen/); the ModelProto C is generated here, as the build does.
-        proto=/usr/include/onnx/onnx.proto
-        if ! command -v protoc-c >/dev/null 2>&1 || [ ! -f "$proto" ]; then
+        if [ "$have_onnx" -eq 0 ]; then
             echo "run-fuzz.sh: fuzz_onnx_import needs protoc-c and $proto (protobuf-c-compiler, libonnx-dev: tools/install-deps.sh)" >&2
             exit 2
         fi
-        mkdir -p "$out/onnx_pb"
-        protoc-c --c_out="$out/onnx_pb" -I"$(dirname "$proto")" "$proto"
-        lib=$(find "$root/te" "$root/schedule" "$root/backends" "$root/tuning_db" \
-            "$root/autotune" "$root/graph" "$root/onnx" -name '*.c' | sort)
-        # The generated code gets the relaxed warnings the build gives it.
-        "$clang" -std=gnu11 -g -O1 -fsanitize=fuzzer-no-link,address,undefined -w \
-            -I"$out/onnx_pb" -c "$out/onnx_pb/onnx.pb-c.c" -o "$out/onnx_pb/onnx.pb-c.o"
-        # shellcheck disable=SC2086
-        build fuzz_onnx_import -fopenmp -pthread -DTE_VERSION_STRING="\"$version\"" \
-            -DTE_SOURCE_DIR="\"$root\"" -I"$out/onnx_pb" "$root/tests/fuzz/fuzz_onnx_import.c" \
-            $lib "$out/onnx_pb/onnx.pb-c.o" -lprotobuf-c -ldl
+        build fuzz_onnx_import "$root/tests/fuzz/fuzz_onnx_import.c"
         corpus="$out/corpus_onnx $root/tests/fuzz/corpus_onnx"
         dict=$root/tests/fuzz/onnx.dict
         ;;
     fuzz_npy)
-        # The .npy reader needs only the dtype table (te/status.c).
-        build fuzz_npy "$root/tests/fuzz/fuzz_npy.c" "$root/graph/npy.c" "$root/te/status.c"
+        # The .npy reader links graph/npy.c and the dtype table (te/status.c) from the archive.
+        build fuzz_npy "$root/tests/fuzz/fuzz_npy.c"
         corpus="$out/corpus_npy $root/tests/fuzz/corpus_npy"
         dict=$root/tests/fuzz/npy.dict
         ;;

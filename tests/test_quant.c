@@ -1,0 +1,314 @@
+/* Quantized matmuls (te/ops/quant.c): ONNX MatMulInteger and QLinearMatMul on i8/u8, compiled
+ * with the default and a tiled, vectorized schedule, compared exactly with an independent
+ * integer computation and with the reference interpreter; their argument checks; and a tune
+ * whose checker compares the integer outputs exactly. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tessera/backend.h"
+#include "tessera/ops.h"
+#include "tessera/schedule.h"
+#include "tessera/te.h"
+#include "tessera/tuner.h"
+#include "tessera/tuning_db.h"
+#include "testutil.h"
+
+enum { M = 12, N = 24, K = 40 };
+
+static int setup(void **state)
+{
+    *state = te_ctx_create();
+    return *state ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    te_ctx_free(*state);
+    return 0;
+}
+
+/* Random bytes over the whole range of i8 / u8. */
+static void fill_bytes(tt_rng *r, void *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        ((uint8_t *)p)[i] = (uint8_t)tt_rng_int(r, 256);
+}
+
+static int32_t elem(te_dtype d, const void *p, size_t i)
+{
+    return d == TE_I8 ? ((const int8_t *)p)[i] : ((const uint8_t *)p)[i];
+}
+
+/* acc[i, j] = sum_k (A[i, k] - za) (B[k, j] - zb) in 32-bit integers. */
+static void int_matmul(te_dtype da, const void *a, int32_t za, te_dtype db, const void *b,
+                       int32_t zb, int32_t *acc)
+{
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            int32_t s = 0;
+            for (int k = 0; k < K; k++)
+                s += (elem(da, a, (size_t)(i * K + k)) - za) *
+                     (elem(db, b, (size_t)(k * N + j)) - zb);
+            acc[i * N + j] = s;
+        }
+}
+
+/* Builds outs[0] from A, B with the default schedule or a tiled, vectorized one of the stage
+ * `tile_stage` (NULL: none), and runs it. */
+static void build_run(te_ctx *ctx, te_tensor *A, te_tensor *B, te_tensor *Y, bool tiled,
+                      const void *a, const void *b, void *y)
+{
+    te_schedule *s = te_schedule_create(ctx, 1, &Y);
+    assert_non_null(s);
+    if (tiled) {
+        for (int i = 0; i < te_schedule_nstages(s); i++) {
+            te_stage *st = te_schedule_stage_at(s, i);
+            if (te_stage_tensor(st) == A || te_stage_tensor(st) == B)
+                continue;
+            te_iter *io, *jo, *ii, *ji;
+            assert_int_equal(
+                te_tile(st, te_stage_axis(st, 0), te_stage_axis(st, 1), 4, 8, &io, &jo, &ii, &ji),
+                TE_OK);
+            if (te_stage_nreduce(st) == 0) {
+                assert_int_equal(te_vectorize(st, ji), TE_OK);
+                continue;
+            }
+            te_iter *ko, *ki;
+            assert_int_equal(te_split(st, te_stage_reduce_axis(st, 0), 8, &ko, &ki), TE_OK);
+            assert_int_equal(te_reorder(st, 6, (te_iter *[]){io, jo, ko, ii, ki, ji}), TE_OK);
+            assert_int_equal(te_vectorize(st, ji), TE_OK);
+        }
+    }
+    te_target tgt = te_target_host();
+    te_module *m = NULL;
+    if (te_build(s, 3, (te_tensor *[]){A, B, Y}, tiled ? "q_tiled" : "q", &tgt, &m) != TE_OK)
+        fail_msg("%s", te_ctx_errmsg(ctx));
+    assert_int_equal(te_module_run(m, (void *[]){(void *)a, (void *)b, y}), TE_OK);
+    te_module_free(m);
+}
+
+static void check_matmul_integer(te_ctx *ctx, te_dtype da, int32_t za, te_dtype db, int32_t zb,
+                                 bool tiled)
+{
+    uint8_t a[M * K], b[K * N];
+    int32_t y[M * N], want[M * N];
+    double ref[M * N];
+    tt_rng r;
+    tt_rng_seed(&r, tt_seed(21));
+    fill_bytes(&r, a, sizeof a);
+    fill_bytes(&r, b, sizeof b);
+    te_tensor *A = te_placeholder(ctx, "A", da, 2, (int64_t[]){M, K});
+    te_tensor *B = te_placeholder(ctx, "B", db, 2, (int64_t[]){K, N});
+    te_tensor *Y = te_op_matmul_integer(ctx, A, B, za, zb, "Y");
+    if (!Y)
+        fail_msg("%s", te_ctx_errmsg(ctx));
+    assert_int_equal(te_tensor_dtype(Y), TE_I32);
+    memset(y, 0x5b, sizeof y);
+    build_run(ctx, A, B, Y, tiled, a, b, y);
+    int_matmul(da, a, za, db, b, zb, want);
+    assert_int_equal(te_reference_eval(ctx, 2, (te_tensor *[]){A, B}, (const void *[]){a, b}, 1, &Y,
+                                       (double *[]){ref}),
+                     TE_OK);
+    for (int i = 0; i < M * N; i++) {
+        if (y[i] != want[i])
+            fail_msg("matmul_integer %s x %s (zero points %d, %d)%s element %d: %d, want %d",
+                     te_dtype_str(da), te_dtype_str(db), za, zb, tiled ? " tiled" : "", i, y[i],
+                     want[i]);
+        if (ref[i] != want[i])
+            fail_msg("reference interpreter element %d: %g, want %d", i, ref[i], want[i]);
+    }
+}
+
+static void test_matmul_integer_matches_integer_arithmetic(void **state)
+{
+    te_ctx *ctx = *state;
+    check_matmul_integer(ctx, TE_I8, 0, TE_I8, 0, false);
+    check_matmul_integer(ctx, TE_U8, 128, TE_I8, -3, false);
+    check_matmul_integer(ctx, TE_U8, 7, TE_U8, 250, true);
+    check_matmul_integer(ctx, TE_I8, -128, TE_U8, 0, true);
+}
+
+/* The independent requantization: f32 product, ties to even (nearbyintf in the default
+ * rounding mode), zero point, saturation. */
+static int32_t requant(int32_t acc, float mult, int32_t zero, te_dtype yd, int *ties)
+{
+    float x = (float)acc * mult;
+    float f = nearbyintf(x);
+    if (fabsf(x - truncf(x)) == 0.5f)
+        (*ties)++;
+    double q = (double)f + zero;
+    double lo = yd == TE_I8 ? -128 : 0, hi = yd == TE_I8 ? 127 : 255;
+    return (int32_t)(q < lo ? lo : q > hi ? hi : q);
+}
+
+/* Bytes of dtype d within `span` of zero point z (span >= 128: the whole range). */
+static void fill_near(tt_rng *r, te_dtype d, int32_t z, int span, void *p, size_t n)
+{
+    int lo = d == TE_I8 ? -128 : 0, hi = d == TE_I8 ? 127 : 255;
+    for (size_t i = 0; i < n; i++) {
+        int v = z + (int)tt_rng_int(r, 2 * span + 1) - span;
+        v = v < lo ? lo : v > hi ? hi : v;
+        if (d == TE_I8)
+            ((int8_t *)p)[i] = (int8_t)v;
+        else
+            ((uint8_t *)p)[i] = (uint8_t)v;
+    }
+}
+
+typedef struct {
+    int ties, saturated, inside;
+} qstats;
+
+static void check_qlinear(te_ctx *ctx, te_dtype da, int32_t za, te_dtype db, int32_t zb,
+                          te_dtype yd, int32_t yz, double sa, double sb, double sy, int span,
+                          bool tiled, qstats *st)
+{
+    uint8_t a[M * K], b[K * N], y[M * N];
+    int32_t acc[M * N];
+    double ref[M * N];
+    tt_rng r;
+    tt_rng_seed(&r, tt_seed(22));
+    fill_near(&r, da, za, span, a, sizeof a);
+    fill_near(&r, db, zb, span, b, sizeof b);
+    te_tensor *A = te_placeholder(ctx, "A", da, 2, (int64_t[]){M, K});
+    te_tensor *B = te_placeholder(ctx, "B", db, 2, (int64_t[]){K, N});
+    te_tensor *Y = te_op_qlinear_matmul(ctx, A, sa, za, B, sb, zb, sy, yz, yd, "Y");
+    if (!Y)
+        fail_msg("%s", te_ctx_errmsg(ctx));
+    assert_int_equal(te_tensor_dtype(Y), yd);
+    memset(y, 0x5b, sizeof y);
+    build_run(ctx, A, B, Y, tiled, a, b, y);
+    int_matmul(da, a, za, db, b, zb, acc);
+    float mult = (float)sa * (float)sb / (float)sy;
+    assert_int_equal(te_reference_eval(ctx, 2, (te_tensor *[]){A, B}, (const void *[]){a, b}, 1, &Y,
+                                       (double *[]){ref}),
+                     TE_OK);
+    for (int i = 0; i < M * N; i++) {
+        int32_t want = requant(acc[i], mult, yz, yd, &st->ties), got = elem(yd, y, (size_t)i);
+        if (want == (yd == TE_I8 ? -128 : 0) || want == (yd == TE_I8 ? 127 : 255))
+            st->saturated++;
+        else
+            st->inside++;
+        if (got != want)
+            fail_msg("qlinear_matmul%s element %d: acc %d x %.9g -> %d, want %d",
+                     tiled ? " tiled" : "", i, acc[i], (double)mult, got, want);
+        if (ref[i] != want)
+            fail_msg("reference interpreter element %d: %g, want %d", i, ref[i], want);
+    }
+}
+
+static void test_qlinear_matmul_rounds_half_to_even_and_saturates(void **state)
+{
+    te_ctx *ctx = *state;
+    qstats st = {0, 0, 0};
+    /* multiplier 0.25 * 0.375 / 2 = 3/64: products exact in f32 (so the f32 computation and
+     * the float64 reference agree exactly), ties at acc = 32 mod 64 (inputs near their zero
+     * points: small accumulators, many ties), saturation (the whole range) */
+    check_qlinear(ctx, TE_U8, 128, TE_I8, 0, TE_U8, 128, 0.25, 0.375, 2.0, 6, false, &st);
+    check_qlinear(ctx, TE_U8, 128, TE_I8, 0, TE_U8, 128, 0.25, 0.375, 2.0, 6, true, &st);
+    check_qlinear(ctx, TE_I8, -2, TE_U8, 127, TE_I8, -5, 0.25, 0.375, 2.0, 9, true, &st);
+    check_qlinear(ctx, TE_I8, -2, TE_U8, 127, TE_I8, -5, 0.25, 0.375, 2.0, 128, false, &st);
+    check_qlinear(ctx, TE_I8, 0, TE_I8, 0, TE_I8, 0, 1.0 / 256, 0.5, 4.0, 128, true, &st);
+    print_message("ties rounded %d, saturated %d, inside %d\n", st.ties, st.saturated, st.inside);
+    assert_true(st.ties > 0 && st.saturated > 0 && st.inside > 0);
+}
+
+static void test_quantized_ops_refuse_bad_arguments(void **state)
+{
+    te_ctx *ctx = *state;
+    te_tensor *A = te_placeholder(ctx, "A", TE_I8, 2, (int64_t[]){4, 8});
+    te_tensor *B = te_placeholder(ctx, "B", TE_U8, 2, (int64_t[]){8, 4});
+    te_tensor *F = te_placeholder(ctx, "F", TE_F32, 2, (int64_t[]){8, 4});
+    te_tensor *S = te_placeholder(ctx, "S", TE_U8, 2, (int64_t[]){5, 4});
+    /* every bad call returns NULL ... */
+    te_tensor *bad[] = {
+        te_op_matmul_integer(ctx, A, F, 0, 0, "Y"),
+        te_op_matmul_integer(ctx, A, B, 200, 0, "Y"),
+        te_op_matmul_integer(ctx, A, B, 0, -1, "Y"),
+        te_op_matmul_integer(ctx, A, S, 0, 0, "Y"),
+        te_op_qlinear_matmul(ctx, A, 0.1, 0, B, 0.0, 0, 1.0, 0, TE_U8, "Y"),
+        te_op_qlinear_matmul(ctx, A, 0.1, 0, B, 0.1, 0, 1.0, 0, TE_I32, "Y"),
+        te_op_qlinear_matmul(ctx, A, 0.1, 0, B, 0.1, 0, 1.0, 300, TE_U8, "Y"),
+        te_op_matmul_integer(ctx, NULL, B, 0, 0, "Y"),
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_null(bad[i]);
+    /* ... with a message naming the culprit (the first message sticks: clear before each) */
+    const char *needles[] = {"quantized inputs are i8 or u8", "zero point 200 of input 'A'",
+                             "zero point -1 of input 'B'", "reduction extent k differs"};
+    te_ctx_clear_error(ctx);
+    te_op_matmul_integer(ctx, A, F, 0, 0, "Y");
+    assert_non_null(strstr(te_ctx_errmsg(ctx), needles[0]));
+    te_ctx_clear_error(ctx);
+    te_op_matmul_integer(ctx, A, B, 200, 0, "Y");
+    assert_non_null(strstr(te_ctx_errmsg(ctx), needles[1]));
+    te_ctx_clear_error(ctx);
+    te_op_matmul_integer(ctx, A, B, 0, -1, "Y");
+    assert_non_null(strstr(te_ctx_errmsg(ctx), needles[2]));
+    te_ctx_clear_error(ctx);
+    te_op_matmul_integer(ctx, A, S, 0, 0, "Y");
+    assert_non_null(strstr(te_ctx_errmsg(ctx), needles[3]));
+    te_ctx_clear_error(ctx);
+    te_op_qlinear_matmul(ctx, A, 0.1, 0, B, 0.0, 0, 1.0, 0, TE_U8, "Y");
+    assert_non_null(strstr(te_ctx_errmsg(ctx), "scales must be positive"));
+    te_ctx_clear_error(ctx);
+    te_op_qlinear_matmul(ctx, A, 0.1, 0, B, 0.1, 0, 1.0, 300, TE_U8, "Y");
+    assert_non_null(strstr(te_ctx_errmsg(ctx), "output zero point 300"));
+    te_ctx_clear_error(ctx);
+    te_op_qlinear_matmul(ctx, A, 0.1, 0, B, 0.1, 0, 1.0, 0, TE_I32, "Y");
+    assert_non_null(strstr(te_ctx_errmsg(ctx), "quantized outputs are i8 or u8"));
+    te_ctx_clear_error(ctx);
+}
+
+static void test_tune_of_quantized_matmuls_checks_integers_exactly(void **state)
+{
+    te_ctx *ctx = *state;
+    char dir[256];
+    assert_int_equal(tt_tmpdir_make(dir, sizeof dir, "quant"), 0);
+    te_db *db = NULL;
+    assert_int_equal(te_db_open(tt_path_in(dir, "t.db"), NULL, &db), TE_OK);
+    te_tensor *A = te_placeholder(ctx, "A", TE_U8, 2, (int64_t[]){16, 32});
+    te_tensor *B = te_placeholder(ctx, "B", TE_I8, 2, (int64_t[]){32, 16});
+    te_tensor *Y = te_op_matmul_integer(ctx, A, B, 128, 0, "Y");
+    te_tensor *Q = te_op_qlinear_matmul(ctx, A, 0.25, 128, B, 0.375, 0, 2.0, 128, TE_U8, "Q");
+    te_tune_options o = te_tune_options_default();
+    o.max_trials = 6;
+    o.batch_size = 3;
+    o.quiet = 1;
+    te_tuner *t = te_tuner_create(db, &o);
+    assert_non_null(t);
+    assert_int_equal(te_tuner_add_expr(t, "mm_int", 2, (te_tensor *[]){A, B}, 1, &Y, 1), TE_OK);
+    assert_int_equal(te_tuner_add_expr(t, "qmm", 2, (te_tensor *[]){A, B}, 1, &Q, 1), TE_OK);
+    if (te_tuner_run(t) != TE_OK)
+        fail_msg("%s", te_tuner_errmsg(t));
+    for (int i = 0; i < 2; i++) {
+        te_tune_task_info info;
+        assert_int_equal(te_tuner_task_info(t, i, &info), TE_OK);
+        print_message("%s: best %s\n", info.workload_key, info.best_trace ? "found" : "-");
+        assert_non_null(info.best_trace);
+    }
+    te_tuner_free(t);
+    te_db_close(db);
+    tt_tmpdir_remove(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_matmul_integer_matches_integer_arithmetic, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_qlinear_matmul_rounds_half_to_even_and_saturates,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_quantized_ops_refuse_bad_arguments, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tune_of_quantized_matmuls_checks_integers_exactly,
+                                        setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
