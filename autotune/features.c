@@ -472,3 +472,27 @@ int te_features(const te_lowered *f, float *out, int n)
         out[i] = isfinite(v[i]) ? v[i] : 0.0f;
     return TE_NUM_FEATURES;
 }
+
+int te_kernel_count(const te_lowered *f, te_kernel_counts *out)
+{
+    if (!out)
+        return TE_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    if (!f)
+        return TE_ERR_ARG;
+    fstate *F = calloc(1, sizeof *F);
+    if (!F)
+        return TE_ERR_NOMEM;
+    F->trips = 1;
+    F->par_trips = 1;
+    F->f = f;
+    stmt_walk(F, f->body);
+    /* The same float lane-ops as feature 7: add/sub/neg, mul, div, min/max/compare, and one
+     * per math intrinsic call. */
+    out->flops = F->fadd + F->fmul + F->fdiv + F->fcmp + F->fcall;
+    for (int i = 0; i < f->n_args; i++)
+        out->bytes += buf_bytes(f->args[i]);
+    out->intensity = out->bytes > 0 ? out->flops / out->bytes : 0;
+    free(F);
+    return TE_OK;
+}

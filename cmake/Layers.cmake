@@ -86,7 +86,7 @@ function(tessera_module name)
     target_compile_definitions(tessera_${name} PRIVATE TE_VERSION_STRING="${PROJECT_VERSION}"
                                TE_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
     target_link_libraries(tessera_${name} PRIVATE OpenMP::OpenMP_C Threads::Threads)
-    target_include_directories(tessera_${name} PRIVATE ${SQLITE3_INCLUDE_DIRS})
+    target_include_directories(tessera_${name} PRIVATE ${SQLITE3_INCLUDE_DIRS} ${JANSSON_INCLUDE_DIRS})
     set(TESSERA_MODULES ${TESSERA_MODULES} ${name} PARENT_SCOPE)
 endfunction()
 

@@ -307,7 +307,7 @@ static void test_queries_tables_and_json(void **state)
     (void)state;
     seed();
     assert_int_equal(cli("db info --db cli.db"), 0);
-    assert_non_null(strstr(out_text, "schema version:  3"));
+    assert_non_null(strstr(out_text, "schema version:  4"));
     assert_non_null(strstr(out_text, "3 (2 ok)"));
     assert_int_equal(cli("db info --db cli.db --json"), 0);
     assert_int_equal(json_lines(), 1);

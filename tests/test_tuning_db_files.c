@@ -329,7 +329,7 @@ static void test_version_2_gains_claims_and_transient(void **state)
     te_db *db = tdb_open(path, 0);
     te_db_info in;
     assert_int_equal(te_db_get_info(db, &in), TE_OK);
-    assert_int_equal(in.schema_version, 3);
+    assert_int_equal(in.schema_version, TE_DB_SCHEMA_VERSION);
     te_db_target old = {.key = "c;x86_64;old"};
     te_db_trial_list *l = NULL;
     assert_int_equal(te_db_history(db, TDB_MATMUL, &old, 0, &l), TE_OK);

@@ -45,13 +45,14 @@ if(TESSERA_BUILD_FUZZ)
                                ${CMAKE_SOURCE_DIR})
     target_compile_options(fuzz_db_import PRIVATE -fsanitize=fuzzer,address,undefined)
     target_link_options(fuzz_db_import PRIVATE -fsanitize=fuzzer,address,undefined)
-    target_link_libraries(fuzz_db_import PRIVATE ${SQLITE3_LINK_LIBRARIES} m)
+    target_include_directories(fuzz_db_import PRIVATE ${JANSSON_INCLUDE_DIRS})
+    target_link_libraries(fuzz_db_import PRIVATE ${SQLITE3_LINK_LIBRARIES} ${JANSSON_LINK_LIBRARIES} m)
   else()
     find_program(TESSERA_CLANG NAMES clang clang-18 clang-17 clang-16 clang-15 clang-14)
     if(TESSERA_CLANG)
       set(fuzz_bin ${CMAKE_CURRENT_BINARY_DIR}/fuzz_db_import)
       set(sqlite_cflags)
-      foreach(d ${SQLITE3_INCLUDE_DIRS})
+      foreach(d ${SQLITE3_INCLUDE_DIRS} ${JANSSON_INCLUDE_DIRS})
         list(APPEND sqlite_cflags -I${d})
       endforeach()
       add_custom_command(
@@ -59,7 +60,7 @@ if(TESSERA_BUILD_FUZZ)
         COMMAND ${TESSERA_CLANG} -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined
                 -Wall -Wextra -Werror -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_BINARY_DIR}/include
                 -I${CMAKE_SOURCE_DIR}
-                ${sqlite_cflags} ${TESSERA_FUZZ_SOURCES} ${SQLITE3_LINK_LIBRARIES} -lm
+                ${sqlite_cflags} ${TESSERA_FUZZ_SOURCES} ${SQLITE3_LINK_LIBRARIES} ${JANSSON_LINK_LIBRARIES} -lm
                 -o ${fuzz_bin}
         DEPENDS ${TESSERA_FUZZ_SOURCES}
         COMMENT "Building the libFuzzer target fuzz_db_import with ${TESSERA_CLANG}"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates docs/PERFORMANCE.md: `tessera bench` on 1 and 2 threads (hand-written schedules,
 # or the best records of a tuning database), beside the strongest baselines, with the
-# machine's measured FMA peak and copy bandwidth. Run it on a quiet machine: nothing else
-# running, no builds.
+# machine's measured FMA peak and copy bandwidth, and the roofline plot roofline.svg beside
+# it. Run it on a quiet machine: nothing else running, no builds.
 #
 #   bash tools/bench-report.sh [--db FILE] [--reps N] [-o FILE]
 set -euo pipefail
@@ -20,4 +20,4 @@ while [ $# -gt 0 ]; do
 done
 cli=$root/build/tessera
 [ -x "$cli" ] || { cmake -S "$root" -B "$root/build" >/dev/null && cmake --build "$root/build" -j "$(nproc)" --target tessera_cli >/dev/null; }
-"$cli" bench --threads 1,2 "${args[@]}" --report "$out"
+"$cli" bench --threads 1,2 "${args[@]}" --report "$out" --roofline "$(dirname "$out")/roofline.svg"

@@ -237,6 +237,7 @@ int te_bench_attention(te_db *db, int seq, int heads, int dh, int threads, int r
     out->threads = threads;
     out->unit = "gflops";
     out->ours = flop / med[0] * 1e-9;
+    out->seconds = med[0];
     out->base = flop / med[1] * 1e-9;
     out->openblas = out->base;
     out->onednn = NAN;

@@ -15,6 +15,28 @@
 #include "tools/bench_report.h"
 #include "tools/peak.h"
 
+const char *const te_bench_roofline_section =
+    "\n## Roofline\n\n"
+    "![Roofline plot of the benchmark rows](roofline.svg)\n\n"
+    "`tessera bench --roofline docs/roofline.svg` (which `tools/bench-report.sh` passes) places "
+    "every benchmark row under the machine's two roofs; `tessera db roofline --svg FILE` does "
+    "the same for the best records of a tuning database.\n\n"
+    "- **FLOPs** are counted from the kernel's lowered IR (`te_kernel_count`, "
+    "autotune/features.c): the floating-point add, sub, neg, mul, div, min, max, compare and "
+    "math-intrinsic calls of the statements as lowered, each weighted by the trip counts of its "
+    "enclosing loops (vector operations count their lanes; a multiply-add is 2).\n"
+    "- **Bytes** are the compulsory traffic: the sizes of the kernel's inputs and outputs, each "
+    "moved once. Real traffic is at least this, so the arithmetic intensity AI = FLOPs / bytes "
+    "is an upper bound.\n"
+    "- **Roofs**: the compute roof is the FMA peak (f32, or f64 for f64 kernels, widest vector "
+    "ISA) and the bandwidth roof the copy bandwidth (bytes read plus written per second), both "
+    "medians of runs measured by `tessera target --measure` and kept in the database's "
+    "`target_peaks` table, at the thread count of the run (measured on the spot when the "
+    "database has none). A kernel's roof is min(peak, AI x bandwidth); its fraction is its "
+    "GFLOP/s over that roof.\n"
+    "- The bandwidth roof is DRAM bandwidth: a kernel whose data fit in the caches can pass it, "
+    "so a fraction above 100% means the kernel works from cache, not that a figure is wrong.\n";
+
 /* Writes x with fmt into buf, or "-" when it is not finite (a figure left out). */
 static const char *fig(char *buf, size_t n, const char *fmt, double x)
 {
@@ -117,6 +139,7 @@ int te_bench_write_report(const char *path, const te_bench_row *rows, int n, con
     fprintf(f, "\nratio: to the strongest baseline that ran and was trusted; \"of peak\" for "
                "GFLOP/s rows is the measured FMA peak above, \"of bandwidth\" for GB/s rows the "
                "copy bandwidth measured in the same run.\n");
+    fputs(te_bench_roofline_section, f);
     int bad = ferror(f);
     if (fclose(f) != 0 || bad) {
         fprintf(stderr, "tessera bench: error writing %s\n", path);

@@ -16,6 +16,10 @@ typedef struct te_bench_row {
     char ob_impl[112], dn_impl[112]; /* each library's kernels, "" when not measured */
     const char *other_impl;          /* the one of them that is not the strongest, or "" */
     double err;
+    /* For `tessera bench --roofline`: our kernel's median time and the library operator it
+     * computes (te_op_build's name and parameters; op "" when it is none). */
+    double seconds;
+    char op[24], params[96];
 } te_bench_row;
 
 /* Writes the report to path: the machine (CPU, ISA, cores), its measured FMA peak and copy
@@ -23,6 +27,10 @@ typedef struct te_bench_row {
  * (GFLOP/s rows) or of copy bandwidth (GB/s rows) it reaches, plus the notes the benchmark
  * printed (which OpenBLAS and oneDNN kernels ran, the machine's load). Returns 0, or -1 with a
  * message on stderr when the file cannot be written. */
+/* The report's "Roofline" section (Markdown), which explains `tessera bench --roofline`'s plot
+ * (docs/roofline.svg beside the report). Static text. */
+extern const char *const te_bench_roofline_section;
+
 int te_bench_write_report(const char *path, const te_bench_row *rows, int n, const int *threads,
                           int nthreads, int reps, const char *openblas_note, const char *dn_note,
                           const char *load_note, const char *db_path);

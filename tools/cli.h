@@ -18,6 +18,7 @@ int te_cmd_lower(int argc, char **argv);
 int te_cmd_fuse(int argc, char **argv);
 int te_cmd_run(int argc, char **argv);
 int te_cmd_import(int argc, char **argv);
+int te_cmd_target(int argc, char **argv);
 
 /* ---- The one command-line parser (tools/cli_args.c) ---------------------------------------
  *

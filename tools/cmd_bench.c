@@ -22,6 +22,7 @@
 #include "tools/bench_graph.h"
 #include "tools/bench_report.h"
 #include "tools/cli.h"
+#include "tools/roofline.h"
 
 typedef te_bench_row row;
 
@@ -198,6 +199,7 @@ static void measure_products(tess_run *tr, const float *ours_out, const te_bl_sh
     out->threads = threads;
     out->unit = "gflops";
     out->ours = flop / med[0] * 1e-9;
+    out->seconds = med[0];
     out->base = r.best;
     out->openblas = r.openblas;
     out->onednn = r.onednn;
@@ -438,6 +440,7 @@ static int bench_rowop(const char *op, int M, int N, int threads, int reps, row 
     out->threads = threads;
     out->unit = "gbps";
     out->ours = bytes / ta * 1e-9;
+    out->seconds = ta;
     out->base = bytes / tb * 1e-9;
     out->openblas = out->onednn = NAN;
     snprintf(out->base_name, sizeof out->base_name, "memcpy");
@@ -542,6 +545,7 @@ static int bench_gemv(int N, int K, int tb, int threads, int reps, row *out)
     out->threads = threads;
     out->unit = "gbps";
     out->ours = bytes / med[0] * 1e-9;
+    out->seconds = med[0];
     out->base = bytes / med[1] * 1e-9;
     out->openblas = bytes / med[2] * 1e-9;
     out->onednn = NAN;
@@ -648,6 +652,7 @@ static int bench_db(te_db *db, const char *op, const char *params, int threads, 
         out->threads = threads;
         out->unit = "gbps";
         out->ours = bytes / ta * 1e-9;
+        out->seconds = ta;
         out->base = bytes / tb * 1e-9;
         out->openblas = out->onednn = NAN;
         snprintf(out->base_name, sizeof out->base_name, "memcpy");
@@ -670,11 +675,29 @@ static int bench_db(te_db *db, const char *op, const char *params, int threads, 
     return 0;
 }
 
+/* The library operator a row of work kind `kind` computes, for --roofline. */
+static void row_op(row *r, const char *name, int kind, int m, int n, int k)
+{
+    if (kind == 3) {
+        snprintf(r->op, sizeof r->op, "attention");
+        snprintf(r->params, sizeof r->params, "batch=1,heads=%d,lq=%d,lk=%d,dh=%d", n, m, m, k);
+    } else if (kind >= 4) { /* gemv: kind 4 stores the weights [n][k] */
+        snprintf(r->op, sizeof r->op, "matmul");
+        snprintf(r->params, sizeof r->params, "m=1,n=%d,k=%d,trans_b=%d", n, k, kind == 4);
+    } else {
+        snprintf(r->op, sizeof r->op, "%s", name);
+        if (kind == 2)
+            snprintf(r->params, sizeof r->params, "m=%d,n=%d", m, n);
+        else
+            snprintf(r->params, sizeof r->params, "m=%d,n=%d,k=%d", m, n, k);
+    }
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tessera bench [--json] [--reps N] [--threads LIST] [--only NAME] [--quick] "
-            "[--db FILE] [--report FILE]\n"
+            "[--db FILE] [--report FILE] [--roofline [FILE]]\n"
             "       tessera bench --graph GRAPH [--db FILE] [--threads LIST] [--json] (--help)\n\n"
             "Runs hand-scheduled Tessera kernels beside the strongest baselines on this\n"
             "machine (matmul, the MLP gate: OpenBLAS with the kernels that fit the CPU and\n"
@@ -700,7 +723,10 @@ static void usage(FILE *f)
             "                  runs; not a measurement)\n"
             "  --report FILE   also write the results as a Markdown report (the machine, its\n"
             "                  measured FMA peak and copy bandwidth, every row with the\n"
-            "                  fraction of peak or bandwidth it reaches): docs/PERFORMANCE.md\n");
+            "                  fraction of peak or bandwidth it reaches): docs/PERFORMANCE.md\n"
+            "  --roofline [FILE]  also place every row under the machine's roofs (peaks from\n"
+            "                  `tessera target --measure` in the database, else measured now):\n"
+            "                  a table, and the plot as SVG in FILE (default roofline.svg)\n");
 }
 
 int te_cmd_bench(int argc, char **argv)
@@ -709,9 +735,20 @@ int te_cmd_bench(int argc, char **argv)
         return te_cmd_bench_graph(argc - 1, argv + 1);
     bool json = false, quick = false;
     int reps = 9, threads[8] = {1, 2}, nthreads = 2;
-    const char *only = NULL, *db_path = NULL, *report = NULL;
+    const char *only = NULL, *db_path = NULL, *report = NULL, *roofline = NULL;
     int attn_seq = 0;
-    enum { O_HELP, O_JSON, O_REPS, O_THREADS, O_QUICK, O_ONLY, O_ATTN_SEQ, O_DB, O_REPORT };
+    enum {
+        O_HELP,
+        O_JSON,
+        O_REPS,
+        O_THREADS,
+        O_QUICK,
+        O_ONLY,
+        O_ATTN_SEQ,
+        O_DB,
+        O_REPORT,
+        O_ROOFLINE
+    };
     enum { O_PLUGIN = 1000 }; /* --plugin LIB.so (tools/cli.h) */
     te_cli_plugins plugins = {0};
     static const te_cli_opt opts[] = {{"help", 'h', TE_CLI_FLAG, O_HELP},
@@ -723,12 +760,16 @@ int te_cmd_bench(int argc, char **argv)
                                       {"attn-seq", 0, TE_CLI_VALUE, O_ATTN_SEQ},
                                       {"db", 0, TE_CLI_VALUE, O_DB},
                                       {"report", 0, TE_CLI_VALUE, O_REPORT},
+                                      {"roofline", 0, TE_CLI_OPTIONAL, O_ROOFLINE},
                                       {"plugin", 0, TE_CLI_VALUE, O_PLUGIN},
                                       {0}};
     te_cli_parser cp;
     te_cli_parser_init(&cp, "bench", argc, argv, opts);
+    bool roof_pending = false; /* a bare --roofline takes the next word as its file */
     for (int c; (c = te_cli_next(&cp)) != TE_CLI_END;) {
         const char *v = cp.value;
+        bool was_pending = roof_pending;
+        roof_pending = false;
         switch (c) {
         case O_PLUGIN:
             if (te_cli_plugin_add(&plugins, &cp, cp.value))
@@ -737,6 +778,10 @@ int te_cmd_bench(int argc, char **argv)
         case TE_CLI_BAD:
             return 2;
         case TE_CLI_ARG:
+            if (was_pending) {
+                roofline = v;
+                break;
+            }
             return te_cli_usage_error(&cp, "unexpected argument '%s'", v);
         case O_HELP:
             usage(stdout);
@@ -783,6 +828,10 @@ int te_cmd_bench(int argc, char **argv)
             break;
         case O_REPORT:
             report = v;
+            break;
+        case O_ROOFLINE:
+            roofline = v ? v : "roofline.svg";
+            roof_pending = !v;
             break;
         }
     }
@@ -861,6 +910,9 @@ int te_cmd_bench(int argc, char **argv)
                 bench_rowop(work[w].name, work[w].m, work[w].n, threads[t], reps, &rows[n]);
             if (!json)
                 fprintf(stderr, "  measured %s, %d thread(s)\n", rows[n].workload, threads[t]);
+            row_op(&rows[n], work[w].name, work[w].kind,
+                   work[w].kind == 3 && attn_seq ? attn_seq : work[w].m,
+                   quick && work[w].kind >= 4 ? work[w].n / 8 : work[w].n, work[w].k);
             n++;
         }
     }
@@ -924,6 +976,9 @@ int te_cmd_bench(int argc, char **argv)
     te_db_close(db);
     if (report && te_bench_write_report(report, rows, n, threads, nthreads, reps,
                                         te_bl_openblas_note(), dn_note, load_note, db_path) != 0)
+        return 1;
+    /* With --json, stdout holds only the JSON list. */
+    if (roofline && te_roofline_bench(rows, n, db_path, roofline, json ? stderr : stdout) != 0)
         return 1;
     return 0;
 }

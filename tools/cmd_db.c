@@ -24,6 +24,7 @@
 #include "tessera/tuning_db.h"
 #include "tools/cli.h"
 #include "tools/db_print.h"
+#include "tools/roofline.h"
 
 #define EXIT_USAGE 2
 #define MAX_POS 64 /* positional arguments (import, merge) */
@@ -49,6 +50,7 @@ typedef enum db_opt {
     OPT_DRY_RUN,
     OPT_TRIALS,
     OPT_BATCH,
+    OPT_SVG,
     OPT_COUNT
 } db_opt;
 
@@ -72,6 +74,7 @@ static const struct {
     [OPT_DRY_RUN] = {"dry-run", 0},
     [OPT_TRIALS] = {"trials", 1},
     [OPT_BATCH] = {"batch", 1},
+    [OPT_SVG] = {"svg", 1},
 };
 
 /* An option a subcommand accepts beyond --db, --json and --help, with its one-letter alias. */
@@ -688,6 +691,12 @@ static int cmd_bench_insert(const db_args *a)
     return status;
 }
 
+static int cmd_roofline(const db_args *a)
+{
+    return te_roofline_db_command(db_path(a->val[OPT_DB]), a->val[OPT_WORKLOAD], a->val[OPT_TARGET],
+                                  a->val[OPT_SVG], a->on[OPT_JSON]);
+}
+
 static const subcommand subcommands[] = {
     {"info",
      "[--json]",
@@ -782,6 +791,19 @@ static const subcommand subcommands[] = {
      cmd_check,
      0,
      {{OPT_NONE, 0}},
+     0},
+    {"roofline",
+     "[--workload TEXT] [--target TEXT] [--svg FILE] [--json]",
+     "Place the best ok trial of every (workload, target) under its target's roofs: flops\n"
+     "and compulsory bytes counted from the lowered IR, GFLOP/s, arithmetic intensity, the\n"
+     "roof min(peak, AI x bandwidth) and the fraction reached. The peaks come from `tessera\n"
+     "target --measure`; docs/PERFORMANCE.md explains the figures.",
+     "options:\n  -w, --workload TEXT  only workloads whose key contains TEXT\n"
+     "  -t, --target TEXT    only targets whose key contains TEXT\n"
+     "  --svg FILE           also write the roofline plot (SVG) to FILE\n",
+     cmd_roofline,
+     0,
+     {{OPT_WORKLOAD, 'w'}, {OPT_TARGET, 't'}, {OPT_SVG, 0}, {OPT_NONE, 0}},
      0},
     {"bench-insert",
      "[--trials N] [--batch B] [--db FILE] [--json]",

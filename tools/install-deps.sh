@@ -15,6 +15,8 @@ packages=(
     libdnnl-dev            # oneDNN, the second baseline of `tessera bench`/`tune` (dlopen'ed; optional at run time)
     libsqlite3-dev         # the tuning database
     sqlite3                # the sqlite3 shell, for inspecting tuning databases
+    libjansson-dev         # JSON reading and writing (export/import, task lists, --json)
+    librsvg2-bin           # rsvg-convert, to look at roofline plots as PNG (optional)
     libcmocka-dev          # the unit test framework
     clang                  # the libFuzzer target is built with clang
     clang-format           # tools/format.sh --check, a CI step

@@ -24,6 +24,8 @@ static const struct {
     {"run", te_cmd_run,
      "compile and run a fused graph or ONNX model: .npy in/out, --check, --bench"},
     {"import", te_cmd_import, "import an ONNX model as a graph (text form plus weight files)"},
+    {"target", te_cmd_target,
+     "show the host target and its peaks; --measure records FMA peaks and copy bandwidth"},
 };
 
 static void usage(FILE *f)

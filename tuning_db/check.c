@@ -305,6 +305,10 @@ static void check_consistency(checker *k)
         {"SELECT id FROM jobs WHERE trials_done < 0 OR trials_planned < 0 OR started_us < 0 OR "
          "(ended_us IS NOT NULL AND ended_us < started_us) ORDER BY id",
          "job", "jobs with negative counts or an end before their start"},
+        {"SELECT rowid FROM target_peaks WHERE NOT (value > 0 AND value < 1e300) OR "
+         "(kind = 'fma' AND (dtype NOT IN ('f32', 'f64') OR isa = '')) OR "
+         "(kind = 'copy' AND (dtype != '' OR isa != '')) OR measured_us < 0 ORDER BY rowid",
+         "peak", "target peaks that are not positive or name no dtype and ISA"},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         check_rows(k, rows[i].sql, rows[i].noun, rows[i].what);

@@ -90,6 +90,9 @@ int te__validate_trial(te_db *db, const te_db_trial *t, size_t i);
 int te__insert_trial(te_db *db, const te_db_trial *t, int flags, int *inserted);
 void te__cache_reset(te_db *db);
 
+/* The row id of the target with canonical key `key` (fields from t, or parsed from the key
+ * when t->backend is NULL), inserting the row when it is new; inside an open transaction. */
+int te__target_id(te_db *db, const te_db_target *t, const char *key, int64_t *id);
 /* Derives the target key into a malloc'ed string, or NULL (message set). */
 char *te__target_key_dup(te_db *db, const te_db_target *t);
 /* Splits a canonical target key (a writable copy, which the fields then point into) back into

@@ -1,8 +1,12 @@
-/* A strict JSON reader (RFC 8259) and the writer helpers. The reader never trusts its input:
- * it is the target of the import fuzzer. */
+/* The JSON reader and writer helpers over jansson. jansson does the parsing, validation and
+ * decoding; this file turns its tree into the arena DOM of json.h, recovering the source text
+ * of each value by walking the (then known valid) input beside the tree, and puts jansson's
+ * errors into Tessera's words. The reader never trusts its input: it is the target of the
+ * import fuzzer (tests/fuzz/fuzz_db_import.c). */
 #include "tuning_db/json.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -10,95 +14,281 @@
 
 #define TE__JSON_MAX_DEPTH 64
 
-typedef struct {
-    te__json_doc *doc;
-    const char *s, *p, *end;
-    int failed;
-} parser;
-
-static void fail(parser *ps, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail(parser *ps, const char *fmt, ...)
+static void set_err(te__json_doc *doc, size_t column, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(te__json_doc *doc, size_t column, const char *fmt, ...)
 {
-    if (ps->failed)
-        return;
-    ps->failed = 1;
-    int k =
-        snprintf(ps->doc->err, sizeof ps->doc->err, "column %zu: ", (size_t)(ps->p - ps->s) + 1);
-    if (k < 0 || (size_t)k >= sizeof ps->doc->err)
+    int k = snprintf(doc->err, sizeof doc->err, "column %zu: ", column);
+    if (k < 0 || (size_t)k >= sizeof doc->err)
         return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ps->doc->err + k, sizeof ps->doc->err - (size_t)k, fmt, ap);
+    vsnprintf(doc->err + k, sizeof doc->err - (size_t)k, fmt, ap);
     va_end(ap);
 }
 
-static void skip_ws(parser *ps)
+/* Refuses nesting bombs before jansson (whose own limit is 2048 levels) recurses into them:
+ * the column of the first bracket deeper than the limit, or 0. Brackets inside strings do not
+ * count; the scan needs no valid input. */
+static size_t too_deep(const char *s, size_t n)
 {
-    while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r'))
-        ps->p++;
+    int depth = 0, in_str = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (in_str) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c == '[' || c == '{') {
+            if (++depth > TE__JSON_MAX_DEPTH)
+                return i + 1;
+        } else if (c == ']' || c == '}') {
+            depth--;
+        }
+    }
+    return 0;
 }
 
-static te__json *new_node(parser *ps, te__json_type type)
+/* jansson's error in Tessera's words; the tests and users grep for these phrases. */
+static void translate_error(te__json_doc *doc, const json_error_t *e, const char *s, size_t n)
 {
-    te__json *v = te__arena_alloc(&ps->doc->arena, sizeof *v);
-    if (!v) {
-        fail(ps, "out of memory");
-        return NULL;
+    size_t col = e->position > 0 ? (size_t)e->position : 1;
+    unsigned byte = 0;
+    switch (json_error_code(e)) {
+    case json_error_invalid_utf8:
+        if (sscanf(e->text, "unable to decode byte 0x%x", &byte) == 1)
+            set_err(doc, col, "invalid UTF-8 in a string (byte 0x%02x)", byte & 0xffu);
+        else
+            set_err(doc, col, "invalid UTF-8");
+        return;
+    case json_error_premature_end_of_input:
+        set_err(doc, col, "unexpected end of input (%s)", e->text);
+        return;
+    case json_error_end_of_input_expected:
+        set_err(doc, col, "unexpected text after the JSON value");
+        return;
+    case json_error_null_character:
+        set_err(doc, col, "\\u0000 is not allowed in Tessera text");
+        return;
+    case json_error_duplicate_key:
+        set_err(doc, col, "a member name appears twice in one object (%s)", e->text);
+        return;
+    case json_error_numeric_overflow:
+        set_err(doc, col, "number out of range (%s)", e->text);
+        return;
+    case json_error_out_of_memory:
+        set_err(doc, col, "out of memory");
+        return;
+    default:
+        break;
     }
+    if (!strncmp(e->text, "invalid token near '", 20)) {
+        /* A token jansson could not read: name its first character, and say what a number
+         * followed by more digits (a leading zero, "01") should have been followed by. */
+        size_t pos = e->position > 0 ? (size_t)e->position : 0;
+        size_t tok = strlen(e->text + 20) - (e->text[strlen(e->text) - 1] == '\'');
+        size_t start = tok <= pos ? pos - tok : 0;
+        unsigned char c = start < n ? (unsigned char)s[start] : 0;
+        if (c == '0' && start + 1 < n && s[start + 1] >= '0' && s[start + 1] <= '9')
+            set_err(doc, start + 2,
+                    "expected ',' or the end of the container after '0' (a "
+                    "number has no leading zeros)");
+        else if (c >= 0x20 && c < 0x7f)
+            set_err(doc, start + 1, "unexpected character '%c' (%s)", c, e->text);
+        else
+            set_err(doc, start + 1, "unexpected byte 0x%02x", c);
+        return;
+    }
+    set_err(doc, col, "%s", e->text);
+}
+
+/* A cursor over input jansson accepted: the value boundaries are found without checks. */
+typedef struct {
+    const char *p, *end;
+} cursor;
+
+static void skip_ws(cursor *c)
+{
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
+        c->p++;
+}
+
+static void skip_string(cursor *c)
+{
+    c->p++; /* opening quote */
+    while (c->p < c->end && *c->p != '"')
+        c->p += *c->p == '\\' ? 2 : 1;
+    if (c->p < c->end)
+        c->p++;
+}
+
+static void skip_scalar(cursor *c)
+{
+    while (c->p < c->end && *c->p != ',' && *c->p != ']' && *c->p != '}' && *c->p != ' ' &&
+           *c->p != '\t' && *c->p != '\n' && *c->p != '\r')
+        c->p++;
+}
+
+static char *arena_strndup(te__arena *a, const char *s, size_t n)
+{
+    char *o = te__arena_alloc(a, n + 1);
+    if (o) {
+        memcpy(o, s, n);
+        o[n] = '\0';
+    }
+    return o;
+}
+
+/* Converts jansson's value j, whose text starts at c->p (after white space), into a node of
+ * doc; leaves c->p after the value. NULL when memory ran out. */
+static te__json *convert(te__json_doc *doc, json_t *j, cursor *c)
+{
+    te__json *v = te__arena_alloc(&doc->arena, sizeof *v);
+    if (!v)
+        return NULL;
     memset(v, 0, sizeof *v);
-    v->type = type;
-    v->raw = ps->p;
+    skip_ws(c);
+    v->raw = c->p;
+    te__json **tail = &v->first;
+    switch (json_typeof(j)) {
+    case JSON_OBJECT: {
+        v->type = TE__JSON_OBJECT;
+        c->p++; /* '{' */
+        /* jansson keeps members in the order of the text, and duplicates were refused. */
+        const char *key;
+        json_t *m;
+        json_object_foreach(j, key, m)
+        {
+            skip_ws(c);
+            skip_string(c);
+            skip_ws(c);
+            c->p++; /* ':' */
+            te__json *child = convert(doc, m, c);
+            if (!child || !(child->key = arena_strndup(&doc->arena, key, strlen(key))))
+                return NULL;
+            *tail = child;
+            tail = &child->next;
+            skip_ws(c);
+            if (c->p < c->end && *c->p == ',')
+                c->p++;
+        }
+        skip_ws(c);
+        c->p++; /* '}' */
+        break;
+    }
+    case JSON_ARRAY: {
+        v->type = TE__JSON_ARRAY;
+        c->p++; /* '[' */
+        size_t i;
+        json_t *m;
+        json_array_foreach(j, i, m)
+        {
+            te__json *child = convert(doc, m, c);
+            if (!child)
+                return NULL;
+            *tail = child;
+            tail = &child->next;
+            skip_ws(c);
+            if (c->p < c->end && *c->p == ',')
+                c->p++;
+        }
+        skip_ws(c);
+        c->p++; /* ']' */
+        break;
+    }
+    case JSON_STRING:
+        v->type = TE__JSON_STRING;
+        if (!(v->str = arena_strndup(&doc->arena, json_string_value(j), json_string_length(j))))
+            return NULL;
+        skip_string(c);
+        break;
+    case JSON_INTEGER:
+    case JSON_REAL: {
+        /* From the text itself: jansson reads every number as a double (so that integers
+         * beyond int64 are numbers, not errors), and the integer value must be exact. */
+        v->type = TE__JSON_NUMBER;
+        skip_scalar(c);
+        size_t n = (size_t)(c->p - v->raw);
+        char small[64], *text = n < sizeof small ? small : te__arena_alloc(&doc->arena, n + 1);
+        if (!text)
+            return NULL;
+        memcpy(text, v->raw, n);
+        text[n] = '\0';
+        v->num = strtod(text, NULL);
+        if (!strpbrk(text, ".eE")) {
+            errno = 0;
+            long long x = strtoll(text, NULL, 10);
+            if (errno == 0) {
+                v->is_int = 1;
+                v->i = x;
+            }
+        }
+        break;
+    }
+    case JSON_TRUE:
+    case JSON_FALSE:
+    case JSON_NULL:
+        v->type = json_is_true(j)    ? TE__JSON_TRUE
+                  : json_is_false(j) ? TE__JSON_FALSE
+                                     : TE__JSON_NULL;
+        skip_scalar(c);
+        break;
+    }
+    if (c->p > c->end) /* cannot happen on input jansson accepted; never read past it */
+        c->p = c->end;
+    v->raw_len = (size_t)(c->p - v->raw);
     return v;
 }
 
-static int hex4(parser *ps, unsigned *out)
+te__json *te__json_parse(te__json_doc *doc, const char *s, size_t n)
 {
-    if (ps->end - ps->p < 4) {
-        fail(ps, "truncated \\u escape");
-        return 0;
+    doc->err[0] = '\0';
+    if (!s)
+        s = "";
+    size_t deep = too_deep(s, n);
+    if (deep) {
+        set_err(doc, deep, "nesting deeper than %d levels", TE__JSON_MAX_DEPTH);
+        return NULL;
     }
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = ps->p[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9')
-            v |= (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            v |= (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F')
-            v |= (unsigned)(c - 'A' + 10);
-        else {
-            fail(ps, "bad hex digit in \\u escape");
-            return 0;
-        }
+    json_error_t e;
+    json_t *j =
+        json_loadb(s, n, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &e);
+    if (!j) {
+        translate_error(doc, &e, s, n);
+        return NULL;
     }
-    ps->p += 4;
-    *out = v;
-    return 1;
+    cursor c = {s, s + n};
+    te__json *v = convert(doc, j, &c);
+    json_decref(j);
+    if (!v)
+        set_err(doc, 1, "out of memory");
+    return v;
 }
 
-static size_t put_utf8(char *o, unsigned cp)
+void te__json_doc_free(te__json_doc *doc) { te__arena_free(&doc->arena); }
+
+int te__json_valid(const char *s, size_t n)
 {
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xc0 | cp >> 6);
-        o[1] = (char)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xe0 | cp >> 12);
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        o[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    o[0] = (char)(0xf0 | cp >> 18);
-    o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    o[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
+    if (too_deep(s ? s : "", n))
+        return 0;
+    json_error_t e;
+    json_t *j = json_loadb(s ? s : "", n,
+                           JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &e);
+    json_decref(j);
+    return j != NULL;
+}
+
+te__json *te__json_member(const te__json *obj, const char *key)
+{
+    if (!obj || obj->type != TE__JSON_OBJECT)
+        return NULL;
+    for (te__json *m = obj->first; m; m = m->next)
+        if (!strcmp(m->key, key))
+            return m;
+    return NULL;
 }
 
 /* Length of the well-formed UTF-8 sequence at p[0..n) (RFC 3629: no overlong forms, no
@@ -149,327 +339,13 @@ size_t te__utf8_valid_prefix(const char *s, size_t n)
     return i;
 }
 
-/* Parses a string starting at the opening quote; returns the decoded text in the arena. */
-static char *parse_string(parser *ps)
+/* Dumps j (consumed) to f; jansson formats into memory first, so a failure writes nothing. */
+static void dump(FILE *f, json_t *j, size_t flags)
 {
-    ps->p++; /* opening quote */
-    /* The decoded text is never longer than the encoded one. */
-    const char *q = ps->p;
-    while (q < ps->end && *q != '"') {
-        if (*q == '\\' && q + 1 < ps->end)
-            q++;
-        q++;
-    }
-    char *out = te__arena_alloc(&ps->doc->arena, (size_t)(q - ps->p) + 1);
-    if (!out) {
-        fail(ps, "out of memory");
-        return NULL;
-    }
-    char *o = out;
-    for (;;) {
-        if (ps->p >= ps->end) {
-            fail(ps, "unterminated string");
-            return NULL;
-        }
-        unsigned char c = (unsigned char)*ps->p;
-        if (c == '"') {
-            ps->p++;
-            break;
-        }
-        if (c < 0x20) {
-            fail(ps, "control character in string");
-            return NULL;
-        }
-        if (c >= 0x80) {
-            size_t k = utf8_seq((const unsigned char *)ps->p, (size_t)(ps->end - ps->p));
-            if (!k) {
-                fail(ps, "invalid UTF-8 in a string (byte 0x%02x)", c);
-                return NULL;
-            }
-            memcpy(o, ps->p, k);
-            o += k;
-            ps->p += k;
-            continue;
-        }
-        if (c != '\\') {
-            *o++ = (char)c;
-            ps->p++;
-            continue;
-        }
-        ps->p++;
-        if (ps->p >= ps->end) {
-            fail(ps, "unterminated escape");
-            return NULL;
-        }
-        char e = *ps->p++;
-        switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-            *o++ = e;
-            break;
-        case 'b':
-            *o++ = '\b';
-            break;
-        case 'f':
-            *o++ = '\f';
-            break;
-        case 'n':
-            *o++ = '\n';
-            break;
-        case 'r':
-            *o++ = '\r';
-            break;
-        case 't':
-            *o++ = '\t';
-            break;
-        case 'u': {
-            unsigned cp;
-            if (!hex4(ps, &cp))
-                return NULL;
-            if (cp >= 0xdc00 && cp <= 0xdfff) {
-                fail(ps, "lone low surrogate in \\u escape");
-                return NULL;
-            }
-            if (cp >= 0xd800 && cp <= 0xdbff) {
-                unsigned lo;
-                if (ps->end - ps->p < 2 || ps->p[0] != '\\' || ps->p[1] != 'u') {
-                    fail(ps, "high surrogate without its low half");
-                    return NULL;
-                }
-                ps->p += 2;
-                if (!hex4(ps, &lo))
-                    return NULL;
-                if (lo < 0xdc00 || lo > 0xdfff) {
-                    fail(ps, "bad low surrogate");
-                    return NULL;
-                }
-                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-            }
-            if (cp == 0) {
-                fail(ps, "\\u0000 is not allowed in Tessera text");
-                return NULL;
-            }
-            /* 6 escape bytes (12 for a pair) always cover the 1..4 output bytes. */
-            o += put_utf8(o, cp);
-            break;
-        }
-        default:
-            fail(ps, "bad escape '\\%c'", e);
-            return NULL;
-        }
-    }
-    *o = '\0';
-    return out;
-}
-
-static int is_digit(char c) { return c >= '0' && c <= '9'; }
-
-static te__json *parse_number(parser *ps)
-{
-    te__json *v = new_node(ps, TE__JSON_NUMBER);
-    if (!v)
-        return NULL;
-    const char *p = ps->p;
-    int integral = 1;
-    if (p < ps->end && *p == '-')
-        p++;
-    if (p >= ps->end || !is_digit(*p)) {
-        fail(ps, "bad number");
-        return NULL;
-    }
-    if (*p == '0')
-        p++;
-    else
-        while (p < ps->end && is_digit(*p))
-            p++;
-    if (p < ps->end && *p == '.') {
-        integral = 0;
-        p++;
-        if (p >= ps->end || !is_digit(*p)) {
-            fail(ps, "bad number: digits must follow '.'");
-            return NULL;
-        }
-        while (p < ps->end && is_digit(*p))
-            p++;
-    }
-    if (p < ps->end && (*p == 'e' || *p == 'E')) {
-        integral = 0;
-        p++;
-        if (p < ps->end && (*p == '+' || *p == '-'))
-            p++;
-        if (p >= ps->end || !is_digit(*p)) {
-            fail(ps, "bad number: digits must follow the exponent");
-            return NULL;
-        }
-        while (p < ps->end && is_digit(*p))
-            p++;
-    }
-    size_t n = (size_t)(p - ps->p);
-    char small[64], *text = small;
-    if (n >= sizeof small && !(text = te__arena_alloc(&ps->doc->arena, n + 1))) {
-        fail(ps, "out of memory");
-        return NULL;
-    }
-    memcpy(text, ps->p, n);
-    text[n] = '\0';
-    v->num = strtod(text, NULL);
-    if (integral) {
-        errno = 0;
-        long long x = strtoll(text, NULL, 10);
-        if (errno == 0) {
-            v->is_int = 1;
-            v->i = x;
-        }
-    }
-    ps->p = p;
-    v->raw_len = n;
-    return v;
-}
-
-static te__json *parse_value(parser *ps, int depth);
-
-static te__json *parse_container(parser *ps, int depth, int is_object)
-{
-    te__json *v = new_node(ps, is_object ? TE__JSON_OBJECT : TE__JSON_ARRAY);
-    if (!v)
-        return NULL;
-    char close = is_object ? '}' : ']';
-    ps->p++;
-    te__json **tail = &v->first;
-    skip_ws(ps);
-    if (ps->p < ps->end && *ps->p == close) {
-        ps->p++;
-        v->raw_len = (size_t)(ps->p - v->raw);
-        return v;
-    }
-    for (;;) {
-        char *key = NULL;
-        skip_ws(ps);
-        if (is_object) {
-            if (ps->p >= ps->end || *ps->p != '"') {
-                fail(ps, "expected a member name in quotes");
-                return NULL;
-            }
-            if (!(key = parse_string(ps)))
-                return NULL;
-            skip_ws(ps);
-            if (ps->p >= ps->end || *ps->p != ':') {
-                fail(ps, "expected ':' after a member name");
-                return NULL;
-            }
-            ps->p++;
-        }
-        te__json *child = parse_value(ps, depth + 1);
-        if (!child)
-            return NULL;
-        child->key = key;
-        *tail = child;
-        tail = &child->next;
-        skip_ws(ps);
-        if (ps->p < ps->end && *ps->p == ',') {
-            ps->p++;
-            continue;
-        }
-        if (ps->p < ps->end && *ps->p == close) {
-            ps->p++;
-            break;
-        }
-        fail(ps, is_object ? "expected ',' or '}'" : "expected ',' or ']'");
-        return NULL;
-    }
-    v->raw_len = (size_t)(ps->p - v->raw);
-    return v;
-}
-
-static te__json *parse_literal(parser *ps, const char *word, te__json_type type)
-{
-    size_t n = strlen(word);
-    if ((size_t)(ps->end - ps->p) < n || memcmp(ps->p, word, n) != 0) {
-        fail(ps, "unexpected character '%c'", *ps->p);
-        return NULL;
-    }
-    te__json *v = new_node(ps, type);
-    if (!v)
-        return NULL;
-    ps->p += n;
-    v->raw_len = n;
-    return v;
-}
-
-static te__json *parse_value(parser *ps, int depth)
-{
-    if (depth > TE__JSON_MAX_DEPTH) {
-        fail(ps, "nesting deeper than %d levels", TE__JSON_MAX_DEPTH);
-        return NULL;
-    }
-    skip_ws(ps);
-    if (ps->p >= ps->end) {
-        fail(ps, "unexpected end of input");
-        return NULL;
-    }
-    switch (*ps->p) {
-    case '{':
-        return parse_container(ps, depth, 1);
-    case '[':
-        return parse_container(ps, depth, 0);
-    case '"': {
-        te__json *v = new_node(ps, TE__JSON_STRING);
-        if (!v || !(v->str = parse_string(ps)))
-            return NULL;
-        v->raw_len = (size_t)(ps->p - v->raw);
-        return v;
-    }
-    case 't':
-        return parse_literal(ps, "true", TE__JSON_TRUE);
-    case 'f':
-        return parse_literal(ps, "false", TE__JSON_FALSE);
-    case 'n':
-        return parse_literal(ps, "null", TE__JSON_NULL);
-    default:
-        if (*ps->p == '-' || is_digit(*ps->p))
-            return parse_number(ps);
-        if ((unsigned char)*ps->p >= 0x20 && (unsigned char)*ps->p < 0x7f)
-            fail(ps, "unexpected character '%c'", *ps->p);
-        else
-            fail(ps, "unexpected byte 0x%02x", (unsigned char)*ps->p);
-        return NULL;
-    }
-}
-
-te__json *te__json_parse(te__json_doc *doc, const char *s, size_t n)
-{
-    parser ps = {.doc = doc, .s = s, .p = s, .end = s + n};
-    doc->err[0] = '\0';
-    te__json *v = parse_value(&ps, 0);
-    if (!v)
-        return NULL;
-    skip_ws(&ps);
-    if (ps.p != ps.end) {
-        fail(&ps, "unexpected text after the JSON value");
-        return NULL;
-    }
-    return v;
-}
-
-void te__json_doc_free(te__json_doc *doc) { te__arena_free(&doc->arena); }
-
-int te__json_valid(const char *s, size_t n)
-{
-    te__json_doc doc = {0};
-    int ok = te__json_parse(&doc, s, n) != NULL;
-    te__json_doc_free(&doc);
-    return ok;
-}
-
-te__json *te__json_member(const te__json *obj, const char *key)
-{
-    if (!obj || obj->type != TE__JSON_OBJECT)
-        return NULL;
-    for (te__json *m = obj->first; m; m = m->next)
-        if (!strcmp(m->key, key))
-            return m;
-    return NULL;
+    char *text = j ? json_dumps(j, flags | JSON_ENCODE_ANY) : NULL;
+    json_decref(j);
+    fputs(text ? text : "null", f);
+    free(text);
 }
 
 void te__json_write_str(FILE *f, const char *s)
@@ -478,32 +354,30 @@ void te__json_write_str(FILE *f, const char *s)
         fputs("null", f);
         return;
     }
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"':
-            fputs("\\\"", f);
-            break;
-        case '\\':
-            fputs("\\\\", f);
-            break;
-        case '\n':
-            fputs("\\n", f);
-            break;
-        case '\r':
-            fputs("\\r", f);
-            break;
-        case '\t':
-            fputs("\\t", f);
-            break;
-        default:
-            if (*p < 0x20)
-                fprintf(f, "\\u%04x", *p);
-            else
-                fputc(*p, f);
+    size_t n = strlen(s);
+    if (te__utf8_valid_prefix(s, n) == n) {
+        dump(f, json_stringn(s, n), 0);
+        return;
+    }
+    /* Text that is not UTF-8 (a hand-edited database): every bad byte becomes U+FFFD. */
+    char *fixed = malloc(3 * n + 1), *o = fixed;
+    if (!fixed) {
+        fputs("null", f);
+        return;
+    }
+    for (size_t i = 0; i < n;) {
+        size_t k = te__utf8_valid_prefix(s + i, n - i);
+        memcpy(o, s + i, k);
+        o += k;
+        i += k;
+        if (i < n) {
+            memcpy(o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
         }
     }
-    fputc('"', f);
+    dump(f, json_stringn(fixed, (size_t)(o - fixed)), 0);
+    free(fixed);
 }
 
 void te__json_write_num(FILE *f, double x)
@@ -511,7 +385,7 @@ void te__json_write_num(FILE *f, double x)
     if (!isfinite(x))
         fputs("null", f);
     else
-        fprintf(f, "%.17g", x);
+        dump(f, json_real(x), JSON_REAL_PRECISION(17));
 }
 
 void te_db_json_write_str(FILE *f, const char *s) { te__json_write_str(f, s); }

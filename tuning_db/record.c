@@ -371,6 +371,11 @@ static char *utf8_repair(const char *s, int *oom)
     return out;
 }
 
+int te__target_id(te_db *db, const te_db_target *t, const char *key, int64_t *id)
+{
+    return target_id(db, t, key, id);
+}
+
 int te__insert_trial(te_db *db, const te_db_trial *t, int flags, int *inserted)
 {
     char *key = te__target_key_dup(db, &t->target);

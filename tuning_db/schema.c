@@ -89,6 +89,21 @@ static const char *const migrations[] = {
     "  PRIMARY KEY(workload, target, trace_hash));\n"
     "CREATE INDEX claims_by_job ON claims(job_id);\n"
     "ALTER TABLE trials ADD COLUMN transient INTEGER NOT NULL DEFAULT 0;\n",
+
+    /* 3 -> 4: the measured peaks of a target (`tessera target --measure`), for roofline
+     * reports: FMA throughput per dtype, vector ISA and thread count, and copy bandwidth per
+     * thread count. A new measurement of a target replaces its rows. Nothing else changes, so
+     * every existing record is kept as it is. */
+    "CREATE TABLE target_peaks(\n"
+    "  target_id INTEGER NOT NULL REFERENCES targets(id),\n"
+    "  kind TEXT NOT NULL CHECK(kind IN ('fma','copy')),\n"
+    "  dtype TEXT NOT NULL DEFAULT '',\n"
+    "  isa TEXT NOT NULL DEFAULT '',\n"
+    "  threads INTEGER NOT NULL CHECK(threads >= 1),\n"
+    "  value REAL NOT NULL,\n"
+    "  measured_us INTEGER NOT NULL,\n"
+    "  tessera_version TEXT NOT NULL,\n"
+    "  PRIMARY KEY(target_id, kind, dtype, isa, threads));\n",
 };
 
 _Static_assert(sizeof migrations / sizeof migrations[0] == TE_DB_SCHEMA_VERSION,

@@ -67,6 +67,28 @@ te_schedule *te_space_instantiate(te_space *sp, const char *trace);
 int te_features(const te_lowered *f, float *out, int n);
 #define TE_NUM_FEATURES 64
 
+/* What one run of a lowered kernel computes and moves, for roofline reports (`tessera db
+ * roofline`, `tessera bench --roofline`; docs/PERFORMANCE.md "Roofline").
+ *
+ *   flops      floating-point lane-operations of the statements as lowered: add, sub, neg,
+ *              mul, div, min, max, compare, and one per math intrinsic call (exp, sqrt, ...),
+ *              each weighted by the trip counts of its enclosing loops (vector operations count
+ *              their lanes; a loop whose extent is not a constant counts once). A multiply-add
+ *              is 2. Integer index arithmetic is not counted.
+ *   bytes      compulsory traffic: the sizes of the kernel's arguments (every input read once,
+ *              every output written once), whatever the schedule's reuse; caches can only do
+ *              worse, so flops / bytes bounds the arithmetic intensity from above.
+ *   intensity  flops / bytes (FLOP per byte), 0 when bytes is 0. */
+typedef struct te_kernel_counts {
+    double flops;
+    double bytes;
+    double intensity;
+} te_kernel_counts;
+
+/* Counts f's flops and compulsory bytes into *out (zeroed first). Returns TE_OK, TE_ERR_ARG
+ * for a NULL argument, or TE_ERR_NOMEM. The count walks the same IR as te_features. */
+int te_kernel_count(const te_lowered *f, te_kernel_counts *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -54,7 +54,7 @@ extern "C" {
 
 /* The schema version this library writes (PRAGMA user_version). Older databases are migrated
  * forward on a read-write open; newer ones are refused with TE_ERR_VERSION and not touched. */
-#define TE_DB_SCHEMA_VERSION 3
+#define TE_DB_SCHEMA_VERSION 4
 /* PRAGMA application_id of a Tessera database ("TESS"). */
 #define TE_DB_APPLICATION_ID 0x54455353
 
@@ -417,9 +417,42 @@ int te_db_import_buffer(te_db *db, const char *data, size_t size, te_db_import_s
  * stats->lines counts the source's trials. Merging a file into itself is TE_ERR_ARG. */
 int te_db_merge(te_db *db, const char *other_path, te_db_import_stats *stats);
 
-/* JSON text as the database's exports write it, for tools that print JSON beside them: a
- * string with its quotes and escapes (valid UTF-8 passes through; NULL writes null), and a
- * number that reads back to the same double (non-finite values write null). */
+/* ---------------------------------------------------------------------------------------- */
+/* Machine peaks: what a target can do at best, for roofline reports (`tessera target`).    */
+
+/* One measured figure of a target (table target_peaks, schema version 4). */
+typedef struct te_db_peak {
+    const char *kind;    /* "fma": floating-point FMA throughput in GFLOP/s (an FMA is 2 flops);
+                            "copy": copy bandwidth in GB/s, bytes read plus bytes written */
+    const char *dtype;   /* "f32" or "f64" for "fma"; NULL = "" for "copy" */
+    const char *isa;     /* vector ISA for "fma": "scalar", "sse", "avx2", "avx512"; NULL = ""
+                            for "copy" */
+    int32_t threads;     /* threads that ran it, >= 1 */
+    double value;        /* GFLOP/s or GB/s; finite and > 0 */
+    int64_t measured_us; /* when, microseconds since 1970 UTC; 0 on input = now */
+} te_db_peak;
+
+typedef struct te_db_peak_list {
+    size_t n;
+    te_db_peak *items;
+} te_db_peak_list;
+
+/* Records the n peaks of target (key or backend required, as for trials; the target row is
+ * created when new), replacing every peak recorded for it before, in one transaction. A kind
+ * other than "fma"/"copy", an fma without dtype f32/f64 or without an isa, threads < 1 or a
+ * value that is not finite and positive is TE_ERR_ARG naming the entry; nothing is written. */
+int te_db_record_peaks(te_db *db, const te_db_target *target, const te_db_peak *peaks, size_t n);
+/* The peaks recorded for the target with key target_key, ordered by kind, dtype, isa, threads
+ * (an empty list when there are none). *out is freed with te_db_peak_list_free. Returns TE_OK,
+ * TE_ERR_ARG (NULL arguments) or a database error. */
+int te_db_peaks(te_db *db, const char *target_key, te_db_peak_list **out);
+/* Frees a list and its strings. Accepts NULL. */
+void te_db_peak_list_free(te_db_peak_list *list);
+
+/* JSON text as the database's exports write it (jansson), for tools that print JSON beside
+ * them: a string with its quotes and escapes (valid UTF-8 passes through, bytes that are not
+ * UTF-8 become U+FFFD; NULL writes null), and a number that reads back to the same double (17
+ * significant digits, a whole number with ".0"; non-finite values write null). */
 void te_db_json_write_str(FILE *f, const char *s);
 void te_db_json_write_num(FILE *f, double x);
 

@@ -59,7 +59,7 @@ rm -f "$out/libtessera_fuzz.a"
 printf '%s\n' $lib_sources | xargs -P "$jobs" -I{} sh -c '
     o="$out/obj/$(echo "{}" | tr / _).o"
     "$clang" $cflags $warn -fsanitize=fuzzer-no-link,address,undefined \
-        -fno-sanitize-recover=undefined $(pkg-config --cflags sqlite3) -c "$root/{}" -o "$o"' ||
+        -fno-sanitize-recover=undefined $(pkg-config --cflags sqlite3 jansson) -c "$root/{}" -o "$o"' ||
     {
         echo "run-fuzz.sh: compiling the library failed" >&2
         exit 2
@@ -74,7 +74,7 @@ ar rcs "$out/libtessera_fuzz.a" $objs
 
 build() { # name main-source
     "$clang" $cflags $warn -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-        "$2" "$out/libtessera_fuzz.a" $(pkg-config --libs sqlite3) -lprotobuf-c -ldl -lm \
+        "$2" "$out/libtessera_fuzz.a" $(pkg-config --libs sqlite3 jansson) -lprotobuf-c -ldl -lm \
         -o "$out/$1"
 }
 status=0

@@ -23,6 +23,6 @@ cc -std=c11 -Wall -Wextra -Werror $flags "$here/consumer.c" $(pkg-config --cflag
 "$tmp/consumer_pc"
 echo "== pkg-config (static library)"
 cc -std=c11 -Wall -Wextra -Werror $flags "$here/consumer.c" $(pkg-config --static --cflags tessera) \
-    "$tmp/prefix/lib/libtessera.a" $(pkg-config --static --libs-only-l --libs-only-other sqlite3) \
+    "$tmp/prefix/lib/libtessera.a" $(pkg-config --static --libs-only-l --libs-only-other sqlite3 jansson) \
     -fopenmp -ldl -lm -o "$tmp/consumer_static"
 "$tmp/consumer_static"
