@@ -7,7 +7,11 @@
 # reports). Run it on a quiet machine. A database that already holds the records is reused;
 # --trials 0 skips tuning.
 #
-#   bash tools/bench-graph.sh [--db FILE] [--trials N] [--threads LIST] [--reps N] [--json] [GRAPH...]
+# --optimize runs the graph passes first in both (the attention rewrite: the fused attention node
+# against the unfused sgemm + softmax + sgemm chain).
+#
+#   bash tools/bench-graph.sh [--db FILE] [--trials N] [--threads LIST] [--reps N] [--json]
+#                             [--optimize] [GRAPH...]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 db=$root/build/bench-graph.db
@@ -15,6 +19,7 @@ trials=64
 threads=1,2
 bench=()
 graphs=()
+opt=()
 while [ $# -gt 0 ]; do
     case $1 in
     --db) db=$2; shift ;;
@@ -22,7 +27,8 @@ while [ $# -gt 0 ]; do
     --threads) threads=$2; shift ;;
     --reps) bench+=("$1" "$2"); shift ;;
     --json) bench+=("$1") ;;
-    -h | --help) sed -n '2,10s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    --optimize) opt=(--optimize) ;;
+    -h | --help) sed -n '2,14s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
     -*) echo "bench-graph.sh: unknown option '$1'" >&2; exit 2 ;;
     *) graphs+=("$1") ;;
     esac
@@ -33,12 +39,14 @@ cli=$root/build/tessera
 [ -x "$cli" ] || { cmake -S "$root" -B "$root/build" >/dev/null && cmake --build "$root/build" -j "$(nproc)" --target tessera_cli >/dev/null; }
 for g in "${graphs[@]}"; do
     if [ "$trials" -gt 0 ]; then
-        kernels=$("$cli" fuse "$g" | sed -n 's/.* -> \([0-9][0-9]*\) kernels.*/\1/p' | head -1)
+        kernels=$("$cli" fuse "$g" ${opt[@]+"${opt[@]}"} | sed -n 's/.* -> \([0-9][0-9]*\) kernels.*/\1/p' | head -1)
         budget=$((trials * ${kernels:-1}))
         for t in ${threads//,/ }; do
             echo "== tuning $g for $t thread(s): $budget trials ($trials x $kernels groups)" >&2
-            OMP_NUM_THREADS=$t "$cli" tune --graph "$g" --db "$db" --trials "$budget" >&2
+            OMP_NUM_THREADS=$t "$cli" tune --graph "$g" ${opt[@]+"${opt[@]}"} --db "$db" \
+                --trials "$budget" >&2
         done
     fi
-    "$cli" bench --graph "$g" --db "$db" --threads "$threads" "${bench[@]}"
+    "$cli" bench --graph "$g" ${opt[@]+"${opt[@]}"} --db "$db" --threads "$threads" \
+        ${bench[@]+"${bench[@]}"}
 done

@@ -751,18 +751,13 @@ int te_cmd_bench(int argc, char **argv)
     };
     enum { O_PLUGIN = 1000 }; /* --plugin LIB.so (tools/cli.h) */
     te_cli_plugins plugins = {0};
-    static const te_cli_opt opts[] = {{"help", 'h', TE_CLI_FLAG, O_HELP},
-                                      {"json", 0, TE_CLI_FLAG, O_JSON},
-                                      {"reps", 0, TE_CLI_VALUE, O_REPS},
-                                      {"threads", 0, TE_CLI_VALUE, O_THREADS},
-                                      {"quick", 0, TE_CLI_FLAG, O_QUICK},
-                                      {"only", 0, TE_CLI_VALUE, O_ONLY},
-                                      {"attn-seq", 0, TE_CLI_VALUE, O_ATTN_SEQ},
-                                      {"db", 0, TE_CLI_VALUE, O_DB},
-                                      {"report", 0, TE_CLI_VALUE, O_REPORT},
-                                      {"roofline", 0, TE_CLI_OPTIONAL, O_ROOFLINE},
-                                      {"plugin", 0, TE_CLI_VALUE, O_PLUGIN},
-                                      {0}};
+    static const te_cli_opt opts[] = {
+        {"help", 'h', TE_CLI_FLAG, O_HELP},        {"json", 0, TE_CLI_FLAG, O_JSON},
+        {"reps", 0, TE_CLI_VALUE, O_REPS},         {"threads", 0, TE_CLI_VALUE, O_THREADS},
+        {"quick", 0, TE_CLI_FLAG, O_QUICK},        {"only", 0, TE_CLI_VALUE, O_ONLY},
+        {"attn-seq", 0, TE_CLI_VALUE, O_ATTN_SEQ}, {"db", 0, TE_CLI_VALUE, O_DB},
+        {"report", 0, TE_CLI_VALUE, O_REPORT},     {"roofline", 0, TE_CLI_OPTIONAL, O_ROOFLINE},
+        {"plugin", 0, TE_CLI_VALUE, O_PLUGIN},     {0}};
     te_cli_parser cp;
     te_cli_parser_init(&cp, "bench", argc, argv, opts);
     bool roof_pending = false; /* a bare --roofline takes the next word as its file */

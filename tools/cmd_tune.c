@@ -70,6 +70,8 @@ static void usage(FILE *f)
             "                        [{\"op\": \"matmul\", \"shape\": \"m=64,n=64,k=64\"}, ...]\n"
             "  --graph GRAPH         the fused groups of a graph (tessera fuse), one task per\n"
             "                        distinct workload, weighted by how often it occurs\n"
+            "  --optimize            with --graph: run the graph passes first (as tessera run\n"
+            "                        --optimize, so its groups are the ones run looks up)\n"
             "  MODEL.onnx            the fused groups of an ONNX model (imported and optimized\n"
             "                        as tessera run MODEL.onnx does), as for --graph\n"
             "  --shard I/N           tune only shard I of N (0 <= I < N): the tasks whose\n"
@@ -240,6 +242,7 @@ int te_cmd_tune(int argc, char **argv)
     const char *op = NULL, *shape = NULL, *tasks = NULL, *db_path = NULL, *curve = NULL;
     const char *graph = NULL;
     te_cli_graph_tasks *gtasks = NULL; /* owns the groups' expressions while tuners use them */
+    int optimize = 0;                  /* --optimize: the graph passes first (--graph) */
     int json = 0, quiet = 0, shard_i = 0, shard_n = 1;
     te_tune_options o = te_tune_options_default();
     o.max_trials = -1;
@@ -253,6 +256,7 @@ int te_cmd_tune(int argc, char **argv)
         O_NO_WARM,
         O_NEW_JOB,
         O_RESUME,
+        O_OPTIMIZE,
         O_RETRY,
         O_SHAPE,
         O_TASKS,
@@ -281,6 +285,7 @@ int te_cmd_tune(int argc, char **argv)
                                       {"no-warm-start", 0, TE_CLI_FLAG, O_NO_WARM},
                                       {"new-job", 0, TE_CLI_FLAG, O_NEW_JOB},
                                       {"resume", 0, TE_CLI_FLAG, O_RESUME},
+                                      {"optimize", 0, TE_CLI_FLAG, O_OPTIMIZE},
                                       {"retry-failed", 0, TE_CLI_FLAG, O_RETRY},
                                       {"shape", 0, TE_CLI_VALUE, O_SHAPE},
                                       {"params", 0, TE_CLI_VALUE, O_SHAPE},
@@ -342,6 +347,9 @@ int te_cmd_tune(int argc, char **argv)
             break;
         case O_RESUME:
             o.resume_always = 1;
+            break;
+        case O_OPTIMIZE:
+            optimize = 1;
             break;
         case O_RETRY:
             o.retry_failed = 1;
@@ -488,7 +496,7 @@ int te_cmd_tune(int argc, char **argv)
     }
     int rc;
     if (graph) {
-        gtasks = te_cli_graph_tasks_load_model("tune", graph, model_shapes, NULL);
+        gtasks = te_cli_graph_tasks_load_model("tune", graph, model_shapes, NULL, optimize);
         rc = gtasks ? te_cli_graph_tasks_add(gtasks, t) : TE_ERR_ARG;
         if (rc != TE_OK) {
             int loaded = gtasks != NULL; /* else: the graph could not be read (message out) */

@@ -144,18 +144,19 @@ void te_cli_graph_tasks_free(te_cli_graph_tasks *l)
 te_cli_graph_tasks *te_cli_graph_tasks_load(const char *cmd, const char *graph_path,
                                             const char *rules_path)
 {
-    return te_cli_graph_tasks_load_model(cmd, graph_path, NULL, rules_path);
+    return te_cli_graph_tasks_load_model(cmd, graph_path, NULL, rules_path, 0);
 }
 
 te_cli_graph_tasks *te_cli_graph_tasks_load_model(const char *cmd, const char *path,
-                                                  const char *shapes, const char *rules_path)
+                                                  const char *shapes, const char *rules_path,
+                                                  int optimize)
 {
     te_cli_graph_tasks *l = calloc(1, sizeof *l);
     if (!l) {
         fprintf(stderr, "tessera %s: out of memory\n", cmd);
         return NULL;
     }
-    if (te_cli_fused_load_model(cmd, path, shapes, rules_path, 0, 0, &l->f)) {
+    if (te_cli_fused_load_model(cmd, path, shapes, rules_path, 0, optimize, &l->f)) {
         free(l);
         return NULL;
     }

@@ -42,9 +42,11 @@ typedef struct te_cli_graph_tasks te_cli_graph_tasks;
  * error ("tessera <cmd>: ..."). */
 te_cli_graph_tasks *te_cli_graph_tasks_load(const char *cmd, const char *graph_path,
                                             const char *rules_path);
-/* The same for a graph or an ONNX model (te_cli_fused_load_model's shapes). */
+/* The same for a graph or an ONNX model (te_cli_fused_load_model's shapes); optimize runs
+ * te_graph_optimize on a graph in the text form first (models are always optimized). */
 te_cli_graph_tasks *te_cli_graph_tasks_load_model(const char *cmd, const char *path,
-                                                  const char *shapes, const char *rules_path);
+                                                  const char *shapes, const char *rules_path,
+                                                  int optimize);
 /* Adds the distinct tasks to t (te_tuner_add_expr). TE_OK or the tuner's status. */
 int te_cli_graph_tasks_add(const te_cli_graph_tasks *l, te_tuner *t);
 /* Number of groups and of distinct workloads. */
