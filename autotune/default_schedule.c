@@ -28,11 +28,12 @@
 #include "te/arith_impl.h"
 #include "tessera/tuner.h"
 
-#define DS_SAMPLES 48        /* candidates scored (plus the space's first configuration) */
-#define DS_MAX_ENUMERATE 512 /* enumerable spaces up to this size are scored whole */
-#define DS_MAX_UNROLL 64     /* largest unroll pragma of a default (compile time) */
-#define DS_MAX_TILE 1024     /* largest register tile of a reduction (compile time, L1) */
-#define DS_MAX_UNROLLED 256  /* largest sum of explicitly unrolled loop extents */
+#define DS_SAMPLES 48              /* candidates scored (plus the space's first configuration) */
+#define DS_MAX_ENUMERATE 512       /* enumerable spaces up to this size are scored whole */
+#define DS_L2_BYTES (512.0 * 1024) /* a core's private cache (the smallest of our machines) */
+#define DS_MAX_UNROLL 64           /* largest unroll pragma of a default (compile time) */
+#define DS_MAX_TILE 1024           /* largest register tile of a reduction (compile time, L1) */
+#define DS_MAX_UNROLLED 256        /* largest sum of explicitly unrolled loop extents */
 /* Most store statements in the lowered code: lowering unrolls small constant loops, and
  * hundreds of unrolled gathers take the C compiler minutes. */
 #define DS_MAX_STORES 192
@@ -239,8 +240,25 @@ static double reduction_cycles(te_schedule *s, int lanes)
             if (rs && rs->attach == TE_ATTACH_AT)
                 continue;
             double b = read_stride_bytes(rc.reads[k], kroot->var);
-            if (b > 64)
-                strided += b >= 4096 ? 8.0 : 3.0;
+            /* The contiguous bytes read per row in one step of the outermost reduction loop
+             * (the spatial loops inside it along the read's last index): a block of a
+             * kilobyte or more per row streams (a skinny product's rows of B), a narrow
+             * column panel does not. */
+            const te_expr *rd = rc.reads[k];
+            double span = (double)te_dtype_size(rt->dtype);
+            for (int i = first_red + 1; i < nl && rd->u.read.n > 0; i++) {
+                te_iter *it = te_stage_leaf(st, i), *root = root_of(st, it);
+                if (root && !te_iter_is_reduce(it) &&
+                    te__expr_uses_var(rd->u.read.idx[rd->u.read.n - 1], root->var))
+                    span *= (double)te_iter_extent(it);
+            }
+            /* Narrow visits a page apart to an operand larger than the last private cache
+             * (DS_L2_BYTES) miss the TLB and DRAM's open rows at every step: tens of cycles
+             * (measured: a 4096 x 4096 matrix-vector product read in column panels of 32 is
+             * 4.6x slower than in row blocks of 512). */
+            double tbytes = (double)te_tensor_numel(rt) * (double)te_dtype_size(rt->dtype);
+            if (b > 64 && span < 1024)
+                strided += b < 4096 ? 3.0 : tbytes > DS_L2_BYTES ? 64.0 : 8.0;
         }
         /* Generated C keeps a large tile's accumulators in L1 rather than registers: one
          * access per vector FMA, twice that past 8 KiB of tile. A tile whose vector

@@ -14,7 +14,8 @@
  *            outside), B packed per column panel (cache_read computed at the panel loop: a
  *            contiguous K x nr copy reused by every row tile), parallel axis.
  *            Knobs: mr, nr, ku, order (0 panels outside, 1 panels outside + packed B,
- *            2 rows outside), par (0 none, 1 outer loop, 2 outer two loops fused).
+ *            2 rows outside, 3 skinny only: rows of B streamed into an L1 block of 32 nr
+ *            columns), par (0 none, 1 outer loop, 2 outer two loops fused).
  *            Stages the products read (a fused group's layer norm before its matmul) are a
  *            prologue computed whole at the root, rows in parallel.
  *            Skinny products (m <= 16): with B stored [n, k] (trans_b, or mlp_gate's weights
@@ -289,8 +290,11 @@ static int gemm_init(te_space *sp)
             any_pack |= gd->o[o].packable[q] != NULL;
     if (M <= 16)
         /* Skinny: B is read once, so no packing; column panels outside, so the parallel loop
-         * runs over blocks of n (rows outside would parallelize a loop of one or two tiles). */
-        knob(sp, "order", 1, (int64_t[]){0});
+         * runs over blocks of n (rows outside would parallelize a loop of one or two tiles).
+         * Order 3 streams the rows of B instead: k outside a block of 32 nr columns whose
+         * partial sums stay in L1, so every k reads a contiguous row segment of B (a register
+         * tile's column panel reads B a row apart at every step). */
+        knob(sp, "order", 2, (int64_t[]){0, 3});
     else if (any_pack)
         knob(sp, "order", 3, (int64_t[]){0, 1, 2});
     else
@@ -353,6 +357,33 @@ static int gemm_tile(te__gen *g, te_stage *ps, te_stage *T, te_iter *at, int64_t
     return TE_OK;
 }
 
+/* Order 3 (skinny products, B [k][n]): the product `ps` computed at T's loop `at` (one block
+ * of columns), its loops (ko, i, jo, ki, ji): k split by ku and unrolled inside the column
+ * vectors jo (a load and a store of each partial sum per ku multiply-adds, ku rows of B
+ * streamed at once), ji vectorized. */
+static int gemm_rows_streamed(te__gen *g, te_stage *ps, te_stage *T, te_iter *at, int64_t ku)
+{
+    if (!TE__OK(g, te_compute_at(ps, T, at)))
+        return g->err;
+    int nd = te_tensor_ndim(te_stage_tensor(ps));
+    te_iter *i = te_stage_axis(ps, nd - 2), *j = te_stage_axis(ps, nd - 1);
+    te_iter *k = te_stage_reduce_axis(ps, 0), *ko = k, *ki = NULL, *jo, *ji;
+    if (!TE__OK(g, te_split(ps, j, g->sp->lanes, &jo, &ji)))
+        return g->err;
+    if (ku > 1 && !TE__OK(g, te_split(ps, k, ku, &ko, &ki)))
+        return g->err;
+    te_iter *ord[5] = {ko, i, jo, ki, ji};
+    int n = 0;
+    te_iter *o2[5];
+    for (int q = 0; q < 5; q++)
+        if (ord[q])
+            o2[n++] = ord[q];
+    if (!TE__OK(g, te_reorder(ps, n, o2)) || (ki && !TE__OK(g, te_unroll(ps, ki))) ||
+        !TE__OK(g, te_vectorize(ps, ji)))
+        return g->err;
+    return TE_OK;
+}
+
 static int gemm_apply(te__gen *g)
 {
     te_space *sp = g->sp;
@@ -400,6 +431,27 @@ static int gemm_apply(te__gen *g)
         }
         int nd = te_tensor_ndim(te_stage_tensor(T));
         te_iter *io, *jo, *ii, *ji;
+        if (order == 3) {
+            /* Rows of B streamed: every row of the output, blocks of 32 nr columns. */
+            int64_t M = te_tensor_shape(te_stage_tensor(T))[nd - 2];
+            int64_t N = te_tensor_shape(te_stage_tensor(T))[nd - 1], nb = 32 * nr;
+            if (nb > N)
+                nb = N;
+            te_iter *jvo, *jvi;
+            if (!TE__OK(g, te_tile(T, te_stage_axis(T, nd - 2), te_stage_axis(T, nd - 1), M, nb,
+                                   &io, &jo, &ii, &ji)) ||
+                !TE__OK(g, te_reorder(T, 2, (te_iter *[]){jo, io})) ||
+                (par && !TE__OK(g, te__parallel(T, jo))) ||
+                !TE__OK(g, te_split(T, ji, g->sp->lanes, &jvo, &jvi)) ||
+                !TE__OK(g, te_vectorize(T, jvi)))
+                return g->err;
+            for (int q = 0; q < np; q++) {
+                int rc = gemm_rows_streamed(g, ps[q], T, io, ku);
+                if (rc)
+                    return rc;
+            }
+            continue;
+        }
         if (!TE__OK(g, te_tile(T, te_stage_axis(T, nd - 2), te_stage_axis(T, nd - 1), mr, nr, &io,
                                &jo, &ii, &ji)))
             return g->err;

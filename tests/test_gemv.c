@@ -92,12 +92,16 @@ static void test_weight_layout_picks_the_reduction_axis(void **state)
     tcase_free(&c);
     tcase_op(&c, "matmul", "m=1,n=768,k=768", &r);
     sp = make(&c, "matmul", 2);
+    int streamed = 0;
     for (int64_t i = 0; i < te_space_size(sp); i++) {
         const char *t = te_space_get(sp, i);
         assert_non_null(t);
         assert_false(trace_has(t, "rfactor"));
         assert_true(trace_has(t, "vectorize matmul_local"));
+        /* order 3: rows of B streamed (k outermost in the block of columns) */
+        streamed += trace_has(t, "reorder matmul_local k") != 0;
     }
+    assert_true(streamed > 0);
     tcase_free(&c);
 }
 
