@@ -510,18 +510,24 @@ static int bench_gemv(int N, int K, int tb, int threads, int reps, row *out)
         BCHECK(te_unroll(sr, kri) == TE_OK && te_unroll(sr, rj) == TE_OK);
         BCHECK(te_vectorize(sr, rl) == TE_OK);
     } else {
+        /* W [k][n]: the rows of W streamed (the gemm template's order 3): blocks of 512
+         * outputs in parallel, each accumulated in L1 while k runs outermost, 8 rows of W
+         * read at once (k split by 8, unrolled inside the output vectors). */
         te_tensor *acc = te_cache_write(s, Y, TE_SCOPE_LOCAL);
         BCHECK(acc);
-        BCHECK(te_split(sy, te_stage_axis(sy, 1), 2 * V, &jo, &ji) == TE_OK);
+        te_iter *jvo, *jvi;
+        BCHECK(te_split(sy, te_stage_axis(sy, 1), 64 * V, &jo, &ji) == TE_OK);
         BCHECK(te_parallel(sy, jo) == TE_OK);
-        BCHECK(te_vectorize(sy, ji) == TE_OK);
+        BCHECK(te_split(sy, ji, V, &jvo, &jvi) == TE_OK);
+        BCHECK(te_vectorize(sy, jvi) == TE_OK);
         te_stage *sa = te_schedule_stage(s, acc);
         BCHECK(te_compute_at(sa, sy, jo) == TE_OK);
-        te_iter *ko, *ki, *aj = te_stage_axis(sa, 1);
-        BCHECK(te_split(sa, te_stage_reduce_axis(sa, 0), 4, &ko, &ki) == TE_OK);
-        BCHECK(te_reorder(sa, 4, (te_iter *[]){te_stage_axis(sa, 0), ko, ki, aj}) == TE_OK);
+        te_iter *ko, *ki, *ajo, *aji;
+        BCHECK(te_split(sa, te_stage_reduce_axis(sa, 0), 8, &ko, &ki) == TE_OK);
+        BCHECK(te_split(sa, te_stage_axis(sa, 1), V, &ajo, &aji) == TE_OK);
+        BCHECK(te_reorder(sa, 5, (te_iter *[]){ko, te_stage_axis(sa, 0), ajo, ki, aji}) == TE_OK);
         BCHECK(te_unroll(sa, ki) == TE_OK);
-        BCHECK(te_vectorize(sa, aj) == TE_OK);
+        BCHECK(te_vectorize(sa, aji) == TE_OK);
     }
     te_target tgt = te_target_host();
     tgt.num_cores = threads;
