@@ -516,7 +516,7 @@ static void test_tuple_reductions_run_in_the_harness(void **state)
 static void test_attention_template_runs_in_the_harness(void **state)
 {
     (void)state;
-    static const int64_t lq[] = {37, 20}, lk[] = {45, 20}, dh[] = {32, 16};
+    static const int64_t lq[] = {37, 50}, lk[] = {45, 50}, dh[] = {32, 16};
     for (int form = 0; form < TE_ATTN_FORM_COUNT; form++)
         for (int i = 0; i < 2; i++) {
             hcase c = {0};
@@ -540,7 +540,7 @@ static void test_attention_template_runs_in_the_harness(void **state)
             assert_non_null(s);
             char name[64];
             snprintf(name, sizeof name, "attention_%s_%s", form ? "two_pass" : "one_pass",
-                     i ? "causal_20x20x16" : "37x45x32");
+                     i ? "causal_50x50x16" : "37x45x32");
             check_run(&c, name, s, 1e-5);
             hcase_free(&c);
         }
@@ -577,6 +577,105 @@ static void test_removed_barriers_are_caught(void **state)
     hcase_free(&c);
 }
 
+/* ---- The shim's own checks ------------------------------------------------------------------ */
+
+/* A hand-written kernel on A[64] -> Y[64] run in the harness; returns its outcome. */
+static hrun run_handwritten(const char *src, int threads)
+{
+    hcase c = {0};
+    c.ctx = te_ctx_create();
+    c.t[0] = te_placeholder(c.ctx, "A", TE_F32, 1, (int64_t[]){64});
+    c.t[1] = te_op_gelu(c.ctx, c.t[0], "Y");
+    assert_non_null(c.t[1]);
+    hcase_init(&c, 1, 1, 9);
+    te__cuda_kernel k = {"bad", {1, 1, 1}, {threads, 1, 1}, 2, {0, 1}};
+    te__cuda_program p = {0};
+    p.nkernels = 1;
+    p.kernels = &k;
+    p.n_args = 2;
+    p.temp_bytes = NULL;
+    hrun r = run_program(&c, &p, src, H_ASAN);
+    hcase_free(&c);
+    return r;
+}
+
+static void test_shim_reports_misaligned_vectors_and_bad_masks(void **state)
+{
+    (void)state;
+    /* a float4 store at an address that is not a multiple of 16 bytes */
+    hrun r = run_handwritten("extern \"C\" __global__ void bad(const float *__restrict__ A, "
+                             "float *__restrict__ Y)\n{\n"
+                             "    *(float4 *)&Y[threadIdx.x * 4 + 1] = *(const float4 *)&A[0];\n}\n",
+                             8);
+    assert_int_equal(r.compiled, 0);
+    assert_int_not_equal(r.ran, 0);
+    if (!strstr(r.log, "misaligned address"))
+        fail_msg("a misaligned float4 store was not reported:\n%s", r.log);
+    /* the same store aligned runs */
+    r = run_handwritten("extern \"C\" __global__ void bad(const float *__restrict__ A, "
+                        "float *__restrict__ Y)\n{\n"
+                        "    *(float4 *)&Y[threadIdx.x * 4] = *(const float4 *)&A[0];\n}\n",
+                        8);
+    assert_int_equal(r.compiled, 0);
+    if (r.ran != 0)
+        fail_msg("an aligned float4 store failed:\n%s", r.log);
+    /* a full-warp mask in a block of 16 threads */
+    r = run_handwritten("extern \"C\" __global__ void bad(const float *__restrict__ A, "
+                        "float *__restrict__ Y)\n{\n"
+                        "    Y[threadIdx.x] = __shfl_down_sync(0xffffffffu, A[threadIdx.x], 1);\n}\n",
+                        16);
+    assert_int_not_equal(r.ran, 0);
+    if (!strstr(r.log, "which this warp does not have"))
+        fail_msg("a mask naming missing lanes was not reported:\n%s", r.log);
+    /* the right mask runs; lane 15 reads lane 16, outside the mask: poison (NaN) */
+    r = run_handwritten("extern \"C\" __global__ void bad(const float *__restrict__ A, "
+                        "float *__restrict__ Y)\n{\n"
+                        "    float v = __shfl_down_sync(0x0000ffffu, A[threadIdx.x], 1);\n"
+                        "    Y[threadIdx.x] = threadIdx.x == 15 ? (v != v ? 1.0f : 0.0f) : "
+                        "v - A[threadIdx.x + 1];\n}\n",
+                        16);
+    if (r.ran != 0)
+        fail_msg("a shuffle with the right mask failed:\n%s", r.log);
+    /* a thread that leaves the kernel while the others wait at __syncthreads */
+    r = run_handwritten("extern \"C\" __global__ void bad(const float *__restrict__ A, "
+                        "float *__restrict__ Y)\n{\n"
+                        "    if (threadIdx.x == 3)\n        return;\n    __syncthreads();\n"
+                        "    Y[threadIdx.x] = A[threadIdx.x];\n}\n",
+                        8);
+    assert_int_not_equal(r.ran, 0);
+    if (!strstr(r.log, "__syncthreads"))
+        fail_msg("a divergent barrier was not reported:\n%s", r.log);
+}
+
+/* The warp-shuffle step of a reduction in a block narrower than a warp names only its lanes
+ * (it named all 32: undefined behaviour, caught by the shim's mask check). */
+static void test_warp_reduction_mask_covers_only_the_blocks_lanes(void **state)
+{
+    (void)state;
+    static const struct {
+        int threads;
+        const char *mask;
+    } cases[] = {{16, "__shfl_down_sync(0x0000ffffu,"}, {32, "__shfl_down_sync(0xffffffffu,"},
+                 {128, "__shfl_down_sync(0xffffffffu,"}};
+    for (int i = 0; i < 3; i++) {
+        te_ctx *ctx = te_ctx_create();
+        te_tensor *X = te_placeholder(ctx, "X", TE_F32, 2, (int64_t[]){5, 300});
+        te_tensor *Y = te_op_softmax(ctx, X, -1, "Y");
+        te_schedule *s = te_schedule_create(ctx, 1, &Y);
+        te_cuda_knobs k = te_cuda_knobs_default("softmax");
+        k.threads = cases[i].threads;
+        assert_int_equal(te_cuda_schedule_softmax(s, Y, &k), TE_OK);
+        te_target tgt = te_target_cuda(80);
+        te_lowered *f = te_lower(s, 2, (te_tensor *[]){X, Y}, "sm", &tgt);
+        assert_non_null(f);
+        const char *src = te_emit_cuda(ctx, f, &tgt);
+        assert_non_null(src);
+        if (!strstr(src, cases[i].mask))
+            fail_msg("%d threads: no '%s' in\n%s", cases[i].threads, cases[i].mask, src);
+        te_ctx_free(ctx);
+    }
+}
+
 int main(void)
 {
     if (!*TSH_CXX || access(TSH_CXX, X_OK) != 0) {
@@ -589,6 +688,8 @@ int main(void)
         return 1;
     }
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_warp_reduction_mask_covers_only_the_blocks_lanes),
+        cmocka_unit_test(test_shim_reports_misaligned_vectors_and_bad_masks),
         cmocka_unit_test(test_removed_barriers_are_caught),
         cmocka_unit_test(test_matmul_template_runs_in_the_harness),
         cmocka_unit_test(test_softmax_template_runs_in_the_harness),
@@ -599,6 +700,8 @@ int main(void)
         cmocka_unit_test(test_tuple_reductions_run_in_the_harness),
         cmocka_unit_test(test_attention_template_runs_in_the_harness),
     };
+    if (getenv("TSH_FILTER")) /* runs only the tests whose names match */
+        cmocka_set_test_filter(getenv("TSH_FILTER"));
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (!getenv("TESSERA_TEST_KEEP"))
         tt_tmpdir_remove(g_dir);

@@ -10,7 +10,8 @@
  * the same kind of barrier (a thread that left the kernel while others wait at __syncthreads is
  * reported, not deadlocked). Warp shuffles go through a per-warp exchange area with barriers
  * among the lanes the mask names; a mask naming a lane the block does not have, a caller outside
- * its own mask, or a read of a lane outside the mask abort with a message. Vector types are
+ * its own mask, or lanes disagreeing on the mask abort with a message; a read of a lane outside
+ * the mask returns all bits set (NaN), as the GPU returns an undefined value. Vector types are
  * 16/8-byte aligned structs, so -fsanitize=alignment (in -fsanitize=undefined) reports a
  * misaligned float4/float2 access. Any check that fails prints "cuda_shim: ..." and aborts.
  *
@@ -260,10 +261,10 @@ static T tsh_shfl(unsigned mask, T v, int width, const char *what, F src_of)
     T r = v;
     if (src >= 0) {
         src += base;
-        if (!(mask >> src & 1u))
-            tsh_fail("%s: lane %d reads lane %d, which is not in mask 0x%08x", what, lane, src,
-                     mask);
-        memcpy(&r, &w->val[src], sizeof r);
+        /* A lane outside the mask gives an undefined value on the GPU: poison (all bits set,
+         * NaN in floats), so a result that uses it shows up in the comparison. */
+        uint64_t poison = ~(uint64_t)0;
+        memcpy(&r, (mask >> src & 1u) ? &w->val[src] : &poison, sizeof r);
     }
     tsh_warp_sync(w, mask, what); /* every lane has read before the next round writes */
     pthread_mutex_unlock(&w->mu);
