@@ -290,10 +290,7 @@ template <typename T> static T __shfl_sync(unsigned mask, T v, int src, int widt
 {
     return tsh_shfl(mask, v, width, "__shfl_sync", [src](int, int wd) { return src % wd; });
 }
-static inline void __syncwarp(unsigned mask = 0xffffffffu)
-{
-    (void)__shfl_sync(mask, 0, 0);
-}
+static inline void __syncwarp(unsigned mask = 0xffffffffu) { (void)__shfl_sync(mask, 0, 0); }
 
 /* ---- launching ---- */
 typedef void (*tsh_call_fn)(void **args);
