@@ -62,6 +62,12 @@ static void hcase_init(hcase *c, int n_in, int n_out, uint64_t seed)
         assert_non_null(c->data[i]);
         if (i < n_in)
             tt_fill_f32(&r, c->data[i], n);
+        te_dtype dt = te_tensor_dtype(c->t[i]);
+        if (i < n_in && (dt == TE_F16 || dt == TE_BF16)) /* half storage of the same values */
+            for (size_t q = 0; q < n; q++) {
+                float v = ((float *)c->data[i])[q];
+                ((uint16_t *)c->data[i])[q] = dt == TE_F16 ? te_f32_to_f16(v) : te_f32_to_bf16(v);
+            }
     }
     for (int o = 0; o < n_out; o++) {
         c->ref[o] = malloc((size_t)te_tensor_numel(c->t[n_in + o]) * sizeof(double));
@@ -576,6 +582,43 @@ static void test_attention_template_runs_in_the_harness(void **state)
         }
 }
 
+/* ---- f16/bf16 storage ------------------------------------------------------------------------ */
+
+/* tests/test_dtypes.c's half kernel: bf16 x bf16 -> f32 matmul, an f16 store, f16 -> i8
+ * (saturating) and f16 -> bf16 casts, through the shim's cuda_fp16.h and cuda_bf16.h. */
+static void test_half_storage_runs_in_the_harness(void **state)
+{
+    (void)state;
+    enum { M = 8, N = 64, K = 16 };
+    hcase c = {0};
+    te_ctx *ctx = c.ctx = te_ctx_create();
+    c.t[0] = te_placeholder(ctx, "A", TE_BF16, 2, (int64_t[]){M, K});
+    c.t[1] = te_placeholder(ctx, "B", TE_BF16, 2, (int64_t[]){K, N});
+    c.t[2] = te_op_matmul_mixed(ctx, c.t[0], c.t[1], 0, 0, TE_F32, "C");
+    te_expr *i = te_axis(ctx, "i", M), *j = te_axis(ctx, "j", N);
+    c.t[3] =
+        te_compute(ctx, "H", 2, (te_expr *[]){i, j},
+                   te_cast(ctx, TE_F16, te_mul(ctx, TE_AT(ctx, c.t[2], i, j), te_f32(ctx, 3.0))));
+    te_expr *i2 = te_axis(ctx, "i", M), *j2 = te_axis(ctx, "j", N);
+    te_expr *h = TE_AT(ctx, c.t[3], i2, j2);
+    c.t[4] = te_compute(
+        ctx, "Q", 2, (te_expr *[]){i2, j2},
+        te_add(ctx, te_cast(ctx, TE_F32, te_cast(ctx, TE_I8, h)),
+               te_cast(ctx, TE_F32,
+                       te_cast(ctx, TE_BF16, te_add(ctx, h, te_const(ctx, TE_F16, 0.5))))));
+    assert_non_null(c.t[4]);
+    hcase_init(&c, 2, 3, 21);
+    te_schedule *s = te_schedule_create(ctx, 3, c.t + 2);
+    for (int o = 0; o < 3; o++) {
+        te_stage *st = te_schedule_stage(s, c.t[2 + o]);
+        assert_int_equal(te_bind(st, te_stage_axis(st, 0), TE_BLOCK_X), TE_OK);
+        assert_int_equal(te_bind(st, te_stage_axis(st, 1), TE_THREAD_X), TE_OK);
+    }
+    /* the tolerance of half storage (te_dtype_tolerance caps at 1e-2) */
+    check_run(&c, "half_gpu", s, 1e-2);
+    hcase_free(&c);
+}
+
 /* ---- The harness catches a missing barrier ------------------------------------------------ */
 
 static void test_removed_barriers_are_caught(void **state)
@@ -738,6 +781,7 @@ int main(void)
         cmocka_unit_test(test_elementwise_template_runs_in_the_harness),
         cmocka_unit_test(test_tuple_reductions_run_in_the_harness),
         cmocka_unit_test(test_attention_template_runs_in_the_harness),
+        cmocka_unit_test(test_half_storage_runs_in_the_harness),
     };
     if (getenv("TSH_FILTER")) /* runs only the tests whose names match */
         cmocka_set_test_filter(getenv("TSH_FILTER"));
