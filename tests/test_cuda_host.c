@@ -343,6 +343,56 @@ static void test_matmul_template_runs_in_the_harness(void **state)
     }
 }
 
+/* Configurations drawn from a template's knob space (te_cuda_knob_space) on a ragged problem
+ * made by mk; those the template or the GPU check refuses (too many threads, too much shared
+ * memory) are skipped. TSH_SAMPLES sets how many are drawn (default want). */
+static void sample_knob_space(const char *op, void (*mk)(hcase *c), hsched_fn fn, int want)
+{
+    int nk = 0;
+    const te_cuda_knob_def *d = te_cuda_knob_space(op, &nk);
+    assert_non_null(d);
+    if (getenv("TSH_SAMPLES"))
+        want = atoi(getenv("TSH_SAMPLES"));
+    int ran = 0;
+    tt_rng r;
+    tt_rng_seed(&r, tt_seed(99));
+    for (int tries = 0; ran < want && tries < 20 * want; tries++) {
+        te_cuda_knobs k = te_cuda_knobs_default(op);
+        char name[160];
+        int at = snprintf(name, sizeof name, "%s_s", op);
+        for (int q = 0; q < nk; q++) {
+            int v = d[q].values[tt_rng_int(&r, d[q].n)];
+            assert_int_equal(te_cuda_knobs_set(&k, d[q].name, v), TE_OK);
+            at += snprintf(name + at, sizeof name - (size_t)at, "_%d", v);
+        }
+        hcase c = {0};
+        mk(&c);
+        te_tensor **outs = c.t + c.n_in;
+        te_schedule *s = te_schedule_create(c.ctx, c.n_out, outs);
+        te_target tgt = te_target_cuda(80);
+        te_lowered *f = NULL;
+        if (fn(s, &c, &k) == TE_OK) {
+            f = te_lower(s, c.n_in + c.n_out, c.t, "probe", &tgt);
+            s = te_schedule_create(c.ctx, c.n_out, outs);
+            assert_int_equal(fn(s, &c, &k), TE_OK);
+        }
+        if (f) {
+            check_run(&c, name, s, 1e-5);
+            ran++;
+        }
+        hcase_free(&c);
+    }
+    assert_true(ran > 0);
+}
+
+static void mk_matmul_ragged(hcase *c) { matmul_case(c, 70, 50, 36); }
+
+static void test_matmul_knob_space_samples_run_in_the_harness(void **state)
+{
+    (void)state;
+    sample_knob_space("matmul", mk_matmul_ragged, sched_matmul, 4);
+}
+
 static int sched_softmax(te_schedule *s, hcase *c, const te_cuda_knobs *k)
 {
     return te_cuda_schedule_softmax(s, c->t[1], k);
@@ -394,6 +444,33 @@ static void test_layer_norm_template_runs_in_the_harness(void **state)
         check_template(&c, name, sched_layer_norm, &k, 1e-5);
         hcase_free(&c);
     }
+}
+
+static void mk_softmax(hcase *c)
+{
+    c->ctx = te_ctx_create();
+    c->t[0] = te_placeholder(c->ctx, "X", TE_F32, 2, (int64_t[]){3, 333});
+    c->t[1] = te_op_softmax(c->ctx, c->t[0], -1, "Y");
+    assert_non_null(c->t[1]);
+    hcase_init(c, 1, 1, 78);
+}
+
+static void mk_layer_norm(hcase *c)
+{
+    c->ctx = te_ctx_create();
+    c->t[0] = te_placeholder(c->ctx, "X", TE_F32, 2, (int64_t[]){3, 333});
+    c->t[1] = te_placeholder(c->ctx, "gamma", TE_F32, 1, (int64_t[]){333});
+    c->t[2] = te_placeholder(c->ctx, "beta", TE_F32, 1, (int64_t[]){333});
+    c->t[3] = te_op_layer_norm(c->ctx, c->t[0], c->t[1], c->t[2], 1e-5, -1, "Y");
+    assert_non_null(c->t[3]);
+    hcase_init(c, 3, 1, 92);
+}
+
+static void test_row_op_knob_space_samples_run_in_the_harness(void **state)
+{
+    (void)state;
+    sample_knob_space("softmax", mk_softmax, sched_softmax, 1);
+    sample_knob_space("layer_norm", mk_layer_norm, sched_layer_norm, 1);
 }
 
 static int sched_mlp(te_schedule *s, hcase *c, const te_cuda_knobs *k)
@@ -774,8 +851,10 @@ int main(void)
         cmocka_unit_test(test_shim_reports_misaligned_vectors_and_bad_masks),
         cmocka_unit_test(test_removed_barriers_are_caught),
         cmocka_unit_test(test_matmul_template_runs_in_the_harness),
+        cmocka_unit_test(test_matmul_knob_space_samples_run_in_the_harness),
         cmocka_unit_test(test_softmax_template_runs_in_the_harness),
         cmocka_unit_test(test_layer_norm_template_runs_in_the_harness),
+        cmocka_unit_test(test_row_op_knob_space_samples_run_in_the_harness),
         cmocka_unit_test(test_mlp_gate_template_runs_in_the_harness),
         cmocka_unit_test(test_conv2d_template_runs_in_the_harness),
         cmocka_unit_test(test_elementwise_template_runs_in_the_harness),
