@@ -846,6 +846,21 @@ int main(void)
         printf("cannot make a temporary directory\n");
         return 1;
     }
+    /* a compiler without the sanitizer runtimes (libasan, libubsan) cannot run the harness */
+    char probe[4096];
+    snprintf(probe, sizeof probe,
+             "echo 'int main() { return 0; }' > '%s/probe.cpp' && '%s' -std=c++17 -pthread "
+             "-fsanitize=address,undefined '%s/probe.cpp' -o '%s/probe' > '%s/probe.log' 2>&1 && "
+             "'%s/probe'",
+             g_dir, TSH_CXX, g_dir, g_dir, g_dir, g_dir);
+    if (system(probe) != 0) {
+        char *l = slurp(tt_path_in(g_dir, "probe.log"));
+        printf("[  SKIP    ] %s cannot build AddressSanitizer programs:\n%.600s\n", TSH_CXX,
+               l ? l : "");
+        free(l);
+        tt_tmpdir_remove(g_dir);
+        return 77;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_warp_reduction_mask_covers_only_the_blocks_lanes),
         cmocka_unit_test(test_shim_reports_misaligned_vectors_and_bad_masks),
