@@ -233,8 +233,11 @@ static int gen_warp_steps(cem *e, const te_stmt *seq, int i)
     te__cem_line(e, "#pragma unroll");
     te__cem_line(e, "for (int off = %lld; off > 0; off >>= 1) {", (long long)off);
     e->indent++;
-    te__cem_line(e, "const %s %s = __shfl_down_sync(0xffffffffu, %s, off);",
-                 te__cem_value_ctype(e, dt), vb_n, va_n);
+    /* The mask names the lanes that exist: a block narrower than a warp has only dims[0]
+     * (a full mask would name lanes that never arrive, which is undefined behaviour). */
+    unsigned mask = e->dims[0] >= 32 ? 0xffffffffu : (1u << e->dims[0]) - 1u;
+    te__cem_line(e, "const %s %s = __shfl_down_sync(0x%08xu, %s, off);", te__cem_value_ctype(e, dt),
+                 vb_n, mask, va_n);
     te__cem_line(e, "if (threadIdx.x + off < %lld)", (long long)n);
     e->indent++;
     te__cem_line(e, "%s = %s;", va_n, te__cem_text(e, comb));
