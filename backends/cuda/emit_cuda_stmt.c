@@ -233,9 +233,13 @@ static int gen_warp_steps(cem *e, const te_stmt *seq, int i)
     te__cem_line(e, "#pragma unroll");
     te__cem_line(e, "for (int off = %lld; off > 0; off >>= 1) {", (long long)off);
     e->indent++;
-    /* The mask names the lanes that exist: a block narrower than a warp has only dims[0]
-     * (a full mask would name lanes that never arrive, which is undefined behaviour). */
-    unsigned mask = e->dims[0] >= 32 ? 0xffffffffu : (1u << e->dims[0]) - 1u;
+    /* The mask names the lanes that exist: a block of fewer than 32 threads has only that
+     * many (a full mask would name lanes that never arrive, which is undefined behaviour).
+     * Every thread of a block narrower than a warp takes part (threadIdx.x < 32), the rows of
+     * a 2-D block included, so the count is the whole block's. */
+    int64_t nthreads =
+        e->dims[0] * (e->dims[1] > 0 ? e->dims[1] : 1) * (e->dims[2] > 0 ? e->dims[2] : 1);
+    unsigned mask = e->dims[0] >= 32 || nthreads >= 32 ? 0xffffffffu : (1u << nthreads) - 1u;
     te__cem_line(e, "const %s %s = __shfl_down_sync(0x%08xu, %s, off);", te__cem_value_ctype(e, dt),
                  vb_n, mask, va_n);
     te__cem_line(e, "if (threadIdx.x + off < %lld)", (long long)n);
