@@ -81,26 +81,6 @@ double te_tune_parse_duration(const char *text)
 
 /* ---- Expression utilities ------------------------------------------------------------------- */
 
-/* Every computed tensor the outputs depend on, producers first, without duplicates. */
-static int collect_stages(int n_out, te_tensor *const *outs, te_tensor **st, int cap)
-{
-    int n = 0;
-    for (int o = 0; o < n_out; o++) {
-        te_tensor *tmp[256];
-        int k = te_op_stages(outs[o], tmp, 256);
-        if (k > 256)
-            k = 256;
-        for (int i = 0; i < k; i++) {
-            int dup = 0;
-            for (int j = 0; j < n && !dup; j++)
-                dup = st[j] == tmp[i];
-            if (!dup && n < cap)
-                st[n++] = tmp[i];
-        }
-    }
-    return n;
-}
-
 static double expr_flops(const te_expr *e)
 {
     if (!e)
@@ -154,7 +134,7 @@ static double expr_flops(const te_expr *e)
 double te_tuner_flops(int n_out, te_tensor *const *outs)
 {
     te_tensor *st[256];
-    int n = collect_stages(n_out, outs, st, 256);
+    int n = te__collect_stages(n_out, outs, st, 256);
     double f = 0;
     for (int i = 0; i < n; i++)
         f += (double)te_tensor_numel(st[i]) * expr_flops(st[i]->body);
@@ -164,7 +144,7 @@ double te_tuner_flops(int n_out, te_tensor *const *outs)
 int64_t te__max_reduction(int n_out, te_tensor *const *outs)
 {
     te_tensor *st[256];
-    int n = collect_stages(n_out, outs, st, 256);
+    int n = te__collect_stages(n_out, outs, st, 256);
     int64_t best = 1;
     for (int i = 0; i < n; i++) {
         const te_expr *b = st[i]->body;

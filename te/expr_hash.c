@@ -7,8 +7,7 @@
 #include "te/internal.h"
 #include "tessera/ops.h"
 
-/* Every computed tensor the outputs depend on, producers first, without duplicates. */
-static int collect_stages(int n_out, te_tensor *const *outs, te_tensor **st, int cap)
+int te__collect_stages(int n_out, te_tensor *const *outs, te_tensor **st, int cap)
 {
     int n = 0;
     for (int o = 0; o < n_out; o++) {
@@ -121,7 +120,7 @@ uint64_t te__tensor_sig_hash(uint64_t h, const te_tensor *t)
 uint64_t te__expr_hash(int n_out, te_tensor *const *outs)
 {
     te_tensor *st[256];
-    int n = collect_stages(n_out, outs, st, 256);
+    int n = te__collect_stages(n_out, outs, st, 256);
     uint64_t h = 0xcbf29ce484222325ull; /* FNV offset basis */
     for (int i = 0; i < n; i++) {
         h = te__tensor_sig_hash(h, st[i]);

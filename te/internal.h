@@ -233,6 +233,9 @@ bool te__expr_equal(const te_expr *a, const te_expr *b);
  * te_tuner_expr_hash returns. te__tensor_sig_hash continues h with t's name, kind, dtype and
  * shape. */
 uint64_t te__expr_hash(int n_out, te_tensor *const *outs);
+/* Every computed tensor the outputs depend on, producers first, without duplicates: up to cap
+ * of them into st (te/expr_hash.c). Returns how many were stored. */
+int te__collect_stages(int n_out, te_tensor *const *outs, te_tensor **st, int cap);
 uint64_t te__tensor_sig_hash(uint64_t h, const te_tensor *t);
 
 /* Substitution: a map from variables to expressions. */
