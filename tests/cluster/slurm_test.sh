@@ -2,7 +2,7 @@
 # The cluster path on a real Slurm: starts a single-node Slurm of its own (munged, slurmctld and
 # slurmd on localhost, every file in a temporary directory), submits a 4-task job array over a
 # small task list with tools/cluster/submit.sh (tune-array.sbatch + merge.sbatch chained with
-# afterok), SIGKILLs the tessera of one array task mid-run so that the task requeues itself
+# afterany + shard markers), SIGKILLs the tessera of one array task mid-run so that the task requeues itself
 # (scontrol requeue), waits for the merge job and checks:
 #   - every workload of the list was tuned in exactly one shard, the one of its key's hash;
 #   - the killed shard resumed its job: one job, its trial budget exactly, no configuration

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Submits a tuning run to Slurm: a job array of N tasks (tools/cluster/tune-array.sbatch, one
 # shard of the task list each) and the job that merges their databases once all succeeded
-# (tools/cluster/merge.sbatch, --dependency=afterok:<array>). docs/CLUSTER.md has the details.
+# (tools/cluster/merge.sbatch, --dependency=afterany:<array>; it merges only when every shard
+# finished). docs/CLUSTER.md has the details.
 #
 #   tools/cluster/submit.sh TASKS.json N [DIR] [-- SBATCH-OPTIONS...]
 #
@@ -49,8 +50,10 @@ array=$(sbatch --parsable --array="$range" --chdir="$dir" \
     --output="$dir/tessera-tune-%A_%a.log" "${extra[@]}" \
     "$here/tune-array.sbatch" "$tasks" "$dir")
 array=${array%%;*}
-merge=$(sbatch --parsable --dependency="afterok:$array" --kill-on-invalid-dep=yes \
+# afterany, not afterok: a shard that failed and requeued itself (tune-array.sbatch) counts as
+# failed for afterok forever; merge.sbatch checks that every shard finished instead.
+merge=$(sbatch --parsable --dependency="afterany:$array" \
     --chdir="$dir" --output="$dir/tessera-merge-%j.log" "${extra[@]}" \
-    "$here/merge.sbatch" "$dir" "$dir/merged.db")
+    "$here/merge.sbatch" "$dir" "$dir/merged.db" "$n")
 merge=${merge%%;*}
 echo "array job $array ($n tasks), merge job $merge; results in $dir/merged.db"
