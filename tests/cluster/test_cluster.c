@@ -9,7 +9,8 @@
  *    measuring any configuration twice, while a job alive on this host is never taken over;
  *  - `tessera db merge` of databases from different targets keeps them apart: each target's
  *    best stays its own.
- * The scheduler itself (Slurm job array, requeue, afterany merge) is tests/cluster/slurm_test.sh. */
+ * The scheduler itself (Slurm job array, requeue, afterany merge) is tests/cluster/slurm_test.sh.
+ */
 #define _GNU_SOURCE
 
 #include <setjmp.h>
