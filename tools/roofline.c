@@ -311,9 +311,12 @@ int te_roofline_write_svg(const char *path, const te_roof_point *p, int n, const
            *lys = lx0 ? lx0 + 2 * n : NULL;
     int nl = 0;
     for (int i = 0; i < n; i++) {
-        if (!(p[i].intensity > 0) || !(p[i].gflops > 0))
+        if (!(p[i].intensity > 0) || !(p[i].gflops > 0) || !isfinite(p[i].intensity) ||
+            !isfinite(p[i].gflops))
             continue;
         double x = px(&a, p[i].intensity), y = py(&a, p[i].gflops);
+        if (!isfinite(x) || !isfinite(y))
+            continue;
         fprintf(f,
                 "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" fill=\"#2ca02c\" stroke=\"black\" "
                 "stroke-width=\"0.8\"/>\n",
@@ -321,7 +324,9 @@ int te_roofline_write_svg(const char *path, const te_roof_point *p, int n, const
         int right = x < W - MR - 200;
         double w = 6.0 * ((double)strlen(p[i].label) + 7);
         double x0 = right ? x + 7 : x - 7 - w, x1 = x0 + w, yl = y - 6;
-        for (int moved = 1; moved && lx0;) {
+        /* Each pass moves the label below one it covers; nl passes place it below all of
+         * them, so the loop is bounded whatever the coordinates. */
+        for (int moved = 1, pass = 0; moved && lx0 && pass <= nl; pass++) {
             moved = 0;
             for (int j = 0; j < nl; j++)
                 if (x0 < lx1[j] && lx0[j] < x1 && fabs(yl - lys[j]) < 12) {
