@@ -54,6 +54,6 @@ array=${array%%;*}
 # failed for afterok forever; merge.sbatch checks that every shard finished instead.
 merge=$(sbatch --parsable --dependency="afterany:$array" \
     --chdir="$dir" --output="$dir/tessera-merge-%j.log" "${extra[@]}" \
-    "$here/merge.sbatch" "$dir" "$dir/merged.db" "$n")
+    "$here/merge.sbatch" "$dir" "$dir/merged.db" "$n" "$array")
 merge=${merge%%;*}
 echo "array job $array ($n tasks), merge job $merge; results in $dir/merged.db"
