@@ -2,11 +2,12 @@
 # The cluster path on a real Slurm: starts a single-node Slurm of its own (munged, slurmctld and
 # slurmd on localhost, every file in a temporary directory), submits a 4-task job array over a
 # small task list with tools/cluster/submit.sh (tune-array.sbatch + merge.sbatch chained with
-# afterany + shard markers), SIGKILLs the tessera of one array task mid-run so that the task requeues itself
-# (scontrol requeue), waits for the merge job and checks:
+# afterany + shard markers), SIGKILLs the tessera of one array task mid-run so that the task
+# retries it (with --resume, in its allocation), waits for the merge job and checks:
 #   - every workload of the list was tuned in exactly one shard, the one of its key's hash;
 #   - the killed shard resumed its job: one job, its trial budget exactly, no configuration
-#     measured twice, and Slurm restarted the task once;
+#     measured twice, and the task retried once;
+#   - a merge with a shard's marker missing refuses, naming the shard and its task state;
 #   - the merged database holds every shard's trials once (by uid), none duplicated, and each
 #     workload's best is the best of its shard; `tessera db check` passes on every database.
 # Every daemon it started is stopped on exit.
@@ -177,6 +178,7 @@ export TESSERA=$tessera
 export TESSERA_TUNE_ARGS="--trials $budget --batch 4 --strategy random --seed 7"
 export TESSERA_CACHE_DIR=$tmp/kcache
 export OMP_NUM_THREADS=1
+export TESSERA_RETRY_DELAY=1
 
 out=$(bash "$root/tools/cluster/submit.sh" "$tmp/tasks.json" 4 "$work") ||
     fail "submit.sh failed: $out"
@@ -207,20 +209,6 @@ done
 [ "$n" -lt "$budget" ] || fail "shard $victim finished before it could be killed"
 kill -KILL "$pid" || fail "cannot kill shard $victim's tessera (pid $pid)"
 echo "slurm_test: killed shard $victim (pid $pid) after $n of $budget trials"
-
-# The task requeues itself; Slurm holds a requeued job back for a while (BeginTime), which the
-# test shortens.
-requeued=0
-for _ in $(seq 300); do
-    if [ "$(job_field "${array}_$victim" Restarts)" = 1 ] &&
-        [ "$(job_field "${array}_$victim" JobState)" = PENDING ]; then
-        scontrol update JobId="${array}_$victim" StartTime=now >/dev/null 2>&1 && requeued=1
-        break
-    fi
-    sleep 0.1
-done
-[ "$requeued" = 1 ] || fail "shard $victim was not requeued: $(scontrol show job "${array}_$victim")"
-echo "slurm_test: shard $victim requeued"
 
 state=
 for _ in $(seq 1500); do
@@ -279,11 +267,28 @@ check "the merged database holds every shard's trials once" \
     eq "$(sql "$merged" "SELECT count(*), count(DISTINCT uid) FROM trials")" "$total|$total"
 check "no configuration twice in the merged database" \
     eq "$(sql "$merged" "SELECT count(DISTINCT workload_id || ' ' || trace_hash) FROM trials")" "$total"
-check "the killed shard was restarted once by Slurm" \
-    eq "$(job_field "${array}_$victim" Restarts)" 1
+check "the killed shard was retried once, in its own allocation" \
+    eq "$(grep -c "^tune-array: retrying shard $victim/4" "$work/tessera-tune-${array}_$victim.log")" 1
 check "the killed shard's log shows both runs" \
     eq "$(grep -c "^tune-array: shard $victim/4 on" "$work/tessera-tune-${array}_$victim.log")" 2
-check "the other shards ran once" eq "$(job_field "${array}_0" Restarts)" 0
+check "the other shards ran once" \
+    eq "$(grep -c "^tune-array: shard 0/4 on" "$work/tessera-tune-${array}_0.log")" 1
+check "no task was requeued" eq "$(job_field "${array}_$victim" Restarts)" 0
+
+# A shard that never finished: the merge refuses (after its grace period), naming the shard and
+# its task state, and writes no database.
+refuse=$tmp/refuse
+mkdir -p "$refuse"
+cp "$work"/shard-*.db "$work"/shard-*.ok "$refuse"/
+rm -f "$refuse/shard-1.ok"
+if msg=$(TESSERA_MERGE_GRACE=4 bash "$root/tools/cluster/merge.sbatch" "$refuse" \
+    "$refuse/merged.db" 4 "$array" 2>&1); then
+    check "the merge refuses a shard without its marker" false
+else
+    check "the merge names the unfinished shard and its state" \
+        grep -q "shard(s) 1 of 4 did not finish.*1:COMPLETED" <<<"$msg"
+fi
+check "a refused merge writes no database" test ! -e "$refuse/merged.db"
 
 if [ "$problems" -ne 0 ]; then
     keep=1
