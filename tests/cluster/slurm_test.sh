@@ -3,10 +3,11 @@
 # slurmd on localhost, every file in a temporary directory), submits a 4-task job array over a
 # small task list with tools/cluster/submit.sh (tune-array.sbatch + merge.sbatch chained with
 # afterany + shard markers), SIGKILLs the tessera of one array task mid-run so that the task
-# retries it (with --resume, in its allocation), waits for the merge job and checks:
+# retries it (with --resume, in its allocation), requeues another running task as Slurm does when
+# a node fails (scontrol requeue), waits for the merge job and checks:
 #   - every workload of the list was tuned in exactly one shard, the one of its key's hash;
-#   - the killed shard resumed its job: one job, its trial budget exactly, no configuration
-#     measured twice, and the task retried once;
+#   - the killed and the requeued shards resumed their jobs: one job, its trial budget exactly, no configuration
+#     measured twice, the crashed task retried once and the requeued one restarted once;
 #   - a merge with a shard's marker missing refuses, naming the shard and its task state;
 #   - the merged database holds every shard's trials once (by uid), none duplicated, and each
 #     workload's best is the best of its shard; `tessera db check` passes on every database.
@@ -28,6 +29,7 @@ skip() {
     exit 77
 }
 fail() {
+    keep=${TESSERA_KEEP_FAILED:-0}
     echo "slurm_test: FAILED: $*" >&2
     exit 1
 }
@@ -172,7 +174,8 @@ declare -A want_shard=(
     ["relu;m=16,n=32;f32"]=3 ["sigmoid;m=16,n=32;f32"]=3
 )
 budget=16
-victim=2 # the shard killed mid-run
+victim=2         # the shard whose tessera is killed mid-run (a crash)
+requeued_shard=3 # the shard Slurm requeues mid-run (a lost node)
 work=$tmp/work
 export TESSERA=$tessera
 export TESSERA_TUNE_ARGS="--trials $budget --batch 4 --strategy random --seed 7"
@@ -192,23 +195,53 @@ job_field() { # job_field JOB FIELD: a field of `scontrol show job`
 }
 sql() { sqlite3 -cmd '.timeout 10000' "$@"; }
 
-# Kill the victim's tessera once its first batch is recorded (the pid is in its job row).
-db=$work/shard-$victim.db
-pid=
-for _ in $(seq 600); do
-    if [ -f "$db" ]; then
-        n=$(sql "$db" "SELECT count(*) FROM trials" 2>/dev/null || echo 0)
-        if [ "${n:-0}" -ge 4 ]; then
-            pid=$(sql "$db" "SELECT pid FROM jobs WHERE status = 'running'" 2>/dev/null)
-            break
+# first_batch I: waits until shard I recorded its first batch; sets n (trials so far) and pid
+# (its tessera, from the job row).
+first_batch() {
+    local db=$work/shard-$1.db
+    pid=
+    n=0
+    for _ in $(seq 900); do
+        if [ -f "$db" ]; then
+            n=$(sql "$db" "SELECT count(*) FROM trials" 2>/dev/null || echo 0)
+            if [ "${n:-0}" -ge 4 ]; then
+                pid=$(sql "$db" "SELECT pid FROM jobs WHERE status = 'running'" 2>/dev/null)
+                break
+            fi
         fi
+        sleep 0.1
+    done
+    [ -n "$pid" ] || fail "shard $1 never recorded a batch (logs: $(cat "$work"/*.log))"
+    [ "$n" -lt "$budget" ] || fail "shard $1 finished before it could be interrupted"
+}
+
+# A crash: kill the victim's tessera once its first batch is recorded. The task retries it.
+first_batch "$victim"
+kill -KILL "$pid" || fail "cannot kill shard $victim's tessera (pid $pid)"
+echo "slurm_test: killed shard $victim (pid $pid) after $n of $budget trials"
+
+# A lost node: Slurm requeues a running task (what it does when the node fails, for a job
+# marked --requeue). Slurm holds a requeued task back for a while (BeginTime), which the test
+# shortens. The merge job must wait for the task to come back and finish.
+first_batch "$requeued_shard"
+scontrol requeue "${array}_$requeued_shard" ||
+    fail "scontrol requeue ${array}_$requeued_shard failed"
+echo "slurm_test: requeued shard $requeued_shard after $n of $budget trials"
+requeued=0
+for _ in $(seq 600); do
+    if [ "$(job_field "${array}_$requeued_shard" Restarts)" = 1 ] &&
+        [ "$(job_field "${array}_$requeued_shard" JobState)" = PENDING ]; then
+        # Not "now": slurmd revokes a killed job's credential with a time stamp in whole
+        # seconds and refuses ("already killed, do not launch batch job") a relaunch in that
+        # same second; the task then fails for good. Two seconds later is safe.
+        scontrol update JobId="${array}_$requeued_shard" StartTime=now+2 >/dev/null 2>&1 &&
+            requeued=1
+        break
     fi
     sleep 0.1
 done
-[ -n "$pid" ] || fail "shard $victim never recorded a batch (logs: $(cat "$work"/*.log))"
-[ "$n" -lt "$budget" ] || fail "shard $victim finished before it could be killed"
-kill -KILL "$pid" || fail "cannot kill shard $victim's tessera (pid $pid)"
-echo "slurm_test: killed shard $victim (pid $pid) after $n of $budget trials"
+[ "$requeued" = 1 ] ||
+    fail "shard $requeued_shard was not requeued: $(scontrol show job "${array}_$requeued_shard")"
 
 state=
 for _ in $(seq 1500); do
@@ -273,7 +306,12 @@ check "the killed shard's log shows both runs" \
     eq "$(grep -c "^tune-array: shard $victim/4 on" "$work/tessera-tune-${array}_$victim.log")" 2
 check "the other shards ran once" \
     eq "$(grep -c "^tune-array: shard 0/4 on" "$work/tessera-tune-${array}_0.log")" 1
-check "no task was requeued" eq "$(job_field "${array}_$victim" Restarts)" 0
+check "the crashed shard was not requeued" eq "$(job_field "${array}_$victim" Restarts)" 0
+check "the requeued shard was restarted once by Slurm" \
+    eq "$(job_field "${array}_$requeued_shard" Restarts)" 1
+check "the requeued shard's log shows a run before and after the requeue" \
+    eq "$(grep -c "^tune-array: shard $requeued_shard/4 on .*, restart [01], attempt 1," \
+        "$work/tessera-tune-${array}_$requeued_shard.log")" 2
 
 # A shard that never finished: the merge refuses (after its grace period), naming the shard and
 # its task state, and writes no database.
