@@ -166,14 +166,20 @@ static int attn_init(te_space *sp)
         int64_t v[TE__MAX_KVALS];
         /* Two query rows first: the register tiles are then 2 rows x 4 vectors (fewer loads a
          * multiply-add than 4 x 2; about 5% faster at lq 512). */
-        static const int64_t qbs[] = {2, 4, 8, 1};
-        te__knob_add(sp, "qb", te__filter_le(qbs, 4, ad->lq, 1, v), v);
+        static const int64_t qbs[] = {6, 2, 4, 8, 1};
+        te__knob_add(sp, "qb", te__filter_le(qbs, 5, ad->lq, 1, v), v);
         int64_t vs[3] = {V, V / 2 > 0 ? V / 2 : 1, 2 * V};
         te__knob_add(sp, "vec", te__filter_le(vs, 3, ad->dh, ad->dh, v), v);
         if (sp->target.num_cores > 1)
             te__knob_add(sp, "par", 2, (int64_t[]){1, 0});
         else
             te__knob_add(sp, "par", 1, (int64_t[]){0});
+        /* The query block: rows that share each key block while it is in L1 (the register
+         * tiles sweep it qb rows at a time). With 16 rows a head's K^T and V (2 lk dh floats)
+         * are streamed once per 16 rows, 8 flops a byte; with qb rows alone (session 4) once
+         * per 2 rows, which made the kernel wait on L2 and L3. */
+        static const int64_t qblks[] = {48, 16, 32, 8, 64};
+        te__knob_add(sp, "qblk", te__filter_le(qblks, 5, ad->lq, ad->lq, v), v);
         return TE_OK;
     }
     for (int q = 0; q < ns; q++) {
@@ -216,6 +222,13 @@ static int attn_init(te_space *sp)
     return TE_OK;
 }
 
+/* The one-pass form's query block: qblk rounded up to a multiple of the register tile's qb
+ * rows (at least qb). */
+static int64_t query_block(int64_t qb, int64_t qblk)
+{
+    return qblk > qb ? (qblk + qb - 1) / qb * qb : qb;
+}
+
 static te_stage *stage_of(te__gen *g, const char *name)
 {
     return te_schedule_stage_by_name(g->s, name);
@@ -242,20 +255,35 @@ static int reg_tile(te__gen *g, te_stage *S, te_stage *parent, te_iter *at, int 
     if (!TE__OK(g, te_compute_at(S, parent, at)))
         return g->err;
     te_iter *i = te_stage_axis(S, 2), *j = te_stage_axis(S, jax);
-    int64_t qb = 1, budget = lanes >= 16 ? 24 : 12;
-    for (const te__knob *kn = g->sp->knobs; kn < g->sp->knobs + g->sp->nknobs; kn++)
+    int64_t qb = 1, qblk = 0, budget = lanes >= 16 ? 24 : 12;
+    for (const te__knob *kn = g->sp->knobs; kn < g->sp->knobs + g->sp->nknobs; kn++) {
         if (!strcmp(kn->name, "qb"))
             qb = te__knob_val(g, (int)(kn - g->sp->knobs));
+        if (!strcmp(kn->name, "qblk"))
+            qblk = te__knob_val(g, (int)(kn - g->sp->knobs));
+    }
+    if (qblk > 0)
+        qblk = query_block(qb, qblk);
     int64_t nv = 1;
     while (nv * 2 * qb <= budget && nv < 8 && lanes * nv * 2 <= cols)
         nv *= 2;
     te_stage *A = te_schedule_stage(g->s, L);
     te_iter *jc, *jr, *jo, *ji;
     if (!TE__OK(g, te_split(S, j, lanes * nv, &jc, &jr)) ||
-        !TE__OK(g, te_split(S, jr, lanes, &jo, &ji)) ||
-        !TE__OK(g, te_reorder(S, 4, (te_iter *[]){jc, i, jo, ji})) || !TE__OK(g, te_unroll(S, i)) ||
-        !TE__OK(g, te_unroll(S, jo)) || !TE__OK(g, te_vectorize(S, ji)) ||
-        !TE__OK(g, te_compute_at(A, S, jc)))
+        !TE__OK(g, te_split(S, jr, lanes, &jo, &ji)))
+        return g->err;
+    if (qblk > qb) {
+        /* A query block of qblk rows swept qb rows at a time: per column chunk (its slice of
+         * K^T or V stays in L1) every row tile, the tile's local copy per row tile. */
+        te_iter *io, *ii;
+        if (!TE__OK(g, te_split(S, i, qb, &io, &ii)) ||
+            !TE__OK(g, te_reorder(S, 5, (te_iter *[]){jc, io, ii, jo, ji})) ||
+            !TE__OK(g, te_unroll(S, ii)) || !TE__OK(g, te_unroll(S, jo)) ||
+            !TE__OK(g, te_vectorize(S, ji)) || !TE__OK(g, te_compute_at(A, S, io)))
+            return g->err;
+    } else if (!TE__OK(g, te_reorder(S, 4, (te_iter *[]){jc, i, jo, ji})) ||
+               !TE__OK(g, te_unroll(S, i)) || !TE__OK(g, te_unroll(S, jo)) ||
+               !TE__OK(g, te_vectorize(S, ji)) || !TE__OK(g, te_compute_at(A, S, jc)))
         return g->err;
     te_iter *ai = te_stage_axis(A, 2), *aj = te_stage_axis(A, jax),
             *ak = te_stage_reduce_axis(A, 0);
@@ -399,6 +427,7 @@ static int attn_apply_one_pass(te__gen *g)
 {
     attn_data *ad = g->sp->tdata;
     int64_t qb = te__knob_val(g, 0), vec = te__knob_val(g, 1), par = te__knob_val(g, 2);
+    int64_t qblk = te__knob_val(g, 3);
     int lanes = g->sp->lanes;
     te_stage *st[O_NROLES];
     for (int r = 0; r < O_NROLES; r++)
@@ -406,7 +435,7 @@ static int attn_apply_one_pass(te__gen *g)
     te_stage *O = stage_of(g, ad->out);
     te_iter *bh, *io, *ii, *f;
     if (!TE__OK(g, te_fuse(O, te_stage_axis(O, 0), te_stage_axis(O, 1), &bh)) ||
-        !TE__OK(g, te_split(O, te_stage_axis(O, 2), qb, &io, &ii)) ||
+        !TE__OK(g, te_split(O, te_stage_axis(O, 2), query_block(qb, qblk), &io, &ii)) ||
         !TE__OK(g, te_fuse(O, bh, io, &f)))
         return g->err;
     if (vec_last(g, O, vec))
