@@ -256,10 +256,39 @@ static const char math_exp_f32_avx512[] =
     "    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));\n"
     "    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));\n"
     "    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));\n"
-    "    __m512 y = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, "
-    "_mm512_set1_ps(1.0f)));\n"
+    "    /* (p r^2 + r) + 1, as the portable body: r + 1 first would round r away */\n"
+    "    __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), "
+    "_mm512_set1_ps(1.0f));\n"
     "    return (te_f32x16)_mm512_scalef_ps(y, n); /* y 2^n, exact for subnormals and overflow "
     "*/\n";
+/* The 8-lane body with AVX2 and FMA: the rounding of n in one instruction (the portable body
+ * takes four: convert, convert back, compare, correct), the same polynomial and the same
+ * two-step 2^n. n is the nearest integer to x log2(e) here and floor(x log2(e) + 1/2) in the
+ * portable body; they differ only at exact ties, where either keeps |r| <= ln2 / 2. */
+static const char math_exp_f32_avx2[] =
+    "    __m256 v = _mm256_min_ps(_mm256_max_ps((__m256)x, _mm256_set1_ps(-104.0f)),\n"
+    "                             _mm256_set1_ps(89.0f));\n"
+    "    __m256 n = _mm256_round_ps(_mm256_mul_ps(v, _mm256_set1_ps(1.44269504088896341f)),\n"
+    "                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);\n"
+    "    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), v);\n"
+    "    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);\n"
+    "    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r, "
+    "_mm256_set1_ps(1.3981999507e-3f));\n"
+    "    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));\n"
+    "    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));\n"
+    "    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));\n"
+    "    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));\n"
+    "    /* (p r^2 + r) + 1, as the portable body: r + 1 first would round r away */\n"
+    "    __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), "
+    "_mm256_set1_ps(1.0f));\n"
+    "    __m256i ni = _mm256_cvtps_epi32(n); /* exact: n is an integer */\n"
+    "    __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);\n"
+    "    __m256i k = _mm256_set1_epi32(127);\n"
+    "    y = _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, k), "
+    "23)));\n"
+    "    return (te_f32x8)_mm256_mul_ps(y, "
+    "_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, "
+    "k), 23)));\n";
 static const char math_log_f32[] =
     "/* log: x = m 2^e with m in [sqrt(1/2), sqrt(2)), log(m) = f - f^2/2 + f^3 P(f) with f = m - "
     "1\n"
@@ -804,13 +833,14 @@ static void emit_helper(emitter *em, te__sb *b, helper h, te_dtype d, int lanes)
     case H_ERF:
         if (d == TE_F32 && h == H_EXP) {
             sb_template(b, math_exp_f32_head, lanes);
-            if (lanes == 16) {
-                te__sb_puts(b, "#if defined(__AVX512F__)\n");
-                te__sb_puts(b, math_exp_f32_avx512);
+            if (lanes == 16 || lanes == 8) {
+                te__sb_puts(b, lanes == 16 ? "#if defined(__AVX512F__)\n"
+                                           : "#if defined(__AVX2__) && defined(__FMA__)\n");
+                te__sb_puts(b, lanes == 16 ? math_exp_f32_avx512 : math_exp_f32_avx2);
                 te__sb_puts(b, "#else\n");
             }
             sb_template(b, math_exp_f32_body, lanes);
-            if (lanes == 16)
+            if (lanes == 16 || lanes == 8)
                 te__sb_puts(b, "#endif\n");
             te__sb_puts(b, "}\n");
         } else if (d == TE_F32) {
