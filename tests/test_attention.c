@@ -388,6 +388,14 @@ static void test_template_never_materializes_scores(void **state)
             assert_true(trace_has(t, "compute_at attn_bpv attn_m jo"));
         }
     }
+    if (g_form == TE_ATTN_ONE_PASS) {
+        /* The default: a query block of several register tiles (16 rows here, lq 37, swept
+         * 6 rows at a time with AVX2), each block product split into row tiles. */
+        const char *d = te_space_get(sp, 0);
+        assert_non_null(d);
+        assert_true(trace_has(d, "split attn_s i "));
+        assert_true(trace_has(d, "split attn_bpv i "));
+    }
     tcase_free(&c);
 }
 
