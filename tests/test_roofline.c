@@ -3,7 +3,9 @@
  * table (te_db_record_peaks / te_db_peaks, its argument checks, `db check`); the migration of
  * a version-3 database that keeps every record; and the CLI end to end: `tessera target
  * --measure --quick`, `tessera db roofline --svg` on a database with a few records, and the
- * SVG parsed as XML. */
+ * SVG parsed as XML; fused graph groups tuned by `tessera tune --graph` reported from the flops
+ * and bytes the tuner stored (schema 5), and a version-4 database that migrates, still reports
+ * its library operators and says why it leaves a user expression out. */
 #include "test_tuning_db_common.h"
 
 #include <sqlite3.h>

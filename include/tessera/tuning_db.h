@@ -117,21 +117,17 @@ int te_trial_status_parse(const char *text, te_trial_status *out);
 /* One measured candidate. On input (record) the caller fills the fields marked "in"; on output
  * (lists) every field is set and the strings belong to the list. */
 typedef struct te_db_trial {
-    te_db_workload workload; /* in: key required */
-    te_db_target target;     /* in: key or backend required */
-    const char *trace;       /* in, required: the configuration as a replayable trace */
-    const char *trace_hash;  /* in: NULL = te_db_trace_hash(trace) */
-    te_trial_status status;  /* in */
-    const char *error;       /* in: error text for failed trials; NULL = "" */
-    double median_s;         /* in: median run time in seconds; NAN = not measured */
-    double spread_s;         /* in: spread of the repeats (std. deviation) in s; NAN = none */
-    int32_t repeats;         /* in: number of timed runs */
-    double gflops;           /* in: GFLOP/s at the median; NAN = unknown */
-    double bytes;            /* in: bytes one run of the measured kernel(s) moves, counted from the
-                                lowered IR (te_kernel_count: every argument read or written once); NAN or
-                                0 = unknown (stored as NULL). Out: NAN when unknown, as for every trial
-                                recorded before schema version 5 */
-    int64_t created_us;      /* in: time stamp, microseconds since 1970 UTC; 0 = now */
+    te_db_workload workload;     /* in: key required */
+    te_db_target target;         /* in: key or backend required */
+    const char *trace;           /* in, required: the configuration as a replayable trace */
+    const char *trace_hash;      /* in: NULL = te_db_trace_hash(trace) */
+    te_trial_status status;      /* in */
+    const char *error;           /* in: error text for failed trials; NULL = "" */
+    double median_s;             /* in: median run time in seconds; NAN = not measured */
+    double spread_s;             /* in: spread of the repeats (std. deviation) in s; NAN = none */
+    int32_t repeats;             /* in: number of timed runs */
+    double gflops;               /* in: GFLOP/s at the median; NAN = unknown */
+    int64_t created_us;          /* in: time stamp, microseconds since 1970 UTC; 0 = now */
     const char *tessera_version; /* in: NULL = te_version() */
     int64_t job_id;              /* in: job this trial belongs to (te_db_job_start); 0 = none */
     const char *uid;             /* in: stable unique id across databases; NULL = new UUIDv7 */
@@ -139,6 +135,11 @@ typedef struct te_db_trial {
                       timeout, out of memory), not from the configuration: a later job may
                       retry it (te_db_claim_traces); 0 for deterministic failures; an ok
                       trial with it set is refused (TE_ERR_ARG) */
+    /* in: bytes one run of the measured kernel(s) moves, counted from its lowered IR
+     * (te_kernel_count: every argument read or written once, whatever the schedule); NAN or 0 =
+     * unknown (stored as NULL). Out: NAN when unknown, as for every trial recorded before
+     * schema version 5. Printed beside gflops by `db show`/`db best`. */
+    double bytes;
     /* Output only. */
     int64_t id;          /* row id in the database it came from */
     const char *job_uid; /* uid of its job, or NULL */
