@@ -595,6 +595,22 @@ static void test_schema_4_database_migrates_and_still_reports_library_ops(void *
     assert_true(json_num(g, "flops") == 128);
     assert_true(json_num(g, "median_s") == 1e-6); /* still the old, faster best */
     free(out);
+
+    /* check finds bytes written around the API that are not positive. */
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h,
+                                  "INSERT INTO trials(uid, workload_id, target_id, trace, "
+                                  "trace_hash, status, created_us, tessera_version, bytes) "
+                                  "VALUES('u9', 2, 1, 'x', 'h9', 'timeout', 9, 'x', -8)",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(h);
+    db = tdb_open(path, 0);
+    char *report = NULL;
+    assert_int_equal(te_db_check(db, &report), TE_ERR_CORRUPT);
+    assert_non_null(strstr(report, "1 trials whose bytes moved are not positive"));
+    free(report);
+    te_db_close(db);
 }
 
 int main(void)
