@@ -431,7 +431,9 @@ static int collect_row(const te_db_summary *row, void *ud)
      * tuner stored: the workload's flops and the trial's bytes. Compulsory bytes are the
      * sizes of the kernel's arguments, whatever the schedule, so when the best trial predates
      * schema 5 any later trial of the workload on the target supplies them. */
-    double bytes = b->bytes > 0 ? b->bytes : stored_bytes(c->db, row->workload_key, &t);
+    double bytes = b->bytes > 0 ? b->bytes : NAN;
+    if (rc != TE_OK && rc != TE_ERR_NOMEM && !(bytes > 0))
+        bytes = stored_bytes(c->db, row->workload_key, &t);
     int stored = 0;
     if (rc == TE_OK && bytes > 0) {
         k.bytes = bytes;
