@@ -33,6 +33,8 @@ typedef struct te__cand {
     te_trial_status status;
     char err[TE__ERR_LEN];
     double median_s, spread_s, max_err;
+    double bytes; /* bytes one run moves, counted from the lowered IR (te_kernel_count) when
+                     it was lowered; 0 = unknown. Recorded as te_db_trial.bytes */
     int repeats;
     double limit_scale; /* > 1: a retry of an environmental failure; its compile and run
                            limits are multiplied by this (0 or 1: the configured limits) */
@@ -136,6 +138,7 @@ typedef struct te__lcache_ent {
     char hash[17];
     te_lowered *f;
     float feat[TE_NUM_FEATURES];
+    double bytes; /* bytes one run moves (te_kernel_count of the lowered IR); 0 = unknown */
     int ok;
 } te__lcache_ent;
 

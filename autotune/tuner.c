@@ -189,6 +189,9 @@ static te__lcache_ent *lower_trace(te__task *k, const char *trace, const char *h
         f = te_lower(s, k->n_in + k->n_out, k->w_args, "cand", &k->tu->target);
     if (f) {
         te_features(f, e->feat, TE_NUM_FEATURES);
+        /* Kept with the candidate for its record (roofline reports of any workload). */
+        te_kernel_counts kc;
+        e->bytes = te_kernel_count(f, &kc) == TE_OK ? kc.bytes : 0;
         e->ok = 1;
         if (keep)
             e->f = f;
@@ -433,6 +436,7 @@ static int run_batch(te__task *k, int n)
         }
         memcpy(x->feat, e->feat, sizeof x->feat);
         x->has_feat = 1;
+        x->bytes = e->bytes;
         if (t->o.fake_runner)
             continue;
         x->lowered = e->f; /* the backend emits the batch several kernels per unit */
@@ -489,6 +493,7 @@ static int run_batch(te__task *k, int n)
         r->spread_s = good ? x->spread_s : NAN;
         r->repeats = good ? x->repeats : 0;
         r->gflops = good && k->flops > 0 ? k->flops / x->median_s * 1e-9 : NAN;
+        r->bytes = x->bytes > 0 ? x->bytes : NAN; /* every lowered candidate, any status */
         r->job_id = t->job_id;
     }
     int rc = te_db_record_trials(t->db, rec, (size_t)m);

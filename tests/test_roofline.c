@@ -3,7 +3,9 @@
  * table (te_db_record_peaks / te_db_peaks, its argument checks, `db check`); the migration of
  * a version-3 database that keeps every record; and the CLI end to end: `tessera target
  * --measure --quick`, `tessera db roofline --svg` on a database with a few records, and the
- * SVG parsed as XML. */
+ * SVG parsed as XML; fused graph groups tuned by `tessera tune --graph` reported from the flops
+ * and bytes the tuner stored (schema 5), and a version-4 database that migrates, still reports
+ * its library operators and says why it leaves a user expression out. */
 #include "test_tuning_db_common.h"
 
 #include <sqlite3.h>
@@ -205,7 +207,7 @@ static void test_version_3_database_is_migrated_keeping_every_record(void **stat
     te_db *db = tdb_open(path, 0);
     te_db_info in;
     assert_int_equal(te_db_get_info(db, &in), TE_OK);
-    assert_int_equal(in.schema_version, 4);
+    assert_int_equal(in.schema_version, TE_DB_SCHEMA_VERSION);
     assert_int_equal(in.n_trials, 3);
     assert_int_equal(in.n_jobs, 1);
     assert_int_equal(in.n_targets, 1);
@@ -350,6 +352,267 @@ static void test_db_roofline_prints_the_table_and_a_well_formed_svg(void **state
     }
 }
 
+/* The text of dir/name (malloc'ed, NUL-terminated; "" when missing). */
+static char *slurp_text(const char *name)
+{
+    char p[400];
+    size_t n = 0;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    char *text = (char *)tdb_slurp(p, &n);
+    text = realloc(text, n + 1);
+    text[n] = '\0';
+    return text;
+}
+
+/* The number after "\"name\":" in the JSON line that starts at line; NAN when absent or null. */
+static double json_num(const char *line, const char *name)
+{
+    char k[64];
+    snprintf(k, sizeof k, "\"%s\":", name);
+    const char *eol = strchr(line, '\n');
+    const char *p = strstr(line, k);
+    if (!p || (eol && p > eol))
+        return NAN;
+    char *end;
+    double v = strtod(p + strlen(k), &end);
+    return end == p + strlen(k) ? NAN : v;
+}
+
+/* The JSON line of `db roofline --json` output whose workload starts with prefix, or NULL. */
+static const char *roof_line(const char *out, const char *prefix)
+{
+    char k[200];
+    snprintf(k, sizeof k, "{\"workload\":\"%s", prefix);
+    return strstr(out, k);
+}
+
+/* Peaks far above anything a kernel reaches here, so every fraction is small but positive
+ * and does not depend on what a noisy quick measurement of a shared machine says. */
+static void record_big_peaks(te_db *db, const te_db_target *t)
+{
+    te_db_peak p[2] = {{"fma", "f32", "scalar", 1, 1e5, 0}, {"copy", "", "", 1, 1e5, 0}};
+    assert_int_equal(te_db_record_peaks(db, t, p, 2), TE_OK);
+}
+
+/* A graph of two fused groups (matmul + bias + relu, then a tanh) tuned into a fresh database:
+ * every trial stores the bytes its lowered kernel moves, the workloads their flops, and `db
+ * roofline` lists both groups, which no library operator can rebuild, with flops, bytes and a
+ * fraction of the roof. A library operator tuned beside them stores the bytes te_kernel_count
+ * finds for the trial's own trace. */
+static void test_fused_graph_groups_get_flops_bytes_and_a_fraction(void **state)
+{
+    (void)state;
+    char gpath[400];
+    snprintf(gpath, sizeof gpath, "%s/g.graph", dir);
+    static const char graph[] = "input x f32[8,16]\n"
+                                "const w1 f32[16,16] random seed=1 lo=-0.5 hi=0.5\n"
+                                "const b1 f32[16] random seed=2\n"
+                                "h1 = matmul(x, w1)\nc1 = add(h1, b1)\ny1 = relu(c1)\n"
+                                "t = tanh(y1)\n"
+                                "output t, y1\n";
+    tdb_write(gpath, graph, sizeof graph - 1);
+    char *out = NULL;
+    assert_int_equal(cli(&out, "tune --graph g.graph --trials 6 --batch 3 --db roof.db"), 0);
+    free(out);
+    assert_int_equal(cli(&out, "tune relu --shape m=6,n=10 --trials 3 --batch 3 --db roof.db"), 0);
+    free(out);
+
+    char storage[1024], key[512];
+    te_db_target t = host_target(storage, sizeof storage, key, sizeof key);
+    te_db *db = tdb_open(path, 0);
+    record_big_peaks(db, &t);
+    /* Compulsory bytes: every argument once. matmul_add_relu reads x (8x16), w1 (16x16) and
+     * b1 (16) and writes 8x16; tanh reads and writes 8x16; all f32. */
+    static const struct {
+        const char *prefix;
+        double flops, bytes;
+    } groups[] = {
+        {"graph_matmul_add_relu;", 2.0 * 8 * 16 * 16 + 128 + 128, 4.0 * (128 + 256 + 16 + 128)},
+        {"graph_tanh;", 128, 4.0 * (128 + 128)}};
+    char gkeys[2][256] = {"", ""}, relu_key[256] = "";
+    te_db_trial_list *l = NULL;
+    assert_int_equal(te_db_history(db, "relu;m=6,n=10;f32", NULL, 0, &l), TE_OK);
+    assert_true(l->n >= 1);
+    for (size_t i = 0; i < l->n; i++) {
+        te_kernel_counts k = count("relu", "m=6,n=10", l->items[i].trace);
+        if (l->items[i].bytes != k.bytes)
+            fail_msg("relu trial %zu: stored bytes %g, te_kernel_count of its trace %g", i,
+                     l->items[i].bytes, k.bytes);
+        snprintf(relu_key, sizeof relu_key, "%s", l->items[i].workload.key);
+    }
+    te_db_trial_list_free(l);
+    /* The group keys are user-expression keys (a fourth field expr=HASH): find them. */
+    te_db_trial_list *all = NULL;
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(h, "SELECT key FROM workloads ORDER BY key", -1, &st, NULL),
+                     SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW)
+        for (int g = 0; g < 2; g++)
+            if (!strncmp((const char *)sqlite3_column_text(st, 0), groups[g].prefix,
+                         strlen(groups[g].prefix)))
+                snprintf(gkeys[g], sizeof gkeys[g], "%s", sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+    for (int g = 0; g < 2; g++) {
+        if (!*gkeys[g])
+            fail_msg("no workload %s... recorded", groups[g].prefix);
+        assert_non_null(strstr(gkeys[g], ";expr="));
+        assert_int_equal(te_db_history(db, gkeys[g], NULL, 0, &all), TE_OK);
+        assert_true(all->n >= 1);
+        for (size_t i = 0; i < all->n; i++) {
+            assert_true(all->items[i].workload.flops == groups[g].flops);
+            if (all->items[i].status == TE_TRIAL_OK && all->items[i].bytes != groups[g].bytes)
+                fail_msg("%s trial %zu: bytes %g, expected %g", gkeys[g], i, all->items[i].bytes,
+                         groups[g].bytes);
+        }
+        te_db_trial_list_free(all);
+    }
+    assert_int_equal(te_db_check(db, NULL), TE_OK);
+    te_db_close(db);
+
+    assert_int_equal(cli(&out, "db roofline --db roof.db --json"), 0);
+    char *err = slurp_text("err.txt");
+    assert_null(strstr(err, "left out"));
+    free(err);
+    for (int g = 0; g < 3; g++) {
+        const char *line = roof_line(out, g < 2 ? groups[g].prefix : "relu;");
+        if (!line)
+            fail_msg("no roofline row for %s in:\n%s", g < 2 ? groups[g].prefix : "relu", out);
+        double flops = json_num(line, "flops"), bytes = json_num(line, "bytes"),
+               fraction = json_num(line, "fraction");
+        if (!(flops > 0 && bytes > 0 && fraction > 0 && fraction <= 1.5))
+            fail_msg("row %d: flops %g bytes %g fraction %g", g, flops, bytes, fraction);
+        if (g < 2) {
+            assert_true(flops == groups[g].flops);
+            assert_true(bytes == groups[g].bytes);
+            assert_true(fabs(json_num(line, "intensity") - flops / bytes) < 1e-12 * flops);
+        } else {
+            assert_true(bytes == 4.0 * 2 * 60); /* relu 6x10: read once, written once */
+        }
+    }
+    free(out);
+    /* db best prints the stored bytes beside GFLOP/s, in JSON and in the table. */
+    assert_int_equal(cli(&out, "db best --workload '%s' --db roof.db --json", gkeys[1]), 0);
+    assert_non_null(strstr(out, "\"bytes\":1024.0"));
+    free(out);
+    assert_int_equal(cli(&out, "db best --workload '%s' --db roof.db", gkeys[0]), 0);
+    assert_non_null(strstr(out, "BYTES"));
+    assert_non_null(strstr(out, "2.1 KiB"));
+    free(out);
+}
+
+/* A version-4 file (before trials.bytes) made by the old schema's SQL migrates keeping every
+ * record, its trials reading bytes as unknown; `db roofline` still reports its library operator
+ * (recounted from the key) and leaves the graph group out with a message that says why and how
+ * to get it in. A later trial of that group, slower than the old best, supplies its bytes:
+ * compulsory bytes do not depend on the schedule. */
+static void test_schema_4_database_migrates_and_still_reports_library_ops(void **state)
+{
+    (void)state;
+    char storage[1024], key[512];
+    te_db_target t = host_target(storage, sizeof storage, key, sizeof key);
+    static const char tanh_key[] = "graph_tanh;in0=8x16;f32;expr=5bf43801a8f06cb7";
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    for (int v = 0; v < 4; v++)
+        assert_int_equal(sqlite3_exec(h, te__schema_migration(v), NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(h,
+                                        "INSERT INTO targets(key, backend, arch, device, features, "
+                                        "cores, compiler) VALUES(?1, 'c', ?2, ?3, ?4, ?5, ?6)",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, t.arch, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, t.device, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, t.features, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 5, t.cores);
+    sqlite3_bind_text(st, 6, t.compiler, -1, SQLITE_STATIC);
+    assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+    sqlite3_finalize(st);
+    char sql[2048];
+    snprintf(sql, sizeof sql,
+             "PRAGMA application_id = %d; PRAGMA user_version = 4;"
+             "INSERT INTO workloads(key, op, flops) VALUES('relu;m=256,n=256;f32', 'relu', 65536),"
+             "('%s', 'graph_tanh', 128);"
+             "INSERT INTO target_peaks VALUES(1, 'fma', 'f32', 'scalar', 1, 1e5, 5, 'x'),"
+             "(1, 'copy', '', '', 1, 1e5, 5, 'x');"
+             "INSERT INTO trials(uid, workload_id, target_id, trace, trace_hash, status, "
+             "median_s, gflops, created_us, tessera_version) VALUES"
+             "('u1', 1, 1, '# the default schedule\n', 'h1', 'ok', 4e-5, 65536 / 4e-5 * 1e-9, 7, "
+             "'0.0.1'),"
+             "('u2', 2, 1, 'whatever', 'h2', 'ok', 1e-6, 128 / 1e-6 * 1e-9, 8, '0.0.1');",
+             TE_DB_APPLICATION_ID, tanh_key);
+    assert_int_equal(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+
+    te_db *db = tdb_open(path, 0);
+    te_db_info in;
+    assert_int_equal(te_db_get_info(db, &in), TE_OK);
+    assert_int_equal(in.schema_version, 5);
+    assert_int_equal(in.n_trials, 2);
+    te_db_trial_list *l = NULL;
+    assert_int_equal(te_db_history(db, tanh_key, NULL, 0, &l), TE_OK);
+    assert_int_equal(l->n, 1);
+    assert_string_equal(l->items[0].uid, "u2");
+    assert_true(isnan(l->items[0].bytes));
+    te_db_trial_list_free(l);
+    assert_int_equal(te_db_check(db, NULL), TE_OK);
+    te_db_close(db);
+
+    char *out = NULL;
+    assert_int_equal(cli(&out, "db roofline --db roof.db --json"), 0);
+    const char *relu = roof_line(out, "relu;m=256,n=256;f32");
+    assert_non_null(relu);
+    assert_true(json_num(relu, "bytes") == 2.0 * 4 * 256 * 256);
+    assert_true(json_num(relu, "flops") == 65536);
+    assert_null(strstr(out, "graph_tanh"));
+    free(out);
+    char *err = slurp_text("err.txt");
+    assert_non_null(strstr(err, "graph_tanh"));
+    assert_non_null(strstr(err, "recorded before schema version 5"));
+    assert_non_null(strstr(err, "tune it again"));
+    free(err);
+
+    /* A retune records a slower trial that knows its bytes: the old best now gets them. */
+    db = tdb_open(path, 0);
+    te_db_trial tr = {.workload = {.key = tanh_key, .flops = 128},
+                      .target = t,
+                      .trace = "another",
+                      .status = TE_TRIAL_OK,
+                      .median_s = 2e-6,
+                      .repeats = 3,
+                      .gflops = 128 / 2e-6 * 1e-9,
+                      .bytes = 1024};
+    assert_int_equal(te_db_record_trial(db, &tr, NULL), TE_OK);
+    te_db_close(db);
+    assert_int_equal(cli(&out, "db roofline --db roof.db --json --workload graph_"), 0);
+    const char *g = roof_line(out, "graph_tanh;");
+    assert_non_null(g);
+    assert_true(json_num(g, "bytes") == 1024);
+    assert_true(json_num(g, "flops") == 128);
+    assert_true(json_num(g, "median_s") == 1e-6); /* still the old, faster best */
+    free(out);
+
+    /* check finds bytes written around the API that are not positive. */
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h,
+                                  "INSERT INTO trials(uid, workload_id, target_id, trace, "
+                                  "trace_hash, status, created_us, tessera_version, bytes) "
+                                  "VALUES('u9', 2, 1, 'x', 'h9', 'timeout', 9, 'x', -8)",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(h);
+    db = tdb_open(path, 0);
+    char *report = NULL;
+    assert_int_equal(te_db_check(db, &report), TE_ERR_CORRUPT);
+    assert_non_null(strstr(report, "1 trials whose bytes moved are not positive"));
+    free(report);
+    te_db_close(db);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -361,6 +624,10 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_db_roofline_prints_the_table_and_a_well_formed_svg,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fused_graph_groups_get_flops_bytes_and_a_fraction,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_schema_4_database_migrates_and_still_reports_library_ops, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -421,6 +421,77 @@ static void test_merge_folds_databases_without_duplicates(void **state)
     te_db_close(a);
 }
 
+/* Bytes moved (schema 5): 0 and NAN record as unknown (NULL, read back as NAN), a negative or
+ * infinite figure is refused, a known one survives export -> import and merge bit for bit, and
+ * an exported line carries "bytes" only when known (an imported line without it is fine). */
+static void test_bytes_moved_survive_export_import_and_merge(void **state)
+{
+    (void)state;
+    te_db *a = tdb_open(path, 0);
+    te_db_trial t[3] = {tdb_trial("with-bytes", 1e-3), tdb_trial("zero-bytes", 2e-3),
+                        tdb_trial("nan-bytes", 3e-3)};
+    t[0].bytes = 12582912.0 + 0.5;
+    t[1].bytes = 0;
+    t[2].bytes = NAN;
+    assert_int_equal(te_db_record_trials(a, t, 3), TE_OK);
+    te_db_trial bad = tdb_trial("negative", 1e-3);
+    bad.bytes = -4;
+    assert_int_equal(te_db_record_trial(a, &bad, NULL), TE_ERR_ARG);
+    assert_non_null(strstr(te_db_errmsg(a), "bytes"));
+    bad.bytes = INFINITY;
+    assert_int_equal(te_db_record_trial(a, &bad, NULL), TE_ERR_ARG);
+    te_db_trial_list *l = NULL;
+    assert_int_equal(te_db_history(a, TDB_MATMUL, NULL, 0, &l), TE_OK);
+    assert_int_equal(l->n, 3);
+    assert_true(l->items[0].bytes == 12582912.5);
+    assert_true(isnan(l->items[1].bytes) && isnan(l->items[2].bytes));
+    te_db_trial_list_free(l);
+    assert_int_equal(te_db_best(a, TDB_MATMUL, &tdb_cpu, 0, &l), TE_OK);
+    assert_true(l->items[0].bytes == 12582912.5);
+    te_db_trial_list_free(l);
+    assert_int_equal(te_db_check(a, NULL), TE_OK);
+
+    size_t n;
+    char *text = export_all(a, &n);
+    const char *first = strstr(text, "\"bytes\":12582912.5");
+    assert_non_null(first);
+    assert_true(first < strchr(text, '\n'));
+    assert_null(strstr(strchr(text, '\n'), "\"bytes\"")); /* unknown: left out */
+    te_db *b = tdb_open(path2, 0);
+    assert_int_equal(te_db_import_buffer(b, text, n, NULL), TE_OK);
+    size_t n2;
+    char *again = export_all(b, &n2);
+    assert_int_equal(n, n2);
+    assert_memory_equal(text, again, n);
+    free(again);
+    free(text);
+    te_db_close(b);
+    /* A line with a bad bytes value aborts the import with its line number. */
+    static const char bad_line[] =
+        "{\"uid\":\"0190c0de-0000-7000-8000-000000000001\",\"workload\":{\"key\":\"k;;f32\"},"
+        "\"target\":{\"key\":\"c;x\",\"backend\":\"c\"},\"trace\":\"t\",\"status\":\"timeout\","
+        "\"bytes\":\"many\"}\n";
+    te_db_import_stats st;
+    assert_int_equal(te_db_import_buffer(a, bad_line, sizeof bad_line - 1, &st), TE_ERR_CORRUPT);
+    assert_int_equal(st.error_line, 1);
+    assert_non_null(strstr(te_db_errmsg(a), "bytes"));
+
+    /* Merge into a third database keeps them. */
+    char path3[400];
+    tdb_path(path3, sizeof path3, dir, "c.db");
+    te_db_close(a);
+    te_db *c = tdb_open(path3, 0);
+    te_db_import_stats s;
+    assert_int_equal(te_db_merge(c, path, &s), TE_OK);
+    assert_int_equal(s.imported, 3);
+    assert_int_equal(te_db_history(c, TDB_MATMUL, NULL, 0, &l), TE_OK);
+    assert_int_equal(l->n, 3);
+    assert_true(l->items[0].bytes == 12582912.5);
+    assert_true(isnan(l->items[1].bytes) && isnan(l->items[2].bytes));
+    te_db_trial_list_free(l);
+    te_db_close(c);
+}
+
 static void test_json_reader_edges(void **state)
 {
     (void)state;
@@ -474,6 +545,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_merge_folds_databases_without_duplicates, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_invalid_utf8_and_uids_are_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bytes_moved_survive_export_import_and_merge, setup,
+                                        teardown),
         cmocka_unit_test(test_json_reader_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -796,8 +796,10 @@ static const subcommand subcommands[] = {
      "[--workload TEXT] [--target TEXT] [--svg FILE] [--json]",
      "Place the best ok trial of every (workload, target) under its target's roofs: flops\n"
      "and compulsory bytes counted from the lowered IR, GFLOP/s, arithmetic intensity, the\n"
-     "roof min(peak, AI x bandwidth) and the fraction reached. The peaks come from `tessera\n"
-     "target --measure`; docs/PERFORMANCE.md explains the figures.",
+     "roof min(peak, AI x bandwidth) and the fraction reached. Library operators are\n"
+     "recounted; user expressions and fused graph groups use the flops and bytes the tuner\n"
+     "stored (trials recorded before schema 5 store no bytes: tune them again). The peaks\n"
+     "come from `tessera target --measure`; docs/PERFORMANCE.md explains the figures.",
      "options:\n  -w, --workload TEXT  only workloads whose key contains TEXT\n"
      "  -t, --target TEXT    only targets whose key contains TEXT\n"
      "  --svg FILE           also write the roofline plot (SVG) to FILE\n",

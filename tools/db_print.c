@@ -130,11 +130,12 @@ size_t dbp_finish(db_printer *p)
 void dbp_trials(const te_db_trial_list *l, int json, int with_trace)
 {
     db_printer p;
-    dbp_init(&p, json, 7,
-             (const char *[]){"#", "STATUS", "MEDIAN", "SPREAD", "GFLOP/S", "TARGET", "WHEN"});
+    dbp_init(
+        &p, json, 8,
+        (const char *[]){"#", "STATUS", "MEDIAN", "SPREAD", "GFLOP/S", "BYTES", "TARGET", "WHEN"});
     for (size_t i = 0; i < l->n; i++) {
         const te_db_trial *r = &l->items[i];
-        char n[24], m[32], s[32], g[32], w[40], tk[600];
+        char n[24], m[32], s[32], g[32], b[32], w[40], tk[600];
         snprintf(tk, sizeof tk, "%s%s%s", r->target.key, r->exact_target ? "" : " (fallback)",
                  r->from_system ? " [system]" : "");
         dbp_begin(&p);
@@ -152,6 +153,7 @@ void dbp_trials(const te_db_trial_list *l, int json, int with_trace)
         dbp_num(&p, "spread_s", r->spread_s, db_fmt_time(s, sizeof s, r->spread_s));
         dbp_int(&p, "repeats", r->repeats, NULL);
         dbp_num(&p, "gflops", r->gflops, db_fmt_num(g, sizeof g, r->gflops, "%.1f"));
+        dbp_num(&p, "bytes", r->bytes, db_fmt_bytes(b, sizeof b, r->bytes));
         dbp_str(&p, NULL, NULL, tk);
         dbp_int(&p, "created_us", r->created_us, db_fmt_stamp(w, sizeof w, r->created_us));
         dbp_str(&p, "tessera_version", r->tessera_version, NULL);
@@ -194,6 +196,21 @@ const char *db_fmt_num(char *buf, size_t n, double x, const char *fmt)
         snprintf(buf, n, "-");
     else
         snprintf(buf, n, fmt, x);
+    return buf;
+}
+
+const char *db_fmt_bytes(char *buf, size_t n, double x)
+{
+    if (!(x >= 0) || !isfinite(x))
+        snprintf(buf, n, "-");
+    else if (x < 1024)
+        snprintf(buf, n, "%.0f B", x);
+    else if (x < 1024.0 * 1024)
+        snprintf(buf, n, "%.1f KiB", x / 1024);
+    else if (x < 1024.0 * 1024 * 1024)
+        snprintf(buf, n, "%.1f MiB", x / (1024.0 * 1024));
+    else
+        snprintf(buf, n, "%.1f GiB", x / (1024.0 * 1024 * 1024));
     return buf;
 }
 

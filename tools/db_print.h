@@ -68,6 +68,8 @@ void dbp_trials(const te_db_trial_list *l, int json, int with_trace);
 const char *db_fmt_time(char *buf, size_t n, double seconds); /* "1.000 ms", "10.00 us", ... */
 const char *db_fmt_num(char *buf, size_t n, double x, const char *fmt);
 const char *db_fmt_i64(char *buf, size_t n, int64_t x);
+/* A byte count: "512 B", "48.0 KiB", "3.0 MiB", ...; "-" for NaN (unknown). */
+const char *db_fmt_bytes(char *buf, size_t n, double bytes);
 const char *db_fmt_stamp(char *buf, size_t n, int64_t us); /* UTC "2026-12-01 08:31:56Z" */
 
 #endif

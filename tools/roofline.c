@@ -377,6 +377,29 @@ static int key_cores(const char *key)
     return 0;
 }
 
+/* Field i (0-based) of a ';'-separated key into buf ("" when it has fewer fields). */
+static void key_field(const char *key, int i, char *buf, size_t n)
+{
+    const char *p = key;
+    for (int f = 0; f < i && p; f++)
+        p = strchr(p, ';') ? strchr(p, ';') + 1 : NULL;
+    size_t len = p ? strcspn(p, ";") : 0;
+    snprintf(buf, n, "%.*s", (int)len, p ? p : "");
+}
+
+/* The bytes stored with the newest trial of (workload, target) that has them, or NAN. */
+static double stored_bytes(te_db *db, const char *workload_key, const te_db_target *t)
+{
+    te_db_trial_list *h = NULL;
+    double bytes = NAN;
+    if (te_db_history(db, workload_key, t, 0, &h) == TE_OK)
+        for (size_t i = h->n; i-- > 0 && !(bytes > 0);)
+            if (h->items[i].bytes > 0)
+                bytes = h->items[i].bytes;
+    te_db_trial_list_free(h);
+    return bytes;
+}
+
 static int collect_row(const te_db_summary *row, void *ud)
 {
     collect *c = ud;
@@ -394,17 +417,50 @@ static int collect_row(const te_db_summary *row, void *ud)
         te_db_trial_list_free(best);
         return 0;
     }
+    const te_db_trial *b = &best->items[0];
     te_ctx *ctx = te_ctx_create();
     te_kernel_counts k;
     const char *note = NULL;
     char dtype[8] = "";
-    int rc = ctx ? te_roofline_count(ctx, row->workload_key, best->items[0].trace, &k, dtype, &note)
-                 : TE_ERR_NOMEM;
+    int rc =
+        ctx ? te_roofline_count(ctx, row->workload_key, b->trace, &k, dtype, &note) : TE_ERR_NOMEM;
+    /* A library operator is recounted (which also covers trials recorded before schema 5);
+     * the bytes the tuner counted from the measured kernel's own lowered IR are the same
+     * count and win when stored. Anything the key cannot rebuild (a user expression, a fused
+     * graph group, an ONNX model's kernel, an operator of a plugin not loaded) uses what the
+     * tuner stored: the workload's flops and the trial's bytes. Compulsory bytes are the
+     * sizes of the kernel's arguments, whatever the schedule, so when the best trial predates
+     * schema 5 any later trial of the workload on the target supplies them. */
+    double bytes = b->bytes > 0 ? b->bytes : NAN;
+    if (rc != TE_OK && rc != TE_ERR_NOMEM && !(bytes > 0))
+        bytes = stored_bytes(c->db, row->workload_key, &t);
+    int stored = 0;
+    if (rc == TE_OK && bytes > 0) {
+        k.bytes = bytes;
+    } else if (rc != TE_OK && rc != TE_ERR_NOMEM && bytes > 0 && b->workload.flops > 0) {
+        k.flops = b->workload.flops;
+        k.bytes = bytes;
+        key_field(row->workload_key, 2, dtype, sizeof dtype);
+        stored = 1;
+        rc = TE_OK;
+    }
     if (rc != TE_OK) {
-        fprintf(stderr, "roofline: %s: left out: %s\n", row->workload_key,
-                ctx ? te_ctx_errmsg(ctx) : "out of memory");
+        if (rc == TE_ERR_NOMEM || !ctx)
+            fprintf(stderr, "roofline: %s: left out: out of memory\n", row->workload_key);
+        else if (!(b->workload.flops > 0))
+            fprintf(stderr,
+                    "roofline: %s: left out: %s, and the workload's flops are not "
+                    "recorded\n",
+                    row->workload_key, te_ctx_errmsg(ctx));
+        else
+            fprintf(stderr,
+                    "roofline: %s: left out: %s, and its trials store no bytes moved (they "
+                    "were recorded before schema version 5); tune it again with this Tessera "
+                    "(the same `tessera tune` command: every new trial records its bytes) to "
+                    "get it in\n",
+                    row->workload_key, te_ctx_errmsg(ctx));
     } else {
-        if (note)
+        if (note && !stored)
             fprintf(stderr, "roofline: %s: %s\n", row->workload_key, note);
         if (c->n == c->cap) {
             c->cap = c->cap ? 2 * c->cap : 16;
@@ -428,7 +484,7 @@ static int collect_row(const te_db_summary *row, void *ud)
         snprintf(c->targets[c->n], sizeof c->targets[0], "%s", row->target_key);
         p->flops = k.flops;
         p->bytes = k.bytes;
-        p->seconds = best->items[0].median_s;
+        p->seconds = b->median_s;
         c->n++;
     }
     te_ctx_free(ctx);
@@ -459,8 +515,8 @@ int te_roofline_db_command(const char *db_path, const char *workload, const char
         fprintf(stderr, "tessera db roofline: %s\n", c.failed ? "out of memory" : te_db_errmsg(db));
         status = 1;
     } else if (c.n == 0) {
-        fprintf(stderr, "tessera db roofline: no ok trial of a library operator on a CPU target "
-                        "matches\n");
+        fprintf(stderr, "tessera db roofline: no ok trial on a CPU target matches (or every "
+                        "match was left out, as said above)\n");
         status = 1;
     }
     /* Each kernel under the roofs of its own target and dtype; the plot shows the first

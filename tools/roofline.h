@@ -67,8 +67,13 @@ int te_roofline_write_svg(const char *path, const te_roof_point *p, int n, const
 
 /* `tessera db roofline`: the best ok trial of every (workload, target) of db_path (workload
  * and target: substrings to keep, may be NULL), counted and placed under its target's roofs;
- * the table on stdout (JSON lines with json), the plot to svg when not NULL. Returns the exit
- * status (0 ok, 1 failed). */
+ * the table on stdout (JSON lines with json), the plot to svg when not NULL. A library
+ * operator is recounted (te_roofline_count; the trial's stored bytes win when present); any
+ * other workload (a user expression, a fused graph group: a key with a fourth field
+ * expr=HASH) takes the workload's stored flops and the bytes stored with its trials (schema
+ * 5), and is left out with a message on stderr when no trial of it stores them (recorded
+ * before schema 5), as are CUDA targets. Returns the exit status (0 ok, 1 failed or nothing
+ * to report). */
 int te_roofline_db_command(const char *db_path, const char *workload, const char *target,
                            const char *svg, int json);
 

@@ -300,6 +300,9 @@ static void check_consistency(checker *k)
          "trial", "trials whose transient flag is not 0 or 1, or is set on an ok trial"},
         {"SELECT id FROM trials WHERE spread_s < 0 OR repeats < 0 OR created_us < 0", "trial",
          "trials with a negative spread, repeat count or time stamp"},
+        /* Bytes moved are unknown (NULL) or counted, and a kernel moves at least one byte. */
+        {"SELECT id FROM trials WHERE bytes IS NOT NULL AND NOT (bytes > 0 AND bytes < 1e300)",
+         "trial", "trials whose bytes moved are not positive"},
         {"SELECT id FROM workloads WHERE flops < 0 OR json_valid(shapes) = 0 ORDER BY id",
          "workload", "workloads with negative flops or shapes that are not JSON"},
         {"SELECT id FROM jobs WHERE trials_done < 0 OR trials_planned < 0 OR started_us < 0 OR "

@@ -217,8 +217,8 @@ const char *te_job_status_str(te_job_status status)
 
 #define TE__TRIAL_INSERT_SQL                                                                       \
     "INSERT INTO trials(uid, workload_id, target_id, job_id, trace, trace_hash, status, error, "   \
-    "median_s, spread_s, repeats, gflops, created_us, tessera_version, transient) "                \
-    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
+    "median_s, spread_s, repeats, gflops, created_us, tessera_version, transient, bytes) "         \
+    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
 
 const char *const te__trial_cols_sql = TE__TRIAL_SELECT TE__TRIAL_FROM;
 

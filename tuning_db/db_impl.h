@@ -103,7 +103,7 @@ void te__target_parse(char *storage, te_db_target *out);
     "SELECT tr.id, tr.uid, w.key, w.op, w.expr_hash, w.shapes, w.flops, t.key, t.backend, "        \
     "t.arch, t.device, t.features, t.sm, t.cores, t.compiler, t.driver, tr.trace, "                \
     "tr.trace_hash, tr.status, tr.error, tr.median_s, tr.spread_s, tr.repeats, tr.gflops, "        \
-    "tr.created_us, tr.tessera_version, tr.job_id, j.uid, tr.transient"
+    "tr.created_us, tr.tessera_version, tr.job_id, j.uid, tr.transient, tr.bytes"
 #define TE__TRIAL_FROM                                                                             \
     " FROM trials tr JOIN workloads w ON w.id = tr.workload_id "                                   \
     "JOIN targets t ON t.id = tr.target_id LEFT JOIN jobs j ON j.id = tr.job_id "

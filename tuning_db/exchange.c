@@ -95,14 +95,14 @@ int te_db_export(te_db *db, FILE *out, const char *workload_key, const char *tar
         } else {
             fputc('{', out);
             put_text(out, "uid", st, 27, 1);
-            put_text(out, "command", st, 29, 0);
-            put_int(out, "started_us", st, 30);
-            put_int(out, "ended_us", st, 31);
-            put_int(out, "trials_done", st, 32);
-            put_int(out, "trials_planned", st, 33);
-            put_text(out, "status", st, 34, 0);
-            put_text(out, "host", st, 35, 0);
-            put_int(out, "pid", st, 36);
+            put_text(out, "command", st, 30, 0);
+            put_int(out, "started_us", st, 31);
+            put_int(out, "ended_us", st, 32);
+            put_int(out, "trials_done", st, 33);
+            put_int(out, "trials_planned", st, 34);
+            put_text(out, "status", st, 35, 0);
+            put_text(out, "host", st, 36, 0);
+            put_int(out, "pid", st, 37);
             fputc('}', out);
         }
         put_text(out, "trace", st, 16, 0);
@@ -113,6 +113,8 @@ int te_db_export(te_db *db, FILE *out, const char *workload_key, const char *tar
         put_real(out, "spread_s", st, 21);
         put_int(out, "repeats", st, 22);
         put_real(out, "gflops", st, 23);
+        if (sqlite3_column_type(st, 29) != SQLITE_NULL) /* only when known, as transient */
+            put_real(out, "bytes", st, 29);
         put_int(out, "created_us", st, 24);
         put_text(out, "tessera_version", st, 25, 0);
         if (sqlite3_column_int(st, 28)) /* only when set: older readers see the same lines */
@@ -295,7 +297,7 @@ static int import_line(te_db *db, line_ctx *lc, const char *s, size_t n, int *in
              get_real(lc, root, "median_s", &tr.median_s) &&
              get_real(lc, root, "spread_s", &tr.spread_s) &&
              get_int(lc, root, "repeats", 0, INT32_MAX, &repeats) &&
-             get_real(lc, root, "gflops", &tr.gflops) &&
+             get_real(lc, root, "gflops", &tr.gflops) && get_real(lc, root, "bytes", &tr.bytes) &&
              get_int(lc, root, "created_us", 0, INT64_MAX, &created) &&
              get_str(lc, root, "tessera_version", 0, &tr.tessera_version) &&
              get_int(lc, root, "transient", 0, 1, &transient);
@@ -500,10 +502,11 @@ int te_db_merge(te_db *db, const char *other_path, te_db_import_stats *stats)
             "trials_planned, status, host, pid FROM te_src.jobs WHERE 1 "
             "ON CONFLICT(uid) DO NOTHING;"
             "INSERT INTO trials(uid, workload_id, target_id, job_id, trace, trace_hash, status, "
-            "error, median_s, spread_s, repeats, gflops, created_us, tessera_version, transient) "
+            "error, median_s, spread_s, repeats, gflops, created_us, tessera_version, transient, "
+            "bytes) "
             "SELECT s.uid, w.id, t.id, j.id, s.trace, s.trace_hash, s.status, s.error, "
             "s.median_s, s.spread_s, s.repeats, s.gflops, s.created_us, s.tessera_version, "
-            "s.transient "
+            "s.transient, s.bytes "
             "FROM te_src.trials s "
             "JOIN te_src.workloads sw ON sw.id = s.workload_id "
             "JOIN main.workloads w ON w.key = sw.key "

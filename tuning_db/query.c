@@ -99,6 +99,7 @@ static int read_trial(trial_list *l, sqlite3_stmt *st, int from_system, int exac
     t->job_id = sqlite3_column_int64(st, 26);
     t->job_uid = col_text(l, st, 27, &oom);
     t->transient = sqlite3_column_int(st, 28);
+    t->bytes = col_real(st, 29);
     t->from_system = from_system;
     t->exact_target = exact;
     return oom ? TE_ERR_NOMEM : TE_OK;

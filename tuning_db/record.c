@@ -200,11 +200,14 @@ int te__validate_trial(te_db *db, const te_db_trial *t, size_t i)
         return te__db_err(db, TE_ERR_ARG,
                           "trial %zu: an ok trial needs a finite, non-negative median_s", i);
     if (!finite_or_nan(t->median_s) || !finite_or_nan(t->spread_s) || !finite_or_nan(t->gflops) ||
-        !isfinite(t->workload.flops))
+        !finite_or_nan(t->bytes) || !isfinite(t->workload.flops))
         return te__db_err(db, TE_ERR_ARG,
-                          "trial %zu: median_s, spread_s, gflops and flops must be finite "
+                          "trial %zu: median_s, spread_s, gflops, bytes and flops must be finite "
                           "(NAN = unknown)",
                           i);
+    if (t->bytes < 0)
+        return te__db_err(db, TE_ERR_ARG, "trial %zu: bytes %g is negative (0 or NAN = unknown)", i,
+                          t->bytes);
     if (t->repeats < 0 || t->created_us < 0 || t->job_id < 0)
         return te__db_err(db, TE_ERR_ARG,
                           "trial %zu: repeats, created_us and job_id must not be negative", i);
@@ -423,6 +426,7 @@ int te__insert_trial(te_db *db, const te_db_trial *t, int flags, int *inserted)
     sqlite3_bind_int64(st, 13, t->created_us ? t->created_us : te_db_now_us());
     bind_text(st, 14, t->tessera_version ? t->tessera_version : te_version());
     sqlite3_bind_int(st, 15, t->transient ? 1 : 0);
+    bind_real(st, 16, t->bytes > 0 ? t->bytes : NAN); /* 0 = unknown, as NAN */
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
     if (rc != SQLITE_DONE) {

@@ -104,6 +104,13 @@ static const char *const migrations[] = {
     "  measured_us INTEGER NOT NULL,\n"
     "  tessera_version TEXT NOT NULL,\n"
     "  PRIMARY KEY(target_id, kind, dtype, isa, threads));\n",
+
+    /* 4 -> 5: trials remember the bytes one run of the measured kernel(s) moves, counted from
+     * the lowered IR when the tuner measured it (te_kernel_count), so a roofline report needs
+     * no library operator to rebuild: user expressions and fused graph groups get theirs too.
+     * NULL = unknown, which every trial recorded before this version reads as; nothing else
+     * changes. */
+    "ALTER TABLE trials ADD COLUMN bytes REAL;\n",
 };
 
 _Static_assert(sizeof migrations / sizeof migrations[0] == TE_DB_SCHEMA_VERSION,

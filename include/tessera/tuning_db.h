@@ -54,7 +54,7 @@ extern "C" {
 
 /* The schema version this library writes (PRAGMA user_version). Older databases are migrated
  * forward on a read-write open; newer ones are refused with TE_ERR_VERSION and not touched. */
-#define TE_DB_SCHEMA_VERSION 4
+#define TE_DB_SCHEMA_VERSION 5
 /* PRAGMA application_id of a Tessera database ("TESS"). */
 #define TE_DB_APPLICATION_ID 0x54455353
 
@@ -135,6 +135,11 @@ typedef struct te_db_trial {
                       timeout, out of memory), not from the configuration: a later job may
                       retry it (te_db_claim_traces); 0 for deterministic failures; an ok
                       trial with it set is refused (TE_ERR_ARG) */
+    /* in: bytes one run of the measured kernel(s) moves, counted from its lowered IR
+     * (te_kernel_count: every argument read or written once, whatever the schedule); NAN or 0 =
+     * unknown (stored as NULL). Out: NAN when unknown, as for every trial recorded before
+     * schema version 5. Printed beside gflops by `db show`/`db best`. */
+    double bytes;
     /* Output only. */
     int64_t id;          /* row id in the database it came from */
     const char *job_uid; /* uid of its job, or NULL */
