@@ -312,6 +312,57 @@ int te_stage_nontemporal(te_stage *st, bool on)
     return te__trace_add(st->sched, "nontemporal %s %d", st->tensor->name, on ? 1 : 0);
 }
 
+int te_prefetch(te_stage *st, te_iter *at, te_tensor *t, te_iter *ahead, int64_t dist)
+{
+    if (!st || !at || !t || !ahead)
+        return TE_ERR_ARG;
+    if (dist < 1 || dist > 1024)
+        return TE__SERR(st->sched, TE_ERR_ARG,
+                        "te_prefetch: stage '%s': the distance must be in [1, 1024], got %lld",
+                        st->tensor->name, (long long)dist);
+    int rc = te__check_leaf(st, at, "te_prefetch");
+    if (rc)
+        return rc;
+    if (at->ann == TE_ANN_VECTORIZE)
+        return TE__SERR(st->sched, TE_ERR_SCHEDULE,
+                        "te_prefetch: stage '%s': loop '%s' is vectorized; prefetch at the loop "
+                        "outside it",
+                        st->tensor->name, at->name);
+    int pos_at = -1, pos_ahead = -1;
+    for (int k = 0; k < st->leaves.n; k++) {
+        if (st->leaves.v[k] == at)
+            pos_at = k;
+        if (st->leaves.v[k] == ahead)
+            pos_ahead = k;
+    }
+    bool outer = st->attach == TE_ATTACH_AT && ahead == st->attach_iter;
+    if (!outer && (pos_ahead < 0 || pos_ahead > pos_at))
+        return TE__SERR(st->sched, TE_ERR_SCHEDULE,
+                        "te_prefetch: stage '%s': loop '%s' is neither a loop of the stage at or "
+                        "outside '%s' nor the loop the stage is computed at",
+                        st->tensor->name, ahead->name, at->name);
+    if (!st->body || !te__expr_reads(st->body, t))
+        return TE__SERR(st->sched, TE_ERR_SCHEDULE, "te_prefetch: stage '%s' does not read '%s'",
+                        st->tensor->name, t->name);
+    if (t->kind == TE_T_COMPUTE) {
+        te_stage *ts = te_schedule_stage(st->sched, t);
+        if (ts && ts->attach != TE_ATTACH_ROOT)
+            return TE__SERR(st->sched, TE_ERR_SCHEDULE,
+                            "te_prefetch: '%s' is not computed at the root; only inputs and "
+                            "root stages live in memory for the whole kernel",
+                            t->name);
+    }
+    te__prefetch *pf = te__alloc(st->sched->ctx, sizeof *pf);
+    if (!pf)
+        return TE_ERR_NOMEM;
+    *pf = (te__prefetch){at, ahead, t, dist};
+    if (te__vec_push(st->sched->ctx, &st->prefetches, pf))
+        return TE_ERR_NOMEM;
+    return te__trace_add(st->sched, "prefetch %s %s %s %s %s %lld", st->tensor->name, at->name,
+                         t->name, outer ? st->attach_stage->tensor->name : st->tensor->name,
+                         ahead->name, (long long)dist);
+}
+
 int te_bind(te_stage *st, te_iter *x, te_thread_tag tag)
 {
     if (!st)

@@ -209,6 +209,75 @@ static int tuple_update(lower_ctx *L, lstage *l, const te__subst *map, te_expr *
     return TE_OK;
 }
 
+typedef struct {
+    const te_buf *buf;
+    const te_expr *found[8];
+    int n;
+} pf_loads;
+
+static bool pf_find(const te_expr *e, void *user)
+{
+    pf_loads *f = user;
+    if (e->kind == TE_E_LOAD && e->u.load.buf == f->buf) {
+        for (int i = 0; i < f->n; i++)
+            if (f->found[i] == e)
+                return true;
+        if (f->n < 8)
+            f->found[f->n++] = e;
+    }
+    return true;
+}
+
+/* te_prefetch at leaf k of l's stage: each load of the prefetched tensor in `value`, with the
+ * loops inside leaf k at their first iteration and the `ahead` loop dist iterations later
+ * (clamped to its last), becomes a prefetch let around the loop's body. */
+static te_stmt *with_prefetches(lower_ctx *L, lstage *l, int k, te_expr *value, te_stmt *body)
+{
+    te_ctx *ctx = L->ctx;
+    te_stage *st = l->st;
+    for (int q = 0; body && q < st->prefetches.n; q++) {
+        te__prefetch *pf = st->prefetches.v[q];
+        if (pf->at != st->leaves.v[k])
+            continue;
+        const te_buf *buf = NULL;
+        for (int a = 0; a < L->n_args && !buf; a++)
+            if (L->args[a] == pf->t)
+                buf = L->arg_bufs[a];
+        lstage *tp = buf ? NULL : te__find_lstage(L, pf->t);
+        if (tp)
+            buf = tp->buf;
+        int64_t ahead_ext = 0;
+        if (te__iter_index(st, pf->ahead) >= 0) {
+            ahead_ext = l->ext[te__iter_index(st, pf->ahead)];
+        } else {
+            lstage *ap = te__find_lstage(L, st->attach_stage->tensor);
+            if (ap && te__iter_index(ap->st, pf->ahead) >= 0)
+                ahead_ext = ap->ext[te__iter_index(ap->st, pf->ahead)];
+        }
+        if (!buf || ahead_ext <= 0)
+            continue;
+        const te_expr *from[TE_MAX_DIMS * 4 + 1];
+        te_expr *to[TE_MAX_DIMS * 4 + 1];
+        int nm = 0;
+        for (int j = k + 1; j < st->leaves.n && nm < TE_MAX_DIMS * 4; j++) {
+            from[nm] = ((te_iter *)st->leaves.v[j])->var;
+            to[nm++] = te_int(ctx, 0);
+        }
+        from[nm] = pf->ahead->var;
+        to[nm++] = te_min(ctx, te_add(ctx, pf->ahead->var, te_int(ctx, pf->dist)),
+                          te_int(ctx, ahead_ext - 1));
+        te__subst map = {nm, from, to};
+        pf_loads f = {buf, {0}, 0};
+        te__expr_visit(value, pf_find, &f);
+        for (int i = f.n - 1; i >= 0 && body; i--) {
+            te_expr *ld = te__substitute(ctx, (te_expr *)f.found[i], &map);
+            te_expr *v = ld ? te__prefetch_var(ctx, "prefetch") : NULL;
+            body = v ? te__let(ctx, v, ld, body) : NULL;
+        }
+    }
+    return body;
+}
+
 static te_stmt *make_stage(lower_ctx *L, lstage *l)
 {
     te_ctx *ctx = L->ctx;
@@ -319,6 +388,7 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
         if (is_red && k + 1 == p)
             body = te__seq2(ctx, init, body);
         body = with_attached(L, st, k, body);
+        body = with_prefetches(L, l, k, value, body);
         te_for_kind fk = unroll[k < 64 ? k : 0] && k < 64 ? TE_FOR_UNROLLED : for_kind(it);
         inner = te__for(ctx, it->var, te_int(ctx, 0), te_int(ctx, l->ext[te__iter_index(st, it)]),
                         fk, body);

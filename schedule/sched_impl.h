@@ -58,7 +58,16 @@ struct te_stage {
     bool touched; /* a loop primitive was applied (cache_write must come first) */
     bool nontemporal;
     int unroll_max;
+    te__vec prefetches; /* te__prefetch*, te_prefetch in the order applied */
 };
+
+/* te_prefetch: at the start of every iteration of the stage's leaf `at`, the elements of `t`
+ * the stage reads there, `dist` iterations of `ahead` later, are prefetched. */
+typedef struct te__prefetch {
+    te_iter *at, *ahead;
+    te_tensor *t;
+    int64_t dist;
+} te__prefetch;
 
 struct te_schedule {
     te_ctx *ctx;

@@ -12,6 +12,7 @@
  *   parallel S x             unroll_max S N             nontemporal S 0|1
  *   bind S x blockIdx.x|...|threadIdx.z                  rfactor S x
  *   storage_align S AXIS FACTOR OFFSET    double_buffer S     bind_reduce S x threadIdx.x|y|z
+ *   prefetch S at T A ahead DIST  (A: S, or the stage S is computed in, whose loop is `ahead`)
  *
  * S, P and R name stages (by the tensor they compute), T a tensor (a stage's or, for
  * cache_read, a placeholder that the reader stages read), x, y and `it` iterators of the stage
@@ -256,6 +257,22 @@ static int apply_line(te_schedule *s, toks *tk)
         if (op[0] == 'n' && a != 0 && a != 1)
             return LERR(TE_ERR_ARG, "'nontemporal' takes 0 or 1, got %s", tk->t[2]);
         return op[0] == 'u' ? te_pragma_unroll_max(st, (int)a) : te_stage_nontemporal(st, a != 0);
+    }
+    if (!strcmp(op, "prefetch")) {
+        NEED(7);
+        te_stage *st = STAGE(1), *as = st ? STAGE(4) : NULL;
+        te_iter *at = ITER(st, 2), *ahead = ITER(as, 5);
+        if (rc)
+            return rc;
+        te_tensor *t = NULL;
+        te_stage *own = te_schedule_stage_by_name(s, tk->t[3]);
+        t = own ? te_stage_tensor(own) : find_read(st, tk->t[3]);
+        if (!t)
+            return LERR(TE_ERR_NOT_FOUND, "'prefetch': stage '%s' reads no tensor named '%s'",
+                        tk->t[1], tk->t[3]);
+        if (!parse_i64(tk->t[6], &a))
+            return LERR(TE_ERR_ARG, "'prefetch': '%s' is not an integer", tk->t[6]);
+        return te_prefetch(st, at, t, ahead, a);
     }
     if (!strcmp(op, "bind")) {
         NEED(4);
@@ -616,6 +633,25 @@ char *te_trace_to_c(const char *trace, const char *sched_var)
             stage_var(tk.t[1], v, sizeof v);
             sb_printf(&b, "    if (rc == TE_OK) rc = te_stage_nontemporal(%s, %s);\n", v,
                       x ? "true" : "false");
+        } else if (!strcmp(op, "prefetch") && n == 7 && parse_i64(tk.t[6], &x)) {
+            use_stage(&b, d, sv, tk.t[1]);
+            use_stage(&b, d, sv, tk.t[4]);
+            char tv[160];
+            bool is_stage = false;
+            for (int i = 0; i < d->n; i++)
+                is_stage |= !strcmp(d->names[i], tk.t[3]);
+            if (is_stage) {
+                stage_var(tk.t[3], v, sizeof v);
+                snprintf(tv, sizeof tv, "te_stage_tensor(%s)", v);
+            } else {
+                tensor_ident(tk.t[3], tv, sizeof tv);
+            }
+            stage_var(tk.t[1], v, sizeof v);
+            sb_printf(&b, "    if (rc == TE_OK) rc = te_prefetch(%s, ", v);
+            iter_expr(&b, tk.t[1], tk.t[2]);
+            sb_printf(&b, ", %s, ", tv);
+            iter_expr(&b, tk.t[4], tk.t[5]);
+            sb_printf(&b, ", %lld);\n", (long long)x);
         } else if (!strcmp(op, "rfactor") && n == 3) {
             use_stage(&b, d, sv, tk.t[1]);
             stage_var(tk.t[1], v, sizeof v);

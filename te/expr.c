@@ -125,6 +125,11 @@ te_expr *te__loop_var(te_ctx *ctx, const char *name, int64_t extent)
     return make_var(ctx, name, TE_I64, extent, TE_VAR_LOOP);
 }
 
+te_expr *te__prefetch_var(te_ctx *ctx, const char *name)
+{
+    return make_var(ctx, name, TE_I64, 0, TE_VAR_PREFETCH);
+}
+
 te_expr *te_var(te_ctx *ctx, const char *name, te_dtype dtype)
 {
     if (!ctx || !valid_name(ctx, "te_var", name))

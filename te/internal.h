@@ -91,10 +91,12 @@ typedef enum te_expr_kind {
 } te_expr_kind;
 
 typedef enum te_var_kind {
-    TE_VAR_FREE,   /* te_var: a scalar variable (reducer operands, lets) */
-    TE_VAR_AXIS,   /* te_axis: data-parallel axis of a compute */
-    TE_VAR_REDUCE, /* te_reduce_axis */
-    TE_VAR_LOOP,   /* a loop variable made by scheduling or lowering */
+    TE_VAR_FREE,     /* te_var: a scalar variable (reducer operands, lets) */
+    TE_VAR_AXIS,     /* te_axis: data-parallel axis of a compute */
+    TE_VAR_REDUCE,   /* te_reduce_axis */
+    TE_VAR_LOOP,     /* a loop variable made by scheduling or lowering */
+    TE_VAR_PREFETCH, /* a let whose value, a scalar load, is only prefetched (te_prefetch): the
+                        backends issue a prefetch of its address and never define it */
 } te_var_kind;
 
 typedef struct te_buf te_buf;
@@ -219,6 +221,8 @@ static inline te_ctx *te__tensor_ctx(const te_tensor *t) { return t->home; }
 /* Expression helpers (te/expr.c). */
 te_expr *te__new_expr(te_ctx *ctx, te_expr_kind kind, te_dtype dtype);
 te_expr *te__loop_var(te_ctx *ctx, const char *name, int64_t extent);
+/* A TE_VAR_PREFETCH variable (the variable of a prefetch let). */
+te_expr *te__prefetch_var(te_ctx *ctx, const char *name);
 te_expr *te__load(te_ctx *ctx, te_buf *buf, int n, te_expr *const *idx);
 te_expr *te__ramp(te_ctx *ctx, te_expr *base, int64_t stride, int lanes);
 te_expr *te__bcast(te_ctx *ctx, te_expr *v, int lanes);

@@ -215,7 +215,10 @@ void te__stmt_print(const te_stmt *s, FILE *f, int indent)
         fprintf(f, "%*sbarrier()\n", indent, "");
         break;
     case TE_S_LET:
-        fprintf(f, "%*slet %s = ", indent, "", s->u.let.var->u.var.name);
+        if (s->u.let.var->u.var.vkind == TE_VAR_PREFETCH)
+            fprintf(f, "%*sprefetch ", indent, "");
+        else
+            fprintf(f, "%*slet %s = ", indent, "", s->u.let.var->u.var.name);
         te_expr_print(s->u.let.value, f);
         fputc('\n', f);
         te__stmt_print(s->u.let.body, f, indent);

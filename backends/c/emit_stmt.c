@@ -430,6 +430,13 @@ static void gen_alloc(emitter *em, const te_stmt *s)
 static void gen_let(emitter *em, const te_stmt *s)
 {
     const te_expr *var = s->u.let.var, *val = s->u.let.value;
+    if (var->u.var.vkind == TE_VAR_PREFETCH) {
+        /* te_prefetch: the address of a scalar load, for reading, kept in every cache level. */
+        if (val->kind == TE_E_LOAD && val->lanes == 1)
+            te__c_line(em, "__builtin_prefetch(&%s, 0, 3);", te__c_expr_text(em, val, 0));
+        te__c_gen_stmt(em, s->u.let.body);
+        return;
+    }
     bool wrap = declared_here(em, var->u.var.id);
     if (wrap) {
         te__c_line(em, "{");

@@ -325,6 +325,11 @@ void te__cem_gen_stmt(cem *e, const te_stmt *s)
     }
     case TE_S_LET: {
         const te_expr *v = s->u.let.var;
+        if (v->u.var.vkind == TE_VAR_PREFETCH) {
+            /* te_prefetch: a CPU schedule's hint; the GPU kernel does without. */
+            te__cem_gen_stmt(e, s->u.let.body);
+            return;
+        }
         if (s->u.let.value->lanes > 1) {
             te__cem_fail(e, TE_ERR_UNSUPPORTED, "vector let '%s'", v->u.var.name);
             return;

@@ -144,6 +144,17 @@ int te_parallel(te_stage *st, te_iter *x);
 int te_pragma_unroll_max(te_stage *st, int max_steps);
 /* Use non-temporal (streaming) stores for this stage's output. */
 int te_stage_nontemporal(te_stage *st, bool on);
+/* Software prefetch (TVM's prefetch): at the start of every iteration of st's leaf loop `at`,
+ * prefetch the elements of `t` that st reads in that iteration, `dist` iterations of loop
+ * `ahead` later (clamped to the loop's last iteration, so no address is out of bounds). `ahead`
+ * is a leaf of st at or outside `at` (the same loop: the classic prefetch distance), or the loop
+ * st is computed at (te_compute_at: the next row while this one is computed). Loops inside
+ * `at` count from their first iteration, so one prefetch is issued per iteration of `at`: put
+ * `at` where an iteration reads about a cache line of t (a vector chunk of a row). `t` is an
+ * input of the kernel or a stage computed at the root, read by st; `at` is not vectorized;
+ * dist in [1, 1024]. The C backend emits __builtin_prefetch; CUDA ignores it. Returns TE_OK,
+ * TE_ERR_ARG (NULL or dist out of range) or TE_ERR_SCHEDULE (with the reason). */
+int te_prefetch(te_stage *st, te_iter *at, te_tensor *t, te_iter *ahead, int64_t dist);
 /* Bind loop x to a GPU block or thread index (CUDA backend). */
 int te_bind(te_stage *st, te_iter *x, te_thread_tag tag);
 

@@ -1,0 +1,209 @@
+/* te_prefetch: software prefetch of the next row (the loop a stage is computed at) and of a
+ * later iteration of the stage's own loop. The generated C issues __builtin_prefetch at the
+ * chosen loop with the index clamped to the loop's last iteration; results are those of the
+ * same schedule without it (and of the float64 reference); the trace replays and prints as C;
+ * illegal requests are refused with the reason and leave the schedule as it was. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tessera/backend.h"
+#include "tessera/ops.h"
+#include "tessera/schedule.h"
+#include "tessera/te.h"
+#include "testutil.h"
+
+enum { M = 37, N = 96 };
+
+typedef struct {
+    te_ctx *ctx;
+    te_tensor *X, *Y;
+    te_schedule *s;
+    te_stage *sy, *sexp;
+    te_iter *row, *chunk;
+} rowop;
+
+/* softmax over rows; every stage at the output's row loop, the exp stage vectorized in chunks
+ * of 8 (its loop `chunk`). */
+static void build(rowop *r)
+{
+    r->ctx = te_ctx_create();
+    te_tensor *in[TE_OP_MAX_IO], *out[TE_OP_MAX_IO];
+    int ni, no;
+    char params[64];
+    snprintf(params, sizeof params, "m=%d,n=%d", M, N);
+    assert_int_equal(te_op_build(r->ctx, "softmax", params, in, &ni, out, &no), TE_OK);
+    r->X = in[0];
+    r->Y = out[0];
+    r->s = te_schedule_create(r->ctx, 1, &r->Y);
+    assert_non_null(r->s);
+    r->sy = te_schedule_stage(r->s, r->Y);
+    r->row = te_stage_axis(r->sy, 0);
+    r->sexp = NULL;
+    for (int q = te_schedule_nstages(r->s) - 2; q >= 0; q--) {
+        te_stage *st = te_schedule_stage_at(r->s, q);
+        assert_int_equal(te_compute_at(st, r->sy, r->row), TE_OK);
+        if (te_stage_nreduce(st) == 0 && !r->sexp)
+            r->sexp = st;
+    }
+    assert_non_null(r->sexp);
+    te_iter *a, *b;
+    assert_int_equal(te_split(r->sexp, te_stage_axis(r->sexp, 1), 8, &a, &b), TE_OK);
+    assert_int_equal(te_vectorize(r->sexp, b), TE_OK);
+    r->chunk = a;
+}
+
+static void run(rowop *r, const float *x, float *y, char **src)
+{
+    te_target tgt = te_target_host();
+    te_module *m = NULL;
+    if (te_build(r->s, 2, (te_tensor *[]){r->X, r->Y}, "sm_pf", &tgt, &m) != TE_OK)
+        fail_msg("build: %s", te_ctx_errmsg(r->ctx));
+    if (src)
+        *src = strdup(te_module_source(m));
+    tt_poison_f32(y, (size_t)M * N);
+    assert_int_equal(te_module_run(m, (void *[]){(void *)x, y}), TE_OK);
+    te_module_free(m);
+}
+
+static void reference(const float *x, double *want)
+{
+    for (int i = 0; i < M; i++) {
+        double mx = -INFINITY, s = 0;
+        for (int j = 0; j < N; j++)
+            mx = fmax(mx, x[i * N + j]);
+        for (int j = 0; j < N; j++)
+            s += exp(x[i * N + j] - mx);
+        for (int j = 0; j < N; j++)
+            want[i * N + j] = exp(x[i * N + j] - mx) / s;
+    }
+}
+
+static void test_next_row_prefetch_keeps_results(void **state)
+{
+    (void)state;
+    tt_rng g;
+    tt_rng_seed(&g, tt_seed(5));
+    float *x = malloc(sizeof(float) * M * N), *y0 = malloc(sizeof(float) * M * N),
+          *y1 = malloc(sizeof(float) * M * N);
+    double *want = malloc(sizeof(double) * M * N);
+    tt_fill_f32(&g, x, (size_t)M * N);
+    reference(x, want);
+
+    rowop plain, pf;
+    build(&plain);
+    char *src0 = NULL, *src1 = NULL;
+    run(&plain, x, y0, &src0);
+    assert_null(strstr(src0, "__builtin_prefetch"));
+
+    build(&pf);
+    assert_int_equal(te_prefetch(pf.sexp, pf.chunk, pf.X, pf.row, 1), TE_OK);
+    run(&pf, x, y1, &src1);
+    /* One prefetch per chunk of 8, of the next row, clamped to the last row. */
+    if (!strstr(src1, "__builtin_prefetch(&X[te_min_i64(i0 + 1, 36) * 96"))
+        fail_msg("no clamped next-row prefetch in:\n%s", src1);
+    assert_int_equal(memcmp(y0, y1, sizeof(float) * M * N), 0);
+    double e = tt_max_rel_err_f32(y1, want, (size_t)M * N);
+    if (!(e < 1e-5))
+        fail_msg("max relative error %g", e);
+
+    /* The trace replays to the same kernel and prints as C. */
+    const char *trace = te_schedule_trace(pf.s);
+    assert_non_null(strstr(trace, "prefetch "));
+    rowop re;
+    build(&re);
+    /* The replay starts from the same compute_at / split / vectorize; apply only the prefetch. */
+    const char *line = strstr(trace, "prefetch ");
+    assert_int_equal(te_schedule_apply_trace(re.s, line), TE_OK);
+    char *src2 = NULL;
+    run(&re, x, y0, &src2);
+    assert_string_equal(src1, src2);
+    char *c = te_trace_to_c(trace, "s");
+    assert_non_null(c);
+    if (!strstr(c, "te_prefetch("))
+        fail_msg("C translation lacks te_prefetch:\n%s", c);
+    free(c);
+    free(src0), free(src1), free(src2);
+    te_ctx_free(plain.ctx), te_ctx_free(pf.ctx), te_ctx_free(re.ctx);
+    free(x), free(y0), free(y1), free(want);
+}
+
+/* The classic distance: a later iteration of the stage's own loop (the output's chunks, 4
+ * ahead), clamped to the last chunk. */
+static void test_own_loop_distance(void **state)
+{
+    (void)state;
+    tt_rng g;
+    tt_rng_seed(&g, tt_seed(6));
+    float *x = malloc(sizeof(float) * M * N), *y = malloc(sizeof(float) * M * N);
+    double *want = malloc(sizeof(double) * M * N);
+    tt_fill_f32(&g, x, (size_t)M * N);
+    reference(x, want);
+    rowop r;
+    build(&r);
+    te_iter *a, *b;
+    assert_int_equal(te_split(r.sexp, r.chunk, 2, &a, &b), TE_OK);
+    assert_int_equal(te_prefetch(r.sexp, a, r.X, a, 4), TE_OK);
+    char *src = NULL;
+    run(&r, x, y, &src);
+    if (!strstr(src, "te_min_i64(") || !strstr(src, "__builtin_prefetch("))
+        fail_msg("no prefetch in:\n%s", src);
+    double e = tt_max_rel_err_f32(y, want, (size_t)M * N);
+    if (!(e < 1e-5))
+        fail_msg("max relative error %g", e);
+    free(src);
+    te_ctx_free(r.ctx);
+    free(x), free(y), free(want);
+}
+
+static void expect_refused(rowop *r, int rc, int code, const char *needle)
+{
+    assert_int_equal(rc, code);
+    if (!strstr(te_ctx_errmsg(r->ctx), needle))
+        fail_msg("message '%s' lacks '%s'", te_ctx_errmsg(r->ctx), needle);
+    te_ctx_clear_error(r->ctx);
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    rowop r;
+    build(&r);
+    char *before = strdup(te_schedule_trace(r.s));
+    te_iter *vec = te_stage_leaf(r.sexp, te_stage_nleaves(r.sexp) - 1);
+    expect_refused(&r, te_prefetch(r.sexp, vec, r.X, r.row, 1), TE_ERR_SCHEDULE, "vectorized");
+    expect_refused(&r, te_prefetch(r.sexp, r.chunk, r.X, r.row, 0), TE_ERR_ARG, "[1, 1024]");
+    /* A loop of another stage that r.sexp is not computed at. */
+    te_stage *other = te_schedule_stage_at(r.s, 0);
+    if (other == r.sexp)
+        other = te_schedule_stage_at(r.s, 1);
+    expect_refused(&r, te_prefetch(r.sexp, r.chunk, r.X, te_stage_leaf(other, 0), 1),
+                   TE_ERR_SCHEDULE, "neither a loop of the stage");
+    /* The exp stage does not read the output. */
+    expect_refused(&r, te_prefetch(r.sexp, r.chunk, r.Y, r.row, 1), TE_ERR_SCHEDULE,
+                   "does not read");
+    assert_int_equal(te_prefetch(NULL, r.chunk, r.X, r.row, 1), TE_ERR_ARG);
+    assert_string_equal(before, te_schedule_trace(r.s));
+    /* A bad replay line names its fault. */
+    assert_int_not_equal(te_schedule_apply_trace(r.s, "prefetch softmax_exp i1_o X softmax i0 x"),
+                         TE_OK);
+    free(before);
+    te_ctx_free(r.ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_next_row_prefetch_keeps_results),
+        cmocka_unit_test(test_own_loop_distance),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
