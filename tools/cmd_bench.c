@@ -408,7 +408,6 @@ static int bench_rowop(const char *op, int M, int N, int threads, int reps, row 
         /* The 16 partial results fold in straight-line code, so they stay in a register. */
         BCHECK(te_unroll(st, te_stage_reduce_axis(st, 0)) == TE_OK);
     }
-    bool prefetch_row = true;
     /* Every other stage per row, consumers first; elementwise stages vectorized. */
     for (int q = te_schedule_nstages(s) - 2; q >= 0; q--) {
         te_stage *st = te_schedule_stage_at(s, q);
@@ -418,15 +417,21 @@ static int bench_rowop(const char *op, int M, int N, int threads, int reps, row 
             te_iter *a, *b;
             BCHECK(te_split(st, te_stage_axis(st, 1), 16, &a, &b) == TE_OK);
             BCHECK(te_vectorize(st, b) == TE_OK);
-            /* The next row's input, a cache line at a time, while this row is computed: the
-             * row's first pass then finds it in cache instead of waiting on DRAM. */
-            if (prefetch_row && te_prefetch(st, a, in[0], row_it, 1) == TE_OK)
-                prefetch_row = false;
         }
     }
-    if (prefetch_row) {
-        te_iter *a = te_stage_leaf(sy, 1);
-        BCHECK(te_prefetch(sy, a, in[0], row_it, 1) == TE_OK);
+    /* The next row's input, a cache line at a time, while this row is computed: issued from
+     * the last pass over the row before the output that reads the input (at its innermost
+     * loop that is not vectorized), so that the prefetches overlap compute (the exponentials
+     * of softmax, the variance of layer norm) and the next row's first pass finds the row in
+     * cache instead of waiting on DRAM. Issued from the first pass, which waits on memory
+     * itself, softmax gained 0.56 -> 0.61 of memcpy; from the exponentials, 0.79. */
+    bool prefetched = false;
+    for (int q = te_schedule_nstages(s) - 2; q >= -1 && !prefetched; q--) {
+        te_stage *st = q >= 0 ? te_schedule_stage_at(s, q) : sy;
+        int nl = te_stage_nleaves(st);
+        te_iter *at = nl >= 2 ? te_stage_leaf(st, nl - 2) : NULL;
+        prefetched = at && at != row_it && te_prefetch(st, at, in[0], row_it, 1) == TE_OK;
+        te_ctx_clear_error(ctx);
     }
     te_target tgt = te_target_host();
     te_module *m = NULL;
