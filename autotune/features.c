@@ -368,8 +368,11 @@ static void stmt_walk(fstate *F, const te_stmt *s)
         return;
     }
     case TE_S_LET:
-        F->nlets++;
-        expr_walk(F, s->u.let.value, F->trips, &(ecount){0, 0});
+        /* A prefetch (te_prefetch) moves no data the kernel would not move anyway. */
+        if (s->u.let.var->u.var.vkind != TE_VAR_PREFETCH) {
+            F->nlets++;
+            expr_walk(F, s->u.let.value, F->trips, &(ecount){0, 0});
+        }
         stmt_walk(F, s->u.let.body);
         return;
     case TE_S_BARRIER:

@@ -552,6 +552,20 @@ static int row_init(te_space *sp)
     for (int q = 0; q < rd->nst; q++)
         rf |= rd->rext[q] >= 2 * V;
     knob(sp, "rf", rf ? 2 : 1, (int64_t[]){0, 1});
+    /* Prefetch of the next row (te_prefetch) from the last pass over a row before the output:
+     * first where the input is larger than a private L2 (it streams from memory), else last.
+     * Measured with the bench's schedule, 4096 x 4096 on one core: softmax 0.56 -> 0.72-0.79
+     * of memcpy, layer norm 0.58 -> 0.60-0.71. */
+    double in_bytes = 0;
+    for (int i = 0; i < sp->n_in; i++)
+        in_bytes += (double)te_tensor_numel(sp->ins[i]) * (double)te_dtype_size(sp->ins[i]->dtype);
+    bool rows = O->shape[0] > 1;
+    if (rows && in_bytes > 1024.0 * 1024.0)
+        knob(sp, "pf", 2, (int64_t[]){1, 0});
+    else if (rows)
+        knob(sp, "pf", 2, (int64_t[]){0, 1});
+    else
+        knob(sp, "pf", 1, (int64_t[]){0});
     return TE_OK;
 }
 
@@ -566,6 +580,26 @@ static te_iter *fuse_leading(te__gen *g, te_stage *T, int n)
         f = nf;
     }
     return f;
+}
+
+/* The next row of an input, prefetched from the last stage before T that reads one, at its
+ * innermost loop that is not vectorized (so the prefetches overlap that pass's compute);
+ * T's own chunk loop when no other stage reads an input. A stage that cannot take it (a
+ * loop too short, no input read) is passed over; nothing is prefetched when none can. */
+static void row_prefetch(te__gen *g, te_stage *T, te_iter *row)
+{
+    for (int q = te_schedule_nstages(g->s) - 1; q >= -1; q--) {
+        te_stage *P = q >= 0 ? te_schedule_stage_at(g->s, q) : T;
+        if (q >= 0 && (P == T || P->attach != TE_ATTACH_AT || P->attach_iter != row))
+            continue;
+        int nl = te_stage_nleaves(P);
+        te_iter *at = nl >= 2 ? te_stage_leaf(P, nl - 2) : NULL;
+        for (int i = 0; at && at != row && i < g->sp->n_in; i++) {
+            if (te_prefetch(P, at, g->sp->ins[i], row, 1) == TE_OK)
+                return;
+            te_ctx_clear_error(g->ctx);
+        }
+    }
 }
 
 static int row_apply(te__gen *g)
@@ -624,6 +658,8 @@ static int row_apply(te__gen *g)
                 return g->err;
         }
     }
+    if (te__knob_val(g, 4))
+        row_prefetch(g, T, row);
     return TE_OK;
 }
 

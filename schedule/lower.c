@@ -258,8 +258,9 @@ static te_stmt *with_prefetches(lower_ctx *L, lstage *l, int k, te_expr *value, 
             continue;
         const te_expr *from[TE_MAX_DIMS * 4 + 1];
         te_expr *to[TE_MAX_DIMS * 4 + 1];
-        int nm = 0;
+        int nm = 0, inner = -1;
         for (int j = k + 1; j < st->leaves.n && nm < TE_MAX_DIMS * 4; j++) {
+            inner = nm;
             from[nm] = ((te_iter *)st->leaves.v[j])->var;
             to[nm++] = te_int(ctx, 0);
         }
@@ -269,10 +270,31 @@ static te_stmt *with_prefetches(lower_ctx *L, lstage *l, int k, te_expr *value, 
         te__subst map = {nm, from, to};
         pf_loads f = {buf, {0}, 0};
         te__expr_visit(value, pf_find, &f);
-        for (int i = f.n - 1; i >= 0 && body; i--) {
-            te_expr *ld = te__substitute(ctx, (te_expr *)f.found[i], &map);
-            te_expr *v = ld ? te__prefetch_var(ctx, "prefetch") : NULL;
-            body = v ? te__let(ctx, v, ld, body) : NULL;
+        /* One prefetch per cache line the innermost loop covers (its first iteration, then
+         * every 64 bytes of it, at most 8), each distinct address once. */
+        int64_t in_ext =
+            inner >= 0 ? l->ext[te__iter_index(st, st->leaves.v[st->leaves.n - 1])] : 1;
+        int64_t step = 64 / (int64_t)te_dtype_size(pf->t->dtype);
+        te_expr *done[64];
+        int nd = 0;
+        for (int i = 0; i < f.n && body; i++) {
+            for (int64_t c = 0; c < in_ext && c < 8 * step && body; c += step > 0 ? step : 1) {
+                if (inner >= 0)
+                    to[inner] = te_int(ctx, c);
+                te_expr *ld = te__substitute(ctx, (te_expr *)f.found[i], &map);
+                if (!ld)
+                    return NULL;
+                bool dup = false;
+                for (int q2 = 0; q2 < nd && !dup; q2++)
+                    dup = te__expr_equal(done[q2], ld);
+                if (dup || nd == 64)
+                    continue;
+                done[nd++] = ld;
+            }
+        }
+        for (int i = nd - 1; i >= 0 && body; i--) {
+            te_expr *v = te__prefetch_var(ctx, "prefetch");
+            body = v ? te__let(ctx, v, done[i], body) : NULL;
         }
     }
     return body;

@@ -481,8 +481,9 @@ char *te_trace_to_c(const char *trace, const char *sched_var)
     declared *d = calloc(1, sizeof *d);
     if (!d)
         return NULL;
-    sb_printf(&b, "/* Schedule replayed from a Tessera trace. Placeholders read through "
-                  "cache_read are\n * referenced by C variables named like the tensors. */\n");
+    sb_printf(&b, "/* Schedule replayed from a Tessera trace. Placeholders named by "
+                  "cache_read or prefetch\n * are referenced by C variables named like the "
+                  "tensors. */\n");
     sb_printf(&b, "{\n    int rc = TE_OK;\n");
     int lineno = 0;
     bool bad = false;

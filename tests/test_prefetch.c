@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "tessera/autotune.h"
 #include "tessera/backend.h"
 #include "tessera/ops.h"
 #include "tessera/schedule.h"
@@ -198,12 +199,40 @@ static void test_refusals(void **state)
     te_ctx_free(r.ctx);
 }
 
+/* The row-op template prefetches the next row by default where the input is larger than a
+ * private L2 (8 MiB here), and not by default for a small one (16 KiB); both are in its space. */
+static void test_rowop_template_default(void **state)
+{
+    (void)state;
+    const struct {
+        const char *params;
+        bool want;
+    } cases[] = {{"m=2048,n=1024", true}, {"m=64,n=64", false}};
+    for (int c = 0; c < 2; c++) {
+        te_ctx *ctx = te_ctx_create();
+        te_tensor *in[TE_OP_MAX_IO], *out[TE_OP_MAX_IO];
+        int ni, no;
+        assert_int_equal(te_op_build(ctx, "softmax", cases[c].params, in, &ni, out, &no), TE_OK);
+        te_target tgt = te_target_host();
+        te_space *sp = te_space_create(ctx, "softmax", ni, in, no, out, TE_SPACE_TEMPLATE, &tgt);
+        if (!sp)
+            fail_msg("%s: %s", cases[c].params, te_ctx_errmsg(ctx));
+        const char *d = te_space_get(sp, 0);
+        assert_non_null(d);
+        if ((strstr(d, "\nprefetch ") != NULL || strncmp(d, "prefetch ", 9) == 0) != cases[c].want)
+            fail_msg("%s: default trace %s a prefetch:\n%s", cases[c].params,
+                     cases[c].want ? "lacks" : "has", d);
+        te_ctx_free(ctx);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_next_row_prefetch_keeps_results),
         cmocka_unit_test(test_own_loop_distance),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_rowop_template_default),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
