@@ -165,20 +165,9 @@ static void test_peaks_record_replace_and_refuse_bad_entries(void **state)
     assert_int_equal(te_db_check(db, NULL), TE_OK);
     te_db_close(db);
     /* check finds a peak written around the API. */
-    sqlite3 *h;
-    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(h,
-                                  "INSERT INTO target_peaks VALUES(1, 'fma', 'f32', '', 1, -1, "
-                                  "5, 'x')",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
-    sqlite3_close(h);
-    db = tdb_open(path, 0);
-    char *report = NULL;
-    assert_int_equal(te_db_check(db, &report), TE_ERR_CORRUPT);
-    assert_non_null(strstr(report, "1 target peaks that are not positive"));
-    free(report);
-    te_db_close(db);
+    expect_corrupt_after(path,
+                         "INSERT INTO target_peaks VALUES(1, 'fma', 'f32', '', 1, -1, 5, 'x')",
+                         "1 target peaks that are not positive");
 }
 
 /* A version-3 file (the schema before target_peaks) keeps every trial, job and target, and can
@@ -597,20 +586,11 @@ static void test_schema_4_database_migrates_and_still_reports_library_ops(void *
     free(out);
 
     /* check finds bytes written around the API that are not positive. */
-    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(h,
-                                  "INSERT INTO trials(uid, workload_id, target_id, trace, "
-                                  "trace_hash, status, created_us, tessera_version, bytes) "
-                                  "VALUES('u9', 2, 1, 'x', 'h9', 'timeout', 9, 'x', -8)",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
-    sqlite3_close(h);
-    db = tdb_open(path, 0);
-    char *report = NULL;
-    assert_int_equal(te_db_check(db, &report), TE_ERR_CORRUPT);
-    assert_non_null(strstr(report, "1 trials whose bytes moved are not positive"));
-    free(report);
-    te_db_close(db);
+    expect_corrupt_after(path,
+                         "INSERT INTO trials(uid, workload_id, target_id, trace, trace_hash, "
+                         "status, created_us, tessera_version, bytes) "
+                         "VALUES('u9', 2, 1, 'x', 'h9', 'timeout', 9, 'x', -8)",
+                         "1 trials whose bytes moved are not positive");
 }
 
 int main(void)

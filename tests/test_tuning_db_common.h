@@ -20,6 +20,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <sqlite3.h>
 // clang-format on
 
 #include "tessera/tuning_db.h"
@@ -113,6 +114,23 @@ static inline te_db *tdb_open(const char *path, int flags)
     if (rc != TE_OK)
         fail_msg("te_db_open(%s): %s", path, te_db_errmsg(db));
     return db;
+}
+
+/* Writes `sql` into the database at path around the API (the sqlite3 library directly),
+ * then asserts that te_db_check reports the file corrupt with `needle` in its report. */
+static inline void expect_corrupt_after(const char *path, const char *sql, const char *needle)
+{
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+    te_db *db = tdb_open(path, 0);
+    char *report = NULL;
+    assert_int_equal(te_db_check(db, &report), TE_ERR_CORRUPT);
+    if (!report || !strstr(report, needle))
+        fail_msg("check report lacks '%s': %s", needle, report ? report : "(none)");
+    free(report);
+    te_db_close(db);
 }
 
 static inline int64_t tdb_count(te_db *db)
