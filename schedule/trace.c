@@ -472,6 +472,20 @@ static void tensor_ident(const char *name, char *out, size_t n)
     out[k] = 0;
 }
 
+/* The C expression for tensor `name` in a translated trace: its stage's tensor when the trace
+ * named that stage before, else the caller's variable of that name (a placeholder). */
+static void tensor_ref(const declared *d, const char *name, char *out, size_t n)
+{
+    for (int i = 0; i < d->n; i++)
+        if (!strcmp(d->names[i], name)) {
+            char v[96];
+            stage_var(name, v, sizeof v);
+            snprintf(out, n, "te_stage_tensor(%s)", v);
+            return;
+        }
+    tensor_ident(name, out, n);
+}
+
 char *te_trace_to_c(const char *trace, const char *sched_var)
 {
     if (!trace)
@@ -577,18 +591,8 @@ char *te_trace_to_c(const char *trace, const char *sched_var)
             }
             for (int i = 3; i < n; i++)
                 use_stage(&b, d, sv, tk.t[i]);
-            /* The tensor: a stage's when the trace named that stage before, else the
-             * caller's variable of that name (a placeholder). */
             char tv[160];
-            bool is_stage = false;
-            for (int i = 0; i < d->n; i++)
-                is_stage |= !strcmp(d->names[i], tk.t[1]);
-            if (is_stage) {
-                stage_var(tk.t[1], v, sizeof v);
-                snprintf(tv, sizeof tv, "te_stage_tensor(%s)", v);
-            } else {
-                tensor_ident(tk.t[1], tv, sizeof tv);
-            }
+            tensor_ref(d, tk.t[1], tv, sizeof tv);
             sb_printf(
                 &b,
                 "    if (rc == TE_OK && !te_cache_read(%s, %s, TE_SCOPE_%s, %d, (te_stage *[]){",
@@ -638,15 +642,7 @@ char *te_trace_to_c(const char *trace, const char *sched_var)
             use_stage(&b, d, sv, tk.t[1]);
             use_stage(&b, d, sv, tk.t[4]);
             char tv[160];
-            bool is_stage = false;
-            for (int i = 0; i < d->n; i++)
-                is_stage |= !strcmp(d->names[i], tk.t[3]);
-            if (is_stage) {
-                stage_var(tk.t[3], v, sizeof v);
-                snprintf(tv, sizeof tv, "te_stage_tensor(%s)", v);
-            } else {
-                tensor_ident(tk.t[3], tv, sizeof tv);
-            }
+            tensor_ref(d, tk.t[3], tv, sizeof tv);
             stage_var(tk.t[1], v, sizeof v);
             sb_printf(&b, "    if (rc == TE_OK) rc = te_prefetch(%s, ", v);
             iter_expr(&b, tk.t[1], tk.t[2]);
