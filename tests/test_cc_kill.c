@@ -45,13 +45,6 @@ static int teardown(void **state)
 
 static const char *path(const char *name) { return tt_path_in(dir, name); }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* 1 while pid exists and is not a zombie. */
 static int alive(long pid)
 {
@@ -138,7 +131,7 @@ static void test_sigkill_mid_compile_leaves_no_compiler_and_no_temporaries(void 
     }
     long pids[64];
     int n = 0;
-    for (double t0 = now_s(); now_s() - t0 < 60 && n < 2;) {
+    for (double t0 = tt_now_s(); tt_now_s() - t0 < 60 && n < 2;) {
         usleep(20000);
         n = read_pids(pids, 64);
     }
@@ -148,7 +141,7 @@ static void test_sigkill_mid_compile_leaves_no_compiler_and_no_temporaries(void 
     waitpid(pid, &ws, 0);
     /* Every compiler process is gone within a few seconds. */
     int survivors = 0;
-    for (double t0 = now_s(); now_s() - t0 < 5;) {
+    for (double t0 = tt_now_s(); tt_now_s() - t0 < 5;) {
         n = read_pids(pids, 64);
         survivors = 0;
         for (int i = 0; i < n; i++)

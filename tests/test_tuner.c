@@ -313,13 +313,6 @@ static void test_cli_faulty_candidates(void **state)
     te_db_close(db);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* The same through the command line, measuring for real: random search with one seed gives the
  * same trial sequence in two fresh databases. */
 static void test_cli_seed(void **state)
@@ -364,7 +357,7 @@ static void test_cli_kill_and_resume(void **state)
     /* Wait until some batches are recorded, then kill it mid-job. */
     const char *key = "matmul;k=16,m=48,n=32;f32";
     int64_t seen = 0;
-    for (double t0 = now_s(); now_s() - t0 < 60;) {
+    for (double t0 = tt_now_s(); tt_now_s() - t0 < 60;) {
         usleep(50000);
         struct stat st;
         if (stat(path("resume.db"), &st) != 0)

@@ -22,13 +22,7 @@
 #include "backends/c/c_backend.h"
 #include "tessera/ops.h"
 #include "tessera/tuner.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "testutil.h"
 
 /* The default schedule of a small matmul, emitted as kernel "cand". */
 static const char *matmul_source(te_ctx *ctx, te_tensor **ins, te_tensor **outs, int *n_in,
@@ -83,9 +77,9 @@ static void test_faulty_candidates_are_recorded(void **state)
     memset(c, 0, sizeof c);
     for (int i = 0; i < 6; i++)
         c[i].source = srcs[i];
-    double t0 = now_s();
+    double t0 = tt_now_s();
     te__measure_batch(m, c, 6);
-    double dt = now_s() - t0;
+    double dt = tt_now_s() - t0;
     for (int i = 0; i < 6; i++)
         printf("  cand %d: %s %s\n", i, te_trial_status_str(c[i].status), c[i].err);
     assert_int_equal(c[0].status, TE_TRIAL_RUNTIME_ERROR);
@@ -284,9 +278,9 @@ static void test_cost_model_ranks(void **state)
         double y = exp(-0.1 * (x[3] - 5) * (x[3] - 5)) * (x[7] > 4 ? 1.0 : 0.3);
         assert_int_equal(te__gbt_add(g, x, y, 1.0), TE_OK);
     }
-    double t0 = now_s();
+    double t0 = tt_now_s();
     assert_int_equal(te__gbt_fit(g), TE_OK);
-    printf("  fit of 400 samples: %.1f ms\n", (now_s() - t0) * 1e3);
+    printf("  fit of 400 samples: %.1f ms\n", (tt_now_s() - t0) * 1e3);
     /* Held-out pairs: the model must order most of them right. */
     int right = 0, total = 0;
     for (int i = 0; i < 200; i++) {

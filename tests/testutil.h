@@ -29,6 +29,8 @@ double tt_max_rel_err_f32(const float *got, const double *want, size_t n);
 /* Seed from $TESSERA_TEST_SEED when set, else `dflt`. */
 uint64_t tt_seed(uint64_t dflt);
 
+/* Seconds on the monotonic clock (for deadlines in tests, never for timing assertions). */
+double tt_now_s(void);
 /* A fresh directory /tmp/tessera-test-<tag>-<pid>-XXXXXX, its path in dir (n bytes). 0, or -1
  * when it cannot be made. */
 int tt_tmpdir_make(char *dir, size_t n, const char *tag);

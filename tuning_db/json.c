@@ -339,6 +339,23 @@ size_t te__utf8_valid_prefix(const char *s, size_t n)
     return i;
 }
 
+size_t te__utf8_repair_into(const char *s, size_t n, char *out)
+{
+    char *o = out;
+    for (size_t i = 0; i < n;) {
+        size_t k = te__utf8_valid_prefix(s + i, n - i);
+        memcpy(o, s + i, k);
+        o += k;
+        i += k;
+        if (i < n) {
+            memcpy(o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        }
+    }
+    return (size_t)(o - out);
+}
+
 /* Dumps j (consumed) to f; jansson formats into memory first, so a failure writes nothing. */
 static void dump(FILE *f, json_t *j, size_t flags)
 {
@@ -360,23 +377,12 @@ void te__json_write_str(FILE *f, const char *s)
         return;
     }
     /* Text that is not UTF-8 (a hand-edited database): every bad byte becomes U+FFFD. */
-    char *fixed = malloc(3 * n + 1), *o = fixed;
+    char *fixed = malloc(3 * n + 1);
     if (!fixed) {
         fputs("null", f);
         return;
     }
-    for (size_t i = 0; i < n;) {
-        size_t k = te__utf8_valid_prefix(s + i, n - i);
-        memcpy(o, s + i, k);
-        o += k;
-        i += k;
-        if (i < n) {
-            memcpy(o, "\xef\xbf\xbd", 3);
-            o += 3;
-            i++;
-        }
-    }
-    dump(f, json_stringn(fixed, (size_t)(o - fixed)), 0);
+    dump(f, json_stringn(fixed, te__utf8_repair_into(s, n, fixed)), 0);
     free(fixed);
 }
 

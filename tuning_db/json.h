@@ -57,6 +57,9 @@ int te__json_valid(const char *s, size_t n);
  * no overlong forms, surrogates or code points above U+10FFFF. (jansson checks the same
  * inside its parser but does not export the check; recording and repairing text need it.) */
 size_t te__utf8_valid_prefix(const char *s, size_t n);
+/* Copies s[0..n) to out (at least 3 n bytes) with every byte that is not part of a well-formed
+ * UTF-8 sequence replaced by U+FFFD; returns the bytes written (no terminating NUL). */
+size_t te__utf8_repair_into(const char *s, size_t n, char *out);
 /* The first member named key of an OBJECT, or NULL. */
 te__json *te__json_member(const te__json *obj, const char *key);
 

@@ -354,23 +354,12 @@ static char *utf8_repair(const char *s, int *oom)
     size_t n = s ? strlen(s) : 0, ok = te__utf8_valid_prefix(s ? s : "", n);
     if (ok == n)
         return NULL;
-    char *out = malloc(3 * n + 1), *o = out;
+    char *out = malloc(3 * n + 1);
     if (!out) {
         *oom = 1;
         return NULL;
     }
-    for (size_t i = 0; i < n;) {
-        size_t k = te__utf8_valid_prefix(s + i, n - i);
-        memcpy(o, s + i, k);
-        o += k;
-        i += k;
-        if (i < n) {
-            memcpy(o, "\xef\xbf\xbd", 3);
-            o += 3;
-            i++;
-        }
-    }
-    *o = '\0';
+    out[te__utf8_repair_into(s, n, out)] = '\0';
     return out;
 }
 

@@ -55,13 +55,6 @@ static int teardown(void **state)
 
 static const char *path(const char *name) { return tt_path_in(dir, name); }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static te_db *open_db(const char *name)
 {
     te_db *db = NULL;
@@ -400,7 +393,7 @@ static void test_killed_shard_resumes_to_its_budget_once(void **state)
     /* Kill it once its first batch is recorded. */
     int64_t seen = 0;
     struct stat st;
-    for (double t0 = now_s(); now_s() - t0 < 120 && seen < 4;) {
+    for (double t0 = tt_now_s(); tt_now_s() - t0 < 120 && seen < 4;) {
         usleep(20000);
         if (stat(path("killed.db"), &st) == 0)
             seen = poll_trials("killed.db");
