@@ -29,21 +29,7 @@
 
 #include "testutil.h"
 
-static char dir[256];
-
-static int setup(void **state)
-{
-    (void)state;
-    return tt_tmpdir_make(dir, sizeof dir, "cckill");
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return tt_tmpdir_remove(dir);
-}
-
-static const char *path(const char *name) { return tt_path_in(dir, name); }
+TT_TMPDIR_FIXTURE("cckill")
 
 /* 1 while pid exists and is not a zombie. */
 static int alive(long pid)

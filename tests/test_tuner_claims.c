@@ -30,21 +30,7 @@
 
 #include "testutil.h"
 
-static char dir[256];
-
-static int setup(void **state)
-{
-    (void)state;
-    return tt_tmpdir_make(dir, sizeof dir, "claims");
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return tt_tmpdir_remove(dir);
-}
-
-static const char *path(const char *name) { return tt_path_in(dir, name); }
+TT_TMPDIR_FIXTURE("claims")
 
 /* A fake measurement slow enough that two jobs overlap on every batch. */
 static double slow_fake(const char *trace, void *user)

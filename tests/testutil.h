@@ -36,6 +36,22 @@ double tt_now_s(void);
 int tt_tmpdir_make(char *dir, size_t n, const char *tag);
 /* Removes dir and everything in it. 0, or -1. */
 int tt_tmpdir_remove(const char *dir);
+/* A cmocka fixture over a fresh temporary directory: defines `static char dir[256]`, setup and
+ * teardown (make and remove it) and path(name) ("dir/name", tt_path_in). */
+#define TT_TMPDIR_FIXTURE(tag)                                                                     \
+    static char dir[256];                                                                          \
+    static int setup(void **state)                                                                 \
+    {                                                                                              \
+        (void)state;                                                                               \
+        return tt_tmpdir_make(dir, sizeof dir, tag);                                               \
+    }                                                                                              \
+    static int teardown(void **state)                                                              \
+    {                                                                                              \
+        (void)state;                                                                               \
+        return tt_tmpdir_remove(dir);                                                              \
+    }                                                                                              \
+    static const char *path(const char *name) { return tt_path_in(dir, name); }
+
 /* "dir/name" in one of four static buffers that take turns (so a few can be alive at once). */
 const char *tt_path_in(const char *dir, const char *name);
 

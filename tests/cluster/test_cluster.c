@@ -39,21 +39,7 @@
 #error "TESSERA_CLI (path of the tessera binary) must be defined by tests/cluster.cmake"
 #endif
 
-static char dir[256];
-
-static int setup(void **state)
-{
-    (void)state;
-    return tt_tmpdir_make(dir, sizeof dir, "cluster");
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return tt_tmpdir_remove(dir);
-}
-
-static const char *path(const char *name) { return tt_path_in(dir, name); }
+TT_TMPDIR_FIXTURE("cluster")
 
 static te_db *open_db(const char *name)
 {
