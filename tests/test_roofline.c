@@ -23,23 +23,7 @@
 #error "TESSERA_CLI (path of the tessera binary) must be defined by tests/roofline.cmake"
 #endif
 
-static char dir[256], path[320];
-
-static int setup(void **state)
-{
-    (void)state;
-    tdb_mkdtemp(dir, sizeof dir);
-    tdb_path(path, sizeof path, dir, "roof.db");
-    unsetenv("TESSERA_SYSTEM_DB");
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tdb_rmdir(dir);
-    return 0;
-}
+TDB_FIXTURE("roof.db", 0)
 
 /* Builds op with params, lowers it for the host (optionally after `trace`) and counts it. */
 static te_kernel_counts count(const char *op, const char *params, const char *trace)

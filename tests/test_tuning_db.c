@@ -6,24 +6,7 @@
 #include <sqlite3.h>
 #include <sys/wait.h>
 
-static char dir[256], path[320];
-
-static int setup(void **state)
-{
-    (void)state;
-    tdb_mkdtemp(dir, sizeof dir);
-    tdb_path(path, sizeof path, dir, "user.db");
-    unsetenv("TESSERA_SYSTEM_DB");
-    unsetenv("TESSERA_DB_NO_WAL");
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tdb_rmdir(dir);
-    return 0;
-}
+TDB_FIXTURE("user.db", 1)
 
 static void test_new_database_has_schema_wal_and_keys(void **state)
 {

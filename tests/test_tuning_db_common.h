@@ -105,6 +105,28 @@ static inline te_db_trial tdb_trial(const char *trace, double median_s)
     return t;
 }
 
+/* A cmocka fixture over a fresh directory holding database file `name`: defines `dir` and
+ * `path` (dir/name), setup (makes dir; unsets TESSERA_SYSTEM_DB, and TESSERA_DB_NO_WAL when
+ * no_wal_unset is 1) and teardown (removes dir). */
+#define TDB_FIXTURE(name, no_wal_unset)                                                            \
+    static char dir[256], path[320];                                                               \
+    static int setup(void **state)                                                                 \
+    {                                                                                              \
+        (void)state;                                                                               \
+        tdb_mkdtemp(dir, sizeof dir);                                                              \
+        tdb_path(path, sizeof path, dir, name);                                                    \
+        unsetenv("TESSERA_SYSTEM_DB");                                                             \
+        if (no_wal_unset)                                                                          \
+            unsetenv("TESSERA_DB_NO_WAL");                                                         \
+        return 0;                                                                                  \
+    }                                                                                              \
+    static int teardown(void **state)                                                              \
+    {                                                                                              \
+        (void)state;                                                                               \
+        tdb_rmdir(dir);                                                                            \
+        return 0;                                                                                  \
+    }
+
 /* Opens path with flags (no system db unless given), asserting success. */
 static inline te_db *tdb_open(const char *path, int flags)
 {

@@ -7,24 +7,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-static char dir[256], path[320];
-
-static int setup(void **state)
-{
-    (void)state;
-    tdb_mkdtemp(dir, sizeof dir);
-    tdb_path(path, sizeof path, dir, "shared.db");
-    unsetenv("TESSERA_SYSTEM_DB");
-    unsetenv("TESSERA_DB_NO_WAL");
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tdb_rmdir(dir);
-    return 0;
-}
+TDB_FIXTURE("shared.db", 1)
 
 enum { N_PROCS = 4, N_EACH = 2000 };
 

@@ -13,23 +13,7 @@
 #error "TESSERA_DOCS_TUNING_DB (path of docs/TUNING_DB.md) must be defined by tests/tuning_db.cmake"
 #endif
 
-static char dir[256], path[320];
-
-static int setup(void **state)
-{
-    (void)state;
-    tdb_mkdtemp(dir, sizeof dir);
-    tdb_path(path, sizeof path, dir, "docs.db");
-    unsetenv("TESSERA_SYSTEM_DB");
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tdb_rmdir(dir);
-    return 0;
-}
+TDB_FIXTURE("docs.db", 0)
 
 /* The canonical workload key of `op` with `params`, as the tuner records it. */
 static void workload_key(const char *op, const char *params, char *key, size_t n)

@@ -7,24 +7,7 @@
 
 #include "tuning_db/schema.h"
 
-static char dir[256], path[320];
-
-static int setup(void **state)
-{
-    (void)state;
-    tdb_mkdtemp(dir, sizeof dir);
-    tdb_path(path, sizeof path, dir, "t.db");
-    unsetenv("TESSERA_SYSTEM_DB");
-    unsetenv("TESSERA_DB_NO_WAL");
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    tdb_rmdir(dir);
-    return 0;
-}
+TDB_FIXTURE("t.db", 1)
 
 /* Opening `path` (read-write unless flags say otherwise) fails with `want`, its message contains
  * `needle`, and the file's bytes are exactly what they were. */
