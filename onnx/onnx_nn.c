@@ -150,7 +150,7 @@ static int conv(ox_ctx *c, const Onnx__NodeProto *n)
     int w = x < 0 ? x : ox_in_gv(c, n, 1);
     if (w < 0)
         return w;
-    int64_t xs[TE_MAX_DIMS], ws[TE_MAX_DIMS], stride, dil, pad;
+    int64_t xs[TE_MAX_DIMS], ws[TE_MAX_DIMS], stride = 1, dil = 1, pad = 0;
     if (shape_of(c, x, xs) != 4 || shape_of(c, w, ws) != 4)
         return ox_nfail(c, n, TE_ERR_UNSUPPORTED, "only 2-D convolutions (rank-4 NCHW)");
     if (same2(c, n, "strides", &stride) || same2(c, n, "dilations", &dil) ||
