@@ -20,6 +20,7 @@
 #include "tessera/schedule.h"
 #include "tessera/status.h"
 #include "tessera/target.h"
+#include "tessera/tensorize.h"
 #include "tessera/te.h"
 #include "tessera/tuner.h"
 #include "tessera/tuning_db.h"

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "schedule/lower_impl.h"
+#include "schedule/tensorize_impl.h"
 
 int te__iter_index(const te_stage *st, const te_iter *it)
 {
@@ -300,6 +301,114 @@ static te_stmt *with_prefetches(lower_ctx *L, lstage *l, int k, te_expr *value, 
     return body;
 }
 
+/* Substitutes 0 for the loop variables of st->leaves[kt..] in e. */
+static te_expr *at_origin(lower_ctx *L, const te_stage *st, int kt, te_expr *e)
+{
+    const te_expr *from[64];
+    te_expr *to[64];
+    int n = 0;
+    te_expr *zero = te_int(L->ctx, 0);
+    for (int k = kt; k < st->leaves.n && n < 64; k++, n++) {
+        from[n] = ((te_iter *)st->leaves.v[k])->var;
+        to[n] = zero;
+    }
+    te__subst map = {n, from, to};
+    return zero ? te__substitute(L->ctx, e, &map) : NULL;
+}
+
+typedef struct find_load {
+    const te_tensor *t;
+    te_expr *found;
+} find_load;
+
+static bool find_load_fn(const te_expr *e, void *user)
+{
+    find_load *f = user;
+    if (!f->found && e->kind == TE_E_LOAD && e->u.load.buf->tensor == f->t)
+        f->found = (te_expr *)e;
+    return !f->found;
+}
+
+/* te_tensorize: the loop nest of st->leaves[kt..] as one call of the stage's intrinsic (after
+ * the output's initialization when the whole reduction is in the nest and the intrinsic has
+ * no overwrite form). `value` is the stage's lowered value, sidx its output index; guards must
+ * be empty. Sets *top to kt. NULL on error (message on the context). */
+static te_stmt *tensorized_nest(lower_ctx *L, lstage *l, te_expr *value, te_expr *const *sidx,
+                                const te__vec *guards, te_stmt *init, int *top)
+{
+    te_ctx *ctx = L->ctx;
+    te_stage *st = l->st;
+    const te_tensor_intrin *in = st->tz;
+    int kt = te__leaf_pos(st, st->tz_at);
+    if (kt < 0)
+        return LERR(L, TE_ERR_SCHEDULE, "tensorize: '%s' is no longer a loop of stage '%s'",
+                    st->tz_at->name, st->tensor->name),
+               NULL;
+    te__tz_match m;
+    char why[400];
+    if (te__tz_match_nest(st, l->body, kt, l->ext, in, &m, why, sizeof why))
+        return LERR(L, TE_ERR_SCHEDULE, "tensorize: stage '%s' at '%s' no longer matches '%s': %s",
+                    st->tensor->name, st->tz_at->name, in->name, why),
+               NULL;
+    if (guards->n)
+        return LERR(L, TE_ERR_SCHEDULE,
+                    "tensorize: stage '%s' has guarded iterations (a split with a tail, or a "
+                    "region that overhangs its tensor); the intrinsic needs whole tiles",
+                    st->tensor->name),
+               NULL;
+    te_expr *addr[TZ_MAX_OPS];
+    int nfree[TZ_MAX_OPS], sdim[TZ_MAX_OPS * TE_MAX_DIMS];
+    addr[0] = te__load(ctx, l->buf, st->ndim, sidx);
+    for (int o = 1; o < m.nops; o++) {
+        find_load f = {m.ops[o], NULL};
+        te__expr_visit(value, find_load_fn, &f);
+        if (!f.found)
+            return LERR(L, TE_ERR_INTERNAL, "tensorize: no load of '%s' in stage '%s'",
+                        m.ops[o]->name, st->tensor->name),
+                   NULL;
+        addr[o] = f.found;
+    }
+    for (int o = 0; o < m.nops; o++) {
+        if (!addr[o] || !(addr[o] = at_origin(L, st, kt, addr[o])))
+            return NULL;
+        const te_buf *b = addr[o]->u.load.buf;
+        const te_tensor *X = in->ops[o];
+        if (b->ndim != m.ops[o]->ndim)
+            return LERR(L, TE_ERR_SCHEDULE, "tensorize: buffer '%s' has rank %d", b->name,
+                        b->ndim),
+                   NULL;
+        for (int d = in->nfree[o] + 1; d < X->ndim; d++)
+            if (b->shape[m.dim0[o] + d] != X->shape[d])
+                return LERR(L, TE_ERR_SCHEDULE,
+                            "tensorize: dimension %d of buffer '%s' has extent %lld; intrinsic "
+                            "'%s' needs it dense (%lld)",
+                            m.dim0[o] + d, b->name, (long long)b->shape[m.dim0[o] + d], in->name,
+                            (long long)X->shape[d]),
+                       NULL;
+        nfree[o] = in->nfree[o];
+        for (int f = 0; f < TE_MAX_DIMS; f++)
+            sdim[o * TE_MAX_DIMS + f] = f < nfree[o] ? m.dim0[o] + f : -1;
+    }
+    bool is_red = l->body->kind == TE_E_REDUCE;
+    bool overwrite = is_red && m.whole_reduction && in->c_overwrite;
+    te_stmt *call = te__intrin_call(ctx, in, in->name, overwrite, m.nops, addr, nfree, sdim,
+                                    m.var_extent);
+    if (!call)
+        return NULL;
+    if (is_red && m.whole_reduction && !overwrite) {
+        /* Zero the nest's output first, over its data-parallel loops. */
+        for (int k = st->leaves.n - 1; k >= kt; k--) {
+            te_iter *it = st->leaves.v[k];
+            if (!it->reduce)
+                init = te__for(ctx, it->var, te_int(ctx, 0),
+                               te_int(ctx, l->ext[te__iter_index(st, it)]), TE_FOR_SERIAL, init);
+        }
+        call = te__seq2(ctx, init, call);
+    }
+    *top = kt;
+    return call;
+}
+
 static te_stmt *make_stage(lower_ctx *L, lstage *l)
 {
     te_ctx *ctx = L->ctx;
@@ -367,10 +476,6 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
         if (update && st->nontemporal)
             update->u.store.nontemporal = true;
     }
-    te_stmt *inner = guard(ctx, &all, update);
-    if (!inner)
-        return NULL;
-
     /* The first leaf that belongs to a reduction: the accumulator is initialized before it. */
     int p = nl;
     for (int k = 0; k < nl; k++)
@@ -378,7 +483,16 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
             p = k;
             break;
         }
-    if (is_red) {
+    te_stmt *inner;
+    int top = nl; /* loops st->leaves[0..top) are built; the rest is `inner` */
+    if (st->tz) {
+        if (!(inner = tensorized_nest(L, l, value, sidx, &all, init, &top)))
+            return NULL;
+        if (is_red && p >= top)
+            p = nl + 1; /* the nest initializes its own output */
+    } else if (!(inner = guard(ctx, &all, update)))
+        return NULL;
+    if (is_red && p <= nl) {
         for (int k = nl - 1; k >= p; k--) {
             te_iter *it = st->leaves.v[k];
             if (it->reduce)
@@ -390,7 +504,7 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
 
     /* Loops whose whole nest is small get unrolled (te_pragma_unroll_max). */
     bool unroll[64] = {false};
-    if (st->unroll_max > 0) {
+    if (st->unroll_max > 0 && !st->tz) {
         int64_t steps = 1;
         for (int k = nl - 1; k >= 0 && k < 64; k--) {
             te_iter *it = st->leaves.v[k];
@@ -404,7 +518,7 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
         }
     }
 
-    for (int k = nl - 1; k >= 0; k--) {
+    for (int k = top - 1; k >= 0; k--) {
         te_iter *it = st->leaves.v[k];
         te_stmt *body = inner;
         if (is_red && k + 1 == p)

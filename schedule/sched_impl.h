@@ -59,6 +59,9 @@ struct te_stage {
     bool nontemporal;
     int unroll_max;
     te__vec prefetches; /* te__prefetch*, te_prefetch in the order applied */
+    /* te_tensorize: the loop nest at and under tz_at is one call of tz (NULL: none). */
+    te_iter *tz_at;
+    const struct te_tensor_intrin *tz;
 };
 
 /* te_prefetch: at the start of every iteration of the stage's leaf `at`, the elements of `t`

@@ -292,6 +292,7 @@ typedef enum te_stmt_kind {
     TE_S_BARRIER, /* GPU: __syncthreads */
     TE_S_LET,     /* u.let: var = value inside body */
     TE_S_COMMENT, /* u.comment: marks producer/consumer regions in the printed IR */
+    TE_S_INTRIN,  /* u.intrin: a call of a tensor intrinsic (te_tensorize) */
 } te_stmt_kind;
 
 typedef enum te_for_kind {
@@ -378,6 +379,21 @@ struct te_stmt {
         struct {
             const char *text;
         } comment;
+        /* A tensor intrinsic's function called with, per operand o (its output first), the
+         * address of element addr[o] (a LOAD, never emitted as a load) and the strides of
+         * buffer dimensions sdim[o * TE_MAX_DIMS + f] for its nfree[o] free dimensions; n is
+         * the variable axis's extent (-1: none). `in` is the schedule layer's intrinsic
+         * (opaque here). */
+        struct {
+            const struct te_tensor_intrin *in;
+            const char *name;
+            bool overwrite; /* the intrinsic's overwrite form (output = ..., no init) */
+            int nops;
+            te_expr **addr;
+            const int *nfree;
+            const int *sdim;
+            int64_t n;
+        } intrin;
     } u;
 };
 
@@ -391,6 +407,15 @@ te_stmt *te__store(te_ctx *ctx, te_buf *buf, int n, te_expr *const *idx, te_expr
 te_stmt *te__alloc_stmt(te_ctx *ctx, te_buf *buf, te_stmt *body);
 te_stmt *te__let(te_ctx *ctx, te_expr *var, te_expr *value, te_stmt *body);
 te_stmt *te__comment(te_ctx *ctx, const char *text);
+/* The most operands a TE_S_INTRIN statement has. */
+#define TE_INTRIN_STMT_MAX_OPS 8
+/* A call of tensor intrinsic `in` (named `name`) on nops <= TE_INTRIN_STMT_MAX_OPS operands:
+ * addr are LOAD expressions, nfree[o] free dimensions per operand whose buffer dimensions are
+ * sdim[o * TE_MAX_DIMS + f]; n the variable axis's extent or -1. Arrays are copied. NULL when out
+ * of memory or an address is not a LOAD. */
+te_stmt *te__intrin_call(te_ctx *ctx, const struct te_tensor_intrin *in, const char *name,
+                         bool overwrite, int nops, te_expr *const *addr, const int *nfree,
+                         const int *sdim, int64_t n);
 te_buf *te__buf_new(te_ctx *ctx, const char *name, te_dtype dtype, int ndim, const int64_t *shape,
                     te_scope scope);
 

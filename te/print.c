@@ -226,5 +226,16 @@ void te__stmt_print(const te_stmt *s, FILE *f, int indent)
     case TE_S_COMMENT:
         fprintf(f, "%*s// %s\n", indent, "", s->u.comment.text);
         break;
+    case TE_S_INTRIN:
+        fprintf(f, "%*s%s%s(", indent, "", s->u.intrin.name,
+                s->u.intrin.overwrite ? "[overwrite]" : "");
+        for (int o = 0; o < s->u.intrin.nops; o++) {
+            fputs(o ? ", &" : "&", f);
+            te_expr_print(s->u.intrin.addr[o], f);
+        }
+        if (s->u.intrin.n >= 0)
+            fprintf(f, ", n=%lld", (long long)s->u.intrin.n);
+        fputs(")\n", f);
+        break;
     }
 }

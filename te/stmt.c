@@ -133,6 +133,34 @@ te_stmt *te__comment(te_ctx *ctx, const char *text)
     return s;
 }
 
+te_stmt *te__intrin_call(te_ctx *ctx, const struct te_tensor_intrin *in, const char *name,
+                         bool overwrite, int nops, te_expr *const *addr, const int *nfree,
+                         const int *sdim, int64_t n)
+{
+    te_stmt *s = new_stmt(ctx, TE_S_INTRIN);
+    te_expr **a = te__alloc(ctx, sizeof(te_expr *) * (size_t)(nops > 0 ? nops : 1));
+    int *nf = te__alloc(ctx, sizeof(int) * (size_t)(nops > 0 ? nops : 1));
+    int *sd = te__alloc(ctx, sizeof(int) * (size_t)(nops > 0 ? nops : 1) * TE_MAX_DIMS);
+    const char *nm = te__strdup(ctx, name);
+    if (!s || !a || !nf || !sd || !nm)
+        return NULL;
+    for (int o = 0; o < nops; o++)
+        if (!addr[o] || addr[o]->kind != TE_E_LOAD)
+            return NULL;
+    memcpy(a, addr, sizeof(te_expr *) * (size_t)nops);
+    memcpy(nf, nfree, sizeof(int) * (size_t)nops);
+    memcpy(sd, sdim, sizeof(int) * (size_t)nops * TE_MAX_DIMS);
+    s->u.intrin.in = in;
+    s->u.intrin.name = nm;
+    s->u.intrin.overwrite = overwrite;
+    s->u.intrin.nops = nops;
+    s->u.intrin.addr = a;
+    s->u.intrin.nfree = nf;
+    s->u.intrin.sdim = sd;
+    s->u.intrin.n = n;
+    return s;
+}
+
 te_buf *te__buf_new(te_ctx *ctx, const char *name, te_dtype dtype, int ndim, const int64_t *shape,
                     te_scope scope)
 {
@@ -255,6 +283,26 @@ te_stmt *te__stmt_mutate(te_ctx *ctx, te_stmt *s, te__stmt_mutator fs, te__expr_
             r = te__let(ctx, s->u.let.var, v, b);
         break;
     }
+    case TE_S_INTRIN: {
+        te_expr *a[TE_INTRIN_STMT_MAX_OPS];
+        bool changed = false;
+        for (int o = 0; o < s->u.intrin.nops; o++) {
+            if (!(a[o] = mut_e(ctx, s->u.intrin.addr[o], fe, user)))
+                return NULL;
+            if (a[o]->kind != TE_E_LOAD) /* an address stays an element of its buffer */
+                return te_ctx_set_error(ctx, TE_ERR_INTERNAL,
+                                        "intrinsic %s: an operand address was rewritten into a "
+                                        "non-load",
+                                        s->u.intrin.name),
+                       NULL;
+            changed |= a[o] != s->u.intrin.addr[o];
+        }
+        if (changed)
+            r = te__intrin_call(ctx, s->u.intrin.in, s->u.intrin.name, s->u.intrin.overwrite,
+                                s->u.intrin.nops, a, s->u.intrin.nfree, s->u.intrin.sdim,
+                                s->u.intrin.n);
+        break;
+    }
     case TE_S_BARRIER:
     case TE_S_COMMENT:
         break;
@@ -319,6 +367,10 @@ void te__stmt_visit(const te_stmt *s, te__stmt_visitor fs, te__expr_visitor fe, 
     case TE_S_LET:
         visit_e(s->u.let.value, fe, user);
         te__stmt_visit(s->u.let.body, fs, fe, user);
+        break;
+    case TE_S_INTRIN:
+        for (int o = 0; o < s->u.intrin.nops; o++)
+            visit_e(s->u.intrin.addr[o], fe, user);
         break;
     case TE_S_BARRIER:
     case TE_S_COMMENT:

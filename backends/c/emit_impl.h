@@ -153,6 +153,10 @@ typedef struct emitter {
     const char *nt_flag[64];
     int n_nt;
     int nt_stores;
+
+    /* tensor intrinsics called (te_tensorize), each once */
+    const struct te_tensor_intrin *intrins[16];
+    int n_intrins;
 } emitter;
 
 /* ---- emit_names.c ----
@@ -171,6 +175,15 @@ const char *te__c_lookup_name(emitter *em, int kind, int id, const void *ptr, co
 /* The C names of a variable and of a buffer. */
 const char *te__c_var_name(emitter *em, const te_expr *v);
 const char *te__c_buf_name(emitter *em, const te_buf *b);
+
+/* ---- emit_intrin.c ---- */
+/* Emits a TE_S_INTRIN call, recording the intrinsic; fails when the target lacks its
+ * features. */
+void te__c_gen_intrin(emitter *em, const te_stmt *s);
+/* Whether the intrinsics em recorded need AMX (the kernel then checks te_amx_permit()). */
+bool te__c_unit_uses_amx(const emitter *em);
+/* Appends the AMX runtime when needed, the intrinsics' preludes and their functions. */
+void te__c_emit_intrins(const emitter *u, te__sb *o);
 
 /* ---- emit_prelude.c ----
  * Short name of a dtype in type and helper names ("f32"; bools are "i32" masks). */

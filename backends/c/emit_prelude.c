@@ -401,6 +401,18 @@ static void lane_loop(te__sb *b, const char *v, int lanes, const char *proto, co
         proto, v, lanes, stmt);
 }
 
+/* lane_loop through a lane array copied into the vector at the end (stmt assigns ra[l]): gcc
+ * 12 fails with an internal compiler error (store_constructor) on the vector-subscript form of
+ * some conversions to 64-bit lanes with AVX-512 when they are inlined. */
+static void lane_loop_arr(te__sb *b, const char *v, int lanes, const char *proto, const char *stmt)
+{
+    te__sb_printf(b,
+                  "static inline %s\n{\n    %s r;\n    __typeof__(r[0]) ra[%d];\n"
+                  "    for (int l = 0; l < %d; ++l)\n        %s;\n"
+                  "    memcpy(&r, ra, sizeof r);\n    return r;\n}\n",
+                  proto, v, lanes, lanes, stmt);
+}
+
 /* The memory helpers of f16/bf16 vectors: lane loops converting each lane (gcc vectorizes the
  * bf16 ones, shifts; f16 ones stay lane by lane, correct first). The vectors are f32 values. */
 static void emit_half_mem_helper(te__sb *b, helper h, te_dtype d, int lanes)
@@ -544,8 +556,8 @@ static void emit_casts(emitter *em, te__sb *o)
                     snprintf(V, sizeof V, "te_%sx%d", te__c_dt_short(f), lanes);
                     snprintf(R, sizeof R, "te_%sx%d", te__c_dt_short(te__c_vec_elem(t)), lanes);
                     snprintf(proto, sizeof proto, "%s te_cvt_%s_%sx%d(%s x)", R, tn, fn, lanes, V);
-                    snprintf(stmt, sizeof stmt, "r[l] = te_cvt_%s_%s(x[l])", tn, fn);
-                    lane_loop(o, R, lanes, proto, stmt);
+                    snprintf(stmt, sizeof stmt, "ra[l] = te_cvt_%s_%s(x[l])", tn, fn);
+                    lane_loop_arr(o, R, lanes, proto, stmt);
                 } else if (te_dtype_is_half(t)) {
                     te__sb_printf(
                         o, "static inline float te_cvt_%s_%s(%s x) { return %s(%s((float)x)); }\n",

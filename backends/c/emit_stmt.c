@@ -482,6 +482,9 @@ void te__c_gen_stmt(emitter *em, const te_stmt *s)
     case TE_S_COMMENT:
         te__emit_comment_line(&em->out, em->indent, s->u.comment.text);
         break;
+    case TE_S_INTRIN:
+        te__c_gen_intrin(em, s);
+        break;
     case TE_S_BARRIER:
         te__c_fail(em, TE_ERR_UNSUPPORTED,
                    "a barrier (GPU schedule) reached the C backend; thread loops must be split at "

@@ -27,6 +27,13 @@ static void merge_needs(emitter *u, const emitter *em)
     u->uses_omp |= em->uses_omp;
     u->uses_unroll |= em->uses_unroll;
     u->uses_heap |= em->uses_heap;
+    for (int i = 0; i < em->n_intrins; i++) {
+        bool known = false;
+        for (int j = 0; j < u->n_intrins; j++)
+            known |= u->intrins[j] == em->intrins[i];
+        if (!known && u->n_intrins < (int)(sizeof u->intrins / sizeof u->intrins[0]))
+            u->intrins[u->n_intrins++] = em->intrins[i];
+    }
 }
 
 /* Emits one lowered function (its body, signature and, unless `packed` is false, its packed
@@ -93,6 +100,9 @@ static void emit_function(emitter *em, te__sb *k, bool packed, int n_avoid,
                       "    const int %s = ((uintptr_t)%s & 63) == 0; /* streaming stores need "
                       "64-byte alignment */\n",
                       em->nt_flag[i], te__c_buf_name(em, em->nt_bufs[i]));
+    if (te__c_unit_uses_amx(em))
+        te__sb_puts(k, "    if (te_amx_permit()) /* the OS refused AMX (arch_prctl) */\n"
+                       "        return -2;\n");
     if (em->uses_oom)
         te__sb_puts(
             k, "    int te_oom = 0; /* set when an allocation inside a parallel loop fails */\n");
@@ -208,6 +218,7 @@ const char *te__emit_c_unit(te_ctx *ctx, int n, const te_lowered *const *fs,
         te__emit_provenance(&o, idents[0], "C", headers ? n : 0, headers, target);
     }
     te__c_emit_prelude(u, &o, opts && opts->standalone);
+    te__c_emit_intrins(u, &o);
     for (int i = 0; i < n; i++) {
         if (i)
             te__sb_puts(&o, "\n");

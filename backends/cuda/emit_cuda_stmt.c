@@ -266,6 +266,12 @@ void te__cem_gen_stmt(cem *e, const te_stmt *s)
     case TE_S_COMMENT:
         te__emit_comment_line(e->o, e->indent, s->u.comment.text);
         return;
+    case TE_S_INTRIN:
+        te__cem_fail(e, TE_ERR_UNSUPPORTED,
+                     "tensor intrinsic '%s' in a CUDA kernel: CUDA intrinsics are not "
+                     "implemented yet",
+                     s->u.intrin.name);
+        return;
     case TE_S_FOR:
         gen_for(e, s);
         return;

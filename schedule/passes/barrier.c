@@ -114,6 +114,12 @@ static void summary(const te_stmt *s, bset *b)
         te__expr_visit(s->u.let.value, sum_expr, b);
         summary(s->u.let.body, b);
         break;
+    case TE_S_INTRIN: /* every operand is read (an update reads its output), operand 0 written */
+        for (int o = 0; o < s->u.intrin.nops; o++)
+            te__expr_visit(s->u.intrin.addr[o], sum_expr, b);
+        if (s->u.intrin.addr[0]->u.load.buf->scope == TE_SCOPE_SHARED)
+            add(b->w, &b->nw, s->u.intrin.addr[0]->u.load.buf);
+        break;
     default:
         break;
     }
@@ -246,6 +252,7 @@ static te_stmt *insert(bctx *b, te_stmt *s, bset *st, const char *div)
         return s;
     case TE_S_COMMENT:
         return s;
+    case TE_S_INTRIN:
     case TE_S_STORE: {
         bset acc = {.nw = 0};
         summary(s, &acc);

@@ -207,6 +207,7 @@ static te_stmt *legalize(legal *lg, te_stmt *s)
         return legalize_let(lg, s);
     case TE_S_BARRIER:
     case TE_S_COMMENT:
+    case TE_S_INTRIN: /* scalar addresses */
         return s;
     }
     return s;

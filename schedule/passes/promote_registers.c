@@ -84,7 +84,11 @@ static bool pscan_stmt(const te_stmt *s, void *user)
         return false;
     if (s->kind == TE_S_STORE && s->u.store.buf == p->buf)
         pscan_access(p, s->u.store.n, s->u.store.idx, s->u.store.value->lanes);
-    return true;
+    if (s->kind == TE_S_INTRIN) /* passed by address: stays in memory */
+        for (int o = 0; o < s->u.intrin.nops; o++)
+            if (s->u.intrin.addr[o]->u.load.buf == p->buf)
+                p->ok = false;
+    return p->ok;
 }
 
 /* The promotion of buffer b allocated around body, or NULL when b stays in memory (or on

@@ -332,6 +332,25 @@ static te_stmt *simp_stmt(walk *w, te_stmt *s)
             w->failed = true;
         return r;
     }
+    case TE_S_INTRIN: {
+        te_expr *a[TE_INTRIN_STMT_MAX_OPS];
+        bool changed = false;
+        for (int o = 0; o < s->u.intrin.nops; o++) {
+            if (!(a[o] = sx(w, s->u.intrin.addr[o])))
+                return NULL;
+            if (a[o]->kind != TE_E_LOAD)
+                a[o] = s->u.intrin.addr[o];
+            changed |= a[o] != s->u.intrin.addr[o];
+        }
+        if (!changed)
+            return s;
+        te_stmt *r = te__intrin_call(ctx, s->u.intrin.in, s->u.intrin.name, s->u.intrin.overwrite,
+                                     s->u.intrin.nops, a, s->u.intrin.nfree, s->u.intrin.sdim,
+                                     s->u.intrin.n);
+        if (!r)
+            w->failed = true;
+        return r;
+    }
     case TE_S_BARRIER:
     case TE_S_COMMENT:
         return s;

@@ -156,6 +156,7 @@ static te_stmt *fission(ts *t, te_stmt *s)
     case TE_S_BARRIER:
     case TE_S_COMMENT:
     case TE_S_STORE:
+    case TE_S_INTRIN:
         return NULL; /* a barrier: nothing runs here */
     case TE_S_SEQ: {
         te_stmt *out = NULL, *run = NULL;

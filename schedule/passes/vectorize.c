@@ -542,6 +542,9 @@ static te_stmt *vec_stmt(vec_state *v, te_stmt *s)
     case TE_S_BARRIER: /* GPU only */
         give_up(v, "a barrier in the body");
         return NULL;
+    case TE_S_INTRIN:
+        give_up(v, "a tensor intrinsic call in the body");
+        return NULL;
     }
     give_up(v, "an unsupported statement");
     return NULL;
