@@ -13,6 +13,7 @@
  *   bind S x blockIdx.x|...|threadIdx.z                  rfactor S x
  *   storage_align S AXIS FACTOR OFFSET    double_buffer S     bind_reduce S x threadIdx.x|y|z
  *   prefetch S at T A ahead DIST  (A: S, or the stage S is computed in, whose loop is `ahead`)
+ *   tensorize S x INTRINSIC       (a registered tensor intrinsic, tessera/tensorize.h)
  *
  * S, P and R name stages (by the tensor they compute), T a tensor (a stage's or, for
  * cache_read, a placeholder that the reader stages read), x, y and `it` iterators of the stage
@@ -25,6 +26,7 @@
 #include <string.h>
 
 #include "schedule/sched_impl.h"
+#include "tessera/tensorize.h"
 
 #define MAX_TOK 72
 
@@ -273,6 +275,18 @@ static int apply_line(te_schedule *s, toks *tk)
         if (!parse_i64(tk->t[6], &a))
             return LERR(TE_ERR_ARG, "'prefetch': '%s' is not an integer", tk->t[6]);
         return te_prefetch(st, at, t, ahead, a);
+    }
+    if (!strcmp(op, "tensorize")) {
+        NEED(4);
+        te_stage *st = STAGE(1);
+        te_iter *x = ITER(st, 2);
+        if (rc)
+            return rc;
+        const te_tensor_intrin *in = te_tensor_intrin_find(tk->t[3]);
+        if (!in)
+            return LERR(TE_ERR_NOT_FOUND, "'tensorize': no tensor intrinsic named '%s'",
+                        tk->t[3]);
+        return te_tensorize(st, x, in);
     }
     if (!strcmp(op, "bind")) {
         NEED(4);
@@ -649,6 +663,12 @@ char *te_trace_to_c(const char *trace, const char *sched_var)
             sb_printf(&b, ", %s, ", tv);
             iter_expr(&b, tk.t[4], tk.t[5]);
             sb_printf(&b, ", %lld);\n", (long long)x);
+        } else if (!strcmp(op, "tensorize") && n == 4) {
+            use_stage(&b, d, sv, tk.t[1]);
+            stage_var(tk.t[1], v, sizeof v);
+            sb_printf(&b, "    if (rc == TE_OK) rc = te_tensorize(%s, ", v);
+            iter_expr(&b, tk.t[1], tk.t[2]);
+            sb_printf(&b, ", te_tensor_intrin_find(\"%s\"));\n", tk.t[3]);
         } else if (!strcmp(op, "rfactor") && n == 3) {
             use_stage(&b, d, sv, tk.t[1]);
             stage_var(tk.t[1], v, sizeof v);

@@ -180,11 +180,18 @@ int te__c_build_sources(int n, const char *const *sources, const char *const *na
     return rc;
 }
 
+/* A generated kernel's return value as a status: 0 ok, -1 a heap allocation failed, -2 the
+ * operating system refused an instruction set the kernel needs (AMX: arch_prctl). */
+static int kernel_status(int rc)
+{
+    return rc == 0 ? TE_OK : rc == -2 ? TE_ERR_UNSUPPORTED : TE_ERR_NOMEM;
+}
+
 int te_module_run(te_module *m, void *const *args)
 {
     if (!m || !args)
         return TE_ERR_ARG;
-    return m->entry((void **)args) == 0 ? TE_OK : TE_ERR_NOMEM;
+    return kernel_status(m->entry((void **)args));
 }
 
 const char *te_module_source(const te_module *m) { return m ? m->source : NULL; }
@@ -223,9 +230,11 @@ int te__module_time(te_module *m, void *const *args, int warmup, int repeat, dou
 {
     if (!m || !args || !median_s || repeat <= 0)
         return TE_ERR_ARG;
-    for (int i = 0; i < warmup; i++)
-        if (m->entry((void **)args) != 0)
-            return TE_ERR_NOMEM;
+    for (int i = 0; i < warmup; i++) {
+        int rc = kernel_status(m->entry((void **)args));
+        if (rc)
+            return rc;
+    }
     double *t = malloc(sizeof *t * (size_t)repeat);
     if (!t)
         return TE_ERR_NOMEM;
@@ -235,7 +244,7 @@ int te__module_time(te_module *m, void *const *args, int warmup, int repeat, dou
         t[i] = now_s() - t0;
         if (rc != 0) {
             free(t);
-            return TE_ERR_NOMEM;
+            return kernel_status(rc);
         }
     }
     qsort(t, (size_t)repeat, sizeof *t, cmp_double);

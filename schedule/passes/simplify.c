@@ -380,12 +380,13 @@ te_stmt *te__simplify_stmt_in(te_ctx *ctx, te_stmt *s, te__range_map *ranges, bo
 static bool effect_fn(const te_stmt *s, void *user)
 {
     bool *found = user;
-    if (s->kind == TE_S_STORE || s->kind == TE_S_BARRIER)
+    if (s->kind == TE_S_STORE || s->kind == TE_S_BARRIER || s->kind == TE_S_INTRIN)
         *found = true;
     return !*found;
 }
 
-/* Whether a statement has an effect: a store or a barrier somewhere inside. */
+/* Whether a statement has an effect: a store, a barrier or an intrinsic call (which writes
+ * its first operand) somewhere inside. */
 static bool has_effect(const te_stmt *s)
 {
     bool found = false;
@@ -430,7 +431,7 @@ static te_stmt *drop_dead(te_ctx *ctx, te_stmt *s, void *user)
     (void)ctx;
     (void)user;
     if (s->kind == TE_S_SEQ || s->kind == TE_S_COMMENT || s->kind == TE_S_STORE ||
-        s->kind == TE_S_BARRIER)
+        s->kind == TE_S_BARRIER || s->kind == TE_S_INTRIN)
         return s;
     if (!has_effect(s))
         return NULL;

@@ -1,0 +1,467 @@
+/* te_tensorize and tensor intrinsics: VNNI-packed matmuls tensorized with the built-in AMX,
+ * AVX-512 BF16 and VNNI intrinsics (run against a float64 / exact integer reference where the
+ * CPU has the instructions, emitted and refused at build where it does not), a user-declared
+ * intrinsic run on any machine, the matcher's refusals with their reasons, trace replay. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tessera/backend.h"
+#include "tessera/schedule.h"
+#include "tessera/tensorize.h"
+#include "tessera/te.h"
+#include "testutil.h"
+
+/* C[i, j] = sum(acc(A[i, ko*g + kk]) * acc(B[ko, j, kk])) over (ko, kk): the form the
+ * built-in intrinsics describe (and te_op_matmul_vnni builds). */
+typedef struct mm {
+    te_ctx *ctx;
+    te_tensor *A, *B, *C;
+    te_schedule *s;
+    te_stage *sc;
+    int m, n, ko, g;
+    te_dtype ta, tb, acc;
+} mm;
+
+static void mm_build(mm *p, int m, int n, int ko, int g, te_dtype ta, te_dtype tb, te_dtype acc)
+{
+    memset(p, 0, sizeof *p);
+    p->ctx = te_ctx_create();
+    p->m = m, p->n = n, p->ko = ko, p->g = g, p->ta = ta, p->tb = tb, p->acc = acc;
+    te_ctx *c = p->ctx;
+    p->A = te_placeholder(c, "A", ta, 2, (int64_t[]){m, (int64_t)ko * g});
+    p->B = te_placeholder(c, "B", tb, 3, (int64_t[]){ko, n, g});
+    te_expr *i = te_axis(c, "i", m), *j = te_axis(c, "j", n);
+    te_expr *rk = te_reduce_axis(c, "ko", ko), *rg = te_reduce_axis(c, "kk", g);
+    te_expr *a = te_read(c, p->A, 2, (te_expr *[]){i, te_add(c, te_mul(c, rk, te_int(c, g)), rg)});
+    te_expr *b = te_read(c, p->B, 3, (te_expr *[]){rk, j, rg});
+    if (ta != acc)
+        a = te_cast(c, acc, a);
+    if (tb != acc)
+        b = te_cast(c, acc, b);
+    p->C = te_compute(c, "C", 2, (te_expr *[]){i, j},
+                      te_reduce(c, TE_RSUM, NULL, te_mul(c, a, b), 2, (te_expr *[]){rk, rg}));
+    assert_non_null(p->C);
+    p->s = te_schedule_create(c, 1, &p->C);
+    p->sc = te_schedule_stage(p->s, p->C);
+}
+
+/* Tiles C by tm x tn (io, jo outside), splits ko by kin when kin > 0 (koo outside the tile
+ * loops), and returns the tile's first loop ii. */
+static te_iter *mm_tile(mm *p, int tm, int tn, int kin, te_iter **io_out)
+{
+    te_stage *sc = p->sc;
+    te_iter *io, *ii, *jo, *ji, *koo = NULL, *koi = te_stage_reduce_axis(sc, 0);
+    assert_int_equal(te_split(sc, te_stage_axis(sc, 0), tm, &io, &ii), TE_OK);
+    assert_int_equal(te_split(sc, te_stage_axis(sc, 1), tn, &jo, &ji), TE_OK);
+    te_iter *kk = te_stage_reduce_axis(sc, 1);
+    if (kin > 0) {
+        assert_int_equal(te_split(sc, te_stage_reduce_axis(sc, 0), kin, &koo, &koi), TE_OK);
+        assert_int_equal(te_reorder(sc, 7, (te_iter *[]){io, jo, koo, ii, ji, koi, kk}), TE_OK);
+    } else {
+        assert_int_equal(te_reorder(sc, 6, (te_iter *[]){io, jo, ii, ji, koi, kk}), TE_OK);
+    }
+    if (io_out)
+        *io_out = io;
+    return ii;
+}
+
+static uint16_t to_bf16(float x) { return te_f32_to_bf16(x); }
+
+/* Runs the built schedule on random inputs and compares with the float64 (or exact integer)
+ * product. */
+static void mm_run_check(mm *p, te_module *mod)
+{
+    int K = p->ko * p->g;
+    size_t na = (size_t)p->m * K, nb = (size_t)p->ko * p->n * p->g, nc = (size_t)p->m * p->n;
+    void *A = malloc(na * 2), *B = malloc(nb * 2), *C = malloc(nc * 4);
+    double *want = malloc(nc * sizeof *want), *bound = malloc(nc * sizeof *bound);
+    assert_true(A && B && C && want && bound);
+    tt_rng r;
+    tt_rng_seed(&r, tt_seed(7));
+    double *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b);
+    for (size_t x = 0; x < na; x++) {
+        if (p->ta == TE_BF16) {
+            ((uint16_t *)A)[x] = to_bf16((float)tt_rng_uniform(&r, -1, 1));
+            a[x] = te_bf16_to_f32(((uint16_t *)A)[x]);
+        } else if (p->ta == TE_U8) {
+            ((uint8_t *)A)[x] = (uint8_t)tt_rng_int(&r, 256);
+            a[x] = ((uint8_t *)A)[x];
+        } else {
+            ((int8_t *)A)[x] = (int8_t)(tt_rng_int(&r, 256) - 128);
+            a[x] = ((int8_t *)A)[x];
+        }
+    }
+    for (size_t x = 0; x < nb; x++) {
+        if (p->tb == TE_BF16) {
+            ((uint16_t *)B)[x] = to_bf16((float)tt_rng_uniform(&r, -1, 1));
+            b[x] = te_bf16_to_f32(((uint16_t *)B)[x]);
+        } else {
+            ((int8_t *)B)[x] = (int8_t)(tt_rng_int(&r, 256) - 128);
+            b[x] = ((int8_t *)B)[x];
+        }
+    }
+    for (int i = 0; i < p->m; i++)
+        for (int j = 0; j < p->n; j++) {
+            double s = 0, abs_s = 0;
+            for (int ko = 0; ko < p->ko; ko++)
+                for (int kk = 0; kk < p->g; kk++) {
+                    double v = a[(size_t)i * K + ko * p->g + kk] *
+                               b[((size_t)ko * p->n + j) * p->g + kk];
+                    s += v, abs_s += fabs(v);
+                }
+            want[(size_t)i * p->n + j] = s;
+            /* f32 accumulation of K exact products (bf16 x bf16 fits f32): (K + 2) u sum|ab| */
+            bound[(size_t)i * p->n + j] = (K + 2) * ldexp(1.0, -24) * abs_s;
+        }
+    memset(C, 0xff, nc * 4); /* poison: NaN / -1 */
+    assert_int_equal(te_module_run(mod, (void *[]){A, B, C}), TE_OK);
+    for (size_t x = 0; x < nc; x++) {
+        if (p->acc == TE_F32) {
+            double got = ((float *)C)[x];
+            if (!(fabs(got - want[x]) <= bound[x]))
+                fail_msg("C[%zu] = %.9g, want %.9g (bound %.3g)", x, got, want[x], bound[x]);
+        } else if (((int32_t *)C)[x] != (int32_t)want[x]) {
+            fail_msg("C[%zu] = %d, want %.0f", x, ((int32_t *)C)[x], want[x]);
+        }
+    }
+    free(A), free(B), free(C), free(want), free(bound), free(a), free(b);
+}
+
+/* Builds; when the host has the intrinsic's features, runs and checks; else expects the build
+ * to be refused with the features named. */
+static void mm_build_and_check(mm *p, const te_tensor_intrin *in, const char *what)
+{
+    te_target t = te_target_host();
+    te_module *mod = NULL;
+    int rc = te_build(p->s, 3, (te_tensor *[]){p->A, p->B, p->C}, "tz", &t, &mod);
+    if (!te_tensor_intrin_supported(in, &t)) {
+        assert_int_equal(rc, TE_ERR_UNSUPPORTED);
+        assert_non_null(strstr(te_ctx_errmsg(p->ctx), "needs the CPU features"));
+        printf("SKIP %s: this CPU lacks %s (build refused as expected)\n", what,
+               te_tensor_intrin_features(in));
+        return;
+    }
+    if (rc)
+        fail_msg("%s: %s", what, te_ctx_errmsg(p->ctx));
+    if (getenv("TZ_DEBUG"))
+        puts(te_module_source(mod));
+    mm_run_check(p, mod);
+    te_module_free(mod);
+}
+
+static const te_tensor_intrin *intrin(const char *name)
+{
+    const te_tensor_intrin *in = te_tensor_intrin_find(name);
+    if (!in)
+        fail_msg("no intrinsic %s", name);
+    return in;
+}
+
+static void test_amx_bf16_update(void **state)
+{
+    (void)state;
+    mm p;
+    mm_build(&p, 64, 64, 128, 2, TE_BF16, TE_BF16, TE_F32);
+    te_iter *io;
+    te_iter *ii = mm_tile(&p, 32, 32, 32, &io); /* ko split: the call accumulates */
+    assert_int_equal(te_parallel(p.sc, io), TE_OK);
+    assert_int_equal(te_tensorize(p.sc, ii, intrin("amx_bf16_32x32")), TE_OK);
+    assert_non_null(strstr(te_schedule_trace(p.s), "tensorize C i_i amx_bf16_32x32"));
+    mm_build_and_check(&p, intrin("amx_bf16_32x32"), "amx_bf16_32x32 (update, parallel)");
+    te_ctx_free(p.ctx);
+}
+
+static void test_amx_bf16_overwrite(void **state)
+{
+    (void)state;
+    mm p;
+    mm_build(&p, 48, 32, 64, 2, TE_BF16, TE_BF16, TE_F32);
+    te_iter *ii = mm_tile(&p, 16, 16, 0, NULL); /* the whole reduction in the call */
+    assert_int_equal(te_tensorize(p.sc, ii, intrin("amx_bf16_16x16")), TE_OK);
+    te_lowered *f = te_lower(p.s, 3, (te_tensor *[]){p.A, p.B, p.C}, "tz", NULL);
+    assert_non_null(f);
+    char *txt = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&txt, &len);
+    te_lowered_print(f, mf);
+    fclose(mf);
+    assert_non_null(strstr(txt, "amx_bf16_16x16[overwrite](&C["));
+    assert_null(strstr(txt, "= 0")); /* no initialization loop */
+    free(txt);
+    te_target t = te_target_host();
+    const char *src = te_emit_c(p.ctx, f, NULL);
+    assert_non_null(src);
+    assert_non_null(strstr(src, "__attribute__((target(\"amx-tile,amx-bf16\")))"));
+    assert_non_null(strstr(src, "if (te_amx_permit())"));
+    assert_non_null(strstr(src, "_tile_dpbf16ps(0, 4, 6);"));
+    (void)t;
+    mm_build_and_check(&p, intrin("amx_bf16_16x16"), "amx_bf16_16x16 (overwrite)");
+    te_ctx_free(p.ctx);
+}
+
+static void test_amx_int8(void **state)
+{
+    (void)state;
+    mm p;
+    mm_build(&p, 32, 64, 64, 4, TE_U8, TE_I8, TE_I32);
+    te_iter *ii = mm_tile(&p, 32, 16, 16, NULL);
+    assert_int_equal(te_tensorize(p.sc, ii, intrin("amx_u8s8_32x16")), TE_OK);
+    mm_build_and_check(&p, intrin("amx_u8s8_32x16"), "amx_u8s8_32x16");
+    te_ctx_free(p.ctx);
+    mm_build(&p, 16, 32, 32, 4, TE_I8, TE_I8, TE_I32);
+    ii = mm_tile(&p, 16, 32, 0, NULL);
+    assert_int_equal(te_tensorize(p.sc, ii, intrin("amx_s8s8_16x32")), TE_OK);
+    mm_build_and_check(&p, intrin("amx_s8s8_16x32"), "amx_s8s8_16x32");
+    te_ctx_free(p.ctx);
+}
+
+static void test_avx512(void **state)
+{
+    (void)state;
+    mm p;
+    mm_build(&p, 24, 64, 40, 2, TE_BF16, TE_BF16, TE_F32);
+    te_iter *ii = mm_tile(&p, 6, 64, 8, NULL);
+    assert_int_equal(te_tensorize(p.sc, ii, intrin("avx512bf16_6x64")), TE_OK);
+    mm_build_and_check(&p, intrin("avx512bf16_6x64"), "avx512bf16_6x64");
+    te_ctx_free(p.ctx);
+    mm_build(&p, 8, 96, 30, 4, TE_U8, TE_I8, TE_I32);
+    ii = mm_tile(&p, 4, 32, 0, NULL);
+    assert_int_equal(te_tensorize(p.sc, ii, intrin("avx512vnni_u8s8_4x32")), TE_OK);
+    mm_build_and_check(&p, intrin("avx512vnni_u8s8_4x32"), "avx512vnni_u8s8_4x32");
+    te_ctx_free(p.ctx);
+}
+
+/* A user intrinsic: y[j] = x[j] * w[j] + y0 over 4 elements, in plain C (runs anywhere). */
+static int describe_fma4(te_ctx *ctx, void *user, te_tensor **ins, te_tensor **out)
+{
+    (void)user;
+    te_tensor *x = te_placeholder(ctx, "x", TE_F32, 1, (int64_t[]){4});
+    te_tensor *w = te_placeholder(ctx, "w", TE_F32, 1, (int64_t[]){4});
+    te_expr *j = te_axis(ctx, "j", 4);
+    *out = te_compute(ctx, "y", 1, &j,
+                      te_add(ctx, te_mul(ctx, te_read(ctx, x, 1, &j), te_read(ctx, w, 1, &j)),
+                             te_f32(ctx, 0.5)));
+    ins[0] = x, ins[1] = w;
+    return *out ? 2 : TE_ERR_NOMEM;
+}
+
+static void test_user_intrinsic(void **state)
+{
+    (void)state;
+    te_tensor_intrin_desc d = {
+        .name = "test_fma4",
+        .describe = describe_fma4,
+        .var_axis = -1,
+        .backend = TE_BACKEND_C,
+        .c_update = "    for (int l = 0; l < 4; l++)\n        y[l] = x[l] * w[l] + 0.5f;\n",
+        .doc = "test: y = x * w + 0.5 over 4 floats",
+    };
+    const char *err = NULL;
+    const te_tensor_intrin *in = te_tensor_intrin_register(&d, &err);
+    if (!in) /* registered by an earlier run of this test in the process */
+        in = te_tensor_intrin_find("test_fma4");
+    assert_non_null(in);
+    assert_null(te_tensor_intrin_register(&d, &err));
+    assert_non_null(strstr(err, "already registered"));
+    te_tensor_intrin_desc bad = d;
+    bad.name = "no spaces";
+    assert_null(te_tensor_intrin_register(&bad, &err));
+    assert_non_null(strstr(err, "C identifier"));
+
+    te_ctx *c = te_ctx_create();
+    te_tensor *X = te_placeholder(c, "X", TE_F32, 2, (int64_t[]){5, 12});
+    te_tensor *W = te_placeholder(c, "W", TE_F32, 2, (int64_t[]){5, 12});
+    te_expr *i = te_axis(c, "i", 5), *j = te_axis(c, "j", 12);
+    te_tensor *Y = te_compute(
+        c, "Y", 2, (te_expr *[]){i, j},
+        te_add(c, te_mul(c, TE_AT(c, X, i, j), TE_AT(c, W, i, j)), te_f32(c, 0.5)));
+    te_schedule *s = te_schedule_create(c, 1, &Y);
+    te_stage *sy = te_schedule_stage(s, Y);
+    te_iter *jo, *ji;
+    assert_int_equal(te_split(sy, te_stage_axis(sy, 1), 4, &jo, &ji), TE_OK);
+    assert_int_equal(te_tensorize(sy, ji, in), TE_OK);
+    te_target t = te_target_host();
+    te_module *mod = NULL;
+    if (te_build(s, 3, (te_tensor *[]){X, W, Y}, "fma4", &t, &mod))
+        fail_msg("%s", te_ctx_errmsg(c));
+    if (getenv("TZ_DEBUG"))
+        puts(te_module_source(mod));
+    assert_non_null(strstr(te_module_source(mod), "test_fma4(&Y["));
+    float x[60], w[60], y[60];
+    tt_rng r;
+    tt_rng_seed(&r, 3);
+    tt_fill_f32(&r, x, 60);
+    tt_fill_f32(&r, w, 60);
+    tt_poison_f32(y, 60);
+    assert_int_equal(te_module_run(mod, (void *[]){x, w, y}), TE_OK);
+    for (int k = 0; k < 60; k++) /* the kernel may contract to an fma */
+        assert_true(fabs(y[k] - ((double)x[k] * w[k] + 0.5)) <= 1e-6 * (fabs(x[k] * w[k]) + 0.5));
+    te_module_free(mod);
+
+    /* trace replay and C translation */
+    te_schedule *s2 = te_schedule_create(c, 1, &Y);
+    assert_int_equal(te_schedule_apply_trace(s2, te_schedule_trace(s)), TE_OK);
+    assert_non_null(strstr(te_schedule_trace(s2), "tensorize Y j_i test_fma4"));
+    char *code = te_trace_to_c(te_schedule_trace(s), "s");
+    assert_non_null(code);
+    assert_non_null(strstr(code, "te_tensorize("));
+    assert_non_null(strstr(code, "te_tensor_intrin_find(\"test_fma4\")"));
+    free(code);
+    te_schedule *s3 = te_schedule_create(c, 1, &Y);
+    assert_int_not_equal(te_schedule_apply_trace(s3, "tensorize Y j no_such_intrinsic\n"), TE_OK);
+    assert_non_null(strstr(te_ctx_errmsg(c), "no tensor intrinsic named"));
+    te_ctx_free(c);
+}
+
+static void expect_refusal(mm *p, te_iter *at, const char *name, const char *why)
+{
+    te_ctx_clear_error(p->ctx);
+    const char *tr = te_schedule_trace(p->s);
+    char *before = strdup(tr ? tr : "");
+    assert_int_equal(te_tensorize(p->sc, at, intrin(name)), TE_ERR_SCHEDULE);
+    const char *msg = te_ctx_errmsg(p->ctx);
+    if (!strstr(msg, why))
+        fail_msg("expected '%s' in: %s", why, msg);
+    assert_string_equal(te_schedule_trace(p->s), before); /* nothing recorded */
+    char buf[512];
+    assert_int_equal(te_tensorize_check(p->sc, at, intrin(name), buf, sizeof buf), TE_ERR_SCHEDULE);
+    assert_non_null(strstr(buf, why));
+    free(before);
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    mm p;
+    mm_build(&p, 64, 64, 64, 2, TE_BF16, TE_BF16, TE_F32);
+    te_iter *io;
+    te_iter *ii = mm_tile(&p, 32, 32, 32, &io);
+    expect_refusal(&p, ii, "amx_bf16_16x16", "needs 16");            /* tile extents */
+    expect_refusal(&p, ii, "amx_u8s8_32x32", "is f32, intrinsic");   /* dtypes */
+    expect_refusal(&p, io, "amx_bf16_32x32", "outer piece of a split"); /* io, jo in the nest */
+    char why[512];
+    assert_int_equal(te_tensorize_check(p.sc, ii, intrin("amx_bf16_32x32"), why, sizeof why),
+                     TE_OK);
+    assert_string_equal(why, "");
+    te_ctx_free(p.ctx);
+
+    /* an annotated loop inside the nest */
+    mm_build(&p, 32, 32, 32, 2, TE_BF16, TE_BF16, TE_F32);
+    ii = mm_tile(&p, 32, 32, 0, NULL);
+    te_iter *ji = te_stage_leaf(p.sc, te_stage_nleaves(p.sc) - 3);
+    assert_int_equal(te_unroll(p.sc, ji), TE_OK);
+    expect_refusal(&p, ii, "amx_bf16_32x32", "is annotated");
+    te_ctx_free(p.ctx);
+
+    /* a reduction split with a tail (ko 40 by 16) */
+    mm_build(&p, 32, 32, 40, 2, TE_BF16, TE_BF16, TE_F32);
+    ii = mm_tile(&p, 32, 32, 16, NULL);
+    expect_refusal(&p, ii, "amx_bf16_32x32", "leaves a tail");
+    te_ctx_free(p.ctx);
+
+    /* ko of 24 is not a multiple of the AMX tile's 16 rows */
+    mm_build(&p, 32, 32, 24, 2, TE_BF16, TE_BF16, TE_F32);
+    ii = mm_tile(&p, 32, 32, 0, NULL);
+    expect_refusal(&p, ii, "amx_bf16_32x32", "not a multiple of 16");
+    te_ctx_free(p.ctx);
+
+    /* B in [ko, g, n] layout: the access moves the wrong way */
+    te_ctx *c = te_ctx_create();
+    te_tensor *A = te_placeholder(c, "A", TE_BF16, 2, (int64_t[]){16, 32});
+    te_tensor *B = te_placeholder(c, "B", TE_BF16, 3, (int64_t[]){16, 2, 16});
+    te_expr *i = te_axis(c, "i", 16), *j = te_axis(c, "j", 16);
+    te_expr *rk = te_reduce_axis(c, "ko", 16), *rg = te_reduce_axis(c, "kk", 2);
+    te_expr *a = te_cast(c, TE_F32,
+                         te_read(c, A, 2, (te_expr *[]){i, te_add(c, te_mul(c, rk, te_int(c, 2)), rg)}));
+    te_expr *b = te_cast(c, TE_F32, te_read(c, B, 3, (te_expr *[]){rk, rg, j}));
+    te_tensor *C = te_compute(c, "C", 2, (te_expr *[]){i, j},
+                              te_reduce(c, TE_RSUM, NULL, te_mul(c, a, b), 2, (te_expr *[]){rk, rg}));
+    te_schedule *s = te_schedule_create(c, 1, &C);
+    te_stage *sc = te_schedule_stage(s, C);
+    assert_int_equal(te_tensorize(sc, te_stage_axis(sc, 0), intrin("amx_bf16_16x16")),
+                     TE_ERR_SCHEDULE);
+    assert_non_null(strstr(te_ctx_errmsg(c), "moves by"));
+    /* a body that is not the intrinsic's (a * a + b) */
+    te_ctx_clear_error(c);
+    te_tensor *C2 = te_compute(
+        c, "C2", 2, (te_expr *[]){i, j},
+        te_reduce(c, TE_RSUM, NULL, te_add(c, te_mul(c, a, a), b), 2, (te_expr *[]){rk, rg}));
+    te_schedule *s2 = te_schedule_create(c, 1, &C2);
+    te_stage *sc2 = te_schedule_stage(s2, C2);
+    assert_int_equal(te_tensorize(sc2, te_stage_axis(sc2, 0), intrin("amx_bf16_16x16")),
+                     TE_ERR_SCHEDULE);
+    if (!strstr(te_ctx_errmsg(c), "differs"))
+        fail_msg("%s", te_ctx_errmsg(c));
+    te_ctx_free(c);
+
+    /* a split of the tensorized loop afterwards: lowering refuses */
+    mm_build(&p, 32, 32, 32, 2, TE_BF16, TE_BF16, TE_F32);
+    ii = mm_tile(&p, 32, 32, 0, NULL);
+    assert_int_equal(te_tensorize(p.sc, ii, intrin("amx_bf16_32x32")), TE_OK);
+    te_iter *x1, *x2;
+    assert_int_equal(te_split(p.sc, ii, 16, &x1, &x2), TE_OK);
+    assert_null(te_lower(p.s, 3, (te_tensor *[]){p.A, p.B, p.C}, "tz", NULL));
+    assert_non_null(strstr(te_ctx_errmsg(p.ctx), "tensorize"));
+    te_ctx_free(p.ctx);
+
+    assert_int_equal(te_tensorize(NULL, NULL, NULL), TE_ERR_ARG);
+}
+
+/* A target without the features: the build is refused with the features named. */
+static void test_target_without_features(void **state)
+{
+    (void)state;
+    mm p;
+    mm_build(&p, 32, 32, 32, 2, TE_BF16, TE_BF16, TE_F32);
+    te_iter *ii = mm_tile(&p, 32, 32, 0, NULL);
+    assert_int_equal(te_tensorize(p.sc, ii, intrin("amx_bf16_32x32")), TE_OK);
+    te_target t = te_target_host();
+    snprintf(t.isa, sizeof t.isa, "avx2,fma");
+    assert_false(te_tensor_intrin_supported(intrin("amx_bf16_32x32"), &t));
+    te_module *mod = NULL;
+    assert_int_equal(te_build(p.s, 3, (te_tensor *[]){p.A, p.B, p.C}, "tz", &t, &mod),
+                     TE_ERR_UNSUPPORTED);
+    assert_non_null(strstr(te_ctx_errmsg(p.ctx), "amx_tile,amx_bf16"));
+    assert_null(mod);
+    te_ctx_free(p.ctx);
+}
+
+static void test_registry(void **state)
+{
+    (void)state;
+    int n = te_tensor_intrin_count();
+    assert_true(n >= 30);
+    for (int i = 0; i < n; i++) {
+        const te_tensor_intrin *in = te_tensor_intrin_at(i);
+        assert_non_null(in);
+        assert_non_null(te_tensor_intrin_name(in));
+        assert_true(te_tensor_intrin_doc(in)[0] != 0);
+        assert_true(te_tensor_intrin_find(te_tensor_intrin_name(in)) == in);
+        assert_non_null(te_tensor_intrin_output(in));
+    }
+    assert_null(te_tensor_intrin_at(n));
+    assert_null(te_tensor_intrin_find("nope"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_registry),
+        cmocka_unit_test(test_amx_bf16_update),
+        cmocka_unit_test(test_amx_bf16_overwrite),
+        cmocka_unit_test(test_amx_int8),
+        cmocka_unit_test(test_avx512),
+        cmocka_unit_test(test_user_intrinsic),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_target_without_features),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
