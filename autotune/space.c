@@ -329,8 +329,8 @@ te_space *te_space_create(te_ctx *ctx, const char *op, int n_in, te_tensor *cons
     } else if (kind == TE_SPACE_AUTO) {
         /* No operator name (a fused group): the first template that recognizes the
          * expression's structure, else sketches. */
-        const te__template *ts[4];
-        int nt = te__templates_by_structure(ts, 4);
+        const te__template *ts[8];
+        int nt = te__templates_by_structure(ts, 8);
         for (int i = 0; i < nt && !sp->tmpl; i++) {
             sp->tmpl = ts[i];
             if (ts[i]->init(sp)) {

@@ -75,7 +75,8 @@ int te__filter_le(const int64_t *cand, int n, int64_t limit, int64_t fallback, i
 const te__template *te__template_for(const char *op);
 /* The templates that recognize an expression by its structure alone (an expression without an
  * operator name: a fused graph group), in the order they are tried: attention (te_op_attention's
- * stages, by their tags, with an optional layout epilogue), gemm (products over one
+ * stages, by their tags, with an optional layout epilogue), tensorize (products a tensor
+ * intrinsic of the target computes, autotune/templates_tz.c), gemm (products over one
  * reduction axis with an elementwise epilogue, or gemv), conv2d (a 4-D convolution with its
  * padding and an elementwise epilogue). Fills up to cap entries; returns how many. */
 int te__templates_by_structure(const te__template **out, int cap);

@@ -755,10 +755,11 @@ static const te__template t_row = {"rowop", row_init, row_apply};
 static const te__template t_elt = {"eltwise", elt_init, elt_apply};
 extern const te__template te__t_conv;
 extern const te__template te__t_attention;
+extern const te__template te__t_tensorize;
 
 int te__templates_by_structure(const te__template **out, int cap)
 {
-    const te__template *all[] = {&te__t_attention, &t_gemm, &te__t_conv};
+    const te__template *all[] = {&te__t_attention, &te__t_tensorize, &t_gemm, &te__t_conv};
     int n = 0;
     for (size_t i = 0; i < sizeof all / sizeof all[0] && n < cap; i++)
         out[n++] = all[i];
@@ -777,6 +778,7 @@ const te__template *te__template_for(const char *op)
         {"matmul_bias_act", &t_gemm},
         {"mlp_gate", &t_gemm},
         {"qkv_projection", &t_gemm},
+        {"matmul_vnni", &te__t_tensorize},
         {"attention", &te__t_attention},
         {"softmax", &t_row},
         {"layer_norm", &t_row},

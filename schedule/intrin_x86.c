@@ -71,7 +71,8 @@ static void put(char *b, size_t cap, const char *fmt, ...)
 static void amx_body(const mm_cfg *c, bool overwrite, char *b, size_t cap)
 {
     int mr = c->m / 16, nq = c->n / 16;
-    int esz = (int)te_dtype_size(c->acc), ea = (int)te_dtype_size(c->ta), eb = (int)te_dtype_size(c->tb);
+    int esz = (int)te_dtype_size(c->acc), ea = (int)te_dtype_size(c->ta),
+        eb = (int)te_dtype_size(c->tb);
     b[0] = 0;
     put(b, cap, "    te_amx_ready();\n");
     for (int r = 0; r < mr; r++)
@@ -87,8 +88,8 @@ static void amx_body(const mm_cfg *c, bool overwrite, char *b, size_t cap)
         put(b, cap, "        _tile_loadd(%d, A + %d * A_s0 + k * %d, A_s0 * %d);\n", 4 + r, 16 * r,
             c->g, ea);
     for (int q = 0; q < nq; q++)
-        put(b, cap, "        _tile_loadd(%d, B + k * B_s0 + %d, B_s0 * %d);\n", 6 + q, 16 * q * c->g,
-            eb);
+        put(b, cap, "        _tile_loadd(%d, B + k * B_s0 + %d, B_s0 * %d);\n", 6 + q,
+            16 * q * c->g, eb);
     for (int r = 0; r < mr; r++)
         for (int q = 0; q < nq; q++)
             put(b, cap, "        %s(%d, %d, %d);\n", c->insn, 2 * r + q, 4 + r, 6 + q);
@@ -196,8 +197,8 @@ void te__tz_register_builtins(te__tz_reg_fn reg)
                          "multiple of 16",
                          amx[t].insn + 1, m, n, te_dtype_str(amx[t].acc), m, amx[t].g, n, amx[t].g,
                          amx[t].g);
-                mm_cfg c = {K_AMX, m, n, amx[t].g, 16, amx[t].ta, amx[t].tb, amx[t].acc,
-                            amx[t].insn};
+                mm_cfg c = {K_AMX,     m,         n,          amx[t].g,   16,
+                            amx[t].ta, amx[t].tb, amx[t].acc, amx[t].insn};
                 reg_mm(reg, c, name, amx[t].feat, doc);
             }
     static const struct {
@@ -213,8 +214,8 @@ void te__tz_register_builtins(te__tz_reg_fn reg)
         reg_mm(reg, c, name, "avx512f,avx512_bf16", doc);
         snprintf(name, sizeof name, "avx512vnni_u8s8_%dx%d", m, n);
         snprintf(doc, sizeof doc,
-                 "AVX-512 VNNI vpdpbusd: C[%d x %d] i32 += A[%d x K] u8 * B[K/4 x %d x 4] i8", m,
-                 n, m, n);
+                 "AVX-512 VNNI vpdpbusd: C[%d x %d] i32 += A[%d x K] u8 * B[K/4 x %d x 4] i8", m, n,
+                 m, n);
         mm_cfg v = {K_AVX512, m, n, 4, 1, TE_U8, TE_I8, TE_I32, "_mm512_dpbusd_epi32"};
         reg_mm(reg, v, name, "avx512f,avx512_vnni", doc);
     }

@@ -301,19 +301,21 @@ static te_stmt *with_prefetches(lower_ctx *L, lstage *l, int k, te_expr *value, 
     return body;
 }
 
-/* Substitutes 0 for the loop variables of st->leaves[kt..] in e. */
-static te_expr *at_origin(lower_ctx *L, const te_stage *st, int kt, te_expr *e)
+/* e with the loop variables of st->leaves[kt..] at 0 (last: at their last iteration). */
+static te_expr *at_origin(lower_ctx *L, const lstage *l, int kt, te_expr *e, bool last)
 {
+    const te_stage *st = l->st;
     const te_expr *from[64];
     te_expr *to[64];
     int n = 0;
-    te_expr *zero = te_int(L->ctx, 0);
     for (int k = kt; k < st->leaves.n && n < 64; k++, n++) {
-        from[n] = ((te_iter *)st->leaves.v[k])->var;
-        to[n] = zero;
+        const te_iter *it = st->leaves.v[k];
+        from[n] = it->var;
+        if (!(to[n] = te_int(L->ctx, last ? l->ext[te__iter_index(st, it)] - 1 : 0)))
+            return NULL;
     }
     te__subst map = {n, from, to};
-    return zero ? te__substitute(L->ctx, e, &map) : NULL;
+    return te__substitute(L->ctx, e, &map);
 }
 
 typedef struct find_load {
@@ -330,16 +332,21 @@ static bool find_load_fn(const te_expr *e, void *user)
 }
 
 /* te_tensorize: the loop nest of st->leaves[kt..] as one call of the stage's intrinsic (after
- * the output's initialization when the whole reduction is in the nest and the intrinsic has
- * no overwrite form). `value` is the stage's lowered value, sidx its output index; guards must
- * be empty. Sets *top to kt. NULL on error (message on the context). */
-static te_stmt *tensorized_nest(lower_ctx *L, lstage *l, te_expr *value, te_expr *const *sidx,
-                                const te__vec *guards, te_stmt *init, int *top)
+ * zeroing the nest's output when the whole reduction is in the nest and the intrinsic has no
+ * overwrite form). When the stage has guards (a region overhanging its tensor, a split with a
+ * tail), the call runs for the tiles whose last element passes them (every guard grows with
+ * the nest's loops) and the plain loop nest for the others. `value` is the stage's lowered
+ * value, sidx its output index, update the guarded update, init_one one element's
+ * initialization and init the initialization nest over the leaves from p on (p: the first
+ * reduction leaf). Sets *top to kt. NULL on error (message on the context). */
+static te_stmt *tensorized_nest(lower_ctx *L, lstage *l, te_expr *const *sidx,
+                                const te__vec *guards, te_stmt *update, te_stmt *init_one,
+                                te_stmt *init, int p, int *top)
 {
     te_ctx *ctx = L->ctx;
     te_stage *st = l->st;
     const te_tensor_intrin *in = st->tz;
-    int kt = te__leaf_pos(st, st->tz_at);
+    int kt = te__leaf_pos(st, st->tz_at), nl = st->leaves.n;
     if (kt < 0)
         return LERR(L, TE_ERR_SCHEDULE, "tensorize: '%s' is no longer a loop of stage '%s'",
                     st->tz_at->name, st->tensor->name),
@@ -350,18 +357,17 @@ static te_stmt *tensorized_nest(lower_ctx *L, lstage *l, te_expr *value, te_expr
         return LERR(L, TE_ERR_SCHEDULE, "tensorize: stage '%s' at '%s' no longer matches '%s': %s",
                     st->tensor->name, st->tz_at->name, in->name, why),
                NULL;
-    if (guards->n)
-        return LERR(L, TE_ERR_SCHEDULE,
-                    "tensorize: stage '%s' has guarded iterations (a split with a tail, or a "
-                    "region that overhangs its tensor); the intrinsic needs whole tiles",
-                    st->tensor->name),
-               NULL;
     te_expr *addr[TZ_MAX_OPS];
     int nfree[TZ_MAX_OPS], sdim[TZ_MAX_OPS * TE_MAX_DIMS];
     addr[0] = te__load(ctx, l->buf, st->ndim, sidx);
+    te_expr *value = update->kind == TE_S_STORE ? update->u.store.value : NULL;
+    for (const te_stmt *u = update; !value && u && u->kind == TE_S_IF; u = u->u.cond.then_s)
+        if (u->u.cond.then_s && u->u.cond.then_s->kind == TE_S_STORE)
+            value = u->u.cond.then_s->u.store.value;
     for (int o = 1; o < m.nops; o++) {
         find_load f = {m.ops[o], NULL};
-        te__expr_visit(value, find_load_fn, &f);
+        if (value)
+            te__expr_visit(value, find_load_fn, &f);
         if (!f.found)
             return LERR(L, TE_ERR_INTERNAL, "tensorize: no load of '%s' in stage '%s'",
                         m.ops[o]->name, st->tensor->name),
@@ -369,13 +375,12 @@ static te_stmt *tensorized_nest(lower_ctx *L, lstage *l, te_expr *value, te_expr
         addr[o] = f.found;
     }
     for (int o = 0; o < m.nops; o++) {
-        if (!addr[o] || !(addr[o] = at_origin(L, st, kt, addr[o])))
+        if (!addr[o] || !(addr[o] = at_origin(L, l, kt, addr[o], false)))
             return NULL;
         const te_buf *b = addr[o]->u.load.buf;
         const te_tensor *X = in->ops[o];
         if (b->ndim != m.ops[o]->ndim)
-            return LERR(L, TE_ERR_SCHEDULE, "tensorize: buffer '%s' has rank %d", b->name,
-                        b->ndim),
+            return LERR(L, TE_ERR_SCHEDULE, "tensorize: buffer '%s' has rank %d", b->name, b->ndim),
                    NULL;
         for (int d = in->nfree[o] + 1; d < X->ndim; d++)
             if (b->shape[m.dim0[o] + d] != X->shape[d])
@@ -391,22 +396,44 @@ static te_stmt *tensorized_nest(lower_ctx *L, lstage *l, te_expr *value, te_expr
     }
     bool is_red = l->body->kind == TE_E_REDUCE;
     bool overwrite = is_red && m.whole_reduction && in->c_overwrite;
-    te_stmt *call = te__intrin_call(ctx, in, in->name, overwrite, m.nops, addr, nfree, sdim,
-                                    m.var_extent);
+    te_stmt *call =
+        te__intrin_call(ctx, in, in->name, overwrite, m.nops, addr, nfree, sdim, m.var_extent);
     if (!call)
         return NULL;
     if (is_red && m.whole_reduction && !overwrite) {
         /* Zero the nest's output first, over its data-parallel loops. */
-        for (int k = st->leaves.n - 1; k >= kt; k--) {
+        te_stmt *z = init_one;
+        for (int k = nl - 1; k >= kt; k--) {
             te_iter *it = st->leaves.v[k];
             if (!it->reduce)
-                init = te__for(ctx, it->var, te_int(ctx, 0),
-                               te_int(ctx, l->ext[te__iter_index(st, it)]), TE_FOR_SERIAL, init);
+                z = te__for(ctx, it->var, te_int(ctx, 0),
+                            te_int(ctx, l->ext[te__iter_index(st, it)]), TE_FOR_SERIAL, z);
         }
-        call = te__seq2(ctx, init, call);
+        call = te__seq2(ctx, z, call);
     }
     *top = kt;
-    return call;
+    if (!guards->n)
+        return call;
+    /* Tiles that fail a guard: the plain nest. */
+    te_expr *cond = NULL;
+    for (int q = 0; q < guards->n; q++) {
+        te_expr *c = at_origin(L, l, kt, guards->v[q], true);
+        cond = !c ? NULL : cond ? te_and(ctx, cond, c) : c;
+        if (!cond)
+            return NULL;
+    }
+    te_stmt *plain = update;
+    for (int k = nl - 1; k >= kt; k--) {
+        te_iter *it = st->leaves.v[k];
+        te_stmt *body = plain;
+        if (is_red && k + 1 == p)
+            body = te__seq2(ctx, init, body);
+        plain = te__for(ctx, it->var, te_int(ctx, 0), te_int(ctx, l->ext[te__iter_index(st, it)]),
+                        TE_FOR_SERIAL, body);
+    }
+    if (is_red && p == kt)
+        plain = te__seq2(ctx, init, plain);
+    return plain ? te__if(ctx, cond, call, plain) : NULL;
 }
 
 static te_stmt *make_stage(lower_ctx *L, lstage *l)
@@ -483,15 +510,7 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
             p = k;
             break;
         }
-    te_stmt *inner;
-    int top = nl; /* loops st->leaves[0..top) are built; the rest is `inner` */
-    if (st->tz) {
-        if (!(inner = tensorized_nest(L, l, value, sidx, &all, init, &top)))
-            return NULL;
-        if (is_red && p >= top)
-            p = nl + 1; /* the nest initializes its own output */
-    } else if (!(inner = guard(ctx, &all, update)))
-        return NULL;
+    te_stmt *init_one = init; /* one element's initialization (guarded) */
     if (is_red && p <= nl) {
         for (int k = nl - 1; k >= p; k--) {
             te_iter *it = st->leaves.v[k];
@@ -500,6 +519,16 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
             init = te__for(ctx, it->var, te_int(ctx, 0),
                            te_int(ctx, l->ext[te__iter_index(st, it)]), for_kind(it), init);
         }
+    }
+    te_stmt *inner;
+    int top = nl; /* loops st->leaves[0..top) are built; the rest is `inner` */
+    if (!(inner = guard(ctx, &all, update)))
+        return NULL;
+    if (st->tz) {
+        if (!(inner = tensorized_nest(L, l, sidx, &all, inner, init_one, init, p, &top)))
+            return NULL;
+        if (is_red && p >= top)
+            p = nl + 1; /* the nest initializes its own output */
     }
 
     /* Loops whose whole nest is small get unrolled (te_pragma_unroll_max). */

@@ -94,8 +94,8 @@ static const te_tensor_intrin *register_locked(const te_tensor_intrin_desc *d, c
                 return fail(err, "tensor intrinsic '%s': input '%s' is given twice", d->name,
                             ins[i]->name);
         if (!te__expr_reads(out->body, ins[i]))
-            return fail(err, "tensor intrinsic '%s': the description does not read '%s'",
-                        d->name, ins[i]->name);
+            return fail(err, "tensor intrinsic '%s': the description does not read '%s'", d->name,
+                        ins[i]->name);
         in->ops[1 + i] = ins[i];
     }
     if (!c_ident(out->name))
@@ -129,8 +129,8 @@ static const te_tensor_intrin *register_locked(const te_tensor_intrin_desc *d, c
         int r = in->ops[o]->ndim;
         in->nfree[o] = all_zero ? (r > 1 ? r - 1 : 0) : d->nfree[o];
         if (in->nfree[o] < 0 || in->nfree[o] > r)
-            return fail(err, "tensor intrinsic '%s': nfree[%d] = %d for a rank-%d operand",
-                        d->name, o, d->nfree[o], r);
+            return fail(err, "tensor intrinsic '%s': nfree[%d] = %d for a rank-%d operand", d->name,
+                        o, d->nfree[o], r);
     }
     in->name = te__strdup(reg_ctx, d->name);
     in->features = te__strdup(reg_ctx, d->features ? d->features : "");
@@ -243,9 +243,15 @@ int te_tensor_intrin_supported(const te_tensor_intrin *in, const te_target *t)
 typedef struct mctx {
     const te_stage *st;
     const te_tensor_intrin *in;
-    int nmap;                       /* stage root variables with a loop in the nest */
+    int nmap;                             /* stage root variables with a loop in the nest */
     const te_expr *svar[2 * TE_MAX_DIMS]; /* ... and the description variable each maps to */
     const te_expr *dvar[2 * TE_MAX_DIMS];
+    int64_t sext[2 * TE_MAX_DIMS]; /* the nest's extent of each mapped variable */
+    /* Each mapped root variable v is base * extent + leaf (the splits above the nest's loop
+     * divide): lvar the leaf, svar's substitution `split`, and the ranges of leaf and base, so
+     * that blocked layouts (v / 32, v % 32) simplify to linear forms in the leaf. */
+    te_expr *lvar[2 * TE_MAX_DIMS], *split[2 * TE_MAX_DIMS];
+    te__range_map ranges;
     te__tz_match *m;
     const te_expr *first_read[TZ_MAX_OPS]; /* the stage's first read of each input operand */
     char *why;
@@ -291,16 +297,20 @@ static int match_access(mctx *c, te_ctx *sctx, const te_tensor *T, int q, te_exp
             return refuse(c, "intrinsic '%s': its access to '%s' does not start at the origin",
                           c->in->name, X->name);
     }
+    te__subst split = {c->nmap, c->svar, c->split};
     for (int j = 0; j < q; j++) {
         int d = j - (q - r); /* description dimension, < 0 for leading stage dimensions */
+        te_expr *fj = te__simplify_expr(sctx, te__substitute(sctx, sidx[j], &split), &c->ranges);
+        if (!fj)
+            return refuse(c, "out of memory");
         for (int a = 0; a < c->nmap; a++) {
             int64_t ks, kd = 0;
-            if (!coef_of(sctx, sidx[j], c->svar[a], &ks))
-                return refuse(c, "'%s' is indexed non-linearly in dimension %d along loop variable '%s'",
-                              T->name, j, c->svar[a]->u.var.name);
+            if (!coef_of(sctx, fj, c->lvar[a], &ks))
+                return refuse(
+                    c, "'%s' is indexed non-linearly in dimension %d along loop variable '%s'",
+                    T->name, j, c->svar[a]->u.var.name);
             if (d >= 0 && !coef_of(dctx, didx[d], c->dvar[a], &kd))
-                return refuse(c, "intrinsic '%s': non-linear access to '%s'", c->in->name,
-                              X->name);
+                return refuse(c, "intrinsic '%s': non-linear access to '%s'", c->in->name, X->name);
             if (ks != kd)
                 return refuse(c,
                               "'%s' moves by %lld along '%s' in dimension %d where the "
@@ -319,12 +329,15 @@ static int match_expr(mctx *c, te_ctx *sctx, const te_expr *s, const te_expr *d)
                       c->in->name, te_dtype_str(s->dtype), te_dtype_str(d->dtype));
     switch (s->kind) {
     case TE_E_INT:
-        return s->u.i == d->u.i ? TE_OK : refuse(c, "a constant differs from intrinsic '%s'", c->in->name);
+        return s->u.i == d->u.i ? TE_OK
+                                : refuse(c, "a constant differs from intrinsic '%s'", c->in->name);
     case TE_E_FLOAT:
-        return s->u.f == d->u.f ? TE_OK : refuse(c, "a constant differs from intrinsic '%s'", c->in->name);
+        return s->u.f == d->u.f ? TE_OK
+                                : refuse(c, "a constant differs from intrinsic '%s'", c->in->name);
     case TE_E_VAR:
-        return refuse(c, "the stage's value uses loop index '%s' (intrinsics compute from tensor "
-                         "elements only)",
+        return refuse(c,
+                      "the stage's value uses loop index '%s' (intrinsics compute from tensor "
+                      "elements only)",
                       s->u.var.name);
     case TE_E_BINARY:
         if (s->u.bin.op != d->u.bin.op)
@@ -417,7 +430,7 @@ static te_iter *root_of(mctx *c, const te_stage *st, te_iter *x, const int64_t *
             return NULL;
         }
         int64_t pe = ext ? ext[te__iter_index(st, up->parent)] : up->parent->extent;
-        if (pe % up->factor) {
+        if (pe % up->factor && (ext || st->attach != TE_ATTACH_AT)) {
             refuse(c, "the split of '%s' by %lld leaves a tail (extent %lld)", up->parent->name,
                    (long long)up->factor, (long long)pe);
             return NULL;
@@ -430,6 +443,9 @@ int te__tz_match_nest(const te_stage *st, const te_expr *body, int kt, const int
                       const te_tensor_intrin *in, te__tz_match *m, char *why, size_t n)
 {
     mctx c = {.st = st, .in = in, .m = m, .why = why, .n = n};
+    /* A stage computed at another's loop has its extents from bound inference at lowering:
+     * at schedule time its nest's extents are not known yet (lowering checks them). */
+    bool known = ext || st->attach != TE_ATTACH_AT;
     memset(m, 0, sizeof *m);
     m->var_extent = -1;
     te_ctx *sctx = st->sched->ctx;
@@ -452,8 +468,9 @@ int te__tz_match_nest(const te_stage *st, const te_expr *body, int kt, const int
     for (int k = kt; k < nl; k++) {
         te_iter *x = st->leaves.v[k];
         if (x->ann != TE_ANN_NONE)
-            return refuse(&c, "loop '%s' inside the nest is annotated (vectorize, unroll, "
-                              "parallel or bind)",
+            return refuse(&c,
+                          "loop '%s' inside the nest is annotated (vectorize, unroll, "
+                          "parallel or bind)",
                           x->name);
         te_schedule *s = st->sched;
         for (int i = 0; i < s->stages.n; i++) {
@@ -510,23 +527,31 @@ int te__tz_match_nest(const te_stage *st, const te_expr *body, int kt, const int
             }
     for (int a = 0; a < ndata; a++) {
         if (data_dim[a] != st->ndim - ndata + a)
-            return refuse(&c, "the nest's data-parallel loops must cover the last %d dimensions "
-                              "of '%s'",
+            return refuse(&c,
+                          "the nest's data-parallel loops must cover the last %d dimensions "
+                          "of '%s'",
                           ndata, st->tensor->name);
+        if (!known)
+            data_ext[a] = in->ext[a];
         if (data_ext[a] != in->ext[a])
-            return refuse(&c, "the loop over dimension %d of '%s' has extent %lld; intrinsic "
-                              "'%s' needs %lld",
+            return refuse(&c,
+                          "the loop over dimension %d of '%s' has extent %lld; intrinsic "
+                          "'%s' needs %lld",
                           data_dim[a], st->tensor->name, (long long)data_ext[a], in->name,
                           (long long)in->ext[a]);
+        c.sext[c.nmap] = data_ext[a];
         c.svar[c.nmap] = st->axes[data_dim[a]]->var;
         c.dvar[c.nmap++] = in->var[a];
     }
     for (int r = 0; r < nred; r++) {
         int64_t want = in->ext[in->nd + r];
+        if (!known && r != in->var_axis)
+            red_ext[r] = want;
         if (r == in->var_axis) {
             if (red_ext[r] % want)
-                return refuse(&c, "reduction loop over '%s' has extent %lld, not a multiple of "
-                                  "%lld (intrinsic '%s')",
+                return refuse(&c,
+                              "reduction loop over '%s' has extent %lld, not a multiple of "
+                              "%lld (intrinsic '%s')",
                               st->raxes[red_idx[r]]->name, (long long)red_ext[r], (long long)want,
                               in->name);
             m->var_extent = red_ext[r];
@@ -534,8 +559,19 @@ int te__tz_match_nest(const te_stage *st, const te_expr *body, int kt, const int
             return refuse(&c, "reduction loop over '%s' has extent %lld; intrinsic '%s' needs %lld",
                           st->raxes[red_idx[r]]->name, (long long)red_ext[r], in->name,
                           (long long)want);
+        c.sext[c.nmap] = red_ext[r];
         c.svar[c.nmap] = st->raxes[red_idx[r]]->var;
         c.dvar[c.nmap++] = in->var[in->nd + r];
+    }
+    for (int a = 0; a < c.nmap; a++) {
+        te_expr *base = te_var(sctx, "tz_base", TE_I64);
+        c.lvar[a] = te_var(sctx, "tz_leaf", TE_I64);
+        c.split[a] = base && c.lvar[a]
+                         ? te_add(sctx, te_mul(sctx, base, te_int(sctx, c.sext[a])), c.lvar[a])
+                         : NULL;
+        if (!c.split[a] || te__ranges_push(sctx, &c.ranges, base, 0, INT32_MAX) ||
+            te__ranges_push(sctx, &c.ranges, c.lvar[a], 0, c.sext[a] - 1))
+            return refuse(&c, "out of memory");
     }
     bool whole = true;
     for (int k = 0; k < kt; k++)
@@ -547,18 +583,19 @@ int te__tz_match_nest(const te_stage *st, const te_expr *body, int kt, const int
         return TE_ERR_SCHEDULE;
     for (int o = 1; o <= in->n_in; o++)
         if (!m->ops[o])
-            return refuse(&c, "the stage does not read what intrinsic '%s' reads as '%s'",
-                          in->name, in->ops[o]->name);
+            return refuse(&c, "the stage does not read what intrinsic '%s' reads as '%s'", in->name,
+                          in->ops[o]->name);
     m->nops = 1 + in->n_in;
     for (int o = 0; o < m->nops; o++)
         m->dim0[o] = m->ops[o]->ndim - in->ops[o]->ndim;
     /* Dense trailing dimensions (checked against tensor shapes; lowering checks buffers). */
-    for (int o = 0; o < m->nops; o++) {
+    for (int o = known ? 0 : 1; o < m->nops; o++) {
         const te_tensor *X = in->ops[o], *T = m->ops[o];
         for (int d = in->nfree[o] + 1; d < X->ndim; d++)
             if (T->shape[m->dim0[o] + d] != X->shape[d])
-                return refuse(&c, "dimension %d of '%s' (extent %lld) must be dense as in "
-                                  "intrinsic '%s' (extent %lld)",
+                return refuse(&c,
+                              "dimension %d of '%s' (extent %lld) must be dense as in "
+                              "intrinsic '%s' (extent %lld)",
                               m->dim0[o] + d, T->name, (long long)T->shape[m->dim0[o] + d],
                               in->name, (long long)X->shape[d]);
     }

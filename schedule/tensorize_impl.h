@@ -15,13 +15,13 @@ struct te_tensor_intrin {
     const char *name, *features, *doc;
     const char *c_update, *c_overwrite, *c_prelude;
     te_backend_kind backend;
-    te_tensor *out;             /* the description (in the registry's context) */
-    int n_in;                   /* inputs: ops[1..n_in] */
-    te_tensor *ops[TZ_MAX_OPS]; /* operand 0 the output, then the inputs */
-    int nfree[TZ_MAX_OPS];      /* resolved: leading dimensions with a passed stride */
-    int var_axis;               /* reduction axis of variable extent, -1 none */
-    int nd, nr;                 /* the description's data and reduction axes */
-    int64_t ext[2 * TE_MAX_DIMS];  /* their extents: data axes, then reduction axes */
+    te_tensor *out;                      /* the description (in the registry's context) */
+    int n_in;                            /* inputs: ops[1..n_in] */
+    te_tensor *ops[TZ_MAX_OPS];          /* operand 0 the output, then the inputs */
+    int nfree[TZ_MAX_OPS];               /* resolved: leading dimensions with a passed stride */
+    int var_axis;                        /* reduction axis of variable extent, -1 none */
+    int nd, nr;                          /* the description's data and reduction axes */
+    int64_t ext[2 * TE_MAX_DIMS];        /* their extents: data axes, then reduction axes */
     const te_expr *var[2 * TE_MAX_DIMS]; /* and variables */
 };
 
@@ -29,10 +29,10 @@ struct te_tensor_intrin {
  * (position kt) on. */
 typedef struct te__tz_match {
     int nops;
-    te_tensor *ops[TZ_MAX_OPS];  /* the stage's tensor per operand (ops[0] the stage's own) */
-    int dim0[TZ_MAX_OPS];        /* the stage tensor's dimension the description's dim 0 maps to */
-    int64_t var_extent;          /* the variable axis's extent in the nest, -1 none */
-    bool whole_reduction;        /* every reduction loop of the stage is in the nest */
+    te_tensor *ops[TZ_MAX_OPS]; /* the stage's tensor per operand (ops[0] the stage's own) */
+    int dim0[TZ_MAX_OPS];       /* the stage tensor's dimension the description's dim 0 maps to */
+    int64_t var_extent;         /* the variable axis's extent in the nest, -1 none */
+    bool whole_reduction;       /* every reduction loop of the stage is in the nest */
 } te__tz_match;
 
 /* Whether the loops st->leaves[kt..] of stage st, with extents ext(iter) (ext == NULL: the

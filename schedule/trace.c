@@ -284,8 +284,7 @@ static int apply_line(te_schedule *s, toks *tk)
             return rc;
         const te_tensor_intrin *in = te_tensor_intrin_find(tk->t[3]);
         if (!in)
-            return LERR(TE_ERR_NOT_FOUND, "'tensorize': no tensor intrinsic named '%s'",
-                        tk->t[3]);
+            return LERR(TE_ERR_NOT_FOUND, "'tensorize': no tensor intrinsic named '%s'", tk->t[3]);
         return te_tensorize(st, x, in);
     }
     if (!strcmp(op, "bind")) {

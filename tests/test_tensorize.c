@@ -13,10 +13,11 @@
 
 #include <cmocka.h>
 
+#include "tessera/autotune.h"
 #include "tessera/backend.h"
 #include "tessera/schedule.h"
-#include "tessera/tensorize.h"
 #include "tessera/te.h"
+#include "tessera/tensorize.h"
 #include "testutil.h"
 
 /* C[i, j] = sum(acc(A[i, ko*g + kk]) * acc(B[ko, j, kk])) over (ko, kk): the form the
@@ -113,8 +114,8 @@ static void mm_run_check(mm *p, te_module *mod)
             double s = 0, abs_s = 0;
             for (int ko = 0; ko < p->ko; ko++)
                 for (int kk = 0; kk < p->g; kk++) {
-                    double v = a[(size_t)i * K + ko * p->g + kk] *
-                               b[((size_t)ko * p->n + j) * p->g + kk];
+                    double v =
+                        a[(size_t)i * K + ko * p->g + kk] * b[((size_t)ko * p->n + j) * p->g + kk];
                     s += v, abs_s += fabs(v);
                 }
             want[(size_t)i * p->n + j] = s;
@@ -246,9 +247,9 @@ static int describe_fma4(te_ctx *ctx, void *user, te_tensor **ins, te_tensor **o
     te_tensor *x = te_placeholder(ctx, "x", TE_F32, 1, (int64_t[]){4});
     te_tensor *w = te_placeholder(ctx, "w", TE_F32, 1, (int64_t[]){4});
     te_expr *j = te_axis(ctx, "j", 4);
-    *out = te_compute(ctx, "y", 1, &j,
-                      te_add(ctx, te_mul(ctx, te_read(ctx, x, 1, &j), te_read(ctx, w, 1, &j)),
-                             te_f32(ctx, 0.5)));
+    *out = te_compute(
+        ctx, "y", 1, &j,
+        te_add(ctx, te_mul(ctx, te_read(ctx, x, 1, &j), te_read(ctx, w, 1, &j)), te_f32(ctx, 0.5)));
     ins[0] = x, ins[1] = w;
     return *out ? 2 : TE_ERR_NOMEM;
 }
@@ -280,9 +281,9 @@ static void test_user_intrinsic(void **state)
     te_tensor *X = te_placeholder(c, "X", TE_F32, 2, (int64_t[]){5, 12});
     te_tensor *W = te_placeholder(c, "W", TE_F32, 2, (int64_t[]){5, 12});
     te_expr *i = te_axis(c, "i", 5), *j = te_axis(c, "j", 12);
-    te_tensor *Y = te_compute(
-        c, "Y", 2, (te_expr *[]){i, j},
-        te_add(c, te_mul(c, TE_AT(c, X, i, j), TE_AT(c, W, i, j)), te_f32(c, 0.5)));
+    te_tensor *Y =
+        te_compute(c, "Y", 2, (te_expr *[]){i, j},
+                   te_add(c, te_mul(c, TE_AT(c, X, i, j), TE_AT(c, W, i, j)), te_f32(c, 0.5)));
     te_schedule *s = te_schedule_create(c, 1, &Y);
     te_stage *sy = te_schedule_stage(s, Y);
     te_iter *jo, *ji;
@@ -344,8 +345,8 @@ static void test_refusals(void **state)
     mm_build(&p, 64, 64, 64, 2, TE_BF16, TE_BF16, TE_F32);
     te_iter *io;
     te_iter *ii = mm_tile(&p, 32, 32, 32, &io);
-    expect_refusal(&p, ii, "amx_bf16_16x16", "needs 16");            /* tile extents */
-    expect_refusal(&p, ii, "amx_u8s8_32x32", "is f32, intrinsic");   /* dtypes */
+    expect_refusal(&p, ii, "amx_bf16_16x16", "needs 16");               /* tile extents */
+    expect_refusal(&p, ii, "amx_u8s8_32x32", "is f32, intrinsic");      /* dtypes */
     expect_refusal(&p, io, "amx_bf16_32x32", "outer piece of a split"); /* io, jo in the nest */
     char why[512];
     assert_int_equal(te_tensorize_check(p.sc, ii, intrin("amx_bf16_32x32"), why, sizeof why),
@@ -379,11 +380,12 @@ static void test_refusals(void **state)
     te_tensor *B = te_placeholder(c, "B", TE_BF16, 3, (int64_t[]){16, 2, 16});
     te_expr *i = te_axis(c, "i", 16), *j = te_axis(c, "j", 16);
     te_expr *rk = te_reduce_axis(c, "ko", 16), *rg = te_reduce_axis(c, "kk", 2);
-    te_expr *a = te_cast(c, TE_F32,
-                         te_read(c, A, 2, (te_expr *[]){i, te_add(c, te_mul(c, rk, te_int(c, 2)), rg)}));
+    te_expr *a = te_cast(
+        c, TE_F32, te_read(c, A, 2, (te_expr *[]){i, te_add(c, te_mul(c, rk, te_int(c, 2)), rg)}));
     te_expr *b = te_cast(c, TE_F32, te_read(c, B, 3, (te_expr *[]){rk, rg, j}));
-    te_tensor *C = te_compute(c, "C", 2, (te_expr *[]){i, j},
-                              te_reduce(c, TE_RSUM, NULL, te_mul(c, a, b), 2, (te_expr *[]){rk, rg}));
+    te_tensor *C =
+        te_compute(c, "C", 2, (te_expr *[]){i, j},
+                   te_reduce(c, TE_RSUM, NULL, te_mul(c, a, b), 2, (te_expr *[]){rk, rg}));
     te_schedule *s = te_schedule_create(c, 1, &C);
     te_stage *sc = te_schedule_stage(s, C);
     assert_int_equal(te_tensorize(sc, te_stage_axis(sc, 0), intrin("amx_bf16_16x16")),
@@ -451,6 +453,124 @@ static void test_registry(void **state)
     assert_null(te_tensor_intrin_find("nope"));
 }
 
+/* The tensorize template (autotune/templates_tz.c) on a bf16 product and on an MLP gate
+ * silu(x W1) * (x W3) of two: every configuration of a sample builds, tensorizes, and matches
+ * the float64 reference. Skipped where no intrinsic of the host fits. */
+static void check_space(te_ctx *c, int n_in, te_tensor *const *ins, te_tensor *Y,
+                        const void *const *data, const double *want, const double *tol, size_t ny,
+                        const char *what)
+{
+    te_target t = te_target_host();
+    te_space *sp = te_space_create(c, NULL, n_in, ins, 1, &Y, TE_SPACE_AUTO, &t);
+    assert_non_null(sp);
+    int64_t size = te_space_size(sp);
+    const char *first = size > 0 ? te_space_get(sp, 0) : NULL;
+    if (!first || !strstr(first, "tensorize ")) {
+        printf("SKIP %s: no tensor intrinsic of this CPU (%s) fits\n", what, t.isa);
+        return;
+    }
+    assert_true(size >= 2);
+    float *y = malloc(ny * sizeof *y);
+    void *args[8];
+    for (int i = 0; i < n_in; i++)
+        args[i] = (void *)data[i];
+    args[n_in] = y;
+    tt_rng r;
+    tt_rng_seed(&r, 11);
+    for (int trial = 0; trial < 6; trial++) {
+        int64_t k = trial == 0 ? 0 : tt_rng_int(&r, size);
+        const char *tr = te_space_get(sp, k);
+        assert_non_null(tr);
+        assert_non_null(strstr(tr, "tensorize "));
+        te_schedule *s = te_schedule_create(c, 1, &Y);
+        if (te_schedule_apply_trace(s, tr))
+            fail_msg("%s config %lld: %s\n%s", what, (long long)k, te_ctx_errmsg(c), tr);
+        te_tensor *all[8];
+        for (int i = 0; i < n_in; i++)
+            all[i] = ins[i];
+        all[n_in] = Y;
+        te_module *mod = NULL;
+        if (te_build(s, n_in + 1, all, "tzt", &t, &mod))
+            fail_msg("%s config %lld: %s\n%s", what, (long long)k, te_ctx_errmsg(c), tr);
+        if (getenv("TZ_DEBUG") && trial == 0)
+            puts(te_module_source(mod));
+        tt_poison_f32(y, ny);
+        assert_int_equal(te_module_run(mod, args), TE_OK);
+        for (size_t x = 0; x < ny; x++)
+            if (!(fabs(y[x] - want[x]) <= tol[x]))
+                fail_msg("%s config %lld: Y[%zu] = %.8g, want %.8g\n%s", what, (long long)k, x,
+                         y[x], want[x], tr);
+        te_module_free(mod);
+    }
+    free(y);
+}
+
+static void test_template(void **state)
+{
+    (void)state;
+    enum { M = 64, N = 64, KO = 96 };
+    te_ctx *c = te_ctx_create();
+    te_tensor *X = te_placeholder(c, "X", TE_BF16, 2, (int64_t[]){M, 2 * KO});
+    te_tensor *W1 = te_placeholder(c, "W1", TE_BF16, 3, (int64_t[]){KO, N, 2});
+    te_tensor *W3 = te_placeholder(c, "W3", TE_BF16, 3, (int64_t[]){KO, N, 2});
+    te_tensor *P[2];
+    te_tensor *W[2] = {W1, W3};
+    for (int q = 0; q < 2; q++) {
+        te_expr *i = te_axis(c, "i", M), *j = te_axis(c, "j", N);
+        te_expr *rk = te_reduce_axis(c, "ko", KO), *rg = te_reduce_axis(c, "kk", 2);
+        te_expr *a =
+            te_cast(c, TE_F32,
+                    te_read(c, X, 2, (te_expr *[]){i, te_add(c, te_mul(c, rk, te_int(c, 2)), rg)}));
+        te_expr *b = te_cast(c, TE_F32, te_read(c, W[q], 3, (te_expr *[]){rk, j, rg}));
+        P[q] = te_compute(c, q ? "P3" : "P1", 2, (te_expr *[]){i, j},
+                          te_reduce(c, TE_RSUM, NULL, te_mul(c, a, b), 2, (te_expr *[]){rk, rg}));
+    }
+    te_expr *i = te_axis(c, "i", M), *j = te_axis(c, "j", N);
+    te_expr *p1 = TE_AT(c, P[0], i, j), *p3 = TE_AT(c, P[1], i, j);
+    te_expr *silu = te_mul(c, p1, te_call(c, TE_SIGMOID, 1, &p1));
+    te_tensor *Y = te_compute(c, "Y", 2, (te_expr *[]){i, j}, te_mul(c, silu, p3));
+    assert_non_null(Y);
+
+    uint16_t *x = malloc(sizeof(uint16_t) * M * 2 * KO),
+             *w1 = malloc(sizeof(uint16_t) * KO * N * 2),
+             *w3 = malloc(sizeof(uint16_t) * KO * N * 2);
+    tt_rng r;
+    tt_rng_seed(&r, 5);
+    for (int k = 0; k < M * 2 * KO; k++)
+        x[k] = to_bf16((float)tt_rng_uniform(&r, -1, 1));
+    for (int k = 0; k < KO * N * 2; k++) {
+        w1[k] = to_bf16((float)tt_rng_uniform(&r, -0.2, 0.2));
+        w3[k] = to_bf16((float)tt_rng_uniform(&r, -0.2, 0.2));
+    }
+    double *want = malloc(sizeof(double) * M * N), *tol = malloc(sizeof(double) * M * N);
+    double *want1 = malloc(sizeof(double) * M * N), *tol1 = malloc(sizeof(double) * M * N);
+    double u = ldexp(1.0, -24);
+    for (int a = 0; a < M; a++)
+        for (int b = 0; b < N; b++) {
+            double s1 = 0, s3 = 0, m1 = 0, m3 = 0;
+            for (int k = 0; k < 2 * KO; k++) {
+                double xv = te_bf16_to_f32(x[a * 2 * KO + k]);
+                double v1 = xv * te_bf16_to_f32(w1[((k / 2) * N + b) * 2 + k % 2]);
+                double v3 = xv * te_bf16_to_f32(w3[((k / 2) * N + b) * 2 + k % 2]);
+                s1 += v1, s3 += v3, m1 += fabs(v1), m3 += fabs(v3);
+            }
+            double sg = 1 / (1 + exp(-s1));
+            want[a * N + b] = s1 * sg * s3;
+            /* errors of p1 and p3 ((2K + 2) u sum|ab| each) through y = silu(p1) p3, whose
+             * derivative in p1 is below 1.1 |p3|, plus a few roundings of y and of sigmoid */
+            tol[a * N + b] = (2 * KO + 2) * u * (1.1 * fabs(s3) * m1 + fabs(s1 * sg) * m3) +
+                             16 * u * fabs(want[a * N + b]) + 1e-30;
+            want1[a * N + b] = s1;
+            tol1[a * N + b] = (2 * KO + 2) * u * m1;
+        }
+    check_space(c, 3, (te_tensor *[]){X, W1, W3}, Y, (const void *[]){x, w1, w3}, want, tol,
+                (size_t)M * N, "MLP gate bf16");
+    check_space(c, 2, (te_tensor *[]){X, W1}, P[0], (const void *[]){x, w1}, want1, tol1,
+                (size_t)M * N, "bf16 product");
+    free(x), free(w1), free(w3), free(want), free(tol), free(want1), free(tol1);
+    te_ctx_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -462,6 +582,7 @@ int main(void)
         cmocka_unit_test(test_user_intrinsic),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_target_without_features),
+        cmocka_unit_test(test_template),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

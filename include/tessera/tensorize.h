@@ -49,13 +49,14 @@ typedef struct te_tensor_intrin te_tensor_intrin;
 /* Builds an intrinsic's description in ctx: stores up to TE_TENSOR_INTRIN_MAX_OPERANDS - 1 input
  * placeholders in ins (argument order) and returns how many, with *out the computed tensor; a
  * negative te_status on error (the message on ctx). */
-typedef int (*te_tensor_intrin_describe_fn)(te_ctx *ctx, void *user, te_tensor **ins, te_tensor **out);
+typedef int (*te_tensor_intrin_describe_fn)(te_ctx *ctx, void *user, te_tensor **ins,
+                                            te_tensor **out);
 
 /* Declaration of a tensor intrinsic. Strings are copied by te_intrin_register. */
 typedef struct te_tensor_intrin_desc {
-    const char *name;            /* C identifier, unique in the registry */
+    const char *name; /* C identifier, unique in the registry */
     te_tensor_intrin_describe_fn describe;
-    void *user;                  /* passed to describe (only during te_intrin_register) */
+    void *user; /* passed to describe (only during te_intrin_register) */
     /* Per operand (output first, then the inputs): how many leading dimensions have a free
      * stride, passed to the function; the others must be dense. 0 in every entry (the
      * default) means rank - 1 for each operand. */
@@ -63,12 +64,12 @@ typedef struct te_tensor_intrin_desc {
     /* Index among the description's reduction axes of an axis whose extent may be any positive
      * multiple of its described extent (passed as `n`); -1 when there is none. */
     int var_axis;
-    te_backend_kind backend;     /* TE_BACKEND_C or TE_BACKEND_CUDA */
-    const char *features;        /* comma-separated target features required ("" or NULL: none) */
-    const char *c_update;        /* function body: output += what the description computes */
-    const char *c_overwrite;     /* optional (NULL): output = what the description computes */
-    const char *c_prelude;       /* optional: code emitted once before the functions */
-    const char *doc;             /* one line for listings */
+    te_backend_kind backend; /* TE_BACKEND_C or TE_BACKEND_CUDA */
+    const char *features;    /* comma-separated target features required ("" or NULL: none) */
+    const char *c_update;    /* function body: output += what the description computes */
+    const char *c_overwrite; /* optional (NULL): output = what the description computes */
+    const char *c_prelude;   /* optional: code emitted once before the functions */
+    const char *doc;         /* one line for listings */
 } te_tensor_intrin_desc;
 
 /* Registers an intrinsic for the whole process (thread-safe): calls d->describe once in the

@@ -1,0 +1,269 @@
+/*
+ * autotune/templates_tz.c: the tensorize template: products that a tensor intrinsic of the
+ * target computes (tessera/tensorize.h: AMX tiles, AVX-512 BF16 / VNNI micro-kernels, user
+ * intrinsics), with an optional elementwise epilogue (te_op_matmul_vnni, a bf16 MLP gate).
+ *
+ * init tries every registered intrinsic the target supports on a trial schedule (the
+ * product's last two axes split by the intrinsic's tile, the reduction inside, te_tensorize
+ * _check), so that every configuration's intrinsic matches. Knobs:
+ *   intrin  the matching intrinsics (by index into the template's list; the tile size)
+ *   order   0: row tiles outside, column tiles inside; 1: column tiles outside
+ *   kc      0: the whole reduction in one call (the accumulators stay in the intrinsic's
+ *           registers, the output is written once: the overwrite form); else the variable
+ *           axis split by kc, the call accumulating into the output
+ *   par     0 serial, 1 the outer tile loop parallel, 2 both tile loops fused and parallel
+ * A product that is the output is tiled itself; products under an elementwise epilogue are
+ * computed at the epilogue's inner tile loop (a tile-sized buffer each), the epilogue's
+ * elementwise steps inlined and its columns vectorized. Other stages (a cast of the input) stay
+ * at the root, rows in parallel.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "autotune/space_impl.h"
+#include "tessera/ops.h"
+#include "tessera/tensorize.h"
+
+#define TERR(sp, ...) te_ctx_set_error((sp)->ctx, TE_ERR_UNSUPPORTED, __VA_ARGS__)
+#define TZ_MAX_CAND TE__MAX_KVALS
+
+typedef struct tz_data {
+    const char *out;
+    bool role_a; /* the output is the product */
+    int nprod;
+    const char *prod[4];
+    int ninl;
+    const char *inl[8]; /* elementwise steps between the products and the output */
+    int npro;
+    const char *pro[8]; /* stages before the products: root */
+    int ncand;
+    const te_tensor_intrin *cand[TZ_MAX_CAND];
+    int64_t tm[TZ_MAX_CAND], tn[TZ_MAX_CAND];
+    int var_red; /* index of the products' reduction axis the intrinsics vary */
+    int64_t kvar;  /* its extent */
+} tz_data;
+
+
+static bool is_reduce(const te_tensor *t)
+{
+    return t->kind == TE_T_COMPUTE && t->body->kind == TE_E_REDUCE;
+}
+
+/* The intrinsic's tile (its output's extents) and the extent of its variable axis. */
+static void intrin_tile(const te_tensor_intrin *in, int64_t *tm, int64_t *tn)
+{
+    te_tensor *o = te_tensor_intrin_output(in);
+    int nd = te_tensor_ndim(o);
+    const int64_t *sh = te_tensor_shape(o);
+    *tm = nd >= 2 ? sh[nd - 2] : 1;
+    *tn = nd >= 1 ? sh[nd - 1] : 1;
+}
+
+/* Whether `in` computes product P of sp's expression, on a trial schedule. */
+static bool trial(te_space *sp, const te_tensor *P, const te_tensor_intrin *in, int64_t tm,
+                  int64_t tn)
+{
+    int nd = P->ndim;
+    const te_tensor *o = te_tensor_intrin_output(in);
+    if (nd != 2 || P->shape[0] % tm || P->shape[1] % tn || o->dtype != P->dtype ||
+        o->body->kind != P->body->kind ||
+        (is_reduce(P) && o->body->u.red.n != P->body->u.red.n))
+        return false;
+    te_schedule *s = te_schedule_create(sp->ctx, sp->n_out, sp->outs);
+    te_stage *st = s ? te_schedule_stage(s, P) : NULL;
+    if (!st)
+        return false;
+    te_iter *io, *jo, *ii, *ji;
+    if (te_split(st, te_stage_axis(st, 0), tm, &io, &ii) ||
+        te_split(st, te_stage_axis(st, 1), tn, &jo, &ji))
+        return false;
+    te_iter *order[2 + 2 + TE_MAX_DIMS];
+    int n = 0;
+    order[n++] = io, order[n++] = jo, order[n++] = ii, order[n++] = ji;
+    for (int r = 0; r < te_stage_nreduce(st); r++)
+        order[n++] = te_stage_reduce_axis(st, r);
+    if (te_reorder(st, n, order))
+        return false;
+    return te_tensorize_check(st, ii, in, NULL, 0) == TE_OK;
+}
+
+static int tz_init(te_space *sp)
+{
+    if (sp->n_out != 1)
+        return TERR(sp, "tensorize template: one output only");
+    tz_data *d = te__alloc(sp->ctx, sizeof *d);
+    if (!d)
+        return TE_ERR_NOMEM;
+    memset(d, 0, sizeof *d);
+    te_tensor *O = sp->outs[0];
+    d->out = O->name;
+    te_tensor *st[64], *prod[4];
+    int ns = te_op_stages(O, st, 64);
+    if (ns < 0 || ns > 64)
+        return TERR(sp, "tensorize template: too many stages");
+    if (is_reduce(O)) {
+        d->role_a = true;
+        prod[d->nprod] = O;
+        d->prod[d->nprod++] = O->name;
+    }
+    for (int q = 0; q < ns; q++) {
+        te_tensor *t = st[q];
+        if (t == O)
+            continue;
+        if (is_reduce(t) && !d->role_a) {
+            if (d->nprod == 4)
+                return TERR(sp, "tensorize template: more than four products");
+            prod[d->nprod] = t;
+            d->prod[d->nprod++] = t->name;
+        } else if (d->nprod && !is_reduce(t) && !d->role_a) {
+            if (d->ninl == 8 || t->ndim != O->ndim)
+                return TERR(sp, "tensorize template: '%s' is not an elementwise epilogue step",
+                            t->name);
+            d->inl[d->ninl++] = t->name;
+        } else if (!is_reduce(t)) {
+            if (d->npro == 8)
+                return TERR(sp, "tensorize template: too many stages before the products");
+            d->pro[d->npro++] = t->name;
+        } else {
+            return TERR(sp, "tensorize template: reduction '%s' is not a product of the output",
+                        t->name);
+        }
+    }
+    if (!d->nprod)
+        return TERR(sp, "tensorize template: no product");
+    for (int q = 0; q < d->nprod; q++)
+        for (int x = 0; x < 2; x++)
+            if (prod[q]->ndim != 2 || prod[q]->shape[x] != O->shape[x] || O->ndim != 2)
+                return TERR(sp, "tensorize template: products and output must be 2-D, one shape");
+    /* Every intrinsic the target has that computes every product. */
+    for (int i = 0; i < te_tensor_intrin_count() && d->ncand < TZ_MAX_CAND; i++) {
+        const te_tensor_intrin *in = te_tensor_intrin_at(i);
+        if (!te_tensor_intrin_supported(in, &sp->target))
+            continue;
+        int64_t tm, tn;
+        intrin_tile(in, &tm, &tn);
+        bool all = true;
+        for (int q = 0; q < d->nprod && all; q++)
+            all = trial(sp, prod[q], in, tm, tn);
+        if (!all)
+            continue;
+        d->cand[d->ncand] = in;
+        d->tm[d->ncand] = tm;
+        d->tn[d->ncand++] = tn;
+    }
+    te_ctx_clear_error(sp->ctx);
+    if (!d->ncand)
+        return TERR(sp, "tensorize template: no tensor intrinsic of the target (%s) computes '%s'",
+                    sp->target.isa, d->prod[0]);
+    /* The variable axis: the first reduction axis (the built-ins' ko). */
+    const te_expr *red = prod[0]->body;
+    d->var_red = 0;
+    d->kvar = red->u.red.axes[0]->u.var.extent;
+    sp->tdata = d;
+    int64_t v[TE__MAX_KVALS];
+    for (int i = 0; i < d->ncand; i++)
+        v[i] = i;
+    te__knob_add(sp, "intrin", d->ncand, v);
+    te__knob_add(sp, "order", 2, (int64_t[]){0, 1});
+    int nk = 0;
+    v[nk++] = 0;
+    static const int64_t kcs[] = {128, 256};
+    for (int i = 0; i < 2; i++)
+        if (kcs[i] < d->kvar && d->kvar % kcs[i] == 0)
+            v[nk++] = kcs[i];
+    te__knob_add(sp, "kc", nk, v);
+    if (sp->target.num_cores > 1)
+        te__knob_add(sp, "par", 2, (int64_t[]){1, 2});
+    else
+        te__knob_add(sp, "par", 1, (int64_t[]){0});
+    return TE_OK;
+}
+
+/* Tensorizes product stage P, whose data-parallel loops are (i, j) (a tile, or the whole
+ * stage at its leaves), splitting the variable axis by kc when kc > 0 and kc divides it. */
+static int tz_product(te__gen *g, te_stage *P, te_iter *i, te_iter *j, const tz_data *d,
+                      const te_tensor_intrin *in, int64_t kc, te_iter *const *outer, int nouter)
+{
+    te_iter *order[16];
+    int n = 0;
+    for (int q = 0; q < nouter; q++)
+        order[n++] = outer[q];
+    te_iter *koi = te_stage_reduce_axis(P, d->var_red);
+    if (kc > 0) {
+        te_iter *koo;
+        if (!TE__OK(g, te_split(P, koi, kc, &koo, &koi)))
+            return g->err;
+        order[n++] = koo;
+    }
+    order[n++] = i, order[n++] = j;
+    for (int r = 0; r < te_stage_nreduce(P); r++)
+        order[n++] = r == d->var_red ? koi : te_stage_reduce_axis(P, r);
+    if (!TE__OK(g, te_reorder(P, n, order)) || !TE__OK(g, te_tensorize(P, i, in)))
+        return g->err;
+    return TE_OK;
+}
+
+static int tz_apply(te__gen *g)
+{
+    te_space *sp = g->sp;
+    const tz_data *d = sp->tdata;
+    int64_t ci = te__knob_val(g, 0), order = te__knob_val(g, 1), kc = te__knob_val(g, 2);
+    int64_t par = te__knob_val(g, 3);
+    const te_tensor_intrin *in = d->cand[ci];
+    int64_t tm = d->tm[ci], tn = d->tn[ci];
+    te_schedule *s = g->s;
+    for (int q = 0; q < d->npro; q++) {
+        te_stage *P = te_schedule_stage_by_name(s, d->pro[q]);
+        if (!P)
+            return te__gen_fail(g, TE_ERR_SCHEDULE);
+        if (par && te_tensor_ndim(te_stage_tensor(P)) > 0 &&
+            !TE__OK(g, te__parallel(P, te_stage_axis(P, 0))))
+            return g->err;
+    }
+    for (int q = 0; q < d->ninl; q++) {
+        te_stage *e = te_schedule_stage_by_name(s, d->inl[q]);
+        if (!e || !TE__OK(g, te_compute_inline(e)))
+            return e ? g->err : te__gen_fail(g, TE_ERR_SCHEDULE);
+    }
+    te_stage *T = te_schedule_stage_by_name(s, d->out);
+    if (!T)
+        return te__gen_fail(g, TE_ERR_SCHEDULE);
+    te_iter *io, *jo, *ii, *ji;
+    if (!TE__OK(g, te_tile(T, te_stage_axis(T, 0), te_stage_axis(T, 1), tm, tn, &io, &jo, &ii,
+                           &ji)))
+        return g->err;
+    te_iter *outer = order ? jo : io, *inner = order ? io : jo;
+    te_iter *outs[2] = {outer, inner};
+    int nouter = 2;
+    if (par == 2) {
+        te_iter *f;
+        if (!TE__OK(g, te_reorder(T, 2, outs)) || !TE__OK(g, te_fuse(T, outer, inner, &f)) ||
+            !TE__OK(g, te__parallel(T, f)))
+            return g->err;
+        outs[0] = f;
+        nouter = 1;
+        inner = f;
+    } else if (!TE__OK(g, te_reorder(T, 2, outs)) ||
+               (par == 1 && !TE__OK(g, te__parallel(T, outer))))
+        return g->err;
+    if (d->role_a)
+        return tz_product(g, T, ii, ji, d, in, kc, outs, nouter);
+    /* An epilogue: each product computed per tile, the columns vectorized. */
+    te_iter *jvo, *jvi;
+    int lanes = te__lanes(sp, te_tensor_dtype(te_stage_tensor(T)));
+    if (tn % lanes == 0 && lanes > 1) {
+        if (!TE__OK(g, te_split(T, ji, lanes, &jvo, &jvi)) || !TE__OK(g, te_vectorize(T, jvi)))
+            return g->err;
+    }
+    for (int q = 0; q < d->nprod; q++) {
+        te_stage *P = te_schedule_stage_by_name(s, d->prod[q]);
+        if (!P || !TE__OK(g, te_compute_at(P, T, inner)))
+            return P ? g->err : te__gen_fail(g, TE_ERR_SCHEDULE);
+        int rc = tz_product(g, P, te_stage_axis(P, 0), te_stage_axis(P, 1), d, in, kc, NULL, 0);
+        if (rc)
+            return rc;
+    }
+    return TE_OK;
+}
+
+const te__template te__t_tensorize = {"tensorize", tz_init, tz_apply};
