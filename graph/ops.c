@@ -252,6 +252,22 @@ static int ap_qlinear_matmul(APPLY_ARGS)
                 out);
 }
 
+/* VNNI packing and the matmul over it (te/ops/quant.c); the accumulation follows A: f32 for
+ * float inputs, i32 for bytes. */
+static int ap_pack_vnni(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    return done(ctx, te_op_pack_vnni(ctx, in[0], (int)te__gop_attr_int(op, kv, "group"), names[0]),
+                out);
+}
+
+static int ap_matmul_vnni(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    te_dtype acc = te_dtype_is_float(te_tensor_dtype(in[0])) ? TE_F32 : TE_I32;
+    return done(ctx, te_op_matmul_vnni(ctx, in[0], in[1], acc, names[0]), out);
+}
+
 static int ap_attention(APPLY_ARGS)
 {
     UNUSED_ARGS;
@@ -707,7 +723,8 @@ int te__gop_input_any_dtype(const te__gop *op, int i)
     return (strcmp(op->name, "gather") == 0 && i == 1) ||
            (strcmp(op->name, "where") == 0 && i == 0) ||
            strcmp(op->name, "matmul_integer") == 0 || /* u8 x i8 */
-           strcmp(op->name, "qlinear_matmul") == 0;
+           strcmp(op->name, "qlinear_matmul") == 0 ||
+           strcmp(op->name, "matmul_vnni") == 0; /* u8 x i8 */
 }
 
 /* ---- The table ---------------------------------------------------------------------------- */
@@ -768,6 +785,8 @@ static const te__gop table[] = {
     {"qlinear_matmul", TE_KIND_OPAQUE, 2, 2, 1, "A,B",
      "a_scale=1.0,a_zero=0,b_scale=1.0,b_zero=0,y_scale=1.0,y_zero=0,y_dtype=u8", 0,
      ap_qlinear_matmul},
+    {"pack_vnni", TE_KIND_INJECTIVE, 1, 1, 1, "B", "group=4", 0, ap_pack_vnni},
+    {"matmul_vnni", TE_KIND_OPAQUE, 2, 2, 1, "A,Bp", "", 0, ap_matmul_vnni},
     /* The graph's own operators (not in the registry). */
     {"batch_norm", TE_KIND_BROADCAST, 5, 5, 1, "X,gamma,beta,mean,var", "eps=1e-5,axis=1", 4,
      ap_batch_norm},

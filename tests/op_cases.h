@@ -10,6 +10,8 @@ static const struct {
     {"batch_matmul", "b=2,m=5,n=6,k=4"},
     {"matmul_integer", "m=5,n=7,k=9,a_zero=3,b_zero=-2"},
     {"qlinear_matmul", "m=6,n=5,k=8,a_zero=128,b_zero=1,y_zero=7,shift=6"},
+    {"pack_vnni", "k=10,n=7,group=4"},
+    {"matmul_vnni", "m=5,n=7,k=12,group=4"},
     {"dense_bias", "m=6,n=10,k=5"},
     {"conv2d", "n=1,c=3,h=7,w=6,oc=4,kh=3,kw=3,pad=1"},
     {"conv2d", "n=1,c=4,h=7,w=7,oc=4,kh=3,kw=2,stride=2,dilation=1,groups=2,layout=NHWC"},

@@ -23,13 +23,13 @@
 #error "TESSERA_CLI (path of the tessera binary) must be defined by tests/baselines.cmake"
 #endif
 
-static const te_bl_cpu sse_cpu = {1, 0, 0, 0, 0, 0, 0};
-static const te_bl_cpu avx_cpu = {1, 0, 1, 0, 0, 0, 0};
-static const te_bl_cpu intel_avx2 = {1, 0, 1, 1, 1, 0, 0};
-static const te_bl_cpu amd_avx2 = {0, 1, 1, 1, 1, 0, 0};
-static const te_bl_cpu intel_avx512 = {1, 0, 1, 1, 1, 1, 0};
-static const te_bl_cpu intel_avx512_bf16 = {1, 0, 1, 1, 1, 1, 1};
-static const te_bl_cpu amd_avx512_bf16 = {0, 1, 1, 1, 1, 1, 1};
+static const te_bl_cpu sse_cpu = {1, 0, 0, 0, 0, 0, 0, 0, 0};
+static const te_bl_cpu avx_cpu = {1, 0, 1, 0, 0, 0, 0, 0, 0};
+static const te_bl_cpu intel_avx2 = {1, 0, 1, 1, 1, 0, 0, 0, 0};
+static const te_bl_cpu amd_avx2 = {0, 1, 1, 1, 1, 0, 0, 0, 0};
+static const te_bl_cpu intel_avx512 = {1, 0, 1, 1, 1, 1, 0, 0, 0};
+static const te_bl_cpu intel_avx512_bf16 = {1, 0, 1, 1, 1, 1, 1, 0, 0};
+static const te_bl_cpu amd_avx512_bf16 = {0, 1, 1, 1, 1, 1, 1, 0, 0};
 
 static void expect(const char *core, const te_bl_cpu *cpu, te_bl_core_class k, const char *want)
 {
@@ -138,6 +138,266 @@ static void test_time_alternating_and_choose(void **state)
     te_bl_result_choose(&r);
     assert_int_equal(r.best_lib, TE_BL_OPENBLAS);
     assert_true(isnan(r.onednn));
+}
+
+/* ---- Low-precision products (oneDNN) ------------------------------------------------------ */
+
+/* bf16 bits of x, rounded to nearest even (x finite). */
+static uint16_t to_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static double from_bf16(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint64_t g_lcg = 0x2545f4914f6cdd1dull;
+
+static uint32_t lcg(void)
+{
+    g_lcg = g_lcg * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(g_lcg >> 33);
+}
+
+/* Checks one kind (plain or packed weights) on m x n x k against a naive loop; returns NULL or
+ * a message. bf16: every element within the f32 accumulation bound k * 2^-24 * sum |a b|
+ * (plus one rounding), which the error of any order of k - 1 f32 additions of exact products
+ * respects; u8s8: exactly. */
+static const char *check_lowp(te_bl_lowp_kind kind, int packed, int m, int n, int k, int a_hi,
+                              char *impl_out, size_t isz, char *msg, size_t msz)
+{
+    int bf = kind == TE_BL_LOWP_BF16;
+    size_t na = (size_t)m * k, nb = (size_t)k * n;
+    void *a = malloc(na * (bf ? 2 : 1)), *b = malloc(nb * (bf ? 2 : 1));
+    for (size_t i = 0; i < na; i++) {
+        if (bf)
+            ((uint16_t *)a)[i] = to_bf16(((float)(lcg() % 2000001) - 1e6f) * 1e-6f);
+        else
+            ((uint8_t *)a)[i] = (uint8_t)(lcg() % (uint32_t)(a_hi + 1));
+    }
+    for (size_t i = 0; i < nb; i++) {
+        if (bf)
+            ((uint16_t *)b)[i] = to_bf16(((float)(lcg() % 2000001) - 1e6f) * 1e-6f);
+        else
+            ((int8_t *)b)[i] = (int8_t)(uint8_t)lcg();
+    }
+    const char *why = NULL;
+    te_bl_lowp *p = te_bl_lowp_create(kind, m, n, k, a, b, packed, &why);
+    if (!p) {
+        snprintf(msg, msz, "skip: %s", why ? why : "(no reason)");
+        free(a);
+        free(b);
+        return msg;
+    }
+    const char *impl = te_bl_lowp_impl(p);
+    snprintf(impl_out, isz, "%s", impl ? impl : "");
+    if (!impl || strncmp(impl, "oneDNN ", 7) || strlen(impl) < 8) {
+        snprintf(msg, msz, "implementation string '%s'", impl ? impl : "(null)");
+        goto out;
+    }
+    te_bl_lowp_run(p);
+    const void *c = te_bl_lowp_out(p);
+    double worst = 0;
+    msg[0] = 0;
+    for (int i = 0; i < m && !msg[0]; i++)
+        for (int j = 0; j < n && !msg[0]; j++) {
+            if (bf) {
+                double want = 0, mag = 0;
+                for (int q = 0; q < k; q++) {
+                    double x = from_bf16(((uint16_t *)a)[(size_t)i * k + q]) *
+                               from_bf16(((uint16_t *)b)[(size_t)q * n + j]);
+                    want += x;
+                    mag += fabs(x);
+                }
+                double got = ((const float *)c)[(size_t)i * n + j];
+                double bound = (k + 1) * ldexp(1, -24) * mag, e = fabs(got - want);
+                worst = fmax(worst, mag > 0 ? e / mag : 0);
+                if (!(e <= bound))
+                    snprintf(msg, msz, "bf16 C[%d, %d] = %.9g, want %.9g (error %g > bound %g)", i,
+                             j, got, want, e, bound);
+            } else {
+                int32_t want = 0;
+                for (int q = 0; q < k; q++)
+                    want += (int32_t)((uint8_t *)a)[(size_t)i * k + q] *
+                            ((int8_t *)b)[(size_t)q * n + j];
+                int32_t got = ((const int32_t *)c)[(size_t)i * n + j];
+                if (got != want)
+                    snprintf(msg, msz, "u8s8 C[%d, %d] = %d, want %d", i, j, got, want);
+            }
+        }
+    if (!msg[0] && bf)
+        fprintf(stderr, "  bf16 %s %dx%dx%d: %s; within the bound (worst error / sum|ab| %.3g)\n",
+                packed ? "packed" : "plain ", m, n, k, impl, worst);
+    else if (!msg[0])
+        fprintf(stderr, "  u8s8 %s %dx%dx%d, A in [0, %d]: %s; exact\n",
+                packed ? "packed" : "plain ", m, n, k, a_hi, impl);
+out:
+    te_bl_lowp_free(p);
+    free(a);
+    free(b);
+    return msg[0] ? msg : NULL;
+}
+
+/* One run of 1024^3 on one thread (after a warm-up), in GFLOP/s. */
+static double time_lowp(te_bl_lowp_kind kind, const char **impl)
+{
+    enum { S = 1024 };
+    int bf = kind == TE_BL_LOWP_BF16;
+    size_t es = bf ? 2 : 1;
+    unsigned char *a = malloc((size_t)S * S * es), *b = malloc((size_t)S * S * es);
+    for (size_t i = 0; i < (size_t)S * S * es; i++) {
+        a[i] = (uint8_t)lcg();
+        b[i] = (uint8_t)lcg();
+    }
+    if (bf) /* finite bf16 values: clear the exponent's top bit */
+        for (size_t i = 0; i < (size_t)S * S; i++) {
+            ((uint16_t *)a)[i] &= 0xbfffu;
+            ((uint16_t *)b)[i] &= 0xbfffu;
+        }
+    te_bl_lowp *p = te_bl_lowp_create(kind, S, S, S, a, b, 1, NULL);
+    double gf = NAN;
+    if (p) {
+        te_bl_run_fn fn = te_bl_lowp_run;
+        void *arg = p;
+        double med;
+        if (te_bl_time_alternating(1, &fn, &arg, 1, &med) == 0)
+            gf = 2.0 * S * S * S / med * 1e-9;
+        static char buf[96];
+        snprintf(buf, sizeof buf, "%s", te_bl_lowp_impl(p));
+        *impl = buf;
+    }
+    te_bl_lowp_free(p);
+    free(a);
+    free(b);
+    return gf;
+}
+
+/* The child of test_lowp_products_match_naive_loops: 0 passed, 77 skipped, 1 failed. */
+static int lowp_child(void)
+{
+    const char *note = NULL;
+    if (!te_bl_onednn_load(&note)) {
+        fprintf(stderr, "skipped: %s\n", note);
+        return 77;
+    }
+    te_bl_set_threads(1);
+    te_bl_cpu cpu;
+    te_bl_cpu_detect(&cpu);
+    fprintf(stderr, "  %s; CPU avx512_bf16 %d avx512_vnni %d amx %d\n", note, cpu.avx512_bf16,
+            cpu.avx512_vnni, cpu.amx);
+    static const int shapes[][3] = {{37, 50, 70}, {64, 48, 256}, {1, 17, 3}};
+    int ran = 0, skipped = 0;
+    char msg[512];
+    for (int kind = 0; kind < TE_BL_LOWP_NKINDS; kind++)
+        for (int packed = 0; packed < 2; packed++)
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                char impl[128] = "";
+                const int *sh = shapes[s];
+                const char *bad = check_lowp((te_bl_lowp_kind)kind, packed, sh[0], sh[1], sh[2],
+                                             255, impl, sizeof impl, msg, sizeof msg);
+                /* Without VNNI (and AMX) oneDNN multiplies u8 x s8 with vpmaddubsw, which
+                 * saturates each pair of adjacent products at s16: over the whole u8 range it
+                 * is not exact (oneDNN's "int8 computation nuances"), with A below 128 it is. */
+                if (bad && strncmp(bad, "skip: ", 6) && kind == TE_BL_LOWP_U8S8 &&
+                    !strstr(impl, "vnni") && !strstr(impl, "amx")) {
+                    fprintf(stderr,
+                            "  note: %s (%s, no VNNI: s16 saturation); again with A below "
+                            "128\n",
+                            bad, impl);
+                    bad = check_lowp((te_bl_lowp_kind)kind, packed, sh[0], sh[1], sh[2], 127, impl,
+                                     sizeof impl, msg, sizeof msg);
+                }
+                if (bad && !strncmp(bad, "skip: ", 6)) {
+                    /* oneDNN refused (expected without the instructions; with them, e.g.
+                     * DNNL_MAX_CPU_ISA set lower: said loudly) */
+                    fprintf(stderr, "  %s skipped%s: %s\n",
+                            te_bl_lowp_kind_name((te_bl_lowp_kind)kind),
+                            te_bl_lowp_native((te_bl_lowp_kind)kind, &cpu)
+                                ? " although this CPU has its instructions"
+                                : "",
+                            bad + 6);
+                    skipped++;
+                    continue;
+                }
+                if (bad) {
+                    fprintf(stderr, "%s %s %dx%dx%d (%s): %s\n",
+                            te_bl_lowp_kind_name((te_bl_lowp_kind)kind),
+                            packed ? "packed" : "plain", sh[0], sh[1], sh[2], impl, bad);
+                    return 1;
+                }
+                /* AMX on a CPU with AMX: oneDNN picks it for these dtypes */
+                if (cpu.amx && packed && s == 1 && !strstr(impl, "amx"))
+                    fprintf(stderr, "  note: %s on a CPU with AMX\n", impl);
+                ran++;
+            }
+    if (!ran)
+        return 77;
+    /* One quick measurement on one thread where the instructions are native (emulated it
+     * would be slow and meaningless). */
+    for (int kind = 0; kind < TE_BL_LOWP_NKINDS; kind++) {
+        if (!te_bl_lowp_native((te_bl_lowp_kind)kind, &cpu))
+            continue;
+        const char *impl = "?";
+        double gf = time_lowp((te_bl_lowp_kind)kind, &impl);
+        fprintf(stderr, "  %s 1024x1024x1024, 1 thread: %.1f GFLOP/s (%s)\n",
+                te_bl_lowp_kind_name((te_bl_lowp_kind)kind), gf, impl);
+    }
+    if (skipped)
+        fprintf(stderr, "  %d of %d checks skipped\n", skipped, skipped + ran);
+    return 0;
+}
+
+/* bf16 x bf16 -> f32 and u8 x s8 -> s32 through oneDNN, plain and packed weights, against naive
+ * loops. In a child process: oneDNN's loader keeps its outcome per process, and
+ * test_onednn_absent_is_a_note needs a process where it has not been loaded. Skipped when
+ * oneDNN is absent or refuses the dtypes on a CPU without the instructions. */
+static void test_lowp_products_match_naive_loops(void **state)
+{
+    (void)state;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(lowp_child());
+    int ws = 0;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    assert_true(WIFEXITED(ws));
+    if (WEXITSTATUS(ws) == 77)
+        skip();
+    assert_int_equal(WEXITSTATUS(ws), 0);
+}
+
+static void test_lowp_refuses_bad_arguments(void **state)
+{
+    (void)state;
+    uint8_t a[4] = {1, 2, 3, 4};
+    const char *why = NULL;
+    assert_null(te_bl_lowp_create(TE_BL_LOWP_U8S8, 0, 2, 2, a, a, 0, &why));
+    assert_non_null(why);
+    assert_null(te_bl_lowp_create(TE_BL_LOWP_U8S8, 2, 2, 2, NULL, a, 0, &why));
+    assert_non_null(strstr(why, "NULL inputs"));
+    assert_null(te_bl_lowp_create((te_bl_lowp_kind)7, 2, 2, 2, a, a, 0, &why));
+    assert_non_null(strstr(why, "unknown kind"));
+    te_bl_lowp_free(NULL);
+    assert_string_equal(te_bl_lowp_kind_name(TE_BL_LOWP_BF16), "bf16");
+    assert_string_equal(te_bl_lowp_kind_name(TE_BL_LOWP_U8S8), "u8s8");
+    te_bl_cpu none = {1, 0, 1, 1, 1, 1, 0, 0, 0}, vnni = {1, 0, 1, 1, 1, 1, 0, 1, 0};
+    assert_false(te_bl_lowp_native(TE_BL_LOWP_BF16, &none));
+    assert_false(te_bl_lowp_native(TE_BL_LOWP_U8S8, &none));
+    assert_true(te_bl_lowp_native(TE_BL_LOWP_U8S8, &vnni));
+    assert_false(te_bl_lowp_native(TE_BL_LOWP_BF16, &vnni));
+    te_bl_cpu c;
+    te_bl_cpu_detect(&c);
+    assert_true(!c.avx512_vnni || c.avx512);
 }
 
 /* oneDNN pointed at a library that does not exist: a note, OpenBLAS alone measures. */
@@ -338,6 +598,8 @@ int main(void)
         cmocka_unit_test(test_classify_fitting_and_unknown_cores),
         cmocka_unit_test(test_cpu_detect_consistent),
         cmocka_unit_test(test_time_alternating_and_choose),
+        cmocka_unit_test(test_lowp_products_match_naive_loops), /* before any OpenMP region */
+        cmocka_unit_test(test_lowp_refuses_bad_arguments),
         cmocka_unit_test(test_onednn_absent_is_a_note),
         cmocka_unit_test(test_bench_json_fields),
         cmocka_unit_test(test_bench_onednn_absent),

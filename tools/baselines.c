@@ -76,6 +76,12 @@ void te_bl_cpu_detect(te_bl_cpu *cpu)
     cpu->avx2 = ((b >> 5) & 1) && cpu->fma;
     int f = (b >> 16) & 1, dq = (b >> 17) & 1, bw = (b >> 30) & 1, vl = (b >> 31) & 1;
     cpu->avx512 = f && dq && bw && vl && zmm_os && cpu->avx2;
+    cpu->avx512_vnni = cpu->avx512 && ((c >> 11) & 1);
+    /* AMX: TILE, BF16 and INT8 (edx bits 24, 22, 25) and the tile state in XCR0 (bits 17, 18:
+     * XTILECFG, XTILEDATA). Linux also wants a per-process permission for XTILEDATA, which
+     * oneDNN asks for itself. */
+    int tile_os = (xcr0 & 0x60000) == 0x60000;
+    cpu->amx = ((d >> 24) & 1) && ((d >> 22) & 1) && ((d >> 25) & 1) && tile_os;
     __cpuid_count(7, 1, a, b, c, d);
     cpu->avx512_bf16 = cpu->avx512 && ((a >> 5) & 1);
 }
@@ -591,6 +597,200 @@ void te_bl_product_free(te_bl_product *p)
     free(p->C);
     free(p->G);
     free(p->U);
+    free(p);
+}
+
+/* ---- Low-precision products -------------------------------------------------------------- */
+
+struct te_bl_lowp {
+    te_bl_lowp_kind kind;
+    int m, n, k;
+    void *C; /* float (bf16) or int32_t (u8s8), m x n */
+    char impl[96];
+#if TE_BL_HAVE_DNNL
+    dnnl_primitive_t prim;
+    dnnl_memory_t src, wei, dst;
+#endif
+};
+
+const char *te_bl_lowp_kind_name(te_bl_lowp_kind kind)
+{
+    return kind == TE_BL_LOWP_BF16 ? "bf16" : kind == TE_BL_LOWP_U8S8 ? "u8s8" : "?";
+}
+
+int te_bl_lowp_native(te_bl_lowp_kind kind, const te_bl_cpu *cpu)
+{
+    if (kind == TE_BL_LOWP_BF16)
+        return cpu->avx512_bf16 || cpu->amx;
+    if (kind == TE_BL_LOWP_U8S8)
+        return cpu->avx512_vnni || cpu->amx;
+    return 0;
+}
+
+#if TE_BL_HAVE_DNNL
+/* A plain row-major [rows, cols] memory object of dtype dt over `data`. */
+static dnnl_memory_t dn_mem_dt(int64_t rows, int64_t cols, dnnl_data_type_t dt, void *data)
+{
+    dnnl_memory_desc_t md;
+    dnnl_dims_t dims = {rows, cols};
+    dnnl_memory_t m = NULL;
+    if (dn.md_init_by_tag(&md, 2, dims, dt, dnnl_ab) != dnnl_success ||
+        dn.memory_create(&m, &md, dn.engine, data) != dnnl_success)
+        return NULL;
+    return m;
+}
+
+/* A new memory object of layout *want holding the plain row-major [rows, cols] data (one
+ * reorder, run here); NULL on failure. */
+static dnnl_memory_t dn_reordered(int64_t rows, int64_t cols, dnnl_data_type_t dt, const void *data,
+                                  const dnnl_memory_desc_t *want)
+{
+    dnnl_memory_desc_t umd;
+    dnnl_dims_t dims = {rows, cols};
+    dnnl_memory_t user = dn_mem_dt(rows, cols, dt, (void *)data), packed = NULL;
+    dnnl_primitive_desc_t rpd = NULL;
+    dnnl_primitive_t r = NULL;
+    int ok =
+        user && dn.memory_create(&packed, want, dn.engine, DNNL_MEMORY_ALLOCATE) == dnnl_success;
+    ok = ok && dn.md_init_by_tag(&umd, 2, dims, dt, dnnl_ab) == dnnl_success &&
+         dn.reorder_pd_create(&rpd, &umd, dn.engine, want, dn.engine, NULL) == dnnl_success &&
+         dn.prim_create(&r, rpd) == dnnl_success;
+    dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, packed}};
+    ok = ok && dn.prim_execute(r, dn.stream, 2, args) == dnnl_success &&
+         dn.stream_wait(dn.stream) == dnnl_success;
+    if (r)
+        dn.prim_destroy(r);
+    if (rpd)
+        dn.pd_destroy(rpd);
+    if (user)
+        dn.memory_destroy(user);
+    if (!ok && packed) {
+        dn.memory_destroy(packed);
+        packed = NULL;
+    }
+    return packed;
+}
+
+/* Creates the primitive and memory objects of p; NULL when done, else why not (static). */
+static const char *lowp_create(te_bl_lowp *p, const void *A, const void *B, int packed)
+{
+    static const char *const refused[TE_BL_LOWP_NKINDS] = {
+        "oneDNN: refused the bf16 x bf16 -> f32 matmul (no kernel for it on this CPU)",
+        "oneDNN: refused the u8 x s8 -> s32 matmul (no kernel for it on this CPU)"};
+    static const char *const failed = "oneDNN: could not create the low-precision matmul's "
+                                      "primitive or memory objects";
+    int bf = p->kind == TE_BL_LOWP_BF16;
+    dnnl_data_type_t ta = bf ? dnnl_bf16 : dnnl_u8, tb = bf ? dnnl_bf16 : dnnl_s8,
+                     tc = bf ? dnnl_f32 : dnnl_s32;
+    dnnl_memory_desc_t src_md, w_md, dst_md, plain_w;
+    dnnl_dims_t sd = {p->m, p->k}, wd = {p->k, p->n}, dd = {p->m, p->n};
+    if (dn.md_init_by_tag(&src_md, 2, sd, ta, dnnl_ab) != dnnl_success ||
+        dn.md_init_by_tag(&w_md, 2, wd, tb, packed ? dnnl_format_tag_any : dnnl_ab) !=
+            dnnl_success ||
+        dn.md_init_by_tag(&plain_w, 2, wd, tb, dnnl_ab) != dnnl_success ||
+        dn.md_init_by_tag(&dst_md, 2, dd, tc, dnnl_ab) != dnnl_success)
+        return failed;
+    dnnl_matmul_desc_t mm;
+    dnnl_primitive_desc_t pd = NULL;
+    if (dn.matmul_desc_init(&mm, &src_md, &w_md, NULL, &dst_md) != dnnl_success)
+        return failed;
+    if (dn.pd_create(&pd, &mm, NULL, dn.engine, NULL) != dnnl_success)
+        return refused[p->kind];
+    const char *impl = NULL;
+    if (dn.pd_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl || !*impl)
+        impl = "?";
+    const dnnl_memory_desc_t *want = packed ? dn.pd_query_md(pd, dnnl_query_weights_md, 0) : NULL;
+    int reorder = want && !dn.md_equal(want, &plain_w);
+    snprintf(p->impl, sizeof p->impl, "oneDNN %s%s", impl,
+             !packed   ? ""
+             : reorder ? ", packed weights"
+                       : ", packed weights = plain layout");
+    int ok = (!packed || want) && dn.prim_create(&p->prim, pd) == dnnl_success;
+    p->src = ok ? dn_mem_dt(p->m, p->k, ta, (void *)A) : NULL;
+    if (p->src)
+        p->wei =
+            reorder ? dn_reordered(p->k, p->n, tb, B, want) : dn_mem_dt(p->k, p->n, tb, (void *)B);
+    p->dst = p->wei ? dn_mem_dt(p->m, p->n, tc, p->C) : NULL;
+    dn.pd_destroy(pd);
+    return p->dst ? NULL : failed;
+}
+#endif
+
+te_bl_lowp *te_bl_lowp_create(te_bl_lowp_kind kind, int m, int n, int k, const void *A,
+                              const void *B, int packed, const char **why)
+{
+    static const char *const bad = "low-precision baseline: unknown kind, a non-positive m, n "
+                                   "or k, or NULL inputs";
+    static const char *const oom = "low-precision baseline: out of memory";
+    if (why)
+        *why = NULL;
+    if ((kind != TE_BL_LOWP_BF16 && kind != TE_BL_LOWP_U8S8) || m <= 0 || n <= 0 || k <= 0 || !A ||
+        !B) {
+        if (why)
+            *why = bad;
+        return NULL;
+    }
+    if (!te_bl_onednn_load(why))
+        return NULL;
+    te_bl_lowp *p = calloc(1, sizeof *p);
+    size_t bytes = ((size_t)m * (size_t)n * 4 + 63) / 64 * 64;
+    if (p)
+        p->C = aligned_alloc(64, bytes);
+    if (!p || !p->C) {
+        free(p);
+        if (why)
+            *why = oom;
+        return NULL;
+    }
+    memset(p->C, 0x7f, bytes);
+    p->kind = kind;
+    p->m = m;
+    p->n = n;
+    p->k = k;
+    const char *err = "oneDNN: not built in";
+#if TE_BL_HAVE_DNNL
+    err = lowp_create(p, A, B, packed != 0);
+#else
+    (void)packed;
+#endif
+    if (!err)
+        return p;
+    if (why)
+        *why = err;
+    te_bl_lowp_free(p);
+    return NULL;
+}
+
+void te_bl_lowp_run(void *product)
+{
+#if TE_BL_HAVE_DNNL
+    te_bl_lowp *p = product;
+    dnnl_exec_arg_t a[] = {
+        {DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->wei}, {DNNL_ARG_DST, p->dst}};
+    dn.prim_execute(p->prim, dn.stream, 3, a);
+    dn.stream_wait(dn.stream);
+#else
+    (void)product;
+#endif
+}
+
+const void *te_bl_lowp_out(const te_bl_lowp *p) { return p->C; }
+
+const char *te_bl_lowp_impl(const te_bl_lowp *p) { return p->impl; }
+
+void te_bl_lowp_free(te_bl_lowp *p)
+{
+    if (!p)
+        return;
+#if TE_BL_HAVE_DNNL
+    dnnl_memory_t ms[] = {p->src, p->wei, p->dst};
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+        if (ms[i])
+            dn.memory_destroy(ms[i]);
+    if (p->prim)
+        dn.prim_destroy(p->prim);
+#endif
+    free(p->C);
     free(p);
 }
 

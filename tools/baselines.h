@@ -27,6 +27,8 @@ typedef struct {
     int intel, amd;          /* vendor */
     int avx, avx2, fma;      /* avx2 counts only with fma */
     int avx512, avx512_bf16; /* avx512: F + DQ + BW + VL, what OpenBLAS's SkylakeX kernels use */
+    int avx512_vnni;         /* VPDPBUSD (u8 x s8 dot products into s32), with avx512 */
+    int amx;                 /* AMX tiles with BF16 and INT8, their state enabled by the OS */
 } te_bl_cpu;
 
 /* Vector levels of OpenBLAS kernels and CPUs, in order. */
@@ -131,6 +133,56 @@ double te_bl_shape_flops(const te_bl_shape *shape);
 /* Sets the thread count of every runtime a baseline uses (OpenMP, which oneDNN follows, and
  * OpenBLAS). */
 void te_bl_set_threads(int threads);
+
+/* ---- Low-precision products (oneDNN) ----------------------------------------------------- */
+
+/* The low-precision matmuls C[m, n] = A[m, k] B[k, n] (row-major, no transposes) measured
+ * beside the f32 ones: what the AMX, AVX-512 BF16 and VNNI instructions compute. */
+typedef enum {
+    TE_BL_LOWP_BF16, /* A, B bf16 (uint16_t bit patterns), C f32 (f32 accumulation) */
+    TE_BL_LOWP_U8S8, /* A u8, B s8, C s32 (exact s32 accumulation) */
+    TE_BL_LOWP_NKINDS
+} te_bl_lowp_kind;
+
+/* One oneDNN low-precision product over caller-owned inputs; it owns its output. */
+typedef struct te_bl_lowp te_bl_lowp;
+
+/* "bf16" or "u8s8" ("?" for other values). */
+const char *te_bl_lowp_kind_name(te_bl_lowp_kind kind);
+
+/* 1 when this CPU has the instructions `kind` runs on natively (avx512_bf16 or AMX for bf16,
+ * avx512_vnni or AMX for u8s8); oneDNN may still run it without them, emulated and slowly. */
+int te_bl_lowp_native(te_bl_lowp_kind kind, const te_bl_cpu *cpu);
+
+/* Prepares oneDNN's matmul for `kind` on m x k A and k x n B, row-major, which must outlive the
+ * product. packed = 0: B is used in place (plain layout); packed = 1: oneDNN picks B's layout
+ * (format any) and B is reordered into it here, once, outside any timing (as the f32 packed
+ * product does; when the layout it picks is the plain one, B is used in place and the
+ * implementation string says so). Uses the OpenMP thread count in effect (set it first).
+ * Returns NULL when oneDNN is not available, refuses the product on this CPU (no kernel for
+ * these dtypes), m, n or k is not positive, or memory runs out; *why (may be NULL) then
+ * points to a static line saying why, else it is set to NULL. */
+te_bl_lowp *te_bl_lowp_create(te_bl_lowp_kind kind, int m, int n, int k, const void *A,
+                              const void *B, int packed, const char **why);
+
+/* Runs the product once (a te_bl_run_fn for te_bl_time_alternating). */
+void te_bl_lowp_run(void *product);
+
+/* The product's output, m x n row-major, valid after a run: float for TE_BL_LOWP_BF16,
+ * int32_t for TE_BL_LOWP_U8S8. Before the first run it holds 0x7f bytes (not a result).
+ * bf16: products exact, sums in f32 (error within (k + 1) 2^-24 sum |a b|). u8s8: exact with
+ * VNNI or AMX kernels (implementation strings with "vnni" or "amx"); oneDNN's older kernels
+ * (vpmaddubsw, "gemm:jit" on AVX2 or AVX-512 without VNNI) saturate each pair of adjacent
+ * products at s16, exact only when such pairs fit (A below 128, say). */
+const void *te_bl_lowp_out(const te_bl_lowp *p);
+
+/* Which kernels oneDNN picked: "oneDNN " and the implementation string it reports
+ * ("brg:avx512_core_amx", "gemm:jit", ...), then ", packed weights" (or ", packed weights =
+ * plain layout") for the packed variant. */
+const char *te_bl_lowp_impl(const te_bl_lowp *p);
+
+/* Frees the product (NULL is ignored). */
+void te_bl_lowp_free(te_bl_lowp *p);
 
 /* ---- Timing ---------------------------------------------------------------------------- */
 

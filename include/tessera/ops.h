@@ -82,6 +82,31 @@ te_tensor *te_op_qlinear_matmul(te_ctx *ctx, te_tensor *A, double a_scale, int32
                                 te_tensor *B, double b_scale, int32_t b_zero, double y_scale,
                                 int32_t y_zero, te_dtype y_dtype, const char *name);
 
+/* VNNI packing of a matmul's right operand, the layout AMX and the AVX-512 BF16 / VNNI dot
+ * products read: groups of `group` consecutive k values of one column are adjacent (2 for
+ * bf16, 4 for int8). B is [k, n] of any dtype; returns Bp[ceil(k / group), n, group] with
+ * Bp[ko, j, kk] = B[ko * group + kk, j], and zeros where ko * group + kk >= k (those reads
+ * are guarded with te_if_then_else, so nothing outside B is read). Output axes "ko", "n",
+ * "kk"; B's dtype; one stage. Tag "pack_vnni". TE_ERR_SHAPE when B is not 2-D, TE_ERR_ARG for
+ * group < 1. */
+te_tensor *te_op_pack_vnni(te_ctx *ctx, te_tensor *B, int group, const char *name);
+
+/* Matmul against a VNNI-packed right operand (te_op_pack_vnni): A is [..., m, k] (leading
+ * axes "b0", "b1", ... are batch axes; Bp is shared by all of them), Bp is [k / g, n, g] with
+ * g its last extent, and C[..., i, j] = sum over ko (extent k / g) and kk (extent g) of
+ * acc(A[..., i, ko * g + kk]) * acc(Bp[ko, j, kk]) in `acc`. Dtypes: A and Bp both bf16, f16
+ * or f32 with acc TE_F32, or A and Bp each u8 or i8 with acc TE_I32 (no zero points: shift
+ * the inputs with te_op_matmul_integer when there are). The output has dtype acc and axes
+ * "i", "j" (after the batch axes); it is one reduction stage whose body is exactly
+ * sum(cast(acc, A[..., i, ko * g + kk]) * cast(acc, Bp[ko, j, kk]), ko, kk), the reduction
+ * axes in that order (ko outer, kk inner) and the casts left out for an operand already of
+ * dtype acc: the form a tensorize matcher recognizes. k must equal g * extent(Bp, 0): when
+ * the packer padded B (k not a multiple of g), pad A's k axis with zeros to the same length
+ * (te_op_pad), which leaves the product unchanged. Tag "matmul_vnni". TE_ERR_SHAPE for ranks
+ * (A below 2, Bp not 3) or mismatched k, TE_ERR_DTYPE for other dtype combinations. */
+te_tensor *te_op_matmul_vnni(te_ctx *ctx, te_tensor *A, te_tensor *Bp, te_dtype acc,
+                             const char *name);
+
 /* Batched matmul: C[b, m, n] = op(A[b]) op(B[b]) with A [ba, m, k] (or [ba, k, m] when
  * trans_a) and B [bb, k, n] (or [bb, n, k] when trans_b). The batch extents ba and bb must be
  * equal, or one of them 1 (broadcast). One reduction stage. Tag "batch_matmul". */

@@ -152,3 +152,91 @@ te_tensor *te_op_qlinear_matmul(te_ctx *ctx, te_tensor *A, double a_scale, int32
     return op__tag(ctx, te_compute(ctx, s.name, 2, (te_expr *[]){i, j}, te_cast(ctx, y_dtype, q)),
                    "qlinear_matmul");
 }
+
+/* ---- VNNI layout (the right operand of AMX / AVX-512 BF16 / VNNI dot products) ---------- */
+
+te_tensor *te_op_pack_vnni(te_ctx *ctx, te_tensor *B, int group, const char *name)
+{
+    if (!ctx)
+        return NULL;
+    op_site s = {ctx, "pack_vnni", name ? name : "pack_vnni"};
+    if (!op__need(&s, B, "input 'B'") || !op__rank(&s, B, "input 'B'", 2, "[k, n]"))
+        return NULL;
+    if (group < 1)
+        return op__fail(&s, TE_ERR_ARG, "group %d: the VNNI group (k values per column) is >= 1",
+                        group);
+    const int64_t *bs = te_tensor_shape(B);
+    int64_t k = bs[0], n = bs[1], ko = (k + group - 1) / group;
+    te_expr *o = te_axis(ctx, "ko", ko), *j = te_axis(ctx, "n", n), *q = te_axis(ctx, "kk", group);
+    te_expr *row = op__mad(ctx, o, group, q);
+    te_expr *body = TE_AT(ctx, B, row, j);
+    /* The last row group runs past k when group does not divide it: zeros there, the read
+     * guarded so that nothing outside B is touched. */
+    if (k % group)
+        body = te_if_then_else(ctx, te_lt(ctx, row, te_int(ctx, k)), body,
+                               op__c(ctx, te_tensor_dtype(B), 0));
+    return op__tag(ctx, te_compute(ctx, s.name, 3, (te_expr *[]){o, j, q}, body), "pack_vnni");
+}
+
+/* The dtype pairs the VNNI matmul takes: one float dtype accumulated in f32, or bytes in i32. */
+static bool vnni_dtypes(const op_site *s, const te_tensor *A, const te_tensor *Bp, te_dtype acc)
+{
+    te_dtype da = te_tensor_dtype(A), db = te_tensor_dtype(Bp);
+    bool fl = (da == TE_BF16 || da == TE_F16 || da == TE_F32) && db == da && acc == TE_F32;
+    bool in = (da == TE_U8 || da == TE_I8) && (db == TE_U8 || db == TE_I8) && acc == TE_I32;
+    if (fl || in)
+        return true;
+    op__fail(s, TE_ERR_DTYPE,
+             "input 'A' ('%s') %s, packed 'Bp' ('%s') %s, accumulation %s: takes bf16, f16 or "
+             "f32 (A and Bp alike) with f32 accumulation, or u8/i8 with i32",
+             te_tensor_name(A), te_dtype_str(da), te_tensor_name(Bp), te_dtype_str(db),
+             te_dtype_str(acc));
+    return false;
+}
+
+te_tensor *te_op_matmul_vnni(te_ctx *ctx, te_tensor *A, te_tensor *Bp, te_dtype acc,
+                             const char *name)
+{
+    if (!ctx)
+        return NULL;
+    op_site s = {ctx, "matmul_vnni", name ? name : "matmul_vnni"};
+    if (!op__need(&s, A, "input 'A'") || !op__need(&s, Bp, "packed 'Bp'") ||
+        !op__rank(&s, Bp, "packed 'Bp'", 3, "[k / g, n, g] (te_op_pack_vnni)"))
+        return NULL;
+    int ra = te_tensor_ndim(A);
+    if (ra < 2 || ra > TE_MAX_DIMS)
+        return op__fail(&s, TE_ERR_SHAPE, "input 'A' ('%s') has rank %d; expected [..., m, k]",
+                        te_tensor_name(A), ra);
+    if (!vnni_dtypes(&s, A, Bp, acc))
+        return NULL;
+    const int64_t *as = te_tensor_shape(A), *ps = te_tensor_shape(Bp);
+    int64_t m = as[ra - 2], k = as[ra - 1], ko = ps[0], n = ps[1], g = ps[2];
+    if (k != ko * g)
+        return op__fail(&s, TE_ERR_SHAPE,
+                        "input 'A' ('%s') has k = %lld (axis %d) but packed 'Bp' ('%s') [%lld, "
+                        "%lld, %lld] holds %lld x %lld = %lld rows of B; pad A's k with zeros "
+                        "to %lld when the packer padded B",
+                        te_tensor_name(A), (long long)k, ra - 1, te_tensor_name(Bp), (long long)ko,
+                        (long long)n, (long long)g, (long long)ko, (long long)g,
+                        (long long)(ko * g), (long long)(ko * g));
+    te_expr *ax[TE_MAX_DIMS], *rd[TE_MAX_DIMS];
+    for (int d = 0; d < ra - 2; d++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "b%d", d);
+        ax[d] = te_axis(ctx, nm, as[d]);
+    }
+    te_expr *i = ax[ra - 2] = te_axis(ctx, "i", m), *j = ax[ra - 1] = te_axis(ctx, "j", n);
+    te_expr *o = te_reduce_axis(ctx, "ko", ko), *q = te_reduce_axis(ctx, "kk", g);
+    /* The body a tensorize matcher looks for: ko outer, kk inner, A[.., i, ko * g + kk]. */
+    for (int d = 0; d < ra - 2; d++)
+        rd[d] = ax[d];
+    rd[ra - 2] = i;
+    rd[ra - 1] = te_add(ctx, te_mul(ctx, o, te_int(ctx, g)), q);
+    te_expr *a = te_read(ctx, A, ra, rd), *b = TE_AT(ctx, Bp, o, j, q);
+    if (te_tensor_dtype(A) != acc)
+        a = te_cast(ctx, acc, a);
+    if (te_tensor_dtype(Bp) != acc)
+        b = te_cast(ctx, acc, b);
+    te_expr *body = te_sum(ctx, te_mul(ctx, a, b), 2, (te_expr *[]){o, q});
+    return op__tag(ctx, te_compute(ctx, s.name, ra, ax, body), "matmul_vnni");
+}

@@ -293,6 +293,48 @@ static int build_qlinear_matmul(BUILD_ARGS)
     return FINISH(ins, outs);
 }
 
+/* VNNI packing and the matmul over it (te/ops/quant.c). */
+static int build_pack_vnni(BUILD_ARGS)
+{
+    BUILD_BEGIN("pack_vnni")
+    te_tensor *B = PH("B", I(op, &r, "k"), I(op, &r, "n"));
+    te_tensor *ins[] = {B},
+              *outs[] = {te_op_pack_vnni(ctx, B, (int)I(op, &r, "group"), "pack_vnni")};
+    return FINISH(ins, outs);
+}
+
+static te_dtype vnni_dtype(const char *z)
+{
+    return !strcmp(z, "u8")     ? TE_U8
+           : !strcmp(z, "i8")   ? TE_I8
+           : !strcmp(z, "bf16") ? TE_BF16
+           : !strcmp(z, "f16")  ? TE_F16
+                                : TE_F32;
+}
+
+static int build_matmul_vnni(BUILD_ARGS)
+{
+    BUILD_BEGIN("matmul_vnni")
+    int64_t m = I(op, &r, "m"), n = I(op, &r, "n"), k = I(op, &r, "k"), g = I(op, &r, "group");
+    if (g < 1 || k % g)
+        return te_ctx_set_error(ctx, TE_ERR_ARG,
+                                "matmul_vnni: k = %lld is not a multiple of group = %lld (pad k "
+                                "to one)",
+                                (long long)k, (long long)g);
+    te_dtype da = vnni_dtype(S(op, &r, "a_dtype")), db;
+    const char *zb = S(op, &r, "b_dtype");
+    if (strcmp(zb, "auto"))
+        db = vnni_dtype(zb);
+    else
+        db = te_dtype_is_float(da) ? da : TE_I8;
+    te_tensor *A = te_placeholder(ctx, "A", da, 2, (int64_t[]){m, k});
+    te_tensor *Bp = te_placeholder(ctx, "Bp", db, 3, (int64_t[]){k / g, n, g});
+    te_tensor *ins[] = {A, Bp},
+              *outs[] = {te_op_matmul_vnni(ctx, A, Bp, te_dtype_is_float(da) ? TE_F32 : TE_I32,
+                                           "matmul_vnni")};
+    return FINISH(ins, outs);
+}
+
 static int build_batch_matmul(BUILD_ARGS)
 {
     BUILD_BEGIN("batch_matmul")
@@ -710,6 +752,16 @@ static const te_op_key keys_qlinear_matmul[] = {
     K_OPT("b_zero", "0", "zero point of B"),
     K_OPT("y_zero", "0", "zero point of Y"),
     K_OPT("shift", "8", "requantization multiplier 2^-shift (scales 1, 1, 2^shift)")};
+static const te_op_key keys_pack_vnni[] = {
+    K_REQ("k", "rows of B"), K_REQ("n", "columns of B"),
+    K_OPT("group", "4", "k values per group (2 for bf16, 4 for int8)")};
+static const te_op_key keys_matmul_vnni[] = {
+    K_REQ("m", "rows of C"),
+    K_REQ("n", "columns of C"),
+    K_REQ("k", "reduction extent (a multiple of group)"),
+    K_OPT("group", "4", "VNNI group g: Bp is [k / g, n, g]"),
+    K_STR("a_dtype", "u8", "u8|i8|bf16|f16|f32"),
+    K_STR("b_dtype", "auto", "auto|i8|u8|bf16|f16|f32")};
 static const te_op_key keys_batch_matmul[] = {K_REQ("b", "batch"),
                                               K_REQ("m", "rows of C"),
                                               K_REQ("n", "columns of C"),
@@ -864,6 +916,11 @@ static const te_op_info op_table[] = {
      NK(keys_matmul_integer), keys_matmul_integer, build_matmul_integer},
     {"qlinear_matmul", "ONNX QLinearMatMul: matmul_integer requantized to u8/i8 (ties to even)",
      NK(keys_qlinear_matmul), keys_qlinear_matmul, build_qlinear_matmul},
+    {"pack_vnni", "Bp[ceil(k / g), n, g] = B[k, n] in VNNI layout (zero padding)",
+     NK(keys_pack_vnni), keys_pack_vnni, build_pack_vnni},
+    {"matmul_vnni",
+     "C = A Bp with Bp VNNI-packed: bf16/f16/f32 -> f32, u8/i8 -> i32 (b_dtype auto: i8, or A's)",
+     NK(keys_matmul_vnni), keys_matmul_vnni, build_matmul_vnni},
 };
 #pragma GCC diagnostic pop
 
