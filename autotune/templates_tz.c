@@ -39,10 +39,9 @@ typedef struct tz_data {
     int ncand;
     const te_tensor_intrin *cand[TZ_MAX_CAND];
     int64_t tm[TZ_MAX_CAND], tn[TZ_MAX_CAND];
-    int var_red; /* index of the products' reduction axis the intrinsics vary */
-    int64_t kvar;  /* its extent */
+    int var_red;  /* index of the products' reduction axis the intrinsics vary */
+    int64_t kvar; /* its extent */
 } tz_data;
-
 
 static bool is_reduce(const te_tensor *t)
 {
@@ -66,8 +65,7 @@ static bool trial(te_space *sp, const te_tensor *P, const te_tensor_intrin *in, 
     int nd = P->ndim;
     const te_tensor *o = te_tensor_intrin_output(in);
     if (nd != 2 || P->shape[0] % tm || P->shape[1] % tn || o->dtype != P->dtype ||
-        o->body->kind != P->body->kind ||
-        (is_reduce(P) && o->body->u.red.n != P->body->u.red.n))
+        o->body->kind != P->body->kind || (is_reduce(P) && o->body->u.red.n != P->body->u.red.n))
         return false;
     te_schedule *s = te_schedule_create(sp->ctx, sp->n_out, sp->outs);
     te_stage *st = s ? te_schedule_stage(s, P) : NULL;
@@ -229,8 +227,8 @@ static int tz_apply(te__gen *g)
     if (!T)
         return te__gen_fail(g, TE_ERR_SCHEDULE);
     te_iter *io, *jo, *ii, *ji;
-    if (!TE__OK(g, te_tile(T, te_stage_axis(T, 0), te_stage_axis(T, 1), tm, tn, &io, &jo, &ii,
-                           &ji)))
+    if (!TE__OK(g,
+                te_tile(T, te_stage_axis(T, 0), te_stage_axis(T, 1), tm, tn, &io, &jo, &ii, &ji)))
         return g->err;
     te_iter *outer = order ? jo : io, *inner = order ? io : jo;
     te_iter *outs[2] = {outer, inner};

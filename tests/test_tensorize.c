@@ -15,6 +15,7 @@
 
 #include "tessera/autotune.h"
 #include "tessera/backend.h"
+#include "tessera/ops.h"
 #include "tessera/schedule.h"
 #include "tessera/te.h"
 #include "tessera/tensorize.h"
@@ -571,6 +572,67 @@ static void test_template(void **state)
     te_ctx_free(c);
 }
 
+/* te_op_pack_vnni_blocked packs like its index math says, and te_op_matmul_vnni over the
+ * blocked operand tunes through the tensorize template to the float64 product. */
+static void test_blocked_ops(void **state)
+{
+    (void)state;
+    enum { M = 32, N = 64, K = 129, KP = 130, NB = 32 }; /* k padded to the pair */
+    te_ctx *c = te_ctx_create();
+    te_tensor *B = te_placeholder(c, "B", TE_BF16, 2, (int64_t[]){K, N});
+    te_tensor *Bp = te_op_pack_vnni_blocked(c, B, 2, NB, "Bp");
+    assert_non_null(Bp);
+    const int64_t *ps = te_tensor_shape(Bp);
+    assert_true(ps[0] == N / NB && ps[1] == KP / 2 && ps[2] == NB && ps[3] == 2);
+    assert_null(te_op_pack_vnni_blocked(c, B, 2, 48, "bad"));
+    assert_non_null(strstr(te_ctx_errmsg(c), "divide n"));
+    te_ctx_clear_error(c);
+    uint16_t *b = malloc(sizeof(uint16_t) * K * N), *bp = malloc(sizeof(uint16_t) * KP * N);
+    tt_rng r;
+    tt_rng_seed(&r, 9);
+    for (int k = 0; k < K * N; k++)
+        b[k] = to_bf16((float)tt_rng_uniform(&r, -1, 1));
+    te_schedule *s = te_schedule_create(c, 1, &Bp);
+    te_target t = te_target_host();
+    te_module *mod = NULL;
+    if (te_build(s, 2, (te_tensor *[]){B, Bp}, "pack", &t, &mod))
+        fail_msg("%s", te_ctx_errmsg(c));
+    memset(bp, 0xff, sizeof(uint16_t) * KP * N);
+    assert_int_equal(te_module_run(mod, (void *[]){b, bp}), TE_OK);
+    te_module_free(mod);
+    for (int jb = 0; jb < N / NB; jb++)
+        for (int ko = 0; ko < KP / 2; ko++)
+            for (int j = 0; j < NB; j++)
+                for (int kk = 0; kk < 2; kk++) {
+                    int row = ko * 2 + kk;
+                    uint16_t want = row < K ? b[row * N + jb * NB + j] : 0;
+                    assert_int_equal(bp[((jb * (KP / 2) + ko) * NB + j) * 2 + kk], want);
+                }
+    /* The product over a packed placeholder (weights packed once, as above). */
+    te_tensor *A = te_placeholder(c, "A", TE_BF16, 2, (int64_t[]){M, K + 1});
+    te_tensor *W = te_placeholder(c, "W", TE_BF16, 4, (int64_t[]){N / NB, KP / 2, NB, 2});
+    te_tensor *C = te_op_matmul_vnni(c, A, W, TE_F32, "C");
+    assert_non_null(C);
+    uint16_t *a = malloc(sizeof(uint16_t) * M * KP);
+    for (int k = 0; k < M * KP; k++) /* A's padding column is zero, as the header says */
+        a[k] = k % KP < K ? to_bf16((float)tt_rng_uniform(&r, -1, 1)) : 0;
+    double *want = malloc(sizeof(double) * M * N), *tol = malloc(sizeof(double) * M * N);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double sum = 0, abs_sum = 0;
+            for (int k = 0; k < K; k++) {
+                double v = (double)te_bf16_to_f32(a[i * KP + k]) * te_bf16_to_f32(b[k * N + j]);
+                sum += v, abs_sum += fabs(v);
+            }
+            want[i * N + j] = sum;
+            tol[i * N + j] = (K + 3) * ldexp(1.0, -24) * abs_sum;
+        }
+    check_space(c, 2, (te_tensor *[]){A, W}, C, (const void *[]){a, bp}, want, tol, (size_t)M * N,
+                "blocked matmul_vnni");
+    free(a), free(b), free(bp), free(want), free(tol);
+    te_ctx_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -583,6 +645,7 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_target_without_features),
         cmocka_unit_test(test_template),
+        cmocka_unit_test(test_blocked_ops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -90,20 +90,30 @@ te_tensor *te_op_qlinear_matmul(te_ctx *ctx, te_tensor *A, double a_scale, int32
  * "kk"; B's dtype; one stage. Tag "pack_vnni". TE_ERR_SHAPE when B is not 2-D, TE_ERR_ARG for
  * group < 1. */
 te_tensor *te_op_pack_vnni(te_ctx *ctx, te_tensor *B, int group, const char *name);
+/* VNNI packing in column blocks of nb: Bp[n / nb, ceil(k / group), nb, group] with
+ * Bp[jb, ko, j, kk] = B[ko * group + kk, jb * nb + j] (zeros past k, as te_op_pack_vnni): one
+ * block of a tile's columns is contiguous over k, so an AMX tile load of a block reads rows
+ * nb * group elements apart (te_op_pack_vnni's rows are n * group apart: with n = 1024 bf16
+ * every row of a tile falls into one L1 set, 1.4x slower measured). Output axes "jb", "ko",
+ * "n", "kk"; tag "pack_vnni". TE_ERR_SHAPE when B is not 2-D or nb does not divide n,
+ * TE_ERR_ARG for group < 1. */
+te_tensor *te_op_pack_vnni_blocked(te_ctx *ctx, te_tensor *B, int group, int64_t nb,
+                                   const char *name);
 
 /* Matmul against a VNNI-packed right operand (te_op_pack_vnni): A is [..., m, k] (leading
  * axes "b0", "b1", ... are batch axes; Bp is shared by all of them), Bp is [k / g, n, g] with
  * g its last extent, and C[..., i, j] = sum over ko (extent k / g) and kk (extent g) of
- * acc(A[..., i, ko * g + kk]) * acc(Bp[ko, j, kk]) in `acc`. Dtypes: A and Bp both bf16, f16
- * or f32 with acc TE_F32, or A and Bp each u8 or i8 with acc TE_I32 (no zero points: shift
- * the inputs with te_op_matmul_integer when there are). The output has dtype acc and axes
- * "i", "j" (after the batch axes); it is one reduction stage whose body is exactly
- * sum(cast(acc, A[..., i, ko * g + kk]) * cast(acc, Bp[ko, j, kk]), ko, kk), the reduction
- * axes in that order (ko outer, kk inner) and the casts left out for an operand already of
- * dtype acc: the form a tensorize matcher recognizes. k must equal g * extent(Bp, 0): when
- * the packer padded B (k not a multiple of g), pad A's k axis with zeros to the same length
- * (te_op_pad), which leaves the product unchanged. Tag "matmul_vnni". TE_ERR_SHAPE for ranks
- * (A below 2, Bp not 3) or mismatched k, TE_ERR_DTYPE for other dtype combinations. */
+ * acc(A[..., i, ko * g + kk]) * acc(Bp[ko, j, kk]) in `acc`. A blocked Bp [n / nb, k / g, nb,
+ * g] (te_op_pack_vnni_blocked) is read as Bp[j / nb, ko, j % nb, kk]. Dtypes: A and Bp both bf16,
+ * f16 or f32 with acc TE_F32, or A and Bp each u8 or i8 with acc TE_I32 (no zero points: shift the
+ * inputs with te_op_matmul_integer when there are). The output has dtype acc and axes "i", "j"
+ * (after the batch axes); it is one reduction stage whose body is exactly sum(cast(acc, A[..., i,
+ * ko * g + kk]) * cast(acc, Bp[ko, j, kk]), ko, kk), the reduction axes in that order (ko outer, kk
+ * inner) and the casts left out for an operand already of dtype acc: the form a tensorize matcher
+ * recognizes. k must equal g * extent(Bp, 0): when the packer padded B (k not a multiple of g), pad
+ * A's k axis with zeros to the same length (te_op_pad), which leaves the product unchanged. Tag
+ * "matmul_vnni". TE_ERR_SHAPE for ranks (A below 2, Bp not 3) or mismatched k, TE_ERR_DTYPE for
+ * other dtype combinations. */
 te_tensor *te_op_matmul_vnni(te_ctx *ctx, te_tensor *A, te_tensor *Bp, te_dtype acc,
                              const char *name);
 

@@ -178,6 +178,34 @@ te_tensor *te_op_pack_vnni(te_ctx *ctx, te_tensor *B, int group, const char *nam
     return op__tag(ctx, te_compute(ctx, s.name, 3, (te_expr *[]){o, j, q}, body), "pack_vnni");
 }
 
+te_tensor *te_op_pack_vnni_blocked(te_ctx *ctx, te_tensor *B, int group, int64_t nb,
+                                   const char *name)
+{
+    if (!ctx)
+        return NULL;
+    op_site s = {ctx, "pack_vnni_blocked", name ? name : "pack_vnni_blocked"};
+    if (!op__need(&s, B, "input 'B'") || !op__rank(&s, B, "input 'B'", 2, "[k, n]"))
+        return NULL;
+    const int64_t *bs = te_tensor_shape(B);
+    int64_t k = bs[0], n = bs[1], ko = (k + group - 1) / (group > 0 ? group : 1);
+    if (group < 1)
+        return op__fail(&s, TE_ERR_ARG, "group %d: the VNNI group (k values per column) is >= 1",
+                        group);
+    if (nb < 1 || n % nb)
+        return op__fail(&s, TE_ERR_SHAPE,
+                        "block of %lld columns: must be >= 1 and divide n = %lld of input 'B' "
+                        "('%s')",
+                        (long long)nb, (long long)n, te_tensor_name(B));
+    te_expr *jb = te_axis(ctx, "jb", n / nb), *o = te_axis(ctx, "ko", ko);
+    te_expr *j = te_axis(ctx, "n", nb), *q = te_axis(ctx, "kk", group);
+    te_expr *row = op__mad(ctx, o, group, q);
+    te_expr *body = TE_AT(ctx, B, row, op__mad(ctx, jb, nb, j));
+    if (k % group)
+        body = te_if_then_else(ctx, te_lt(ctx, row, te_int(ctx, k)), body,
+                               op__c(ctx, te_tensor_dtype(B), 0));
+    return op__tag(ctx, te_compute(ctx, s.name, 4, (te_expr *[]){jb, o, j, q}, body), "pack_vnni");
+}
+
 /* The dtype pairs the VNNI matmul takes: one float dtype accumulated in f32, or bytes in i32. */
 static bool vnni_dtypes(const op_site *s, const te_tensor *A, const te_tensor *Bp, te_dtype acc)
 {
@@ -200,8 +228,12 @@ te_tensor *te_op_matmul_vnni(te_ctx *ctx, te_tensor *A, te_tensor *Bp, te_dtype 
     if (!ctx)
         return NULL;
     op_site s = {ctx, "matmul_vnni", name ? name : "matmul_vnni"};
-    if (!op__need(&s, A, "input 'A'") || !op__need(&s, Bp, "packed 'Bp'") ||
-        !op__rank(&s, Bp, "packed 'Bp'", 3, "[k / g, n, g] (te_op_pack_vnni)"))
+    if (!op__need(&s, A, "input 'A'") || !op__need(&s, Bp, "packed 'Bp'"))
+        return NULL;
+    bool blocked = te_tensor_ndim(Bp) == 4;
+    if (!blocked && !op__rank(&s, Bp, "packed 'Bp'", 3,
+                              "[k / g, n, g] (te_op_pack_vnni) or [n / nb, k / g, nb, g] "
+                              "(te_op_pack_vnni_blocked)"))
         return NULL;
     int ra = te_tensor_ndim(A);
     if (ra < 2 || ra > TE_MAX_DIMS)
@@ -210,7 +242,9 @@ te_tensor *te_op_matmul_vnni(te_ctx *ctx, te_tensor *A, te_tensor *Bp, te_dtype 
     if (!vnni_dtypes(&s, A, Bp, acc))
         return NULL;
     const int64_t *as = te_tensor_shape(A), *ps = te_tensor_shape(Bp);
-    int64_t m = as[ra - 2], k = as[ra - 1], ko = ps[0], n = ps[1], g = ps[2];
+    int64_t m = as[ra - 2], k = as[ra - 1], ko = ps[0], n = ps[1], g = ps[2], nb = 0;
+    if (blocked)
+        nb = ps[2], ko = ps[1], g = ps[3], n = ps[0] * nb;
     if (k != ko * g)
         return op__fail(&s, TE_ERR_SHAPE,
                         "input 'A' ('%s') has k = %lld (axis %d) but packed 'Bp' ('%s') [%lld, "
@@ -232,7 +266,10 @@ te_tensor *te_op_matmul_vnni(te_ctx *ctx, te_tensor *A, te_tensor *Bp, te_dtype 
         rd[d] = ax[d];
     rd[ra - 2] = i;
     rd[ra - 1] = te_add(ctx, te_mul(ctx, o, te_int(ctx, g)), q);
-    te_expr *a = te_read(ctx, A, ra, rd), *b = TE_AT(ctx, Bp, o, j, q);
+    te_expr *a = te_read(ctx, A, ra, rd);
+    te_expr *b = blocked ? TE_AT(ctx, Bp, te_floordiv(ctx, j, te_int(ctx, nb)), o,
+                                 te_floormod(ctx, j, te_int(ctx, nb)), q)
+                         : TE_AT(ctx, Bp, o, j, q);
     if (te_tensor_dtype(A) != acc)
         a = te_cast(ctx, acc, a);
     if (te_tensor_dtype(Bp) != acc)
