@@ -20,6 +20,7 @@ typedef struct te_bench_row {
      * computes (te_op_build's name and parameters; op "" when it is none). */
     double seconds;
     char op[24], params[96];
+    char note[160]; /* what else the row says ("tessera: amx_bf16_32x32"), "" when nothing */
 } te_bench_row;
 
 /* Writes the report to path: the machine (CPU, ISA, cores), its measured FMA peak and copy

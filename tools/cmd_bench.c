@@ -20,6 +20,7 @@
 #include "tools/baselines.h"
 #include "tools/bench_attention.h"
 #include "tools/bench_graph.h"
+#include "tools/bench_lowp.h"
 #include "tools/bench_report.h"
 #include "tools/cli.h"
 #include "tools/roofline.h"
@@ -298,9 +299,18 @@ static te_module *build_pack(int K, int N, int64_t nr)
     return m;
 }
 
-/* The fused gate over weights packed once, as an inference engine does at load time; the
+/* The fused f32 gate over weights packed once, as an inference engine does at load time; the
  * packing is not timed (as in ANCHORS.md's hand-fused kernel). */
-static int bench_mlp_gate(int M, int N, int K, int threads, int reps, row *out)
+struct te_bench_gate32 {
+    te_ctx *ctx;
+    te_module *m;
+    float *p1, *p3, *y;
+    void *args[4];
+    te_packed_fn fn;
+};
+
+te_bench_gate32 *te_bench_gate32_create(int M, int N, int K, const float *x, const float *w1,
+                                        const float *w3)
 {
     te_ctx *ctx = te_ctx_create();
     bool regs32;
@@ -326,29 +336,55 @@ static int bench_mlp_gate(int M, int N, int K, int threads, int reps, row *out)
     sched_tile(ctx, s, G, sy, io, true);
     sched_tile(ctx, s, U, sy, io, true);
     te_target tgt = te_target_host();
-    te_module *m = NULL, *pack = build_pack(K, N, nr);
-    BCHECK(te_build(s, 4, (te_tensor *[]){X, P1, P3, Y}, "mlp_gate", &tgt, &m) == TE_OK);
-    size_t nk = (size_t)M * K, kn = (size_t)K * N, mn = (size_t)M * N;
-    float *x = rand_buf(nk, 1), *w1 = rand_buf(kn, 2), *w3 = rand_buf(kn, 3);
-    float *y = rand_buf(mn, 4);
+    te_bench_gate32 *gt = calloc(1, sizeof *gt);
+    BCHECK(gt);
+    te_module *pack = build_pack(K, N, nr);
+    BCHECK(te_build(s, 4, (te_tensor *[]){X, P1, P3, Y}, "mlp_gate", &tgt, &gt->m) == TE_OK);
     size_t np_elems = (size_t)np * K * nr;
-    float *p1 = rand_buf(np_elems, 11), *p3 = rand_buf(np_elems, 12);
-    BCHECK(te_module_run(pack, (void *[]){w1, p1}) == TE_OK);
-    BCHECK(te_module_run(pack, (void *[]){w3, p3}) == TE_OK);
-    void *args[] = {x, p1, p3, y};
-    tess_run tr = {te_module_entry(m), args};
+    gt->ctx = ctx;
+    gt->p1 = rand_buf(np_elems, 11), gt->p3 = rand_buf(np_elems, 12);
+    gt->y = rand_buf((size_t)M * N, 4);
+    BCHECK(te_module_run(pack, (void *[]){(void *)w1, gt->p1}) == TE_OK);
+    BCHECK(te_module_run(pack, (void *[]){(void *)w3, gt->p3}) == TE_OK);
+    te_module_free(pack);
+    gt->args[0] = (void *)x, gt->args[1] = gt->p1, gt->args[2] = gt->p3, gt->args[3] = gt->y;
+    gt->fn = te_module_entry(gt->m);
+    return gt;
+}
+
+void te_bench_gate32_run(void *g)
+{
+    te_bench_gate32 *gt = g;
+    gt->fn(gt->args);
+}
+
+const float *te_bench_gate32_out(const te_bench_gate32 *g) { return g->y; }
+
+void te_bench_gate32_free(te_bench_gate32 *g)
+{
+    if (!g)
+        return;
+    te_module_free(g->m);
+    free(g->p1);
+    free(g->p3);
+    free(g->y);
+    te_ctx_free(g->ctx);
+    free(g);
+}
+
+static int bench_mlp_gate(int M, int N, int K, int threads, int reps, row *out)
+{
+    size_t nk = (size_t)M * K, kn = (size_t)K * N;
+    float *x = rand_buf(nk, 1), *w1 = rand_buf(kn, 2), *w3 = rand_buf(kn, 3);
+    te_bench_gate32 *gt = te_bench_gate32_create(M, N, K, x, w1, w3);
+    tess_run tr = {gt->fn, gt->args};
     te_bl_shape sh = {M, N, K, 0, 0, 1};
-    measure_products(&tr, y, &sh, x, w1, w3, te_bl_shape_flops(&sh), threads, reps, out);
+    measure_products(&tr, gt->y, &sh, x, w1, w3, te_bl_shape_flops(&sh), threads, reps, out);
     snprintf(out->workload, sizeof out->workload, "mlp_gate %dx%dx%d packed", M, K, N);
     free(x);
     free(w1);
     free(w3);
-    free(y);
-    free(p1);
-    free(p3);
-    te_module_free(pack);
-    te_module_free(m);
-    te_ctx_free(ctx);
+    te_bench_gate32_free(gt);
     return 0;
 }
 
@@ -700,7 +736,9 @@ static int bench_db(te_db *db, const char *op, const char *params, int threads, 
 /* The library operator a row of work kind `kind` computes, for --roofline. */
 static void row_op(row *r, const char *name, int kind, int m, int n, int k)
 {
-    if (kind == 3) {
+    if (kind >= 6) { /* low precision: no library operator with this packed layout */
+        r->op[0] = 0;
+    } else if (kind == 3) {
         snprintf(r->op, sizeof r->op, "attention");
         snprintf(r->params, sizeof r->params, "batch=1,heads=%d,lq=%d,lk=%d,dh=%d", n, m, m, k);
     } else if (kind >= 4) { /* gemv: kind 4 stores the weights [n][k] */
@@ -895,6 +933,11 @@ int te_cmd_bench(int argc, char **argv)
         {"gemv", 5, 1, 2048, 768},
         {"gemv", 5, 1, 768, 2048},
         {"gemv", 5, 1, 32000, 768},
+        /* Low precision on the CPU's matrix instructions (tools/bench_lowp.c). */
+        {"matmul_bf16", 6, 1024, 1024, 1024},
+        {"matmul_bf16", 6, 512, 3072, 768},
+        {"matmul_u8s8", 7, 1024, 1024, 1024},
+        {"mlp_gate_bf16", 8, 256, 2816, 1024},
     };
     for (size_t w = 0; w < sizeof work / sizeof work[0]; w++) {
         if (only && strncmp(work[w].name, only, strlen(only)))
@@ -906,7 +949,13 @@ int te_cmd_bench(int argc, char **argv)
                 te_bench_attention(db, attn_seq ? attn_seq : work[w].m, work[w].n, work[w].k,
                                    threads[t], reps, &rows[n]);
             } else if (db && work[w].kind >= 4) {
-                continue; /* gemv rows: hand schedules only */
+                continue; /* gemv and low-precision rows: hand schedules only */
+            } else if (work[w].kind >= 6) {
+                static const te_bench_lowp_kind lk[] = {TE_BENCH_LOWP_BF16, TE_BENCH_LOWP_U8S8,
+                                                        TE_BENCH_LOWP_GATE_BF16};
+                if (te_bench_lowp(lk[work[w].kind - 6], work[w].m, work[w].n, work[w].k,
+                                  threads[t], reps, &rows[n]) != 0)
+                    continue;
             } else if (db) {
                 char params[96];
                 if (work[w].kind == 2)
@@ -966,6 +1015,10 @@ int te_cmd_bench(int argc, char **argv)
                        w->ours / w->onednn);
             printf(", \"max_rel_err\": ");
             jnum(w->err, "%.3g");
+            if (*w->note) {
+                printf(", \"note\": ");
+                jstr(w->note);
+            }
             printf("}");
         }
         printf("\n]\n");
@@ -983,6 +1036,8 @@ int te_cmd_bench(int argc, char **argv)
                    w->threads, w->ours, bb, rb, ro, rd,
                    !strcmp(w->unit, "gbps") ? "GB/s" : "GFLOP/s", w->base_name, w->base_impl,
                    *w->other_impl ? " (other: " : "", w->other_impl, *w->other_impl ? ")" : "");
+            if (*w->note)
+                printf("%-30s %7s   %s\n", "", "", w->note);
         }
         printf(
             "(medians of %d alternating repetitions; ratio: to the strongest baseline)\n%s\n%s\n",

@@ -8,8 +8,9 @@
  * -march says; the target check at emission refuses a target that lacks them). AMX intrinsics
  * get the AMX runtime: te_amx_permit() (the Linux permission request, ARCH_REQ_XCOMP_PERM for
  * XTILEDATA, once per process), which every kernel using them calls at entry, returning -2 when
- * the kernel refuses; and te_amx_ready() (palette 1, eight tiles of 16 rows x 64 bytes, loaded
- * once per thread), which the intrinsics call before their first tile instruction.
+ * the kernel refuses; and te_amx_ready() (palette 1, eight tiles of 16 rows x 64 bytes: loaded
+ * when the configuration in force differs, as after other code released the tiles), which the
+ * intrinsics call before their first tile instruction.
  */
 #include <stdio.h>
 #include <string.h>
@@ -100,7 +101,7 @@ void te__c_gen_intrin(emitter *em, const te_stmt *s)
 
 static const char amx_runtime[] =
     "/* AMX: the Linux permission to use the tile data (once per process) and the tile\n"
-    " * configuration (once per thread: palette 1, eight tiles of 16 rows x 64 bytes). */\n"
+    " * configuration (palette 1, eight tiles of 16 rows x 64 bytes) where it is not in force. */\n"
     "#include <sys/syscall.h>\n#include <unistd.h>\n"
     "static int te_amx_permit(void)\n{\n"
     "    static int state; /* 0 unknown, 1 granted, -1 refused */\n"
@@ -112,14 +113,19 @@ static const char amx_runtime[] =
     "        __atomic_store_n(&state, s, __ATOMIC_RELEASE);\n"
     "    }\n"
     "    return s > 0 ? 0 : -1;\n}\n"
-    "static _Thread_local int te_amx_configured;\n"
-    "__attribute__((target(\"amx-tile\"))) static void te_amx_ready(void)\n{\n"
-    "    if (te_amx_configured)\n        return;\n"
-    "    struct {\n        uint8_t palette, start_row, reserved[14];\n"
-    "        uint16_t colsb[16];\n        uint8_t rows[16];\n    } cfg;\n"
-    "    memset(&cfg, 0, sizeof cfg);\n    cfg.palette = 1;\n"
-    "    for (int t = 0; t < 8; t++) {\n        cfg.colsb[t] = 64;\n        cfg.rows[t] = 16;\n"
-    "    }\n    _tile_loadconfig(&cfg);\n    te_amx_configured = 1;\n}\n";
+    "/* Palette 1, tiles 0-7 of 16 rows x 64 bytes. Other code (oneDNN) may release or\n"
+    " * reconfigure the tiles between our calls: te_amx_ready compares the configuration in\n"
+    " * force (sttilecfg, a few cycles against a call's thousands) and reloads it. */\n"
+    "static const unsigned char te_amx_cfg[64] __attribute__((aligned(64))) = {\n"
+    "    1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,\n"
+    "    64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0,\n"
+    "    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,\n"
+    "    16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0};\n"
+    "__attribute__((target(\"amx-tile\"))) static inline void te_amx_ready(void)\n{\n"
+    "    unsigned char cur[64] __attribute__((aligned(64)));\n"
+    "    _tile_storeconfig(cur);\n"
+    "    if (memcmp(cur, te_amx_cfg, 64))\n"
+    "        _tile_loadconfig(te_amx_cfg);\n}\n";
 
 static void emit_signature(te__sb *o, const te_tensor_intrin *in, const char *suffix)
 {
