@@ -11,7 +11,9 @@
  *   kc      0: the whole reduction in one call (the accumulators stay in the intrinsic's
  *           registers, the output is written once: the overwrite form); else the variable
  *           axis split by kc, the call accumulating into the output
- *   par     0 serial, 1 the outer tile loop parallel, 2 both tile loops fused and parallel
+ *   par     0 serial, 1 the outer tile loop parallel, 2 the two outer loops fused, parallel
+ *   nc      0, or column blocks of nc (256, 512): loops (block, rows, columns in the block), so
+ *           that a block of the packed weights stays in L2 while the row tiles go by
  * A product that is the output is tiled itself; products under an elementwise epilogue are
  * computed at the epilogue's inner tile loop (a tile-sized buffer each), the epilogue's
  * elementwise steps inlined and its columns vectorized. Other stages (a cast of the input) stay
@@ -174,6 +176,17 @@ static int tz_init(te_space *sp)
         te__knob_add(sp, "par", 2, (int64_t[]){1, 2});
     else
         te__knob_add(sp, "par", 1, (int64_t[]){0});
+    /* Column blocks (0: none): every candidate tile width divides 256 and 512. */
+    int64_t N = O->shape[1], tnmax = 0;
+    for (int i = 0; i < d->ncand; i++)
+        tnmax = d->tn[i] > tnmax ? d->tn[i] : tnmax;
+    nk = 0;
+    v[nk++] = 0;
+    static const int64_t ncs[] = {256, 512};
+    for (int i = 0; i < 2; i++)
+        if (ncs[i] < N && N % ncs[i] == 0 && ncs[i] % tnmax == 0)
+            v[nk++] = ncs[i];
+    te__knob_add(sp, "nc", nk, v);
     return TE_OK;
 }
 
@@ -206,7 +219,7 @@ static int tz_apply(te__gen *g)
     te_space *sp = g->sp;
     const tz_data *d = sp->tdata;
     int64_t ci = te__knob_val(g, 0), order = te__knob_val(g, 1), kc = te__knob_val(g, 2);
-    int64_t par = te__knob_val(g, 3);
+    int64_t par = te__knob_val(g, 3), nc = te__knob_val(g, 4);
     const te_tensor_intrin *in = d->cand[ci];
     int64_t tm = d->tm[ci], tn = d->tn[ci];
     te_schedule *s = g->s;
@@ -230,20 +243,34 @@ static int tz_apply(te__gen *g)
     if (!TE__OK(g,
                 te_tile(T, te_stage_axis(T, 0), te_stage_axis(T, 1), tm, tn, &io, &jo, &ii, &ji)))
         return g->err;
-    te_iter *outer = order ? jo : io, *inner = order ? io : jo;
-    te_iter *outs[2] = {outer, inner};
-    int nouter = 2;
+    /* The tile loops, outermost first: (io, jo) or (jo, io); with column blocks of nc,
+     * (jb, io, jm) or (jb, jm, io): a block of B stays in L2 while the rows go by. */
+    te_iter *outs[3];
+    int nouter = 0;
+    if (nc > 0) {
+        te_iter *jb, *jm;
+        if (!TE__OK(g, te_split(T, jo, nc / tn, &jb, &jm)))
+            return g->err;
+        outs[nouter++] = jb;
+        outs[nouter++] = order ? jm : io;
+        outs[nouter++] = order ? io : jm;
+    } else {
+        outs[nouter++] = order ? jo : io;
+        outs[nouter++] = order ? io : jo;
+    }
+    if (!TE__OK(g, te_reorder(T, nouter, outs)))
+        return g->err;
     if (par == 2) {
         te_iter *f;
-        if (!TE__OK(g, te_reorder(T, 2, outs)) || !TE__OK(g, te_fuse(T, outer, inner, &f)) ||
-            !TE__OK(g, te__parallel(T, f)))
+        if (!TE__OK(g, te_fuse(T, outs[0], outs[1], &f)) || !TE__OK(g, te__parallel(T, f)))
             return g->err;
         outs[0] = f;
-        nouter = 1;
-        inner = f;
-    } else if (!TE__OK(g, te_reorder(T, 2, outs)) ||
-               (par == 1 && !TE__OK(g, te__parallel(T, outer))))
+        for (int q = 1; q + 1 < nouter; q++)
+            outs[q] = outs[q + 1];
+        nouter--;
+    } else if (par == 1 && !TE__OK(g, te__parallel(T, outs[0])))
         return g->err;
+    te_iter *inner = outs[nouter - 1];
     if (d->role_a)
         return tz_product(g, T, ii, ji, d, in, kc, outs, nouter);
     /* An epilogue: each product computed per tile, the columns vectorized. */

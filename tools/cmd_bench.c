@@ -953,8 +953,8 @@ int te_cmd_bench(int argc, char **argv)
             } else if (work[w].kind >= 6) {
                 static const te_bench_lowp_kind lk[] = {TE_BENCH_LOWP_BF16, TE_BENCH_LOWP_U8S8,
                                                         TE_BENCH_LOWP_GATE_BF16};
-                if (te_bench_lowp(lk[work[w].kind - 6], work[w].m, work[w].n, work[w].k,
-                                  threads[t], reps, &rows[n]) != 0)
+                if (te_bench_lowp(lk[work[w].kind - 6], work[w].m, work[w].n, work[w].k, threads[t],
+                                  reps, &rows[n]) != 0)
                     continue;
             } else if (db) {
                 char params[96];

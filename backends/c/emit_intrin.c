@@ -103,6 +103,9 @@ static const char amx_runtime[] =
     "/* AMX: the Linux permission to use the tile data (once per process) and the tile\n"
     " * configuration (palette 1, eight tiles of 16 rows x 64 bytes) where it is not in force. */\n"
     "#include <sys/syscall.h>\n#include <unistd.h>\n"
+    "/* Bumped by every kernel run: each thread checks the tile configuration once per run. */\n"
+    "static unsigned te_amx_epoch;\n"
+    "static _Thread_local unsigned te_amx_seen = ~0u;\n"
     "static int te_amx_permit(void)\n{\n"
     "    static int state; /* 0 unknown, 1 granted, -1 refused */\n"
     "    int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);\n"
@@ -112,20 +115,24 @@ static const char amx_runtime[] =
     "                ? 1\n                : -1;\n"
     "        __atomic_store_n(&state, s, __ATOMIC_RELEASE);\n"
     "    }\n"
+    "    __atomic_add_fetch(&te_amx_epoch, 1, __ATOMIC_RELAXED); /* a new kernel run */\n"
     "    return s > 0 ? 0 : -1;\n}\n"
     "/* Palette 1, tiles 0-7 of 16 rows x 64 bytes. Other code (oneDNN) may release or\n"
-    " * reconfigure the tiles between our calls: te_amx_ready compares the configuration in\n"
-    " * force (sttilecfg, a few cycles against a call's thousands) and reloads it. */\n"
+    " * reconfigure the tiles between two kernel runs: in each run, each thread compares the\n"
+    " * configuration in force (sttilecfg: slow, so once per run) and reloads it. */\n"
     "static const unsigned char te_amx_cfg[64] __attribute__((aligned(64))) = {\n"
     "    1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,\n"
     "    64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0, 64, 0,\n"
     "    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,\n"
     "    16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0};\n"
     "__attribute__((target(\"amx-tile\"))) static inline void te_amx_ready(void)\n{\n"
+    "    unsigned e = __atomic_load_n(&te_amx_epoch, __ATOMIC_RELAXED);\n"
+    "    if (te_amx_seen == e)\n        return;\n"
     "    unsigned char cur[64] __attribute__((aligned(64)));\n"
     "    _tile_storeconfig(cur);\n"
     "    if (memcmp(cur, te_amx_cfg, 64))\n"
-    "        _tile_loadconfig(te_amx_cfg);\n}\n";
+    "        _tile_loadconfig(te_amx_cfg);\n"
+    "    te_amx_seen = e;\n}\n";
 
 static void emit_signature(te__sb *o, const te_tensor_intrin *in, const char *suffix)
 {
