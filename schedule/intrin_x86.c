@@ -196,23 +196,23 @@ void te__tz_register_builtins(te__tz_reg_fn reg)
 {
     char name[64], doc[160];
     static const struct {
-        const char *tag, *insn, *feat;
+        const char *tag, *insn, *mnem, *feat;
         te_dtype ta, tb, acc;
         int g;
     } amx[] = {
-        {"bf16", "_tile_dpbf16ps", "amx_tile,amx_bf16", TE_BF16, TE_BF16, TE_F32, 2},
-        {"u8s8", "_tile_dpbusd", "amx_tile,amx_int8", TE_U8, TE_I8, TE_I32, 4},
-        {"s8s8", "_tile_dpbssd", "amx_tile,amx_int8", TE_I8, TE_I8, TE_I32, 4},
+        {"bf16", "_tile_dpbf16ps", "tdpbf16ps", "amx_tile,amx_bf16", TE_BF16, TE_BF16, TE_F32, 2},
+        {"u8s8", "_tile_dpbusd", "tdpbusd", "amx_tile,amx_int8", TE_U8, TE_I8, TE_I32, 4},
+        {"s8s8", "_tile_dpbssd", "tdpbssd", "amx_tile,amx_int8", TE_I8, TE_I8, TE_I32, 4},
     };
     for (size_t t = 0; t < sizeof amx / sizeof amx[0]; t++)
         for (int m = 16; m <= 32; m += 16)
             for (int n = 16; n <= 32; n += 16) {
                 snprintf(name, sizeof name, "amx_%s_%dx%d", amx[t].tag, m, n);
                 snprintf(doc, sizeof doc,
-                         "AMX %s: C[%d x %d] %s += A[%d x K] * B[K/%d x %d x %d] (VNNI), K/%d a "
+                         "AMX %s: C[%d x %d] %s += A[%d x K] %s * B[K/%d x %d x %d] %s, K/%d a "
                          "multiple of 16",
-                         amx[t].insn + 1, m, n, te_dtype_str(amx[t].acc), m, amx[t].g, n, amx[t].g,
-                         amx[t].g);
+                         amx[t].mnem, m, n, te_dtype_str(amx[t].acc), m, te_dtype_str(amx[t].ta),
+                         amx[t].g, n, amx[t].g, te_dtype_str(amx[t].tb), amx[t].g);
                 mm_cfg c = {K_AMX,     m,         n,          amx[t].g,   16,
                             amx[t].ta, amx[t].tb, amx[t].acc, amx[t].insn};
                 reg_mm(reg, c, name, amx[t].feat, doc);

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "tessera/target.h"
+#include "tessera/tensorize.h"
 #include "tessera/tuner.h"
 #include "tessera/tuning_db.h"
 #include "tools/cli.h"
@@ -185,6 +186,17 @@ int te_cmd_target(int argc, char **argv)
     printf("features: %s\n", tgt.isa);
     printf("vectors:  %d bits\n", tgt.vector_bits);
     printf("threads:  %d\n", tgt.num_cores);
+    /* The tensor intrinsics te_tensorize (and the tensorize template) can use here. */
+    int ni = te_tensor_intrin_count(), shown = 0;
+    for (int i = 0; i < ni; i++) {
+        const te_tensor_intrin *in = te_tensor_intrin_at(i);
+        if (!te_tensor_intrin_supported(in, &tgt))
+            continue;
+        printf("%s %-22s %s\n", shown++ ? "         " : "intrins: ", te_tensor_intrin_name(in),
+               te_tensor_intrin_doc(in));
+    }
+    if (!shown)
+        printf("intrins:  none of the %d registered tensor intrinsics fits this target\n", ni);
     if (db)
         print_peaks(db, key, path);
     else
