@@ -148,8 +148,13 @@ int te__gen_c(te_ctx *ctx, te__gen_plan *p, te_gen_output *out)
         for (int j = 0; j < info[i].n_nt; j++)
             te__sb_printf(&h, " *   %s: streaming stores when 64-byte aligned\n",
                           info[i].nt_params[j]);
-        te__sb_printf(&h, " *\n * Returns 0%s.%s\n */\n",
+        if (info[i].features && *info[i].features)
+            te__sb_printf(&h, " *   needs a CPU with %s (tensor intrinsics)\n", info[i].features);
+        te__sb_printf(&h, " *\n * Returns 0%s%s.%s\n */\n",
                       info[i].may_fail ? ", or -1 when a scratch allocation failed" : "",
+                      info[i].uses_amx ? ", or -4 when the operating system refuses AMX (Linux "
+                                         "arch_prctl ARCH_REQ_XCOMP_PERM)"
+                                       : "",
                       info[i].uses_omp ? " Parallel (OpenMP) when compiled with -fopenmp." : "");
         c_prototype(&h, k, info[i].ident, &info[i], p, false, false);
         te__sb_puts(&h, ";\n\n");

@@ -39,6 +39,8 @@ typedef struct te__c_kernel_info {
     const char **nt_params; /* parameters written with streaming stores when 64-byte aligned */
     bool may_fail;          /* allocates heap scratch: may return -1 */
     bool uses_omp;          /* has OpenMP loop pragmas */
+    bool uses_amx;          /* calls AMX intrinsics: returns -4 when the OS refuses AMX */
+    const char *features;   /* the CPU features its tensor intrinsics need ("" when none) */
 } te__c_kernel_info;
 
 /* Emits fs[0..n-1] (distinct kernel names) into one source owned by ctx; info (may be NULL)

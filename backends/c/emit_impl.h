@@ -182,6 +182,8 @@ const char *te__c_buf_name(emitter *em, const te_buf *b);
 void te__c_gen_intrin(emitter *em, const te_stmt *s);
 /* Whether the intrinsics em recorded need AMX (the kernel then checks te_amx_permit()). */
 bool te__c_unit_uses_amx(const emitter *em);
+/* The features a recorded intrinsic needs ("amx_tile,amx_bf16"). */
+const char *te__c_intrin_features(const struct te_tensor_intrin *in);
 /* Appends the AMX runtime when needed, the intrinsics' preludes and their functions. */
 void te__c_emit_intrins(const emitter *u, te__sb *o);
 

@@ -7,7 +7,7 @@
  * (the target attribute comes from the intrinsic's features, so the file compiles whatever
  * -march says; the target check at emission refuses a target that lacks them). AMX intrinsics
  * get the AMX runtime: te_amx_permit() (the Linux permission request, ARCH_REQ_XCOMP_PERM for
- * XTILEDATA, once per process), which every kernel using them calls at entry, returning -2 when
+ * XTILEDATA, once per process), which every kernel using them calls at entry, returning -4 when
  * the kernel refuses; and te_amx_ready() (palette 1, eight tiles of 16 rows x 64 bytes: loaded
  * when the configuration in force differs, as after other code released the tiles), which the
  * intrinsics call before their first tile instruction.
@@ -31,6 +31,8 @@ static void gcc_feature(const char *f, size_t len, char *out, size_t n)
     }
     out[k] = 0;
 }
+
+const char *te__c_intrin_features(const te_tensor_intrin *in) { return in->features; }
 
 static bool needs_amx(const te_tensor_intrin *in) { return strstr(in->features, "amx_tile"); }
 

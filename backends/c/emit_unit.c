@@ -102,7 +102,7 @@ static void emit_function(emitter *em, te__sb *k, bool packed, int n_avoid,
                       em->nt_flag[i], te__c_buf_name(em, em->nt_bufs[i]));
     if (te__c_unit_uses_amx(em))
         te__sb_puts(k, "    if (te_amx_permit()) /* the OS refused AMX (arch_prctl) */\n"
-                       "        return -2;\n");
+                       "        return -4;\n");
     if (em->uses_oom)
         te__sb_puts(
             k, "    int te_oom = 0; /* set when an allocation inside a parallel loop fails */\n");
@@ -140,6 +140,15 @@ static void emit_function(emitter *em, te__sb *k, bool packed, int n_avoid,
         info->n_nt = em->n_nt;
         info->may_fail = em->uses_heap || em->uses_oom;
         info->uses_omp = em->uses_omp;
+        info->uses_amx = te__c_unit_uses_amx(em);
+        te__sb fe = {0};
+        for (int q = 0; q < em->n_intrins; q++) {
+            const char *need = te__c_intrin_features(em->intrins[q]);
+            if (*need && !(fe.p && strstr(fe.p, need)))
+                te__sb_printf(&fe, "%s%s", fe.p ? "," : "", need);
+        }
+        info->features = te__strdup(ctx, fe.p ? fe.p : "");
+        free(fe.p);
     }
 }
 

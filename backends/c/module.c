@@ -180,11 +180,11 @@ int te__c_build_sources(int n, const char *const *sources, const char *const *na
     return rc;
 }
 
-/* A generated kernel's return value as a status: 0 ok, -1 a heap allocation failed, -2 the
+/* A generated kernel's return value as a status: 0 ok, -1 a heap allocation failed, -4 the
  * operating system refused an instruction set the kernel needs (AMX: arch_prctl). */
 static int kernel_status(int rc)
 {
-    return rc == 0 ? TE_OK : rc == -2 ? TE_ERR_UNSUPPORTED : TE_ERR_NOMEM;
+    return rc == 0 ? TE_OK : rc == -4 ? TE_ERR_UNSUPPORTED : TE_ERR_NOMEM;
 }
 
 int te_module_run(te_module *m, void *const *args)
