@@ -41,8 +41,9 @@ typedef struct tz_data {
     int ncand;
     const te_tensor_intrin *cand[TZ_MAX_CAND];
     int64_t tm[TZ_MAX_CAND], tn[TZ_MAX_CAND];
-    int var_red;  /* index of the products' reduction axis the intrinsics vary */
-    int64_t kvar; /* its extent */
+    int var_red;    /* index of the products' reduction axis the intrinsics vary, -1 none */
+    int64_t kvar;   /* its extent */
+    int nouter_red; /* the products' leading reduction axes, outside the intrinsic's nest */
 } tz_data;
 
 static bool is_reduce(const te_tensor *t)
@@ -60,27 +61,35 @@ static void intrin_tile(const te_tensor_intrin *in, int64_t *tm, int64_t *tn)
     *tn = nd >= 1 ? sh[nd - 1] : 1;
 }
 
-/* Whether `in` computes product P of sp's expression, on a trial schedule. */
+/* Whether `in` computes product P of sp's expression, on a trial schedule: its last two axes
+ * split by the tile, the leading ones and the reduction axes beyond the intrinsic's outside,
+ * the intrinsic's reduction axes (the last ones) inside. */
 static bool trial(te_space *sp, const te_tensor *P, const te_tensor_intrin *in, int64_t tm,
                   int64_t tn)
 {
     int nd = P->ndim;
     const te_tensor *o = te_tensor_intrin_output(in);
-    if (nd != 2 || P->shape[0] % tm || P->shape[1] % tn || o->dtype != P->dtype ||
-        o->body->kind != P->body->kind || (is_reduce(P) && o->body->u.red.n != P->body->u.red.n))
+    int nr = is_reduce(P) ? P->body->u.red.n : 0, ni = te_tensor_intrin_nreduce(in);
+    if (nd < 2 || P->shape[nd - 2] % tm || P->shape[nd - 1] % tn || o->dtype != P->dtype ||
+        o->body->kind != P->body->kind || nr < ni)
         return false;
     te_schedule *s = te_schedule_create(sp->ctx, sp->n_out, sp->outs);
     te_stage *st = s ? te_schedule_stage(s, P) : NULL;
     if (!st)
         return false;
     te_iter *io, *jo, *ii, *ji;
-    if (te_split(st, te_stage_axis(st, 0), tm, &io, &ii) ||
-        te_split(st, te_stage_axis(st, 1), tn, &jo, &ji))
+    if (te_split(st, te_stage_axis(st, nd - 2), tm, &io, &ii) ||
+        te_split(st, te_stage_axis(st, nd - 1), tn, &jo, &ji))
         return false;
-    te_iter *order[2 + 2 + TE_MAX_DIMS];
+    te_iter *order[4 + 2 * TE_MAX_DIMS];
     int n = 0;
-    order[n++] = io, order[n++] = jo, order[n++] = ii, order[n++] = ji;
-    for (int r = 0; r < te_stage_nreduce(st); r++)
+    for (int a = 0; a < nd - 2; a++)
+        order[n++] = te_stage_axis(st, a);
+    order[n++] = io, order[n++] = jo;
+    for (int r = 0; r < nr - ni; r++)
+        order[n++] = te_stage_reduce_axis(st, r);
+    order[n++] = ii, order[n++] = ji;
+    for (int r = nr - ni; r < nr; r++)
         order[n++] = te_stage_reduce_axis(st, r);
     if (te_reorder(st, n, order))
         return false;
@@ -131,10 +140,13 @@ static int tz_init(te_space *sp)
     }
     if (!d->nprod)
         return TERR(sp, "tensorize template: no product");
-    for (int q = 0; q < d->nprod; q++)
-        for (int x = 0; x < 2; x++)
-            if (prod[q]->ndim != 2 || prod[q]->shape[x] != O->shape[x] || O->ndim != 2)
-                return TERR(sp, "tensorize template: products and output must be 2-D, one shape");
+    for (int q = 0; q < d->nprod; q++) {
+        bool same = prod[q]->ndim == O->ndim && O->ndim >= 2;
+        for (int x = 0; same && x < O->ndim; x++)
+            same = prod[q]->shape[x] == O->shape[x];
+        if (!same)
+            return TERR(sp, "tensorize template: the products and the output must have one shape");
+    }
     /* Every intrinsic the target has that computes every product. */
     for (int i = 0; i < te_tensor_intrin_count() && d->ncand < TZ_MAX_CAND; i++) {
         const te_tensor_intrin *in = te_tensor_intrin_at(i);
@@ -155,10 +167,13 @@ static int tz_init(te_space *sp)
     if (!d->ncand)
         return TERR(sp, "tensorize template: no tensor intrinsic of the target (%s) computes '%s'",
                     sp->target.isa, d->prod[0]);
-    /* The variable axis: the first reduction axis (the built-ins' ko). */
+    /* The reduction axes the intrinsics take are the product's last ones; the others stay
+     * outside the nest (a convolution's ry, rx). The variable one is split by kc. */
     const te_expr *red = prod[0]->body;
-    d->var_red = 0;
-    d->kvar = red->u.red.axes[0]->u.var.extent;
+    int ni = te_tensor_intrin_nreduce(d->cand[0]), va = te_tensor_intrin_var_axis(d->cand[0]);
+    d->nouter_red = red->u.red.n - ni;
+    d->var_red = va >= 0 ? d->nouter_red + va : -1;
+    d->kvar = va >= 0 ? red->u.red.axes[d->var_red]->u.var.extent : 0;
     sp->tdata = d;
     int64_t v[TE__MAX_KVALS];
     for (int i = 0; i < d->ncand; i++)
@@ -168,7 +183,7 @@ static int tz_init(te_space *sp)
     int nk = 0;
     v[nk++] = 0;
     static const int64_t kcs[] = {128, 256};
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2 && d->var_red >= 0; i++)
         if (kcs[i] < d->kvar && d->kvar % kcs[i] == 0)
             v[nk++] = kcs[i];
     te__knob_add(sp, "kc", nk, v);
@@ -177,7 +192,7 @@ static int tz_init(te_space *sp)
     else
         te__knob_add(sp, "par", 1, (int64_t[]){0});
     /* Column blocks (0: none): every candidate tile width divides 256 and 512. */
-    int64_t N = O->shape[1], tnmax = 0;
+    int64_t N = O->shape[O->ndim - 1], tnmax = 0;
     for (int i = 0; i < d->ncand; i++)
         tnmax = d->tn[i] > tnmax ? d->tn[i] : tnmax;
     nk = 0;
@@ -191,23 +206,26 @@ static int tz_init(te_space *sp)
 }
 
 /* Tensorizes product stage P, whose data-parallel loops are (i, j) (a tile, or the whole
- * stage at its leaves), splitting the variable axis by kc when kc > 0 and kc divides it. */
+ * stage at its leaves) after the loops `outer`: the leading reduction axes stay outside the
+ * nest, the variable axis is split by kc when kc > 0. */
 static int tz_product(te__gen *g, te_stage *P, te_iter *i, te_iter *j, const tz_data *d,
                       const te_tensor_intrin *in, int64_t kc, te_iter *const *outer, int nouter)
 {
-    te_iter *order[16];
+    te_iter *order[4 + 3 * TE_MAX_DIMS];
     int n = 0;
     for (int q = 0; q < nouter; q++)
         order[n++] = outer[q];
-    te_iter *koi = te_stage_reduce_axis(P, d->var_red);
-    if (kc > 0) {
+    for (int r = 0; r < d->nouter_red; r++)
+        order[n++] = te_stage_reduce_axis(P, r);
+    te_iter *koi = d->var_red >= 0 ? te_stage_reduce_axis(P, d->var_red) : NULL;
+    if (kc > 0 && koi) {
         te_iter *koo;
         if (!TE__OK(g, te_split(P, koi, kc, &koo, &koi)))
             return g->err;
         order[n++] = koo;
     }
     order[n++] = i, order[n++] = j;
-    for (int r = 0; r < te_stage_nreduce(P); r++)
+    for (int r = d->nouter_red; r < te_stage_nreduce(P); r++)
         order[n++] = r == d->var_red ? koi : te_stage_reduce_axis(P, r);
     if (!TE__OK(g, te_reorder(P, n, order)) || !TE__OK(g, te_tensorize(P, i, in)))
         return g->err;
@@ -239,14 +257,17 @@ static int tz_apply(te__gen *g)
     te_stage *T = te_schedule_stage_by_name(s, d->out);
     if (!T)
         return te__gen_fail(g, TE_ERR_SCHEDULE);
+    int nd = te_tensor_ndim(te_stage_tensor(T));
     te_iter *io, *jo, *ii, *ji;
-    if (!TE__OK(g,
-                te_tile(T, te_stage_axis(T, 0), te_stage_axis(T, 1), tm, tn, &io, &jo, &ii, &ji)))
+    if (!TE__OK(g, te_tile(T, te_stage_axis(T, nd - 2), te_stage_axis(T, nd - 1), tm, tn, &io, &jo,
+                           &ii, &ji)))
         return g->err;
     /* The tile loops, outermost first: (io, jo) or (jo, io); with column blocks of nc,
      * (jb, io, jm) or (jb, jm, io): a block of B stays in L2 while the rows go by. */
-    te_iter *outs[3];
+    te_iter *outs[3 + TE_MAX_DIMS];
     int nouter = 0;
+    for (int a = 0; a < nd - 2; a++) /* leading axes (a batch, a convolution's rows) */
+        outs[nouter++] = te_stage_axis(T, a);
     if (nc > 0) {
         te_iter *jb, *jm;
         if (!TE__OK(g, te_split(T, jo, nc / tn, &jb, &jm)))
@@ -268,8 +289,13 @@ static int tz_apply(te__gen *g)
         for (int q = 1; q + 1 < nouter; q++)
             outs[q] = outs[q + 1];
         nouter--;
-    } else if (par == 1 && !TE__OK(g, te__parallel(T, outs[0])))
-        return g->err;
+    } else if (par == 1) {
+        int q = 0; /* the first loop with more than one iteration (a batch of 1 is not) */
+        while (q + 1 < nouter && te_iter_extent(outs[q]) <= 1)
+            q++;
+        if (!TE__OK(g, te__parallel(T, outs[q])))
+            return g->err;
+    }
     te_iter *inner = outs[nouter - 1];
     if (d->role_a)
         return tz_product(g, T, ii, ji, d, in, kc, outs, nouter);
@@ -284,7 +310,11 @@ static int tz_apply(te__gen *g)
         te_stage *P = te_schedule_stage_by_name(s, d->prod[q]);
         if (!P || !TE__OK(g, te_compute_at(P, T, inner)))
             return P ? g->err : te__gen_fail(g, TE_ERR_SCHEDULE);
-        int rc = tz_product(g, P, te_stage_axis(P, 0), te_stage_axis(P, 1), d, in, kc, NULL, 0);
+        te_iter *lead[TE_MAX_DIMS];
+        for (int a = 0; a < nd - 2; a++)
+            lead[a] = te_stage_axis(P, a);
+        int rc = tz_product(g, P, te_stage_axis(P, nd - 2), te_stage_axis(P, nd - 1), d, in, kc,
+                            lead, nd - 2);
         if (rc)
             return rc;
     }

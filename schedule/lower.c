@@ -359,6 +359,7 @@ static te_stmt *tensorized_nest(lower_ctx *L, lstage *l, te_expr *const *sidx,
                NULL;
     te_expr *addr[TZ_MAX_OPS];
     int nfree[TZ_MAX_OPS], sdim[TZ_MAX_OPS * TE_MAX_DIMS];
+    int64_t smul[TZ_MAX_OPS * TE_MAX_DIMS];
     addr[0] = te__load(ctx, l->buf, st->ndim, sidx);
     te_expr *value = update->kind == TE_S_STORE ? update->u.store.value : NULL;
     for (const te_stmt *u = update; !value && u && u->kind == TE_S_IF; u = u->u.cond.then_s)
@@ -391,13 +392,15 @@ static te_stmt *tensorized_nest(lower_ctx *L, lstage *l, te_expr *const *sidx,
                             (long long)X->shape[d]),
                        NULL;
         nfree[o] = in->nfree[o];
-        for (int f = 0; f < TE_MAX_DIMS; f++)
+        for (int f = 0; f < TE_MAX_DIMS; f++) {
             sdim[o * TE_MAX_DIMS + f] = f < nfree[o] ? m.dim0[o] + f : -1;
+            smul[o * TE_MAX_DIMS + f] = m.smul[o][f];
+        }
     }
     bool is_red = l->body->kind == TE_E_REDUCE;
     bool overwrite = is_red && m.whole_reduction && in->c_overwrite;
-    te_stmt *call =
-        te__intrin_call(ctx, in, in->name, overwrite, m.nops, addr, nfree, sdim, m.var_extent);
+    te_stmt *call = te__intrin_call(ctx, in, in->name, overwrite, m.nops, addr, nfree, sdim, smul,
+                                    m.var_extent);
     if (!call)
         return NULL;
     if (is_red && m.whole_reduction && !overwrite) {

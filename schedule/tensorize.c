@@ -210,6 +210,8 @@ te_backend_kind te_tensor_intrin_backend(const te_tensor_intrin *in)
     return in ? in->backend : TE_BACKEND_C;
 }
 te_tensor *te_tensor_intrin_output(const te_tensor_intrin *in) { return in ? in->out : NULL; }
+int te_tensor_intrin_var_axis(const te_tensor_intrin *in) { return in ? in->var_axis : -1; }
+int te_tensor_intrin_nreduce(const te_tensor_intrin *in) { return in ? in->nr : 0; }
 
 /* Whether the comma-separated list `have` contains feature f (length len). */
 static bool has_feature(const char *have, const char *f, size_t len)
@@ -284,8 +286,8 @@ static bool coef_of(te_ctx *ctx, te_expr *e, const te_expr *v, int64_t *k)
 
 /* Checks one read: the stage reads tensor T at sidx (q indices), the description reads its
  * operand X at didx (r indices). */
-static int match_access(mctx *c, te_ctx *sctx, const te_tensor *T, int q, te_expr *const *sidx,
-                        const te_tensor *X, int r, te_expr *const *didx)
+static int match_access(mctx *c, te_ctx *sctx, int o, const te_tensor *T, int q,
+                        te_expr *const *sidx, const te_tensor *X, int r, te_expr *const *didx)
 {
     te_ctx *dctx = te__tensor_ctx(X);
     if (q < r)
@@ -303,6 +305,7 @@ static int match_access(mctx *c, te_ctx *sctx, const te_tensor *T, int q, te_exp
         te_expr *fj = te__simplify_expr(sctx, te__substitute(sctx, sidx[j], &split), &c->ranges);
         if (!fj)
             return refuse(c, "out of memory");
+        int64_t mul = 0; /* a free dimension may move a whole multiple of the described step */
         for (int a = 0; a < c->nmap; a++) {
             int64_t ks, kd = 0;
             if (!coef_of(sctx, fj, c->lvar[a], &ks))
@@ -311,13 +314,23 @@ static int match_access(mctx *c, te_ctx *sctx, const te_tensor *T, int q, te_exp
                     T->name, j, c->svar[a]->u.var.name);
             if (d >= 0 && !coef_of(dctx, didx[d], c->dvar[a], &kd))
                 return refuse(c, "intrinsic '%s': non-linear access to '%s'", c->in->name, X->name);
+            bool free_dim = d >= 0 && d < c->in->nfree[o];
+            if (free_dim && kd != 0 && ks % kd == 0 && ks / kd >= 1 && (!mul || mul == ks / kd)) {
+                mul = ks / kd;
+                continue;
+            }
             if (ks != kd)
                 return refuse(c,
                               "'%s' moves by %lld along '%s' in dimension %d where the "
-                              "intrinsic's '%s' moves by %lld",
+                              "intrinsic's '%s' moves by %lld%s",
                               T->name, (long long)ks, c->svar[a]->u.var.name, j, X->name,
-                              (long long)kd);
+                              (long long)kd,
+                              free_dim && kd ? " (or a whole multiple of it, the same for every "
+                                               "loop)"
+                                             : "");
         }
+        if (d >= 0)
+            c->m->smul[o][d] = mul ? mul : 1;
     }
     return TE_OK;
 }
@@ -382,7 +395,7 @@ static int match_expr(mctx *c, te_ctx *sctx, const te_expr *s, const te_expr *d)
                 if (!te__expr_equal(f->u.read.idx[j], s->u.read.idx[j]))
                     return refuse(c, "'%s' is read at two different places", T->name);
         }
-        if (match_access(c, sctx, T, s->u.read.n, s->u.read.idx, d->u.read.t, d->u.read.n,
+        if (match_access(c, sctx, o, T, s->u.read.n, s->u.read.idx, d->u.read.t, d->u.read.n,
                          d->u.read.idx))
             return TE_ERR_SCHEDULE;
         c->m->ops[o] = T;
@@ -448,6 +461,9 @@ int te__tz_match_nest(const te_stage *st, const te_expr *body, int kt, const int
     bool known = ext || st->attach != TE_ATTACH_AT;
     memset(m, 0, sizeof *m);
     m->var_extent = -1;
+    for (int o = 0; o < TZ_MAX_OPS; o++)
+        for (int d = 0; d < TE_MAX_DIMS; d++)
+            m->smul[o][d] = 1;
     te_ctx *sctx = st->sched->ctx;
     if (st->ntuple)
         return refuse(&c, "stage '%s' has several outputs", st->tensor->name);

@@ -31,8 +31,10 @@ typedef struct te__tz_match {
     int nops;
     te_tensor *ops[TZ_MAX_OPS]; /* the stage's tensor per operand (ops[0] the stage's own) */
     int dim0[TZ_MAX_OPS];       /* the stage tensor's dimension the description's dim 0 maps to */
-    int64_t var_extent;         /* the variable axis's extent in the nest, -1 none */
-    bool whole_reduction;       /* every reduction loop of the stage is in the nest */
+    int64_t smul[TZ_MAX_OPS][TE_MAX_DIMS]; /* free dimension d moves smul times the
+                                            * description's step (1, or a conv's stride) */
+    int64_t var_extent;                    /* the variable axis's extent in the nest, -1 none */
+    bool whole_reduction;                  /* every reduction loop of the stage is in the nest */
 } te__tz_match;
 
 /* Whether the loops st->leaves[kt..] of stage st, with extents ext(iter) (ext == NULL: the

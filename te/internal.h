@@ -392,6 +392,8 @@ struct te_stmt {
             te_expr **addr;
             const int *nfree;
             const int *sdim;
+            const int64_t *smul; /* the stride of free dimension f is smul[o * TE_MAX_DIMS + f]
+                                  * times the buffer's (a strided access: conv stride) */
             int64_t n;
         } intrin;
     } u;
@@ -411,11 +413,12 @@ te_stmt *te__comment(te_ctx *ctx, const char *text);
 #define TE_INTRIN_STMT_MAX_OPS 8
 /* A call of tensor intrinsic `in` (named `name`) on nops <= TE_INTRIN_STMT_MAX_OPS operands:
  * addr are LOAD expressions, nfree[o] free dimensions per operand whose buffer dimensions are
- * sdim[o * TE_MAX_DIMS + f]; n the variable axis's extent or -1. Arrays are copied. NULL when out
+ * sdim[o * TE_MAX_DIMS + f], whose buffer strides are multiplied by smul[same]; n the variable
+ * axis's extent or -1. Arrays are copied. NULL when out
  * of memory or an address is not a LOAD. */
 te_stmt *te__intrin_call(te_ctx *ctx, const struct te_tensor_intrin *in, const char *name,
                          bool overwrite, int nops, te_expr *const *addr, const int *nfree,
-                         const int *sdim, int64_t n);
+                         const int *sdim, const int64_t *smul, int64_t n);
 te_buf *te__buf_new(te_ctx *ctx, const char *name, te_dtype dtype, int ndim, const int64_t *shape,
                     te_scope scope);
 

@@ -135,14 +135,15 @@ te_stmt *te__comment(te_ctx *ctx, const char *text)
 
 te_stmt *te__intrin_call(te_ctx *ctx, const struct te_tensor_intrin *in, const char *name,
                          bool overwrite, int nops, te_expr *const *addr, const int *nfree,
-                         const int *sdim, int64_t n)
+                         const int *sdim, const int64_t *smul, int64_t n)
 {
     te_stmt *s = new_stmt(ctx, TE_S_INTRIN);
     te_expr **a = te__alloc(ctx, sizeof(te_expr *) * (size_t)(nops > 0 ? nops : 1));
     int *nf = te__alloc(ctx, sizeof(int) * (size_t)(nops > 0 ? nops : 1));
     int *sd = te__alloc(ctx, sizeof(int) * (size_t)(nops > 0 ? nops : 1) * TE_MAX_DIMS);
+    int64_t *sm = te__alloc(ctx, sizeof(int64_t) * (size_t)(nops > 0 ? nops : 1) * TE_MAX_DIMS);
     const char *nm = te__strdup(ctx, name);
-    if (!s || !a || !nf || !sd || !nm)
+    if (!s || !a || !nf || !sd || !sm || !nm)
         return NULL;
     for (int o = 0; o < nops; o++)
         if (!addr[o] || addr[o]->kind != TE_E_LOAD)
@@ -150,6 +151,7 @@ te_stmt *te__intrin_call(te_ctx *ctx, const struct te_tensor_intrin *in, const c
     memcpy(a, addr, sizeof(te_expr *) * (size_t)nops);
     memcpy(nf, nfree, sizeof(int) * (size_t)nops);
     memcpy(sd, sdim, sizeof(int) * (size_t)nops * TE_MAX_DIMS);
+    memcpy(sm, smul, sizeof(int64_t) * (size_t)nops * TE_MAX_DIMS);
     s->u.intrin.in = in;
     s->u.intrin.name = nm;
     s->u.intrin.overwrite = overwrite;
@@ -157,6 +159,7 @@ te_stmt *te__intrin_call(te_ctx *ctx, const struct te_tensor_intrin *in, const c
     s->u.intrin.addr = a;
     s->u.intrin.nfree = nf;
     s->u.intrin.sdim = sd;
+    s->u.intrin.smul = sm;
     s->u.intrin.n = n;
     return s;
 }
@@ -300,7 +303,7 @@ te_stmt *te__stmt_mutate(te_ctx *ctx, te_stmt *s, te__stmt_mutator fs, te__expr_
         if (changed)
             r = te__intrin_call(ctx, s->u.intrin.in, s->u.intrin.name, s->u.intrin.overwrite,
                                 s->u.intrin.nops, a, s->u.intrin.nfree, s->u.intrin.sdim,
-                                s->u.intrin.n);
+                                s->u.intrin.smul, s->u.intrin.n);
         break;
     }
     case TE_S_BARRIER:

@@ -633,6 +633,63 @@ static void test_blocked_ops(void **state)
     te_ctx_free(c);
 }
 
+/* te_op_conv2d_vnni (NHWC, packed weights) through the tensorize template: the intrinsic's tile
+ * over (ow, oc), ry and rx outside the call, stride 1 and 2 (rows of A `stride * c` apart),
+ * against the float64 convolution. */
+static void conv_case(int H, int W, int stride)
+{
+    enum { IC = 64, OC = 32, KH = 3, KW = 3 };
+    te_ctx *c = te_ctx_create();
+    te_tensor *X = te_placeholder(c, "X", TE_BF16, 4, (int64_t[]){1, H, W, IC});
+    te_tensor *Wp = te_placeholder(c, "Wp", TE_BF16, 5, (int64_t[]){KH, KW, IC / 2, OC, 2});
+    te_tensor *Y = te_op_conv2d_vnni(c, X, Wp, stride, TE_F32, "Y");
+    assert_non_null(Y);
+    const int64_t *ys = te_tensor_shape(Y);
+    int OH = (int)ys[1], OW = (int)ys[2];
+    assert_int_equal(OH, (H - KH) / stride + 1);
+    size_t nx = (size_t)H * W * IC, nw = (size_t)KH * KW * IC * OC, ny = (size_t)OH * OW * OC;
+    uint16_t *x = malloc(nx * 2), *w = malloc(nw * 2);
+    tt_rng r;
+    tt_rng_seed(&r, 21);
+    for (size_t k = 0; k < nx; k++)
+        x[k] = to_bf16((float)tt_rng_uniform(&r, -1, 1));
+    for (size_t k = 0; k < nw; k++)
+        w[k] = to_bf16((float)tt_rng_uniform(&r, -0.5, 0.5));
+    double *want = malloc(ny * sizeof *want), *tol = malloc(ny * sizeof *tol);
+    for (int oh = 0; oh < OH; oh++)
+        for (int ow = 0; ow < OW; ow++)
+            for (int o = 0; o < OC; o++) {
+                double sum = 0, abs_sum = 0;
+                for (int ry = 0; ry < KH; ry++)
+                    for (int rx = 0; rx < KW; rx++)
+                        for (int ch = 0; ch < IC; ch++) {
+                            double v =
+                                (double)te_bf16_to_f32(
+                                    x[((size_t)(oh * stride + ry) * W + ow * stride + rx) * IC +
+                                      ch]) *
+                                te_bf16_to_f32(
+                                    w[(((size_t)ry * KW + rx) * (IC / 2) + ch / 2) * OC * 2 +
+                                      (size_t)o * 2 + ch % 2]);
+                            sum += v, abs_sum += fabs(v);
+                        }
+                size_t q = ((size_t)oh * OW + ow) * OC + o;
+                want[q] = sum;
+                tol[q] = (KH * KW * IC + 2) * ldexp(1.0, -24) * abs_sum;
+            }
+    char what[64];
+    snprintf(what, sizeof what, "conv2d_vnni %dx%d stride %d", H, W, stride);
+    check_space(c, 2, (te_tensor *[]){X, Wp}, Y, (const void *[]){x, w}, want, tol, ny, what);
+    free(x), free(w), free(want), free(tol);
+    te_ctx_free(c);
+}
+
+static void test_conv(void **state)
+{
+    (void)state;
+    conv_case(10, 18, 1);
+    conv_case(9, 33, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -646,6 +703,7 @@ int main(void)
         cmocka_unit_test(test_target_without_features),
         cmocka_unit_test(test_template),
         cmocka_unit_test(test_blocked_ops),
+        cmocka_unit_test(test_conv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

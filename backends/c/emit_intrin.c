@@ -90,7 +90,7 @@ void te__c_gen_intrin(emitter *em, const te_stmt *s)
         te__sb_puts(&em->out, "]");
         for (int f = 0; f < s->u.intrin.nfree[o]; f++) {
             int d = s->u.intrin.sdim[o * TE_MAX_DIMS + f];
-            int64_t stride = 1;
+            int64_t stride = s->u.intrin.smul[o * TE_MAX_DIMS + f];
             for (int e = d + 1; e < b->ndim; e++)
                 stride *= b->shape[e];
             te__sb_printf(&em->out, ", %lld", (long long)stride);

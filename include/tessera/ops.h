@@ -117,6 +117,19 @@ te_tensor *te_op_pack_vnni_blocked(te_ctx *ctx, te_tensor *B, int group, int64_t
 te_tensor *te_op_matmul_vnni(te_ctx *ctx, te_tensor *A, te_tensor *Bp, te_dtype acc,
                              const char *name);
 
+/* 2-D convolution in NHWC against VNNI-packed weights: X [n, h, w, c] (pad it first:
+ * te_op_pad), Wp [kh, kw, c / g, oc, g] with Wp[ry, rx, ko, o, kk] = W[o, ko * g + kk, ry, rx]
+ * (or blocked [oc / nb, kh, kw, c / g, nb, g]), and Y[b, oh, ow, o] = sum over (ry, rx, ko, kk)
+ * of acc(X[b, oh * stride + ry, ow * stride + rx, ko * g + kk]) * acc(Wp[ry, rx, ko, o, kk]),
+ * the reduction axes in that order: for every (ry, rx), a matmul of the output's row of ow
+ * positions (rows `stride * c` elements apart) by a channel block, which the built-in tensor
+ * intrinsics compute (the tensorize template). Dtypes as te_op_matmul_vnni. Output
+ * [n, (h - kh) / stride + 1, (w - kw) / stride + 1, oc], axes "b", "oh", "ow", "oc"; tag
+ * "conv2d_vnni". TE_ERR_SHAPE for ranks, channel counts or a kernel larger than the input,
+ * TE_ERR_ARG for stride < 1, TE_ERR_DTYPE for other dtypes. */
+te_tensor *te_op_conv2d_vnni(te_ctx *ctx, te_tensor *X, te_tensor *Wp, int stride, te_dtype acc,
+                             const char *name);
+
 /* Batched matmul: C[b, m, n] = op(A[b]) op(B[b]) with A [ba, m, k] (or [ba, k, m] when
  * trans_a) and B [bb, k, n] (or [bb, n, k] when trans_b). The batch extents ba and bb must be
  * equal, or one of them 1 (broadcast). One reduction stage. Tag "batch_matmul". */

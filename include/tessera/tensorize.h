@@ -93,6 +93,10 @@ const char *te_tensor_intrin_doc(const te_tensor_intrin *in);
 te_backend_kind te_tensor_intrin_backend(const te_tensor_intrin *in);
 /* The description's computed tensor (in the registry's context: read it, never build on it). */
 te_tensor *te_tensor_intrin_output(const te_tensor_intrin *in);
+/* The index among the description's reduction axes of its variable axis, -1 when none; and
+ * how many reduction axes the description has. */
+int te_tensor_intrin_var_axis(const te_tensor_intrin *in);
+int te_tensor_intrin_nreduce(const te_tensor_intrin *in);
 /* Whether target t has every feature the intrinsic needs (its backend and ISA list). */
 int te_tensor_intrin_supported(const te_tensor_intrin *in, const te_target *t);
 

@@ -346,7 +346,7 @@ static te_stmt *simp_stmt(walk *w, te_stmt *s)
             return s;
         te_stmt *r = te__intrin_call(ctx, s->u.intrin.in, s->u.intrin.name, s->u.intrin.overwrite,
                                      s->u.intrin.nops, a, s->u.intrin.nfree, s->u.intrin.sdim,
-                                     s->u.intrin.n);
+                                     s->u.intrin.smul, s->u.intrin.n);
         if (!r)
             w->failed = true;
         return r;

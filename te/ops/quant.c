@@ -277,3 +277,57 @@ te_tensor *te_op_matmul_vnni(te_ctx *ctx, te_tensor *A, te_tensor *Bp, te_dtype 
     te_expr *body = te_sum(ctx, te_mul(ctx, a, b), 2, (te_expr *[]){o, q});
     return op__tag(ctx, te_compute(ctx, s.name, ra, ax, body), "matmul_vnni");
 }
+
+te_tensor *te_op_conv2d_vnni(te_ctx *ctx, te_tensor *X, te_tensor *Wp, int stride, te_dtype acc,
+                             const char *name)
+{
+    if (!ctx)
+        return NULL;
+    op_site s = {ctx, "conv2d_vnni", name ? name : "conv2d_vnni"};
+    if (!op__need(&s, X, "input 'X'") || !op__need(&s, Wp, "packed 'Wp'") ||
+        !op__rank(&s, X, "input 'X'", 4, "[n, h, w, c] (NHWC)"))
+        return NULL;
+    bool blocked = te_tensor_ndim(Wp) == 6;
+    if (!blocked && !op__rank(&s, Wp, "packed 'Wp'", 5,
+                              "[kh, kw, c / g, oc, g] or [oc / nb, kh, kw, c / g, nb, g]"))
+        return NULL;
+    if (stride < 1)
+        return op__fail(&s, TE_ERR_ARG, "stride %d: must be >= 1", stride);
+    if (!vnni_dtypes(&s, X, Wp, acc))
+        return NULL;
+    const int64_t *xs = te_tensor_shape(X), *ws = te_tensor_shape(Wp);
+    int64_t kh, kw, ko, oc, g, nb = 0;
+    if (blocked)
+        nb = ws[4], kh = ws[1], kw = ws[2], ko = ws[3], g = ws[5], oc = ws[0] * nb;
+    else
+        kh = ws[0], kw = ws[1], ko = ws[2], oc = ws[3], g = ws[4];
+    if (xs[3] != ko * g)
+        return op__fail(&s, TE_ERR_SHAPE,
+                        "input 'X' ('%s') has %lld channels but packed 'Wp' ('%s') holds %lld x "
+                        "%lld; pad the channels with zeros when the packer padded them",
+                        te_tensor_name(X), (long long)xs[3], te_tensor_name(Wp), (long long)ko,
+                        (long long)g);
+    if (xs[1] < kh || xs[2] < kw)
+        return op__fail(&s, TE_ERR_SHAPE,
+                        "input 'X' ('%s') is %lld x %lld, smaller than the %lld x %lld kernel "
+                        "(pad it first: te_op_pad)",
+                        te_tensor_name(X), (long long)xs[1], (long long)xs[2], (long long)kh,
+                        (long long)kw);
+    int64_t oh = (xs[1] - kh) / stride + 1, ow = (xs[2] - kw) / stride + 1;
+    te_expr *b = te_axis(ctx, "b", xs[0]), *h = te_axis(ctx, "oh", oh), *w = te_axis(ctx, "ow", ow);
+    te_expr *c = te_axis(ctx, "oc", oc);
+    te_expr *ry = te_reduce_axis(ctx, "ry", kh), *rx = te_reduce_axis(ctx, "rx", kw);
+    te_expr *o = te_reduce_axis(ctx, "ko", ko), *q = te_reduce_axis(ctx, "kk", g);
+    te_expr *x = TE_AT(ctx, X, b, op__mad(ctx, h, stride, ry), op__mad(ctx, w, stride, rx),
+                       op__mad(ctx, o, g, q));
+    te_expr *wv = blocked ? te_read(ctx, Wp, 6,
+                                    (te_expr *[]){te_floordiv(ctx, c, te_int(ctx, nb)), ry, rx, o,
+                                                  te_floormod(ctx, c, te_int(ctx, nb)), q})
+                          : te_read(ctx, Wp, 5, (te_expr *[]){ry, rx, o, c, q});
+    if (te_tensor_dtype(X) != acc)
+        x = te_cast(ctx, acc, x);
+    if (te_tensor_dtype(Wp) != acc)
+        wv = te_cast(ctx, acc, wv);
+    te_expr *body = te_sum(ctx, te_mul(ctx, x, wv), 4, (te_expr *[]){ry, rx, o, q});
+    return op__tag(ctx, te_compute(ctx, s.name, 4, (te_expr *[]){b, h, w, c}, body), "conv2d_vnni");
+}
