@@ -779,6 +779,7 @@ const te__template *te__template_for(const char *op)
         {"mlp_gate", &t_gemm},
         {"qkv_projection", &t_gemm},
         {"matmul_vnni", &te__t_tensorize},
+        {"conv2d_vnni", &te__t_tensorize},
         {"attention", &te__t_attention},
         {"softmax", &t_row},
         {"layer_norm", &t_row},

@@ -268,6 +268,16 @@ static int ap_matmul_vnni(APPLY_ARGS)
     return done(ctx, te_op_matmul_vnni(ctx, in[0], in[1], acc, names[0]), out);
 }
 
+static int ap_conv2d_vnni(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    te_dtype acc = te_dtype_is_float(te_tensor_dtype(in[0])) ? TE_F32 : TE_I32;
+    return done(ctx,
+                te_op_conv2d_vnni(ctx, in[0], in[1], (int)te__gop_attr_int(op, kv, "stride"), acc,
+                                  names[0]),
+                out);
+}
+
 static int ap_attention(APPLY_ARGS)
 {
     UNUSED_ARGS;
@@ -724,7 +734,8 @@ int te__gop_input_any_dtype(const te__gop *op, int i)
            (strcmp(op->name, "where") == 0 && i == 0) ||
            strcmp(op->name, "matmul_integer") == 0 || /* u8 x i8 */
            strcmp(op->name, "qlinear_matmul") == 0 ||
-           strcmp(op->name, "matmul_vnni") == 0; /* u8 x i8 */
+           strcmp(op->name, "matmul_vnni") == 0 || /* u8 x i8 */
+           strcmp(op->name, "conv2d_vnni") == 0;
 }
 
 /* ---- The table ---------------------------------------------------------------------------- */
@@ -787,6 +798,7 @@ static const te__gop table[] = {
      ap_qlinear_matmul},
     {"pack_vnni", TE_KIND_INJECTIVE, 1, 1, 1, "B", "group=4", 0, ap_pack_vnni},
     {"matmul_vnni", TE_KIND_OPAQUE, 2, 2, 1, "A,Bp", "", 0, ap_matmul_vnni},
+    {"conv2d_vnni", TE_KIND_OPAQUE, 2, 2, 1, "X,Wp", "stride=1", 0, ap_conv2d_vnni},
     /* The graph's own operators (not in the registry). */
     {"batch_norm", TE_KIND_BROADCAST, 5, 5, 1, "X,gamma,beta,mean,var", "eps=1e-5,axis=1", 4,
      ap_batch_norm},

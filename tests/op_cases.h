@@ -12,6 +12,7 @@ static const struct {
     {"qlinear_matmul", "m=6,n=5,k=8,a_zero=128,b_zero=1,y_zero=7,shift=6"},
     {"pack_vnni", "k=10,n=7,group=4"},
     {"matmul_vnni", "m=5,n=7,k=12,group=4"},
+    {"conv2d_vnni", "n=1,h=6,w=7,c=8,oc=5,kh=3,kw=2,stride=2,a_dtype=u8"},
     {"dense_bias", "m=6,n=10,k=5"},
     {"conv2d", "n=1,c=3,h=7,w=6,oc=4,kh=3,kw=3,pad=1"},
     {"conv2d", "n=1,c=4,h=7,w=7,oc=4,kh=3,kw=2,stride=2,dilation=1,groups=2,layout=NHWC"},

@@ -335,6 +335,34 @@ static int build_matmul_vnni(BUILD_ARGS)
     return FINISH(ins, outs);
 }
 
+static int build_conv2d_vnni(BUILD_ARGS)
+{
+    BUILD_BEGIN("conv2d_vnni")
+    int64_t n = I(op, &r, "n"), h = I(op, &r, "h"), w = I(op, &r, "w"), c = I(op, &r, "c");
+    int64_t oc = I(op, &r, "oc"), kh = I(op, &r, "kh"), kw = I(op, &r, "kw");
+    int64_t g = I(op, &r, "group"), st = I(op, &r, "stride");
+    if (g < 1 || c % g)
+        return te_ctx_set_error(ctx, TE_ERR_ARG,
+                                "conv2d_vnni: c = %lld is not a multiple of group = %lld (pad the "
+                                "channels to one)",
+                                (long long)c, (long long)g);
+    if (st < 1 || st > 64)
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "conv2d_vnni: stride %lld is not in [1, 64]",
+                                (long long)st);
+    te_dtype da = vnni_dtype(S(op, &r, "a_dtype")), db;
+    const char *zb = S(op, &r, "b_dtype");
+    if (strcmp(zb, "auto"))
+        db = vnni_dtype(zb);
+    else
+        db = te_dtype_is_float(da) ? da : TE_I8;
+    te_tensor *X = te_placeholder(ctx, "X", da, 4, (int64_t[]){n, h, w, c});
+    te_tensor *Wp = te_placeholder(ctx, "Wp", db, 5, (int64_t[]){kh, kw, c / g, oc, g});
+    te_tensor *ins[] = {X, Wp},
+              *outs[] = {te_op_conv2d_vnni(ctx, X, Wp, (int)st,
+                                           te_dtype_is_float(da) ? TE_F32 : TE_I32, "conv2d_vnni")};
+    return FINISH(ins, outs);
+}
+
 static int build_batch_matmul(BUILD_ARGS)
 {
     BUILD_BEGIN("batch_matmul")
@@ -762,6 +790,18 @@ static const te_op_key keys_matmul_vnni[] = {
     K_OPT("group", "4", "VNNI group g: Bp is [k / g, n, g]"),
     K_STR("a_dtype", "u8", "u8|i8|bf16|f16|f32"),
     K_STR("b_dtype", "auto", "auto|i8|u8|bf16|f16|f32")};
+static const te_op_key keys_conv2d_vnni[] = {
+    K_REQ("n", "batch"),
+    K_REQ("h", "input rows (padded)"),
+    K_REQ("w", "input columns (padded)"),
+    K_REQ("c", "input channels (a multiple of group)"),
+    K_REQ("oc", "output channels"),
+    K_OPT("kh", "3", "kernel rows"),
+    K_OPT("kw", "3", "kernel columns"),
+    K_OPT("stride", "1", "stride of both spatial axes"),
+    K_OPT("group", "2", "VNNI group g: Wp is [kh, kw, c / g, oc, g]"),
+    K_STR("a_dtype", "bf16", "u8|i8|bf16|f16|f32"),
+    K_STR("b_dtype", "auto", "auto|i8|u8|bf16|f16|f32")};
 static const te_op_key keys_batch_matmul[] = {K_REQ("b", "batch"),
                                               K_REQ("m", "rows of C"),
                                               K_REQ("n", "columns of C"),
@@ -921,6 +961,9 @@ static const te_op_info op_table[] = {
     {"matmul_vnni",
      "C = A Bp with Bp VNNI-packed: bf16/f16/f32 -> f32, u8/i8 -> i32 (b_dtype auto: i8, or A's)",
      NK(keys_matmul_vnni), keys_matmul_vnni, build_matmul_vnni},
+    {"conv2d_vnni",
+     "NHWC conv2d against VNNI-packed weights Wp [kh, kw, c / g, oc, g], no padding (pad X)",
+     NK(keys_conv2d_vnni), keys_conv2d_vnni, build_conv2d_vnni},
 };
 #pragma GCC diagnostic pop
 
