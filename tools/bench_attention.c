@@ -25,14 +25,7 @@
 #include "tessera/tuner.h"
 #include "tools/baselines.h"
 #include "tools/bench_attention.h"
-
-#define ACHECK(cond)                                                                               \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "tessera bench: %s:%d: %s\n", __FILE__, __LINE__, te_ctx_errmsg(ctx)); \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "tools/bench_report.h"
 
 /* exp on 8 lanes (AVX2 + FMA): x = n ln2 + r, exp(r) by a degree-6 polynomial, 2^n by the
  * exponent bits; inputs clamped to [-87, 88] (softmax only sees x <= 0). */
@@ -172,7 +165,7 @@ int te_bench_attention(te_db *db, int seq, int heads, int dh, int threads, int r
     snprintf(params, sizeof params, "batch=1,heads=%d,lq=%d,lk=%d,dh=%d", heads, seq, seq, dh);
     te_tensor *in[TE_OP_MAX_IO], *outs[TE_OP_MAX_IO];
     int n_in, n_out;
-    ACHECK(te_op_build(ctx, "attention", params, in, &n_in, outs, &n_out) == TE_OK);
+    TE_BENCH_CHECK(te_op_build(ctx, "attention", params, in, &n_in, outs, &n_out) == TE_OK);
     te_target tgt = te_target_host();
     tgt.num_cores = threads;
     /* The tuned record when the database has one, else the template's default. */
@@ -181,8 +174,9 @@ int te_bench_attention(te_db *db, int seq, int heads, int dh, int threads, int r
     if (db) {
         te_op_params kv;
         char key[256];
-        ACHECK(te_op_params_parse(ctx, params, &kv) == TE_OK);
-        ACHECK(te_op_workload_key(ctx, te_op_lookup("attention"), &kv, key, sizeof key) > 0);
+        TE_BENCH_CHECK(te_op_params_parse(ctx, params, &kv) == TE_OK);
+        TE_BENCH_CHECK(te_op_workload_key(ctx, te_op_lookup("attention"), &kv, key, sizeof key) >
+                       0);
         int from_db = 0;
         char why[256];
         te_schedule *d = NULL;
@@ -198,18 +192,18 @@ int te_bench_attention(te_db *db, int seq, int heads, int dh, int threads, int r
     if (!s) {
         te_space *sp =
             te_space_create(ctx, "attention", n_in, in, n_out, outs, TE_SPACE_TEMPLATE, &tgt);
-        ACHECK(sp);
+        TE_BENCH_CHECK(sp);
         const char *tr = te_space_get(sp, 0);
-        ACHECK(tr);
+        TE_BENCH_CHECK(tr);
         s = te_space_instantiate(sp, tr);
-        ACHECK(s);
+        TE_BENCH_CHECK(s);
     }
     te_tensor *args[2 * TE_OP_MAX_IO];
     for (int q = 0; q < n_in; q++)
         args[q] = in[q];
     args[n_in] = outs[0];
     te_module *m = NULL;
-    ACHECK(te_build(s, n_in + 1, args, "attention", &tgt, &m) == TE_OK);
+    TE_BENCH_CHECK(te_build(s, n_in + 1, args, "attention", &tgt, &m) == TE_OK);
     size_t hs = (size_t)heads * seq * dh, ss = (size_t)heads * seq * seq;
     float *Q = rand_buf(hs, 3), *K = rand_buf(hs, 5), *V = rand_buf(hs, 7);
     float *Of = rand_buf(hs, 9), *Ou = rand_buf(hs, 11), *S = rand_buf(ss, 13);

@@ -20,14 +20,7 @@
 #include "tessera/tensorize.h"
 #include "tools/baselines.h"
 #include "tools/bench_lowp.h"
-
-#define LCHECK(cond)                                                                               \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "tessera bench: %s:%d: %s\n", __FILE__, __LINE__, te_ctx_errmsg(ctx)); \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "tools/bench_report.h"
 
 /* Intrinsics in order of preference: AMX, then AVX-512 micro-kernels. */
 static const char *const pref_bf16[] = {"amx_bf16_32x32",  "amx_bf16_16x32",  "avx512bf16_8x32",
@@ -101,13 +94,13 @@ static int build(te_bench_lowp_kind kind, int M, int N, int K, int threads, lowp
         if (M % tm || N % tn || K % g)
             continue;
         te_ctx *ctx = te_ctx_create();
-        LCHECK(ctx);
+        TE_BENCH_CHECK(ctx);
         te_tensor *X = te_placeholder(ctx, "X", ta, 2, (int64_t[]){M, K});
         int64_t ws[4] = {N / tn, K / g, tn, g};
         te_tensor *W1 = te_placeholder(ctx, "W1", tb, 4, ws);
         te_tensor *W3 = te_placeholder(ctx, "W3", tb, 4, ws);
         te_tensor *P1 = te_op_matmul_vnni(ctx, X, W1, acc, "P1");
-        LCHECK(P1);
+        TE_BENCH_CHECK(P1);
         te_tensor *out = P1, *P3 = NULL;
         if (kind == TE_BENCH_LOWP_GATE_BF16) {
             P3 = te_op_matmul_vnni(ctx, X, W3, acc, "P3");
@@ -115,36 +108,38 @@ static int build(te_bench_lowp_kind kind, int M, int N, int K, int threads, lowp
             te_expr *a = TE_AT(ctx, P1, i, j);
             out = te_compute(ctx, "Y", 2, (te_expr *[]){i, j},
                              te_mul(ctx, te_mul(ctx, a, te_sigmoid(ctx, a)), TE_AT(ctx, P3, i, j)));
-            LCHECK(P3 && out);
+            TE_BENCH_CHECK(P3 && out);
         }
         te_schedule *s = te_schedule_create(ctx, 1, &out);
         te_stage *so = te_schedule_stage(s, out);
         te_iter *io, *jo, *ii, *ji, *jb = NULL, *jm = NULL;
-        LCHECK(te_tile(so, te_stage_axis(so, 0), te_stage_axis(so, 1), tm, tn, &io, &jo, &ii,
-                       &ji) == TE_OK);
+        TE_BENCH_CHECK(te_tile(so, te_stage_axis(so, 0), te_stage_axis(so, 1), tm, tn, &io, &jo,
+                               &ii, &ji) == TE_OK);
         /* Column blocks of 256: a block of the weights stays in L2 while the row tiles go
          * by (loops block, rows, columns); the blocks in parallel, each thread its own. */
         int64_t nc = N % 256 == 0 && N > 256 ? 256 : 0;
         if (nc) {
-            LCHECK(te_split(so, jo, nc / tn, &jb, &jm) == TE_OK);
-            LCHECK(te_reorder(so, 3, (te_iter *[]){jb, io, jm}) == TE_OK);
+            TE_BENCH_CHECK(te_split(so, jo, nc / tn, &jb, &jm) == TE_OK);
+            TE_BENCH_CHECK(te_reorder(so, 3, (te_iter *[]){jb, io, jm}) == TE_OK);
         }
         if (threads > 1)
-            LCHECK(te_parallel(so, nc && N / nc >= threads ? jb : io) == TE_OK);
+            TE_BENCH_CHECK(te_parallel(so, nc && N / nc >= threads ? jb : io) == TE_OK);
         te_iter *at = nc ? jm : jo;
         int rc;
         if (kind == TE_BENCH_LOWP_GATE_BF16) {
             te_iter *jv, *jl;
-            LCHECK(te_split(so, ji, 16, &jv, &jl) == TE_OK && te_vectorize(so, jl) == TE_OK);
+            TE_BENCH_CHECK(te_split(so, ji, 16, &jv, &jl) == TE_OK &&
+                           te_vectorize(so, jl) == TE_OK);
             te_stage *s1 = te_schedule_stage(s, P1), *s3 = te_schedule_stage(s, P3);
-            LCHECK(te_compute_at(s1, so, at) == TE_OK && te_compute_at(s3, so, at) == TE_OK);
+            TE_BENCH_CHECK(te_compute_at(s1, so, at) == TE_OK &&
+                           te_compute_at(s3, so, at) == TE_OK);
             rc = tensorize_product(s1, in);
             if (!rc)
                 rc = tensorize_product(s3, in);
         } else {
-            LCHECK(te_reorder(so, 4,
-                              (te_iter *[]){ii, ji, te_stage_reduce_axis(so, 0),
-                                            te_stage_reduce_axis(so, 1)}) == TE_OK);
+            TE_BENCH_CHECK(te_reorder(so, 4,
+                                      (te_iter *[]){ii, ji, te_stage_reduce_axis(so, 0),
+                                                    te_stage_reduce_axis(so, 1)}) == TE_OK);
             rc = te_tensorize(so, ii, in);
         }
         te_tensor *args[4] = {X, W1, kind == TE_BENCH_LOWP_GATE_BF16 ? W3 : out, out};

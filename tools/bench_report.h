@@ -36,4 +36,15 @@ int te_bench_write_report(const char *path, const te_bench_row *rows, int n, con
                           int nthreads, int reps, const char *openblas_note, const char *dn_note,
                           const char *load_note, const char *db_path);
 
+/* In a benchmark: exits with the file, line and the context's message when cond is false (a
+ * kernel that cannot be built is a bug of the benchmark, not a measurement). Needs a te_ctx
+ * named ctx, <stdio.h> and <stdlib.h>. */
+#define TE_BENCH_CHECK(cond)                                                                       \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "tessera bench: %s:%d: %s\n", __FILE__, __LINE__, te_ctx_errmsg(ctx)); \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
 #endif

@@ -80,14 +80,6 @@ static float *rand_buf(size_t n, unsigned seed)
     return p;
 }
 
-#define BCHECK(cond)                                                                               \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "tessera bench: %s:%d: %s\n", __FILE__, __LINE__, te_ctx_errmsg(ctx)); \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
 /* ---- Hand schedules ----------------------------------------------------------------------- */
 
 /* Wp[jo, k, ji] = W[k, jo * nr + ji]: column panels of nr floats, contiguous along k, so the
@@ -118,8 +110,8 @@ static te_tensor *matmul_packed(te_ctx *ctx, te_tensor *X, te_tensor *Wp, int64_
 static void sched_pack(te_ctx *ctx, te_schedule *s, te_tensor *P)
 {
     te_stage *sp = te_schedule_stage(s, P);
-    BCHECK(sp && te_parallel(sp, te_stage_axis(sp, 0)) == TE_OK);
-    BCHECK(te_vectorize(sp, te_stage_axis(sp, 2)) == TE_OK);
+    TE_BENCH_CHECK(sp && te_parallel(sp, te_stage_axis(sp, 0)) == TE_OK);
+    TE_BENCH_CHECK(te_vectorize(sp, te_stage_axis(sp, 2)) == TE_OK);
 }
 
 /* The register tile of one product: an mr x nr accumulator in registers, computed inside
@@ -128,30 +120,30 @@ static void sched_tile(te_ctx *ctx, te_schedule *s, te_tensor *G, te_stage *cons
                        bool inline_copy)
 {
     te_tensor *acc = te_cache_write(s, G, TE_SCOPE_LOCAL);
-    BCHECK(acc);
+    TE_BENCH_CHECK(acc);
     if (inline_copy)
-        BCHECK(te_compute_inline(te_schedule_stage(s, G)) == TE_OK);
+        TE_BENCH_CHECK(te_compute_inline(te_schedule_stage(s, G)) == TE_OK);
     te_stage *sa = te_schedule_stage(s, acc);
-    BCHECK(te_compute_at(sa, consumer, at) == TE_OK);
+    TE_BENCH_CHECK(te_compute_at(sa, consumer, at) == TE_OK);
     te_iter *i = te_stage_axis(sa, 0), *j = te_stage_axis(sa, 1), *k = te_stage_reduce_axis(sa, 0);
     te_iter *ko, *ki;
-    BCHECK(te_split(sa, k, 4, &ko, &ki) == TE_OK);
-    BCHECK(te_reorder(sa, 4, (te_iter *[]){ko, ki, i, j}) == TE_OK);
-    BCHECK(te_unroll(sa, ki) == TE_OK);
-    BCHECK(te_unroll(sa, i) == TE_OK);
-    BCHECK(te_vectorize(sa, j) == TE_OK);
+    TE_BENCH_CHECK(te_split(sa, k, 4, &ko, &ki) == TE_OK);
+    TE_BENCH_CHECK(te_reorder(sa, 4, (te_iter *[]){ko, ki, i, j}) == TE_OK);
+    TE_BENCH_CHECK(te_unroll(sa, ki) == TE_OK);
+    TE_BENCH_CHECK(te_unroll(sa, i) == TE_OK);
+    TE_BENCH_CHECK(te_vectorize(sa, j) == TE_OK);
 }
 
 /* Output tiles mr x nr; column panels in parallel, rows inside. Returns the row-tile loop. */
 static te_iter *sched_output(te_ctx *ctx, te_stage *sy, int64_t mr, int64_t nr)
 {
     te_iter *io, *jo, *ii, *ji;
-    BCHECK(te_tile(sy, te_stage_axis(sy, 0), te_stage_axis(sy, 1), mr, nr, &io, &jo, &ii, &ji) ==
-           TE_OK);
-    BCHECK(te_reorder(sy, 2, (te_iter *[]){jo, io}) == TE_OK);
-    BCHECK(te_parallel(sy, jo) == TE_OK);
-    BCHECK(te_unroll(sy, ii) == TE_OK);
-    BCHECK(te_vectorize(sy, ji) == TE_OK);
+    TE_BENCH_CHECK(te_tile(sy, te_stage_axis(sy, 0), te_stage_axis(sy, 1), mr, nr, &io, &jo, &ii,
+                           &ji) == TE_OK);
+    TE_BENCH_CHECK(te_reorder(sy, 2, (te_iter *[]){jo, io}) == TE_OK);
+    TE_BENCH_CHECK(te_parallel(sy, jo) == TE_OK);
+    TE_BENCH_CHECK(te_unroll(sy, ii) == TE_OK);
+    TE_BENCH_CHECK(te_vectorize(sy, ji) == TE_OK);
     return io;
 }
 
@@ -246,28 +238,28 @@ static int bench_matmul(int M, int N, int K, int threads, int reps, row *out)
     te_tensor *B = te_placeholder(ctx, "B", TE_F32, 2, (int64_t[]){K, N});
     te_tensor *Bp = pack_panels(ctx, B, nr, "B_packed");
     te_tensor *C = matmul_packed(ctx, A, Bp, N, "C");
-    BCHECK(C);
+    TE_BENCH_CHECK(C);
     te_tensor_set_tag(ctx, C, "matmul");
     te_schedule *s = te_schedule_create(ctx, 1, &C);
-    BCHECK(s);
+    TE_BENCH_CHECK(s);
     sched_pack(ctx, s, Bp);
     te_stage *sc = te_schedule_stage(s, C);
     te_tensor *acc = te_cache_write(s, C, TE_SCOPE_LOCAL);
-    BCHECK(acc);
+    TE_BENCH_CHECK(acc);
     te_iter *io = sched_output(ctx, sc, mr, nr);
     te_stage *sa = te_schedule_stage(s, acc);
-    BCHECK(te_compute_at(sa, sc, io) == TE_OK);
+    TE_BENCH_CHECK(te_compute_at(sa, sc, io) == TE_OK);
     te_iter *i = te_stage_axis(sa, 0), *j = te_stage_axis(sa, 1), *k = te_stage_reduce_axis(sa, 0);
     te_iter *ko, *ki;
-    BCHECK(te_split(sa, k, 4, &ko, &ki) == TE_OK);
-    BCHECK(te_reorder(sa, 4, (te_iter *[]){ko, ki, i, j}) == TE_OK);
-    BCHECK(te_unroll(sa, ki) == TE_OK);
-    BCHECK(te_unroll(sa, i) == TE_OK);
-    BCHECK(te_vectorize(sa, j) == TE_OK);
+    TE_BENCH_CHECK(te_split(sa, k, 4, &ko, &ki) == TE_OK);
+    TE_BENCH_CHECK(te_reorder(sa, 4, (te_iter *[]){ko, ki, i, j}) == TE_OK);
+    TE_BENCH_CHECK(te_unroll(sa, ki) == TE_OK);
+    TE_BENCH_CHECK(te_unroll(sa, i) == TE_OK);
+    TE_BENCH_CHECK(te_vectorize(sa, j) == TE_OK);
     te_target tgt = te_target_host();
     tgt.num_cores = threads;
     te_module *m = NULL;
-    BCHECK(te_build(s, 3, (te_tensor *[]){A, B, C}, "matmul", &tgt, &m) == TE_OK);
+    TE_BENCH_CHECK(te_build(s, 3, (te_tensor *[]){A, B, C}, "matmul", &tgt, &m) == TE_OK);
     float *a = rand_buf((size_t)M * K, 1), *b = rand_buf((size_t)K * N, 2);
     float *c = rand_buf((size_t)M * N, 3);
     void *args[] = {a, b, c};
@@ -290,11 +282,11 @@ static te_module *build_pack(int K, int N, int64_t nr)
     te_tensor *W = te_placeholder(ctx, "W", TE_F32, 2, (int64_t[]){K, N});
     te_tensor *P = pack_panels(ctx, W, nr, "W_packed");
     te_schedule *s = te_schedule_create(ctx, 1, &P);
-    BCHECK(s);
+    TE_BENCH_CHECK(s);
     sched_pack(ctx, s, P);
     te_target tgt = te_target_host();
     te_module *m = NULL;
-    BCHECK(te_build(s, 2, (te_tensor *[]){W, P}, "pack_panels", &tgt, &m) == TE_OK);
+    TE_BENCH_CHECK(te_build(s, 2, (te_tensor *[]){W, P}, "pack_panels", &tgt, &m) == TE_OK);
     te_ctx_free(ctx);
     return m;
 }
@@ -327,25 +319,26 @@ te_bench_gate32 *te_bench_gate32_create(int M, int N, int K, const float *x, con
     te_expr *g = TE_AT(ctx, G, i, j);
     te_tensor *Y = te_compute(ctx, "Y", 2, (te_expr *[]){i, j},
                               te_mul(ctx, te_mul(ctx, g, te_sigmoid(ctx, g)), TE_AT(ctx, U, i, j)));
-    BCHECK(Y);
+    TE_BENCH_CHECK(Y);
     te_tensor_set_tag(ctx, Y, "mlp_gate");
     te_schedule *s = te_schedule_create(ctx, 1, &Y);
-    BCHECK(s);
+    TE_BENCH_CHECK(s);
     te_stage *sy = te_schedule_stage(s, Y);
     te_iter *io = sched_output(ctx, sy, mr, nr);
     sched_tile(ctx, s, G, sy, io, true);
     sched_tile(ctx, s, U, sy, io, true);
     te_target tgt = te_target_host();
     te_bench_gate32 *gt = calloc(1, sizeof *gt);
-    BCHECK(gt);
+    TE_BENCH_CHECK(gt);
     te_module *pack = build_pack(K, N, nr);
-    BCHECK(te_build(s, 4, (te_tensor *[]){X, P1, P3, Y}, "mlp_gate", &tgt, &gt->m) == TE_OK);
+    TE_BENCH_CHECK(te_build(s, 4, (te_tensor *[]){X, P1, P3, Y}, "mlp_gate", &tgt, &gt->m) ==
+                   TE_OK);
     size_t np_elems = (size_t)np * K * nr;
     gt->ctx = ctx;
     gt->p1 = rand_buf(np_elems, 11), gt->p3 = rand_buf(np_elems, 12);
     gt->y = rand_buf((size_t)M * N, 4);
-    BCHECK(te_module_run(pack, (void *[]){(void *)w1, gt->p1}) == TE_OK);
-    BCHECK(te_module_run(pack, (void *[]){(void *)w3, gt->p3}) == TE_OK);
+    TE_BENCH_CHECK(te_module_run(pack, (void *[]){(void *)w1, gt->p1}) == TE_OK);
+    TE_BENCH_CHECK(te_module_run(pack, (void *[]){(void *)w3, gt->p3}) == TE_OK);
     te_module_free(pack);
     gt->args[0] = (void *)x, gt->args[1] = gt->p1, gt->args[2] = gt->p3, gt->args[3] = gt->y;
     gt->fn = te_module_entry(gt->m);
@@ -415,16 +408,16 @@ static int bench_rowop(const char *op, int M, int N, int threads, int reps, row 
     int n_in, n_out;
     char params[64];
     snprintf(params, sizeof params, "m=%d,n=%d", M, N);
-    BCHECK(te_op_build(ctx, op, params, in, &n_in, outs, &n_out) == TE_OK);
+    TE_BENCH_CHECK(te_op_build(ctx, op, params, in, &n_in, outs, &n_out) == TE_OK);
     te_tensor *Y = outs[0];
     te_schedule *s = te_schedule_create(ctx, 1, &Y);
-    BCHECK(s);
+    TE_BENCH_CHECK(s);
     te_stage *sy = te_schedule_stage(s, Y);
     te_iter *row_it = te_stage_axis(sy, 0), *jo, *ji;
-    BCHECK(te_parallel(sy, row_it) == TE_OK);
-    BCHECK(te_split(sy, te_stage_axis(sy, 1), 16, &jo, &ji) == TE_OK);
-    BCHECK(te_vectorize(sy, ji) == TE_OK);
-    BCHECK(te_stage_nontemporal(sy, true) == TE_OK);
+    TE_BENCH_CHECK(te_parallel(sy, row_it) == TE_OK);
+    TE_BENCH_CHECK(te_split(sy, te_stage_axis(sy, 1), 16, &jo, &ji) == TE_OK);
+    TE_BENCH_CHECK(te_vectorize(sy, ji) == TE_OK);
+    TE_BENCH_CHECK(te_stage_nontemporal(sy, true) == TE_OK);
     /* Row reductions: 16 partial results per row (rfactor), reduced lane-wise. */
     te_tensor *reds[8];
     int nred = 0;
@@ -434,25 +427,26 @@ static int bench_rowop(const char *op, int M, int N, int threads, int reps, row 
     for (int q = 0; q < nred; q++) {
         te_stage *st = te_schedule_stage(s, reds[q]);
         te_iter *ko, *ki;
-        BCHECK(te_split(st, te_stage_reduce_axis(st, 0), 16, &ko, &ki) == TE_OK);
+        TE_BENCH_CHECK(te_split(st, te_stage_reduce_axis(st, 0), 16, &ko, &ki) == TE_OK);
         te_tensor *rf = te_rfactor(s, reds[q], ki);
-        BCHECK(rf);
+        TE_BENCH_CHECK(rf);
         te_stage *srf = te_schedule_stage(s, rf);
         te_iter *lane = te_stage_axis(srf, te_tensor_ndim(rf) - 1);
-        BCHECK(te_reorder(srf, 2, (te_iter *[]){te_stage_reduce_axis(srf, 0), lane}) == TE_OK);
-        BCHECK(te_vectorize(srf, lane) == TE_OK);
+        TE_BENCH_CHECK(te_reorder(srf, 2, (te_iter *[]){te_stage_reduce_axis(srf, 0), lane}) ==
+                       TE_OK);
+        TE_BENCH_CHECK(te_vectorize(srf, lane) == TE_OK);
         /* The 16 partial results fold in straight-line code, so they stay in a register. */
-        BCHECK(te_unroll(st, te_stage_reduce_axis(st, 0)) == TE_OK);
+        TE_BENCH_CHECK(te_unroll(st, te_stage_reduce_axis(st, 0)) == TE_OK);
     }
     /* Every other stage per row, consumers first; elementwise stages vectorized. */
     for (int q = te_schedule_nstages(s) - 2; q >= 0; q--) {
         te_stage *st = te_schedule_stage_at(s, q);
-        BCHECK(te_compute_at(st, sy, row_it) == TE_OK);
+        TE_BENCH_CHECK(te_compute_at(st, sy, row_it) == TE_OK);
         if (te_stage_nreduce(st) == 0 && te_tensor_ndim(te_stage_tensor(st)) == 2 &&
             te_tensor_shape(te_stage_tensor(st))[1] == N) {
             te_iter *a, *b;
-            BCHECK(te_split(st, te_stage_axis(st, 1), 16, &a, &b) == TE_OK);
-            BCHECK(te_vectorize(st, b) == TE_OK);
+            TE_BENCH_CHECK(te_split(st, te_stage_axis(st, 1), 16, &a, &b) == TE_OK);
+            TE_BENCH_CHECK(te_vectorize(st, b) == TE_OK);
         }
     }
     /* The next row's input, a cache line at a time, while this row is computed: issued from
@@ -475,7 +469,7 @@ static int bench_rowop(const char *op, int M, int N, int threads, int reps, row 
     for (int q = 0; q < n_in; q++)
         args[q] = in[q];
     args[n_in] = Y;
-    BCHECK(te_build(s, n_in + 1, args, op, &tgt, &m) == TE_OK);
+    TE_BENCH_CHECK(te_build(s, n_in + 1, args, op, &tgt, &m) == TE_OK);
     size_t mn = (size_t)M * N;
     void *bufs[TE_OP_MAX_IO + 1];
     for (int q = 0; q < n_in; q++)
@@ -552,50 +546,52 @@ static int bench_gemv(int N, int K, int tb, int threads, int reps, row *out)
     te_tensor *W = tb ? te_placeholder(ctx, "W", TE_F32, 2, (int64_t[]){N, K})
                       : te_placeholder(ctx, "W", TE_F32, 2, (int64_t[]){K, N});
     te_tensor *Y = te_op_matmul(ctx, X, W, 0, tb, "y");
-    BCHECK(Y);
+    TE_BENCH_CHECK(Y);
     te_schedule *s = te_schedule_create(ctx, 1, &Y);
-    BCHECK(s);
+    TE_BENCH_CHECK(s);
     te_stage *sy = te_schedule_stage(s, Y);
     te_iter *jo, *ji;
     if (tb) {
         te_iter *ko, *ki;
-        BCHECK(te_split(sy, te_stage_reduce_axis(sy, 0), V, &ko, &ki) == TE_OK);
+        TE_BENCH_CHECK(te_split(sy, te_stage_reduce_axis(sy, 0), V, &ko, &ki) == TE_OK);
         te_tensor *rf = te_rfactor(s, Y, ki);
-        BCHECK(rf);
-        BCHECK(te_split(sy, te_stage_axis(sy, 1), 4, &jo, &ji) == TE_OK);
-        BCHECK(te_parallel(sy, jo) == TE_OK);
+        TE_BENCH_CHECK(rf);
+        TE_BENCH_CHECK(te_split(sy, te_stage_axis(sy, 1), 4, &jo, &ji) == TE_OK);
+        TE_BENCH_CHECK(te_parallel(sy, jo) == TE_OK);
         te_stage *sr = te_schedule_stage(s, rf);
-        BCHECK(te_compute_at(sr, sy, jo) == TE_OK);
+        TE_BENCH_CHECK(te_compute_at(sr, sy, jo) == TE_OK);
         te_iter *kro, *kri;
-        BCHECK(te_split(sr, te_stage_reduce_axis(sr, 0), 2, &kro, &kri) == TE_OK);
+        TE_BENCH_CHECK(te_split(sr, te_stage_reduce_axis(sr, 0), 2, &kro, &kri) == TE_OK);
         te_iter *rj = te_stage_axis(sr, 1), *rl = te_stage_axis(sr, 2);
-        BCHECK(te_reorder(sr, 5, (te_iter *[]){kro, kri, rj, te_stage_axis(sr, 0), rl}) == TE_OK);
-        BCHECK(te_unroll(sr, kri) == TE_OK && te_unroll(sr, rj) == TE_OK);
-        BCHECK(te_vectorize(sr, rl) == TE_OK);
+        TE_BENCH_CHECK(te_reorder(sr, 5, (te_iter *[]){kro, kri, rj, te_stage_axis(sr, 0), rl}) ==
+                       TE_OK);
+        TE_BENCH_CHECK(te_unroll(sr, kri) == TE_OK && te_unroll(sr, rj) == TE_OK);
+        TE_BENCH_CHECK(te_vectorize(sr, rl) == TE_OK);
     } else {
         /* W [k][n]: the rows of W streamed (the gemm template's order 3): blocks of 512
          * outputs in parallel, each accumulated in L1 while k runs outermost, 8 rows of W
          * read at once (k split by 8, unrolled inside the output vectors). */
         te_tensor *acc = te_cache_write(s, Y, TE_SCOPE_LOCAL);
-        BCHECK(acc);
+        TE_BENCH_CHECK(acc);
         te_iter *jvo, *jvi;
-        BCHECK(te_split(sy, te_stage_axis(sy, 1), 64 * V, &jo, &ji) == TE_OK);
-        BCHECK(te_parallel(sy, jo) == TE_OK);
-        BCHECK(te_split(sy, ji, V, &jvo, &jvi) == TE_OK);
-        BCHECK(te_vectorize(sy, jvi) == TE_OK);
+        TE_BENCH_CHECK(te_split(sy, te_stage_axis(sy, 1), 64 * V, &jo, &ji) == TE_OK);
+        TE_BENCH_CHECK(te_parallel(sy, jo) == TE_OK);
+        TE_BENCH_CHECK(te_split(sy, ji, V, &jvo, &jvi) == TE_OK);
+        TE_BENCH_CHECK(te_vectorize(sy, jvi) == TE_OK);
         te_stage *sa = te_schedule_stage(s, acc);
-        BCHECK(te_compute_at(sa, sy, jo) == TE_OK);
+        TE_BENCH_CHECK(te_compute_at(sa, sy, jo) == TE_OK);
         te_iter *ko, *ki, *ajo, *aji;
-        BCHECK(te_split(sa, te_stage_reduce_axis(sa, 0), 8, &ko, &ki) == TE_OK);
-        BCHECK(te_split(sa, te_stage_axis(sa, 1), V, &ajo, &aji) == TE_OK);
-        BCHECK(te_reorder(sa, 5, (te_iter *[]){ko, te_stage_axis(sa, 0), ajo, ki, aji}) == TE_OK);
-        BCHECK(te_unroll(sa, ki) == TE_OK);
-        BCHECK(te_vectorize(sa, aji) == TE_OK);
+        TE_BENCH_CHECK(te_split(sa, te_stage_reduce_axis(sa, 0), 8, &ko, &ki) == TE_OK);
+        TE_BENCH_CHECK(te_split(sa, te_stage_axis(sa, 1), V, &ajo, &aji) == TE_OK);
+        TE_BENCH_CHECK(te_reorder(sa, 5, (te_iter *[]){ko, te_stage_axis(sa, 0), ajo, ki, aji}) ==
+                       TE_OK);
+        TE_BENCH_CHECK(te_unroll(sa, ki) == TE_OK);
+        TE_BENCH_CHECK(te_vectorize(sa, aji) == TE_OK);
     }
     te_target tgt = te_target_host();
     tgt.num_cores = threads;
     te_module *m = NULL;
-    BCHECK(te_build(s, 3, (te_tensor *[]){X, W, Y}, "gemv", &tgt, &m) == TE_OK);
+    TE_BENCH_CHECK(te_build(s, 3, (te_tensor *[]){X, W, Y}, "gemv", &tgt, &m) == TE_OK);
     size_t nw = (size_t)N * K;
     float *x = rand_buf((size_t)K, 3), *w = rand_buf(nw, 4), *y = rand_buf((size_t)N, 5);
     float *yb = rand_buf((size_t)N, 6), *dst = rand_buf(nw, 7);
@@ -607,7 +603,7 @@ static int bench_gemv(int N, int K, int tb, int threads, int reps, row *out)
     te_bl_run_fn fn[3] = {run_tess, run_copy, run_sgemv};
     void *arg[3] = {&tr, &cr, &gr};
     double med[3];
-    BCHECK(te_bl_time_alternating(3, fn, arg, reps, med) == 0);
+    TE_BENCH_CHECK(te_bl_time_alternating(3, fn, arg, reps, med) == 0);
     double bytes = (double)nw * sizeof(float); /* the weights, read once */
     snprintf(out->workload, sizeof out->workload, "gemv %dx%d%s", N, K,
              tb ? " W[n][k]" : " W[k][n]");
@@ -665,11 +661,11 @@ static int bench_db(te_db *db, const char *op, const char *params, int threads, 
     te_ctx *ctx = te_ctx_create();
     te_tensor *in[TE_OP_MAX_IO], *outs[TE_OP_MAX_IO];
     int n_in, n_out;
-    BCHECK(te_op_build(ctx, op, params, in, &n_in, outs, &n_out) == TE_OK);
+    TE_BENCH_CHECK(te_op_build(ctx, op, params, in, &n_in, outs, &n_out) == TE_OK);
     te_op_params kv;
     char key[512];
-    BCHECK(te_op_params_parse(ctx, params, &kv) == TE_OK);
-    BCHECK(te_op_workload_key(ctx, te_op_lookup(op), &kv, key, sizeof key) > 0);
+    TE_BENCH_CHECK(te_op_params_parse(ctx, params, &kv) == TE_OK);
+    TE_BENCH_CHECK(te_op_workload_key(ctx, te_op_lookup(op), &kv, key, sizeof key) > 0);
     te_target lookup;
     if (!db_lookup_target(db, key, threads, &lookup)) {
         fprintf(stderr, "  no record for %s in the database; skipped\n", key);
@@ -679,8 +675,8 @@ static int bench_db(te_db *db, const char *op, const char *params, int threads, 
     te_schedule *s = NULL;
     int from_db = 0;
     char why[512];
-    BCHECK(te_tuner_best_schedule(ctx, db, key, n_out, outs, &lookup, &s, &from_db, why,
-                                  sizeof why) == TE_OK);
+    TE_BENCH_CHECK(te_tuner_best_schedule(ctx, db, key, n_out, outs, &lookup, &s, &from_db, why,
+                                          sizeof why) == TE_OK);
     if (!from_db)
         fprintf(stderr, "tessera: warning: %s: %s; using the default schedule\n", key, why);
     te_target tgt = te_target_host();
@@ -691,7 +687,7 @@ static int bench_db(te_db *db, const char *op, const char *params, int threads, 
         args[q] = in[q];
     for (int q = 0; q < n_out; q++)
         args[n_in + q] = outs[q];
-    BCHECK(te_build(s, n_in + n_out, args, op, &tgt, &m) == TE_OK);
+    TE_BENCH_CHECK(te_build(s, n_in + n_out, args, op, &tgt, &m) == TE_OK);
     void *bufs[2 * TE_OP_MAX_IO];
     for (int q = 0; q < n_in + n_out; q++)
         bufs[q] = rand_buf((size_t)te_tensor_numel(args[q]), 20u + (unsigned)q);

@@ -312,6 +312,14 @@ static te_dtype vnni_dtype(const char *z)
                                 : TE_F32;
 }
 
+/* The keys a_dtype and b_dtype ("auto": i8 for byte inputs, else A's dtype). */
+static void vnni_dtypes_of(const te_op_info *op, const resolved *r, te_dtype *da, te_dtype *db)
+{
+    *da = vnni_dtype(S(op, r, "a_dtype"));
+    const char *zb = S(op, r, "b_dtype");
+    *db = strcmp(zb, "auto") ? vnni_dtype(zb) : te_dtype_is_float(*da) ? *da : TE_I8;
+}
+
 static int build_matmul_vnni(BUILD_ARGS)
 {
     BUILD_BEGIN("matmul_vnni")
@@ -321,12 +329,8 @@ static int build_matmul_vnni(BUILD_ARGS)
                                 "matmul_vnni: k = %lld is not a multiple of group = %lld (pad k "
                                 "to one)",
                                 (long long)k, (long long)g);
-    te_dtype da = vnni_dtype(S(op, &r, "a_dtype")), db;
-    const char *zb = S(op, &r, "b_dtype");
-    if (strcmp(zb, "auto"))
-        db = vnni_dtype(zb);
-    else
-        db = te_dtype_is_float(da) ? da : TE_I8;
+    te_dtype da, db;
+    vnni_dtypes_of(op, &r, &da, &db);
     te_tensor *A = te_placeholder(ctx, "A", da, 2, (int64_t[]){m, k});
     te_tensor *Bp = te_placeholder(ctx, "Bp", db, 3, (int64_t[]){k / g, n, g});
     te_tensor *ins[] = {A, Bp},
@@ -349,12 +353,8 @@ static int build_conv2d_vnni(BUILD_ARGS)
     if (st < 1 || st > 64)
         return te_ctx_set_error(ctx, TE_ERR_ARG, "conv2d_vnni: stride %lld is not in [1, 64]",
                                 (long long)st);
-    te_dtype da = vnni_dtype(S(op, &r, "a_dtype")), db;
-    const char *zb = S(op, &r, "b_dtype");
-    if (strcmp(zb, "auto"))
-        db = vnni_dtype(zb);
-    else
-        db = te_dtype_is_float(da) ? da : TE_I8;
+    te_dtype da, db;
+    vnni_dtypes_of(op, &r, &da, &db);
     te_tensor *X = te_placeholder(ctx, "X", da, 4, (int64_t[]){n, h, w, c});
     te_tensor *Wp = te_placeholder(ctx, "Wp", db, 5, (int64_t[]){kh, kw, c / g, oc, g});
     te_tensor *ins[] = {X, Wp},
