@@ -35,6 +35,25 @@ static bool has_flag(const char *flags, const char *name)
     return false;
 }
 
+/* Whether the CPU flag `name` is present and not excluded by $TESSERA_ISA_EXCLUDE (a comma- or
+ * space-separated list of features to treat as absent: tests and users reproduce the
+ * decisions Tessera makes for an older CPU, e.g. "avx512f,amx_tile"; the C compiler's -march
+ * is not changed by it). */
+static bool host_has(const char *flags, const char *name)
+{
+    const char *ex = getenv("TESSERA_ISA_EXCLUDE");
+    if (ex && *ex) {
+        char list[512];
+        snprintf(list, sizeof list, "%s", ex);
+        for (char *p = list; *p; p++)
+            if (*p == ',')
+                *p = ' ';
+        if (has_flag(list, name))
+            return false;
+    }
+    return has_flag(flags, name);
+}
+
 static void trim(char *z)
 {
     size_t n = strlen(z);
@@ -77,16 +96,16 @@ te_target te_target_host(void)
     if (flags) {
         size_t n = 0;
         for (int i = 0; isa_features[i]; i++) {
-            if (!has_flag(flags, isa_features[i]))
+            if (!host_has(flags, isa_features[i]))
                 continue;
             int w = snprintf(t.isa + n, sizeof t.isa - n, "%s%s", n ? "," : "", isa_features[i]);
             if (w < 0 || (size_t)w >= sizeof t.isa - n)
                 break;
             n += (size_t)w;
         }
-        if (has_flag(flags, "avx512f"))
+        if (host_has(flags, "avx512f"))
             t.vector_bits = 512;
-        else if (has_flag(flags, "avx2") || has_flag(flags, "avx"))
+        else if (host_has(flags, "avx2") || host_has(flags, "avx"))
             t.vector_bits = 256;
         free(flags);
     }
