@@ -265,6 +265,7 @@ int te_bench_lowp(te_bench_lowp_kind kind, int M, int N, int K, int threads, int
     double flop = (gate ? 4.0 : 2.0) * M * N * K;
     out->threads = threads;
     out->unit = "gflops";
+    out->lowp = true;
     out->ours = flop / med[0] * 1e-9;
     out->seconds = med[0];
     out->base = out->onednn = out->openblas = NAN;

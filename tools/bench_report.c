@@ -128,17 +128,21 @@ int te_bench_write_report(const char *path, const te_bench_row *rows, int n, con
                 roof = peak[t];
         if (gb) /* the copy measured beside this very row */
             roof = !strcmp(w->base_name, "memcpy") ? w->base : NAN;
-        fprintf(f, "| %s | %d | %s %s | %s %s | %s | %s | %s | %s | %s |\n", w->workload,
+        if (w->lowp) /* no bf16 / int8 peak is measured: the f32 one would flatter */
+            roof = NAN;
+        fprintf(f, "| %s | %d | %s %s | %s %s | %s%s%s | %s | %s | %s | %s |\n", w->workload,
                 w->threads, fig(b1, sizeof b1, "%.1f", w->ours), gb ? "GB/s" : "GFLOP/s",
                 w->base_name, fig(b2, sizeof b2, "%.1f", w->base),
-                *w->base_impl ? w->base_impl : "-", fig(b3, sizeof b3, "%.2fx", w->ours / w->base),
+                *w->base_impl ? w->base_impl : "-", *w->note ? "; " : "", w->note,
+                fig(b3, sizeof b3, "%.2fx", w->ours / w->base),
                 fig(b4, sizeof b4, "%.2fx", w->ours / w->openblas),
                 fig(b5, sizeof b5, "%.2fx", w->ours / w->onednn),
                 fig(b6, sizeof b6, "%.0f%%", 100.0 * w->ours / roof));
     }
     fprintf(f, "\nratio: to the strongest baseline that ran and was trusted; \"of peak\" for "
-               "GFLOP/s rows is the measured FMA peak above, \"of bandwidth\" for GB/s rows the "
-               "copy bandwidth measured in the same run.\n");
+               "GFLOP/s rows is the measured FMA peak above (none for the bf16 / int8 rows, whose "
+               "matrix instructions have no measured peak here), \"of bandwidth\" for GB/s rows "
+               "the copy bandwidth measured in the same run.\n");
     fputs(te_bench_roofline_section, f);
     int bad = ferror(f);
     if (fclose(f) != 0 || bad) {

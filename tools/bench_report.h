@@ -5,6 +5,8 @@
 #ifndef TESSERA_TOOLS_BENCH_REPORT_H
 #define TESSERA_TOOLS_BENCH_REPORT_H
 
+#include <stdbool.h>
+
 typedef struct te_bench_row {
     char workload[64];
     int threads;
@@ -21,6 +23,7 @@ typedef struct te_bench_row {
     double seconds;
     char op[24], params[96];
     char note[160]; /* what else the row says ("tessera: amx_bf16_32x32"), "" when nothing */
+    bool lowp;      /* bf16/int8 on matrix instructions: the f32 FMA peak is no roof for it */
 } te_bench_row;
 
 /* Writes the report to path: the machine (CPU, ISA, cores), its measured FMA peak and copy

@@ -33,9 +33,10 @@ typedef struct te_target {
 
 /* Detects the host CPU for the C backend: model and ISA features from /proc/cpuinfo (less those
  * named in $TESSERA_ISA_EXCLUDE, comma-separated: "avx512f,amx_tile" makes Tessera decide as
- * for a CPU without them; the compiler's -march is left alone), vector width from them, cores from $OMP_NUM_THREADS or the online CPUs. Returns the target by value
- * (nothing to free); what it cannot read keeps a safe default ("unknown" model, no ISA
- * features, 128-bit vectors, one core). */
+ * for a CPU without them; the compiler's -march is left alone), vector width from them, cores from
+ * $OMP_NUM_THREADS or the online CPUs. Returns the target by value (nothing to free); what it
+ * cannot read keeps a safe default ("unknown" model, no ISA features, 128-bit vectors, one core).
+ */
 te_target te_target_host(void);
 /* Canonical key of a target for the tuning database, written into buf (at most n bytes,
  * NUL-terminated when n > 0): "c;<arch>;<model>;<isa>;<cores>c;<cc version>" for a C target,
