@@ -155,6 +155,8 @@ int te_stage_nontemporal(te_stage *st, bool on);
  * dist in [1, 1024]. The C backend emits __builtin_prefetch; CUDA ignores it. Returns TE_OK,
  * TE_ERR_ARG (NULL or dist out of range) or TE_ERR_SCHEDULE (with the reason). */
 int te_prefetch(te_stage *st, te_iter *at, te_tensor *t, te_iter *ahead, int64_t dist);
+/* te_tensorize (a loop nest replaced by a tensor intrinsic: AMX, AVX-512 BF16 / VNNI, user
+ * intrinsics) is declared in tessera/tensorize.h. */
 /* Bind loop x to a GPU block or thread index (CUDA backend). */
 int te_bind(te_stage *st, te_iter *x, te_thread_tag tag);
 
