@@ -74,6 +74,7 @@
 #include <string.h>
 
 #include "autotune/space_impl.h"
+#include "schedule/tensorize_impl.h"
 
 #define MAXD 64
 #define MAXB 64
@@ -378,6 +379,19 @@ static void stmt_walk(fstate *F, const te_stmt *s)
     case TE_S_BARRIER:
         F->nbarriers++;
         return;
+    case TE_S_INTRIN: {
+        /* A tensor intrinsic call: the multiply-adds its description does, times the variable
+         * axis's share (n over its described extent); half multiplies, half adds. */
+        const te_tensor_intrin *in = s->u.intrin.in;
+        double ops = 1;
+        for (int a = 0; a < in->nd + in->nr; a++)
+            ops *= (double)in->ext[a];
+        if (in->var_axis >= 0 && s->u.intrin.n > 0)
+            ops *= (double)s->u.intrin.n / (double)in->ext[in->nd + in->var_axis];
+        F->fmul += ops * F->trips;
+        F->fadd += ops * F->trips;
+        return;
+    }
     default:
         return;
     }

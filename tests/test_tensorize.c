@@ -196,6 +196,10 @@ static void test_amx_bf16_overwrite(void **state)
     te_lowered_print(f, mf);
     fclose(mf);
     assert_non_null(strstr(txt, "amx_bf16_16x16[overwrite](&C["));
+    /* The cost model and the roofline count the intrinsic's multiply-adds: 2 m n k. */
+    te_kernel_counts kc;
+    assert_int_equal(te_kernel_count(f, &kc), TE_OK);
+    assert_true(kc.flops == 2.0 * 48 * 32 * 128);
     assert_null(strstr(txt, "= 0")); /* no initialization loop */
     free(txt);
     te_target t = te_target_host();
