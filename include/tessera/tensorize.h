@@ -24,7 +24,11 @@
  * are dense: laid out exactly as in the description). T is the dtype's C storage type (uint16_t
  * for f16 and bf16). `n` is passed only when the description has a variable axis: the extent of
  * that reduction axis in this call, a positive multiple of its extent in the description.
- * Operand names are the description tensors' names, which must be C identifiers.
+ * Operand names are the description tensors' names, which must be C identifiers. A free
+ * dimension of the stage's access may move a whole multiple of the described step (a strided
+ * convolution's rows): the stride passed is then the buffer's times that multiple. An
+ * intrinsic needing "amx_tile" may call te_amx_ready() (the C backend's AMX runtime: it loads
+ * palette 1 with eight tiles of 16 rows x 64 bytes) before its first tile instruction.
  *
  * Reductions. For a description that is a sum, `c_update` must compute O += description (the
  * accumulator holds a partial sum). When the whole reduction lies inside the tensorized nest and
