@@ -5,8 +5,9 @@
  * instructions (skipped with a message without libnvrtc); the C target, a target below sm_80 and
  * a loop bound to threadIdx.x are refused with clear messages; on a device (skipped without
  * one) every intrinsic, in the overwrite and update forms, matches a float64 / exact integer
- * reference. The host shim (tests/cuda_shim) has no WMMA, so the kernels are not run on the
- * CPU. */
+ * reference; and on the CPU, through the host shim (tests/cuda_shim, one pthread per CUDA
+ * thread) with a host reference of the WMMA fragments and of the m16n8k32 s8 mma.sync written
+ * here, every intrinsic in both forms matches the reference (skipped without g++). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -320,7 +321,8 @@ static void test_emitted_cuda_compiles_with_nvrtc_and_uses_mma(void **state)
                 te_cuda_module *cm = NULL;
                 if (te_cuda_build(s, 3, (te_tensor *[]){p.A, p.B, p.C}, "mm", &tgt, &cm) != TE_OK)
                     fail_msg("te_cuda_build sm_%d: %s", sms[i], te_ctx_errmsg(p.ctx));
-                const te_cuda_kernel_info *ki = te_cuda_module_kernel(cm, te_cuda_module_nkernels(cm) - 1);
+                const te_cuda_kernel_info *ki =
+                    te_cuda_module_kernel(cm, te_cuda_module_nkernels(cm) - 1);
                 assert_non_null(ki);
                 assert_int_equal(ki->block[0], 32);
                 assert_int_equal(ki->block[1], 4);
@@ -425,6 +427,257 @@ static void test_misaligned_row_stride_refuses(void **state)
     }
 }
 
+/* ---- The warp kernels on the CPU (tests/cuda_shim: one pthread per CUDA thread) ----------- */
+
+/* A host reference of the fragments, written into the test's directory as mma.h (found before
+ * the toolkit's): every lane holds whole matrices, so every lane computes and stores the whole
+ * tile (identical values, after a __syncwarp so that no lane stores before all have loaded);
+ * and the m16n8k32 s8 mma.sync, which gathers the 32 lanes' registers
+ * with __shfl_sync and places each element where the PTX ISA's fragment tables say (element i
+ * of a lane of group g = lane / 4, t = lane % 4). */
+static const char shim_mma_h[] =
+    "#pragma once\n#include <type_traits>\n"
+    "static inline float tsh_f(float x) { return x; }\n"
+    "static inline float tsh_f(__half x) { return __half2float(x); }\n"
+    "static inline float tsh_f(__nv_bfloat16 x) { return __bfloat162float(x); }\n"
+    "static inline int tsh_f(signed char x) { return x; }\n"
+    "static inline int tsh_f(int x) { return x; }\n"
+    "namespace nvcuda { namespace wmma {\n"
+    "struct matrix_a {}; struct matrix_b {}; struct accumulator {};\n"
+    "struct row_major {}; struct col_major {};\n"
+    "namespace precision { struct tf32 {}; }\n"
+    "enum layout_t { mem_row_major, mem_col_major };\n"
+    "template <typename T> struct st { typedef T type; };\n"
+    "template <> struct st<precision::tf32> { typedef float type; };\n"
+    "template <typename U, int M, int N, int K, typename T, typename L = void> struct fragment {\n"
+    "    enum { rows = std::is_same<U, matrix_b>::value ? K : M,\n"
+    "           cols = std::is_same<U, matrix_a>::value ? K : N, num_elements = rows * cols };\n"
+    "    typename st<T>::type x[num_elements];\n};\n"
+    "static inline float __float_to_tf32(float f)\n"
+    "{ unsigned u; memcpy(&u, &f, 4); u = (u + 0x1000u) & 0xffffe000u; memcpy(&f, &u, 4); "
+    "return f; }\n"
+    "template <typename F, typename V> static void fill_fragment(F &f, V v)\n"
+    "{ for (int i = 0; i < F::num_elements; i++) f.x[i] = v; }\n"
+    "template <typename F, typename P> static void load_matrix_sync(F &f, const P *p, unsigned "
+    "ld)\n"
+    "{ for (int r = 0; r < F::rows; r++) for (int c = 0; c < F::cols; c++)\n"
+    "      f.x[r * F::cols + c] = p[(size_t)r * ld + c]; }\n"
+    "template <typename F, typename P>\n"
+    "static void load_matrix_sync(F &f, const P *p, unsigned ld, layout_t)\n"
+    "{ load_matrix_sync(f, p, ld); }\n"
+    "template <typename F, typename P> static void store_matrix_sync(P *p, const F &f, unsigned ld,"
+    " layout_t)\n"
+    "{ __syncwarp(); /* every lane has loaded C (the update form) before any stores */\n"
+    "  for (int r = 0; r < F::rows; r++) for (int c = 0; c < F::cols; c++)\n"
+    "      p[(size_t)r * ld + c] = f.x[r * F::cols + c]; }\n"
+    "template <typename D, typename A, typename B>\n"
+    "static void mma_sync(D &d, const A &a, const B &b, const D &c)\n"
+    "{ D t; for (int i = 0; i < D::rows; i++) for (int j = 0; j < D::cols; j++) {\n"
+    "      auto s = c.x[i * D::cols + j];\n"
+    "      for (int k = 0; k < A::cols; k++) s += tsh_f(a.x[i * A::cols + k]) * "
+    "tsh_f(b.x[k * B::cols + j]);\n"
+    "      t.x[i * D::cols + j] = s; }\n  d = t; }\n"
+    "} }\n"
+    "static void tsh_mma_m16n8k32_s8(int *d, const unsigned *a, const unsigned *b)\n{\n"
+    "    signed char A[16][32], B[32][8];\n"
+    "    for (int l = 0; l < 32; l++) {\n"
+    "        int g = l >> 2, t = l & 3;\n"
+    "        for (int i = 0; i < 16; i++) {\n"
+    "            unsigned r = __shfl_sync(0xffffffffu, a[i / 4], l);\n"
+    "            int row = (i < 4 || (i >= 8 && i < 12)) ? g : g + 8;\n"
+    "            int col = t * 4 + (i & 3) + (i >= 8 ? 16 : 0);\n"
+    "            A[row][col] = (signed char)(r >> 8 * (i & 3));\n"
+    "        }\n"
+    "        for (int i = 0; i < 8; i++) {\n"
+    "            unsigned r = __shfl_sync(0xffffffffu, b[i / 4], l);\n"
+    "            B[t * 4 + (i & 3) + (i >= 4 ? 16 : 0)][g] = (signed char)(r >> 8 * (i & 3));\n"
+    "        }\n"
+    "    }\n"
+    "    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;\n"
+    "    for (int i = 0; i < 4; i++) {\n"
+    "        int row = i < 2 ? g : g + 8, col = t * 2 + (i & 1), s = 0;\n"
+    "        for (int k = 0; k < 32; k++) s += A[row][k] * B[k][col];\n"
+    "        d[i] += s;\n"
+    "    }\n}\n";
+
+/* The emitted i8 intrinsic's inline PTX (asm volatile("mma.sync ..." ...);) replaced by the
+ * shim's call. Returns how many were replaced. */
+static int replace_mma_asm(char *src)
+{
+    int n = 0;
+    for (char *p = strstr(src, "asm volatile(\"mma.sync"); p; p = strstr(p, "asm volatile(\"mma")) {
+        char *e = strstr(p, ");");
+        assert_non_null(e);
+        const char *call = "tsh_mma_m16n8k32_s8(acc[h], a, bq[h]);";
+        size_t span = (size_t)(e + 2 - p), cl = strlen(call);
+        assert_true(cl <= span);
+        memcpy(p, call, cl);
+        memset(p + cl, ' ', span - cl);
+        n++;
+    }
+    return n;
+}
+
+/* Writes, compiles (host C++ with the shim, AddressSanitizer) and runs the program p (source
+ * src) on p's data; fills p->c. Returns false (with a message) when there is no host C++
+ * compiler. */
+static bool run_on_shim(mmc *p, const te__cuda_program *prog, char *src)
+{
+    char shim_dir[600];
+    snprintf(shim_dir, sizeof shim_dir, "%s", __FILE__);
+    char *sl = strrchr(shim_dir, '/');
+    if (!sl || system("g++ --version > /dev/null 2>&1") != 0) {
+        printf("[  SKIP    ] shim runs: no g++ (or no source directory)\n");
+        return false;
+    }
+    strcpy(sl, "/cuda_shim");
+    char dir[512];
+    assert_int_equal(tt_tmpdir_make(dir, sizeof dir, "tzcuda"), 0);
+    char path[700], exe[700], in[700], out[700], log[700], cmd[4096];
+    snprintf(path, sizeof path, "%s/mma.h", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(shim_mma_h, f);
+    fclose(f);
+    if (p->in == TE_I8)
+        assert_true(replace_mma_asm(src) > 0);
+    snprintf(path, sizeof path, "%s/k.cpp", dir);
+    snprintf(exe, sizeof exe, "%s/k", dir);
+    snprintf(in, sizeof in, "%s/k.in", dir);
+    snprintf(out, sizeof out, "%s/k.out", dir);
+    snprintf(log, sizeof log, "%s/k.log", dir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "#include \"cuda_shim.h\"\n%s\n", src);
+    for (int k = 0; k < prog->nkernels; k++)
+        fprintf(f, "static void tsh_call_%d(void **a) { tsh_apply(%s, a); }\n", k,
+                prog->kernels[k].name);
+    fprintf(f, "static const tsh_kernel tsh_kernels[] = {\n");
+    for (int k = 0; k < prog->nkernels; k++) {
+        const te__cuda_kernel *kk = &prog->kernels[k];
+        fprintf(f, "    {\"%s\", tsh_call_%d, {%d, %d, %d}, {%d, %d, %d}, %d, {", kk->name, k,
+                kk->grid[0], kk->grid[1], kk->grid[2], kk->block[0], kk->block[1], kk->block[2],
+                kk->nparams);
+        for (int q = 0; q < kk->nparams; q++)
+            fprintf(f, "%s%d", q ? ", " : "", kk->params[q]);
+        fprintf(f, "}},\n");
+    }
+    fprintf(f,
+            "};\nint main(int argc, char **argv)\n{\n    return tsh_main(argc, argv, "
+            "tsh_kernels, %d);\n}\n",
+            prog->nkernels);
+    fclose(f);
+    snprintf(cmd, sizeof cmd,
+             "g++ -std=c++17 -O1 -g -w -pthread -fsanitize=address,undefined "
+             "-fno-sanitize-recover=all -I'%s' -I'%s' '%s' -o '%s' > '%s' 2>&1",
+             dir, shim_dir, path, exe, log);
+    if (system(cmd) != 0) {
+        snprintf(cmd, sizeof cmd, "cat '%s'", log);
+        (void)system(cmd);
+        fail_msg("the shim program does not compile:\n%s", src);
+    }
+    /* inputs: A, B, then C poisoned (NaN / -1) */
+    assert_int_equal(prog->n_args, 3);
+    assert_int_equal(prog->ntemps, 0);
+    size_t es = te_dtype_size(p->in);
+    size_t bytes[3] = {(size_t)(p->M * p->K) * es, (size_t)(p->K * p->N) * es,
+                       (size_t)(p->M * p->N) * 4};
+    void *data[3] = {p->a, p->b, p->c};
+    memset(p->c, 0xff, bytes[2]);
+    f = fopen(in, "wb");
+    assert_non_null(f);
+    int32_t nb = 3;
+    fwrite(&nb, 4, 1, f);
+    for (int a = 0; a < 3; a++) {
+        uint64_t b = bytes[a];
+        fwrite(&b, 8, 1, f);
+        fwrite(data[a], 1, bytes[a], f);
+    }
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "ASAN_OPTIONS=detect_leaks=0 '%s' '%s' '%s' > '%s' 2>&1", exe, in,
+             out, log);
+    if (system(cmd) != 0) {
+        snprintf(cmd, sizeof cmd, "cat '%s'", log);
+        (void)system(cmd);
+        fail_msg("the shim run failed");
+    }
+    f = fopen(out, "rb");
+    assert_non_null(f);
+    assert_int_equal(fread(&nb, 4, 1, f), 1);
+    assert_int_equal(nb, 3);
+    for (int a = 0; a < 3; a++) {
+        uint64_t b = 0;
+        assert_int_equal(fread(&b, 8, 1, f), 1);
+        assert_int_equal(b, bytes[a]);
+        unsigned char *buf = malloc(b);
+        assert_non_null(buf);
+        assert_int_equal(fread(buf, 1, b, f), b);
+        if (a == 2)
+            memcpy(p->c, buf, b);
+        free(buf);
+    }
+    fclose(f);
+    tt_tmpdir_remove(dir);
+    return true;
+}
+
+/* Max error of p->c against p->ref: relative over 1 + |ref| for floats, exact for i32 (a
+ * mismatch fails). */
+static double check_c(const mmc *p, const char *what)
+{
+    double worst = 0;
+    for (size_t q = 0; q < (size_t)(p->M * p->N); q++) {
+        double got = p->in == TE_I8 ? ((int32_t *)p->c)[q] : ((float *)p->c)[q];
+        if (p->in == TE_I8) {
+            if (got != p->ref[q])
+                fail_msg("%s: element %zu is %.0f, want %.0f", what, q, got, p->ref[q]);
+            continue;
+        }
+        double err = fabs(got - p->ref[q]) / (1.0 + fabs(p->ref[q]));
+        if (!(err <= worst))
+            worst = isnan(err) ? INFINITY : err;
+    }
+    return worst;
+}
+
+/* Tolerances: f16/bf16 products are exact in f32, only the accumulation rounds; TF32 rounds
+ * the inputs to 10-bit mantissas (~2^-11 relative per product, summed over K). */
+static double tol_for(te_dtype in) { return in == TE_F32 ? 3e-2 : 1e-4; }
+
+static void test_warp_kernels_match_the_reference_on_the_cpu_shim(void **state)
+{
+    (void)state;
+    static const te_dtype ins[] = {TE_F16, TE_BF16, TE_F32, TE_I8};
+    for (int t = 0; t < 4; t++)
+        for (int64_t kin = 0; kin <= 32; kin += 32) {
+            mmc p;
+            mmc_build(&p, ins[t], 32, 64, 64);
+            mmc_data(&p, 0x5e11 + (uint64_t)t);
+            te_schedule *s = tensorized(&p, 2, kin, false);
+            te_target tgt = te_target_cuda(80);
+            te_lowered *f = te_lower(s, 3, (te_tensor *[]){p.A, p.B, p.C}, "mm", &tgt);
+            assert_non_null(f);
+            te__cuda_program prog;
+            if (te__cuda_emit_program(p.ctx, f, &tgt, &prog) != TE_OK)
+                fail_msg("emission: %s", te_ctx_errmsg(p.ctx));
+            char *src = strdup(prog.source);
+            assert_non_null(src);
+            bool ran = run_on_shim(&p, &prog, src);
+            free(src);
+            if (!ran) {
+                mmc_free(&p);
+                return;
+            }
+            char what[160];
+            snprintf(what, sizeof what, "%s %s (shim)", intrin_for(ins[t]),
+                     kin ? "update" : "overwrite");
+            double err = check_c(&p, what);
+            printf("  %-34s max error %.3g (tolerance %.0e)\n", what, err, tol_for(ins[t]));
+            assert_true(err <= tol_for(ins[t]));
+            mmc_free(&p);
+        }
+}
+
 static void test_device_matches_reference(void **state)
 {
     (void)state;
@@ -478,6 +731,7 @@ int main(void)
         cmocka_unit_test(test_target_below_sm80_refuses),
         cmocka_unit_test(test_warp_intrinsic_under_threadidx_x_refuses),
         cmocka_unit_test(test_misaligned_row_stride_refuses),
+        cmocka_unit_test(test_warp_kernels_match_the_reference_on_the_cpu_shim),
         cmocka_unit_test(test_device_matches_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

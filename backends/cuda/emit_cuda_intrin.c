@@ -106,8 +106,8 @@ void te__cem_gen_intrin(cem *e, const te_stmt *s)
                 te__cem_fail(e, TE_ERR_SCHEDULE,
                              "operand '%s' of tensor intrinsic '%s' has a row stride of %lld "
                              "elements (%lld bytes); WMMA needs a multiple of %d bytes",
-                             b->name, in->name, (long long)stride, (long long)(stride * (int64_t)es),
-                             WMMA_LDM_ALIGN);
+                             b->name, in->name, (long long)stride,
+                             (long long)(stride * (int64_t)es), WMMA_LDM_ALIGN);
                 return;
             }
             strides[o][f] = stride;

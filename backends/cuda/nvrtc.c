@@ -241,10 +241,10 @@ static int compile(const char *source, const char *name, int sm, bool want_ptx, 
     }
     size_t n = 0;
     char *img = NULL;
-    if (want_ptx ? nv.GetPTXSize(prog, &n) != 0 || !(img = malloc(n + 1)) ||
-                       nv.GetPTX(prog, img) != 0
-                 : nv.GetCUBINSize(prog, &n) != 0 || !(img = malloc(n ? n : 1)) ||
-                       nv.GetCUBIN(prog, img) != 0) {
+    if (want_ptx
+            ? nv.GetPTXSize(prog, &n) != 0 || !(img = malloc(n + 1)) || nv.GetPTX(prog, img) != 0
+            : nv.GetCUBINSize(prog, &n) != 0 || !(img = malloc(n ? n : 1)) ||
+                  nv.GetCUBIN(prog, img) != 0) {
         free(img);
         free(lg);
         nv.DestroyProgram(&prog);
