@@ -235,4 +235,6 @@ void te__tz_register_builtins(te__tz_reg_fn reg)
         mm_cfg v = {K_AVX512, m, n, 4, 1, TE_U8, TE_I8, TE_I32, "_mm512_dpbusd_epi32"};
         reg_mm(reg, v, name, "avx512f,avx512_vnni", doc);
     }
+    extern void te__tz_register_cuda(te__tz_reg_fn); /* schedule/intrin_cuda.c */
+    te__tz_register_cuda(reg);
 }

@@ -233,7 +233,11 @@ int te_tensor_intrin_supported(const te_tensor_intrin *in, const te_target *t)
     for (const char *p = in->features; *p;) {
         const char *e = strchr(p, ',');
         size_t l = e ? (size_t)(e - p) : strlen(p);
-        if (l && !has_feature(t->isa, p, l))
+        /* CUDA targets: "sm_80" means compute capability 8.0 or newer. */
+        if (t->backend == TE_BACKEND_CUDA && l > 3 && !strncmp(p, "sm_", 3)) {
+            if (t->sm < atoi(p + 3))
+                return 0;
+        } else if (l && !has_feature(t->isa, p, l))
             return 0;
         p = e ? e + 1 : p + l;
     }

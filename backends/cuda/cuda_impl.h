@@ -50,6 +50,11 @@ extern const char te__cuda_prelude[];
 /* ---- nvrtc.c ---- */
 /* Loads NVRTC once; TE_OK or TE_ERR_NO_CUDA with a message in errbuf. */
 int te__nvrtc_load(char *errbuf, size_t n);
+/* Compiles CUDA source with NVRTC for the virtual architecture compute_<sm> and returns the PTX
+ * text in *ptx (malloc'd, NUL-terminated; caller frees), the log in *log (malloc'd; may be
+ * NULL). TE_OK, TE_ERR_NO_CUDA or TE_ERR_COMPILE as te_nvrtc_compile. For tests and tools that
+ * look at the instructions chosen. */
+int te__nvrtc_ptx(const char *source, const char *name, int sm, char **ptx, char **log);
 /* Reads ptxas' "-v" figures for kernel `name` from an NVRTC log into info. */
 void te__ptxas_parse(const char *log, const char *name, te_cuda_kernel_info *info);
 

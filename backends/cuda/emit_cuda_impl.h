@@ -5,6 +5,7 @@
  *                        copies), allocations, warp-shuffle reduction steps
  *   emit_cuda_kernels.c  kernels of a program (block loops, parameters, launch dimensions),
  *                        the file, te__cuda_emit_program / te__cuda_emit_kernels / te_emit_cuda
+ *   emit_cuda_intrin.c   tensor intrinsic calls (te_tensorize) and their __device__ functions
  * Shared with the C emitter: backends/emit_common.h.
  *
  * The file has the C backend's provenance header, a short prelude (index type, floor division
@@ -22,7 +23,12 @@
  *     float4/float2 (int4/int2) load and store when both indices are provably multiples of the
  *     lane count; other vector statements are written lane by lane;
  *   - the steps of a cross-thread reduction tree (schedule/passes/allreduce.c) over 32 partial
- *     results or fewer become warp shuffles when the block is one-dimensional.
+ *     results or fewer become warp shuffles when the block is one-dimensional;
+ *   - a kernel that calls a warp-collective tensor intrinsic (te_tensorize with a CUDA
+ *     intrinsic) has no loop bound to threadIdx.x: it runs with blockDim.x = 32, one warp per
+ *     (threadIdx.y, threadIdx.z), every lane calling the intrinsic with the same pointers
+ *     between __syncwarp()s, and its ordinary stores done by lane 0 (docs/TENSORIZE.md,
+ *     "CUDA").
  */
 #ifndef TESSERA_BACKENDS_CUDA_EMIT_CUDA_IMPL_H
 #define TESSERA_BACKENDS_CUDA_EMIT_CUDA_IMPL_H
@@ -51,6 +57,14 @@ typedef struct cem {
     const te_buf *used[TE__CUDA_MAX_PARAMS];
     int nused;
     bool uses_half; /* f16/bf16 storage: the file includes cuda_fp16.h and cuda_bf16.h */
+    const te_target *target;
+    /* Warp-collective tensor intrinsics (te_tensorize with a CUDA intrinsic): the ones the
+     * program calls (their functions are written once, before the kernels), and whether the
+     * current kernel calls one (it then runs with blockDim.x = 32 and its ordinary stores on
+     * lane 0 only, emit_cuda_intrin.c). */
+    const struct te_tensor_intrin *intrins[16];
+    int n_intrins;
+    bool warp;
 } cem;
 
 /* ---- emit_cuda_expr.c ----
@@ -82,6 +96,18 @@ void te__cem_check_push(cem *e, int rc);
 const char *te__cem_text(cem *e, const te_expr *x);
 /* Lane l of a vector expression, as a scalar expression (NULL on failure, message on e). */
 te_expr *te__cem_lane(cem *e, te_expr *x, int l);
+
+/* ---- emit_cuda_intrin.c ----
+ * Whether kernel body s calls a tensor intrinsic (TE_S_INTRIN). */
+bool te__cem_has_intrin(const te_stmt *s);
+/* Emits a TE_S_INTRIN call (inside a kernel with e->warp set), recording the intrinsic; fails
+ * for a C intrinsic, a target without its features (sm), a local operand, or operands WMMA
+ * cannot load (misaligned origin, row stride not a multiple of 16 bytes). */
+void te__cem_gen_intrin(cem *e, const te_stmt *s);
+/* Appends the prelude and the __device__ functions of the intrinsics e recorded to o (nothing
+ * when none), each function under an include guard so that files joining several programs'
+ * kernels define it once. */
+void te__cem_emit_intrins(cem *e, te__sb *o);
 
 /* ---- emit_cuda_stmt.c ----
  * Emits statement s (inside a kernel: block loops already taken off). */

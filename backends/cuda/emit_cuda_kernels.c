@@ -62,6 +62,8 @@ static bool writes(const te_stmt *s, const te_buf *b)
         return writes(s->u.cond.then_s, b) || writes(s->u.cond.else_s, b);
     case TE_S_STORE:
         return s->u.store.buf == b;
+    case TE_S_INTRIN: /* operand 0 is the output */
+        return s->u.intrin.nops > 0 && s->u.intrin.addr[0]->u.load.buf == b;
     case TE_S_ALLOC:
         return writes(s->u.alloc.body, b);
     case TE_S_LET:
@@ -122,6 +124,27 @@ static void emit_kernel(prog_ctx *pc, const te_stmt *s)
         te__cem_fail(e, TE_ERR_SCHEDULE, "a loop bound to threadIdx has a non-constant extent");
         return;
     }
+    /* Warp-collective intrinsics: one warp per thread of the schedule along x. */
+    e->warp = te__cem_has_intrin(b);
+    if (e->warp) {
+        if (e->dims[0] != 1) {
+            te__cem_fail(e, TE_ERR_SCHEDULE,
+                         "kernel '%s' calls a warp-collective tensor intrinsic and has a loop "
+                         "bound to threadIdx.x (extent %lld): bind the tensorized stage's tiles "
+                         "to blockIdx and threadIdx.y/z only, and no loop of the kernel to "
+                         "threadIdx.x (the intrinsic's warp is threadIdx.x)",
+                         k->name, (long long)e->dims[0]);
+            return;
+        }
+        e->dims[0] = 32;
+        if (32 * e->dims[1] * e->dims[2] > 1024) {
+            te__cem_fail(e, TE_ERR_SCHEDULE,
+                         "kernel '%s' calls a warp-collective tensor intrinsic with %lld x %lld "
+                         "warps per block; at most 32 fit in a block of 1024 threads",
+                         k->name, (long long)e->dims[1], (long long)e->dims[2]);
+            return;
+        }
+    }
     for (int d = 0; d < 3; d++)
         k->block[d] = (int)e->dims[d];
     int nt = k->block[0] * k->block[1] * k->block[2];
@@ -165,6 +188,7 @@ static void emit_kernel(prog_ctx *pc, const te_stmt *s)
             te__cem_check_push(e, te__ranges_push(ctx, &e->ranges, bvars[d], 0, bhi[d]));
         }
     te__cem_gen_stmt(e, b);
+    e->warp = false;
     te__sb_puts(o, "}\n\n");
     te__vec_push(ctx, &pc->kernels, k);
 }
@@ -293,6 +317,7 @@ static int emit_program(te_ctx *ctx, const te_lowered *f, const te_target *targe
     e->ctx = ctx;
     e->f = f;
     e->o = body;
+    e->target = target;
     bool big = false;
     for (int i = 0; i < f->n_args; i++)
         big |= big_buf(f->args[i]);
@@ -308,6 +333,16 @@ static int emit_program(te_ctx *ctx, const te_lowered *f, const te_target *targe
     if (!pc.kernels.n && !e->err)
         te__cem_fail(e, TE_ERR_SCHEDULE, "no kernel: no loop is bound to blockIdx or threadIdx");
 
+    if (e->n_intrins && !e->err) { /* the intrinsics' functions, before the kernels */
+        te__sb fns = {0};
+        te__cem_emit_intrins(e, &fns);
+        te__sb_puts(&fns, body->p ? body->p : "");
+        if (fns.oom)
+            te__cem_fail(e, TE_ERR_NOMEM, "out of memory");
+        free(body->p);
+        *body = fns;
+        e->uses_half = true; /* <mma.h> needs cuda_fp16.h and cuda_bf16.h on the include path */
+    }
     if (e->uses_half && !e->err) { /* the storage types and conversions of f16 and bf16 */
         te__sb inc = {0};
         te__sb_puts(&inc, "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n\n");

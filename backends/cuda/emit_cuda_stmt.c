@@ -267,10 +267,7 @@ void te__cem_gen_stmt(cem *e, const te_stmt *s)
         te__emit_comment_line(e->o, e->indent, s->u.comment.text);
         return;
     case TE_S_INTRIN:
-        te__cem_fail(e, TE_ERR_UNSUPPORTED,
-                     "tensor intrinsic '%s' in a CUDA kernel: CUDA intrinsics are not "
-                     "implemented yet",
-                     s->u.intrin.name);
+        te__cem_gen_intrin(e, s);
         return;
     case TE_S_FOR:
         gen_for(e, s);
@@ -300,6 +297,14 @@ void te__cem_gen_stmt(cem *e, const te_stmt *s)
         te__cem_line(e, "}");
         return;
     case TE_S_STORE:
+        if (e->warp) { /* a warp-intrinsic kernel: 32 lanes per thread of the schedule */
+            te__cem_line(e, "if (threadIdx.x == 0) {");
+            e->indent++;
+            gen_store(e, s);
+            e->indent--;
+            te__cem_line(e, "}");
+            return;
+        }
         gen_store(e, s);
         return;
     case TE_S_ALLOC: {

@@ -33,6 +33,8 @@ static struct {
     nvrtcResult (*GetProgramLog)(nvrtcProgram, char *);
     nvrtcResult (*GetCUBINSize)(nvrtcProgram, size_t *);
     nvrtcResult (*GetCUBIN)(nvrtcProgram, char *);
+    nvrtcResult (*GetPTXSize)(nvrtcProgram, size_t *);
+    nvrtcResult (*GetPTX)(nvrtcProgram, char *);
     int status;
     char why[1024];
 } nv;
@@ -145,6 +147,8 @@ static void nv_load(void)
     SYM(GetProgramLog);
     SYM(GetCUBINSize);
     SYM(GetCUBIN);
+    SYM(GetPTXSize);
+    SYM(GetPTX);
 #undef SYM
     nv.status = TE_OK;
 }
@@ -176,8 +180,8 @@ int te_nvrtc_version(void)
     return a * 1000 + b * 10;
 }
 
-int te_nvrtc_compile(const char *source, const char *name, int sm, void **cubin, size_t *size,
-                     char **log)
+static int compile(const char *source, const char *name, int sm, bool want_ptx, void **cubin,
+                   size_t *size, char **log)
 {
     if (cubin)
         *cubin = NULL;
@@ -207,6 +211,11 @@ int te_nvrtc_compile(const char *source, const char *name, int sm, void **cubin,
     snprintf(arch, sizeof arch, "--gpu-architecture=sm_%d", sm);
     const char *opts[] = {arch, "--ptxas-options=-v", "--std=c++17", NULL};
     int nopts = 3;
+    if (want_ptx) { /* a virtual architecture: NVRTC stops at PTX (no ptxas, no -v) */
+        snprintf(arch, sizeof arch, "--gpu-architecture=compute_%d", sm);
+        opts[1] = opts[2];
+        nopts = 2;
+    }
     char inc[1040], dir[1024];
     if (strstr(source, "#include <cuda_fp16.h>") && cuda_include_dir(dir, sizeof dir)) {
         snprintf(inc, sizeof inc, "-I%s", dir);
@@ -232,13 +241,18 @@ int te_nvrtc_compile(const char *source, const char *name, int sm, void **cubin,
     }
     size_t n = 0;
     char *img = NULL;
-    if (nv.GetCUBINSize(prog, &n) != 0 || !(img = malloc(n ? n : 1)) ||
-        nv.GetCUBIN(prog, img) != 0) {
+    if (want_ptx
+            ? nv.GetPTXSize(prog, &n) != 0 || !(img = malloc(n + 1)) || nv.GetPTX(prog, img) != 0
+            : nv.GetCUBINSize(prog, &n) != 0 || !(img = malloc(n ? n : 1)) ||
+                  nv.GetCUBIN(prog, img) != 0) {
         free(img);
         free(lg);
         nv.DestroyProgram(&prog);
-        return te__cuda_set_error(TE_ERR_COMPILE, "NVRTC produced no cubin for sm_%d", sm);
+        return te__cuda_set_error(TE_ERR_COMPILE, "NVRTC produced no %s for sm_%d",
+                                  want_ptx ? "PTX" : "cubin", sm);
     }
+    if (want_ptx)
+        img[n] = 0;
     nv.DestroyProgram(&prog);
     *cubin = img;
     *size = n;
@@ -247,6 +261,24 @@ int te_nvrtc_compile(const char *source, const char *name, int sm, void **cubin,
     else
         free(lg);
     return TE_OK;
+}
+
+int te_nvrtc_compile(const char *source, const char *name, int sm, void **cubin, size_t *size,
+                     char **log)
+{
+    return compile(source, name, sm, false, cubin, size, log);
+}
+
+int te__nvrtc_ptx(const char *source, const char *name, int sm, char **ptx, char **log)
+{
+    size_t n = 0;
+    void *p = NULL;
+    int rc = compile(source, name, sm, true, &p, &n, log);
+    if (ptx)
+        *ptx = p;
+    else
+        free(p);
+    return rc;
 }
 
 /* ptxas -v, per function:
