@@ -150,7 +150,9 @@ static int tz_init(te_space *sp)
     /* Every intrinsic the target has that computes every product. */
     for (int i = 0; i < te_tensor_intrin_count() && d->ncand < TZ_MAX_CAND; i++) {
         const te_tensor_intrin *in = te_tensor_intrin_at(i);
-        if (!te_tensor_intrin_supported(in, &sp->target))
+        /* The schedules below are CPU schedules: CUDA intrinsics need warps (bindings). */
+        if (te_tensor_intrin_backend(in) != TE_BACKEND_C ||
+            !te_tensor_intrin_supported(in, &sp->target))
             continue;
         int64_t tm, tn;
         intrin_tile(in, &tm, &tn);

@@ -30,6 +30,11 @@
  * intrinsic needing "amx_tile" may call te_amx_ready() (the C backend's AMX runtime: it loads
  * palette 1 with eight tiles of 16 rows x 64 bytes) before its first tile instruction.
  *
+ * CUDA intrinsics (schedule/intrin_cuda.c: WMMA f16/bf16/tf32, mma.sync s8) are warp-collective:
+ * bind the tile loops to blockIdx and threadIdx.y/z and nothing to threadIdx.x; the kernel then
+ * runs with blockDim.x = 32, every lane calling with the same pointers (docs/TENSORIZE.md,
+ * "CUDA"). Their feature "sm_80" means te_target.sm >= 80.
+ *
  * Reductions. For a description that is a sum, `c_update` must compute O += description (the
  * accumulator holds a partial sum). When the whole reduction lies inside the tensorized nest and
  * `c_overwrite` is given, that form (O = description) is called instead of initializing O
