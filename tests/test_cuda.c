@@ -20,22 +20,15 @@
 
 #include <cmocka.h>
 
+#include "cuda_testutil.h"
 #include "tessera/backend.h"
 #include "tessera/cuda.h"
 #include "tessera/ops.h"
 #include "testutil.h"
 
-static int g_nvrtc = -1, g_dev = -1;
+static int g_dev = -1;
 
-static bool have_nvrtc(void)
-{
-    if (g_nvrtc < 0) {
-        g_nvrtc = te_nvrtc_probe() == TE_OK;
-        if (!g_nvrtc)
-            printf("[  SKIP    ] NVRTC checks: %s\n", te_cuda_errmsg());
-    }
-    return g_nvrtc;
-}
+static bool have_nvrtc(void) { return tt_have_nvrtc(); }
 
 static bool have_device(void)
 {

@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "backends/cuda/cuda_impl.h"
+#include "cuda_testutil.h"
 #include "tessera/autotune.h"
 #include "tessera/cuda.h"
 #include "tessera/ops.h"
@@ -141,24 +142,7 @@ static hrun run_program(hcase *c, const te__cuda_program *p, const char *src, hm
     size_t text_n = 0;
     FILE *f = open_memstream(&text, &text_n);
     assert_non_null(f);
-    fprintf(f, "#include \"cuda_shim.h\"\n%s\n", src);
-    for (int k = 0; k < p->nkernels; k++)
-        fprintf(f, "static void tsh_call_%d(void **a) { tsh_apply(%s, a); }\n", k,
-                p->kernels[k].name);
-    fprintf(f, "static const tsh_kernel tsh_kernels[] = {\n");
-    for (int k = 0; k < p->nkernels; k++) {
-        const te__cuda_kernel *kk = &p->kernels[k];
-        fprintf(f, "    {\"%s\", tsh_call_%d, {%d, %d, %d}, {%d, %d, %d}, %d, {", kk->name, k,
-                kk->grid[0], kk->grid[1], kk->grid[2], kk->block[0], kk->block[1], kk->block[2],
-                kk->nparams);
-        for (int q = 0; q < kk->nparams; q++)
-            fprintf(f, "%s%d", q ? ", " : "", kk->params[q]);
-        fprintf(f, "}},\n");
-    }
-    fprintf(f,
-            "};\nint main(int argc, char **argv)\n{\n    return tsh_main(argc, argv, "
-            "tsh_kernels, %d);\n}\n",
-            p->nkernels);
+    tt_write_shim_program(f, src, p);
     fclose(f);
     /* the executable of the warm-up pass (main) when it was built from the same text */
     char *old = slurp(cpp);

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "backends/cuda/cuda_impl.h"
+#include "cuda_testutil.h"
 #include "tessera/backend.h"
 #include "tessera/cuda.h"
 #include "tessera/ops.h"
@@ -28,17 +29,9 @@
 #include "tessera/tensorize.h"
 #include "testutil.h"
 
-static int g_nvrtc = -1, g_dev = -1;
+static int g_dev = -1;
 
-static bool have_nvrtc(void)
-{
-    if (g_nvrtc < 0) {
-        g_nvrtc = te_nvrtc_probe() == TE_OK;
-        if (!g_nvrtc)
-            printf("[  SKIP    ] NVRTC checks: %s\n", te_cuda_errmsg());
-    }
-    return g_nvrtc;
-}
+static bool have_nvrtc(void) { return tt_have_nvrtc(); }
 
 static bool have_device(void)
 {
@@ -548,24 +541,7 @@ static bool run_on_shim(mmc *p, const te__cuda_program *prog, char *src)
     snprintf(log, sizeof log, "%s/k.log", dir);
     f = fopen(path, "w");
     assert_non_null(f);
-    fprintf(f, "#include \"cuda_shim.h\"\n%s\n", src);
-    for (int k = 0; k < prog->nkernels; k++)
-        fprintf(f, "static void tsh_call_%d(void **a) { tsh_apply(%s, a); }\n", k,
-                prog->kernels[k].name);
-    fprintf(f, "static const tsh_kernel tsh_kernels[] = {\n");
-    for (int k = 0; k < prog->nkernels; k++) {
-        const te__cuda_kernel *kk = &prog->kernels[k];
-        fprintf(f, "    {\"%s\", tsh_call_%d, {%d, %d, %d}, {%d, %d, %d}, %d, {", kk->name, k,
-                kk->grid[0], kk->grid[1], kk->grid[2], kk->block[0], kk->block[1], kk->block[2],
-                kk->nparams);
-        for (int q = 0; q < kk->nparams; q++)
-            fprintf(f, "%s%d", q ? ", " : "", kk->params[q]);
-        fprintf(f, "}},\n");
-    }
-    fprintf(f,
-            "};\nint main(int argc, char **argv)\n{\n    return tsh_main(argc, argv, "
-            "tsh_kernels, %d);\n}\n",
-            prog->nkernels);
+    tt_write_shim_program(f, src, prog);
     fclose(f);
     snprintf(cmd, sizeof cmd,
              "g++ -std=c++17 -O1 -g -w -pthread -fsanitize=address,undefined "
