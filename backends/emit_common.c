@@ -498,3 +498,24 @@ void te__emit_ranges_restore(te__range_map *r, int n)
     while (r->n > n)
         te__ranges_pop(r);
 }
+
+int64_t te__intrin_stride(const te_stmt *s, int o, int f)
+{
+    const te_buf *b = s->u.intrin.addr[o]->u.load.buf;
+    int64_t stride = s->u.intrin.smul[o * TE_MAX_DIMS + f];
+    for (int d = s->u.intrin.sdim[o * TE_MAX_DIMS + f] + 1; d < b->ndim; d++)
+        stride *= b->shape[d];
+    return stride;
+}
+
+int te__intrin_record(const struct te_tensor_intrin **v, int *n, int cap,
+                      const struct te_tensor_intrin *in)
+{
+    for (int i = 0; i < *n; i++)
+        if (v[i] == in)
+            return TE_OK;
+    if (*n == cap)
+        return TE_ERR_UNSUPPORTED;
+    v[(*n)++] = in;
+    return TE_OK;
+}

@@ -121,4 +121,13 @@ int te__emit_push_let_range(te_ctx *ctx, te__range_map *r, const te_expr *var,
 /* Pops r back to n entries (a count saved before the pushes of a scope). */
 void te__emit_ranges_restore(te__range_map *r, int n);
 
+/* ---- Tensor intrinsic calls (TE_S_INTRIN), in both emitters ---- */
+/* The stride in elements passed for free dimension f of operand o of call s: the buffer's
+ * stride of that dimension times the call's multiple (a convolution's stride). */
+int64_t te__intrin_stride(const te_stmt *s, int o, int f);
+/* Adds `in` to the list v (n entries, room for cap) unless it is there. Returns TE_OK, or
+ * TE_ERR_UNSUPPORTED when the list is full. */
+int te__intrin_record(const struct te_tensor_intrin **v, int *n, int cap,
+                      const struct te_tensor_intrin *in);
+
 #endif

@@ -63,16 +63,11 @@ void te__c_gen_intrin(emitter *em, const te_stmt *s)
         te__c_fail(em, TE_ERR_INTERNAL, "tensor intrinsic '%s' has no overwrite form", in->name);
         return;
     }
-    bool known = false;
-    for (int i = 0; i < em->n_intrins; i++)
-        known |= em->intrins[i] == in;
-    if (!known) {
-        if (em->n_intrins == (int)(sizeof em->intrins / sizeof em->intrins[0])) {
-            te__c_fail(em, TE_ERR_UNSUPPORTED, "more than %d tensor intrinsics in one kernel",
-                       em->n_intrins);
-            return;
-        }
-        em->intrins[em->n_intrins++] = in;
+    if (te__intrin_record(em->intrins, &em->n_intrins,
+                          (int)(sizeof em->intrins / sizeof em->intrins[0]), in)) {
+        te__c_fail(em, TE_ERR_UNSUPPORTED, "more than %d tensor intrinsics in one kernel",
+                   em->n_intrins);
+        return;
     }
     em->need_immintrin = true;
     te__c_line_start(em);
@@ -89,10 +84,7 @@ void te__c_gen_intrin(emitter *em, const te_stmt *s)
         te__c_put_index(em, &em->out, b, a->u.load.n, a->u.load.idx);
         te__sb_puts(&em->out, "]");
         for (int f = 0; f < s->u.intrin.nfree[o]; f++) {
-            int d = s->u.intrin.sdim[o * TE_MAX_DIMS + f];
-            int64_t stride = s->u.intrin.smul[o * TE_MAX_DIMS + f];
-            for (int e = d + 1; e < b->ndim; e++)
-                stride *= b->shape[e];
+            int64_t stride = te__intrin_stride(s, o, f);
             te__sb_printf(&em->out, ", %lld", (long long)stride);
         }
     }

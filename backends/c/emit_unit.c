@@ -27,13 +27,11 @@ static void merge_needs(emitter *u, const emitter *em)
     u->uses_omp |= em->uses_omp;
     u->uses_unroll |= em->uses_unroll;
     u->uses_heap |= em->uses_heap;
-    for (int i = 0; i < em->n_intrins; i++) {
-        bool known = false;
-        for (int j = 0; j < u->n_intrins; j++)
-            known |= u->intrins[j] == em->intrins[i];
-        if (!known && u->n_intrins < (int)(sizeof u->intrins / sizeof u->intrins[0]))
-            u->intrins[u->n_intrins++] = em->intrins[i];
-    }
+    for (int i = 0; i < em->n_intrins; i++)
+        if (te__intrin_record(u->intrins, &u->n_intrins,
+                              (int)(sizeof u->intrins / sizeof u->intrins[0]), em->intrins[i]))
+            te__c_fail(u, TE_ERR_UNSUPPORTED, "more than %d tensor intrinsics in one file",
+                       u->n_intrins);
 }
 
 /* Emits one lowered function (its body, signature and, unless `packed` is false, its packed

@@ -98,10 +98,7 @@ void te__cem_gen_intrin(cem *e, const te_stmt *s)
             return;
         }
         for (int f = 0; f < s->u.intrin.nfree[o]; f++) {
-            int d = s->u.intrin.sdim[o * TE_MAX_DIMS + f];
-            int64_t stride = 1;
-            for (int q = d + 1; q < b->ndim; q++)
-                stride *= b->shape[q];
+            int64_t stride = te__intrin_stride(s, o, f);
             if (wmma && (stride * (int64_t)es) % WMMA_LDM_ALIGN) {
                 te__cem_fail(e, TE_ERR_SCHEDULE,
                              "operand '%s' of tensor intrinsic '%s' has a row stride of %lld "
@@ -115,16 +112,11 @@ void te__cem_gen_intrin(cem *e, const te_stmt *s)
         arg[o] = te__sprintf(e->ctx, "%s[%s]", te__cem_buf_name(e, b),
                              te__cem_text(e, a->u.load.idx[0]));
     }
-    bool known = false;
-    for (int i = 0; i < e->n_intrins; i++)
-        known |= e->intrins[i] == in;
-    if (!known) {
-        if (e->n_intrins == (int)(sizeof e->intrins / sizeof e->intrins[0])) {
-            te__cem_fail(e, TE_ERR_UNSUPPORTED, "more than %d tensor intrinsics in one program",
-                         e->n_intrins);
-            return;
-        }
-        e->intrins[e->n_intrins++] = in;
+    if (te__intrin_record(e->intrins, &e->n_intrins,
+                          (int)(sizeof e->intrins / sizeof e->intrins[0]), in)) {
+        te__cem_fail(e, TE_ERR_UNSUPPORTED, "more than %d tensor intrinsics in one program",
+                     e->n_intrins);
+        return;
     }
     te__sb call = {0};
     te__sb_printf(&call, "%s%s(", in->name, s->u.intrin.overwrite ? "_overwrite" : "");
