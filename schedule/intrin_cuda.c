@@ -143,14 +143,13 @@ static void mma_s8_body(bool overwrite, char *b, size_t cap)
 
 static void reg_wmma(te__tz_reg_fn reg, wmma_cfg cfg, const char *name, const char *doc)
 {
-    /* The callback's user pointer must stay valid while it runs (registration only). */
-    wmma_cfg *c = malloc(sizeof *c);
+    /* describe runs during registration only: the argument itself serves as its user. */
+    const wmma_cfg *c = &cfg;
     char *up = malloc(4096), *ow = malloc(4096);
-    if (!c || !up || !ow) {
-        free(c), free(up), free(ow);
+    if (!up || !ow) {
+        free(up), free(ow);
         return;
     }
-    *c = cfg;
     if (c->in == TE_I8) {
         mma_s8_body(false, up, 4096);
         mma_s8_body(true, ow, 4096);
@@ -161,7 +160,7 @@ static void reg_wmma(te__tz_reg_fn reg, wmma_cfg cfg, const char *name, const ch
     te_tensor_intrin_desc d = {
         .name = name,
         .describe = describe_wmma,
-        .user = c,
+        .user = (void *)c,
         .nfree = {1, 1, 1},
         .var_axis = 0,
         .backend = TE_BACKEND_CUDA,
@@ -172,7 +171,7 @@ static void reg_wmma(te__tz_reg_fn reg, wmma_cfg cfg, const char *name, const ch
         .doc = doc,
     };
     reg(&d, NULL);
-    free(c), free(up), free(ow);
+    free(up), free(ow);
 }
 
 /* Called at the end of te__tz_register_builtins (schedule/intrin_x86.c). */

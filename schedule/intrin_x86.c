@@ -160,15 +160,13 @@ static void avx512_body(const mm_cfg *c, bool overwrite, char *b, size_t cap)
 static void reg_mm(te__tz_reg_fn reg, mm_cfg cfg, const char *name, const char *features,
                    const char *doc)
 {
-    /* Descriptions are built during registration only, but the callback's user pointer must
-     * stay valid while it runs: a static copy per intrinsic. */
-    mm_cfg *c = malloc(sizeof *c);
+    /* describe runs during registration only: the argument itself serves as its user. */
+    const mm_cfg *c = &cfg;
     char *up = malloc(8192), *ow = malloc(8192);
-    if (!c || !up || !ow) {
-        free(c), free(up), free(ow);
+    if (!up || !ow) {
+        free(up), free(ow);
         return;
     }
-    *c = cfg;
     if (c->impl == K_AMX) {
         amx_body(c, false, up, 8192);
         amx_body(c, true, ow, 8192);
@@ -179,7 +177,7 @@ static void reg_mm(te__tz_reg_fn reg, mm_cfg cfg, const char *name, const char *
     te_tensor_intrin_desc d = {
         .name = name,
         .describe = describe_mm,
-        .user = c,
+        .user = (void *)c,
         .nfree = {1, 1, 1},
         .var_axis = 0,
         .backend = TE_BACKEND_C,
@@ -189,7 +187,7 @@ static void reg_mm(te__tz_reg_fn reg, mm_cfg cfg, const char *name, const char *
         .doc = doc,
     };
     reg(&d, NULL);
-    free(c), free(up), free(ow);
+    free(up), free(ow);
 }
 
 void te__tz_register_builtins(te__tz_reg_fn reg)
