@@ -43,10 +43,17 @@ static void run_kernel(void *p)
     k->fn(k->args);
 }
 
+/* 64-byte aligned memory (free() releases it): malloc's large blocks start 16 bytes into a
+ * page, so every 64-byte vector load of a tile would straddle two cache lines. */
+static void *alloc64(size_t bytes)
+{
+    return aligned_alloc(64, (bytes + 63) / 64 * 64);
+}
+
 /* Packs B [K, N] (elements of `esz` bytes) into [N / nb, K / g, nb, g]. */
 static void *pack_blocked(const void *B, int K, int N, int g, int nb, size_t esz)
 {
-    unsigned char *p = malloc((size_t)K * N * esz);
+    unsigned char *p = alloc64((size_t)K * N * esz);
     const unsigned char *b = B;
     if (!p)
         return NULL;
@@ -198,10 +205,10 @@ int te_bench_lowp(te_bench_lowp_kind kind, int M, int N, int K, int threads, int
         return -1;
     bool i8 = kind == TE_BENCH_LOWP_U8S8, gate = kind == TE_BENCH_LOWP_GATE_BF16;
     size_t esz = i8 ? 1 : 2, mk = (size_t)M * K, kn = (size_t)K * N, mn = (size_t)M * N;
-    void *x = malloc(mk * esz), *w1 = malloc(kn * esz), *w3 = malloc(kn * esz);
-    float *xf = malloc(mk * sizeof(float)), *w1f = malloc(kn * sizeof(float)),
-          *w3f = malloc(kn * sizeof(float));
-    void *y = malloc(mn * 4);
+    void *x = alloc64(mk * esz), *w1 = alloc64(kn * esz), *w3 = alloc64(kn * esz);
+    float *xf = alloc64(mk * sizeof(float)), *w1f = alloc64(kn * sizeof(float)),
+          *w3f = alloc64(kn * sizeof(float));
+    void *y = alloc64(mn * 4);
     if (!x || !w1 || !w3 || !xf || !w1f || !w3f || !y) {
         fprintf(stderr, "tessera bench: out of memory\n");
         exit(1);
