@@ -209,23 +209,13 @@ static bool match_chain(te_graph *g, int sm, attn_match *m)
     return true;
 }
 
-/* Appends node (op, attrs, inputs) named after base; its output id or a status. */
-static int add_node(te_graph *g, const char *op, const char *attrs, int n_in, const int *in,
-                    const char *base, const char *suffix)
-{
-    char want[TE__G_NAME + 16], name[TE__G_NAME];
-    snprintf(want, sizeof want, "%.28s_%s", base, suffix);
-    te__graph_unique_name(g, want, name, sizeof name);
-    return te_graph_node(g, op, attrs, n_in, in, name);
-}
-
 static int reshape4(te_graph *g, int v, int64_t a, int64_t b, int64_t c, int64_t d,
                     const char *base, const char *suffix)
 {
     char at[96];
     snprintf(at, sizeof at, "shape=%lld:%lld:%lld:%lld", (long long)a, (long long)b, (long long)c,
              (long long)d);
-    return add_node(g, "reshape", at, 1, &v, base, suffix);
+    return te__graph_add_node(g, "reshape", at, 1, &v, base, suffix);
 }
 
 /* Builds the replacement of match m; returns the value that replaces the chain's output. */
@@ -239,7 +229,7 @@ static int build_fused(te_graph *g, const attn_match *m)
         return q4;
     int k3 = m->k;
     if (!m->k_rows) {
-        k3 = add_node(g, "transpose", "perm=0:2:1", 1, &m->k, bname, "k");
+        k3 = te__graph_add_node(g, "transpose", "perm=0:2:1", 1, &m->k, bname, "k");
         if (k3 < 0)
             return k3;
     }
@@ -273,7 +263,7 @@ static int build_fused(te_graph *g, const attn_match *m)
             if (z < 0)
                 return z;
             int ab[2] = {mk, z};
-            mk = add_node(g, "add", "", 2, ab, bname, "mask");
+            mk = te__graph_add_node(g, "add", "", 2, ab, bname, "mask");
         }
         if (mk < 0)
             return mk;
@@ -282,33 +272,13 @@ static int build_fused(te_graph *g, const attn_match *m)
     }
     char at[64];
     snprintf(at, sizeof at, "scale=%.17g", m->scale);
-    int o4 = add_node(g, "attention", at, n_in, in, bname, "attn");
+    int o4 = te__graph_add_node(g, "attention", at, n_in, in, bname, "attn");
     if (o4 < 0)
         return o4;
     char rs[96];
     snprintf(rs, sizeof rs, "shape=%lld:%lld:%lld", (long long)m->bh, (long long)m->lq,
              (long long)m->dh);
-    return add_node(g, "reshape", rs, 1, &o4, bname, "o3");
-}
-
-/* Moves nodes [from, nn) to just after node `after` (they only read values defined before
- * it) and renumbers the producers. */
-static int move_tail(te_graph *g, int from, int after)
-{
-    int k = g->nn - from;
-    if (k <= 0)
-        return TE_OK;
-    te__gnode *tmp = malloc(sizeof *tmp * (size_t)k);
-    if (!tmp)
-        return te__graph_error(g, TE_ERR_NOMEM, "out of memory");
-    memcpy(tmp, g->n + from, sizeof *tmp * (size_t)k);
-    memmove(g->n + after + 1 + k, g->n + after + 1, sizeof *tmp * (size_t)(from - after - 1));
-    memcpy(g->n + after + 1, tmp, sizeof *tmp * (size_t)k);
-    free(tmp);
-    for (int n = 0; n < g->nn; n++)
-        for (int i = 0; i < g->n[n].n_out; i++)
-            g->v[g->n[n].out[i]].node = n;
-    return TE_OK;
+    return te__graph_add_node(g, "reshape", rs, 1, &o4, bname, "o3");
 }
 
 int te_graph_fuse_attention(te_graph *g, int *fused)
@@ -332,7 +302,7 @@ int te_graph_fuse_attention(te_graph *g, int *fused)
         }
         /* Readers of the chain's output read the new value, computed where the chain ended. */
         te__graph_replace_uses(g, old_out, out);
-        rc = move_tail(g, first_new, m.bmm2);
+        rc = te__graph_move_tail(g, first_new, m.bmm2);
         count++;
     }
     if (!rc && count)

@@ -95,6 +95,13 @@ void te__graph_replace_uses(te_graph *g, int from, int to);
 /* Drops dead nodes and unused constants, renumbering ids; keep_node[n]/keep_val[v] say what
  * stays (NULL: liveness from the outputs). Rebuilds tensors. */
 int te__graph_compact(te_graph *g, const bool *keep_node);
+/* Appends node (op, attrs, inputs) named "<base>_<suffix>" (made unique); its output id or a
+ * status (graph/passes.c). */
+int te__graph_add_node(te_graph *g, const char *op, const char *attrs, int n_in, const int *in,
+                       const char *base, const char *suffix);
+/* Moves nodes [from, nn) to just after node `after` (they must only read values defined before
+ * it) and renumbers the producers: a rewrite appends its nodes, then puts them in place. */
+int te__graph_move_tail(te_graph *g, int from, int after);
 /* A name not used in g, "<base>" or "<base>_<k>". */
 void te__graph_unique_name(const te_graph *g, const char *base, char *out, size_t n);
 /* Fills data with uniform elements in [lo, hi), never zero. */

@@ -63,6 +63,12 @@ int te__gop_check_attrs(te_ctx *ctx, const te__gop *op, const te_op_params *kv)
                                     kv->p[i].key, op->name, *op->attrs ? op->attrs : "none");
         if (te__gop_is_user(op)) /* user operators read their attributes themselves */
             continue;
+        /* An attribute whose default is not an integer (a scale "1.0", a dtype "u8") takes any
+         * value its operator parses; integer ones must be integers. */
+        char *end;
+        (void)strtoll(buf, &end, 10);
+        if (!*buf || *end)
+            continue;
         if (strcmp(kv->p[i].key, "layout") == 0 || strcmp(kv->p[i].key, "act") == 0 ||
             strcmp(kv->p[i].key, "perm") == 0 || strcmp(kv->p[i].key, "shape") == 0 ||
             strcmp(kv->p[i].key, "eps") == 0 || strcmp(kv->p[i].key, "value") == 0 ||
@@ -830,7 +836,7 @@ static const te__gop table[] = {
     {"dequantize_linear", TE_KIND_ELEMWISE, 1, 1, 1, "X", "scale=1.0,zero=0", 2, ap_quant_ew},
     {"requantize", TE_KIND_ELEMWISE, 1, 1, 1, "X", "mult=1.0,zero=0,to=u8", 6, ap_quant_ew},
     {"pack_vnni", TE_KIND_INJECTIVE, 1, 1, 1, "B", "group=4", 0, ap_pack_vnni},
-    {"matmul_vnni", TE_KIND_OPAQUE, 2, 2, 1, "A,Bp", "", 0, ap_matmul_vnni},
+    {"matmul_vnni", TE_KIND_OUT_EWISE_FUSABLE, 2, 2, 1, "A,Bp", "", 0, ap_matmul_vnni},
     {"conv2d_vnni", TE_KIND_OPAQUE, 2, 2, 1, "X,Wp", "stride=1", 0, ap_conv2d_vnni},
     /* The graph's own operators (not in the registry). */
     {"batch_norm", TE_KIND_BROADCAST, 5, 5, 1, "X,gamma,beta,mean,var", "eps=1e-5,axis=1", 4,

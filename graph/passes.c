@@ -251,6 +251,36 @@ out:
     return rc;
 }
 
+/* Appends node (op, attrs, inputs) named after base; its output id or a status. */
+int te__graph_add_node(te_graph *g, const char *op, const char *attrs, int n_in, const int *in,
+                    const char *base, const char *suffix)
+{
+    char want[TE__G_NAME + 16], name[TE__G_NAME];
+    snprintf(want, sizeof want, "%.28s_%s", base, suffix);
+    te__graph_unique_name(g, want, name, sizeof name);
+    return te_graph_node(g, op, attrs, n_in, in, name);
+}
+
+/* Moves nodes [from, nn) to just after node `after` (they only read values defined before
+ * it) and renumbers the producers. */
+int te__graph_move_tail(te_graph *g, int from, int after)
+{
+    int k = g->nn - from;
+    if (k <= 0)
+        return TE_OK;
+    te__gnode *tmp = malloc(sizeof *tmp * (size_t)k);
+    if (!tmp)
+        return te__graph_error(g, TE_ERR_NOMEM, "out of memory");
+    memcpy(tmp, g->n + from, sizeof *tmp * (size_t)k);
+    memmove(g->n + after + 1 + k, g->n + after + 1, sizeof *tmp * (size_t)(from - after - 1));
+    memcpy(g->n + after + 1, tmp, sizeof *tmp * (size_t)k);
+    free(tmp);
+    for (int n = 0; n < g->nn; n++)
+        for (int i = 0; i < g->n[n].n_out; i++)
+            g->v[g->n[n].out[i]].node = n;
+    return TE_OK;
+}
+
 int te_graph_fold_constants(te_graph *g, int *folded)
 {
     if (!g)

@@ -75,6 +75,7 @@
 #include <stdio.h>
 
 #include "tessera/status.h"
+#include "tessera/target.h"
 #include "tessera/te.h"
 
 #ifdef __cplusplus
@@ -304,6 +305,22 @@ int te_graph_optimize(te_graph *g, FILE *log);
  * *fused (may be NULL) receives the number of chains rewritten. Returns TE_OK or a status
  * with a message on g. The last pass of te_graph_optimize; call it before fusing. */
 int te_graph_fuse_attention(te_graph *g, int *fused);
+
+/* 1 when the target has an int8 dot product that te_graph_lower_int8 lowers onto (AVX-512 VNNI
+ * vpdpbusd or AMX tdpbusd: a built-in intrinsic of schedule/intrin_x86.c it supports), else 0. */
+int te_graph_int8_supported(const te_target *tgt);
+/* Lowers int8 matmuls onto the target's dot products (graph/lower_int8.c): every
+ * matmul_integer and qlinear_matmul node (2-D) whose B is a constant, k a multiple of 4 and n a
+ * multiple of 32 becomes matmul_vnni of A (u8; i8 shifted by +128 in one elementwise pass) and
+ * B converted to s8 (u8 shifted by -128) and packed once into the blocked VNNI layout
+ * [n / nb, k / 4, nb, 4] (nb 64 or 32), plus an add of a constant column correction for the
+ * zero points, a row-sum correction when B's (shifted) zero point is not 0, and a requantize
+ * epilogue for qlinear_matmul. The results are the same integers, bit for bit. The node's
+ * output keeps its name. Nodes that do not qualify, or all of them when the target lacks the
+ * instructions (te_graph_int8_supported), stay; log (may be NULL) gets one line per node with
+ * what was done or why not. *rewritten (may be NULL) receives the number of nodes rewritten.
+ * Returns TE_OK, TE_ERR_ARG for a NULL graph or target, or a status with a message on g. */
+int te_graph_lower_int8(te_graph *g, const te_target *tgt, FILE *log, int *rewritten);
 
 /* ---- Fusion rules ---------------------------------------------------------------------- */
 

@@ -1,0 +1,250 @@
+/*
+ * graph/lower_int8.c: int8 matmuls onto the CPU's int8 dot products (te_graph_lower_int8).
+ *
+ * A matmul_integer or qlinear_matmul node whose right operand B is a constant becomes
+ *
+ *     acc = matmul_vnni(A', Bp)                  u8 x s8 -> i32: vpdpbusd / AMX tdpbusd tiles
+ *     t   = add(acc, corr)                       corr[j] = -za' sum_k B'[k, j] + k za' zb'
+ *     t   = sub(t, mul(sum(i32(A'), axis=-1), zb'))    only when zb' != 0
+ *     y   = requantize(t) mult, zero, to         qlinear_matmul only
+ *
+ * because sum_k (a - za)(b - zb) = sum_k a b - zb sum_k a - za sum_k b + k za zb. The dot
+ * products take unsigned bytes on the left and signed ones on the right, so B' = B - 128 with
+ * zb' = zb - 128 when B is u8 (done once, on the constant), and A' = A + 128 with za' = za + 128
+ * when A is i8 (one elementwise pass). Bp is B' packed once into the blocked VNNI layout
+ * [n / nb, k / 4, nb, 4] that the tensorize template's tiles read. The integers are the same as
+ * before, bit for bit (i32 wraps exactly as the unlowered sum does for in-range products; the
+ * correction is checked to fit in i32), so the rewrite needs no tolerance.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/graph_internal.h"
+#include "tessera/tensorize.h"
+
+/* The int8 dot-product intrinsics the rewrite is for; one of them must fit the target. */
+static const char *const int8_intrins[] = {"amx_u8s8_16x16", "avx512vnni_u8s8_4x32", NULL};
+
+int te_graph_int8_supported(const te_target *tgt)
+{
+    for (int i = 0; tgt && int8_intrins[i]; i++) {
+        const te_tensor_intrin *in = te_tensor_intrin_find(int8_intrins[i]);
+        if (in && te_tensor_intrin_supported(in, tgt))
+            return 1;
+    }
+    return 0;
+}
+
+/* A new constant (a copy of data) named after base. Returns its id. */
+static int add_raw_const(te_graph *g, const char *base, te_dtype dtype, int ndim,
+                         const int64_t *shape, const void *data)
+{
+    char name[TE__G_NAME];
+    te__graph_unique_name(g, base, name, sizeof name);
+    return te_graph_const(g, name, dtype, ndim, shape, data);
+}
+
+/* What one candidate node needs, read before the graph changes. */
+typedef struct cand {
+    int node, a, b, out;
+    int64_t m, k, n, nb;
+    int32_t za, zb; /* as shifted: za' for u8 A, zb' for s8 B */
+    bool shift_a, qlinear;
+    double mult;
+    int32_t y_zero;
+    char y_dtype[8];
+} cand;
+
+/* Checks node nd; returns NULL when it can be rewritten, else why not. */
+static const char *check(te_graph *g, int nd, cand *c)
+{
+    te__gnode *n = &g->n[nd];
+    const char *op = n->op->name;
+    c->qlinear = !strcmp(op, "qlinear_matmul");
+    if (!c->qlinear && strcmp(op, "matmul_integer"))
+        return "";
+    c->node = nd, c->a = n->in[0], c->b = n->in[1], c->out = n->out[0];
+    const te__gvalue *A = &g->v[c->a], *B = &g->v[c->b];
+    if (B->kind != TE_GRAPH_CONST || !B->data)
+        return "B is not a constant (its packing would cost a pass per run)";
+    if (A->ndim != 2 || B->ndim != 2)
+        return "not a 2-D product";
+    c->m = A->shape[0], c->k = A->shape[1], c->n = B->shape[1];
+    if (c->k % 4)
+        return "k is not a multiple of 4 (the dot products take 4 bytes per column)";
+    c->nb = c->n % 64 == 0 ? 64 : c->n % 32 == 0 ? 32 : 0;
+    if (!c->nb)
+        return "n is not a multiple of 32 (the tiles' width)";
+    te_op_params kv;
+    if (te_op_params_parse(g->ctx, n->attrs, &kv)) {
+        te_ctx_clear_error(g->ctx);
+        return "its attributes do not parse";
+    }
+    int32_t za = (int32_t)te__gop_attr_int(n->op, &kv, "a_zero");
+    int32_t zb = (int32_t)te__gop_attr_int(n->op, &kv, "b_zero");
+    c->shift_a = A->dtype == TE_I8;
+    c->za = c->shift_a ? za + 128 : za;
+    c->zb = B->dtype == TE_U8 ? zb - 128 : zb;
+    if (c->qlinear) {
+        c->mult = (float)te__gop_attr_f64(n->op, &kv, "a_scale") *
+                  (float)te__gop_attr_f64(n->op, &kv, "b_scale") /
+                  (float)te__gop_attr_f64(n->op, &kv, "y_scale");
+        c->y_zero = (int32_t)te__gop_attr_int(n->op, &kv, "y_zero");
+        char buf[16];
+        snprintf(c->y_dtype, sizeof c->y_dtype, "%s",
+                 te__gop_attr_str(n->op, &kv, "y_dtype", buf, sizeof buf));
+    }
+    return NULL;
+}
+
+/* Packs B (u8 or i8 [k, n]) shifted to s8 into Bp [n / nb, k / 4, nb, 4] and computes the
+ * column correction corr[j] = -za' colsum(B')[j] + k za' zb'. False when it leaves i32. */
+static bool pack(const te__gvalue *B, const cand *c, int8_t *bp, int32_t *corr)
+{
+    const uint8_t *b = B->data;
+    int off = B->dtype == TE_U8 ? -128 : 0;
+    int64_t ko = c->k / 4;
+    for (int64_t j = 0; j < c->n; j++) {
+        int64_t sum = 0;
+        for (int64_t r = 0; r < c->k; r++) {
+            int v = B->dtype == TE_U8 ? b[r * c->n + j] + off : (int8_t)b[r * c->n + j];
+            sum += v;
+            int64_t jb = j / c->nb, jj = j % c->nb;
+            bp[((jb * ko + r / 4) * c->nb + jj) * 4 + r % 4] = (int8_t)v;
+        }
+        int64_t cj = -(int64_t)c->za * sum + c->k * (int64_t)c->za * c->zb;
+        if (cj < INT32_MIN || cj > INT32_MAX)
+            return false;
+        corr[j] = (int32_t)cj;
+    }
+    return true;
+}
+
+/* Appends the rewrite of candidate c; returns the new output value or a status. */
+static int build(te_graph *g, const cand *c, const char *base)
+{
+    const te__gvalue *B = &g->v[c->b];
+    int8_t *bp = malloc((size_t)(c->k * c->n));
+    int32_t *corr = malloc(sizeof *corr * (size_t)c->n);
+    int rc = 0;
+    if (!bp || !corr) {
+        rc = te__graph_error(g, TE_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    if (!pack(B, c, bp, corr)) {
+        rc = 0; /* cannot happen for k < 2^16; the caller leaves the node */
+        goto out;
+    }
+    char nm[TE__G_NAME + 8], attrs[96];
+    snprintf(nm, sizeof nm, "%.30s_vnni", B->name);
+    int64_t ps[4] = {c->n / c->nb, c->k / 4, c->nb, 4};
+    int bpid = add_raw_const(g, nm, TE_I8, 4, ps, bp);
+    if (bpid < 0) {
+        rc = bpid;
+        goto out;
+    }
+    int a = c->a;
+    if (c->shift_a) { /* i8 -> u8: a + 128 */
+        int ai = te__graph_add_node(g, "cast", "to=i32", 1, &a, base, "a_i32");
+        int32_t k128 = 128;
+        snprintf(nm, sizeof nm, "%.30s_128", base);
+        int cid = ai < 0 ? ai : add_raw_const(g, nm, TE_I32, 1, (int64_t[]){1}, &k128);
+        int as = cid < 0 ? cid : te__graph_add_node(g, "add", "", 2, (int[]){ai, cid}, base, "a_s");
+        a = as < 0 ? as : te__graph_add_node(g, "cast", "to=u8", 1, &as, base, "a_u8");
+        if (a < 0) {
+            rc = a;
+            goto out;
+        }
+    }
+    int t = te__graph_add_node(g, "matmul_vnni", "", 2, (int[]){a, bpid}, base, "acc");
+    bool any = false;
+    for (int64_t j = 0; j < c->n && !any; j++)
+        any = corr[j] != 0;
+    if (t >= 0 && any) {
+        snprintf(nm, sizeof nm, "%.30s_corr", base);
+        int cid = add_raw_const(g, nm, TE_I32, 1, (int64_t[]){c->n}, corr);
+        t = cid < 0 ? cid : te__graph_add_node(g, "add", "", 2, (int[]){t, cid}, base, "acc_c");
+    }
+    if (t >= 0 && c->zb) { /* - zb' * rowsum(A') */
+        int ai = te__graph_add_node(g, "cast", "to=i32", 1, &a, base, "a_rows_i32");
+        int rs = ai < 0 ? ai
+                        : te__graph_add_node(g, "sum", "axis=-1,keepdims=1", 1, &ai, base, "a_rows");
+        snprintf(nm, sizeof nm, "%.30s_zb", base);
+        int zid = rs < 0 ? rs : add_raw_const(g, nm, TE_I32, 1, (int64_t[]){1}, &c->zb);
+        int rz = zid < 0 ? zid : te__graph_add_node(g, "mul", "", 2, (int[]){rs, zid}, base, "rz");
+        t = rz < 0 ? rz : te__graph_add_node(g, "sub", "", 2, (int[]){t, rz}, base, "acc_z");
+    }
+    if (t >= 0 && c->qlinear) {
+        snprintf(attrs, sizeof attrs, "mult=%.17g,zero=%d,to=%s", c->mult, (int)c->y_zero,
+                 c->y_dtype);
+        t = te__graph_add_node(g, "requantize", attrs, 1, &t, base, "q");
+    }
+    rc = t;
+out:
+    free(bp), free(corr);
+    return rc;
+}
+
+int te_graph_lower_int8(te_graph *g, const te_target *tgt, FILE *log, int *rewritten)
+{
+    if (!g || !tgt)
+        return TE_ERR_ARG;
+    if (rewritten)
+        *rewritten = 0;
+    bool ok = te_graph_int8_supported(tgt);
+    int count = 0, rc = TE_OK;
+    for (int nd = 0; nd < g->nn && !rc; nd++) {
+        cand c = {0};
+        const char *why = check(g, nd, &c);
+        if (why && !*why)
+            continue; /* not an int8 matmul */
+        char base[TE__G_NAME];
+        snprintf(base, sizeof base, "%s", g->v[c.out].name);
+        if (!why && !ok)
+            why = "the target has no int8 dot product (AVX-512 VNNI or AMX)";
+        if (why) {
+            if (log)
+                fprintf(log, "lower_int8: %s (%s) left as it is: %s\n", base, g->n[nd].op->name,
+                        why);
+            continue;
+        }
+        const char *opn = g->n[nd].op->name;
+        int first_new = g->nn;
+        int out = build(g, &c, base);
+        if (out < 0) {
+            rc = out;
+            break;
+        }
+        if (out == 0) {
+            if (log)
+                fprintf(log, "lower_int8: %s left as it is: its zero-point correction leaves i32\n",
+                        base);
+            continue;
+        }
+        te__graph_replace_uses(g, c.out, out);
+        /* The result keeps the node's name (an output's name is what users ask for). */
+        char old[TE__G_NAME + 8], fresh[TE__G_NAME];
+        snprintf(old, sizeof old, "%.30s_int", base);
+        te__graph_unique_name(g, old, fresh, sizeof fresh);
+        snprintf(g->v[c.out].name, sizeof g->v[c.out].name, "%s", fresh);
+        snprintf(g->v[out].name, sizeof g->v[out].name, "%s", base);
+        rc = te__graph_move_tail(g, first_new, nd);
+        nd += g->nn - first_new; /* past the new nodes */
+        count++;
+        if (log)
+            fprintf(log,
+                    "lower_int8: %s (%s %lldx%lldx%lld) -> matmul_vnni on B packed once "
+                    "[%lld, %lld, %lld, 4] s8%s%s%s\n",
+                    base, opn, (long long)c.m,
+                    (long long)c.k, (long long)c.n, (long long)(c.n / c.nb),
+                    (long long)(c.k / 4), (long long)c.nb, c.shift_a ? ", A shifted to u8" : "",
+                    c.zb ? ", row sums for B's zero point" : "",
+                    c.qlinear ? ", requantize epilogue" : "");
+    }
+    if (!rc && count)
+        rc = te__graph_compact(g, NULL);
+    if (rewritten)
+        *rewritten = count;
+    return rc;
+}

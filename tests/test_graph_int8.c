@@ -1,0 +1,212 @@
+/* te_graph_lower_int8 (graph/lower_int8.c): int8 matmuls with constant weights rewritten onto
+ * the VNNI matmul. For u8 and i8 activations, u8 and i8 weights, zero points on both sides (and
+ * none), matmul_integer and qlinear_matmul followed by a dequantize: the lowered graph, fused,
+ * compiled and run, gives exactly the integers of the unlowered graph and of the float64
+ * reference interpreter. The rewrite is checked on every machine (lowered for a target that
+ * claims VNNI, run with the host's: without the instructions the VNNI matmul is a plain loop
+ * nest); on a host with AVX-512 VNNI or AMX it also runs on the dot products. Refusals (B not a
+ * constant, n not a multiple of 32, a target without the instructions) leave the node and say
+ * why. */
+/* cmocka.h needs these first. */
+// clang-format off
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+// clang-format on
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tessera/graph.h"
+#include "testutil.h"
+
+static tt_rng g_rng;
+
+typedef struct qcase {
+    te_dtype da, db;
+    int32_t za, zb;
+    int qlinear;
+    int64_t m, k, n;
+} qcase;
+
+/* x (input) -> op(x, W) -> [dequantize_linear] -> output; W constant random bytes. */
+static te_graph *build(const qcase *c, const uint8_t *w)
+{
+    te_graph *g = te_graph_create();
+    int x = te_graph_input(g, "x", c->da, 2, (int64_t[]){c->m, c->k});
+    int wv = te_graph_const(g, "w", c->db, 2, (int64_t[]){c->k, c->n}, w);
+    char at[256];
+    int y;
+    if (c->qlinear) {
+        snprintf(at, sizeof at,
+                 "a_scale=0.02,a_zero=%d,b_scale=0.003,b_zero=%d,y_scale=0.05,y_zero=7,y_dtype=u8",
+                 (int)c->za, (int)c->zb);
+        int q = te_graph_node(g, "qlinear_matmul", at, 2, (int[]){x, wv}, "q");
+        y = te_graph_node(g, "dequantize_linear", "scale=0.05,zero=7", 1, &q, "y");
+    } else {
+        snprintf(at, sizeof at, "a_zero=%d,b_zero=%d", (int)c->za, (int)c->zb);
+        y = te_graph_node(g, "matmul_integer", at, 2, (int[]){x, wv}, "y");
+    }
+    te_graph_output(g, y);
+    if (te_graph_errcode(g))
+        fail_msg("%s", te_graph_errmsg(g));
+    return g;
+}
+
+/* Fuses, compiles for the host and runs g on x; the output's bytes into out. */
+static void run(te_graph *g, const void *x, void *out, int print)
+{
+    te_fuse_target t;
+    te_fuse_target_host(&t);
+    te_fuse_plan *p = te_graph_fuse(g, NULL, &t);
+    if (!p)
+        fail_msg("%s", te_graph_errmsg(g));
+    te_graph_exec *e = NULL;
+    if (te_graph_compile(g, p, NULL, &e))
+        fail_msg("%s", te_graph_errmsg(g));
+    for (int i = 0; print && i < te_graph_exec_kernel_count(e); i++) {
+        const char *note = NULL;
+        te_graph_exec_group_from_db(e, i, &note);
+        print_message("  group %d: %s\n", i, note ? note : "");
+    }
+    if (te_graph_run(e, (const void *[]){x}, (void *[]){out}))
+        fail_msg("%s", te_graph_errmsg(g));
+    te_graph_exec_free(e);
+    te_fuse_plan_free(p);
+}
+
+static void check_case(const qcase *c, const te_target *lower_for, int print)
+{
+    size_t nx = (size_t)(c->m * c->k), nw = (size_t)(c->k * c->n), ny = (size_t)(c->m * c->n);
+    uint8_t *x = malloc(nx), *w = malloc(nw);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = (uint8_t)tt_rng_int(&g_rng, 256);
+    for (size_t i = 0; i < nw; i++)
+        w[i] = (uint8_t)tt_rng_int(&g_rng, 256);
+    te_graph *g0 = build(c, w), *g1 = build(c, w);
+    int nrw = -1;
+    char log[2048] = "";
+    FILE *lf = fmemopen(log, sizeof log - 1, "w");
+    if (te_graph_lower_int8(g1, lower_for, lf, &nrw))
+        fail_msg("%s", te_graph_errmsg(g1));
+    fclose(lf);
+    if (nrw != 1)
+        fail_msg("not rewritten: %s", log);
+    if (print)
+        print_message("%s", log);
+    /* the node's output keeps its name; the original B is gone, its packed copy there */
+    assert_true(te_graph_find(g1, c->qlinear ? "q" : "y") >= 0);
+    assert_true(te_graph_find(g1, "w") < 0);
+    size_t esz = c->qlinear ? sizeof(float) : sizeof(int32_t);
+    unsigned char *y0 = malloc(ny * esz), *y1 = malloc(ny * esz);
+    memset(y0, 0xa5, ny * esz);
+    memset(y1, 0x5a, ny * esz);
+    run(g0, x, y0, 0);
+    run(g1, x, y1, print);
+    double *ref = malloc(sizeof(double) * ny);
+    int out0 = te_graph_output_value(g0, 0);
+    assert_int_equal(te_graph_eval_reference(g0, (const void *[]){x}, 1, &out0, &ref), TE_OK);
+    for (size_t i = 0; i < ny; i++) {
+        double v0, v1;
+        if (c->qlinear)
+            v0 = ((float *)y0)[i], v1 = ((float *)y1)[i];
+        else
+            v0 = ((int32_t *)y0)[i], v1 = ((int32_t *)y1)[i];
+        if (v0 != v1 || v0 != (c->qlinear ? (double)(float)ref[i] : ref[i]))
+            fail_msg("%s %s x %s (zero points %d, %d) %lldx%lldx%lld element %zu: lowered %.9g, "
+                     "unlowered %.9g, reference %.9g",
+                     c->qlinear ? "qlinear_matmul" : "matmul_integer", te_dtype_str(c->da),
+                     te_dtype_str(c->db), (int)c->za, (int)c->zb, (long long)c->m,
+                     (long long)c->k, (long long)c->n, i, v1, v0, ref[i]);
+    }
+    free(ref), free(y0), free(y1), free(x), free(w);
+    te_graph_free(g0);
+    te_graph_free(g1);
+}
+
+/* A target with VNNI: the host's when it has the instructions, else the host's plus the
+ * feature names (the graph is only lowered for it; kernels are built for the host). */
+static te_target vnni_target(void)
+{
+    te_target t = te_target_host();
+    if (!te_graph_int8_supported(&t)) {
+        size_t l = strlen(t.isa);
+        snprintf(t.isa + l, sizeof t.isa - l, "%savx512f,avx512_vnni", l ? "," : "");
+    }
+    return t;
+}
+
+static void test_lowered_int8_matmuls_give_the_same_integers(void **state)
+{
+    (void)state;
+    te_target host = te_target_host(), t = vnni_target();
+    if (!te_graph_int8_supported(&host))
+        print_message("note: this CPU has no AVX-512 VNNI or AMX int8: the lowered graphs run "
+                      "as plain loop nests here (the rewrite is still checked)\n");
+    const qcase cases[] = {
+        {TE_U8, TE_I8, 0, 0, 0, 24, 64, 64},     {TE_U8, TE_I8, 131, 0, 0, 16, 96, 96},
+        {TE_U8, TE_U8, 17, 140, 0, 8, 32, 128},  {TE_I8, TE_I8, -5, 3, 0, 12, 48, 32},
+        {TE_I8, TE_U8, 9, 255, 0, 10, 64, 64},   {TE_U8, TE_I8, 128, 0, 1, 32, 256, 128},
+        {TE_U8, TE_U8, 120, 128, 1, 16, 64, 96}, {TE_I8, TE_I8, -128, -3, 1, 8, 128, 64},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        check_case(&cases[i], &t, i == 5);
+}
+
+static void test_lowering_refusals_say_why(void **state)
+{
+    (void)state;
+    te_target t = vnni_target();
+    char log[1024] = "";
+    int nrw = -1;
+    /* n = 40: not a multiple of 32 */
+    uint8_t w[64 * 40];
+    memset(w, 3, sizeof w);
+    qcase c = {TE_U8, TE_I8, 0, 0, 0, 4, 64, 40};
+    te_graph *g = build(&c, w);
+    FILE *lf = fmemopen(log, sizeof log - 1, "w");
+    assert_int_equal(te_graph_lower_int8(g, &t, lf, &nrw), TE_OK);
+    fclose(lf);
+    assert_int_equal(nrw, 0);
+    assert_non_null(strstr(log, "n is not a multiple of 32"));
+    te_graph_free(g);
+    /* B an input, not a constant */
+    g = te_graph_create();
+    int x = te_graph_input(g, "x", TE_U8, 2, (int64_t[]){4, 64});
+    int b = te_graph_input(g, "b", TE_I8, 2, (int64_t[]){64, 64});
+    te_graph_output(g, te_graph_node(g, "matmul_integer", "", 2, (int[]){x, b}, "y"));
+    memset(log, 0, sizeof log);
+    lf = fmemopen(log, sizeof log - 1, "w");
+    assert_int_equal(te_graph_lower_int8(g, &t, lf, &nrw), TE_OK);
+    fclose(lf);
+    assert_int_equal(nrw, 0);
+    assert_non_null(strstr(log, "B is not a constant"));
+    te_graph_free(g);
+    /* a target without the instructions */
+    te_target bare = te_target_host();
+    snprintf(bare.isa, sizeof bare.isa, "sse4_2,avx,avx2,fma");
+    qcase ok = {TE_U8, TE_I8, 0, 0, 0, 4, 64, 64};
+    g = build(&ok, w);
+    memset(log, 0, sizeof log);
+    lf = fmemopen(log, sizeof log - 1, "w");
+    assert_int_equal(te_graph_lower_int8(g, &bare, lf, &nrw), TE_OK);
+    fclose(lf);
+    assert_int_equal(nrw, 0);
+    assert_non_null(strstr(log, "no int8 dot product"));
+    assert_int_equal(te_graph_lower_int8(NULL, &bare, NULL, NULL), TE_ERR_ARG);
+    assert_int_equal(te_graph_lower_int8(g, NULL, NULL, NULL), TE_ERR_ARG);
+    te_graph_free(g);
+}
+
+int main(void)
+{
+    tt_rng_seed(&g_rng, tt_seed(8));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lowered_int8_matmuls_give_the_same_integers),
+        cmocka_unit_test(test_lowering_refusals_say_why),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
