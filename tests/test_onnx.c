@@ -937,7 +937,7 @@ static void test_index_ops_refuse_unsupported_forms_naming_the_node(void **state
     import_fails(write_model("add_int_input.onnx", 0), NULL, "has dtype i64");
     set_elem(M.ins[1], ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE);
     import_fails(write_model("double_input.onnx", 0), NULL,
-                 "input 'k': element type 11 (float32, int64, int32 and bool inputs");
+                 "input 'k': element type 11 (float32, int64, int32, uint8, int8 and bool inputs");
 }
 
 static void test_bad_models(void **state)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Builds ONNX models with onnx.helper (PyPI `onnx`), runs them with onnxruntime on random
 inputs and writes, for tests/onnx_peer/peer_check.c, into OUT_DIR:
-  NAME.onnx, NAME.in<i>.bin, NAME.out<j>.bin (raw float32) and list.txt ("NAME NIN NOUT").
+  NAME.onnx, NAME.in<i>.bin, NAME.out<j>.bin (raw, in the output's dtype) and list.txt
+  ("NAME NIN NOUT DTYPE..." with the outputs' dtypes: f32, i32, u8, i8).
 Every supported operator alone with random shapes and attributes (the index operators
 Concat, Split, Slice, Gather, Where, Expand and LogSoftmax, ReduceMax, ReduceL2 too), an MLP
 with the erf GELU, a ResNet basic block and BERT-style encoder layers with an attention mask:
@@ -9,7 +10,10 @@ added to the scores, applied by Where from a bool input after a Gather token emb
 computed in the model from the int64 token ids (Equal(ids, 0) -> Where(-1e9, 0)). The
 comparison and logic operators (Equal, Less, ..., And, Or, Xor, Not) Cast their bool results
 to float, integer Mod its int64 ones.
-Inputs are written raw in their own dtype (float32, int64, bool as one byte).
+The quantized operators: MatMulInteger (int32 outputs) and QLinearMatMul (uint8 / int8
+outputs) on uint8 activations with random zero points and int8 / uint8 weights, as
+initializers or inputs.
+Inputs are written raw in their own dtype (float32, int64, bool as one byte, uint8, int8).
 
   make_models.py OUT_DIR [SEED]
 """
@@ -37,15 +41,23 @@ def init(name, arr):
 
 
 ELEM = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64,
-        np.dtype(np.bool_): TensorProto.BOOL}
+        np.dtype(np.bool_): TensorProto.BOOL, np.dtype(np.uint8): TensorProto.UINT8,
+        np.dtype(np.int8): TensorProto.INT8, np.dtype(np.int32): TensorProto.INT32}
+# list.txt's names of the output dtypes (tessera's te_dtype_parse names).
+SHORT = {np.dtype(np.float32): "f32", np.dtype(np.int32): "i32", np.dtype(np.uint8): "u8",
+         np.dtype(np.int8): "i8", np.dtype(np.int64): "i64"}
 
 
-def emit(name, nodes, inputs, outputs, inits=(), opset=OPSET):
-    """inputs: [(name, array)] (float32, int64 or bool), outputs: [name] (float32)."""
+def emit(name, nodes, inputs, outputs, inits=(), opset=OPSET, out_types=None):
+    """inputs: [(name, array)] (float32, int64, bool, uint8, int8), outputs: [name]; out_types:
+    their ONNX element types (float32 where not given). Outputs are written in the dtype
+    onnxruntime returns them in, which list.txt records."""
+    out_types = out_types or {}
     g = helper.make_graph(
         nodes, name,
         [helper.make_tensor_value_info(n, ELEM[a.dtype], a.shape) for n, a in inputs],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
+        [helper.make_tensor_value_info(n, out_types.get(n, TensorProto.FLOAT), None)
+         for n in outputs],
         list(inits))
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 8
@@ -59,8 +71,9 @@ def emit(name, nodes, inputs, outputs, inits=(), opset=OPSET):
     for i, (_, a) in enumerate(inputs):  # raw, in the input's own dtype (bool: one byte)
         np.ascontiguousarray(a).tofile(os.path.join(out_dir, f"{name}.in{i}.bin"))
     for j, r in enumerate(res):
-        np.asarray(r, dtype=np.float32).tofile(os.path.join(out_dir, f"{name}.out{j}.bin"))
-    listing.append(f"{name} {len(inputs)} {len(outputs)}")
+        np.ascontiguousarray(r).tofile(os.path.join(out_dir, f"{name}.out{j}.bin"))
+    listing.append(" ".join([name, str(len(inputs)), str(len(outputs))] +
+                            [SHORT[np.asarray(r).dtype] for r in res]))
 
 
 def shape(lo_rank=1, hi_rank=4):
@@ -356,6 +369,69 @@ emit("chain_where_expand",
       helper.make_node("LogSoftmax", ["w"], ["y"], axis=-1)],
      [("x", rand(2, 3, 5)), ("c", rng.integers(0, 2, size=(3, 1)).astype(np.bool_))], ["y"],
      [init("b", rand(5)), init("shp", np.array([3, 1], dtype=np.int64))])
+
+# The quantized operators, each alone with random shapes, zero points and scales: uint8
+# activations (inputs), int8 or uint8 weights as initializers (or B an input), zero points as
+# scalars or 1-element tensors (or absent), A with leading axes folded into rows.
+def qrand(dt, *shape):
+    info = np.iinfo(dt)
+    return rng.integers(info.min, info.max + 1, size=shape).astype(dt)
+
+
+def qzero(dt, form):
+    """A zero point of dtype dt as a scalar (form 0) or a 1-element 1-D tensor (form 1)."""
+    info = np.iinfo(dt)
+    z = np.array(rng.integers(info.min, info.max + 1), dtype=dt)
+    return z if form == 0 else z.reshape(1)
+
+
+def qscale(form, lo=0.002, hi=0.05):
+    s = np.float32(rng.uniform(lo, hi))
+    return np.array(s) if form == 0 else np.array([s])
+
+
+for rep in range(6):
+    m, k, n = (int(v) for v in rng.integers(1, 17, size=3))
+    lead = [] if rep % 3 == 0 else [int(v) for v in rng.integers(1, 4, size=rep % 3)]
+    wdt = np.int8 if rep % 2 == 0 else np.uint8
+    form = rep % 2
+    # MatMulInteger: weights as an initializer, both zero points (or only A's).
+    a = qrand(np.uint8, *lead, m, k)
+    ins = ["a", "w", "az"] + (["wz"] if rep != 3 else [])
+    inits = [init("w", qrand(wdt, k, n)), init("az", qzero(np.uint8, form))]
+    if rep != 3:
+        inits.append(init("wz", qzero(wdt, 1 - form)))
+    emit(name("MatMulInteger"), [helper.make_node("MatMulInteger", ins, ["y"])], [("a", a)],
+         ["y"], inits, out_types={"y": TensorProto.INT32})
+    # MatMulInteger with B an input: no zero points, or B's only; A int8 with int8 B too.
+    adt = np.int8 if rep % 3 == 2 else np.uint8
+    bdt = np.int8 if adt == np.int8 or rep % 2 else np.uint8
+    ins, inits = ["a", "b"], []
+    if rep % 2:
+        ins += ["", "bz"]
+        inits.append(init("bz", qzero(bdt, form)))
+    emit(name("MatMulInteger"), [helper.make_node("MatMulInteger", ins, ["y"])],
+         [("a", qrand(adt, m, k)), ("b", qrand(bdt, k, n))], ["y"], inits,
+         out_types={"y": TensorProto.INT32})
+    # QLinearMatMul: uint8 a with int8 / uint8 weights and a uint8 output, or all int8 (the
+    # combinations onnxruntime implements: the output has a's type); the output scale spreads
+    # the accumulations over its range (some saturate).
+    ydt = np.uint8 if rep % 3 != 1 else np.int8
+    qdt = wdt if ydt == np.uint8 else np.int8
+    sa, sb = qscale(form), qscale(1 - form)
+    za, zb, zy = qzero(ydt, form), qzero(qdt, form), qzero(ydt, 1 - form)
+    w = qrand(qdt, k, n)
+    a = qrand(ydt, *lead, m, k)
+    acc = (a.astype(np.int64) - int(za.flat[0])) @ (w.astype(np.int64) - int(zb.flat[0]))
+    spread = float(acc.max() - acc.min()) + 1.0
+    sy = np.float32(float(sa.flat[0]) * float(sb.flat[0]) * spread / 255 * rng.uniform(0.6, 1.2))
+    sy = np.array(sy) if form == 0 else np.array([sy])
+    emit(name("QLinearMatMul"),
+         [helper.make_node("QLinearMatMul", ["a", "sa", "za", "w", "sb", "zb", "sy", "zy"], ["y"])],
+         [("a", a)], ["y"],
+         [init("sa", sa), init("za", za), init("w", w), init("sb", sb), init("zb", zb),
+          init("sy", sy), init("zy", zy)], out_types={"y": ELEM[np.dtype(ydt)]})
+
 
 # An MLP with the exporters' erf GELU.
 emit("mlp_gelu",
