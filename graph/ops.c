@@ -252,6 +252,35 @@ static int ap_qlinear_matmul(APPLY_ARGS)
                 out);
 }
 
+/* Elementwise quantization (te/ops/quant.c): per-tensor scale / multiplier and zero point. */
+static int quant_to(te_ctx *ctx, const te__gop *op, const te_op_params *kv, const char *key,
+                    te_dtype *to)
+{
+    char buf[16];
+    const char *v = te__gop_attr_str(op, kv, key, buf, sizeof buf);
+    if (te_dtype_parse(v, to) != TE_OK)
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "attribute %s=%s is not a dtype", key, v);
+    return TE_OK;
+}
+
+static int ap_quant_ew(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    int32_t zero = (int32_t)te__gop_attr_int(op, kv, "zero");
+    te_dtype to = TE_U8;
+    if (strcmp(op->name, "dequantize_linear") && quant_to(ctx, op, kv, "to", &to))
+        return te_ctx_errcode(ctx);
+    te_tensor *y =
+        !strcmp(op->name, "quantize_linear")
+            ? te_op_quantize_linear(ctx, in[0], te__gop_attr_f64(op, kv, "scale"), zero, to,
+                                    names[0])
+        : !strcmp(op->name, "requantize")
+            ? te_op_requantize(ctx, in[0], te__gop_attr_f64(op, kv, "mult"), zero, to, names[0])
+            : te_op_dequantize_linear(ctx, in[0], te__gop_attr_f64(op, kv, "scale"), zero,
+                                      names[0]);
+    return done(ctx, y, out);
+}
+
 /* VNNI packing and the matmul over it (te/ops/quant.c); the accumulation follows A: f32 for
  * float inputs, i32 for bytes. */
 static int ap_pack_vnni(APPLY_ARGS)
@@ -735,7 +764,8 @@ int te__gop_input_any_dtype(const te__gop *op, int i)
            strcmp(op->name, "matmul_integer") == 0 || /* u8 x i8 */
            strcmp(op->name, "qlinear_matmul") == 0 ||
            strcmp(op->name, "matmul_vnni") == 0 || /* u8 x i8 */
-           strcmp(op->name, "conv2d_vnni") == 0;
+           strcmp(op->name, "dequantize_linear") == 0 || strcmp(op->name, "requantize") == 0 ||
+           strcmp(op->name, "quantize_linear") == 0 || strcmp(op->name, "conv2d_vnni") == 0;
 }
 
 /* ---- The table ---------------------------------------------------------------------------- */
@@ -796,6 +826,9 @@ static const te__gop table[] = {
     {"qlinear_matmul", TE_KIND_OPAQUE, 2, 2, 1, "A,B",
      "a_scale=1.0,a_zero=0,b_scale=1.0,b_zero=0,y_scale=1.0,y_zero=0,y_dtype=u8", 0,
      ap_qlinear_matmul},
+    {"quantize_linear", TE_KIND_ELEMWISE, 1, 1, 1, "X", "scale=1.0,zero=0,to=u8", 6, ap_quant_ew},
+    {"dequantize_linear", TE_KIND_ELEMWISE, 1, 1, 1, "X", "scale=1.0,zero=0", 2, ap_quant_ew},
+    {"requantize", TE_KIND_ELEMWISE, 1, 1, 1, "X", "mult=1.0,zero=0,to=u8", 6, ap_quant_ew},
     {"pack_vnni", TE_KIND_INJECTIVE, 1, 1, 1, "B", "group=4", 0, ap_pack_vnni},
     {"matmul_vnni", TE_KIND_OPAQUE, 2, 2, 1, "A,Bp", "", 0, ap_matmul_vnni},
     {"conv2d_vnni", TE_KIND_OPAQUE, 2, 2, 1, "X,Wp", "stride=1", 0, ap_conv2d_vnni},

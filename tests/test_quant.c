@@ -267,6 +267,89 @@ static void test_quantized_ops_refuse_bad_arguments(void **state)
     te_ctx_clear_error(ctx);
 }
 
+/* Builds and runs Y = op(X) for one input with the default schedule. */
+static void run1(te_ctx *ctx, te_tensor *X, te_tensor *Y, const void *x, void *y)
+{
+    if (!Y)
+        fail_msg("%s", te_ctx_errmsg(ctx));
+    te_schedule *s = te_schedule_create(ctx, 1, &Y);
+    te_target tgt = te_target_host();
+    te_module *m = NULL;
+    if (!s || te_build(s, 2, (te_tensor *[]){X, Y}, "qew", &tgt, &m) != TE_OK)
+        fail_msg("%s", te_ctx_errmsg(ctx));
+    assert_int_equal(te_module_run(m, (void *[]){(void *)x, y}), TE_OK);
+    te_module_free(m);
+}
+
+/* QuantizeLinear, DequantizeLinear and requantize on edge values, against the formulas in
+ * double (ties to even; saturation at both ends; the zero point added after rounding). */
+static void test_quantize_dequantize_requantize_edge_values(void **state)
+{
+    te_ctx *ctx = *state;
+    enum { E = 16 };
+    const float scale = 0.25f;
+    /* x / scale: ties at +-0.5, +-1.5, +-2.5, values past both ends, zero, a random one */
+    float x[E] = {0.125f, 0.375f, 0.625f, -0.125f, -0.375f, -0.625f, 0.0f,    -0.0f,
+                  40.0f,  -40.0f, 31.9f,  -32.1f,  1e30f,   -1e30f,  0.1234f, 7.5f};
+    te_tensor *X = te_placeholder(ctx, "X", TE_F32, 1, (int64_t[]){E});
+    for (int t = 0; t < 2; t++) {
+        te_dtype to = t ? TE_U8 : TE_I8;
+        int32_t zero = t ? 128 : -3, lo = t ? 0 : -128, hi = t ? 255 : 127;
+        uint8_t y[E];
+        memset(y, 0x5a, sizeof y);
+        run1(ctx, X, te_op_quantize_linear(ctx, X, scale, zero, to, "Q"), x, y);
+        for (int i = 0; i < E; i++) {
+            double q = nearbyint((double)x[i] / scale) + zero; /* ties to even (default mode) */
+            int32_t want = q < lo ? lo : q > hi ? hi : (int32_t)q;
+            int32_t got = t ? y[i] : (int8_t)y[i];
+            if (got != want)
+                fail_msg("quantize_linear to %s, x = %g: %d, want %d", te_dtype_str(to),
+                         (double)x[i], got, want);
+        }
+        /* DequantizeLinear of every byte value back: (q - zero) * scale, exact here */
+        uint8_t all[256];
+        float d[256];
+        for (int i = 0; i < 256; i++)
+            all[i] = (uint8_t)i;
+        te_tensor *Qb = te_placeholder(ctx, "Qb", to, 1, (int64_t[]){256});
+        run1(ctx, Qb, te_op_dequantize_linear(ctx, Qb, scale, zero, "D"), all, d);
+        for (int i = 0; i < 256; i++) {
+            int32_t q = t ? all[i] : (int8_t)all[i];
+            if (d[i] != (float)(q - zero) * scale)
+                fail_msg("dequantize_linear of %s %d: %g", te_dtype_str(to), q, (double)d[i]);
+        }
+    }
+    /* requantize: i32 accumulators times a multiplier, ties and both ends */
+    int32_t acc[E] = {1,   3,   5,    -1, -3, -5, 0, 7, 1000, -1000, 2147483647, -2147483647 - 1,
+                      255, 256, -254, 99};
+    te_tensor *A = te_placeholder(ctx, "Acc", TE_I32, 1, (int64_t[]){E});
+    uint8_t y[E];
+    run1(ctx, A, te_op_requantize(ctx, A, 0.5, 3, TE_U8, "R"), acc, y);
+    for (int i = 0; i < E; i++) {
+        double q = nearbyint((float)acc[i] * 0.5) + 3;
+        int32_t want = q < 0 ? 0 : q > 255 ? 255 : (int32_t)q;
+        if (y[i] != want)
+            fail_msg("requantize of %d: %d, want %d", acc[i], y[i], want);
+    }
+    /* bad arguments: a message naming what is wrong */
+    assert_null(te_op_quantize_linear(ctx, A, 0.1, 0, TE_U8, "Q"));
+    assert_null(te_op_quantize_linear(ctx, X, 0.0, 0, TE_U8, "Q"));
+    assert_non_null(strstr(te_ctx_errmsg(ctx), "input 'X'"));
+    te_ctx_clear_error(ctx);
+    assert_null(te_op_quantize_linear(ctx, X, 0.1, 300, TE_U8, "Q"));
+    assert_non_null(strstr(te_ctx_errmsg(ctx), "zero point 300"));
+    te_ctx_clear_error(ctx);
+    assert_null(te_op_dequantize_linear(ctx, X, 0.1, 0, "D"));
+    assert_non_null(strstr(te_ctx_errmsg(ctx), "dequantize takes u8, i8 or i32"));
+    te_ctx_clear_error(ctx);
+    assert_null(te_op_requantize(ctx, X, 0.5, 0, TE_U8, "R"));
+    assert_non_null(strstr(te_ctx_errmsg(ctx), "requantize takes i32"));
+    te_ctx_clear_error(ctx);
+    assert_null(te_op_requantize(ctx, A, -1.0, 0, TE_U8, "R"));
+    assert_non_null(strstr(te_ctx_errmsg(ctx), "multiplier"));
+    te_ctx_clear_error(ctx);
+}
+
 static void test_tune_of_quantized_matmuls_checks_integers_exactly(void **state)
 {
     te_ctx *ctx = *state;
@@ -307,6 +390,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_qlinear_matmul_rounds_half_to_even_and_saturates,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_quantized_ops_refuse_bad_arguments, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_quantize_dequantize_requantize_edge_values, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_tune_of_quantized_matmuls_checks_integers_exactly,
                                         setup, teardown),
     };

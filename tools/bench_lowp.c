@@ -45,10 +45,7 @@ static void run_kernel(void *p)
 
 /* 64-byte aligned memory (free() releases it): malloc's large blocks start 16 bytes into a
  * page, so every 64-byte vector load of a tile would straddle two cache lines. */
-static void *alloc64(size_t bytes)
-{
-    return aligned_alloc(64, (bytes + 63) / 64 * 64);
-}
+static void *alloc64(size_t bytes) { return aligned_alloc(64, (bytes + 63) / 64 * 64); }
 
 /* Packs B [K, N] (elements of `esz` bytes) into [N / nb, K / g, nb, g]. */
 static void *pack_blocked(const void *B, int K, int N, int g, int nb, size_t esz)

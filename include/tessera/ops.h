@@ -82,6 +82,28 @@ te_tensor *te_op_qlinear_matmul(te_ctx *ctx, te_tensor *A, double a_scale, int32
                                 te_tensor *B, double b_scale, int32_t b_zero, double y_scale,
                                 int32_t y_zero, te_dtype y_dtype, const char *name);
 
+/* Requantization of an i32 accumulator, the epilogue of QLinearMatMul: Y =
+ * saturate(round_half_even(f32(X) * mult) + zero) in `to` (i8 or u8), elementwise over X of any
+ * rank, mult rounded to f32 first. Tag "requantize". TE_ERR_DTYPE when X is not i32 or `to` not
+ * i8 / u8, TE_ERR_ARG for a multiplier that is not a positive finite float or a zero point out
+ * of `to`'s range. */
+te_tensor *te_op_requantize(te_ctx *ctx, te_tensor *X, double mult, int32_t zero, te_dtype to,
+                            const char *name);
+
+/* ONNX QuantizeLinear with a per-tensor scale and zero point: Y = saturate(round_half_even(
+ * f32(X) / scale) + zero) in `to` (i8 or u8), X any float dtype and rank, the division in f32 as
+ * onnxruntime does it. Tag "quantize_linear". TE_ERR_DTYPE for an integer X or another `to`,
+ * TE_ERR_ARG for a scale that is not a positive finite float or a zero point out of range. */
+te_tensor *te_op_quantize_linear(te_ctx *ctx, te_tensor *X, double scale, int32_t zero, te_dtype to,
+                                 const char *name);
+
+/* ONNX DequantizeLinear with a per-tensor scale and zero point: Y = f32(i32(X) - zero) * scale,
+ * X u8, i8 or i32 of any rank (the zero point subtracted in i32, as onnxruntime does). Tag
+ * "dequantize_linear". TE_ERR_DTYPE for other dtypes, TE_ERR_ARG for a scale that is not a
+ * positive finite float or a zero point out of an 8-bit input's range. */
+te_tensor *te_op_dequantize_linear(te_ctx *ctx, te_tensor *X, double scale, int32_t zero,
+                                   const char *name);
+
 /* VNNI packing of a matmul's right operand, the layout AMX and the AVX-512 BF16 / VNNI dot
  * products read: groups of `group` consecutive k values of one column are adjacent (2 for
  * bf16, 4 for int8). B is [k, n] of any dtype; returns Bp[ceil(k / group), n, group] with

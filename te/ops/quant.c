@@ -113,6 +113,46 @@ static te_expr *round_half_even(te_ctx *ctx, te_expr *x)
     return te_select(ctx, tie, te_sub(ctx, ri, te_const(ctx, TE_I32, 1)), ri);
 }
 
+/* Checks a quantized output dtype and its zero point. */
+static bool quant_output(const op_site *s, te_dtype to, int32_t zero)
+{
+    if (to != TE_I8 && to != TE_U8) {
+        op__fail(s, TE_ERR_DTYPE, "output dtype %s: quantized outputs are i8 or u8",
+                 te_dtype_str(to));
+        return false;
+    }
+    int32_t lo = to == TE_I8 ? -128 : 0, hi = to == TE_I8 ? 127 : 255;
+    if (zero < lo || zero > hi) {
+        op__fail(s, TE_ERR_ARG, "output zero point %d is outside the range [%d, %d] of %s",
+                 (int)zero, (int)lo, (int)hi, te_dtype_str(to));
+        return false;
+    }
+    return true;
+}
+
+/* Y = saturate(round_half_even(x) + zero) in `to` over every element of X, with x = f32(X) *
+ * mult when mult > 0, else f32(X) / div (QuantizeLinear divides, as onnxruntime does). */
+static te_tensor *requant(const op_site *s, te_tensor *X, float mult, float div, int32_t zero,
+                          te_dtype to, const char *tag)
+{
+    te_ctx *ctx = s->ctx;
+    int nd = te_tensor_ndim(X);
+    te_expr *ax[TE_MAX_DIMS];
+    static const char *const ij[] = {"i", "j"}; /* a matmul's output axes keep their names */
+    if (!op__axes(ctx, nd, te_tensor_shape(X), nd == 2 ? ij : NULL, ax))
+        return NULL;
+    te_expr *x = te_read(ctx, X, nd, ax);
+    if (te_tensor_dtype(X) != TE_F32)
+        x = te_cast(ctx, TE_F32, x);
+    x = mult > 0 ? te_mul(ctx, x, te_f32(ctx, mult)) : te_div(ctx, x, te_f32(ctx, div));
+    int32_t lo = to == TE_I8 ? -128 : 0, hi = to == TE_I8 ? 127 : 255;
+    /* Values past the output range saturate anyway: clamp first so that x + 0.5 is exact. */
+    x = te_min(ctx, te_max(ctx, x, te_f32(ctx, lo - zero - 1.0)), te_f32(ctx, hi - zero + 1.0));
+    te_expr *q = te_add(ctx, round_half_even(ctx, x), te_const(ctx, TE_I32, zero));
+    q = te_min(ctx, te_max(ctx, q, te_const(ctx, TE_I32, lo)), te_const(ctx, TE_I32, hi));
+    return op__tag(ctx, te_compute(ctx, s->name, nd, ax, te_cast(ctx, to, q)), tag);
+}
+
 te_tensor *te_op_qlinear_matmul(te_ctx *ctx, te_tensor *A, double a_scale, int32_t a_zero,
                                 te_tensor *B, double b_scale, int32_t b_zero, double y_scale,
                                 int32_t y_zero, te_dtype y_dtype, const char *name)
@@ -122,13 +162,8 @@ te_tensor *te_op_qlinear_matmul(te_ctx *ctx, te_tensor *A, double a_scale, int32
     op_site s = {ctx, "qlinear_matmul", name ? name : "qlinear_matmul"};
     if (!quant_input(&s, A, "input 'A'", a_zero) || !quant_input(&s, B, "input 'B'", b_zero))
         return NULL;
-    if (y_dtype != TE_I8 && y_dtype != TE_U8)
-        return op__fail(&s, TE_ERR_DTYPE, "output dtype %s: quantized outputs are i8 or u8",
-                        te_dtype_str(y_dtype));
-    int32_t lo = y_dtype == TE_I8 ? -128 : 0, hi = y_dtype == TE_I8 ? 127 : 255;
-    if (y_zero < lo || y_zero > hi)
-        return op__fail(&s, TE_ERR_ARG, "output zero point %d is outside the range [%d, %d] of %s",
-                        (int)y_zero, (int)lo, (int)hi, te_dtype_str(y_dtype));
+    if (!quant_output(&s, y_dtype, y_zero))
+        return NULL;
     if (!(a_scale > 0 && b_scale > 0 && y_scale > 0 && isfinite(a_scale) && isfinite(b_scale) &&
           isfinite(y_scale)))
         return op__fail(&s, TE_ERR_ARG, "scales must be positive and finite (a %g, b %g, y %g)",
@@ -142,15 +177,68 @@ te_tensor *te_op_qlinear_matmul(te_ctx *ctx, te_tensor *A, double a_scale, int32
                              op__stage_name(ctx, s.name, "acc"), "matmul_integer");
     if (!acc)
         return NULL;
-    const int64_t *sh = te_tensor_shape(acc);
-    te_expr *i = te_axis(ctx, "i", sh[0]), *j = te_axis(ctx, "j", sh[1]);
-    te_expr *x = te_mul(ctx, te_cast(ctx, TE_F32, TE_AT(ctx, acc, i, j)), te_f32(ctx, mult));
-    /* Values past the output range saturate anyway: clamp first so that x + 0.5 is exact. */
-    x = te_min(ctx, te_max(ctx, x, te_f32(ctx, lo - y_zero - 1.0)), te_f32(ctx, hi - y_zero + 1.0));
-    te_expr *q = te_add(ctx, round_half_even(ctx, x), te_const(ctx, TE_I32, y_zero));
-    q = te_min(ctx, te_max(ctx, q, te_const(ctx, TE_I32, lo)), te_const(ctx, TE_I32, hi));
-    return op__tag(ctx, te_compute(ctx, s.name, 2, (te_expr *[]){i, j}, te_cast(ctx, y_dtype, q)),
-                   "qlinear_matmul");
+    return requant(&s, acc, mult, 0, y_zero, y_dtype, "qlinear_matmul");
+}
+
+te_tensor *te_op_requantize(te_ctx *ctx, te_tensor *X, double mult, int32_t zero, te_dtype to,
+                            const char *name)
+{
+    if (!ctx)
+        return NULL;
+    op_site s = {ctx, "requantize", name ? name : "requantize"};
+    if (!op__need(&s, X, "input 'X'") || !quant_output(&s, to, zero))
+        return NULL;
+    if (te_tensor_dtype(X) != TE_I32)
+        return op__fail(&s, TE_ERR_DTYPE, "input 'X' ('%s') is %s; requantize takes i32",
+                        te_tensor_name(X), te_dtype_str(te_tensor_dtype(X)));
+    float m = (float)mult;
+    if (!(m > 0) || !isfinite(m))
+        return op__fail(&s, TE_ERR_ARG, "multiplier %g is not a positive finite float", mult);
+    return requant(&s, X, m, 0, zero, to, "requantize");
+}
+
+te_tensor *te_op_quantize_linear(te_ctx *ctx, te_tensor *X, double scale, int32_t zero, te_dtype to,
+                                 const char *name)
+{
+    if (!ctx)
+        return NULL;
+    op_site s = {ctx, "quantize_linear", name ? name : "quantize_linear"};
+    if (!op__need(&s, X, "input 'X'") || !op__float(&s, X, "input 'X'") ||
+        !quant_output(&s, to, zero))
+        return NULL;
+    float sc = (float)scale;
+    if (!(sc > 0) || !isfinite(sc))
+        return op__fail(&s, TE_ERR_ARG, "scale %g is not a positive finite float", scale);
+    return requant(&s, X, 0, sc, zero, to, "quantize_linear");
+}
+
+te_tensor *te_op_dequantize_linear(te_ctx *ctx, te_tensor *X, double scale, int32_t zero,
+                                   const char *name)
+{
+    if (!ctx)
+        return NULL;
+    op_site s = {ctx, "dequantize_linear", name ? name : "dequantize_linear"};
+    if (!op__need(&s, X, "input 'X'"))
+        return NULL;
+    te_dtype d = te_tensor_dtype(X);
+    if (d != TE_I8 && d != TE_U8 && d != TE_I32)
+        return op__fail(&s, TE_ERR_DTYPE, "input 'X' ('%s') is %s; dequantize takes u8, i8 or i32",
+                        te_tensor_name(X), te_dtype_str(d));
+    if (d != TE_I32 && !quant_input(&s, X, "input 'X'", zero))
+        return NULL;
+    float sc = (float)scale;
+    if (!(sc > 0) || !isfinite(sc))
+        return op__fail(&s, TE_ERR_ARG, "scale %g is not a positive finite float", scale);
+    int nd = te_tensor_ndim(X);
+    te_expr *ax[TE_MAX_DIMS];
+    if (!op__axes(ctx, nd, te_tensor_shape(X), NULL, ax))
+        return NULL;
+    /* As onnxruntime: the zero point subtracted in int32, the difference converted, scaled. */
+    te_expr *v = te_cast(ctx, TE_I32, te_read(ctx, X, nd, ax));
+    if (zero)
+        v = te_sub(ctx, v, te_const(ctx, TE_I32, zero));
+    te_expr *body = te_mul(ctx, te_cast(ctx, TE_F32, v), te_f32(ctx, sc));
+    return op__tag(ctx, te_compute(ctx, s.name, nd, ax, body), "dequantize_linear");
 }
 
 /* ---- VNNI layout (the right operand of AMX / AVX-512 BF16 / VNNI dot products) ---------- */

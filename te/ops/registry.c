@@ -293,6 +293,40 @@ static int build_qlinear_matmul(BUILD_ARGS)
     return FINISH(ins, outs);
 }
 
+/* Elementwise quantization (te/ops/quant.c) over X[m, n]; scales 2^-shift. */
+static int build_quant_ew(const char *nm, BUILD_ARGS)
+{
+    BUILD_BEGIN(nm)
+    int64_t m = I(op, &r, "m"), n = I(op, &r, "n"), shift = I(op, &r, "shift");
+    if (shift < 0 || shift > 30)
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "%s: key 'shift' is %lld, not in [0, 30]", nm,
+                                (long long)shift);
+    int32_t zero = (int32_t)I(op, &r, "zero");
+    double sc = ldexp(1.0, -(int)shift);
+    te_dtype to = strcmp(S(op, &r, "qtype"), "i8") ? TE_U8 : TE_I8;
+    te_tensor *X, *Y;
+    if (!strcmp(nm, "quantize_linear")) {
+        X = te_placeholder(ctx, "X", TE_F32, 2, (int64_t[]){m, n});
+        Y = te_op_quantize_linear(ctx, X, sc, zero, to, nm);
+    } else if (!strcmp(nm, "requantize")) {
+        X = te_placeholder(ctx, "X", TE_I32, 2, (int64_t[]){m, n});
+        Y = te_op_requantize(ctx, X, sc, zero, to, nm);
+    } else {
+        X = te_placeholder(ctx, "X", to, 2, (int64_t[]){m, n});
+        Y = te_op_dequantize_linear(ctx, X, sc, zero, nm);
+    }
+    te_tensor *ins[] = {X}, *outs[] = {Y};
+    return FINISH(ins, outs);
+}
+#define QUANT_EW(op)                                                                               \
+    static int build_##op(BUILD_ARGS)                                                              \
+    {                                                                                              \
+        return build_quant_ew(#op, ctx, kv, inputs, n_in, outputs, n_out);                         \
+    }
+QUANT_EW(quantize_linear)
+QUANT_EW(dequantize_linear)
+QUANT_EW(requantize)
+
 /* VNNI packing and the matmul over it (te/ops/quant.c). */
 static int build_pack_vnni(BUILD_ARGS)
 {
@@ -780,6 +814,9 @@ static const te_op_key keys_qlinear_matmul[] = {
     K_OPT("b_zero", "0", "zero point of B"),
     K_OPT("y_zero", "0", "zero point of Y"),
     K_OPT("shift", "8", "requantization multiplier 2^-shift (scales 1, 1, 2^shift)")};
+static const te_op_key keys_quant_ew[] = {
+    K_REQ("m", "rows of X"), K_REQ("n", "columns of X"), K_STR("qtype", "u8", "u8|i8"),
+    K_OPT("zero", "0", "zero point"), K_OPT("shift", "4", "scale (multiplier) 2^-shift")};
 static const te_op_key keys_pack_vnni[] = {
     K_REQ("k", "rows of B"), K_REQ("n", "columns of B"),
     K_OPT("group", "4", "k values per group (2 for bf16, 4 for int8)")};
@@ -956,6 +993,12 @@ static const te_op_info op_table[] = {
      NK(keys_matmul_integer), keys_matmul_integer, build_matmul_integer},
     {"qlinear_matmul", "ONNX QLinearMatMul: matmul_integer requantized to u8/i8 (ties to even)",
      NK(keys_qlinear_matmul), keys_qlinear_matmul, build_qlinear_matmul},
+    {"quantize_linear", "ONNX QuantizeLinear: u8/i8 Y = saturate(rne(X / scale) + zero)",
+     NK(keys_quant_ew), keys_quant_ew, build_quantize_linear},
+    {"dequantize_linear", "ONNX DequantizeLinear: f32 Y = (X - zero) * scale, X u8/i8",
+     NK(keys_quant_ew), keys_quant_ew, build_dequantize_linear},
+    {"requantize", "u8/i8 Y = saturate(rne(i32 X * mult) + zero), QLinearMatMul's epilogue",
+     NK(keys_quant_ew), keys_quant_ew, build_requantize},
     {"pack_vnni", "Bp[ceil(k / g), n, g] = B[k, n] in VNNI layout (zero padding)",
      NK(keys_pack_vnni), keys_pack_vnni, build_pack_vnni},
     {"matmul_vnni",
