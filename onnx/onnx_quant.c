@@ -61,8 +61,8 @@ static int scale_of(ox_ctx *c, const Onnx__NodeProto *n, size_t i, const char *r
 
 /* A zero point for values of dtype dt (absent: 0). Its element type must be dt's and its value
  * inside dt's range. */
-static int zero_of(ox_ctx *c, const Onnx__NodeProto *n, size_t i, const char *role,
-                   const char *per, te_dtype dt, int32_t *out)
+static int zero_of(ox_ctx *c, const Onnx__NodeProto *n, size_t i, const char *role, const char *per,
+                   te_dtype dt, int32_t *out)
 {
     *out = 0;
     if (!ox_in(c, n, i))
