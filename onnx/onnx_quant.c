@@ -174,7 +174,75 @@ static int qlinear_matmul(ox_ctx *c, const Onnx__NodeProto *n)
     return ox_set_out(c, n, 0, quant_matmul(c, n, "qlinear_matmul", at, a, b));
 }
 
-static const char *const quant_ops[] = {"MatMulInteger", "QLinearMatMul"};
+/* Refuses opset 21's block quantization. */
+static int per_tensor_attrs(ox_ctx *c, const Onnx__NodeProto *n)
+{
+    if (ox_attr_i(n, "block_size", 0))
+        return ox_nfail(c, n, TE_ERR_UNSUPPORTED,
+                        "block_size %" PRId64 ": blocked quantization is not supported",
+                        ox_attr_i(n, "block_size", 0));
+    return TE_OK;
+}
+
+/* QuantizeLinear(x, y_scale, y_zero_point): y in y_zero_point's type (absent: opset 21's
+ * output_dtype, else uint8). An axis attribute is accepted with a per-tensor scale, where it
+ * means nothing. */
+static int quantize_linear(ox_ctx *c, const Onnx__NodeProto *n)
+{
+    double s;
+    int32_t z;
+    te_dtype to = TE_U8;
+    ox_val *zv = ox_in(c, n, 2);
+    int32_t od = (int32_t)ox_attr_i(n, "output_dtype", 0);
+    if (zv && zv->kind == OX_CONST)
+        to = ox_elem_dtype(zv->elem);
+    else if (!zv && od)
+        to = ox_elem_dtype(od);
+    if ((to != TE_U8 && to != TE_I8) || (zv && zv->elem == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL))
+        return ox_nfail(c, n, TE_ERR_UNSUPPORTED,
+                        "output element type %d: QuantizeLinear is supported to uint8 and int8",
+                        zv ? (int)zv->elem : (int)od);
+    int x = ox_in_gv(c, n, 0);
+    if (x < 0 || per_tensor_attrs(c, n) || scale_of(c, n, 1, "y_scale", "per-axis", &s) ||
+        zero_of(c, n, 2, "y_zero_point", "per-axis", to, &z))
+        return c->rc;
+    if (te_graph_value_dtype(c->g, x) != TE_F32)
+        return ox_nfail(c, n, TE_ERR_DTYPE, "input x '%s' is %s; float32 expected", in_name(n, 0),
+                        te_dtype_str(te_graph_value_dtype(c->g, x)));
+    char at[96];
+    snprintf(at, sizeof at, "scale=%.17g,zero=%d,to=%s", s, (int)z, te_dtype_str(to));
+    return ox_set_out(c, n, 0, ox_gnode(c, n, "quantize_linear", at, 1, &x, NULL));
+}
+
+/* DequantizeLinear(x, x_scale, x_zero_point): float32 (x - zero) * scale of uint8, int8 or
+ * int32 x (graph values or constants: quantized weights and int32 biases). */
+static int dequantize_linear(ox_ctx *c, const Onnx__NodeProto *n)
+{
+    double s;
+    int32_t z;
+    ox_val *xv = ox_in(c, n, 0);
+    if (!xv)
+        return ox_nfail(c, n, TE_ERR_ARG, "input 1 (x) is missing");
+    int x = xv->kind == OX_CONST && xv->elem == ONNX__TENSOR_PROTO__DATA_TYPE__INT32
+                ? ox_materialize_as(c, xv, TE_I32)
+                : ox_materialize(c, xv);
+    if (x < 0)
+        return x;
+    te_dtype dt = te_graph_value_dtype(c->g, x);
+    if ((dt != TE_U8 && dt != TE_I8 && dt != TE_I32) ||
+        (xv->kind == OX_CONST && xv->elem == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL))
+        return ox_nfail(c, n, TE_ERR_DTYPE, "input x '%s' is %s; uint8, int8 or int32 expected",
+                        in_name(n, 0), te_dtype_str(dt));
+    if (per_tensor_attrs(c, n) || scale_of(c, n, 1, "x_scale", "per-axis", &s) ||
+        zero_of(c, n, 2, "x_zero_point", "per-axis", dt, &z))
+        return c->rc;
+    char at[64];
+    snprintf(at, sizeof at, "scale=%.17g,zero=%d", s, (int)z);
+    return ox_set_out(c, n, 0, ox_gnode(c, n, "dequantize_linear", at, 1, &x, NULL));
+}
+
+static const char *const quant_ops[] = {"MatMulInteger", "QLinearMatMul", "QuantizeLinear",
+                                        "DequantizeLinear"};
 
 int ox_quant_supported(const char *op_type)
 {
@@ -190,7 +258,11 @@ int ox_convert_quant(ox_ctx *c, const Onnx__NodeProto *n, const char *op)
         return 0;
     if (!strcmp(op, "MatMulInteger"))
         matmul_integer(c, n);
-    else
+    else if (!strcmp(op, "QLinearMatMul"))
         qlinear_matmul(c, n);
+    else if (!strcmp(op, "QuantizeLinear"))
+        quantize_linear(c, n);
+    else
+        dequantize_linear(c, n);
     return 1;
 }

@@ -432,6 +432,96 @@ for rep in range(6):
          [init("sa", sa), init("za", za), init("w", w), init("sb", sb), init("zb", zb),
           init("sy", sy), init("zy", zy)], out_types={"y": ELEM[np.dtype(ydt)]})
 
+    # QuantizeLinear: float32 to uint8 / int8, values past the range (saturated); a
+    # power-of-two scale with exact ties (x / scale = j + 0.5: round half to even); an axis
+    # attribute with a scalar scale; no zero point (uint8, zero 0).
+    qdt = np.uint8 if rep % 2 == 0 else np.int8
+    s = shape(2, 4)
+    sc = np.float32(2.0 ** -int(rng.integers(3, 7))) if rep % 3 == 0 else np.float32(
+        rng.uniform(0.005, 0.05))
+    x = rand(*s, lo=-200 * float(sc), hi=200 * float(sc))
+    if rep % 3 == 0:
+        x.flat[::2] = (rng.integers(-150, 150, size=x.flat[::2].shape) + 0.5) * sc
+    sc = np.array(sc) if form == 0 else np.array([sc])
+    attrs = dict(axis=int(rng.integers(0, len(s)))) if rep % 3 == 2 else {}
+    if rep == 5:
+        emit(name("QuantizeLinear"), [helper.make_node("QuantizeLinear", ["x", "s"], ["y"])],
+             [("x", x)], ["y"], [init("s", sc)], out_types={"y": TensorProto.UINT8})
+    else:
+        emit(name("QuantizeLinear"),
+             [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], **attrs)], [("x", x)],
+             ["y"], [init("s", sc), init("z", qzero(qdt, 1 - form))],
+             out_types={"y": ELEM[np.dtype(qdt)]})
+    # DequantizeLinear of uint8 / int8 inputs with a zero point, and of int32 (no zero point).
+    s = shape(1, 4)
+    if rep % 3 == 2:
+        emit(name("DequantizeLinear"), [helper.make_node("DequantizeLinear", ["x", "s"], ["y"])],
+             [("x", rng.integers(-2**20, 2**20, size=s).astype(np.int32))], ["y"],
+             [init("s", qscale(form, 1e-5, 1e-3))])
+    else:
+        emit(name("DequantizeLinear"),
+             [helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"])],
+             [("x", qrand(qdt, *s))], ["y"], [init("s", qscale(form)), init("z", qzero(qdt, form))])
+
+# A QDQ chain as onnxruntime's quantize_static writes it: activations QuantizeLinear ->
+# DequantizeLinear (uint8), int8 weights and an int32 bias (scale x_scale * w_scale) as
+# initializers through DequantizeLinear, MatMul with a 3-D input, requantized output.
+sx, sw, so = np.float32(0.02), np.float32(0.004), np.float32(0.05)
+emit("qdq_matmul_chain",
+     [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+      helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+      helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["wd"]),
+      helper.make_node("DequantizeLinear", ["bq", "sb"], ["bd"]),
+      helper.make_node("MatMul", ["xd", "wd"], ["h"]),
+      helper.make_node("Add", ["h", "bd"], ["hb"]),
+      helper.make_node("QuantizeLinear", ["hb", "so", "zo"], ["yq"]),
+      helper.make_node("DequantizeLinear", ["yq", "so", "zo"], ["y"])],
+     [("x", rand(2, 5, 24, lo=-2, hi=2))], ["y"],
+     [init("sx", sx), init("zx", np.uint8(110)), init("sw", sw), init("zw", np.int8(0)),
+      init("wq", qrand(np.int8, 24, 12)), init("sb", np.float32(sx * sw)),
+      init("bq", rng.integers(-3000, 3000, size=12).astype(np.int32)), init("so", so),
+      init("zo", np.uint8(128))])
+
+
+# An MLP (MatMul + Add, Relu, Gemm with its bias) quantized by onnxruntime's quantize_static
+# (QDQ format, uint8 activations, int8 weights, per tensor) from random calibration data.
+def quantized_mlp(nm):
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                          quantize_static)
+    d_in, d_h, d_out, rows = 16, 32, 10, 6
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w1"], ["h0"]),
+         helper.make_node("Add", ["h0", "b1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+         helper.make_node("Gemm", ["r", "w2", "b2"], ["y"], transB=1)],
+        nm, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, d_in])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, d_out])],
+        [init("w1", rand(d_in, d_h)), init("b1", rand(d_h)), init("w2", rand(d_out, d_h)),
+         init("b2", rand(d_out))])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+    m.ir_version = 8
+    fpath = os.path.join(out_dir, nm + ".float.onnx")
+    onnx.save(m, fpath)
+    calib = [{"x": rand(rows, d_in)} for _ in range(8)]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter(calib)
+
+        def get_next(self):
+            return next(self.it, None)
+
+    qpath = os.path.join(out_dir, nm + ".q.onnx")
+    quantize_static(fpath, qpath, Reader(), quant_format=QuantFormat.QDQ,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                    per_channel=False)
+    q = onnx.load(qpath)
+    os.remove(fpath)
+    os.remove(qpath)
+    emit(nm, list(q.graph.node), [("x", rand(rows, d_in))], ["y"], list(q.graph.initializer),
+         opset=max(OPSET, max(o.version for o in q.opset_import if o.domain in ("", "ai.onnx"))))
+
+
+quantized_mlp("mlp_quantize_static")
 
 # An MLP with the exporters' erf GELU.
 emit("mlp_gelu",
