@@ -12,7 +12,9 @@ comparison and logic operators (Equal, Less, ..., And, Or, Xor, Not) Cast their 
 to float, integer Mod its int64 ones.
 The quantized operators: MatMulInteger (int32 outputs) and QLinearMatMul (uint8 / int8
 outputs) on uint8 activations with random zero points and int8 / uint8 weights, as
-initializers or inputs.
+initializers or inputs; QuantizeLinear (saturation, exact ties) and DequantizeLinear (uint8,
+int8, int32); a QDQ chain as quantize_static writes it and an MLP quantized by
+onnxruntime.quantization.quantize_static itself (QDQ, uint8 activations, int8 weights).
 Inputs are written raw in their own dtype (float32, int64, bool as one byte, uint8, int8).
 
   make_models.py OUT_DIR [SEED]
