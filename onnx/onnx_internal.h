@@ -26,10 +26,11 @@ typedef enum ox_kind {
 typedef struct ox_val {
     char *name; /* ONNX name (owned) */
     ox_kind kind;
-    int gv;     /* graph value id (every kind but OX_UNDEF and OX_CONST), or -1 */
-    int ref;    /* the tagged pattern's other graph value */
-    int is_int; /* OX_CONST: integer element type (int32/int64/bool) */
-    int ndim;   /* OX_CONST: 0 for a scalar */
+    int gv;       /* graph value id (every kind but OX_UNDEF and OX_CONST), or -1 */
+    int ref;      /* the tagged pattern's other graph value */
+    int is_int;   /* OX_CONST: integer element type (int32/int64/bool) */
+    int32_t elem; /* OX_CONST from a TensorProto: its ONNX data_type (0 for computed ones) */
+    int ndim;     /* OX_CONST: 0 for a scalar */
     int64_t shape[TE_MAX_DIMS];
     int64_t numel;
     double *d; /* OX_CONST data, numel elements (owned) */
@@ -55,8 +56,14 @@ int ox_fail(ox_ctx *c, int rc, const char *fmt, ...) __attribute__((format(print
 ox_val *ox_lookup(ox_ctx *c, const char *name, int create);
 /* A unique graph name derived from an ONNX name (C identifier, at most 40 characters). */
 void ox_graph_name(ox_ctx *c, const char *onnx_name, char *buf, size_t size);
-/* The graph value of v, adding a graph constant for OX_CONST values (as f32; rank 0 as [1]). */
+/* The graph value of v, adding a graph constant for OX_CONST values (rank 0 as [1]): as u8 / i8
+ * when the tensor was uint8 / int8 (a value outside that range is refused), else as f32. */
 int ox_materialize(ox_ctx *c, ox_val *v);
+/* A graph constant of dtype dt (u8, i8, i32 or f32) holding OX_CONST v, which stays a constant;
+ * values outside dt's range are refused naming the tensor. For a graph value, its id. */
+int ox_materialize_as(ox_ctx *c, ox_val *v, te_dtype dt);
+/* The graph dtype an ONNX element type is held in (TE_U8 for bool), or TE_DTYPE_COUNT. */
+te_dtype ox_elem_dtype(int32_t elem);
 
 /* An i64 graph constant holding OX_CONST v (Gather's indices); v itself stays a constant. For a
  * graph value, its id. */
@@ -124,6 +131,12 @@ int ox_expand(ox_ctx *c, const Onnx__NodeProto *n);
 int ox_convert_nn(ox_ctx *c, const Onnx__NodeProto *n, const char *op);
 /* Whether onnx_nn.c handles op_type. */
 int ox_nn_supported(const char *op_type);
+
+/* Quantized operators (onnx_quant.c): MatMulInteger, QLinearMatMul, QuantizeLinear,
+ * DequantizeLinear. Returns 1 when op_type is one of them (converted or an error recorded). */
+int ox_convert_quant(ox_ctx *c, const Onnx__NodeProto *n, const char *op);
+/* Whether onnx_quant.c handles op_type. */
+int ox_quant_supported(const char *op_type);
 
 /* Whether onnx_ops.c maps op_type (default domain) onto graph operators. */
 int ox_op_supported(const char *op_type);

@@ -89,22 +89,87 @@ void ox_graph_name(ox_ctx *c, const char *onnx_name, char *buf, size_t size)
     snprintf(buf, size, "%s", tmp);
 }
 
+te_dtype ox_elem_dtype(int32_t elem)
+{
+    switch (elem) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
+        return TE_F32;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
+        return TE_I64;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32:
+        return TE_I32;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8:
+        return TE_I8;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
+        return TE_U8;
+    default:
+        return TE_DTYPE_COUNT;
+    }
+}
+
+/* Stores element i of v as dtype dt at p; false when the value does not fit. */
+static int store_elem(te_dtype dt, double x, void *p, int64_t i)
+{
+    switch (dt) {
+    case TE_U8:
+        if (!(x >= 0 && x <= 255))
+            return 0;
+        ((uint8_t *)p)[i] = (uint8_t)x;
+        return 1;
+    case TE_I8:
+        if (!(x >= -128 && x <= 127))
+            return 0;
+        ((int8_t *)p)[i] = (int8_t)x;
+        return 1;
+    case TE_I32:
+        if (!(x >= INT32_MIN && x <= INT32_MAX))
+            return 0;
+        ((int32_t *)p)[i] = (int32_t)x;
+        return 1;
+    default:
+        ((float *)p)[i] = x > FLT_MAX ? INFINITY : x < -FLT_MAX ? -INFINITY : (float)x;
+        return 1;
+    }
+}
+
+int ox_materialize_as(ox_ctx *c, ox_val *v, te_dtype dt)
+{
+    if (v->kind != OX_CONST)
+        return v->gv;
+    if (dt != TE_U8 && dt != TE_I8 && dt != TE_I32)
+        dt = TE_F32;
+    void *p = malloc((size_t)(v->numel ? v->numel : 1) * te_dtype_size(dt));
+    if (!p)
+        return ox_fail(c, TE_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < v->numel; i++)
+        if (!store_elem(dt, v->d[i], p, i)) {
+            free(p);
+            return ox_fail(c, TE_ERR_CORRUPT, "tensor '%s': element %" PRId64 " (%g) is not a %s",
+                           v->name, i, v->d[i], te_dtype_str(dt));
+        }
+    int64_t one = 1;
+    char nm[48];
+    ox_graph_name(c, v->name, nm, sizeof nm);
+    int id = te_graph_const(c->g, nm, dt, v->ndim ? v->ndim : 1, v->ndim ? v->shape : &one, p);
+    free(p);
+    if (id < 0)
+        return ox_fail(c, id, "constant '%s': %s", v->name, te_graph_errmsg(c->g));
+    return id;
+}
+
 int ox_materialize(ox_ctx *c, ox_val *v)
 {
     if (v->kind != OX_CONST)
         return v->gv; /* a graph value, maybe tagged as part of the erf GELU */
-    float *f = malloc((size_t)(v->numel ? v->numel : 1) * sizeof *f);
-    if (!f)
-        return ox_fail(c, TE_ERR_NOMEM, "out of memory");
-    for (int64_t i = 0; i < v->numel; i++)
-        f[i] = v->d[i] > FLT_MAX ? INFINITY : v->d[i] < -FLT_MAX ? -INFINITY : (float)v->d[i];
-    int64_t one = 1;
-    char nm[48];
-    ox_graph_name(c, v->name, nm, sizeof nm);
-    int id = te_graph_const(c->g, nm, TE_F32, v->ndim ? v->ndim : 1, v->ndim ? v->shape : &one, f);
-    free(f);
+    /* uint8 / int8 tensors (quantized weights and zero points) keep their dtype; the other
+     * constants are float data (integer ones are folded where they are shapes). */
+    te_dtype dt = v->elem == ONNX__TENSOR_PROTO__DATA_TYPE__UINT8  ? TE_U8
+                  : v->elem == ONNX__TENSOR_PROTO__DATA_TYPE__INT8 ? TE_I8
+                                                                   : TE_F32;
+    int id = ox_materialize_as(c, v, dt);
     if (id < 0)
-        return ox_fail(c, id, "constant '%s': %s", v->name, te_graph_errmsg(c->g));
+        return id;
     v->kind = OX_GRAPH;
     v->gv = id;
     return id;
@@ -289,6 +354,7 @@ int ox_tensor_value(ox_ctx *c, const Onnx__TensorProto *t, ox_val *v)
     v->ndim = (int)t->n_dims;
     v->numel = numel;
     v->is_int = is_int;
+    v->elem = dt;
     size_t bytes = (size_t)numel * (size_t)es;
     const uint8_t *raw = NULL;
     uint8_t *ext = NULL;
@@ -383,27 +449,15 @@ static int add_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, const char *opti
     if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !tp->tensor_type)
         return ox_fail(c, TE_ERR_UNSUPPORTED, "input '%s': only tensor inputs are supported", nm);
     const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
-    /* float32 data; int64 / int32 indices (Gather) and bool masks (Where), which the graph
-     * holds as i64 / i32 / u8 (one byte per element, as ONNX stores bool). */
-    te_dtype dt = TE_F32;
-    switch (tt->elem_type) {
-    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
-        break;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
-        dt = TE_I64;
-        break;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32:
-        dt = TE_I32;
-        break;
-    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
-        dt = TE_U8;
-        break;
-    default:
+    /* float32 data; int64 / int32 indices (Gather), bool masks (Where) and uint8 / int8
+     * quantized activations, which the graph holds as i64 / i32 / u8 / i8 (bool as one byte
+     * per element, as ONNX stores it). */
+    te_dtype dt = ox_elem_dtype(tt->elem_type);
+    if (dt == TE_DTYPE_COUNT)
         return ox_fail(c, TE_ERR_UNSUPPORTED,
-                       "input '%s': element type %d (float32, int64, int32 and bool inputs are "
-                       "supported)",
+                       "input '%s': element type %d (float32, int64, int32, uint8, int8 and bool "
+                       "inputs are supported)",
                        nm, (int)tt->elem_type);
-    }
     int64_t shape[TE_MAX_DIMS];
     int nd = 0;
     char buf[256];

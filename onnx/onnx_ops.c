@@ -160,6 +160,7 @@ ox_val *ox_set_const(ox_ctx *c, const Onnx__NodeProto *n, size_t i, int ndim, co
     v->ndim = ndim;
     v->numel = numel;
     v->is_int = is_int;
+    v->elem = 0;
     v->gv = -1;
     return v;
 }
@@ -228,6 +229,7 @@ int ox_alias(ox_ctx *c, const Onnx__NodeProto *n, const ox_val *src, int ndim, c
             return ox_nfail(c, n, TE_ERR_SHAPE, "%" PRId64 " elements cannot take %" PRId64,
                             s.numel, o->numel);
         memcpy(o->d, s.d, (size_t)s.numel * sizeof *s.d);
+        o->elem = s.elem; /* uint8 / int8 weights stay bytes */
         return TE_OK;
     }
     ox_val s = *src;
@@ -622,6 +624,7 @@ static int cast(ox_ctx *c, const Onnx__NodeProto *n)
         ox_val *o = ox_lookup(c, n->output[0], 0);
         if (!rc && o) {
             o->is_int = to_int;
+            o->elem = (int32_t)to;
             for (int64_t i = 0; to_int && i < o->numel; i++)
                 o->d[i] = trunc(o->d[i]);
         }
@@ -668,7 +671,7 @@ int ox_op_supported(const char *op_type)
     for (size_t i = 0; i < sizeof ops_here / sizeof ops_here[0]; i++)
         if (!strcmp(ops_here[i], op_type))
             return 1;
-    return ox_nn_supported(op_type);
+    return ox_nn_supported(op_type) || ox_quant_supported(op_type);
 }
 
 int ox_convert_node(ox_ctx *c, const Onnx__NodeProto *n)
@@ -676,7 +679,7 @@ int ox_convert_node(ox_ctx *c, const Onnx__NodeProto *n)
     const char *op = n->op_type ? n->op_type : "";
     if (!n->n_output || !n->output[0] || !*n->output[0])
         return ox_nfail(c, n, TE_ERR_CORRUPT, "has no output");
-    if (ox_convert_nn(c, n, op))
+    if (ox_convert_nn(c, n, op) || ox_convert_quant(c, n, op))
         return c->rc;
     if (!strcmp(op, "Max") || !strcmp(op, "Min"))
         return variadic(c, n, op[1] == 'a' ? "maximum" : "minimum");

@@ -937,7 +937,210 @@ static void test_index_ops_refuse_unsupported_forms_naming_the_node(void **state
     import_fails(write_model("add_int_input.onnx", 0), NULL, "has dtype i64");
     set_elem(M.ins[1], ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE);
     import_fails(write_model("double_input.onnx", 0), NULL,
-                 "input 'k': element type 11 (float32, int64, int32 and bool inputs");
+                 "input 'k': element type 11 (float32, int64, int32, uint8, int8 and bool inputs");
+}
+
+/* ---- Quantized operators ------------------------------------------------------------------ */
+
+/* A tensor of ONNX element type `type` (esize bytes each) in raw_data; nd 0 is a scalar. */
+static Onnx__TensorProto *tensor_raw(const char *name, int32_t type, int nd, const int64_t *dims,
+                                     const void *data, size_t esize)
+{
+    Onnx__TensorProto *t = om_alloc(sizeof *t);
+    onnx__tensor_proto__init(t);
+    t->name = om_str(name);
+    t->has_data_type = 1;
+    t->data_type = type;
+    t->n_dims = (size_t)nd;
+    t->dims = om_alloc((size_t)(nd ? nd : 1) * sizeof(int64_t));
+    size_t numel = 1;
+    for (int d = 0; d < nd; d++)
+        numel *= (size_t)(t->dims[d] = dims[d]);
+    t->has_raw_data = 1;
+    t->raw_data.len = numel * esize;
+    t->raw_data.data = om_alloc(t->raw_data.len);
+    memcpy(t->raw_data.data, data, t->raw_data.len);
+    return t;
+}
+
+/* Uniform integer in [lo, hi]. */
+static int irand(int lo, int hi) { return lo + (int)tt_rng_int(&g_rng, hi - lo + 1); }
+
+#define U8T ONNX__TENSOR_PROTO__DATA_TYPE__UINT8
+#define I8T ONNX__TENSOR_PROTO__DATA_TYPE__INT8
+
+/* round half to even of x, saturated to [lo, hi] after adding zero (ONNX's quantization). */
+static int quant_ref(double x, int zero, int lo, int hi)
+{
+    double r = nearbyint(x) + zero; /* the default rounding mode: ties to even */
+    return r < lo ? lo : r > hi ? hi : (int)r;
+}
+
+/* a[2,3,4] u8 (zero point 7) x w[4,5] i8 (zero point -3, a 1-element tensor): MatMulInteger
+ * into i32 y[2,3,5], QLinearMatMul into u8 q[2,3,5]; x[2,3,4] f32 through QuantizeLinear ->
+ * DequantizeLinear (u8, scale 1/8: exact ties), MatMul with the dequantized int8 weights and an
+ * int32 bias through DequantizeLinear into f32 f[2,3,5]. */
+static uint8_t qa[24];
+static int8_t qw[20];
+static float qx[24];
+static int32_t qb[5];
+
+static void build_quant_model(void)
+{
+    om_reset(&M);
+    for (int i = 0; i < 24; i++) {
+        qa[i] = (uint8_t)irand(0, 255);
+        qx[i] = (float)(irand(-90, 90) * 0.0625); /* every other one a tie */
+    }
+    for (int i = 0; i < 20; i++)
+        qw[i] = (int8_t)irand(-128, 127);
+    for (int i = 0; i < 5; i++)
+        qb[i] = (int32_t)irand(-500, 500);
+    M.ins[M.nin++] = om_vinfo("a", 3, (int64_t[]){2, 3, 4}, NULL);
+    set_elem(M.ins[0], U8T);
+    M.ins[M.nin++] = om_vinfo("x", 3, (int64_t[]){2, 3, 4}, NULL);
+    M.outs[M.nout++] = om_vinfo("y", 3, (int64_t[]){2, 3, 5}, NULL);
+    M.outs[M.nout++] = om_vinfo("q", 3, (int64_t[]){2, 3, 5}, NULL);
+    M.outs[M.nout++] = om_vinfo("f", 3, (int64_t[]){2, 3, 5}, NULL);
+    M.inits[M.ni++] = tensor_raw("w", I8T, 2, (int64_t[]){4, 5}, qw, 1);
+    M.inits[M.ni++] = tensor_raw("az", U8T, 0, NULL, (uint8_t[]){7}, 1);
+    M.inits[M.ni++] = tensor_raw("wz", I8T, 1, (int64_t[]){1}, (int8_t[]){-3}, 1);
+    M.inits[M.ni++] = om_tensor_f("sa", 0, NULL, (float[]){0.02f}, 1);
+    M.inits[M.ni++] = om_tensor_f("sw", 1, (int64_t[]){1}, (float[]){0.01f}, 1);
+    M.inits[M.ni++] = om_tensor_f("sy", 0, NULL, (float[]){0.37f}, 1);
+    M.inits[M.ni++] = tensor_raw("yz", U8T, 0, NULL, (uint8_t[]){100}, 1);
+    M.inits[M.ni++] = om_tensor_f("sx", 0, NULL, (float[]){0.125f}, 1);
+    M.inits[M.ni++] = tensor_raw("xz", U8T, 0, NULL, (uint8_t[]){128}, 1);
+    M.inits[M.ni++] =
+        tensor_raw("b", ONNX__TENSOR_PROTO__DATA_TYPE__INT32, 1, (int64_t[]){5}, qb, 4);
+    M.inits[M.ni++] = om_tensor_f("sb", 0, NULL, (float[]){0.125f * 0.01f}, 1);
+    om_node(&M, "MatMulInteger", "mmi", "a,w,az,wz", "y", NULL);
+    om_node(&M, "QLinearMatMul", "qmm", "a,sa,az,w,sw,wz,sy,yz", "q", NULL);
+    om_node(&M, "QuantizeLinear", "qx", "x,sx,xz", "xq", om_attr_i("axis", 1), NULL);
+    om_node(&M, "DequantizeLinear", "dqx", "xq,sx,xz", "xd", NULL);
+    om_node(&M, "DequantizeLinear", "dqw", "w,sw,wz", "wd", NULL);
+    om_node(&M, "DequantizeLinear", "dqb", "b,sb", "bd", NULL);
+    om_node(&M, "MatMul", "mm", "xd,wd", "h", NULL);
+    om_node(&M, "Add", "bias", "h,bd", "f", NULL);
+}
+
+static void test_quantized_ops_match_a_direct_computation(void **state)
+{
+    (void)state;
+    build_quant_model();
+    te_graph *g = import_ok(write_model("quant_ops.onnx", 0), NULL);
+    assert_int_equal(count_op(g, "matmul_integer"), 1);
+    assert_int_equal(count_op(g, "qlinear_matmul"), 1);
+    assert_int_equal(count_op(g, "quantize_linear"), 1);
+    assert_int_equal(count_op(g, "dequantize_linear"), 3);
+    assert_int_equal(te_graph_value_dtype(g, te_graph_input_value(g, 0)), TE_U8);
+    assert_int_equal(te_graph_value_dtype(g, te_graph_output_value(g, 0)), TE_I32);
+    assert_int_equal(te_graph_value_dtype(g, te_graph_output_value(g, 1)), TE_U8);
+    assert_int_equal(te_graph_value_dtype(g, te_graph_output_value(g, 2)), TE_F32);
+    /* The direct computation: float32 arithmetic where ONNX specifies it. */
+    int32_t y[30];
+    uint8_t q[30];
+    double f[30];
+    float mult = 0.02f * 0.01f / 0.37f;
+    for (int r = 0; r < 6; r++)
+        for (int j = 0; j < 5; j++) {
+            int32_t acc = 0;
+            double h = 0;
+            for (int k = 0; k < 4; k++) {
+                acc += (qa[r * 4 + k] - 7) * (qw[k * 5 + j] + 3);
+                int xq = quant_ref((double)(qx[r * 4 + k] / 0.125f), 128, 0, 255);
+                h += (double)((xq - 128) * 0.125f) * (double)((float)(qw[k * 5 + j] + 3) * 0.01f);
+            }
+            y[r * 5 + j] = acc;
+            q[r * 5 + j] = (uint8_t)quant_ref((double)((float)acc * mult), 100, 0, 255);
+            f[r * 5 + j] = h + (double)((float)qb[j] * (0.125f * 0.01f));
+        }
+    te_fuse_plan *p = te_graph_fuse(g, NULL, NULL);
+    te_graph_exec *e = NULL;
+    if (!p || te_graph_compile(g, p, NULL, &e))
+        fail_msg("%s", te_graph_errmsg(g));
+    int32_t gy[30];
+    uint8_t gq[30];
+    float gf[30];
+    if (te_graph_run(e, (const void *[]){qa, qx}, (void *[]){gy, gq, gf}))
+        fail_msg("%s", te_graph_errmsg(g));
+    int nq = 0;
+    for (int i = 0; i < 30; i++) {
+        assert_int_equal(gy[i], y[i]);
+        assert_int_equal(gq[i], q[i]);
+        nq += q[i] != 0 && q[i] != 255;
+        if (!(fabs(gf[i] - f[i]) <= 1e-5 * fmax(1.0, fabs(f[i]))))
+            fail_msg("f[%d]: %.9g, directly %.9g", i, (double)gf[i], f[i]);
+    }
+    assert_true(nq > 10); /* most requantized values are inside the range */
+    te_graph_exec_free(e);
+    te_fuse_plan_free(p);
+    te_graph_free(g);
+}
+
+static void test_quantized_ops_refuse_per_axis_and_bad_parameters(void **state)
+{
+    (void)state;
+    /* Per-column b_scale of different values: refused, naming the node and the input. */
+    build_quant_model();
+    M.inits[4] =
+        om_tensor_f("sw", 1, (int64_t[]){5}, (float[]){0.01f, 0.02f, 0.01f, 0.01f, 0.01f}, 1);
+    import_fails(write_model("quant_per_column.onnx", 0), NULL,
+                 "node 'qmm' (QLinearMatMul): b_scale 'sw' has 5 different values (per-column "
+                 "quantization): only per-tensor");
+    /* Equal values are per tensor. */
+    M.inits[4] =
+        om_tensor_f("sw", 1, (int64_t[]){5}, (float[]){0.01f, 0.01f, 0.01f, 0.01f, 0.01f}, 1);
+    te_graph_free(import_ok(write_model("quant_equal_scales.onnx", 0), NULL));
+    /* A per-axis QuantizeLinear scale. */
+    build_quant_model();
+    M.inits[7] = om_tensor_f("sx", 1, (int64_t[]){3}, (float[]){0.125f, 0.25f, 0.5f}, 1);
+    import_fails(write_model("quant_per_axis.onnx", 0), NULL,
+                 "node 'qx' (QuantizeLinear): y_scale 'sx' has 3 different values (per-axis");
+    /* Per-row zero points of MatMulInteger. */
+    build_quant_model();
+    M.inits[1] = tensor_raw("az", U8T, 1, (int64_t[]){3}, (uint8_t[]){1, 2, 3}, 1);
+    import_fails(write_model("quant_per_row_zero.onnx", 0), NULL,
+                 "node 'mmi' (MatMulInteger): a_zero_point 'az' has 3 different values (per-row");
+    /* A uint8 zero point whose int32_data holds 300. */
+    build_quant_model();
+    Onnx__TensorProto *z = tensor_raw("az", U8T, 0, NULL, (uint8_t[]){0}, 1);
+    z->has_raw_data = 0;
+    z->n_int32_data = 1;
+    z->int32_data = om_alloc(sizeof(int32_t));
+    z->int32_data[0] = 300;
+    M.inits[1] = z;
+    import_fails(write_model("quant_zero_range.onnx", 0), NULL,
+                 "node 'mmi' (MatMulInteger): a_zero_point 'az' is 300, outside the range [0, 255] "
+                 "of u8");
+    /* A zero point of another type than its operand. */
+    build_quant_model();
+    M.inits[1] = tensor_raw("az", I8T, 0, NULL, (int8_t[]){7}, 1);
+    import_fails(write_model("quant_zero_type.onnx", 0), NULL,
+                 "node 'mmi' (MatMulInteger): a_zero_point 'az' has element type 3 but the values "
+                 "it applies to are u8");
+    /* A scale computed at run time (a graph input). */
+    build_quant_model();
+    M.inits[7] = om_tensor_f("unused", 0, NULL, (float[]){1}, 1);
+    M.ins[M.nin++] = om_vinfo("sx", 1, (int64_t[]){1}, NULL);
+    import_fails(write_model("quant_scale_input.onnx", 0), NULL,
+                 "node 'qx' (QuantizeLinear): y_scale 'sx' must be a constant");
+    /* A float operand of MatMulInteger; a batched B. */
+    build_quant_model();
+    M.nn = 0;
+    om_node(&M, "MatMulInteger", "mmf", "x,w", "y", NULL);
+    import_fails(write_model("quant_float_a.onnx", 0), NULL,
+                 "node 'mmf' (MatMulInteger): input A 'x' is f32; uint8 or int8 expected");
+    M.nn = 0;
+    M.inits[0] = tensor_raw("w", I8T, 3, (int64_t[]){1, 4, 5}, qw, 1);
+    om_node(&M, "MatMulInteger", "mmb", "a,w", "y", NULL);
+    import_fails(write_model("quant_batched_b.onnx", 0), NULL,
+                 "node 'mmb' (MatMulInteger): B has rank 3");
+    /* A zero scale. */
+    build_quant_model();
+    M.inits[10] = om_tensor_f("sb", 0, NULL, (float[]){0.0f}, 1);
+    import_fails(write_model("quant_zero_scale.onnx", 0), NULL,
+                 "node 'dqb' (DequantizeLinear): x_scale 'sb' is 0; a scale is positive");
 }
 
 static void test_bad_models(void **state)
@@ -1026,6 +1229,8 @@ int main(void)
         cmocka_unit_test(test_index_ops_and_reductions_at_run_time),
         cmocka_unit_test(test_compare_and_logic_ops),
         cmocka_unit_test(test_index_ops_refuse_unsupported_forms_naming_the_node),
+        cmocka_unit_test(test_quantized_ops_match_a_direct_computation),
+        cmocka_unit_test(test_quantized_ops_refuse_per_axis_and_bad_parameters),
         cmocka_unit_test(test_bad_models),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Builds ONNX models with onnx.helper (PyPI `onnx`), runs them with onnxruntime on random
 inputs and writes, for tests/onnx_peer/peer_check.c, into OUT_DIR:
-  NAME.onnx, NAME.in<i>.bin, NAME.out<j>.bin (raw float32) and list.txt ("NAME NIN NOUT").
+  NAME.onnx, NAME.in<i>.bin, NAME.out<j>.bin (raw, in the output's dtype) and list.txt
+  ("NAME NIN NOUT DTYPE..." with the outputs' dtypes: f32, i32, u8, i8).
 Every supported operator alone with random shapes and attributes (the index operators
 Concat, Split, Slice, Gather, Where, Expand and LogSoftmax, ReduceMax, ReduceL2 too), an MLP
 with the erf GELU, a ResNet basic block and BERT-style encoder layers with an attention mask:
@@ -9,7 +10,12 @@ added to the scores, applied by Where from a bool input after a Gather token emb
 computed in the model from the int64 token ids (Equal(ids, 0) -> Where(-1e9, 0)). The
 comparison and logic operators (Equal, Less, ..., And, Or, Xor, Not) Cast their bool results
 to float, integer Mod its int64 ones.
-Inputs are written raw in their own dtype (float32, int64, bool as one byte).
+The quantized operators: MatMulInteger (int32 outputs) and QLinearMatMul (uint8 / int8
+outputs) on uint8 activations with random zero points and int8 / uint8 weights, as
+initializers or inputs; QuantizeLinear (saturation, exact ties) and DequantizeLinear (uint8,
+int8, int32); a QDQ chain as quantize_static writes it and an MLP quantized by
+onnxruntime.quantization.quantize_static itself (QDQ, uint8 activations, int8 weights).
+Inputs are written raw in their own dtype (float32, int64, bool as one byte, uint8, int8).
 
   make_models.py OUT_DIR [SEED]
 """
@@ -37,15 +43,23 @@ def init(name, arr):
 
 
 ELEM = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64,
-        np.dtype(np.bool_): TensorProto.BOOL}
+        np.dtype(np.bool_): TensorProto.BOOL, np.dtype(np.uint8): TensorProto.UINT8,
+        np.dtype(np.int8): TensorProto.INT8, np.dtype(np.int32): TensorProto.INT32}
+# list.txt's names of the output dtypes (tessera's te_dtype_parse names).
+SHORT = {np.dtype(np.float32): "f32", np.dtype(np.int32): "i32", np.dtype(np.uint8): "u8",
+         np.dtype(np.int8): "i8", np.dtype(np.int64): "i64"}
 
 
-def emit(name, nodes, inputs, outputs, inits=(), opset=OPSET):
-    """inputs: [(name, array)] (float32, int64 or bool), outputs: [name] (float32)."""
+def emit(name, nodes, inputs, outputs, inits=(), opset=OPSET, out_types=None):
+    """inputs: [(name, array)] (float32, int64, bool, uint8, int8), outputs: [name]; out_types:
+    their ONNX element types (float32 where not given). Outputs are written in the dtype
+    onnxruntime returns them in, which list.txt records."""
+    out_types = out_types or {}
     g = helper.make_graph(
         nodes, name,
         [helper.make_tensor_value_info(n, ELEM[a.dtype], a.shape) for n, a in inputs],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
+        [helper.make_tensor_value_info(n, out_types.get(n, TensorProto.FLOAT), None)
+         for n in outputs],
         list(inits))
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 8
@@ -59,8 +73,9 @@ def emit(name, nodes, inputs, outputs, inits=(), opset=OPSET):
     for i, (_, a) in enumerate(inputs):  # raw, in the input's own dtype (bool: one byte)
         np.ascontiguousarray(a).tofile(os.path.join(out_dir, f"{name}.in{i}.bin"))
     for j, r in enumerate(res):
-        np.asarray(r, dtype=np.float32).tofile(os.path.join(out_dir, f"{name}.out{j}.bin"))
-    listing.append(f"{name} {len(inputs)} {len(outputs)}")
+        np.ascontiguousarray(r).tofile(os.path.join(out_dir, f"{name}.out{j}.bin"))
+    listing.append(" ".join([name, str(len(inputs)), str(len(outputs))] +
+                            [SHORT[np.asarray(r).dtype] for r in res]))
 
 
 def shape(lo_rank=1, hi_rank=4):
@@ -356,6 +371,159 @@ emit("chain_where_expand",
       helper.make_node("LogSoftmax", ["w"], ["y"], axis=-1)],
      [("x", rand(2, 3, 5)), ("c", rng.integers(0, 2, size=(3, 1)).astype(np.bool_))], ["y"],
      [init("b", rand(5)), init("shp", np.array([3, 1], dtype=np.int64))])
+
+# The quantized operators, each alone with random shapes, zero points and scales: uint8
+# activations (inputs), int8 or uint8 weights as initializers (or B an input), zero points as
+# scalars or 1-element tensors (or absent), A with leading axes folded into rows.
+def qrand(dt, *shape):
+    info = np.iinfo(dt)
+    return rng.integers(info.min, info.max + 1, size=shape).astype(dt)
+
+
+def qzero(dt, form):
+    """A zero point of dtype dt as a scalar (form 0) or a 1-element 1-D tensor (form 1)."""
+    info = np.iinfo(dt)
+    z = np.array(rng.integers(info.min, info.max + 1), dtype=dt)
+    return z if form == 0 else z.reshape(1)
+
+
+def qscale(form, lo=0.002, hi=0.05):
+    s = np.float32(rng.uniform(lo, hi))
+    return np.array(s) if form == 0 else np.array([s])
+
+
+for rep in range(6):
+    m, k, n = (int(v) for v in rng.integers(1, 17, size=3))
+    lead = [] if rep % 3 == 0 else [int(v) for v in rng.integers(1, 4, size=rep % 3)]
+    wdt = np.int8 if rep % 2 == 0 else np.uint8
+    form = rep % 2
+    # MatMulInteger: weights as an initializer, both zero points (or only A's).
+    a = qrand(np.uint8, *lead, m, k)
+    ins = ["a", "w", "az"] + (["wz"] if rep != 3 else [])
+    inits = [init("w", qrand(wdt, k, n)), init("az", qzero(np.uint8, form))]
+    if rep != 3:
+        inits.append(init("wz", qzero(wdt, 1 - form)))
+    emit(name("MatMulInteger"), [helper.make_node("MatMulInteger", ins, ["y"])], [("a", a)],
+         ["y"], inits, out_types={"y": TensorProto.INT32})
+    # MatMulInteger with B an input: no zero points, or B's only; A int8 with int8 B too.
+    adt = np.int8 if rep % 3 == 2 else np.uint8
+    bdt = np.int8 if adt == np.int8 or rep % 2 else np.uint8
+    ins, inits = ["a", "b"], []
+    if rep % 2:
+        ins += ["", "bz"]
+        inits.append(init("bz", qzero(bdt, form)))
+    emit(name("MatMulInteger"), [helper.make_node("MatMulInteger", ins, ["y"])],
+         [("a", qrand(adt, m, k)), ("b", qrand(bdt, k, n))], ["y"], inits,
+         out_types={"y": TensorProto.INT32})
+    # QLinearMatMul: uint8 a with int8 / uint8 weights and a uint8 output, or all int8 (the
+    # combinations onnxruntime implements: the output has a's type); the output scale spreads
+    # the accumulations over its range (some saturate).
+    ydt = np.uint8 if rep % 3 != 1 else np.int8
+    qdt = wdt if ydt == np.uint8 else np.int8
+    sa, sb = qscale(form), qscale(1 - form)
+    za, zb, zy = qzero(ydt, form), qzero(qdt, form), qzero(ydt, 1 - form)
+    w = qrand(qdt, k, n)
+    a = qrand(ydt, *lead, m, k)
+    acc = (a.astype(np.int64) - int(za.flat[0])) @ (w.astype(np.int64) - int(zb.flat[0]))
+    spread = float(acc.max() - acc.min()) + 1.0
+    sy = np.float32(float(sa.flat[0]) * float(sb.flat[0]) * spread / 255 * rng.uniform(0.6, 1.2))
+    sy = np.array(sy) if form == 0 else np.array([sy])
+    emit(name("QLinearMatMul"),
+         [helper.make_node("QLinearMatMul", ["a", "sa", "za", "w", "sb", "zb", "sy", "zy"], ["y"])],
+         [("a", a)], ["y"],
+         [init("sa", sa), init("za", za), init("w", w), init("sb", sb), init("zb", zb),
+          init("sy", sy), init("zy", zy)], out_types={"y": ELEM[np.dtype(ydt)]})
+
+    # QuantizeLinear: float32 to uint8 / int8, values past the range (saturated); a
+    # power-of-two scale with exact ties (x / scale = j + 0.5: round half to even); an axis
+    # attribute with a scalar scale; no zero point (uint8, zero 0).
+    qdt = np.uint8 if rep % 2 == 0 else np.int8
+    s = shape(2, 4)
+    sc = np.float32(2.0 ** -int(rng.integers(3, 7))) if rep % 3 == 0 else np.float32(
+        rng.uniform(0.005, 0.05))
+    x = rand(*s, lo=-200 * float(sc), hi=200 * float(sc))
+    if rep % 3 == 0:
+        x.flat[::2] = (rng.integers(-150, 150, size=x.flat[::2].shape) + 0.5) * sc
+    sc = np.array(sc) if form == 0 else np.array([sc])
+    attrs = dict(axis=int(rng.integers(0, len(s)))) if rep % 3 == 2 else {}
+    if rep == 5:
+        emit(name("QuantizeLinear"), [helper.make_node("QuantizeLinear", ["x", "s"], ["y"])],
+             [("x", x)], ["y"], [init("s", sc)], out_types={"y": TensorProto.UINT8})
+    else:
+        emit(name("QuantizeLinear"),
+             [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], **attrs)], [("x", x)],
+             ["y"], [init("s", sc), init("z", qzero(qdt, 1 - form))],
+             out_types={"y": ELEM[np.dtype(qdt)]})
+    # DequantizeLinear of uint8 / int8 inputs with a zero point, and of int32 (no zero point).
+    s = shape(1, 4)
+    if rep % 3 == 2:
+        emit(name("DequantizeLinear"), [helper.make_node("DequantizeLinear", ["x", "s"], ["y"])],
+             [("x", rng.integers(-2**20, 2**20, size=s).astype(np.int32))], ["y"],
+             [init("s", qscale(form, 1e-5, 1e-3))])
+    else:
+        emit(name("DequantizeLinear"),
+             [helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"])],
+             [("x", qrand(qdt, *s))], ["y"], [init("s", qscale(form)), init("z", qzero(qdt, form))])
+
+# A QDQ chain as onnxruntime's quantize_static writes it: activations QuantizeLinear ->
+# DequantizeLinear (uint8), int8 weights and an int32 bias (scale x_scale * w_scale) as
+# initializers through DequantizeLinear, MatMul with a 3-D input, requantized output.
+sx, sw, so = np.float32(0.02), np.float32(0.004), np.float32(0.05)
+emit("qdq_matmul_chain",
+     [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+      helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+      helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["wd"]),
+      helper.make_node("DequantizeLinear", ["bq", "sb"], ["bd"]),
+      helper.make_node("MatMul", ["xd", "wd"], ["h"]),
+      helper.make_node("Add", ["h", "bd"], ["hb"]),
+      helper.make_node("QuantizeLinear", ["hb", "so", "zo"], ["yq"]),
+      helper.make_node("DequantizeLinear", ["yq", "so", "zo"], ["y"])],
+     [("x", rand(2, 5, 24, lo=-2, hi=2))], ["y"],
+     [init("sx", sx), init("zx", np.uint8(110)), init("sw", sw), init("zw", np.int8(0)),
+      init("wq", qrand(np.int8, 24, 12)), init("sb", np.float32(sx * sw)),
+      init("bq", rng.integers(-3000, 3000, size=12).astype(np.int32)), init("so", so),
+      init("zo", np.uint8(128))])
+
+
+# An MLP (MatMul + Add, Relu, Gemm with its bias) quantized by onnxruntime's quantize_static
+# (QDQ format, uint8 activations, int8 weights, per tensor) from random calibration data.
+def quantized_mlp(nm):
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                          quantize_static)
+    d_in, d_h, d_out, rows = 16, 32, 10, 6
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w1"], ["h0"]),
+         helper.make_node("Add", ["h0", "b1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+         helper.make_node("Gemm", ["r", "w2", "b2"], ["y"], transB=1)],
+        nm, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, d_in])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, d_out])],
+        [init("w1", rand(d_in, d_h)), init("b1", rand(d_h)), init("w2", rand(d_out, d_h)),
+         init("b2", rand(d_out))])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+    m.ir_version = 8
+    fpath = os.path.join(out_dir, nm + ".float.onnx")
+    onnx.save(m, fpath)
+    calib = [{"x": rand(rows, d_in)} for _ in range(8)]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter(calib)
+
+        def get_next(self):
+            return next(self.it, None)
+
+    qpath = os.path.join(out_dir, nm + ".q.onnx")
+    quantize_static(fpath, qpath, Reader(), quant_format=QuantFormat.QDQ,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                    per_channel=False)
+    q = onnx.load(qpath)
+    os.remove(fpath)
+    os.remove(qpath)
+    emit(nm, list(q.graph.node), [("x", rand(rows, d_in))], ["y"], list(q.graph.initializer),
+         opset=max(OPSET, max(o.version for o in q.opset_import if o.domain in ("", "ai.onnx"))))
+
+
+quantized_mlp("mlp_quantize_static")
 
 # An MLP with the exporters' erf GELU.
 emit("mlp_gelu",

@@ -1,13 +1,17 @@
 /* The ONNX peer check's C side: for every model listed in DIR/list.txt ("NAME NIN NOUT" per
- * line, written by make_models.py with onnxruntime's outputs), imports DIR/NAME.onnx with
+ * line, then optionally the outputs' dtypes "f32", "i32", "u8", "i8"; float32 where they are
+ * not given; written by make_models.py with onnxruntime's outputs), imports DIR/NAME.onnx with
  * te_graph_from_onnx, runs it compiled (te_graph_fuse + te_graph_compile + te_graph_run) on
- * DIR/NAME.in<i>.bin and compares with onnxruntime's DIR/NAME.out<j>.bin (raw float32).
- * Prints one line per model and the worst case; exit 1 when any model fails or differs by
- * more than 1e-4 relative (|a - b| / max(1, |b|)). Inputs are read in the graph inputs' dtypes
- * (float32, int64, bool as u8). $TESSERA_PEER_JOBS worker processes (default 2) share the models.
+ * DIR/NAME.in<i>.bin and compares with onnxruntime's DIR/NAME.out<j>.bin (raw, in the output's
+ * dtype). Prints one line per model and the worst case; exit 1 when any model fails, differs
+ * by more than 1e-4 relative (|a - b| / max(1, |b|)) on a float output, or differs at all on an
+ * integer one (the quantized operators' int32 accumulations and requantized u8 / i8 values).
+ * Inputs are read in the graph inputs' dtypes (float32, int64, int32, bool and uint8 as u8,
+ * int8). $TESSERA_PEER_JOBS worker processes (default 2) share the models.
  *
  *   onnx_peer_check DIR */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,8 +41,26 @@ static void *read_bin(const char *dir, const char *name, const char *kind, int i
     return d;
 }
 
-/* Worst relative error of one model, or a negative value when it could not run. */
-static double check_model(const char *dir, const char *name, int nin, int nout)
+/* Element k of an integer output of dtype dt, as a double. */
+static double int_elem(const void *p, te_dtype dt, size_t k)
+{
+    switch (dt) {
+    case TE_U8:
+        return ((const uint8_t *)p)[k];
+    case TE_I8:
+        return ((const int8_t *)p)[k];
+    case TE_I32:
+        return ((const int32_t *)p)[k];
+    default:
+        return (double)((const int64_t *)p)[k];
+    }
+}
+
+/* Worst relative error of one model's float outputs, 1 + the largest difference when an
+ * integer output differs anywhere, or a negative value when it could not run. want[j]: the
+ * dtype onnxruntime wrote output j in. */
+static double check_model(const char *dir, const char *name, int nin, int nout,
+                          const te_dtype *want_dt)
 {
     char path[1024], err[1024];
     snprintf(path, sizeof path, "%s/%s.onnx", dir, name);
@@ -49,9 +71,10 @@ static double check_model(const char *dir, const char *name, int nin, int nout)
     }
     double worst = -1;
     void *in[16] = {0};
-    float *out[16] = {0};
+    void *out[16] = {0};
     te_fuse_plan *p = NULL;
     te_graph_exec *e = NULL;
+    int n_int = 0;
     if (nin != te_graph_input_count(g) || nout != te_graph_output_count(g) || nin > 16 ||
         nout > 16) {
         printf("%-28s FAIL: %d inputs / %d outputs, onnxruntime had %d / %d\n", name,
@@ -64,14 +87,20 @@ static double check_model(const char *dir, const char *name, int nin, int nout)
                                te_dtype_size(te_graph_value_dtype(g, v)))))
             goto done;
     }
-    for (int j = 0; j < nout; j++)
-        if (te_graph_value_dtype(g, te_graph_output_value(g, j)) != TE_F32) {
-            printf("%-28s FAIL: output %d is not float32\n", name, j);
+    for (int j = 0; j < nout; j++) {
+        te_dtype dt = te_graph_value_dtype(g, te_graph_output_value(g, j));
+        if (dt != want_dt[j]) {
+            printf("%-28s FAIL: output %d is %s, onnxruntime's is %s\n", name, j, te_dtype_str(dt),
+                   te_dtype_str(want_dt[j]));
             goto done;
         }
-    for (int j = 0; j < nout; j++)
+        n_int += dt != TE_F32;
+    }
+    for (int j = 0; j < nout; j++) {
+        int v = te_graph_output_value(g, j);
         out[j] =
-            malloc((size_t)te_graph_value_numel(g, te_graph_output_value(g, j)) * sizeof(float));
+            malloc((size_t)te_graph_value_numel(g, v) * te_dtype_size(te_graph_value_dtype(g, v)));
+    }
     if (!(p = te_graph_fuse(g, NULL, NULL)) || te_graph_compile(g, p, NULL, &e) ||
         te_graph_run(e, (const void *const *)in, (void *const *)out)) {
         printf("%-28s FAIL run: %s\n", name, te_graph_errmsg(g));
@@ -80,19 +109,41 @@ static double check_model(const char *dir, const char *name, int nin, int nout)
     worst = 0;
     for (int j = 0; j < nout; j++) {
         size_t n = (size_t)te_graph_value_numel(g, te_graph_output_value(g, j));
-        float *want = read_bin(dir, name, "out", j, n, sizeof(float));
+        te_dtype dt = want_dt[j];
+        void *want = read_bin(dir, name, "out", j, n, te_dtype_size(dt));
         if (!want) {
             worst = -1;
             goto done;
         }
-        for (size_t k = 0; k < n; k++) {
-            double d = fabs((double)out[j][k] - want[k]) / fmax(1.0, fabs((double)want[k]));
-            worst = d > worst || isnan(d) ? d : worst;
+        if (dt == TE_F32) {
+            const float *a = out[j], *b = want;
+            for (size_t k = 0; k < n; k++) {
+                double d = fabs((double)a[k] - b[k]) / fmax(1.0, fabs((double)b[k]));
+                worst = d > worst || isnan(d) ? d : worst;
+            }
+        } else {
+            size_t ndiff = 0, first = 0;
+            double maxd = 0;
+            for (size_t k = 0; k < n; k++) {
+                double d = fabs(int_elem(out[j], dt, k) - int_elem(want, dt, k));
+                if (d > 0 && !ndiff++)
+                    first = k;
+                maxd = d > maxd ? d : maxd;
+            }
+            if (ndiff) {
+                printf("%-28s output %d (%s): %zu of %zu elements differ (max |diff| %g; first "
+                       "at %zu: %g, onnxruntime %g)\n",
+                       name, j, te_dtype_str(dt), ndiff, n, maxd, first,
+                       int_elem(out[j], dt, first), int_elem(want, dt, first));
+                worst = fmax(worst, 1 + maxd);
+            }
         }
         free(want);
     }
-    printf("%-28s %s rel err %.3g (%d nodes, %d kernels)\n", name, worst <= 1e-4 ? "ok  " : "FAIL",
-           worst, te_graph_node_count(g), te_graph_exec_kernel_count(e));
+    printf("%-28s %s rel err %.3g%s (%d nodes, %d kernels)\n", name,
+           worst <= 1e-4 ? "ok  " : "FAIL", worst,
+           n_int ? (worst == 0 ? ", integer outputs exact" : "") : "", te_graph_node_count(g),
+           te_graph_exec_kernel_count(e));
 done:
     for (int i = 0; i < 16; i++) {
         free(in[i]);
@@ -121,12 +172,31 @@ static int check_list(const char *dir, int worker, int nworkers, summary *sum)
         fprintf(stderr, "onnx_peer_check: cannot open %s\n", lp);
         return 2;
     }
-    int nin, nout;
+    char line[1024];
     memset(sum, 0, sizeof *sum);
-    for (int k = 0; fscanf(f, "%255s %d %d", name, &nin, &nout) == 3; k++) {
-        if (k % nworkers != worker)
+    for (int k = 0; fgets(line, sizeof line, f);) {
+        int nin, nout, used = 0;
+        if (sscanf(line, "%255s %d %d%n", name, &nin, &nout, &used) != 3)
             continue;
-        double w = check_model(dir, name, nin, nout);
+        /* The outputs' dtypes follow (lists written before them have none: float32). */
+        te_dtype dts[16];
+        char tok[16];
+        const char *q = line + used;
+        for (int j = 0; j < 16; j++) {
+            int adv = 0;
+            dts[j] = TE_F32;
+            if (sscanf(q, "%15s%n", tok, &adv) == 1) {
+                q += adv;
+                if (te_dtype_parse(tok, &dts[j]) != TE_OK) {
+                    fprintf(stderr, "onnx_peer_check: %s: dtype '%s' of %s\n", lp, tok, name);
+                    fclose(f);
+                    return 2;
+                }
+            }
+        }
+        if (k++ % nworkers != worker)
+            continue;
+        double w = check_model(dir, name, nin, nout, dts);
         fflush(stdout);
         sum->n++;
         if (w < 0 || !(w <= 1e-4))
