@@ -291,7 +291,7 @@ double te__default_score(te_schedule *s, const float *feat, const te_target *tgt
 /* A short summary of a trace: the split factors in order, the vector and parallel loops. */
 static void summarize(const char *trace, char *out, size_t size)
 {
-    char splits[96] = "", vec[64] = "", par[64] = "";
+    char splits[96] = "", vec[64] = "", par[64] = "", tz[80] = "";
     size_t ns = 0, nv = 0, np = 0;
     int nsplit = 0;
     for (const char *l = trace; l && *l;) {
@@ -307,13 +307,15 @@ static void summarize(const char *trace, char *out, size_t size)
             nsplit++;
         } else if (sscanf(line, "vectorize %63s %63s", a, b) == 2 && nv < sizeof vec - 24) {
             nv += (size_t)snprintf(vec + nv, sizeof vec - nv, "%s%s", nv ? "," : "", b);
+        } else if (sscanf(line, "tensorize %63s %63s %63s", a, b, c) == 3) {
+            snprintf(tz, sizeof tz, ", tensorize %s", c);
         } else if (sscanf(line, "parallel %63s %63s", a, c) == 2 && np < sizeof par - 24) {
             np += (size_t)snprintf(par + np, sizeof par - np, "%s%s", np ? "," : "", c);
         }
         l = e ? e + 1 : NULL;
     }
-    int n = snprintf(out, size, "tile %s, vec %s, parallel %s", nsplit ? splits : "-",
-                     nv ? vec : "-", np ? par : "-");
+    int n = snprintf(out, size, "tile %s, vec %s, parallel %s%s", nsplit ? splits : "-",
+                     nv ? vec : "-", np ? par : "-", tz);
     if (n >= (int)size && size > 4) /* cut: say so */
         memcpy(out + size - 4, "...", 4);
 }

@@ -334,6 +334,8 @@ te_space *te_space_create(te_ctx *ctx, const char *op, int n_in, te_tensor *cons
         for (int i = 0; i < nt && !sp->tmpl; i++) {
             sp->tmpl = ts[i];
             if (ts[i]->init(sp)) {
+                if (getenv("TESSERA_DEFAULT_DEBUG"))
+                    fprintf(stderr, "space: template %s: %s\n", ts[i]->name, te_ctx_errmsg(ctx));
                 sp->tmpl = NULL;
                 sp->nknobs = 0;
                 sp->tdata = NULL;

@@ -19,6 +19,7 @@
  * elementwise steps inlined and its columns vectorized. Other stages (a cast of the input) stay
  * at the root, rows in parallel.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,7 +94,11 @@ static bool trial(te_space *sp, const te_tensor *P, const te_tensor_intrin *in, 
         order[n++] = te_stage_reduce_axis(st, r);
     if (te_reorder(st, n, order))
         return false;
-    return te_tensorize_check(st, ii, in, NULL, 0) == TE_OK;
+    char why[512];
+    int rc = te_tensorize_check(st, ii, in, why, sizeof why);
+    if (rc && getenv("TESSERA_DEFAULT_DEBUG"))
+        fprintf(stderr, "tz trial %s: %s\n", te_tensor_intrin_name(in), why);
+    return rc == TE_OK;
 }
 
 static int tz_init(te_space *sp)

@@ -73,7 +73,9 @@ static const char *check(te_graph *g, int nd, cand *c)
     c->m = A->shape[0], c->k = A->shape[1], c->n = B->shape[1];
     if (c->k % 4)
         return "k is not a multiple of 4 (the dot products take 4 bytes per column)";
-    c->nb = c->n % 64 == 0 ? 64 : c->n % 32 == 0 ? 32 : 0;
+    /* Blocks as wide as the tiles (32 columns: the VNNI x32 and AMX 16x32 / 32x32 ones), so
+     * that a tile's block index is its column loop's (j / 32 with a 32-wide tile). */
+    c->nb = c->n % 32 == 0 ? 32 : 0;
     if (!c->nb)
         return "n is not a multiple of 32 (the tiles' width)";
     te_op_params kv;
@@ -168,8 +170,9 @@ static int build(te_graph *g, const cand *c, const char *base)
     }
     if (t >= 0 && c->zb) { /* - zb' * rowsum(A') */
         int ai = te__graph_add_node(g, "cast", "to=i32", 1, &a, base, "a_rows_i32");
-        int rs = ai < 0 ? ai
-                        : te__graph_add_node(g, "sum", "axis=-1,keepdims=1", 1, &ai, base, "a_rows");
+        int rs = ai < 0
+                     ? ai
+                     : te__graph_add_node(g, "sum", "axis=-1,keepdims=1", 1, &ai, base, "a_rows");
         snprintf(nm, sizeof nm, "%.30s_zb", base);
         int zid = rs < 0 ? rs : add_raw_const(g, nm, TE_I32, 1, (int64_t[]){1}, &c->zb);
         int rz = zid < 0 ? zid : te__graph_add_node(g, "mul", "", 2, (int[]){rs, zid}, base, "rz");
@@ -236,9 +239,9 @@ int te_graph_lower_int8(te_graph *g, const te_target *tgt, FILE *log, int *rewri
             fprintf(log,
                     "lower_int8: %s (%s %lldx%lldx%lld) -> matmul_vnni on B packed once "
                     "[%lld, %lld, %lld, 4] s8%s%s%s\n",
-                    base, opn, (long long)c.m,
-                    (long long)c.k, (long long)c.n, (long long)(c.n / c.nb),
-                    (long long)(c.k / 4), (long long)c.nb, c.shift_a ? ", A shifted to u8" : "",
+                    base, opn, (long long)c.m, (long long)c.k, (long long)c.n,
+                    (long long)(c.n / c.nb), (long long)(c.k / 4), (long long)c.nb,
+                    c.shift_a ? ", A shifted to u8" : "",
                     c.zb ? ", row sums for B's zero point" : "",
                     c.qlinear ? ", requantize epilogue" : "");
     }

@@ -75,9 +75,7 @@ int te__gop_check_attrs(te_ctx *ctx, const te__gop *op, const te_op_params *kv)
             strcmp(kv->p[i].key, "axes") == 0 || strcmp(kv->p[i].key, "starts") == 0 ||
             strcmp(kv->p[i].key, "ends") == 0 || strcmp(kv->p[i].key, "steps") == 0 ||
             strcmp(kv->p[i].key, "sizes") == 0 || strcmp(kv->p[i].key, "scale") == 0 ||
-            strcmp(kv->p[i].key, "to") == 0 || strcmp(kv->p[i].key, "a_scale") == 0 ||
-            strcmp(kv->p[i].key, "b_scale") == 0 || strcmp(kv->p[i].key, "y_scale") == 0 ||
-            strcmp(kv->p[i].key, "y_dtype") == 0)
+            strcmp(kv->p[i].key, "to") == 0)
             continue;
         if (!kv->p[i].is_int)
             return te_ctx_set_error(ctx, TE_ERR_ARG,

@@ -253,7 +253,7 @@ out:
 
 /* Appends node (op, attrs, inputs) named after base; its output id or a status. */
 int te__graph_add_node(te_graph *g, const char *op, const char *attrs, int n_in, const int *in,
-                    const char *base, const char *suffix)
+                       const char *base, const char *suffix)
 {
     char want[TE__G_NAME + 16], name[TE__G_NAME];
     snprintf(want, sizeof want, "%.28s_%s", base, suffix);

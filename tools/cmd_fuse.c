@@ -337,6 +337,10 @@ int te_cmd_fuse(int argc, char **argv)
     }
     if (!rc && optimize)
         rc = te_graph_optimize(g, json || dot ? NULL : stdout);
+    if (!rc && optimize) { /* as te_cli_fused_load does */
+        te_target host = te_target_host();
+        rc = te_graph_lower_int8(g, &host, json || dot ? NULL : stdout, NULL);
+    }
     te_fuse_target t;
     te_fuse_target_host(&t); /* without an L2 size every staged intermediate is refused */
     te_fuse_plan *p = rc ? NULL : te_graph_fuse(g, rules, &t);

@@ -105,6 +105,10 @@ int te_cli_fused_load_model(const char *cmd, const char *path, const char *shape
     }
     if (!rc && optimize)
         rc = te_graph_optimize(out->g, NULL);
+    if (!rc && optimize) { /* int8 matmuls onto this CPU's dot products (exact) */
+        te_target host = te_target_host();
+        rc = te_graph_lower_int8(out->g, &host, NULL, NULL);
+    }
     te_fuse_target t;
     te_fuse_target_host(&t); /* without an L2 size every staged intermediate is refused */
     if (!rc)

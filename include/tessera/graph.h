@@ -313,7 +313,7 @@ int te_graph_int8_supported(const te_target *tgt);
  * matmul_integer and qlinear_matmul node (2-D) whose B is a constant, k a multiple of 4 and n a
  * multiple of 32 becomes matmul_vnni of A (u8; i8 shifted by +128 in one elementwise pass) and
  * B converted to s8 (u8 shifted by -128) and packed once into the blocked VNNI layout
- * [n / nb, k / 4, nb, 4] (nb 64 or 32), plus an add of a constant column correction for the
+ * [n / 32, k / 4, 32, 4] (the tiles' width), plus an add of a constant column correction for the
  * zero points, a row-sum correction when B's (shifted) zero point is not 0, and a requantize
  * epilogue for qlinear_matmul. The results are the same integers, bit for bit. The node's
  * output keeps its name. Nodes that do not qualify, or all of them when the target lacks the

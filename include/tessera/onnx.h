@@ -17,19 +17,19 @@
  * double_data; external data files next to the model, `location` relative to the model's
  * directory, never absolute or through ".."), Constant nodes, graph inputs (float32; int64 and
  * int32 as i64 / i32 values for Gather indices; bool as u8, one byte each, for Where; uint8 and
- * int8 as u8 / i8 quantized activations) with static shapes: a symbolic dimension takes the value bound to its name in `options`, a whole input
- * shape can be given as NAME=AxBxC. Shapes are inferred node by node by the graph itself (each
- * node is checked as it is added); a declared value_info or output shape that disagrees is an
- * error. Chains that only compute shapes (Shape, Gather, Concat, Unsqueeze, Squeeze, Reshape,
- * Slice, Cast, integer Add/Sub/Mul/Div, ConstantOfShape) are evaluated while importing, so
- * Reshape gets a constant target shape; on run-time tensors Gather, Concat, Slice, Split, Where
- * and Expand become the graph's index operators. The exporters' erf GELU
- * (x * 0.5 * (1 + erf(x / sqrt 2))) becomes one gelu node. uint8 / int8 initializers stay u8 /
- * i8 constants; MatMulInteger, QLinearMatMul, QuantizeLinear and DequantizeLinear map onto the
- * graph's matmul_integer, qlinear_matmul, quantize_linear and dequantize_linear, whose scales and
- * zero points are attributes: they must be per-tensor constants (a per-axis one, or one computed
- * at run time, is refused naming the node and the input). The operators and their mapping are
- * listed in onnx/README.md.
+ * int8 as u8 / i8 quantized activations) with static shapes: a symbolic dimension takes the value
+ * bound to its name in `options`, a whole input shape can be given as NAME=AxBxC. Shapes are
+ * inferred node by node by the graph itself (each node is checked as it is added); a declared
+ * value_info or output shape that disagrees is an error. Chains that only compute shapes (Shape,
+ * Gather, Concat, Unsqueeze, Squeeze, Reshape, Slice, Cast, integer Add/Sub/Mul/Div,
+ * ConstantOfShape) are evaluated while importing, so Reshape gets a constant target shape; on
+ * run-time tensors Gather, Concat, Slice, Split, Where and Expand become the graph's index
+ * operators. The exporters' erf GELU (x * 0.5 * (1 + erf(x / sqrt 2))) becomes one gelu node. uint8
+ * / int8 initializers stay u8 / i8 constants; MatMulInteger, QLinearMatMul, QuantizeLinear and
+ * DequantizeLinear map onto the graph's matmul_integer, qlinear_matmul, quantize_linear and
+ * dequantize_linear, whose scales and zero points are attributes: they must be per-tensor constants
+ * (a per-axis one, or one computed at run time, is refused naming the node and the input). The
+ * operators and their mapping are listed in onnx/README.md.
  *
  * A model is imported whole or not at all: an opset outside 7..21, an operator or attribute
  * that has no mapping onto the library (all listed with their node names before anything is
