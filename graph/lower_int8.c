@@ -251,3 +251,134 @@ int te_graph_lower_int8(te_graph *g, const te_target *tgt, FILE *log, int *rewri
         *rewritten = count;
     return rc;
 }
+
+/* ---- QDQ: dequantize -> matmul (-> quantize) onto integer arithmetic ----------------------- */
+
+/* The producer node of v when it applies op `name`, else -1. */
+static int producer_is(const te_graph *g, int v, const char *name)
+{
+    int p = g->v[v].node;
+    return p >= 0 && !strcmp(g->n[p].op->name, name) ? p : -1;
+}
+
+/* Scale and zero point of a dequantize_linear / quantize_linear node. */
+static void qparams(te_graph *g, int nd, double *scale, int32_t *zero, char *to, size_t to_n)
+{
+    te_op_params kv;
+    *scale = 1, *zero = 0;
+    if (te_op_params_parse(g->ctx, g->n[nd].attrs, &kv)) {
+        te_ctx_clear_error(g->ctx);
+        return;
+    }
+    *scale = te__gop_attr_f64(g->n[nd].op, &kv, "scale");
+    *zero = (int32_t)te__gop_attr_int(g->n[nd].op, &kv, "zero");
+    if (to) {
+        char buf[16];
+        snprintf(to, to_n, "%s", te__gop_attr_str(g->n[nd].op, &kv, "to", buf, sizeof buf));
+    }
+}
+
+static bool is_byte(const te_graph *g, int v)
+{
+    return g->v[v].dtype == TE_U8 || g->v[v].dtype == TE_I8;
+}
+
+/* Rewrites matmul node nd when both operands are dequantized bytes (A possibly reshaped after
+ * its dequantize). Returns 1 when rewritten, 0 when not applicable, <0 on error. */
+static int fuse_qdq_one(te_graph *g, int nd, FILE *log)
+{
+    te__gnode *n = &g->n[nd];
+    if (strcmp(n->op->name, "matmul") || n->n_in != 2)
+        return 0;
+    te_op_params kv;
+    if (te_op_params_parse(g->ctx, n->attrs, &kv)) {
+        te_ctx_clear_error(g->ctx);
+        return 0;
+    }
+    if (te__gop_attr_int(n->op, &kv, "trans_a"))
+        return 0;
+    bool tb = te__gop_attr_int(n->op, &kv, "trans_b") != 0;
+    int va = n->in[0], vb = n->in[1], out = n->out[0];
+    int rs = producer_is(g, va, "reshape");
+    int da = producer_is(g, rs >= 0 ? g->n[rs].in[0] : va, "dequantize_linear");
+    int db = producer_is(g, vb, "dequantize_linear");
+    if (da < 0 || db < 0 || !is_byte(g, g->n[da].in[0]) || !is_byte(g, g->n[db].in[0]))
+        return 0;
+    double sa, sb, sy = 1;
+    int32_t za, zb, zy = 0;
+    qparams(g, da, &sa, &za, NULL, 0);
+    qparams(g, db, &sb, &zb, NULL, 0);
+    /* A quantize_linear as the product's only reader: the whole chain is a QLinearMatMul. */
+    int q = -1;
+    char to[16] = "";
+    if (!g->v[out].is_output && te_graph_value_use_count(g, out) == 1)
+        for (int r = nd + 1; r < g->nn && q < 0; r++)
+            if (g->n[r].n_in >= 1 && g->n[r].in[0] == out &&
+                !strcmp(g->n[r].op->name, "quantize_linear"))
+                q = r;
+    if (q >= 0)
+        qparams(g, q, &sy, &zy, to, sizeof to);
+    char base[TE__G_NAME], attrs[320];
+    snprintf(base, sizeof base, "%s", g->v[q >= 0 ? g->n[q].out[0] : out].name);
+    int first_new = g->nn, a = g->n[da].in[0], b = g->n[db].in[0];
+    if (rs >= 0) {
+        char ra[TE__G_ATTRS];
+        snprintf(ra, sizeof ra, "%s", g->n[rs].attrs);
+        a = te__graph_add_node(g, "reshape", ra, 1, &a, base, "a_rows");
+    }
+    int y;
+    if (a >= 0 && tb) /* B [n, k]: transposed bytes (folded when B is a constant) */
+        b = te__graph_add_node(g, "transpose", "perm=1:0", 1, &b, base, "b_t");
+    if (a < 0 || b < 0)
+        return a < 0 ? a : b;
+    if (q >= 0) {
+        snprintf(attrs, sizeof attrs,
+                 "a_scale=%.17g,a_zero=%d,b_scale=%.17g,b_zero=%d,y_scale=%.17g,y_zero=%d,"
+                 "y_dtype=%s",
+                 sa, (int)za, sb, (int)zb, sy, (int)zy, to);
+        y = te__graph_add_node(g, "qlinear_matmul", attrs, 2, (int[]){a, b}, base, "q");
+    } else {
+        snprintf(attrs, sizeof attrs, "a_zero=%d,b_zero=%d", (int)za, (int)zb);
+        int acc = te__graph_add_node(g, "matmul_integer", attrs, 2, (int[]){a, b}, base, "acc");
+        /* sa sb in f32, as onnxruntime's MatMulIntegerToFloat scales its accumulator */
+        snprintf(attrs, sizeof attrs, "scale=%.17g,zero=0", (double)((float)sa * (float)sb));
+        y = acc < 0 ? acc : te__graph_add_node(g, "dequantize_linear", attrs, 1, &acc, base, "y");
+    }
+    if (y < 0)
+        return y;
+    int old = q >= 0 ? g->n[q].out[0] : out;
+    te__graph_replace_uses(g, old, y);
+    char fresh[TE__G_NAME], tmp[TE__G_NAME + 8];
+    snprintf(tmp, sizeof tmp, "%.30s_f32", base);
+    te__graph_unique_name(g, tmp, fresh, sizeof fresh);
+    snprintf(g->v[old].name, sizeof g->v[old].name, "%s", fresh);
+    snprintf(g->v[y].name, sizeof g->v[y].name, "%s", base);
+    int rc = te__graph_move_tail(g, first_new, nd);
+    if (rc)
+        return rc;
+    if (log)
+        fprintf(log, "fuse_qdq: %s: dequantize x dequantize -> matmul%s onto %s\n", base,
+                q >= 0 ? " -> quantize" : "", q >= 0 ? "qlinear_matmul" : "matmul_integer");
+    return 1;
+}
+
+int te_graph_fuse_qdq(te_graph *g, FILE *log, int *fused)
+{
+    if (!g)
+        return TE_ERR_ARG;
+    int count = 0, rc = TE_OK;
+    for (int nd = 0; nd < g->nn && !rc; nd++) {
+        int before = g->nn, r = fuse_qdq_one(g, nd, log);
+        if (r < 0)
+            rc = r;
+        else if (r > 0) {
+            count++;
+            nd += g->nn - before; /* past the new nodes, which follow nd */
+        }
+    }
+    if (!rc && count)
+        rc = te__graph_compact(g, NULL);
+    if (fused)
+        *fused = count;
+    return rc;
+}

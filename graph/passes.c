@@ -326,6 +326,10 @@ int te_graph_optimize(te_graph *g, FILE *log)
     if (!rc && log)
         fprintf(log, "cse: %d nodes merged\n", n);
     if (!rc)
+        rc = te_graph_fuse_qdq(g, NULL, &n);
+    if (!rc && log)
+        fprintf(log, "fuse_qdq: %d matmuls onto integer arithmetic\n", n);
+    if (!rc)
         rc = te_graph_fold_constants(g, &n);
     if (!rc && log)
         fprintf(log, "fold_constants: %d nodes folded\n", n);

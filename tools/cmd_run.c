@@ -120,9 +120,9 @@ static void check_group(te_graph_exec *e, int gi, void *user)
             return;
         }
         const void *got = te_graph_exec_value(e, v);
-        int f32 = te_graph_value_dtype(cs->g, v) == TE_F32;
+        te_dtype dt = te_graph_value_dtype(cs->g, v); /* u8 / i32 ones too (quantized) */
         for (int64_t j = 0; j < n; j++) {
-            double x = f32 ? ((const float *)got)[j] : ((const double *)got)[j];
+            double x = te_dtype_load(dt, got, (size_t)j);
             double d = fabs(x - want[j]) / fmax(1.0, fabs(want[j]));
             if (!(d <= cs->worst[gi]))
                 cs->worst[gi] = d;

@@ -288,7 +288,7 @@ int te_graph_cse(te_graph *g, int *merged);
  * parameters are constants and the convolution's output has no other reader. *folded receives
  * the number of nodes replaced. Runs te_graph_dce afterwards. */
 int te_graph_fold_constants(te_graph *g, int *folded);
-/* te_graph_dce, te_graph_cse, te_graph_fold_constants, te_graph_cse, then
+/* te_graph_dce, te_graph_cse, te_graph_fuse_qdq, te_graph_fold_constants, te_graph_cse, then
  * te_graph_fuse_attention (attention chains become one flash-form attention node, whose
  * scores never reach memory). log (may be NULL) gets one line per pass: "fold_constants: 2
  * nodes folded". */
@@ -306,6 +306,18 @@ int te_graph_optimize(te_graph *g, FILE *log);
  * with a message on g. The last pass of te_graph_optimize; call it before fusing. */
 int te_graph_fuse_attention(te_graph *g, int *fused);
 
+/* QDQ models (ONNX QuantizeLinear / DequantizeLinear around float operators, as onnxruntime's
+ * quantize_static writes them) onto integer arithmetic (graph/lower_int8.c): a matmul (2-D, not
+ * trans_a=0; trans_b=1 transposes the bytes, folded for a constant) of two dequantize_linear
+ * outputs of u8 / i8 values (A's possibly reshaped, as the importer folds leading axes) becomes
+ * matmul_integer of the bytes (the zero points as its attributes) and a dequantize_linear of the
+ * i32 accumulator by scale_a * scale_b (in f32, as onnxruntime's MatMulIntegerToFloat); when the
+ * product's only reader is a quantize_linear, the chain becomes one qlinear_matmul instead. Values
+ * change by f32 rounding only (the float path summed dequantized products). Run before constant
+ * folding (which would fold a constant weight's dequantize into floats): te_graph_optimize does.
+ * log (may be NULL) gets a line per rewrite; *fused (may be NULL) the count. Returns TE_OK or a
+ * status with a message on g. */
+int te_graph_fuse_qdq(te_graph *g, FILE *log, int *fused);
 /* 1 when the target has an int8 dot product that te_graph_lower_int8 lowers onto (AVX-512 VNNI
  * vpdpbusd or AMX tdpbusd: a built-in intrinsic of schedule/intrin_x86.c it supports), else 0. */
 int te_graph_int8_supported(const te_target *tgt);

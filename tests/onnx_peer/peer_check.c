@@ -69,6 +69,14 @@ static double check_model(const char *dir, const char *name, int nin, int nout,
         printf("%-28s FAIL import: %s\n", name, err);
         return -1;
     }
+    /* What `tessera run` runs: the graph passes (QDQ onto integers, constant folding,
+     * attention), then int8 matmuls onto this CPU's dot products. */
+    te_target host = te_target_host();
+    if (te_graph_optimize(g, NULL) || te_graph_lower_int8(g, &host, NULL, NULL)) {
+        printf("%-28s FAIL optimize: %s\n", name, te_graph_errmsg(g));
+        te_graph_free(g);
+        return -1;
+    }
     double worst = -1;
     void *in[16] = {0};
     void *out[16] = {0};
