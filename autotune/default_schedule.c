@@ -414,7 +414,7 @@ int te_tune_default_schedule(te_ctx *ctx, const char *op, int n_in, te_tensor *c
         }
         if (isfinite(c))
             scored++;
-        if (c < best_cost) {
+        if (c < best_cost * (1 - 1e-9)) { /* ties: the space's earlier (default) one */
             best_cost = c;
             best = tr;
         }

@@ -171,6 +171,23 @@ static int tz_init(te_space *sp)
         d->tn[d->ncand++] = tn;
     }
     te_ctx_clear_error(sp->ctx);
+    /* Largest tiles first (the first value is the untuned default when the cost model rates
+     * them alike), but a vector micro-kernel's accumulators past 16 of the 32 registers leave
+     * too few for the operands: 8x32 before 4x64 (same area, more reuse of B) before 12x32. */
+    for (int i = 1; i < d->ncand; i++)
+        for (int j = i; j > 0; j--) {
+            int64_t a0 = d->tm[j - 1] * d->tn[j - 1], a1 = d->tm[j] * d->tn[j];
+            bool amx0 = strncmp(te_tensor_intrin_name(d->cand[j - 1]), "amx", 3) == 0;
+            bool amx1 = strncmp(te_tensor_intrin_name(d->cand[j]), "amx", 3) == 0;
+            double k0 = amx0 ? 1e9 + a0 : a0 > 256 ? a0 / 4.0 : a0;
+            double k1 = amx1 ? 1e9 + a1 : a1 > 256 ? a1 / 4.0 : a1;
+            if (k1 < k0 || (k1 == k0 && d->tm[j] <= d->tm[j - 1]))
+                break;
+            const te_tensor_intrin *ti = d->cand[j];
+            int64_t tm = d->tm[j], tn = d->tn[j];
+            d->cand[j] = d->cand[j - 1], d->tm[j] = d->tm[j - 1], d->tn[j] = d->tn[j - 1];
+            d->cand[j - 1] = ti, d->tm[j - 1] = tm, d->tn[j - 1] = tn;
+        }
     if (!d->ncand)
         return TERR(sp, "tensorize template: no tensor intrinsic of the target (%s) computes '%s'",
                     sp->target.isa, d->prod[0]);
@@ -186,7 +203,15 @@ static int tz_init(te_space *sp)
     for (int i = 0; i < d->ncand; i++)
         v[i] = i;
     te__knob_add(sp, "intrin", d->ncand, v);
-    te__knob_add(sp, "order", 2, (int64_t[]){0, 1});
+    /* The first value of each knob is the untuned default (the cost model does not see the
+     * intrinsic's reuse): when the weights (n x k) outgrow half of L2 and the rows (m x k) are
+     * the smaller operand, column tiles outside (each weight panel read once, the rows from
+     * L2); 5.6 -> 3 ms on a 128 x 768 x 3072 int8 product. */
+    int64_t M = O->shape[O->ndim - 2], N0 = O->shape[O->ndim - 1], K = 1;
+    for (int a = 0; a < red->u.red.n; a++)
+        K *= red->u.red.axes[a]->u.var.extent;
+    bool cols_out = (double)N0 * (double)K > 512.0 * 1024 && M * 4 <= N0;
+    te__knob_add(sp, "order", 2, cols_out ? (int64_t[]){1, 0} : (int64_t[]){0, 1});
     int nk = 0;
     v[nk++] = 0;
     static const int64_t kcs[] = {128, 256};
@@ -308,7 +333,12 @@ static int tz_apply(te__gen *g)
         return tz_product(g, T, ii, ji, d, in, kc, outs, nouter);
     /* An epilogue: each product computed per tile, the columns vectorized. */
     te_iter *jvo, *jvi;
-    int lanes = te__lanes(sp, te_tensor_dtype(te_stage_tensor(T)));
+    /* Lanes of the widest of the product and the output (a requantized u8 output would ask
+     * for 64, more than a tile's 32 columns: the epilogue then ran scalar, 5x slower). */
+    te_stage *P0 = te_schedule_stage_by_name(s, d->prod[0]);
+    te_dtype od = te_tensor_dtype(te_stage_tensor(T));
+    te_dtype pd = P0 ? te_tensor_dtype(te_stage_tensor(P0)) : od;
+    int lanes = te__lanes(sp, te_dtype_size(pd) > te_dtype_size(od) ? pd : od);
     if (tn % lanes == 0 && lanes > 1) {
         if (!TE__OK(g, te_split(T, ji, lanes, &jvo, &jvi)) || !TE__OK(g, te_vectorize(T, jvi)))
             return g->err;

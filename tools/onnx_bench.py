@@ -6,7 +6,9 @@ Models: BERT-style encoders (post-LN layers: QKV projections, heads by Reshape/T
 scaled scores, softmax, context, output projection, residual + LayerNormalization, an erf GELU
 feed-forward of 4 x hidden, residual + LayerNormalization) at hidden 384 (6 heads) and 768 (12
 heads) with 6 and 12 layers, sequence 128, batch 1 and 8; and a small CNN (two conv + relu +
-max-pool stages, global average pool, a dense layer) at batch 1 and 8. --toy: one 2-layer
+max-pool stages, global average pool, a dense layer) at batch 1 and 8; a transformer
+feed-forward block (768 -> 3072 -> 768, sequence 128) in f32 and quantized to int8 by
+onnxruntime's quantize_static (QDQ). --toy: one 2-layer
 hidden-64 encoder (sequence 32, batch 1) and the CNN at batch 1, to prove the script works.
 
 For each model: the same random input (.npy) goes to `tessera run MODEL --bench --threads
@@ -144,6 +146,41 @@ def cnn(path, batch, rng):
     return (batch, 3, 32, 32)
 
 
+def ffn(path, hidden, seq, rng, int8=False):
+    """A transformer feed-forward block x W1 + b1 -> Relu -> W2 + b2 ([seq, hidden], 4 x hidden
+    inner); int8: the same weights quantized by onnxruntime's quantize_static (QDQ format, u8
+    activations and i8 weights per tensor, calibrated on 8 random inputs)."""
+    inner = 4 * hidden
+    s1, s2 = 1 / np.sqrt(hidden), 1 / np.sqrt(inner)
+    inits = [numpy_helper.from_array(rng.uniform(-s1, s1, (hidden, inner)).astype(np.float32), "w1"),
+             numpy_helper.from_array(rng.uniform(-s1, s1, inner).astype(np.float32), "b1"),
+             numpy_helper.from_array(rng.uniform(-s2, s2, (inner, hidden)).astype(np.float32), "w2"),
+             numpy_helper.from_array(rng.uniform(-s2, s2, hidden).astype(np.float32), "b2")]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]),
+             helper.make_node("Add", ["h", "b1"], ["hb"]),
+             helper.make_node("Relu", ["hb"], ["r"]),
+             helper.make_node("MatMul", ["r", "w2"], ["o"]),
+             helper.make_node("Add", ["o", "b2"], ["y"])]
+    f32 = path if not int8 else path + ".f32.onnx"
+    save(f32, "ffn", nodes, [seq, hidden], inits, [seq, hidden])
+    if int8:
+        from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                              quantize_static)
+
+        class Reader(CalibrationDataReader):
+            def __init__(self):
+                self.data = iter([{"x": rng.uniform(-1, 1, (seq, hidden)).astype(np.float32)}
+                                  for _ in range(8)])
+
+            def get_next(self):
+                return next(self.data, None)
+
+        quantize_static(f32, path, Reader(), quant_format=QuantFormat.QDQ,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                        per_channel=False)
+    return (seq, hidden)
+
+
 def ort_median(path, x, threads, runs):
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
@@ -190,6 +227,8 @@ def main():
         configs = [(f"bert_h{h}_l{l}_s128_b{b}", lambda p, h=h, l=l, b=b: bert(p, h, l, 128, b, rng))
                    for h in (384, 768) for l in (6, 12) for b in (1, 8)]
         configs += [(f"cnn_b{b}", lambda p, b=b: cnn(p, b, rng)) for b in (1, 8)]
+        configs += [(f"ffn_h768_s128{q}", lambda p, q=q: ffn(p, 768, 128, rng, int8=bool(q)))
+                    for q in ("", "_int8")]
     rows, failed = [], 0
     for name, build in configs:
         if a.only and a.only not in name:
