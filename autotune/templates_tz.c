@@ -37,6 +37,7 @@ typedef struct tz_data {
     const char *prod[4];
     int ninl;
     const char *inl[8]; /* elementwise steps between the products and the output */
+    bool tile[8];       /* inl[q] is read more than once by a reader: a tile buffer, not inlined */
     int npro;
     const char *pro[8]; /* stages before the products: root */
     int ncand;
@@ -101,6 +102,34 @@ static bool trial(te_space *sp, const te_tensor *P, const te_tensor_intrin *in, 
     return rc == TE_OK;
 }
 
+typedef struct read_count {
+    const te_tensor *t;
+    int n;
+} read_count;
+
+static bool count_read(const te_expr *e, void *user)
+{
+    read_count *rc = user;
+    if (e->kind == TE_E_READ && e->u.read.t == rc->t)
+        rc->n++;
+    return true;
+}
+
+/* Whether some stage of st[0..ns) reads t more than once in its body: inlining t there
+ * would copy its whole expression per read (a requantize rounds its input with several
+ * reads of it; two of them in a row made a 25-fold expression). */
+static bool read_twice(te_tensor *const *st, int ns, const te_tensor *t)
+{
+    for (int q = 0; q < ns; q++) {
+        read_count rc = {t, 0};
+        if (st[q]->body)
+            te__expr_visit(st[q]->body, count_read, &rc);
+        if (rc.n > 1)
+            return true;
+    }
+    return false;
+}
+
 static int tz_init(te_space *sp)
 {
     if (sp->n_out != 1)
@@ -133,6 +162,7 @@ static int tz_init(te_space *sp)
             if (d->ninl == 8 || t->ndim != O->ndim)
                 return TERR(sp, "tensorize template: '%s' is not an elementwise epilogue step",
                             t->name);
+            d->tile[d->ninl] = read_twice(st, ns, t);
             d->inl[d->ninl++] = t->name;
         } else if (!is_reduce(t)) {
             if (d->npro == 8)
@@ -283,7 +313,7 @@ static int tz_apply(te__gen *g)
     }
     for (int q = 0; q < d->ninl; q++) {
         te_stage *e = te_schedule_stage_by_name(s, d->inl[q]);
-        if (!e || !TE__OK(g, te_compute_inline(e)))
+        if (!e || (!d->tile[q] && !TE__OK(g, te_compute_inline(e))))
             return e ? g->err : te__gen_fail(g, TE_ERR_SCHEDULE);
     }
     te_stage *T = te_schedule_stage_by_name(s, d->out);
@@ -341,6 +371,20 @@ static int tz_apply(te__gen *g)
     int lanes = te__lanes(sp, te_dtype_size(pd) > te_dtype_size(od) ? pd : od);
     if (tn % lanes == 0 && lanes > 1) {
         if (!TE__OK(g, te_split(T, ji, lanes, &jvo, &jvi)) || !TE__OK(g, te_vectorize(T, jvi)))
+            return g->err;
+    }
+    /* Steps read more than once: a tile buffer each, computed at the tile, vectorized
+     * (readers first: a stage goes inside the tile after everything that reads it). */
+    for (int q = d->ninl - 1; q >= 0; q--) {
+        te_stage *e = d->tile[q] ? te_schedule_stage_by_name(s, d->inl[q]) : NULL;
+        if (!e)
+            continue;
+        if (!TE__OK(g, te_compute_at(e, T, inner)))
+            return g->err;
+        te_iter *eo, *ei;
+        te_iter *last = te_stage_axis(e, nd - 1);
+        if (lanes > 1 && te_iter_extent(last) % lanes == 0 &&
+            (!TE__OK(g, te_split(e, last, lanes, &eo, &ei)) || !TE__OK(g, te_vectorize(e, ei))))
             return g->err;
     }
     for (int q = 0; q < d->nprod; q++) {

@@ -3,8 +3,8 @@
  *
  * A call passes each operand's address at the tile's origin and the strides of its free
  * dimensions; the intrinsic's function is defined once per file, after the prelude, as
- *     static inline __attribute__((target("amx-tile,amx-bf16"))) void NAME(...) { body }
- * (the target attribute comes from the intrinsic's features, so the file compiles whatever
+ *     static __attribute__((noinline)) __attribute__((target("amx-tile,amx-bf16"))) void NAME(...)
+ * { body } (the target attribute comes from the intrinsic's features, so the file compiles whatever
  * -march says; the target check at emission refuses a target that lacks them). AMX intrinsics
  * get the AMX runtime: te_amx_permit() (the Linux permission request, ARCH_REQ_XCOMP_PERM for
  * XTILEDATA, once per process), which every kernel using them calls at entry, returning -4 when
@@ -142,7 +142,10 @@ static void emit_signature(te__sb *o, const te_tensor_intrin *in, const char *su
             k = sizeof attr - 1;
         p = e ? e + 1 : p + l;
     }
-    te__sb_puts(o, "static inline ");
+    /* Not inlined: inlined into a tile loop with an epilogue, the accumulators competed with
+     * the epilogue's hoisted constants for the 32 vector registers and were spilled inside
+     * the k loop (an int8 matmul + requantize ran at 40% of the plain matmul's speed). */
+    te__sb_puts(o, "static __attribute__((noinline)) ");
     if (*attr)
         te__sb_printf(o, "__attribute__((target(\"%s\"))) ", attr);
     te__sb_printf(o, "void %s%s(", in->name, suffix);
