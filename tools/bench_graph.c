@@ -32,22 +32,27 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: tessera bench --graph GRAPH [--db FILE] [--threads LIST] [--reps N] "
-               "[--json]\n"
-               "                     [--rules FILE | --no-rules] [--optimize]\n\n"
-               "The fused graph (tuned groups from --db) against the same graph run node by\n"
-               "node (OpenBLAS sgemm, im2col + sgemm, plain loops; every output materialized),\n"
-               "alternating, medians over --reps runs, for each thread count; kernels and peak\n"
-               "intermediate memory before and after fusion + planning. Exits 1 when the outputs\n"
-               "differ by more than 1e-4 (relative to the largest magnitude).\n\n"
-               "  --plugin LIB.so load the operators of a plugin (repeatable; also the\n"
-               "                  colon-separated $TESSERA_PLUGINS; docs/PLUGINS.md)\n"
-               "  --db FILE       tuned records (tessera tune --graph GRAPH --db FILE, run with\n"
-               "                  OMP_NUM_THREADS set to each thread count benched)\n"
-               "  --threads LIST  comma-separated thread counts (default 1,2)\n"
-               "  --reps N        timed runs of each path (default 9)\n"
-               "  --optimize      run the graph passes first (both paths; tuned keys then come\n"
-               "                  from the optimized graph)\n");
+    fprintf(
+        f,
+        "usage: tessera bench --graph GRAPH [--db FILE] [--threads LIST] [--reps N] "
+        "[--json]\n"
+        "                     [--rules FILE | --no-rules] [--optimize] [--precision f32|bf16]\n\n"
+        "The fused graph (tuned groups from --db) against the same graph run node by\n"
+        "node (OpenBLAS sgemm, im2col + sgemm, plain loops; every output materialized),\n"
+        "alternating, medians over --reps runs, for each thread count; kernels and peak\n"
+        "intermediate memory before and after fusion + planning. Exits 1 when the outputs\n"
+        "differ by more than 1e-4 (relative to the largest magnitude).\n\n"
+        "  --plugin LIB.so load the operators of a plugin (repeatable; also the\n"
+        "                  colon-separated $TESSERA_PLUGINS; docs/PLUGINS.md)\n"
+        "  --db FILE       tuned records (tessera tune --graph GRAPH --db FILE, run with\n"
+        "                  OMP_NUM_THREADS set to each thread count benched)\n"
+        "  --threads LIST  comma-separated thread counts (default 1,2)\n"
+        "  --reps N        timed runs of each path (default 9)\n"
+        "  --optimize      run the graph passes first (both paths; tuned keys then come\n"
+        "                  from the optimized graph)\n"
+        "  --precision P   f32 (default) or bf16: f32 matmuls with constant weights on\n"
+        "                  the CPU's bf16 dot products (both paths; an error without\n"
+        "                  AVX-512 BF16 or AMX-BF16; docs/DTYPES.md)\n");
 }
 
 /* ---- The node-by-node executor ------------------------------------------------------------- */
@@ -519,7 +524,8 @@ int te_cmd_bench_graph(int argc, char **argv)
 {
     const char *path = NULL, *db_path = NULL, *rules_path = NULL;
     int json = 0, reps = 9, no_rules = 0, optimize = 0, nthreads = 2, threads[8] = {1, 2};
-    enum { O_HELP, O_JSON, O_NO_RULES, O_OPTIMIZE, O_DB, O_RULES, O_REPS, O_THREADS };
+    enum { O_HELP, O_JSON, O_NO_RULES, O_OPTIMIZE, O_DB, O_RULES, O_REPS, O_THREADS, O_PRECISION };
+    te_cli_precision prec = TE_CLI_PRECISION_F32;
     enum { O_PLUGIN = 1000 }; /* --plugin LIB.so (tools/cli.h) */
     te_cli_plugins plugins = {0};
     static const te_cli_opt opts[] = {{"help", 'h', TE_CLI_FLAG, O_HELP},
@@ -530,6 +536,7 @@ int te_cmd_bench_graph(int argc, char **argv)
                                       {"rules", 0, TE_CLI_VALUE, O_RULES},
                                       {"reps", 0, TE_CLI_VALUE, O_REPS},
                                       {"threads", 0, TE_CLI_VALUE, O_THREADS},
+                                      {"precision", 0, TE_CLI_VALUE, O_PRECISION},
                                       {"plugin", 0, TE_CLI_VALUE, O_PLUGIN},
                                       {0}};
     te_cli_parser cp;
@@ -566,6 +573,10 @@ int te_cmd_bench_graph(int argc, char **argv)
         case O_RULES:
             rules_path = v;
             break;
+        case O_PRECISION:
+            if (te_cli_precision_parse("bench --graph", v, &prec))
+                return 2;
+            break;
         case O_REPS:
             reps = atoi(v);
             if (reps < 1 || reps > 1000) {
@@ -596,7 +607,7 @@ int te_cmd_bench_graph(int argc, char **argv)
     }
     te_bl_openblas_select(te_cli_argv);
     te_cli_fused f;
-    if (te_cli_fused_load("bench --graph", path, rules_path, no_rules, optimize, &f))
+    if (te_cli_fused_load("bench --graph", path, rules_path, no_rules, optimize, prec, &f))
         return 1;
     te_graph *g = f.g;
     te_db *db = NULL;

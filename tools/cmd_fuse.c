@@ -26,7 +26,7 @@ static void usage(FILE *f)
 {
     fprintf(
         f, "usage: tessera fuse GRAPH|MODEL.onnx [--shape NAME=N,...] [--rules FILE] [--no-rules]\n"
-           "                  [--optimize] [--json | --dot] [--check]\n"
+           "                  [--optimize] [--precision f32|bf16] [--json | --dot] [--check]\n"
            "       tessera fuse --rules-list [--rules FILE]\n"
            "       tessera fuse --ops\n\n"
            "Partitions the graph's operators into fused kernels and prints the plan: groups,\n"
@@ -40,6 +40,10 @@ static void usage(FILE *f)
            "  --optimize     run dead-node elimination, CSE, constant folding and the\n"
            "                 attention rewrite (one flash-form attention node) first\n"
            "                 (folds batch norm into convolution weights)\n"
+           "  --precision P  f32 (default) or bf16: after the passes, f32 matmuls with constant\n"
+           "                 weights on the CPU's bf16 dot products (te_graph_lower_bf16; an\n"
+           "                 error without AVX-512 BF16 or AMX-BF16; --check then compares\n"
+           "                 with the lowered graph's reference)\n"
            "  --plugin LIB.so load the operators of a plugin (repeatable; also the\n"
            "                 colon-separated $TESSERA_PLUGINS; docs/PLUGINS.md)\n"
            "  --json         the plan as JSON\n"
@@ -219,13 +223,20 @@ int te_cmd_fuse(int argc, char **argv)
 {
     enum { O_PLUGIN = 1000 }; /* --plugin LIB.so (tools/cli.h) */
     te_cli_plugins plugins = {0};
-    static const te_cli_opt opts[] = {
-        {"rules", 'r', TE_CLI_VALUE, 'r'},     {"no-rules", 0, TE_CLI_FLAG, 'n'},
-        {"optimize", 0, TE_CLI_FLAG, 'O'},     {"json", 0, TE_CLI_FLAG, 'j'},
-        {"dot", 0, TE_CLI_FLAG, 'd'},          {"rules-list", 0, TE_CLI_FLAG, 'l'},
-        {"ops", 0, TE_CLI_FLAG, 'o'},          {"help", 'h', TE_CLI_FLAG, 'h'},
-        {"check", 0, TE_CLI_FLAG, 'c'},        {"shape", 0, TE_CLI_VALUE, 's'},
-        {"plugin", 0, TE_CLI_VALUE, O_PLUGIN}, {0}};
+    static const te_cli_opt opts[] = {{"rules", 'r', TE_CLI_VALUE, 'r'},
+                                      {"no-rules", 0, TE_CLI_FLAG, 'n'},
+                                      {"optimize", 0, TE_CLI_FLAG, 'O'},
+                                      {"json", 0, TE_CLI_FLAG, 'j'},
+                                      {"dot", 0, TE_CLI_FLAG, 'd'},
+                                      {"rules-list", 0, TE_CLI_FLAG, 'l'},
+                                      {"ops", 0, TE_CLI_FLAG, 'o'},
+                                      {"help", 'h', TE_CLI_FLAG, 'h'},
+                                      {"check", 0, TE_CLI_FLAG, 'c'},
+                                      {"shape", 0, TE_CLI_VALUE, 's'},
+                                      {"precision", 0, TE_CLI_VALUE, 'p'},
+                                      {"plugin", 0, TE_CLI_VALUE, O_PLUGIN},
+                                      {0}};
+    te_cli_precision prec = TE_CLI_PRECISION_F32;
     const char *rules_path = NULL, *shapes = NULL;
     int no_rules = 0, optimize = 0, json = 0, dot = 0, list = 0, ops = 0, check = 0, c;
     const char *pos[2] = {NULL, NULL};
@@ -251,6 +262,10 @@ int te_cmd_fuse(int argc, char **argv)
             break;
         case 's':
             shapes = v;
+            break;
+        case 'p':
+            if (te_cli_precision_parse("fuse", v, &prec))
+                return 2;
             break;
         case 'n':
             no_rules = 1;
@@ -341,6 +356,11 @@ int te_cmd_fuse(int argc, char **argv)
         te_target host = te_target_host();
         rc = te_graph_lower_int8(g, &host, json || dot ? NULL : stdout, NULL);
     }
+    if (!rc && g && te_cli_apply_precision("fuse", g, prec, json || dot ? NULL : stdout)) {
+        te_graph_free(g);
+        te_fuse_rules_free(rules);
+        return 1;
+    }
     te_fuse_target t;
     te_fuse_target_host(&t); /* without an L2 size every staged intermediate is refused */
     te_fuse_plan *p = rc ? NULL : te_graph_fuse(g, rules, &t);
@@ -350,7 +370,7 @@ int te_cmd_fuse(int argc, char **argv)
         te_fuse_rules_free(rules);
         return 1;
     }
-    if (!json && !dot && optimize)
+    if (!json && !dot && (optimize || prec == TE_CLI_PRECISION_BF16))
         printf("\n");
     if (!json && !dot && rules_path)
         printf("rules: %s (%d)\n", rules_path, te_fuse_rules_count(rules));
