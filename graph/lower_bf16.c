@@ -35,8 +35,7 @@ int te_graph_bf16_supported(const te_target *tgt)
         const char *nm = te_tensor_intrin_name(in);
         for (int p = 0; nm && bf16_intrins[p]; p++)
             if (!strncmp(nm, bf16_intrins[p], strlen(bf16_intrins[p])) &&
-                te_tensor_intrin_backend(in) == TE_BACKEND_C &&
-                te_tensor_intrin_supported(in, tgt))
+                te_tensor_intrin_backend(in) == TE_BACKEND_C && te_tensor_intrin_supported(in, tgt))
                 return 1;
     }
     return 0;
@@ -141,8 +140,8 @@ static int build(te_graph *g, const cand *c, const char *base)
         int64_t ps[4] = {c->n / 32, c->k / 2, 32, 2};
         int bpid = te_graph_const(g, nm, TE_BF16, 4, ps, bp);
         snprintf(suf, sizeof suf, q ? "up" : c->gate ? "gate" : "mm");
-        p[q] = bpid < 0 ? bpid : te__graph_add_node(g, "matmul_vnni", "", 2, (int[]){a, bpid},
-                                                     base, suf);
+        p[q] = bpid < 0 ? bpid
+                        : te__graph_add_node(g, "matmul_vnni", "", 2, (int[]){a, bpid}, base, suf);
     }
     free(bp);
     int t = p[0];
