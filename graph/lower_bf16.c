@@ -123,13 +123,16 @@ static void pack(const te__gvalue *B, const cand *c, uint16_t *bp)
         }
 }
 
-/* Appends the rewrite of candidate c; returns the new output value or a status. */
-static int build(te_graph *g, const cand *c, const char *base)
+/* Appends the rewrite of candidate c, reading the cast *a of A when it is >= 0 (made by an
+ * earlier rewrite: matmuls of one input share one cast, so that fusion sees the gate's two
+ * products on one input) or making it; returns the new output value or a status. */
+static int build(te_graph *g, const cand *c, const char *base, int *cast)
 {
     uint16_t *bp = malloc(sizeof *bp * (size_t)(c->k * c->n));
     if (!bp)
         return te__graph_error(g, TE_ERR_NOMEM, "out of memory");
-    int a = te__graph_add_node(g, "cast", "to=bf16", 1, &c->a, base, "a_bf16");
+    int a = *cast >= 0 ? *cast : te__graph_add_node(g, "cast", "to=bf16", 1, &c->a, base, "a_bf16");
+    *cast = a;
     int p[2] = {a, a};
     for (int q = 0; q < c->nb && p[q] >= 0; q++) {
         const te__gvalue *B = &g->v[c->b[q]];
@@ -165,6 +168,14 @@ int te_graph_lower_bf16(te_graph *g, const te_target *tgt, FILE *log, int *rewri
         *rewritten = 0;
     bool ok = te_graph_bf16_supported(tgt);
     int count = 0, rc = TE_OK;
+    /* cast_of[v]: the bf16 cast of value v made so far, -1 none (value ids stay until the
+     * compaction at the end; values added on the way are never an A that was cast). */
+    int nv0 = g->nv;
+    int *cast_of = malloc(sizeof *cast_of * (size_t)(nv0 + 1));
+    if (!cast_of)
+        return te__graph_error(g, TE_ERR_NOMEM, "out of memory");
+    for (int v = 0; v < nv0; v++)
+        cast_of[v] = -1;
     for (int nd = 0; nd < g->nn && !rc; nd++) {
         cand c = {0};
         const char *why = check(g, nd, &c);
@@ -181,7 +192,11 @@ int te_graph_lower_bf16(te_graph *g, const te_target *tgt, FILE *log, int *rewri
             continue;
         }
         int first_new = g->nn;
-        int out = build(g, &c, base);
+        int cast = c.a < nv0 ? cast_of[c.a] : -1;
+        bool shared = cast >= 0;
+        int out = build(g, &c, base, &cast);
+        if (out >= 0 && c.a < nv0)
+            cast_of[c.a] = cast;
         if (out < 0) {
             rc = out;
             break;
@@ -204,13 +219,15 @@ int te_graph_lower_bf16(te_graph *g, const te_target *tgt, FILE *log, int *rewri
                 snprintf(epi, sizeof epi, ", %s%s%s epilogue", c.bias >= 0 ? "bias" : "",
                          c.bias >= 0 && *c.act ? " + " : "", c.act);
             fprintf(log,
-                    "lower_bf16: %s (%s %lldx%lldx%lld%s) -> cast to bf16, matmul_vnni on B "
+                    "lower_bf16: %s (%s %lldx%lldx%lld%s) -> %s, matmul_vnni on B "
                     "rounded to bf16 and packed once [%lld, %lld, 32, 2]%s%s\n",
                     base, opn, (long long)c.m, (long long)c.k, (long long)c.n,
-                    c.trans_b ? ", trans_b" : "", (long long)(c.n / 32), (long long)(c.k / 2),
-                    c.gate ? " x 2" : "", epi);
+                    c.trans_b ? ", trans_b" : "",
+                    shared ? "the earlier cast of its input" : "cast to bf16",
+                    (long long)(c.n / 32), (long long)(c.k / 2), c.gate ? " x 2" : "", epi);
         }
     }
+    free(cast_of);
     if (!rc && count)
         rc = te__graph_compact(g, NULL);
     if (rewritten)
@@ -233,12 +250,13 @@ double te_graph_value_bf16_tolerance(const te_graph *g, int v, double ref_rms)
 {
     if (!g || v < 0 || v >= g->nv)
         return 0;
-    /* Per value: the longest bf16 product reduction it descends from (0: none) and whether
-     * two such values were multiplied on the way. */
+    /* Per value: the longest bf16 product reduction it descends from (0: none), how many bf16
+     * products lie in series on the way (depth) and whether two such values were multiplied. */
     int64_t *k = calloc((size_t)g->nv, sizeof *k);
+    int *depth = calloc((size_t)g->nv, sizeof *depth);
     bool *gated = calloc((size_t)g->nv, sizeof *gated);
-    if (!k || !gated) {
-        free(k), free(gated);
+    if (!k || !gated || !depth) {
+        free(k), free(gated), free(depth);
         return 0;
     }
     for (int i = 0; i < g->nv; i++)
@@ -247,32 +265,44 @@ double te_graph_value_bf16_tolerance(const te_graph *g, int v, double ref_rms)
     for (int nd = 0; nd <= last; nd++) {
         const te__gnode *n = &g->n[nd];
         int64_t kin = 0, nb = 0;
+        int din = 0;
         bool gin = false;
         for (int i = 0; i < n->n_in; i++) {
             kin = k[n->in[i]] > kin ? k[n->in[i]] : kin;
+            din = depth[n->in[i]] > din ? depth[n->in[i]] : din;
             nb += k[n->in[i]] > 0;
             gin |= gated[n->in[i]];
         }
         const te__gvalue *a = n->n_in ? &g->v[n->in[0]] : NULL;
-        if (!strcmp(n->op->name, "matmul_vnni") && a && a->dtype == TE_BF16)
+        if (!strcmp(n->op->name, "matmul_vnni") && a && a->dtype == TE_BF16) {
             kin = a->shape[a->ndim - 1] > kin ? a->shape[a->ndim - 1] : kin;
+            din++;
+        }
         if ((!strcmp(n->op->name, "mul") || !strcmp(n->op->name, "div")) && nb == 2)
             gin = true;
         for (int o = 0; o < n->n_out; o++) {
             int w = n->out[o];
             k[w] = kin > k[w] ? kin : k[w]; /* a bf16 output (a cast) is marked already */
+            depth[w] = din;
             gated[w] = gin;
         }
     }
     double t = 0;
     if (k[v] > 0) {
-        t = te_graph_bf16_tolerance(k[v]);
+        /* te_graph_bf16_tolerance bounds ||a o b||_2 by sqrt(k) (operands in [-1, 1)); larger
+         * operands (a layer fed by another) have ||a o b||_2 about rms of the product (its
+         * terms have random signs): the larger of the two. The gate's products have an rms of
+         * about sqrt(rms(z)). Each bf16 product in series adds its rounding once more. */
+        double rms = fmax(0.0, ref_rms), prod_rms = gated[v] ? sqrt(rms) : rms;
+        double kk = (double)k[v], scale = fmax(1.0, prod_rms / sqrt(kk));
+        double f32 = te_dtype_tolerance(TE_F32, k[v]);
+        t = (te_graph_bf16_tolerance(k[v]) - f32) * scale * (depth[v] > 1 ? depth[v] : 1) + f32;
         /* A product z = x y of two such values: dz = y dx + x dy, where the check divides by
          * max(1, |z|): an element with |z| <= 1 and |x| large gets x dy. Both are products of
          * one input, so |x| and |y| are about sqrt(rms(z)) (docs/DTYPES.md). */
         if (gated[v])
-            t *= 1.0 + 2.0 * sqrt(fmax(0.0, ref_rms));
+            t *= 1.0 + 2.0 * sqrt(rms);
     }
-    free(k), free(gated);
+    free(k), free(gated), free(depth);
     return t;
 }
