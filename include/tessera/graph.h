@@ -349,12 +349,14 @@ int te_graph_lower_bf16(te_graph *g, const te_target *tgt, FILE *log, int *rewri
  * u = 2^-8, plus te_dtype_tolerance(TE_F32, k) for the accumulation (derivation in
  * docs/DTYPES.md, "bf16 lowering of graphs"). k < 1 is taken as 1. */
 double te_graph_bf16_tolerance(int64_t k);
-/* The tolerance of value v of a bf16-lowered graph: 0 when v does not descend from a bf16
- * value (a cast to bf16 or a bf16 constant: the f32 checks apply), else
- * te_graph_bf16_tolerance of the longest bf16 product it descends from, times
+/* The tolerance of value v of a bf16-lowered graph against the f32 graph's reference: 0 when v
+ * does not descend from a bf16 value (a cast to bf16 or a bf16 constant: the f32 checks apply),
+ * else te_graph_bf16_tolerance of the longest bf16 product it descends from, with its sqrt(k)
+ * term scaled by max(1, rms / sqrt(k)) (operands past [-1, 1): rms is ref_rms, the root mean
+ * square of v's reference values, or its square root after a product of two bf16 products) and
+ * by the number of bf16 products in series (a layer fed by another), the whole times
  * 1 + 2 sqrt(ref_rms) when two such values were multiplied on the way (the MLP gate
- * silu(x W1) * (x W3)); ref_rms is the root mean square of v's reference values. 0 for a bad
- * graph or id (or out of memory). */
+ * silu(x W1) * (x W3)). 0 for a bad graph or id (or out of memory). */
 double te_graph_value_bf16_tolerance(const te_graph *g, int v, double ref_rms);
 
 /* ---- Fusion rules ---------------------------------------------------------------------- */
