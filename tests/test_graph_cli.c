@@ -254,6 +254,13 @@ static void test_precision_bf16_runs_checks_and_refuses(void **state)
     assert_non_null(strstr(out, "lower_bf16: g (mlp_gate"));
     assert_non_null(strstr(out, "group 2: mlp_gate_vnni [branch]"));
     assert_non_null(strstr(out, "h (matmul_vnni), hb (add), y (gelu)"));
+    snprintf(cmd, sizeof cmd, "%s fuse %s --rules %s/cpu.rules --precision bf16 --check 2>&1",
+             TESSERA_CLI, g_bf16, TE_RULES_DIR);
+    out = run(cmd, &st);
+    if (st != 0)
+        fail_msg("exit %d:\n%s", st, out);
+    assert_true(count(out, "(bf16 bound ") >= 2);
+    assert_non_null(strstr(out, "all outputs match"));
 }
 
 int main(void)
