@@ -1,7 +1,9 @@
 /* The graph commands through the real binary: `tessera run` (default schedules, --check,
  * --json, --input files, bad usage), `tessera tune --graph` (one task per distinct workload:
  * two identical layers tune once) for a few real trials on tiny shapes into a temporary
- * database, then `tessera run --db` reporting groups compiled from that database. */
+ * database, then `tessera run --db` reporting groups compiled from that database;
+ * `--precision bf16` on run (--check within the bf16 bound of the f32 graph), fuse and tune, the
+ * error on a bad value and on a CPU without bf16 dot products. */
 /* cmocka.h needs these first. */
 // clang-format off
 #include <setjmp.h>
@@ -17,6 +19,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tessera/graph.h"
+#include "tessera/target.h"
+
 /* Two identical layers (matmul + bias + relu on 8x16 by 16x16), then a tanh (the second
  * layer is also an output, so the tanh stays a group of its own). */
 static const char k_graph[] = "input x f32[8,16]\n"
@@ -29,7 +34,17 @@ static const char k_graph[] = "input x f32[8,16]\n"
                               "t = tanh(y2)\n"
                               "output t, y2\n";
 
-static char g_dir[64], g_graph[128];
+/* A dense layer (matmul + bias + gelu) into an MLP gate: both lowered by --precision bf16. */
+static const char k_bf16_graph[] = "input x f32[16,64]\n"
+                                   "const w1 f32[64,64] random seed=1\n"
+                                   "const b1 f32[64] random seed=2\n"
+                                   "const wg f32[64,32] random seed=3\n"
+                                   "const wu f32[64,32] random seed=4\n"
+                                   "h = matmul(x, w1)\nhb = add(h, b1)\ny = gelu(hb)\n"
+                                   "g = mlp_gate(y, wg, wu)\n"
+                                   "output g\n";
+
+static char g_dir[64], g_graph[128], g_bf16[128];
 
 static char *run(const char *cmd, int *status)
 {
@@ -62,6 +77,12 @@ static int setup(void **state)
     if (!f)
         return -1;
     fputs(k_graph, f);
+    fclose(f);
+    snprintf(g_bf16, sizeof g_bf16, "%s/mlp.graph", g_dir);
+    f = fopen(g_bf16, "w");
+    if (!f)
+        return -1;
+    fputs(k_bf16_graph, f);
     fclose(f);
     return 0;
 }
@@ -167,12 +188,88 @@ static void test_tune_graph_then_run_from_the_database(void **state)
     assert_int_equal(st, 2);
 }
 
+static void test_precision_bf16_runs_checks_and_refuses(void **state)
+{
+    (void)state;
+    char cmd[1024];
+    int st;
+    te_target host = te_target_host();
+    int has = te_graph_bf16_supported(&host);
+    snprintf(cmd, sizeof cmd,
+             "%s run %s --rules %s/cpu.rules --precision bf16 --check --runs 2 2>&1", TESSERA_CLI,
+             g_bf16, TE_RULES_DIR);
+    char *out = run(cmd, &st);
+    if (!has) { /* a clear error, not a silent f32 run */
+        assert_int_equal(st, 1);
+        assert_non_null(strstr(out, "--precision bf16: this CPU has no bf16 dot product"));
+    } else {
+        if (st != 0)
+            fail_msg("exit %d:\n%s", st, out);
+        assert_non_null(strstr(out, "lower_bf16: h (matmul 16x64x64) -> cast to bf16"));
+        assert_non_null(strstr(out, "lower_bf16: g (mlp_gate 16x64x32)"));
+        assert_non_null(strstr(out, "lower_bf16: 2 matmul nodes lowered to bf16"));
+        /* checked against the f32 graph within the bf16 bound, on the bf16 intrinsics */
+        assert_true(count(out, "(bf16 bound ") >= 2);
+        assert_true(count(out, "tensorize avx512bf16_") + count(out, "amx_bf16") >= 2);
+        assert_non_null(strstr(out, "mlp_gate_vnni"));
+        assert_non_null(strstr(out, "every group output matches the reference"));
+        assert_null(strstr(out, "MISMATCH"));
+    }
+    /* f32 (the default, and given) lowers nothing */
+    snprintf(cmd, sizeof cmd, "%s run %s --precision f32 --runs 1 2>&1", TESSERA_CLI, g_bf16);
+    out = run(cmd, &st);
+    assert_int_equal(st, 0);
+    assert_null(strstr(out, "lower_bf16"));
+    /* the same on a CPU that lacks the instructions ($TESSERA_ISA_EXCLUDE) */
+    snprintf(cmd, sizeof cmd,
+             "TESSERA_ISA_EXCLUDE=avx512_bf16,amx_bf16 %s run %s --precision bf16 --runs 1 2>&1",
+             TESSERA_CLI, g_bf16);
+    out = run(cmd, &st);
+    assert_int_equal(st, 1);
+    assert_non_null(strstr(out, "--precision bf16: this CPU has no bf16 dot product"));
+    /* bad values are usage errors naming the option, for every command */
+    static const char *const cmds[] = {"run %s", "fuse %s", "tune --graph %s", "gen --graph %s",
+                                       "bench --graph %s"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char sub[256];
+        snprintf(sub, sizeof sub, cmds[i], g_bf16);
+        snprintf(cmd, sizeof cmd, "%s %s --precision fp16 2>&1", TESSERA_CLI, sub);
+        out = run(cmd, &st);
+        if (st != 2 || !strstr(out, "--precision takes f32 or bf16, not 'fp16'"))
+            fail_msg("%s: exit %d:\n%s", cmd, st, out);
+    }
+    snprintf(cmd, sizeof cmd, "%s tune matmul --shape m=8,n=8,k=8 --precision bf16 2>&1",
+             TESSERA_CLI);
+    out = run(cmd, &st);
+    assert_int_equal(st, 2);
+    assert_non_null(strstr(out, "--precision applies to --graph GRAPH and MODEL.onnx"));
+    if (!has)
+        return;
+    /* fuse: the lowering's log, then the plan of the lowered graph */
+    snprintf(cmd, sizeof cmd, "%s fuse %s --rules %s/cpu.rules --precision bf16 2>&1", TESSERA_CLI,
+             g_bf16, TE_RULES_DIR);
+    out = run(cmd, &st);
+    if (st != 0)
+        fail_msg("exit %d:\n%s", st, out);
+    assert_non_null(strstr(out, "lower_bf16: g (mlp_gate"));
+    assert_non_null(strstr(out, "group 2: mlp_gate_vnni [branch]"));
+    assert_non_null(strstr(out, "h (matmul_vnni), hb (add), y (gelu)"));
+    snprintf(cmd, sizeof cmd, "%s fuse %s --rules %s/cpu.rules --precision bf16 --check 2>&1",
+             TESSERA_CLI, g_bf16, TE_RULES_DIR);
+    out = run(cmd, &st);
+    if (st != 0)
+        fail_msg("exit %d:\n%s", st, out);
+    assert_true(count(out, "(bf16 bound ") >= 2);
+    assert_non_null(strstr(out, "all outputs match"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run_checks_every_group),
         cmocka_unit_test(test_run_reads_inputs_and_refuses_bad_ones),
         cmocka_unit_test(test_tune_graph_then_run_from_the_database),
+        cmocka_unit_test(test_precision_bf16_runs_checks_and_refuses),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

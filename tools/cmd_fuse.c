@@ -26,7 +26,7 @@ static void usage(FILE *f)
 {
     fprintf(
         f, "usage: tessera fuse GRAPH|MODEL.onnx [--shape NAME=N,...] [--rules FILE] [--no-rules]\n"
-           "                  [--optimize] [--json | --dot] [--check]\n"
+           "                  [--optimize] [--precision f32|bf16] [--json | --dot] [--check]\n"
            "       tessera fuse --rules-list [--rules FILE]\n"
            "       tessera fuse --ops\n\n"
            "Partitions the graph's operators into fused kernels and prints the plan: groups,\n"
@@ -40,6 +40,10 @@ static void usage(FILE *f)
            "  --optimize     run dead-node elimination, CSE, constant folding and the\n"
            "                 attention rewrite (one flash-form attention node) first\n"
            "                 (folds batch norm into convolution weights)\n"
+           "  --precision P  f32 (default) or bf16: after the passes, f32 matmuls with constant\n"
+           "                 weights on the CPU's bf16 dot products (te_graph_lower_bf16; an\n"
+           "                 error without AVX-512 BF16 or AMX-BF16; --check then compares\n"
+           "                 with the f32 graph's reference within the bf16 bound)\n"
            "  --plugin LIB.so load the operators of a plugin (repeatable; also the\n"
            "                 colon-separated $TESSERA_PLUGINS; docs/PLUGINS.md)\n"
            "  --json         the plan as JSON\n"
@@ -64,6 +68,7 @@ static int bad(const char *fmt, const char *arg)
 
 typedef struct check_state {
     te_graph *g;
+    te_graph *ref; /* --precision bf16: the f32 graph before the lowering, else NULL */
     const te_fuse_plan *p;
     const void *const *in;
     int bad, failed;
@@ -83,6 +88,8 @@ static double elem(te_dtype dt, const void *p, int64_t j)
         return ((const int32_t *)p)[j];
     case TE_U8:
         return ((const uint8_t *)p)[j];
+    case TE_BF16:
+        return te_bf16_to_f32(((const uint16_t *)p)[j]);
     default:
         return NAN;
     }
@@ -121,9 +128,18 @@ static void check_group(te_graph_exec *e, int gi, void *user)
     for (int k = 0; !cs->failed && k < gr.n_outputs; k++) {
         int v = gr.outputs[k];
         int64_t n = te_graph_value_numel(g, v);
-        double *want = malloc(sizeof(double) * (size_t)n), worst = 0;
-        if (!want || te_graph_eval_reference(g, cs->in, 1, &v, &want)) {
-            fprintf(stderr, "tessera fuse: %s\n", te_graph_errmsg(g));
+        /* bf16: a value the f32 graph has too against that graph's reference (as tessera run
+         * --check does), values the lowering made against the lowered graph's. */
+        te_graph *rg = g;
+        int rv = v;
+        if (cs->ref) {
+            int w = te_graph_find(cs->ref, te_graph_value_name(g, v));
+            if (w >= 0 && te_graph_value_numel(cs->ref, w) == n)
+                rg = cs->ref, rv = w;
+        }
+        double *want = malloc(sizeof(double) * (size_t)n), worst = 0, ss = 0;
+        if (!want || te_graph_eval_reference(rg, cs->in, 1, &rv, &want)) {
+            fprintf(stderr, "tessera fuse: %s\n", te_graph_errmsg(rg));
             free(want);
             cs->failed = 1;
             return;
@@ -135,18 +151,27 @@ static void check_group(te_graph_exec *e, int gi, void *user)
             double d = fabs(x - want[j]) / fmax(1.0, fabs(want[j]));
             if (!(d <= worst))
                 worst = d;
+            ss += want[j] * want[j];
         }
-        int ok = worst <= 1e-5;
+        double tol = 1e-5, t16 = 0;
+        if (cs->ref)
+            t16 = te_graph_value_bf16_tolerance(g, v, sqrt(ss / (double)(n ? n : 1)));
+        tol = t16 > tol ? t16 : tol;
+        int ok = worst <= tol;
         cs->bad += !ok;
-        printf("check: group %d %-28s output %-12s max rel err %.2e %s\n", gi, gr.rule,
+        printf("check: group %d %-28s output %-12s max rel err %.2e %s", gi, gr.rule,
                te_graph_value_name(g, v), worst, ok ? "ok" : "FAILED");
+        if (t16 > 0)
+            printf(" (bf16 bound %.2e)", tol);
+        printf("\n");
         free(want);
     }
 }
 
 /* Compiles and runs the plan on random inputs (integers: int_bound's ranges); prints one line per
- * group output. Returns 0 when every output is within 1e-5 of the reference. */
-static int check_plan(te_graph *g, const te_fuse_plan *p)
+ * group output. Returns 0 when every output is within 1e-5 of the reference (ref: the f32 graph
+ * of a bf16-lowered g, NULL otherwise; values descending from bf16 ones get the bf16 bound). */
+static int check_plan(te_graph *g, te_graph *ref, const te_fuse_plan *p)
 {
     te_graph_exec *e = NULL;
     if (te_graph_compile(g, p, NULL, &e)) {
@@ -188,7 +213,7 @@ static int check_plan(te_graph *g, const te_fuse_plan *p)
                 ((uint8_t *)in[i])[j] = (uint8_t)k;
         }
     }
-    check_state cs = {g, p, (const void *const *)in, 0, 0};
+    check_state cs = {g, ref, p, (const void *const *)in, 0, 0};
     if (!rc && te_graph_run_each(e, (const void *const *)in, NULL, check_group, &cs)) {
         fprintf(stderr, "tessera fuse: %s\n", te_graph_errmsg(g));
         rc = 1;
@@ -219,13 +244,20 @@ int te_cmd_fuse(int argc, char **argv)
 {
     enum { O_PLUGIN = 1000 }; /* --plugin LIB.so (tools/cli.h) */
     te_cli_plugins plugins = {0};
-    static const te_cli_opt opts[] = {
-        {"rules", 'r', TE_CLI_VALUE, 'r'},     {"no-rules", 0, TE_CLI_FLAG, 'n'},
-        {"optimize", 0, TE_CLI_FLAG, 'O'},     {"json", 0, TE_CLI_FLAG, 'j'},
-        {"dot", 0, TE_CLI_FLAG, 'd'},          {"rules-list", 0, TE_CLI_FLAG, 'l'},
-        {"ops", 0, TE_CLI_FLAG, 'o'},          {"help", 'h', TE_CLI_FLAG, 'h'},
-        {"check", 0, TE_CLI_FLAG, 'c'},        {"shape", 0, TE_CLI_VALUE, 's'},
-        {"plugin", 0, TE_CLI_VALUE, O_PLUGIN}, {0}};
+    static const te_cli_opt opts[] = {{"rules", 'r', TE_CLI_VALUE, 'r'},
+                                      {"no-rules", 0, TE_CLI_FLAG, 'n'},
+                                      {"optimize", 0, TE_CLI_FLAG, 'O'},
+                                      {"json", 0, TE_CLI_FLAG, 'j'},
+                                      {"dot", 0, TE_CLI_FLAG, 'd'},
+                                      {"rules-list", 0, TE_CLI_FLAG, 'l'},
+                                      {"ops", 0, TE_CLI_FLAG, 'o'},
+                                      {"help", 'h', TE_CLI_FLAG, 'h'},
+                                      {"check", 0, TE_CLI_FLAG, 'c'},
+                                      {"shape", 0, TE_CLI_VALUE, 's'},
+                                      {"precision", 0, TE_CLI_VALUE, 'p'},
+                                      {"plugin", 0, TE_CLI_VALUE, O_PLUGIN},
+                                      {0}};
+    te_cli_precision prec = TE_CLI_PRECISION_F32;
     const char *rules_path = NULL, *shapes = NULL;
     int no_rules = 0, optimize = 0, json = 0, dot = 0, list = 0, ops = 0, check = 0, c;
     const char *pos[2] = {NULL, NULL};
@@ -251,6 +283,10 @@ int te_cmd_fuse(int argc, char **argv)
             break;
         case 's':
             shapes = v;
+            break;
+        case 'p':
+            if (te_cli_precision_parse("fuse", v, &prec))
+                return 2;
             break;
         case 'n':
             no_rules = 1;
@@ -341,6 +377,11 @@ int te_cmd_fuse(int argc, char **argv)
         te_target host = te_target_host();
         rc = te_graph_lower_int8(g, &host, json || dot ? NULL : stdout, NULL);
     }
+    if (!rc && g && te_cli_apply_precision("fuse", g, prec, json || dot ? NULL : stdout)) {
+        te_graph_free(g);
+        te_fuse_rules_free(rules);
+        return 1;
+    }
     te_fuse_target t;
     te_fuse_target_host(&t); /* without an L2 size every staged intermediate is refused */
     te_fuse_plan *p = rc ? NULL : te_graph_fuse(g, rules, &t);
@@ -350,7 +391,7 @@ int te_cmd_fuse(int argc, char **argv)
         te_fuse_rules_free(rules);
         return 1;
     }
-    if (!json && !dot && optimize)
+    if (!json && !dot && (optimize || prec == TE_CLI_PRECISION_BF16))
         printf("\n");
     if (!json && !dot && rules_path)
         printf("rules: %s (%d)\n", rules_path, te_fuse_rules_count(rules));
@@ -359,7 +400,12 @@ int te_cmd_fuse(int argc, char **argv)
                : te_fuse_plan_print(p, stdout);
     if (!rc && check) {
         fflush(stdout);
-        rc = check_plan(g, p);
+        te_graph *ref = NULL; /* bf16: the f32 graph, loaded as g was before the lowering */
+        if (prec == TE_CLI_PRECISION_BF16)
+            rc = te_cli_graph_load_f32("fuse", pos[0], shapes, optimize, &ref);
+        if (!rc)
+            rc = check_plan(g, ref, p);
+        te_graph_free(ref);
     }
     te_fuse_plan_free(p);
     te_graph_free(g);

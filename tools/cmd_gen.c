@@ -34,7 +34,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: tessera gen OP --shape KEY=VAL,... [--shape KEY=VAL,...] [options]\n"
             "       tessera gen MODEL.onnx [--shape NAME=N,...] [-o DIR] [--db FILE]\n"
-            "       tessera gen --graph GRAPH [-o DIR] [--db FILE]\n\n"
+            "       tessera gen --graph GRAPH [-o DIR] [--db FILE] [--precision f32|bf16]\n\n"
             "Writes a self-contained kernel for operator OP (`tessera ops` lists them) with the\n"
             "best schedule recorded in the tuning database for this workload and target (or the\n"
             "default schedule, with a warning, when none is recorded): DIR/NAME.c and DIR/NAME.h\n"
@@ -58,6 +58,9 @@ static void usage(FILE *f)
             "  --plugin LIB.so      load the operators of a plugin (repeatable; also the\n"
             "                       colon-separated $TESSERA_PLUGINS; docs/PLUGINS.md)\n"
             "  --db FILE            the database (default: $TESSERA_DB, else ./tessera.db)\n"
+            "  --precision P        a model or graph: f32 (default) or bf16, its f32 matmuls\n"
+            "                       with constant weights on the CPU's bf16 dot products (an\n"
+            "                       error without AVX-512 BF16 or AMX-BF16; docs/DTYPES.md)\n"
             "  --fallback           use the nearest compatible target's record when this target\n"
             "                       has none (another compiler, fewer ISA features)\n"
             "  -o, --out DIR        output directory (default .; created when missing)\n"
@@ -128,7 +131,7 @@ static bool parse_int(const char *s, long lo, long hi, long *out)
 /* `tessera gen MODEL.onnx` and `tessera gen --graph GRAPH`: te_gen_graph_files. */
 static int gen_graph(const char *path, int nshapes, const char *const *shapes, const char *db_path,
                      const char *dir, const char *name, int fallback, int quiet,
-                     const char *cmdline)
+                     te_cli_precision prec, const char *cmdline)
 {
     char opt[4096] = "", base[64];
     for (int i = 0; i < nshapes; i++) {
@@ -160,7 +163,7 @@ static int gen_graph(const char *path, int nshapes, const char *const *shapes, c
             (c == name && *c >= '0' && *c <= '9'))
             return bad("--name must be a C identifier, not '%s'", name);
     te_cli_fused f;
-    int rc = te_cli_fused_load_model("gen", path, opt, NULL, 0, 0, &f);
+    int rc = te_cli_fused_load_model("gen", path, opt, NULL, 0, 0, prec, &f);
     if (rc)
         return rc;
     if (!db_path) {
@@ -220,8 +223,11 @@ int te_cmd_gen(int argc, char **argv)
         O_OUT,
         O_NAME,
         O_TARGET,
-        O_SM
+        O_SM,
+        O_PRECISION
     };
+    te_cli_precision prec = TE_CLI_PRECISION_F32;
+    int prec_given = 0;
     enum { O_PLUGIN = 1000 }; /* --plugin LIB.so (tools/cli.h) */
     te_cli_plugins plugins = {0};
     static const te_cli_opt opts[] = {{"help", 'h', TE_CLI_FLAG, O_HELP},
@@ -236,6 +242,7 @@ int te_cmd_gen(int argc, char **argv)
                                       {"name", 0, TE_CLI_VALUE, O_NAME},
                                       {"target", 0, TE_CLI_VALUE, O_TARGET},
                                       {"sm", 0, TE_CLI_VALUE, O_SM},
+                                      {"precision", 0, TE_CLI_VALUE, O_PRECISION},
                                       {"plugin", 0, TE_CLI_VALUE, O_PLUGIN},
                                       {0}};
     te_cli_parser cp;
@@ -292,6 +299,11 @@ int te_cmd_gen(int argc, char **argv)
             else
                 return bad("--target must be c or cuda, not '%s'", v);
             break;
+        case O_PRECISION:
+            if (te_cli_precision_parse("gen", v, &prec))
+                return 2;
+            prec_given = 1;
+            break;
         case O_SM: {
             long iv;
             if (!parse_int(v, 10, 200, &iv))
@@ -323,8 +335,12 @@ int te_cmd_gen(int argc, char **argv)
                              "dispatcher");
         if (nshapes && !te_cli_is_model(graph))
             return bad("%s", "--shape applies to operators and ONNX models, not to a graph");
-        return gen_graph(graph, nshapes, shapes, db_path, dir, name, fallback, quiet, cmdline);
+        return gen_graph(graph, nshapes, shapes, db_path, dir, name, fallback, quiet, prec,
+                         cmdline);
     }
+    if (prec_given)
+        return bad("%s", "--precision applies to a model or graph (tessera gen --graph GRAPH), "
+                         "not to an operator");
     if (!op)
         return bad("%s", "name an operator: tessera gen OP --shape KEY=VAL,... (see tessera ops)");
     const te_op_info *info = te_op_lookup(op);

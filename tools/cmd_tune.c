@@ -72,6 +72,10 @@ static void usage(FILE *f)
             "                        distinct workload, weighted by how often it occurs\n"
             "  --optimize            with --graph: run the graph passes first (as tessera run\n"
             "                        --optimize, so its groups are the ones run looks up)\n"
+            "  --precision P         with --graph or a model: f32 (default) or bf16, its f32\n"
+            "                        matmuls with constant weights on the CPU's bf16 dot\n"
+            "                        products (as tessera run --precision bf16; an error without\n"
+            "                        AVX-512 BF16 or AMX-BF16)\n"
             "  MODEL.onnx            the fused groups of an ONNX model (imported and optimized\n"
             "                        as tessera run MODEL.onnx does), as for --graph\n"
             "  --shard I/N           tune only shard I of N (0 <= I < N): the tasks whose\n"
@@ -243,6 +247,8 @@ int te_cmd_tune(int argc, char **argv)
     const char *graph = NULL;
     te_cli_graph_tasks *gtasks = NULL; /* owns the groups' expressions while tuners use them */
     int optimize = 0;                  /* --optimize: the graph passes first (--graph) */
+    te_cli_precision prec = TE_CLI_PRECISION_F32; /* --precision (--graph) */
+    int prec_given = 0;
     int json = 0, quiet = 0, shard_i = 0, shard_n = 1;
     te_tune_options o = te_tune_options_default();
     o.max_trials = -1;
@@ -274,7 +280,8 @@ int te_cmd_tune(int argc, char **argv)
         O_MIN_TIME,
         O_STRATEGY,
         O_SPACE,
-        O_SHARD
+        O_SHARD,
+        O_PRECISION
     };
     enum { O_PLUGIN = 1000 }; /* --plugin LIB.so (tools/cli.h) */
     te_cli_plugins plugins = {0};
@@ -305,6 +312,7 @@ int te_cmd_tune(int argc, char **argv)
                                       {"strategy", 0, TE_CLI_VALUE, O_STRATEGY},
                                       {"space", 0, TE_CLI_VALUE, O_SPACE},
                                       {"shard", 0, TE_CLI_VALUE, O_SHARD},
+                                      {"precision", 0, TE_CLI_VALUE, O_PRECISION},
                                       {"plugin", 0, TE_CLI_VALUE, O_PLUGIN},
                                       {0}};
     te_cli_parser cp;
@@ -350,6 +358,11 @@ int te_cmd_tune(int argc, char **argv)
             break;
         case O_OPTIMIZE:
             optimize = 1;
+            break;
+        case O_PRECISION:
+            if (te_cli_precision_parse("tune", v, &prec))
+                return 2;
+            prec_given = 1;
             break;
         case O_RETRY:
             o.retry_failed = 1;
@@ -477,6 +490,8 @@ int te_cmd_tune(int argc, char **argv)
         return bad("operator '%s' needs --shape KEY=VAL,... (see tessera ops)", op);
     if (shard_n > 1 && !tasks)
         return bad("%s", "--shard splits a task list; it needs --tasks");
+    if (prec_given && !graph)
+        return bad("%s", "--precision applies to --graph GRAPH and MODEL.onnx");
     if (o.max_trials < 0)
         o.max_trials = o.max_seconds > 0 ? 0 : 200;
     if (!db_path) {
@@ -496,7 +511,7 @@ int te_cmd_tune(int argc, char **argv)
     }
     int rc;
     if (graph) {
-        gtasks = te_cli_graph_tasks_load_model("tune", graph, model_shapes, NULL, optimize);
+        gtasks = te_cli_graph_tasks_load_model("tune", graph, model_shapes, NULL, optimize, prec);
         rc = gtasks ? te_cli_graph_tasks_add(gtasks, t) : TE_ERR_ARG;
         if (rc != TE_OK) {
             int loaded = gtasks != NULL; /* else: the graph could not be read (message out) */

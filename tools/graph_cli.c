@@ -52,16 +52,96 @@ int te_cli_is_model(const char *path)
     return n > 5 && !strcasecmp(path + n - 5, ".onnx");
 }
 
-int te_cli_fused_load(const char *cmd, const char *graph_path, const char *rules_path, int no_rules,
-                      int optimize, te_cli_fused *out)
+int te_cli_precision_parse(const char *cmd, const char *value, te_cli_precision *out)
 {
-    return te_cli_fused_load_model(cmd, graph_path, NULL, rules_path, no_rules, optimize, out);
+    if (value && !strcmp(value, "f32"))
+        *out = TE_CLI_PRECISION_F32;
+    else if (value && !strcmp(value, "bf16"))
+        *out = TE_CLI_PRECISION_BF16;
+    else {
+        fprintf(stderr,
+                "tessera %s: --precision takes f32 or bf16, not '%s'\n(see tessera %s --help)\n",
+                cmd, value ? value : "", cmd);
+        return 2;
+    }
+    return 0;
+}
+
+int te_cli_apply_precision(const char *cmd, te_graph *g, te_cli_precision prec, FILE *log)
+{
+    if (prec != TE_CLI_PRECISION_BF16)
+        return 0;
+    te_target host = te_target_host();
+    if (!te_graph_bf16_supported(&host)) {
+        fprintf(stderr,
+                "tessera %s: --precision bf16: this CPU has no bf16 dot product (AVX-512 BF16 or "
+                "AMX-BF16; its features: %s); run with --precision f32\n",
+                cmd, host.isa);
+        return 1;
+    }
+    int n = 0;
+    if (te_graph_lower_bf16(g, &host, log, &n)) {
+        fprintf(stderr, "tessera %s: %s\n", cmd, te_graph_errmsg(g));
+        return 1;
+    }
+    if (log)
+        fprintf(log, "lower_bf16: %d matmul node%s lowered to bf16\n", n, n == 1 ? "" : "s");
+    return 0;
+}
+
+int te_cli_fused_load(const char *cmd, const char *graph_path, const char *rules_path, int no_rules,
+                      int optimize, te_cli_precision prec, te_cli_fused *out)
+{
+    return te_cli_fused_load_model(cmd, graph_path, NULL, rules_path, no_rules, optimize, prec,
+                                   out);
+}
+
+/* Imports or reads the graph and runs the passes (models always); 0 or 1 after printing. */
+static int load_graph(const char *cmd, const char *path, const char *shapes, int optimize,
+                      te_graph **out)
+{
+    int rc;
+    *out = NULL;
+    if (te_cli_is_model(path)) {
+        /* Imported models often carry weight-only subgraphs (transposed weights, folded
+         * shapes): they are always optimized, by every command, so that `tessera tune` and
+         * `tessera run` see the same groups. */
+        char err[1024];
+        if (te_graph_from_onnx(path, shapes, out, err, sizeof err)) {
+            fprintf(stderr, "tessera %s: %s\n", cmd, err);
+            return 1;
+        }
+        optimize = 1;
+        rc = TE_OK;
+    } else {
+        *out = te_graph_create();
+        rc = *out ? te_graph_load(*out, path) : TE_ERR_NOMEM;
+    }
+    if (!rc && optimize)
+        rc = te_graph_optimize(*out, NULL);
+    if (!rc && optimize) { /* int8 matmuls onto this CPU's dot products (exact) */
+        te_target host = te_target_host();
+        rc = te_graph_lower_int8(*out, &host, NULL, NULL);
+    }
+    if (rc) {
+        fprintf(stderr, "tessera %s: %s\n", cmd, *out ? te_graph_errmsg(*out) : "out of memory");
+        te_graph_free(*out);
+        *out = NULL;
+        return 1;
+    }
+    return 0;
+}
+
+int te_cli_graph_load_f32(const char *cmd, const char *path, const char *shapes, int optimize,
+                          te_graph **out)
+{
+    return load_graph(cmd, path, shapes, optimize, out);
 }
 
 int te_cli_fused_load_model(const char *cmd, const char *path, const char *shapes,
-                            const char *rules_path, int no_rules, int optimize, te_cli_fused *out)
+                            const char *rules_path, int no_rules, int optimize,
+                            te_cli_precision prec, te_cli_fused *out)
 {
-    const char *graph_path = path;
     memset(out, 0, sizeof *out);
     int model = te_cli_is_model(path);
     if (!model && shapes && *shapes) {
@@ -86,33 +166,14 @@ int te_cli_fused_load_model(const char *cmd, const char *path, const char *shape
             return 1;
         }
     }
-    int rc;
-    if (model) {
-        /* Imported models often carry weight-only subgraphs (transposed weights, folded
-         * shapes): they are always optimized, by every command, so that `tessera tune` and
-         * `tessera run` see the same groups. */
-        char err[1024];
-        if (te_graph_from_onnx(path, shapes, &out->g, err, sizeof err)) {
-            fprintf(stderr, "tessera %s: %s\n", cmd, err);
-            te_cli_fused_free(out);
-            return 1;
-        }
-        optimize = 1;
-        rc = TE_OK;
-    } else {
-        out->g = te_graph_create();
-        rc = out->g ? te_graph_load(out->g, graph_path) : TE_ERR_NOMEM;
-    }
-    if (!rc && optimize)
-        rc = te_graph_optimize(out->g, NULL);
-    if (!rc && optimize) { /* int8 matmuls onto this CPU's dot products (exact) */
-        te_target host = te_target_host();
-        rc = te_graph_lower_int8(out->g, &host, NULL, NULL);
+    if (load_graph(cmd, path, shapes, optimize, &out->g) ||
+        te_cli_apply_precision(cmd, out->g, prec, stderr)) {
+        te_cli_fused_free(out);
+        return 1;
     }
     te_fuse_target t;
     te_fuse_target_host(&t); /* without an L2 size every staged intermediate is refused */
-    if (!rc)
-        out->plan = te_graph_fuse(out->g, out->rules, &t);
+    out->plan = te_graph_fuse(out->g, out->rules, &t);
     if (!out->plan) {
         fprintf(stderr, "tessera %s: %s\n", cmd,
                 out->g ? te_graph_errmsg(out->g) : "out of memory");
@@ -148,19 +209,20 @@ void te_cli_graph_tasks_free(te_cli_graph_tasks *l)
 te_cli_graph_tasks *te_cli_graph_tasks_load(const char *cmd, const char *graph_path,
                                             const char *rules_path)
 {
-    return te_cli_graph_tasks_load_model(cmd, graph_path, NULL, rules_path, 0);
+    return te_cli_graph_tasks_load_model(cmd, graph_path, NULL, rules_path, 0,
+                                         TE_CLI_PRECISION_F32);
 }
 
 te_cli_graph_tasks *te_cli_graph_tasks_load_model(const char *cmd, const char *path,
                                                   const char *shapes, const char *rules_path,
-                                                  int optimize)
+                                                  int optimize, te_cli_precision prec)
 {
     te_cli_graph_tasks *l = calloc(1, sizeof *l);
     if (!l) {
         fprintf(stderr, "tessera %s: out of memory\n", cmd);
         return NULL;
     }
-    if (te_cli_fused_load_model(cmd, path, shapes, rules_path, 0, optimize, &l->f)) {
+    if (te_cli_fused_load_model(cmd, path, shapes, rules_path, 0, optimize, prec, &l->f)) {
         free(l);
         return NULL;
     }

@@ -21,17 +21,36 @@ typedef struct te_cli_fused {
     char rules_path[4160];
 } te_cli_fused;
 
+/* The precision graphs are run in (`--precision`, one option of run, tune, fuse, gen and bench
+ * --graph): f32 as written, or bf16 (te_graph_lower_bf16 after the other passes: opt-in, the
+ * results change by bf16 rounding). */
+typedef enum te_cli_precision { TE_CLI_PRECISION_F32, TE_CLI_PRECISION_BF16 } te_cli_precision;
+
+/* Parses --precision's value ("f32" or "bf16") into *out. 0, or 2 (bad usage) after printing
+ * "tessera CMD: --precision takes f32 or bf16, not 'VALUE'". */
+int te_cli_precision_parse(const char *cmd, const char *value, te_cli_precision *out);
+/* Applies prec to g: for bf16, te_graph_lower_bf16 for the host, one line per matmul node to log
+ * (may be NULL). 0, or 1 after printing why ("this CPU has no bf16 dot product ..." when the
+ * host lacks AVX-512 BF16 and AMX-BF16: never a silent f32 run). */
+int te_cli_apply_precision(const char *cmd, te_graph *g, te_cli_precision prec, FILE *log);
+
 /* 1 when path names an ONNX model (ends with .onnx), else 0 (a graph's text form). */
 int te_cli_is_model(const char *path);
 /* Fills *out; on failure prints "tessera <cmd>: <message>" to stderr, frees what it made and
- * returns 1. A path ending in .onnx is imported (te_graph_from_onnx), always optimized. */
+ * returns 1. A path ending in .onnx is imported (te_graph_from_onnx), always optimized. The
+ * graph is lowered to prec after the passes (te_cli_apply_precision, its log to stderr). */
 int te_cli_fused_load(const char *cmd, const char *graph_path, const char *rules_path, int no_rules,
-                      int optimize, te_cli_fused *out);
+                      int optimize, te_cli_precision prec, te_cli_fused *out);
 /* te_cli_fused_load with ONNX import options (shapes: "batch=1,x=1x3x8x8", NULL for none);
  * shapes given for a graph text file is bad usage: returns 2 after printing why. */
 int te_cli_fused_load_model(const char *cmd, const char *path, const char *shapes,
-                            const char *rules_path, int no_rules, int optimize, te_cli_fused *out);
+                            const char *rules_path, int no_rules, int optimize,
+                            te_cli_precision prec, te_cli_fused *out);
 void te_cli_fused_free(te_cli_fused *f);
+/* The graph te_cli_fused_load_model makes before the precision is applied (the f32 graph a
+ * bf16 run is checked against), in *out (free with te_graph_free). 0, or 1 after printing. */
+int te_cli_graph_load_f32(const char *cmd, const char *path, const char *shapes, int optimize,
+                          te_graph **out);
 
 /* The fused groups of a graph as tuning tasks, deduplicated by workload key (a key met k
  * times gets weight k). The expressions live in contexts owned by the list, which must outlive
@@ -46,7 +65,7 @@ te_cli_graph_tasks *te_cli_graph_tasks_load(const char *cmd, const char *graph_p
  * te_graph_optimize on a graph in the text form first (models are always optimized). */
 te_cli_graph_tasks *te_cli_graph_tasks_load_model(const char *cmd, const char *path,
                                                   const char *shapes, const char *rules_path,
-                                                  int optimize);
+                                                  int optimize, te_cli_precision prec);
 /* Adds the distinct tasks to t (te_tuner_add_expr). TE_OK or the tuner's status. */
 int te_cli_graph_tasks_add(const te_cli_graph_tasks *l, te_tuner *t);
 /* Number of groups and of distinct workloads. */

@@ -334,6 +334,43 @@ int te_graph_int8_supported(const te_target *tgt);
  * Returns TE_OK, TE_ERR_ARG for a NULL graph or target, or a status with a message on g. */
 int te_graph_lower_int8(te_graph *g, const te_target *tgt, FILE *log, int *rewritten);
 
+/* 1 when the target has a bf16 dot product that te_graph_lower_bf16 lowers onto (AVX-512 BF16
+ * vdpbf16ps or AMX tdpbf16ps: a built-in avx512bf16_* or amx_bf16_* intrinsic of
+ * schedule/intrin_x86.c that it supports), else 0 (also for NULL). */
+int te_graph_bf16_supported(const te_target *tgt);
+/* Lowers f32 matmuls onto the target's bf16 dot products (graph/lower_bf16.c). OPT-IN: the
+ * results change by the rounding of the operands to bf16 (te_graph_bf16_tolerance), so no
+ * other pass runs it (the CLI's `--precision bf16` does). Every matmul (trans_a=0, trans_b 0
+ * or 1), dense_bias, matmul_bias_act and mlp_gate node with f32 inputs, 2-D, whose weights are
+ * constants, k a multiple of 2 and n a multiple of 32, becomes cast(A, to=bf16) and
+ * matmul_vnni on each weight rounded to bf16 (round to nearest even) and packed once into the
+ * blocked VNNI layout [n / 32, k / 2, 32, 2] (a trans_b weight transposed while it is packed),
+ * accumulated and output in f32; the epilogue becomes separate elementwise nodes that fusion
+ * puts back into the product's group (dense_bias: add of the bias; matmul_bias_act: add, then
+ * the activation; mlp_gate: silu of the first product times the second, both reading one
+ * cast). The node's output keeps its name (the f32 weights are dropped once nothing reads
+ * them). Nodes that do not qualify, or all of them when the target lacks the instructions
+ * (te_graph_bf16_supported), stay; log (may be NULL) gets one line per matmul node with what
+ * was done or why not. *rewritten (may be NULL) receives the number of nodes rewritten.
+ * Returns TE_OK, TE_ERR_ARG for a NULL graph or target, or a status with a message on g. */
+int te_graph_lower_bf16(te_graph *g, const te_target *tgt, FILE *log, int *rewritten);
+/* The checker's tolerance (|got - ref| / max(1, |ref|), against the float64 reference of the
+ * graph BEFORE te_graph_lower_bf16) for a product of reduction length k whose operands were
+ * rounded to bf16 and accumulated in f32, and for the elementwise epilogues of slope at most
+ * about 1 after it (bias, relu, gelu, silu, sigmoid, tanh): 3 sqrt(2/3) u sqrt(k) with
+ * u = 2^-8, plus te_dtype_tolerance(TE_F32, k) for the accumulation (derivation in
+ * docs/DTYPES.md, "bf16 lowering of graphs"). k < 1 is taken as 1. */
+double te_graph_bf16_tolerance(int64_t k);
+/* The tolerance of value v of a bf16-lowered graph against the f32 graph's reference: 0 when v
+ * does not descend from a bf16 value (a cast to bf16 or a bf16 constant: the f32 checks apply),
+ * else te_graph_bf16_tolerance of the longest bf16 product it descends from, with its sqrt(k)
+ * term scaled by max(1, rms / sqrt(k)) (operands past [-1, 1): rms is ref_rms, the root mean
+ * square of v's reference values, or its square root after a product of two bf16 products) and
+ * by the number of bf16 products in series (a layer fed by another), the whole times
+ * 1 + 2 sqrt(ref_rms) when two such values were multiplied on the way (the MLP gate
+ * silu(x W1) * (x W3)). 0 for a bad graph or id (or out of memory). */
+double te_graph_value_bf16_tolerance(const te_graph *g, int v, double ref_rms);
+
 /* ---- Fusion rules ---------------------------------------------------------------------- */
 
 /*
