@@ -88,12 +88,14 @@ static void check_batch(op_case *cs, candidate *cand, int nb, uint64_t seed, int
     /* Generated C is plain C99 for other projects too: pedantic, warning-free, and correct
      * without OpenMP. Checked on a sample, compiled without -fopenmp. GCC's
      * -Wmaybe-uninitialized false positive on registers set and read under the same tail
-     * guards is silenced, as the standalone emitter does (te__c_unit_opts.standalone). */
+     * guards is silenced, as the standalone emitter does (te__c_unit_opts.standalone). The
+     * code is for the host's vectors: -march=native, as the library builds it (without it,
+     * GCC rejects a 512-bit vector helper it did not inline at -O1: -Wpsabi). */
     {
         const te__cc_opts strict = {
             NULL,
-            "-std=c99 -pedantic -Wall -Wextra -Werror -Wno-maybe-uninitialized -O1 -fPIC "
-            "-shared",
+            "-std=c99 -pedantic -Wall -Wextra -Werror -Wno-maybe-uninitialized -O1 -march=native "
+            "-fPIC -shared",
             NULL};
         te__cc_lib *slib = NULL;
         char err[4096];
