@@ -102,6 +102,12 @@ int te__graph_add_node(te_graph *g, const char *op, const char *attrs, int n_in,
 /* Moves nodes [from, nn) to just after node `after` (they must only read values defined before
  * it) and renumbers the producers: a rewrite appends its nodes, then puts them in place. */
 int te__graph_move_tail(te_graph *g, int from, int after);
+/* A rewrite's result `out` (made by nodes [first_new, nn)) takes the place of value `old`:
+ * its readers read out, out takes old's name (an output's name is what users ask for; old
+ * becomes "<name>_<suffix>"), and the new nodes move to just after node `after`. Returns the
+ * status of te__graph_move_tail. */
+int te__graph_take_place(te_graph *g, int old, int out, int first_new, int after,
+                         const char *suffix);
 /* A name not used in g, "<base>" or "<base>_<k>". */
 void te__graph_unique_name(const te_graph *g, const char *base, char *out, size_t n);
 /* Fills data with uniform elements in [lo, hi), never zero. */

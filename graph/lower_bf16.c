@@ -201,14 +201,7 @@ int te_graph_lower_bf16(te_graph *g, const te_target *tgt, FILE *log, int *rewri
             rc = out;
             break;
         }
-        te__graph_replace_uses(g, c.out, out);
-        /* The result keeps the node's name (an output's name is what users ask for). */
-        char old[TE__G_NAME + 8], fresh[TE__G_NAME];
-        snprintf(old, sizeof old, "%.30s_f32", base);
-        te__graph_unique_name(g, old, fresh, sizeof fresh);
-        snprintf(g->v[c.out].name, sizeof g->v[c.out].name, "%s", fresh);
-        snprintf(g->v[out].name, sizeof g->v[out].name, "%s", base);
-        rc = te__graph_move_tail(g, first_new, nd);
+        rc = te__graph_take_place(g, c.out, out, first_new, nd, "f32");
         nd += g->nn - first_new; /* past the new nodes */
         count++;
         if (log) {

@@ -225,14 +225,7 @@ int te_graph_lower_int8(te_graph *g, const te_target *tgt, FILE *log, int *rewri
                         base);
             continue;
         }
-        te__graph_replace_uses(g, c.out, out);
-        /* The result keeps the node's name (an output's name is what users ask for). */
-        char old[TE__G_NAME + 8], fresh[TE__G_NAME];
-        snprintf(old, sizeof old, "%.30s_int", base);
-        te__graph_unique_name(g, old, fresh, sizeof fresh);
-        snprintf(g->v[c.out].name, sizeof g->v[c.out].name, "%s", fresh);
-        snprintf(g->v[out].name, sizeof g->v[out].name, "%s", base);
-        rc = te__graph_move_tail(g, first_new, nd);
+        rc = te__graph_take_place(g, c.out, out, first_new, nd, "int");
         nd += g->nn - first_new; /* past the new nodes */
         count++;
         if (log)
@@ -346,14 +339,7 @@ static int fuse_qdq_one(te_graph *g, int nd, FILE *log)
     }
     if (y < 0)
         return y;
-    int old = q >= 0 ? g->n[q].out[0] : out;
-    te__graph_replace_uses(g, old, y);
-    char fresh[TE__G_NAME], tmp[TE__G_NAME + 8];
-    snprintf(tmp, sizeof tmp, "%.30s_f32", base);
-    te__graph_unique_name(g, tmp, fresh, sizeof fresh);
-    snprintf(g->v[old].name, sizeof g->v[old].name, "%s", fresh);
-    snprintf(g->v[y].name, sizeof g->v[y].name, "%s", base);
-    int rc = te__graph_move_tail(g, first_new, nd);
+    int rc = te__graph_take_place(g, q >= 0 ? g->n[q].out[0] : out, y, first_new, nd, "f32");
     if (rc)
         return rc;
     if (log)

@@ -281,6 +281,19 @@ int te__graph_move_tail(te_graph *g, int from, int after)
     return TE_OK;
 }
 
+int te__graph_take_place(te_graph *g, int old, int out, int first_new, int after,
+                         const char *suffix)
+{
+    te__graph_replace_uses(g, old, out);
+    char base[TE__G_NAME], tmp[TE__G_NAME + 16], fresh[TE__G_NAME];
+    snprintf(base, sizeof base, "%s", g->v[old].name);
+    snprintf(tmp, sizeof tmp, "%.30s_%s", base, suffix);
+    te__graph_unique_name(g, tmp, fresh, sizeof fresh);
+    snprintf(g->v[old].name, sizeof g->v[old].name, "%s", fresh);
+    snprintf(g->v[out].name, sizeof g->v[out].name, "%s", base);
+    return te__graph_move_tail(g, first_new, after);
+}
+
 int te_graph_fold_constants(te_graph *g, int *folded)
 {
     if (!g)
