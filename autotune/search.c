@@ -27,6 +27,7 @@ typedef struct {
 struct te__search {
     te_tune_strategy strat;
     te_space *sp;
+    char *first; /* proposed before anything else (te__search_first), owned */
     te_rng rng;
     int64_t grid_next;
     te__gbt *model;
@@ -62,6 +63,7 @@ void te__search_free(te__search *s)
     for (int i = 0; i < s->nm; i++)
         free(s->ms[i].trace);
     free(s->ms);
+    free(s->first);
     te__gbt_free(s->model);
     free(s);
 }
@@ -250,20 +252,39 @@ int te__search_propose(te__search *s, int n, char **out, te__seen_fn seen,
     hset round = {NULL, 0};
     round.cap = 64 * n + 1024;
     round.v = calloc((size_t)round.cap, sizeof *round.v);
-    int k;
+    int k, k0 = 0;
+    if (s->first) { /* the untuned default, once: a tune never ends worse than no tune */
+        if (round.v && fresh(s->first, &round, seen, user))
+            out[k0++] = s->first;
+        else
+            free(s->first);
+        s->first = NULL;
+    }
+    if (n - k0 <= 0) {
+        free(round.v);
+        return k0;
+    }
     switch (s->strat) {
     case TE_TUNE_GRID:
-        k = propose_grid(s, n, out, &round, seen, user);
+        k = propose_grid(s, n - k0, out + k0, &round, seen, user);
         break;
     case TE_TUNE_EVOLUTIONARY:
-        k = propose_evolutionary(s, n, out, &round, seen, featurize, user);
+        k = propose_evolutionary(s, n - k0, out + k0, &round, seen, featurize, user);
         break;
     default:
-        k = propose_random(s, n, out, &round, seen, user);
+        k = propose_random(s, n - k0, out + k0, &round, seen, user);
         break;
     }
     free(round.v);
-    return k;
+    return k + k0;
+}
+
+void te__search_first(te__search *s, const char *trace)
+{
+    if (!s || !trace)
+        return;
+    free(s->first);
+    s->first = strdup(trace);
 }
 
 static void add_measured(te__search *s, const char *trace, const float *feat, double gflops)

@@ -110,6 +110,8 @@ void te__search_free(te__search *s);
 void te__search_set_space(te__search *s, te_space *sp);
 /* Proposes up to n new traces (malloc'ed strings in out[]). Returns the count; 0 when the
  * space is exhausted. */
+/* Makes `trace` (copied) the next proposal, before the strategy's own (once; skipped when seen). */
+void te__search_first(te__search *s, const char *trace);
 int te__search_propose(te__search *s, int n, char **out, te__seen_fn seen,
                        te__featurize_fn featurize, void *user);
 /* Reports a measured trace: gflops > 0 for ok, 0 for failures; feat may be NULL. */

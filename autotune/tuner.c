@@ -339,6 +339,18 @@ static int prepare_task(te__task *k)
         }
     }
     free(rk);
+    /* The untuned default schedule is the first proposal unless it is recorded (or failed
+     * for good), so that a tune never ends with a record slower than running untuned. */
+    if (k->search && t->o.space == TE_SPACE_AUTO) {
+        te_schedule *ds = NULL;
+        char note[8];
+        if (te_tune_default_schedule(k->wctx, k->is_expr ? NULL : k->op, k->n_in, k->w_args,
+                                     k->n_out, k->w_args + k->n_in, &t->target, &ds, note,
+                                     sizeof note) == TE_OK &&
+            ds)
+            te__search_first(k->search, te_schedule_trace(ds));
+        te_ctx_clear_error(k->wctx);
+    }
     te_db_trial_list_free(h);
     set_best_from_db(k);
     if (k->best_s < INFINITY)
