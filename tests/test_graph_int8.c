@@ -163,7 +163,7 @@ static void test_lowering_refusals_say_why(void **state)
     char log[1024] = "";
     int nrw = -1;
     /* n = 40: not a multiple of 32 */
-    uint8_t w[64 * 40];
+    uint8_t w[64 * 64]; /* big enough for both weights below */
     memset(w, 3, sizeof w);
     qcase c = {TE_U8, TE_I8, 0, 0, 0, 4, 64, 40};
     te_graph *g = build(&c, w);
