@@ -614,7 +614,7 @@ int te_cmd_bench_graph(int argc, char **argv)
      * lowering is meant to beat; outputs are matched by name. */
     te_graph *g32 = NULL;
     if (prec == TE_CLI_PRECISION_BF16 &&
-        te_cli_graph_load_f32("bench --graph", path, NULL, optimize, &g32)) {
+        te_cli_graph_load("bench --graph", path, NULL, optimize, NULL, &g32)) {
         te_cli_fused_free(&f);
         return 1;
     }

@@ -353,40 +353,28 @@ int te_cmd_fuse(int argc, char **argv)
         te_fuse_rules_free(rules);
         return 0;
     }
-    te_graph *g = NULL;
-    int rc;
-    if (te_cli_is_model(pos[0])) {
-        char err[1024];
-        if (te_graph_from_onnx(pos[0], shapes, &g, err, sizeof err)) {
-            fprintf(stderr, "tessera fuse: %s\n", err);
-            te_fuse_rules_free(rules);
-            return 1;
-        }
-        optimize = 1; /* as run, tune and gen do, so that the groups are the same */
-        rc = TE_OK;
-    } else if (shapes) {
+    if (shapes && !te_cli_is_model(pos[0])) {
         te_fuse_rules_free(rules);
         return bad("%s", "--shape applies to an .onnx model, not to a graph file");
-    } else {
-        g = te_graph_create();
-        rc = g ? te_graph_load(g, pos[0]) : TE_ERR_NOMEM;
     }
-    if (!rc && optimize)
-        rc = te_graph_optimize(g, json || dot ? NULL : stdout);
-    if (!rc && optimize) { /* as te_cli_fused_load does */
-        te_target host = te_target_host();
-        rc = te_graph_lower_int8(g, &host, json || dot ? NULL : stdout, NULL);
+    /* Models are always optimized, as run, tune and gen do, so that the groups are the same. */
+    if (te_cli_is_model(pos[0]))
+        optimize = 1;
+    te_graph *g = NULL;
+    if (te_cli_graph_load("fuse", pos[0], shapes, optimize, json || dot ? NULL : stdout, &g)) {
+        te_fuse_rules_free(rules);
+        return 1;
     }
-    if (!rc && g && te_cli_apply_precision("fuse", g, prec, json || dot ? NULL : stdout)) {
+    if (te_cli_apply_precision("fuse", g, prec, json || dot ? NULL : stdout)) {
         te_graph_free(g);
         te_fuse_rules_free(rules);
         return 1;
     }
     te_fuse_target t;
     te_fuse_target_host(&t); /* without an L2 size every staged intermediate is refused */
-    te_fuse_plan *p = rc ? NULL : te_graph_fuse(g, rules, &t);
+    te_fuse_plan *p = te_graph_fuse(g, rules, &t);
     if (!p) {
-        fprintf(stderr, "tessera fuse: %s\n", g ? te_graph_errmsg(g) : "out of memory");
+        fprintf(stderr, "tessera fuse: %s\n", te_graph_errmsg(g));
         te_graph_free(g);
         te_fuse_rules_free(rules);
         return 1;
@@ -395,14 +383,14 @@ int te_cmd_fuse(int argc, char **argv)
         printf("\n");
     if (!json && !dot && rules_path)
         printf("rules: %s (%d)\n", rules_path, te_fuse_rules_count(rules));
-    rc = json  ? te_fuse_plan_print_json(p, stdout)
-         : dot ? te_fuse_plan_print_dot(p, stdout)
-               : te_fuse_plan_print(p, stdout);
+    int rc = json  ? te_fuse_plan_print_json(p, stdout)
+             : dot ? te_fuse_plan_print_dot(p, stdout)
+                   : te_fuse_plan_print(p, stdout);
     if (!rc && check) {
         fflush(stdout);
         te_graph *ref = NULL; /* bf16: the f32 graph, loaded as g was before the lowering */
         if (prec == TE_CLI_PRECISION_BF16)
-            rc = te_cli_graph_load_f32("fuse", pos[0], shapes, optimize, &ref);
+            rc = te_cli_graph_load("fuse", pos[0], shapes, optimize, NULL, &ref);
         if (!rc)
             rc = check_plan(g, ref, p);
         te_graph_free(ref);

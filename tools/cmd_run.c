@@ -537,7 +537,7 @@ int te_cmd_run(int argc, char **argv)
     int status = 0;
     te_graph *ref = NULL; /* bf16 --check: the f32 graph, loaded as f was before the lowering */
     if (check && prec == TE_CLI_PRECISION_BF16)
-        status = te_cli_graph_load_f32("run", path, shapes, optimize, &ref);
+        status = te_cli_graph_load("run", path, shapes, optimize, NULL, &ref);
     for (int k = 0; !status && k < n_files; k++) {
         char name[64];
         snprintf(name, sizeof name, "%.*s", (int)(strchr(files[k], '=') - files[k]), files[k]);

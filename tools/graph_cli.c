@@ -96,9 +96,8 @@ int te_cli_fused_load(const char *cmd, const char *graph_path, const char *rules
                                    out);
 }
 
-/* Imports or reads the graph and runs the passes (models always); 0 or 1 after printing. */
-static int load_graph(const char *cmd, const char *path, const char *shapes, int optimize,
-                      te_graph **out)
+int te_cli_graph_load(const char *cmd, const char *path, const char *shapes, int optimize,
+                      FILE *log, te_graph **out)
 {
     int rc;
     *out = NULL;
@@ -118,10 +117,10 @@ static int load_graph(const char *cmd, const char *path, const char *shapes, int
         rc = *out ? te_graph_load(*out, path) : TE_ERR_NOMEM;
     }
     if (!rc && optimize)
-        rc = te_graph_optimize(*out, NULL);
+        rc = te_graph_optimize(*out, log);
     if (!rc && optimize) { /* int8 matmuls onto this CPU's dot products (exact) */
         te_target host = te_target_host();
-        rc = te_graph_lower_int8(*out, &host, NULL, NULL);
+        rc = te_graph_lower_int8(*out, &host, log, NULL);
     }
     if (rc) {
         fprintf(stderr, "tessera %s: %s\n", cmd, *out ? te_graph_errmsg(*out) : "out of memory");
@@ -130,12 +129,6 @@ static int load_graph(const char *cmd, const char *path, const char *shapes, int
         return 1;
     }
     return 0;
-}
-
-int te_cli_graph_load_f32(const char *cmd, const char *path, const char *shapes, int optimize,
-                          te_graph **out)
-{
-    return load_graph(cmd, path, shapes, optimize, out);
 }
 
 int te_cli_fused_load_model(const char *cmd, const char *path, const char *shapes,
@@ -166,7 +159,7 @@ int te_cli_fused_load_model(const char *cmd, const char *path, const char *shape
             return 1;
         }
     }
-    if (load_graph(cmd, path, shapes, optimize, &out->g) ||
+    if (te_cli_graph_load(cmd, path, shapes, optimize, NULL, &out->g) ||
         te_cli_apply_precision(cmd, out->g, prec, stderr)) {
         te_cli_fused_free(out);
         return 1;

@@ -47,10 +47,13 @@ int te_cli_fused_load_model(const char *cmd, const char *path, const char *shape
                             const char *rules_path, int no_rules, int optimize,
                             te_cli_precision prec, te_cli_fused *out);
 void te_cli_fused_free(te_cli_fused *f);
-/* The graph te_cli_fused_load_model makes before the precision is applied (the f32 graph a
- * bf16 run is checked against), in *out (free with te_graph_free). 0, or 1 after printing. */
-int te_cli_graph_load_f32(const char *cmd, const char *path, const char *shapes, int optimize,
-                          te_graph **out);
+/* Imports the model (or reads the graph file) at path and, for models always, else with
+ * optimize, runs the graph passes and the int8 lowering for the host, logging each pass to log
+ * (may be NULL): the graph te_cli_fused_load_model fuses, before the precision is applied (so
+ * also the f32 graph a bf16 run is checked against). *out: free with te_graph_free. 0, or 1
+ * after printing the error prefixed with "tessera CMD: ". */
+int te_cli_graph_load(const char *cmd, const char *path, const char *shapes, int optimize,
+                      FILE *log, te_graph **out);
 
 /* The fused groups of a graph as tuning tasks, deduplicated by workload key (a key met k
  * times gets weight k). The expressions live in contexts owned by the list, which must outlive

@@ -134,6 +134,16 @@ static bool quant_output(const op_site *s, te_dtype to, int32_t zero)
     return true;
 }
 
+/* v rounded to f32 into *f when that is positive and finite, else false with an error. */
+static bool positive_float(const op_site *s, double v, const char *what, float *f)
+{
+    *f = (float)v;
+    if (*f > 0 && isfinite(*f))
+        return true;
+    op__fail(s, TE_ERR_ARG, "%s %g is not a positive finite float", what, v);
+    return false;
+}
+
 /* Y = saturate(round_half_even(x) + zero) in `to` over every element of X, with x = f32(X) *
  * mult when mult > 0, else f32(X) / div (QuantizeLinear divides, as onnxruntime does). */
 static te_tensor *requant(const op_site *s, te_tensor *X, float mult, float div, int32_t zero,
@@ -195,9 +205,9 @@ te_tensor *te_op_requantize(te_ctx *ctx, te_tensor *X, double mult, int32_t zero
     if (te_tensor_dtype(X) != TE_I32)
         return op__fail(&s, TE_ERR_DTYPE, "input 'X' ('%s') is %s; requantize takes i32",
                         te_tensor_name(X), te_dtype_str(te_tensor_dtype(X)));
-    float m = (float)mult;
-    if (!(m > 0) || !isfinite(m))
-        return op__fail(&s, TE_ERR_ARG, "multiplier %g is not a positive finite float", mult);
+    float m;
+    if (!positive_float(&s, mult, "multiplier", &m))
+        return NULL;
     return requant(&s, X, m, 0, zero, to, "requantize");
 }
 
@@ -210,9 +220,9 @@ te_tensor *te_op_quantize_linear(te_ctx *ctx, te_tensor *X, double scale, int32_
     if (!op__need(&s, X, "input 'X'") || !op__float(&s, X, "input 'X'") ||
         !quant_output(&s, to, zero))
         return NULL;
-    float sc = (float)scale;
-    if (!(sc > 0) || !isfinite(sc))
-        return op__fail(&s, TE_ERR_ARG, "scale %g is not a positive finite float", scale);
+    float sc;
+    if (!positive_float(&s, scale, "scale", &sc))
+        return NULL;
     return requant(&s, X, 0, sc, zero, to, "quantize_linear");
 }
 
@@ -230,9 +240,9 @@ te_tensor *te_op_dequantize_linear(te_ctx *ctx, te_tensor *X, double scale, int3
                         te_tensor_name(X), te_dtype_str(d));
     if (d != TE_I32 && !quant_input(&s, X, "input 'X'", zero))
         return NULL;
-    float sc = (float)scale;
-    if (!(sc > 0) || !isfinite(sc))
-        return op__fail(&s, TE_ERR_ARG, "scale %g is not a positive finite float", scale);
+    float sc;
+    if (!positive_float(&s, scale, "scale", &sc))
+        return NULL;
     int nd = te_tensor_ndim(X);
     te_expr *ax[TE_MAX_DIMS];
     if (!op__axes(ctx, nd, te_tensor_shape(X), NULL, ax))
