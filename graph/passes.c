@@ -354,5 +354,13 @@ int te_graph_optimize(te_graph *g, FILE *log)
         rc = te_graph_fuse_attention(g, &n);
     if (!rc && log)
         fprintf(log, "fuse_attention: %d chains rewritten\n", n);
+    if (!rc)
+        rc = te_graph_move_reshapes(g, &n);
+    if (!rc && log)
+        fprintf(log, "move_reshapes: %d reshapes and transposes moved or removed\n", n);
+    if (!rc)
+        rc = te_graph_cse(g, &n);
+    if (!rc && log)
+        fprintf(log, "cse: %d nodes merged\n", n);
     return rc;
 }

@@ -270,6 +270,138 @@ static void test_folded_constants_print_to_files_and_parse_back(void **state)
     te_graph_free(g);
 }
 
+/* Runs te_graph_move_reshapes and checks that output `out` is unchanged bit for bit (the
+ * rewritten graph computes the same elements in the same order). */
+static void check_moved(te_graph *g, const char *out, size_t nin, int *count)
+{
+    float *x = rnd(nin);
+    int v = te_graph_find(g, out);
+    size_t n = (size_t)te_graph_value_numel(g, v);
+    double *before = eval(g, out, x);
+    if (te_graph_move_reshapes(g, count))
+        fail_msg("%s", te_graph_errmsg(g));
+    double *after = eval(g, out, x);
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&after[i], &before[i], sizeof(double)))
+            fail_msg("output '%s' element %zu changed by the pass: %.17g, was %.17g", out, i,
+                     after[i], before[i]);
+    free(x), free(before), free(after);
+}
+
+/* The op of the first node reading value `name`, or "". */
+static const char *reader_op(te_graph *g, const char *name)
+{
+    int v = te_graph_find(g, name);
+    assert_true(v >= 0);
+    for (int n = 0; n < te_graph_node_count(g); n++)
+        for (int i = 0; i < te_graph_node_ninputs(g, n); i++)
+            if (te_graph_node_input(g, n, i) == v)
+                return te_graph_node_op(g, n);
+    return "";
+}
+
+/* What the ONNX importer writes for a 3-D MatMul (rows reshape, matmul, reshape back), with a
+ * bias, GELU, a second product, a residual add of the graph input and a layer norm: the
+ * reshapes sink to the end, so each product meets its bias. */
+static void test_move_reshapes_lets_matmuls_meet_their_epilogues(void **state)
+{
+    (void)state;
+    te_graph *g = parse("input x f32[2,8,16]\n"
+                        "const w1 f32[16,12] random seed=1\n"
+                        "const b1 f32[12] random seed=2\n"
+                        "const w2 f32[12,16] random seed=3\n"
+                        "const b2 f32[1,16] random seed=4\n"
+                        "const gam f32[16] random seed=5\n"
+                        "const bet f32[16] random seed=6\n"
+                        "r1 = reshape(x) shape=16:16\n"
+                        "m1 = matmul(r1, w1)\n"
+                        "h1 = reshape(m1) shape=2:8:12\n"
+                        "a1 = add(h1, b1)\n"
+                        "g1 = gelu(a1)\n"
+                        "r2 = reshape(g1) shape=16:12\n"
+                        "m2 = matmul(r2, w2)\n"
+                        "h2 = reshape(m2) shape=2:8:16\n"
+                        "a2 = add(h2, b2)\n"
+                        "res = add(a2, x)\n"
+                        "y = layer_norm(res, gam, bet) axis=2\n"
+                        "output y\n");
+    int moved = -1;
+    check_moved(g, "y", 2 * 8 * 16, &moved);
+    assert_true(moved > 0);
+    assert_string_equal(reader_op(g, "m1"), "add");
+    assert_string_equal(reader_op(g, "m2"), "add");
+    /* One reshape of the input (rows, shared by the residual after CSE would merge them) and
+     * one at the output: nothing between the products. */
+    int y = te_graph_find(g, "y");
+    assert_true(y >= 0);
+    assert_string_equal(te_graph_node_op(g, te_graph_value_producer(g, y)), "reshape");
+    assert_true(count_op(g, "reshape") <= 3);
+    te_graph_free(g);
+}
+
+/* Attention's head split as front ends write it: a transposed k viewed as 3-D, then
+ * transposed back and viewed as 4-D; the two transposes compose across the unit reshapes. */
+static void test_move_reshapes_composes_transposes(void **state)
+{
+    (void)state;
+    te_graph *g = parse("input k f32[1,8,64]\n"
+                        "kh = reshape(k) shape=1:8:4:16\n"
+                        "kt = transpose(kh) perm=0:2:3:1\n"
+                        "k3 = reshape(kt) shape=4:16:8\n"
+                        "kb = transpose(k3) perm=0:2:1\n"
+                        "k4 = reshape(kb) shape=1:4:8:16\n"
+                        "y = relu(k4)\n"
+                        "output y\n");
+    int moved = -1;
+    check_moved(g, "y", 8 * 64, &moved);
+    assert_int_equal(count_op(g, "transpose"), 1);
+    for (int n = 0; n < te_graph_node_count(g); n++)
+        if (!strcmp(te_graph_node_op(g, n), "transpose"))
+            assert_string_equal(te_graph_node_attrs(g, n), "perm=0:2:1:3");
+    /* Transposes that cancel go altogether, and so do reshapes to the same shape. */
+    te_graph *h = parse("input x f32[3,5,7]\n"
+                        "t1 = transpose(x) perm=2:0:1\n"
+                        "t2 = transpose(t1) perm=1:2:0\n"
+                        "r = reshape(t2) shape=3:5:7\n"
+                        "y = tanh(r)\n"
+                        "output y\n");
+    check_moved(h, "y", 3 * 5 * 7, &moved);
+    assert_int_equal(count_op(h, "transpose"), 0);
+    assert_int_equal(count_op(h, "reshape"), 0);
+    assert_int_equal(te_graph_node_count(h), 1);
+    te_graph_free(h);
+    te_graph_free(g);
+}
+
+/* Where moving would change values, nothing moves: an operand broadcast along an axis the
+ * reshape changes, a softmax over an axis that is not the last, a full-shape operand computed
+ * by another node, batch norm (a channel axis), a graph output's identity reshape. */
+static void test_move_reshapes_refuses_what_would_change_values(void **state)
+{
+    (void)state;
+    static const char *const graphs[] = {
+        "input x f32[4,6]\nconst c f32[2,1] random seed=1\n"
+        "r = reshape(x) shape=2:12\ny = add(r, c)\noutput y\n",
+        "input x f32[4,6]\nr = reshape(x) shape=2:12\ny = softmax(r) axis=0\noutput y\n",
+        "input x f32[4,6]\ninput z f32[2,12]\nt = tanh(z)\n"
+        "r = reshape(x) shape=2:12\ny = add(r, t)\noutput y\n",
+        "input x f32[2,3,4,4]\nconst ga f32[3] random seed=1\nconst be f32[3] random seed=2\n"
+        "const mu f32[3] random seed=3\nconst va f32[3] random seed=4 lo=0.5 hi=2\n"
+        "r = reshape(x) shape=2:3:16:1\ny = batch_norm(r, ga, be, mu, va)\noutput y\n",
+        "input x f32[4,6]\nt = tanh(x)\ny = reshape(t) shape=4:6\noutput y\n",
+    };
+    for (size_t i = 0; i < sizeof graphs / sizeof *graphs; i++) {
+        te_graph *g = parse(graphs[i]);
+        int nodes = te_graph_node_count(g), moved = -1;
+        int v = te_graph_input_value(g, 0);
+        check_moved(g, "y", (size_t)te_graph_value_numel(g, v), &moved);
+        if (moved != 0 || te_graph_node_count(g) != nodes)
+            fail_msg("graph %zu: %d rewrites, %d nodes (was %d)", i, moved, te_graph_node_count(g),
+                     nodes);
+        te_graph_free(g);
+    }
+}
+
 int main(void)
 {
     tt_rng_seed(&g_rng, tt_seed(12));
@@ -282,6 +414,9 @@ int main(void)
         cmocka_unit_test(test_batch_norm_stays_when_the_conv_output_has_other_readers),
         cmocka_unit_test(test_optimize_runs_the_passes_in_order),
         cmocka_unit_test(test_folded_constants_print_to_files_and_parse_back),
+        cmocka_unit_test(test_move_reshapes_lets_matmuls_meet_their_epilogues),
+        cmocka_unit_test(test_move_reshapes_composes_transposes),
+        cmocka_unit_test(test_move_reshapes_refuses_what_would_change_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

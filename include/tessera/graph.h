@@ -288,10 +288,10 @@ int te_graph_cse(te_graph *g, int *merged);
  * parameters are constants and the convolution's output has no other reader. *folded receives
  * the number of nodes replaced. Runs te_graph_dce afterwards. */
 int te_graph_fold_constants(te_graph *g, int *folded);
-/* te_graph_dce, te_graph_cse, te_graph_fuse_qdq, te_graph_fold_constants, te_graph_cse, then
+/* te_graph_dce, te_graph_cse, te_graph_fuse_qdq, te_graph_fold_constants, te_graph_cse,
  * te_graph_fuse_attention (attention chains become one flash-form attention node, whose
- * scores never reach memory). log (may be NULL) gets one line per pass: "fold_constants: 2
- * nodes folded". */
+ * scores never reach memory), then te_graph_move_reshapes and te_graph_cse again. log (may be NULL)
+ * gets one line per pass: "fold_constants: 2 nodes folded". */
 int te_graph_optimize(te_graph *g, FILE *log);
 /* Rewrites every attention chain into one `attention` node (te_op_attention, the fused
  * flash-structured kernel): batch_matmul(q, k) (trans_b=1, or k already transposed), an
@@ -305,6 +305,18 @@ int te_graph_optimize(te_graph *g, FILE *log);
  * *fused (may be NULL) receives the number of chains rewritten. Returns TE_OK or a status
  * with a message on g. The last pass of te_graph_optimize; call it before fusing. */
 int te_graph_fuse_attention(te_graph *g, int *fused);
+/* Moves reshapes and transposes out of the operators' way (graph/reshape_mover.c, after XLA's
+ * ReshapeMover), so that a matmul meets its bias add and activation and layout changes meet
+ * and cancel: a reshape sinks through an elementwise or broadcast operator, or a row operator
+ * on the last axis (layer_norm, rms_norm, softmax, log_softmax), when it keeps the trailing
+ * axes the other operands broadcast along (operands of the full shape must be reshapes of the
+ * same shape, graph inputs or constants); reshape chains collapse, transposes compose (also
+ * across a reshape that only adds or drops axes of extent 1), reshapes to the same shape and
+ * identity transposes go (not when they write a graph output). Values are unchanged bit for
+ * bit. *moved (may be NULL) receives the number of rewrites. Returns TE_OK or a status with a
+ * message on g. Runs after te_graph_fuse_attention in te_graph_optimize (whose patterns are
+ * written with the reshapes where the front ends put them). */
+int te_graph_move_reshapes(te_graph *g, int *moved);
 
 /* QDQ models (ONNX QuantizeLinear / DequantizeLinear around float operators, as onnxruntime's
  * quantize_static writes them) onto integer arithmetic (graph/lower_int8.c): a matmul (2-D, not
