@@ -190,11 +190,6 @@ int te_fuse_plan_print_json(const te_fuse_plan *p, FILE *f)
             json_str(f, gr->fused);
         else
             fprintf(f, "null");
-        fprintf(f, ",\"view\":%s", gr->view ? "true" : "false");
-        if (gr->view) {
-            fprintf(f, ",\"shares\":");
-            json_str(f, te_graph_value_name(g, te__fuse_view_root(p, g->n[gr->nodes[0]].out[0])));
-        }
         fprintf(f, ",\"nodes\":");
         json_nodes(g, gr->n, gr->nodes, f);
         fprintf(f, ",\"outputs\":[");
@@ -202,7 +197,12 @@ int te_fuse_plan_print_json(const te_fuse_plan *p, FILE *f)
             fprintf(f, "%s", k ? "," : "");
             json_str(f, te_graph_value_name(g, gr->outs[k]));
         }
-        fprintf(f, "]}");
+        fprintf(f, "],\"view\":%s", gr->view ? "true" : "false");
+        if (gr->view) {
+            fprintf(f, ",\"shares\":");
+            json_str(f, te_graph_value_name(g, te__fuse_view_root(p, g->n[gr->nodes[0]].out[0])));
+        }
+        fprintf(f, "}");
     }
     fprintf(f, "],\"decisions\":[");
     for (int d = 0; d < p->nd; d++) {
