@@ -459,7 +459,8 @@ typedef struct te_fuse_plan te_fuse_plan;
  * for elemwise producers, recomputed); the roofline estimate of the fused kernel against the
  * nodes one by one. Then the generic kind-based fusion
  * (out_ewise + following elemwise/broadcast, injective chains, reductions absorbing elemwise
- * producers) over what is left; every other node is a group of its own. rules may be NULL
+ * producers) over what is left; every other node is a group of its own (a lone reshape that is
+ * not a graph output: a view, te_fuse_group.view). rules may be NULL
  * (generic fusion only); t NULL means te_fuse_target_host. Returns the plan (free with
  * te_fuse_plan_free; g must outlive it unchanged) or NULL with a message on g. */
 te_fuse_plan *te_graph_fuse(te_graph *g, const te_fuse_rules *rules, const te_fuse_target *t);
