@@ -7,7 +7,9 @@
  * them); the constants are written as .npy files under weights/; runner.c is a plain C program
  * that holds the value table (shapes, dtypes, pool offsets from te_graph_memplan_create), reads
  * the weights and the inputs (.npy), calls the kernels in plan order and writes the outputs
- * (.npy). A Makefile and a README say how to build and run it.
+ * (.npy). A view group (a reshape, te_fuse_group.view) has no kernel: its output is a V_VIEW
+ * entry of the table whose buffer is its root's (te_graph_memplan_alias). A Makefile and a
+ * README say how to build and run it.
  */
 #define _GNU_SOURCE
 
@@ -23,28 +25,30 @@
 
 /* The fixed part of runner.c: .npy in and out, allocation, argument parsing. The generated
  * part (the value table and the calls) is spliced in where the marker lines are. */
-static const char k_runner_head[] = "#define _POSIX_C_SOURCE 200809L\n"
-                                    "#include <stdint.h>\n"
-                                    "#include <stdio.h>\n"
-                                    "#include <stdlib.h>\n"
-                                    "#include <string.h>\n"
-                                    "#include <sys/stat.h>\n"
-                                    "\n"
-                                    "%s"
-                                    "\n"
-                                    "enum { V_INPUT, V_CONST, V_POOL, V_OUTPUT };\n"
-                                    "\n"
-                                    "typedef struct value {\n"
-                                    "    const char *name;\n"
-                                    "    int kind;\n"
-                                    "    const char *descr; /* .npy dtype */\n"
-                                    "    size_t esize;\n"
-                                    "    int ndim;\n"
-                                    "    int64_t shape[8];\n"
-                                    "    int64_t numel;\n"
-                                    "    int64_t offset; /* V_POOL: byte offset in the pool */\n"
-                                    "} value;\n"
-                                    "\n";
+static const char k_runner_head[] =
+    "#define _POSIX_C_SOURCE 200809L\n"
+    "#include <stdint.h>\n"
+    "#include <stdio.h>\n"
+    "#include <stdlib.h>\n"
+    "#include <string.h>\n"
+    "#include <sys/stat.h>\n"
+    "\n"
+    "%s"
+    "\n"
+    "enum { V_INPUT, V_CONST, V_POOL, V_OUTPUT, V_VIEW };\n"
+    "\n"
+    "typedef struct value {\n"
+    "    const char *name;\n"
+    "    int kind;\n"
+    "    const char *descr; /* .npy dtype */\n"
+    "    size_t esize;\n"
+    "    int ndim;\n"
+    "    int64_t shape[8];\n"
+    "    int64_t numel;\n"
+    "    int64_t offset; /* V_POOL: byte offset in the pool */\n"
+    "    int root; /* V_VIEW: the value whose storage it shares */\n"
+    "} value;\n"
+    "\n";
 
 static const char k_runner_body[] =
     "static void *buf[NV];\n"
@@ -198,6 +202,8 @@ static const char k_runner_body[] =
     "        return fprintf(stderr, \"runner: out of memory\\n\"), 1;\n"
     "    for (int v = 0; v < NV; v++) {\n"
     "        char path[8192];\n"
+    "        if (V[v].kind == V_VIEW)\n"
+    "            continue; /* its root's buffer, below */\n"
     "        buf[v] = V[v].kind == V_POOL ? pool + V[v].offset\n"
     "                                     : alloc64((size_t)V[v].numel * V[v].esize);\n"
     "        if (!buf[v])\n"
@@ -216,6 +222,10 @@ static const char k_runner_body[] =
     "                return 1;\n"
     "        }\n"
     "    }\n"
+    "    /* A view (a reshape) shares its root's bytes: no copy, no buffer of its own. */\n"
+    "    for (int v = 0; v < NV; v++)\n"
+    "        if (V[v].kind == V_VIEW)\n"
+    "            buf[v] = buf[V[v].root];\n"
     "    if (run_kernels())\n"
     "        return 1;\n"
     "    mkdir(odir, 0777); /* may exist; a write below says when it is not usable */\n"
@@ -228,7 +238,7 @@ static const char k_runner_body[] =
     "            printf(\"wrote %s\\n\", path);\n"
     "    }\n"
     "    for (int v = 0; v < NV; v++)\n"
-    "        if (V[v].kind != V_POOL)\n"
+    "        if (V[v].kind != V_POOL && V[v].kind != V_VIEW)\n"
     "            free(buf[v]);\n"
     "    free(pool);\n"
     "    return 0;\n"
@@ -285,8 +295,22 @@ int te_gen_graph_files(te_ctx *ctx, te_graph *g, const te_fuse_plan *p, te_db *d
                                 te_status_str(rc));
     for (int v = 0; v < nv; v++)
         vidx[v] = -1;
-    int nk = 0, nval = 0;
+    int nk = 0, nval = 0, nviews = 0;
     for (int gi = 0; !rc && gi < ng; gi++) {
+        te_fuse_group gr;
+        te_fuse_plan_group(p, gi, &gr);
+        kof[gi] = -1;
+        if (gr.view) {
+            /* No kernel: the view's output and its root (which may be read only through it, as
+             * a reshaped constant is) are in the table, the view as V_VIEW. */
+            int v = te_graph_node_output(g, gr.nodes[0], 0), root = te_graph_memplan_alias(mp, v);
+            if (vidx[root] < 0)
+                vidx[root] = nval++;
+            if (vidx[v] < 0)
+                vidx[v] = nval++;
+            nviews++;
+            continue;
+        }
         rc = te_graph_group_expr_build(g, p, gi, ctx, &ge[gi]);
         if (rc) {
             rc = te_ctx_set_error(ctx, rc, "te_gen_graph_files: %s", te_graph_errmsg(g));
@@ -298,9 +322,8 @@ int te_gen_graph_files(te_ctx *ctx, te_graph *g, const te_fuse_plan *p, te_db *d
         for (int i = 0; i < ge[gi].n_out; i++)
             if (vidx[ge[gi].out_values[i]] < 0)
                 vidx[ge[gi].out_values[i]] = nval++;
-        kof[gi] = -1;
         for (int j = 0; j < gi; j++)
-            if (!strcmp(ge[j].key, ge[gi].key)) {
+            if (kof[j] >= 0 && !strcmp(ge[j].key, ge[gi].key)) {
                 kof[gi] = kof[j];
                 break;
             }
@@ -353,14 +376,15 @@ int te_gen_graph_files(te_ctx *ctx, te_graph *g, const te_fuse_plan *p, te_db *d
     te_graph_memplan_stats(mp, &ms);
     te__sb_printf(&r,
                   "/*\n * runner.c: runs the fused graph of %s (%d groups, %d kernels in "
-                  "%s_k*.c),\n * generated by tessera gen. Needs nothing of Tessera:\n *\n"
+                  "%s_k*.c, %d reshape views),\n * generated by tessera gen. Needs nothing of "
+                  "Tessera:\n *\n"
                   " *     cc -O3 -march=native -std=gnu11 -fopenmp -o runner runner.c %s_k*.c -lm\n"
                   " *     (any C99 compiler builds it; the flags are those the kernels were timed "
                   "with)\n"
                   " *     ./runner x=input.npy -o out/        # writes out/<output>.npy\n *\n"
                   " * The weights are read from weights/<name>.npy (beside the program, or -w "
                   "DIR);\n * the intermediates share one pool of %zu bytes.\n",
-                  opts->command ? opts->command : name, ng, nk, name, name, ms.pool_bytes);
+                  opts->command ? opts->command : name, ng, nk, name, nviews, name, ms.pool_bytes);
     if (opts->command) {
         te__sb_puts(&r, " *\n * Regenerate with:\n");
         te__sb_comment(&r, opts->command);
@@ -392,9 +416,11 @@ int te_gen_graph_files(te_ctx *ctx, te_graph *g, const te_fuse_plan *p, te_db *d
             break;
         }
         int64_t off = te_graph_memplan_offset(mp, v);
+        int root = te_graph_memplan_alias(mp, v);
         te_graph_value_kind kind = te_graph_value_kind_of(g, v);
         const char *k = kind == TE_GRAPH_INPUT           ? "V_INPUT"
                         : kind == TE_GRAPH_CONST         ? "V_CONST"
+                        : root != v                      ? "V_VIEW"
                         : te_graph_value_is_output(g, v) ? "V_OUTPUT"
                         : off >= 0                       ? "V_POOL"
                                                          : "V_OUTPUT";
@@ -404,8 +430,11 @@ int te_gen_graph_files(te_ctx *ctx, te_graph *g, const te_fuse_plan *p, te_db *d
                       descr, te_dtype_size(dt), nd);
         for (int d = 0; d < nd; d++)
             te__sb_printf(&r, "%s%lld", d ? ", " : "", (long long)sh[d]);
-        te__sb_printf(&r, "}, %lld, %lld}, /* %d */\n", (long long)te_graph_value_numel(g, v),
-                      (long long)(off >= 0 ? off : 0), i);
+        te__sb_printf(&r, "}, %lld, %lld, %d}, /* %d", (long long)te_graph_value_numel(g, v),
+                      (long long)(off >= 0 && root == v ? off : 0), vidx[root], i);
+        if (root != v)
+            te__sb_printf(&r, ": a view of %s", te_graph_value_name(g, root));
+        te__sb_puts(&r, " */\n");
         if (kind == TE_GRAPH_CONST) {
             char path[8192], err[8400];
             snprintf(path, sizeof path, "%s/%s.npy", wdir, te_graph_value_name(g, v));
@@ -424,6 +453,13 @@ int te_gen_graph_files(te_ctx *ctx, te_graph *g, const te_fuse_plan *p, te_db *d
     for (int gi = 0; !rc && gi < ng; gi++) {
         te_fuse_group gr;
         te_fuse_plan_group(p, gi, &gr);
+        if (gr.view) {
+            int v = te_graph_node_output(g, gr.nodes[0], 0);
+            te__sb_printf(&r, "    /* group %d: view of %s (%s = reshape, no copy) */\n", gi,
+                          te_graph_value_name(g, te_graph_memplan_alias(mp, v)),
+                          te_graph_value_name(g, v));
+            continue;
+        }
         te__sb_printf(&r, "    /* group %d: %s (", gi, gr.rule);
         for (int n = 0; n < gr.n_nodes; n++)
             te__sb_printf(&r, "%s%s %s", n ? ", " : "", te_graph_node_op(g, gr.nodes[n]),
@@ -476,7 +512,8 @@ int te_gen_graph_files(te_ctx *ctx, te_graph *g, const te_fuse_plan *p, te_db *d
         "# %s: a fused graph as standalone C\n\n"
         "Generated by `%s`.\n\n"
         "- `%s_k<i>.c`, `%s_k<i>.h`: %d kernels (the %d fused groups; groups doing the same "
-        "work share one), each documented in its header\n"
+        "work share one; %d reshapes are views of their input's bytes, no kernel), each "
+        "documented in its header\n"
         "- `weights/`: the %d constants as .npy files\n"
         "- `runner.c`: allocates the inputs, outputs and one pool of %zu bytes for the "
         "intermediates, reads the weights and the inputs (.npy), calls the kernels in order and "
@@ -487,8 +524,8 @@ int te_gen_graph_files(te_ctx *ctx, te_graph *g, const te_fuse_plan *p, te_db *d
         "-lm\n"
         "    ./runner NAME=input.npy -o out/\n\n"
         "`./runner --help` lists the inputs.\n",
-        name, opts->command ? opts->command : "tessera gen", name, name, nk, ng, out->n_weights,
-        ms.pool_bytes, name);
+        name, opts->command ? opts->command : "tessera gen", name, name, nk, ng, nviews,
+        out->n_weights, ms.pool_bytes, name);
     if (!mk || !rd)
         return te_ctx_set_error(ctx, TE_ERR_NOMEM, "te_gen_graph_files: out of memory");
     if (!rc)

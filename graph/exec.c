@@ -1,7 +1,9 @@
 /* Compiling and running a fused graph: every group of the plan becomes one tensor expression
  * (its operators chained on placeholders for the values it reads, canonical names), built with
  * te_build and the default schedule or the database's best record; the intermediates live in
- * one pool planned by graph/memplan.c; the graph runs group by group in plan order. */
+ * one pool planned by graph/memplan.c; the graph runs group by group in plan order. A view
+ * group (a reshape, te_fuse_group.view) compiles and runs nothing: its output's buffer is its
+ * root's (te_graph_memplan_alias). */
 #include <omp.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -27,6 +29,7 @@ typedef struct gkernel {
     double flops;
     int wave, threads; /* the schedule: its wave and the OpenMP threads its kernel uses */
     int rc;            /* the last run's status */
+    int view;          /* a view group: no module, never run, 0 threads */
 } gkernel;
 
 /* Sets k's note (cut to its size, which notes may be: they are for people). */
@@ -40,8 +43,8 @@ static void set_note(gkernel *k, const char *fmt, ...)
 }
 
 /* Worker threads for the concurrent waves, started once per executable so that each keeps its
- * OpenMP team between runs: worker i runs group a + 1 + i of the wave [a, b) (the calling
- * thread runs group a). */
+ * OpenMP team between runs: worker i runs kernel a + 1 + i of the wave's kernels [a, b) (indices
+ * into the executable's run list; the calling thread runs kernel a). */
 typedef struct wpool {
     pthread_mutex_t mu;
     pthread_cond_t go, done;
@@ -64,11 +67,14 @@ struct te_graph_exec {
     wpool workers;
     wslot slots[TE_GRAPH_MAX_WAVE];
     int workers_ready; /* the mutex and conditions exist */
-    int nk;
+    int ng;            /* groups set up in k (all of the plan's once compiled) */
+    int nkernels;      /* groups that are not views */
     gkernel *k;
     int threads; /* the run's thread budget */
     int nwaves;
     int *wave_start; /* first group of each wave (nwaves + 1 entries) */
+    int *run;        /* the groups that run a kernel, in plan order */
+    int *run_start;  /* first entry of run of each wave (nwaves + 1 entries) */
     te_graph_memplan *mp;
     unsigned char *pool;
     void **buf; /* per value: the pool, owned buffers for inputs and outputs, constants' data */
@@ -95,22 +101,26 @@ void te_graph_exec_free(te_graph_exec *e)
         pthread_cond_destroy(&e->workers.go);
         pthread_cond_destroy(&e->workers.done);
     }
-    for (int i = 0; i < e->nk; i++) {
+    for (int i = 0; i < e->ng; i++) {
         te_module_free(e->k[i].mod);
         te_ctx_free(e->k[i].ctx);
     }
+    /* Inputs and outputs own their buffers; constants, the pool and views (a root's) do not. */
     for (int v = 0; e->buf && v < e->g->nv; v++)
-        if (e->g->v[v].kind != TE_GRAPH_CONST && te_graph_memplan_offset(e->mp, v) < 0)
+        if (e->g->v[v].kind != TE_GRAPH_CONST && te_graph_memplan_offset(e->mp, v) < 0 &&
+            te_graph_memplan_alias(e->mp, v) == v)
             free(e->buf[v]);
     free(e->pool);
     free(e->wave_start);
+    free(e->run);
+    free(e->run_start);
     te_graph_memplan_free(e->mp);
     free(e->buf);
     free(e->k);
     free(e);
 }
 
-int te_graph_exec_kernel_count(const te_graph_exec *e) { return e ? e->nk : 0; }
+int te_graph_exec_kernel_count(const te_graph_exec *e) { return e ? e->nkernels : 0; }
 
 const void *te_graph_exec_value(const te_graph_exec *e, int v)
 {
@@ -119,7 +129,7 @@ const void *te_graph_exec_value(const te_graph_exec *e, int v)
 
 int te_graph_exec_group_from_db(const te_graph_exec *e, int gi, const char **note)
 {
-    if (!e || gi < 0 || gi >= e->nk)
+    if (!e || gi < 0 || gi >= e->ng)
         return -1;
     if (note)
         *note = e->k[gi].note;
@@ -128,12 +138,12 @@ int te_graph_exec_group_from_db(const te_graph_exec *e, int gi, const char **not
 
 const char *te_graph_exec_group_key(const te_graph_exec *e, int gi)
 {
-    return e && gi >= 0 && gi < e->nk ? e->k[gi].key : NULL;
+    return e && gi >= 0 && gi < e->ng ? e->k[gi].key : NULL;
 }
 
 double te_graph_exec_group_seconds(const te_graph_exec *e, int gi)
 {
-    return e && gi >= 0 && gi < e->nk ? e->k[gi].seconds : 0;
+    return e && gi >= 0 && gi < e->ng ? e->k[gi].seconds : 0;
 }
 
 const te_graph_memplan *te_graph_exec_memplan(const te_graph_exec *e) { return e ? e->mp : NULL; }
@@ -334,21 +344,31 @@ static int compile_group(te_graph *g, const te_fuse_plan *p, int gi, const te_ta
  * groups that are all small (fewer FLOPs than threads x min_flops_per_thread: a kernel that
  * size gains little from more threads) and independent (none reads another's output), at
  * most one per thread, with the threads split among them in proportion to their FLOPs (at
- * least one each, the sum equal to the budget: no oversubscription). */
+ * least one each, the sum equal to the budget: no oversubscription). A view runs nothing: it
+ * joins the wave before it (or starts the first) with no threads and no share of the wave's
+ * width, and a group reading a view depends on the view's root's writer. */
 static int plan_waves(const te_graph *g, const te_fuse_plan *p, gkernel *k, int threads,
                       double grain, int concurrent, int *wave_start)
 {
-    int nw = 0, start = 0;
+    int nw = 0, start = 0, nreal = 0; /* the current wave: its first group, its kernels */
     for (int gi = 0; gi < p->ng; gi++) {
-        int join = concurrent && gi > 0 && threads > 1 && gi - start < threads &&
-                   gi - start < TE_GRAPH_MAX_WAVE;
-        for (int j = start; join && j <= gi; j++)
-            join = k[j].flops < (double)threads * grain;
+        k[gi].threads = 0;
+        if (k[gi].view) {
+            if (nw == 0)
+                wave_start[nw++] = start = gi;
+            k[gi].wave = nw - 1;
+            continue;
+        }
+        /* A wave of views only takes any group; else the group must be small and independent. */
+        int join = nw > 0 && (nreal == 0 || (concurrent && threads > 1 && nreal < threads &&
+                                             nreal < TE_GRAPH_MAX_WAVE));
+        for (int j = start; join && nreal > 0 && j <= gi; j++)
+            join = k[j].view || k[j].flops < (double)threads * grain;
         const fgroup *gr = &p->gr[gi];
         for (int i = 0; join && i < gr->n; i++) {
             const te__gnode *nd = &g->n[gr->nodes[i]];
             for (int a = 0; join && a < nd->n_in; a++) {
-                int prod = g->v[nd->in[a]].node;
+                int prod = g->v[te__fuse_view_root(p, nd->in[a])].node;
                 int pg = prod >= 0 ? p->group_of[prod] : -1;
                 join = !(pg >= start && pg < gi);
             }
@@ -356,23 +376,30 @@ static int plan_waves(const te_graph *g, const te_fuse_plan *p, gkernel *k, int 
         if (!join) {
             start = gi;
             wave_start[nw++] = gi;
+            nreal = 0;
         }
+        nreal++;
         k[gi].wave = nw - 1;
     }
     wave_start[nw] = p->ng;
     for (int w = 0; w < nw; w++) {
-        int a = wave_start[w], b = wave_start[w + 1], m = b - a, left = threads - m;
+        int a = wave_start[w], b = wave_start[w + 1], m = 0;
         double total = 0;
         for (int gi = a; gi < b; gi++)
-            total += k[gi].flops;
+            if (!k[gi].view)
+                m++, total += k[gi].flops;
+        int left = threads - m;
         for (int gi = a; gi < b; gi++) {
+            if (k[gi].view)
+                continue;
             int extra = m == 1 || total <= 0 ? (m == 1 ? left : 0)
                                              : (int)((double)(threads - m) * k[gi].flops / total);
             k[gi].threads = 1 + extra;
             left -= extra;
         }
-        for (int gi = a; left > 0; gi = gi + 1 < b ? gi + 1 : a) /* the rounding remainder */
-            k[gi].threads++, left--;
+        for (int gi = a; m > 0 && left > 0; gi = gi + 1 < b ? gi + 1 : a) /* the remainder */
+            if (!k[gi].view)
+                k[gi].threads++, left--;
     }
     return nw;
 }
@@ -406,16 +433,31 @@ int te_graph_compile_ex(te_graph *g, const te_fuse_plan *p, const te_graph_compi
     e->buf = calloc((size_t)g->nv + 1, sizeof *e->buf);
     e->k = calloc((size_t)p->ng + 1, sizeof *e->k);
     e->wave_start = calloc((size_t)p->ng + 2, sizeof *e->wave_start);
+    e->run = calloc((size_t)p->ng + 1, sizeof *e->run);
+    e->run_start = calloc((size_t)p->ng + 2, sizeof *e->run_start);
     int *step = calloc((size_t)p->ng + 1, sizeof *step);
-    int rc = !e->buf || !e->k || !e->wave_start || !step ? TE_ERR_NOMEM : TE_OK;
-    for (int gi = 0; !rc && gi < p->ng; gi++)
-        for (int i = 0; i < p->gr[gi].n; i++)
+    int rc = !e->buf || !e->k || !e->wave_start || !e->run || !e->run_start || !step ? TE_ERR_NOMEM
+                                                                                     : TE_OK;
+    for (int gi = 0; !rc && gi < p->ng; gi++) {
+        e->k[gi].view = p->gr[gi].view;
+        e->nkernels += !e->k[gi].view;
+        for (int i = 0; !e->k[gi].view && i < p->gr[gi].n; i++)
             e->k[gi].flops += te_graph_node_flops(g, p->gr[gi].nodes[i]);
+    }
     if (!rc) {
         e->nwaves = plan_waves(g, p, e->k, threads,
                                o->min_flops_per_thread > 0 ? o->min_flops_per_thread
                                                            : TE_GRAPH_MIN_FLOPS_PER_THREAD,
                                !o->no_concurrency, e->wave_start);
+        /* The kernels each wave runs (its groups less its views). */
+        int nr = 0;
+        for (int w = 0; w < e->nwaves; w++) {
+            e->run_start[w] = nr;
+            for (int gi = e->wave_start[w]; gi < e->wave_start[w + 1]; gi++)
+                if (!e->k[gi].view)
+                    e->run[nr++] = gi;
+        }
+        e->run_start[e->nwaves] = nr;
         for (int gi = 0; gi < p->ng; gi++)
             step[gi] = e->k[gi].wave;
         rc = te_graph_memplan_create_steps(p, step, &e->mp);
@@ -436,7 +478,9 @@ int te_graph_compile_ex(te_graph *g, const te_fuse_plan *p, const te_graph_compi
     }
     for (int v = 0; !rc && v < g->nv; v++) {
         int64_t off = te_graph_memplan_offset(e->mp, v);
-        if (g->v[v].kind == TE_GRAPH_CONST) {
+        if (te_graph_memplan_alias(e->mp, v) != v) {
+            continue; /* a view: its root's buffer, below */
+        } else if (g->v[v].kind == TE_GRAPH_CONST) {
             e->buf[v] = g->v[v].data;
         } else if (off >= 0) {
             e->buf[v] = e->pool + off;
@@ -449,9 +493,20 @@ int te_graph_compile_ex(te_graph *g, const te_fuse_plan *p, const te_graph_compi
                 memset(e->buf[v], 0xff, bytes);
         }
     }
+    /* Views after every other buffer, so that a view of an input, a constant or an output
+     * points at that value's buffer. */
+    for (int v = 0; !rc && v < g->nv; v++)
+        if (te_graph_memplan_alias(e->mp, v) != v)
+            e->buf[v] = e->buf[te_graph_memplan_alias(e->mp, v)];
     for (int i = 0; !rc && i < p->ng; i++) {
-        rc = compile_group(g, p, i, &tgt, o->db, &e->k[i]);
-        e->nk = i + 1;
+        if (e->k[i].view) {
+            int v = g->n[p->gr[i].nodes[0]].out[0];
+            set_note(&e->k[i], "view of '%s' (reshape, no copy)",
+                     g->v[te_graph_memplan_alias(e->mp, v)].name);
+        } else {
+            rc = compile_group(g, p, i, &tgt, o->db, &e->k[i]);
+        }
+        e->ng = i + 1;
     }
     if (rc) {
         te_graph_exec_free(e);
@@ -486,6 +541,8 @@ static double now_s(void)
 static void run_group(te_graph_exec *e, int gi)
 {
     gkernel *k = &e->k[gi];
+    if (k->view) /* its output is its root's bytes: nothing to do */
+        return;
     void *argv[2 * TE_GRAPH_GROUP_MAXIO];
     for (int a = 0; a < k->nargs; a++)
         argv[a] = e->buf[k->args[a]];
@@ -507,10 +564,10 @@ static void *pool_worker(void *arg)
         if (w->quit)
             break;
         seen = w->gen;
-        int gi = w->a + 1 + sl->i, b = w->b;
+        int r = w->a + 1 + sl->i, b = w->b;
         pthread_mutex_unlock(&w->mu);
-        if (gi < b)
-            run_group(w->e, gi);
+        if (r < b)
+            run_group(w->e, w->e->run[r]);
         pthread_mutex_lock(&w->mu);
         if (--w->pending == 0)
             pthread_cond_signal(&w->done);
@@ -524,10 +581,10 @@ static void *pool_worker(void *arg)
 static void pool_start(te_graph_exec *e)
 {
     wpool *w = &e->workers;
-    int widest = 0;
+    int widest = 0; /* in kernels: views run nothing */
     for (int i = 0; i < e->nwaves; i++)
-        if (e->wave_start[i + 1] - e->wave_start[i] > widest)
-            widest = e->wave_start[i + 1] - e->wave_start[i];
+        if (e->run_start[i + 1] - e->run_start[i] > widest)
+            widest = e->run_start[i + 1] - e->run_start[i];
     if (widest <= 1 || e->workers_ready)
         return;
     if (pthread_mutex_init(&w->mu, NULL))
@@ -551,11 +608,13 @@ static void pool_start(te_graph_exec *e)
     }
 }
 
-/* Runs the wave [a, b): the workers take groups a+1.., this thread group a (and any group
- * beyond the workers), then waits for them. */
+/* Runs the kernels run[a..b) of a wave: the workers take run[a+1..], this thread run[a] (and
+ * any beyond the workers), then waits for them. Nothing for a wave of views only (a == b). */
 static void run_wave(te_graph_exec *e, int a, int b)
 {
     wpool *w = &e->workers;
+    if (a >= b)
+        return;
     int nw = b - a - 1 < w->n ? b - a - 1 : w->n;
     if (nw > 0) {
         pthread_mutex_lock(&w->mu);
@@ -566,9 +625,9 @@ static void run_wave(te_graph_exec *e, int a, int b)
         pthread_cond_broadcast(&w->go);
         pthread_mutex_unlock(&w->mu);
     }
-    run_group(e, a);
-    for (int gi = a + 1 + nw; gi < b; gi++)
-        run_group(e, gi);
+    run_group(e, e->run[a]);
+    for (int r = a + 1 + nw; r < b; r++)
+        run_group(e, e->run[r]);
     if (nw > 0) {
         pthread_mutex_lock(&w->mu);
         while (w->pending > 0)
@@ -592,7 +651,7 @@ int te_graph_run_each(te_graph_exec *e, const void *const *input_data, void *con
     pool_start(e);
     for (int w = 0; !rc && w < e->nwaves; w++) {
         int a = e->wave_start[w], b = e->wave_start[w + 1];
-        run_wave(e, a, b);
+        run_wave(e, e->run_start[w], e->run_start[w + 1]);
         for (int gi = a; gi < b; gi++) {
             if (e->k[gi].rc && !rc)
                 rc = te__graph_error(g, e->k[gi].rc, "run: kernel %d failed", gi);
@@ -621,10 +680,10 @@ int te_graph_exec_wave_count(const te_graph_exec *e) { return e ? e->nwaves : 0;
 
 int te_graph_exec_group_wave(const te_graph_exec *e, int gi)
 {
-    return e && gi >= 0 && gi < e->nk ? e->k[gi].wave : -1;
+    return e && gi >= 0 && gi < e->ng ? e->k[gi].wave : -1;
 }
 
 int te_graph_exec_group_threads(const te_graph_exec *e, int gi)
 {
-    return e && gi >= 0 && gi < e->nk ? e->k[gi].threads : -1;
+    return e && gi >= 0 && gi < e->ng ? e->k[gi].threads : -1;
 }

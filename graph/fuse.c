@@ -242,7 +242,29 @@ int te_fuse_plan_group(const te_fuse_plan *p, int i, te_fuse_group *out)
     out->nodes = gr->nodes;
     out->n_outputs = gr->nout;
     out->outputs = gr->outs;
+    out->view = gr->view;
     return TE_OK;
+}
+
+int te__fuse_view_root(const te_fuse_plan *p, int v)
+{
+    const te_graph *g = p->g;
+    /* Groups come after the groups they read, so the chain ends (at most one step per group). */
+    for (int steps = 0; v >= 0 && v < g->nv && steps <= p->ng; steps++) {
+        int n = g->v[v].node;
+        if (n < 0 || !p->gr[p->group_of[n]].view)
+            break;
+        v = g->n[n].in[0];
+    }
+    return v;
+}
+
+int te__fuse_kernel_count(const te_fuse_plan *p)
+{
+    int nk = 0;
+    for (int i = 0; p && i < p->ng; i++)
+        nk += !p->gr[i].view;
+    return nk;
 }
 
 int te_fuse_plan_group_of(const te_fuse_plan *p, int node)

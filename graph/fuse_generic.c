@@ -133,11 +133,20 @@ void te__fuse_generic(fctx *f)
         if (st.n > 1 && te__fuse_check_candidate(f, "generic:injective", 0, &st))
             te__fuse_add_group(f, "generic:injective", "vertical", NULL, &st);
     }
+    /* The rest are groups of one node. A lone reshape whose output is not a graph output is a
+     * view: our tensors are dense and row-major, so its output is its input's bytes under
+     * another shape, and it runs no kernel (memplan.c and exec.c give it its input's storage).
+     * A graph output keeps its own buffer, which the caller reads, so it stays a copy kernel. */
     for (int n = 0; n < nn; n++)
         if (f->assigned[n] < 0) {
+            const te__gnode *nd = NODE(f, n);
+            int view = !strcmp(nd->op->name, "reshape") && nd->n_in == 1 && nd->n_out == 1 &&
+                       !VAL(f, nd->out[0])->is_output;
             mstate st = {.n = 1};
             st.nodes[0] = n;
-            te__fuse_add_group(f, "single", "single", NULL, &st);
+            if (te__fuse_add_group(f, view ? "view" : "single", view ? "view" : "single", NULL,
+                                   &st) == TE_OK)
+                f->tmp[f->ntmp - 1].view = view;
         }
 }
 

@@ -73,6 +73,7 @@ typedef struct fgroup {
     char fused[96];
     int n, *nodes;
     int nout, *outs;
+    int view; /* a lone reshape whose output shares its input's storage: no kernel */
 } fgroup;
 
 typedef struct fdec {
@@ -164,5 +165,11 @@ int te__fuse_add_group(fctx *f, const char *rule, const char *cls, const char *f
  * ordered so each comes after those it reads (into f->p). */
 void te__fuse_generic(fctx *f);
 int te__fuse_order_groups(fctx *f);
+
+/* fuse.c: the value whose storage v shares: v itself unless v is the output of a view group,
+ * else the root of that view's input (chains of views followed). */
+int te__fuse_view_root(const te_fuse_plan *p, int v);
+/* The number of groups that run a kernel (groups that are not views). */
+int te__fuse_kernel_count(const te_fuse_plan *p);
 
 #endif

@@ -34,7 +34,7 @@ static int group_inputs(const te_fuse_plan *p, int gi, int *out, int cap)
 }
 
 /* Bytes of the intermediates written to memory: every node output that is not a graph output
- * when run node by node, every group output that is not one when fused. */
+ * when run node by node, every group output that is not one when fused (views write none). */
 static void traffic_totals(const te_fuse_plan *p, double *unfused, double *fused)
 {
     const te_graph *g = p->g;
@@ -47,7 +47,7 @@ static void traffic_totals(const te_fuse_plan *p, double *unfused, double *fused
                     (double)te_graph_value_numel(g, v) * (double)te_dtype_size(g->v[v].dtype);
         }
     for (int i = 0; i < p->ng; i++)
-        for (int k = 0; k < p->gr[i].nout; k++) {
+        for (int k = 0; !p->gr[i].view && k < p->gr[i].nout; k++) { /* a view writes nothing */
             int v = p->gr[i].outs[k];
             if (!g->v[v].is_output)
                 *fused += (double)te_graph_value_numel(g, v) * (double)te_dtype_size(g->v[v].dtype);
@@ -61,13 +61,16 @@ int te_fuse_plan_print(const te_fuse_plan *p, FILE *f)
     const te_graph *g = p->g;
     char hl[32];
     te__fuse_human_bytes((double)p->t.l2_bytes, hl, sizeof hl);
-    int fused = 0, rejected = 0;
+    int fused = 0, rejected = 0, views = p->ng - te__fuse_kernel_count(p);
     for (int i = 0; i < p->ng; i++)
         fused += p->gr[i].n > 1;
     for (int i = 0; i < p->nd; i++)
         rejected += !p->d[i].accepted;
-    fprintf(f, "fusion plan: %d nodes -> %d kernels (%d fused groups), %d candidates rejected\n",
-            g->nn, p->ng, fused, rejected);
+    fprintf(f, "fusion plan: %d nodes -> %d kernels (%d fused groups", g->nn,
+            te__fuse_kernel_count(p), fused);
+    if (views)
+        fprintf(f, "; %d reshape view%s, no kernel", views, views == 1 ? "" : "s");
+    fprintf(f, "), %d candidates rejected\n", rejected);
     double iu, ifu;
     char hu[32], hf[32];
     traffic_totals(p, &iu, &ifu);
@@ -106,6 +109,9 @@ int te_fuse_plan_print(const te_fuse_plan *p, FILE *f)
         for (int k = 0; k < gr->nout; k++)
             fprintf(f, "%s%s", k ? ", " : "", te_graph_value_name(g, gr->outs[k]));
         fprintf(f, "\n");
+        if (gr->view)
+            fprintf(f, "  why:     shares the storage of '%s' (a reshape of dense data: no copy)\n",
+                    te_graph_value_name(g, te__fuse_view_root(p, g->n[gr->nodes[0]].out[0])));
         for (int d = 0; d < p->nd; d++)
             if (p->d[d].accepted && !strcmp(p->d[d].rule, gr->rule) && p->d[d].n == gr->n &&
                 !memcmp(p->d[d].nodes, gr->nodes, sizeof(int) * (size_t)gr->n))
@@ -161,8 +167,9 @@ int te_fuse_plan_print_json(const te_fuse_plan *p, FILE *f)
     double iu, ifu;
     traffic_totals(p, &iu, &ifu);
     fprintf(f,
-            "\"nodes\":%d,\"intermediate_bytes_unfused\":%.0f,\"intermediate_bytes_fused\":%.0f,",
-            g->nn, iu, ifu);
+            "\"nodes\":%d,\"kernels\":%d,\"views\":%d,\"intermediate_bytes_unfused\":%.0f,"
+            "\"intermediate_bytes_fused\":%.0f,",
+            g->nn, te__fuse_kernel_count(p), p->ng - te__fuse_kernel_count(p), iu, ifu);
     te_graph_memplan *mp = NULL;
     te_graph_mem_stats ms;
     te_graph_memplan_create(p, &mp);
@@ -190,7 +197,12 @@ int te_fuse_plan_print_json(const te_fuse_plan *p, FILE *f)
             fprintf(f, "%s", k ? "," : "");
             json_str(f, te_graph_value_name(g, gr->outs[k]));
         }
-        fprintf(f, "]}");
+        fprintf(f, "],\"view\":%s", gr->view ? "true" : "false");
+        if (gr->view) {
+            fprintf(f, ",\"shares\":");
+            json_str(f, te_graph_value_name(g, te__fuse_view_root(p, g->n[gr->nodes[0]].out[0])));
+        }
+        fprintf(f, "}");
     }
     fprintf(f, "],\"decisions\":[");
     for (int d = 0; d < p->nd; d++) {
@@ -215,14 +227,20 @@ int te_fuse_plan_print_dot(const te_fuse_plan *p, FILE *f)
         return TE_ERR_ARG;
     const te_graph *g = p->g;
     fprintf(f, "digraph fused {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n");
+    fprintf(f, "  labelloc=t;\n  label=\"%d nodes -> %d kernels (%d reshape views)\";\n", g->nn,
+            te__fuse_kernel_count(p), p->ng - te__fuse_kernel_count(p));
     for (int v = 0; v < g->nv; v++)
         if (te_graph_value_kind_of(g, v) == TE_GRAPH_INPUT)
             fprintf(f, "  \"v_%s\" [label=\"%s\", shape=ellipse];\n", te_graph_value_name(g, v),
                     te_graph_value_name(g, v));
     for (int i = 0; i < p->ng; i++) {
         const fgroup *gr = &p->gr[i];
+        /* Fused groups filled, single kernels dashed, views (no kernel) dotted. */
         fprintf(f, "  subgraph cluster_%d {\n    label=\"%d: %s%s%s\";\n    style=%s;\n", i, i,
-                gr->rule, gr->fused[0] ? " = " : "", gr->fused, gr->n > 1 ? "filled" : "dashed");
+                gr->rule, gr->fused[0] ? " = " : "", gr->fused,
+                gr->view    ? "dotted"
+                : gr->n > 1 ? "filled"
+                            : "dashed");
         if (gr->n > 1)
             fprintf(f, "    fillcolor=\"#e8f0fe\";\n");
         for (int k = 0; k < gr->n; k++)

@@ -1,6 +1,8 @@
 /* Memory planning of a fused graph's intermediates: liveness over the plan's group order, then
  * every buffer placed in one pool, largest first, at the best-fitting gap among the buffers
- * whose lifetimes overlap its own (offsets and sizes multiples of TE_GRAPH_MEM_ALIGN). */
+ * whose lifetimes overlap its own (offsets and sizes multiples of TE_GRAPH_MEM_ALIGN). A view
+ * group's output (a reshape, fuse_generic.c) has no buffer: it is its root's bytes, and every
+ * reader of the view reads the root, so the root's lifetime covers them. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,7 +11,8 @@
 struct te_graph_memplan {
     te_graph_mem_stats st;
     te_graph_mem_buffer *b; /* in value order */
-    int64_t *offset_of;     /* per value, -1 when not pooled */
+    int64_t *offset_of;     /* per value, -1 when not pooled (a view: its root's) */
+    int *alias;             /* per value, the value whose storage it shares (itself, or a root) */
     int nv;
 };
 
@@ -19,6 +22,7 @@ void te_graph_memplan_free(te_graph_memplan *m)
         return;
     free(m->b);
     free(m->offset_of);
+    free(m->alias);
     free(m);
 }
 
@@ -101,32 +105,35 @@ int te_graph_memplan_create_steps(const te_fuse_plan *p, const int *step, te_gra
         return TE_ERR_NOMEM;
     m->nv = g->nv;
     m->offset_of = malloc(sizeof(int64_t) * ((size_t)g->nv + 1));
+    m->alias = malloc(sizeof(int) * ((size_t)g->nv + 1));
     m->b = calloc((size_t)g->nv + 1, sizeof *m->b);
     int *order = malloc(sizeof(int) * ((size_t)g->nv + 1));
     const te_graph_mem_buffer **placed = malloc(sizeof *placed * ((size_t)g->nv + 1));
     const te_graph_mem_buffer **tmp = malloc(sizeof *tmp * ((size_t)g->nv + 1));
     int *first = malloc(sizeof(int) * ((size_t)g->nv + 1));
     int *last = malloc(sizeof(int) * ((size_t)g->nv + 1));
-    if (!m->offset_of || !m->b || !order || !placed || !tmp || !first || !last) {
+    if (!m->offset_of || !m->alias || !m->b || !order || !placed || !tmp || !first || !last) {
         free(order), free(placed), free(tmp), free(first), free(last);
         te_graph_memplan_free(m);
         return TE_ERR_NOMEM;
     }
     for (int v = 0; v < g->nv; v++) {
         m->offset_of[v] = -1;
+        m->alias[v] = te__fuse_view_root(p, v);
         first[v] = last[v] = -1;
         if (g->v[v].kind == TE_GRAPH_NODE_OUTPUT && !g->v[v].is_output)
             m->st.unfused_bytes += value_bytes(g, v);
     }
-    /* Liveness: the writing group, then every group reading the value. */
+    /* Liveness: the writing group, then every group reading the value or a view of it (a
+     * view writes nothing: its readers read its root). */
     for (int gi = 0; gi < p->ng; gi++)
-        for (int k = 0; k < p->gr[gi].nout; k++) {
+        for (int k = 0; !p->gr[gi].view && k < p->gr[gi].nout; k++) {
             int v = p->gr[gi].outs[k];
             first[v] = last[v] = STEP(gi);
         }
     for (int n = 0; n < g->nn; n++)
         for (int i = 0; i < g->n[n].n_in; i++) {
-            int v = g->n[n].in[i], gi = STEP(p->group_of[n]);
+            int v = m->alias[g->n[n].in[i]], gi = STEP(p->group_of[n]);
             if (first[v] >= 0 && gi > last[v])
                 last[v] = gi;
         }
@@ -166,6 +173,8 @@ int te_graph_memplan_create_steps(const te_fuse_plan *p, const int *step, te_gra
     }
     for (int k = 0; k < nb; k++)
         m->offset_of[m->b[k].value] = (int64_t)m->b[k].offset;
+    for (int v = 0; v < g->nv; v++)
+        m->offset_of[v] = m->offset_of[m->alias[v]];
     m->st.n_buffers = nb;
     free(order), free(placed), free(tmp), free(first), free(last);
     *out = m;
@@ -193,4 +202,9 @@ int te_graph_memplan_buffer(const te_graph_memplan *m, int i, te_graph_mem_buffe
 int64_t te_graph_memplan_offset(const te_graph_memplan *m, int v)
 {
     return m && v >= 0 && v < m->nv ? m->offset_of[v] : -1;
+}
+
+int te_graph_memplan_alias(const te_graph_memplan *m, int v)
+{
+    return m && v >= 0 && v < m->nv ? m->alias[v] : -1;
 }

@@ -53,7 +53,7 @@ static void run(te_graph *g, const float *x, float *out, int *tensorized)
     te_graph_exec *e = NULL;
     if (te_graph_compile(g, p, NULL, &e))
         fail_msg("%s", te_graph_errmsg(g));
-    for (int i = 0; tensorized && i < te_graph_exec_kernel_count(e); i++) {
+    for (int i = 0; tensorized && i < te_fuse_plan_group_count(p); i++) {
         const char *note = NULL;
         te_graph_exec_group_from_db(e, i, &note);
         if (note && (strstr(note, "tensorize avx512bf16_") || strstr(note, "amx_bf16")))

@@ -3,7 +3,9 @@
  * two identical layers tune once) for a few real trials on tiny shapes into a temporary
  * database, then `tessera run --db` reporting groups compiled from that database;
  * `--precision bf16` on run (--check within the bf16 bound of the f32 graph), fuse and tune, the
- * error on a bad value and on a CPU without bf16 dot products. */
+ * error on a bad value and on a CPU without bf16 dot products; reshape views (no kernel) through
+ * fuse, run --check, tune --graph (no task) and gen --graph (a runner that compiles and gives
+ * tessera run's outputs). */
 /* cmocka.h needs these first. */
 // clang-format off
 #include <setjmp.h>
@@ -13,6 +15,7 @@
 #include <cmocka.h>
 // clang-format on
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,7 @@
 #include <unistd.h>
 
 #include "tessera/graph.h"
+#include "tessera/npy.h"
 #include "tessera/target.h"
 
 /* Two identical layers (matmul + bias + relu on 8x16 by 16x16), then a tanh (the second
@@ -44,7 +48,21 @@ static const char k_bf16_graph[] = "input x f32[16,64]\n"
                                    "g = mlp_gate(y, wg, wu)\n"
                                    "output g\n";
 
-static char g_dir[64], g_graph[128], g_bf16[128];
+/* Lone reshapes: of the intermediate h (read twice), of the input x and of the constant c. */
+static const char k_views_graph[] = "input x f32[8,16]\n"
+                                    "const w f32[16,16] random seed=1 lo=-0.5 hi=0.5\n"
+                                    "const c f32[16,8] random seed=2 lo=-0.5 hi=0.5\n"
+                                    "h = matmul(x, w)\n"
+                                    "hr = reshape(h) shape=16:8\n"
+                                    "s = softmax(hr)\n"
+                                    "t = tanh(hr)\n"
+                                    "y = add(s, t)\n"
+                                    "xr = reshape(x) shape=16:8\n"
+                                    "cr = reshape(c) shape=8:16\n"
+                                    "m = matmul(xr, cr)\n"
+                                    "output y, m\n";
+
+static char g_dir[64], g_graph[128], g_bf16[128], g_views[128];
 
 static char *run(const char *cmd, int *status)
 {
@@ -83,6 +101,12 @@ static int setup(void **state)
     if (!f)
         return -1;
     fputs(k_bf16_graph, f);
+    fclose(f);
+    snprintf(g_views, sizeof g_views, "%s/views.graph", g_dir);
+    f = fopen(g_views, "w");
+    if (!f)
+        return -1;
+    fputs(k_views_graph, f);
     fclose(f);
     return 0;
 }
@@ -263,6 +287,115 @@ static void test_precision_bf16_runs_checks_and_refuses(void **state)
     assert_non_null(strstr(out, "all outputs match"));
 }
 
+static te_npy_array read_npy(const char *dir, const char *name)
+{
+    char path[256], err[512];
+    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+    te_npy_array a;
+    if (te_npy_read(path, &a, err, sizeof err))
+        fail_msg("%s", err);
+    return a;
+}
+
+static void test_reshape_views_run_tune_and_generate_without_kernels(void **state)
+{
+    (void)state;
+    char cmd[2048];
+    int st;
+    /* fuse: 4 kernels, 3 views, each saying whose storage it shares */
+    snprintf(cmd, sizeof cmd, "%s fuse %s --rules %s/cpu.rules 2>&1", TESSERA_CLI, g_views,
+             TE_RULES_DIR);
+    char *out = run(cmd, &st);
+    if (st != 0)
+        fail_msg("exit %d:\n%s", st, out);
+    assert_non_null(strstr(out, "fusion plan: 8 nodes -> 4 kernels"));
+    assert_non_null(strstr(out, "3 reshape views, no kernel"));
+    assert_int_equal(count(out, ": view [view]"), 3);
+    assert_non_null(strstr(out, "shares the storage of 'x'"));
+    assert_non_null(strstr(out, "shares the storage of 'c'"));
+    assert_non_null(strstr(out, "shares the storage of 'h'"));
+    snprintf(cmd, sizeof cmd, "%s fuse %s --json 2>&1", TESSERA_CLI, g_views);
+    out = run(cmd, &st);
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(out, "\"kernels\":4,\"views\":3"));
+    assert_int_equal(count(out, "\"view\":true"), 3);
+    snprintf(cmd, sizeof cmd, "%s fuse %s --dot 2>&1", TESSERA_CLI, g_views);
+    out = run(cmd, &st);
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(out, "-> 4 kernels (3 reshape views)"));
+    assert_int_equal(count(out, "style=dotted"), 3);
+    snprintf(cmd, sizeof cmd, "%s fuse %s --check 2>&1", TESSERA_CLI, g_views);
+    out = run(cmd, &st);
+    if (st != 0)
+        fail_msg("exit %d:\n%s", st, out);
+    assert_non_null(strstr(out, "check: 4 kernels, all outputs match"));
+
+    /* run --check: every group output, views read through their roots, matches */
+    snprintf(cmd, sizeof cmd, "%s run %s --check --runs 2 --output-dir %s/vt 2>&1", TESSERA_CLI,
+             g_views, g_dir);
+    out = run(cmd, &st);
+    if (st != 0)
+        fail_msg("exit %d:\n%s", st, out);
+    assert_non_null(strstr(out, "8 nodes -> 4 kernels (0 from the database; 3 reshape views"));
+    assert_non_null(strstr(out, "every group output matches the reference"));
+    assert_int_equal(count(out, "(reshape, no copy)"), 3);
+    assert_null(strstr(out, "MISMATCH"));
+    snprintf(cmd, sizeof cmd, "%s run %s --check --json --runs 1 --threads 2 2>&1", TESSERA_CLI,
+             g_views);
+    out = run(cmd, &st);
+    if (st != 0)
+        fail_msg("exit %d:\n%s", st, out);
+    assert_non_null(strstr(out, "\"kernels\": 4, \"views\": 3"));
+    assert_int_equal(count(out, "\"view\": true"), 3);
+    assert_non_null(strstr(out, "\"check\": true"));
+
+    /* tune: the views are no task */
+    snprintf(cmd, sizeof cmd, "%s tune --graph %s --trials 4 --batch 4 --db %s/views.db 2>&1",
+             TESSERA_CLI, g_views, g_dir);
+    out = run(cmd, &st);
+    if (st != 0)
+        fail_msg("exit %d:\n%s", st, out);
+    assert_non_null(
+        strstr(out, "4 fused groups, 4 distinct workloads (3 reshape views: no kernel"));
+    assert_null(strstr(out, "graph_reshape"));
+
+    /* gen: 4 kernels, the views as V_VIEW entries; the runner gives tessera run's outputs */
+    snprintf(cmd, sizeof cmd, "%s gen --graph %s --name vw -o %s/vk 2>&1", TESSERA_CLI, g_views,
+             g_dir);
+    out = run(cmd, &st);
+    if (st != 0)
+        fail_msg("exit %d:\n%s", st, out);
+    assert_non_null(strstr(out, "4 kernels for 7 fused groups"));
+    snprintf(cmd, sizeof cmd,
+             "cd %s/vk && grep -c 'V_VIEW, ' runner.c && grep -c '/\\* group [0-9]*: view of ' "
+             "runner.c && cc -O2 -std=c99 -Wall -Werror -o runner runner.c vw_k*.c -lm 2>&1 && "
+             "./runner x=%s/vt/x.npy -o %s/vg 2>&1",
+             g_dir, g_dir, g_dir);
+    out = run(cmd, &st);
+    if (st != 0)
+        fail_msg("exit %d:\n%s", st, out);
+    assert_true(!strncmp(out, "3\n3\n", 4));
+    char vt[128], vg[128];
+    snprintf(vt, sizeof vt, "%s/vt", g_dir);
+    snprintf(vg, sizeof vg, "%s/vg", g_dir);
+    static const char *const outs[] = {"y", "m"};
+    for (int i = 0; i < 2; i++) {
+        te_npy_array want = read_npy(vt, outs[i]), got = read_npy(vg, outs[i]);
+        assert_int_equal(got.numel, want.numel);
+        double worst = 0;
+        for (int64_t j = 0; j < want.numel; j++) {
+            double w = ((float *)want.data)[j], x = ((float *)got.data)[j];
+            double d = fabs(x - w) / fmax(1.0, fabs(w));
+            if (!(d <= worst))
+                worst = d;
+        }
+        te_npy_array_free(&want);
+        te_npy_array_free(&got);
+        if (!(worst <= 1e-5))
+            fail_msg("the runner's '%s' differs from tessera run's by %g", outs[i], worst);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -270,6 +403,7 @@ int main(void)
         cmocka_unit_test(test_run_reads_inputs_and_refuses_bad_ones),
         cmocka_unit_test(test_tune_graph_then_run_from_the_database),
         cmocka_unit_test(test_precision_bf16_runs_checks_and_refuses),
+        cmocka_unit_test(test_reshape_views_run_tune_and_generate_without_kernels),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

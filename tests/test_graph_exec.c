@@ -2,7 +2,9 @@
  * on its inputs, default schedule, C backend), checked against the unfused graph evaluated by
  * the float64 reference interpreter at every group output (relative error <= 1e-5), on the
  * sub-graphs of the fusion classes: conv + bn + relu (folded), matmul + bias + gelu, QKV, the
- * MLP gate, residual add + layer norm, layer norm -> QKV. */
+ * MLP gate, residual add + layer norm, layer norm -> QKV; and lone reshapes as views (no kernel,
+ * the storage of their root: an intermediate, a graph input, a constant, a graph output, through
+ * a chain of two views), a reshape that is a graph output staying a kernel. */
 /* cmocka.h needs these first. */
 // clang-format off
 #include <setjmp.h>
@@ -66,9 +68,13 @@ static void check_group(te_graph_exec *e, int i, void *user)
     cc->checked++;
 }
 
+typedef void (*inspect_fn)(te_graph *g, const te_fuse_plan *p, te_graph_exec *e);
+
 /* Parses, optionally optimizes, fuses, compiles and runs `text`; checks every group output and
- * the graph outputs against the reference; returns the number of kernels. */
-static int check_graph(const char *text, int optimize, const char *want_rule)
+ * the graph outputs against the reference; calls inspect (may be NULL) after the run; returns
+ * the number of kernels. */
+static int check_graph_inspect(const char *text, int optimize, const char *want_rule,
+                               inspect_fn inspect)
 {
     te_graph *g = te_graph_create();
     if (te_graph_parse(g, text, "exec.graph"))
@@ -120,6 +126,8 @@ static int check_graph(const char *text, int optimize, const char *want_rule)
         free(want);
         free(out[j]);
     }
+    if (inspect)
+        inspect(g, p, e);
     for (int i = 0; i < nin; i++)
         free(in[i]);
     int nk = te_graph_exec_kernel_count(e);
@@ -127,6 +135,11 @@ static int check_graph(const char *text, int optimize, const char *want_rule)
     te_fuse_plan_free(p);
     te_graph_free(g);
     return nk;
+}
+
+static int check_graph(const char *text, int optimize, const char *want_rule)
+{
+    return check_graph_inspect(text, optimize, want_rule, NULL);
 }
 
 static void test_conv_bn_relu_folded_runs_as_one_kernel(void **state)
@@ -278,6 +291,170 @@ static void test_small_resnet_block_end_to_end(void **state)
     assert_int_equal(nk, 2);
 }
 
+/* Lone reshapes (each has several readers, or a matmul reads it: nothing fuses them) on every
+ * kind of root: hr of the matmul h, the chain r1 -> r2 of the elementwise u, cr of a constant,
+ * xr of the graph input, m1r of the graph output m1; yr is a graph output and stays a copy. */
+static const char k_views[] = "input x f32[8,16]\n"
+                              "const w1 f32[16,16] random seed=1 lo=-0.5 hi=0.5\n"
+                              "const w2 f32[8,8] random seed=2 lo=-0.5 hi=0.5\n"
+                              "const c f32[4,32] random seed=3 lo=-0.5 hi=0.5\n"
+                              "h = matmul(x, w1)\n"
+                              "hr = reshape(h) shape=16:8\n"
+                              "s = softmax(hr)\n"
+                              "t = tanh(hr)\n"
+                              "u = add(s, t)\n"
+                              "r1 = reshape(u) shape=8:16\n"
+                              "r2 = reshape(r1) shape=4:32\n"
+                              "m1 = matmul(r1, w1)\n"
+                              "cr = reshape(c) shape=32:4\n"
+                              "m4 = matmul(r2, cr)\n"
+                              "xr = reshape(x) shape=16:8\n"
+                              "m3 = matmul(xr, w2)\n"
+                              "yr = reshape(m3) shape=8:16\n"
+                              "m1r = reshape(m1) shape=16:8\n"
+                              "m5 = matmul(m1r, w2)\n"
+                              "output m1, m4, yr, m5\n";
+
+static int group_of_value(te_graph *g, const te_fuse_plan *p, const char *name)
+{
+    int v = te_graph_find(g, name);
+    assert_true(v >= 0);
+    return te_fuse_plan_group_of(p, te_graph_value_producer(g, v));
+}
+
+/* The plan, the pool and the executable of k_views: six views, no kernel for them, no pool
+ * bytes for them, each reading its root's buffer (the same pointer). */
+static void inspect_views(te_graph *g, const te_fuse_plan *p, te_graph_exec *e)
+{
+    static const char *const views[] = {"hr", "r1", "r2", "cr", "xr", "m1r"};
+    static const char *const roots[] = {"h", "u", "u", "c", "x", "m1"};
+    int ng = te_fuse_plan_group_count(p), nviews = 0;
+    for (int i = 0; i < ng; i++) {
+        te_fuse_group gr;
+        assert_int_equal(te_fuse_plan_group(p, i, &gr), TE_OK);
+        if (!gr.view)
+            continue;
+        nviews++;
+        assert_int_equal(gr.n_nodes, 1);
+        assert_string_equal(te_graph_node_op(g, gr.nodes[0]), "reshape");
+        assert_string_equal(gr.rule, "view");
+        assert_string_equal(gr.cls, "view");
+        assert_false(te_graph_value_is_output(g, te_graph_node_output(g, gr.nodes[0], 0)));
+        assert_int_equal(te_graph_exec_group_seconds(e, i), 0);
+        assert_int_equal(te_graph_exec_group_threads(e, i), 0);
+        assert_string_equal(te_graph_exec_group_key(e, i), "");
+    }
+    assert_int_equal(nviews, 6);
+    assert_int_equal(te_graph_exec_kernel_count(e), ng - nviews);
+    /* The reshape that is a graph output is a kernel of its own (the caller reads its buffer). */
+    te_fuse_group gy;
+    te_fuse_plan_group(p, group_of_value(g, p, "yr"), &gy);
+    assert_false(gy.view);
+    assert_string_equal(gy.rule, "single");
+
+    const te_graph_memplan *m = te_graph_exec_memplan(e);
+    for (int i = 0; i < 6; i++) {
+        int v = te_graph_find(g, views[i]), r = te_graph_find(g, roots[i]);
+        const char *note = NULL;
+        int gi = group_of_value(g, p, views[i]);
+        te_fuse_group gr;
+        te_fuse_plan_group(p, gi, &gr);
+        if (!gr.view)
+            fail_msg("'%s' (group %d, %s) is not a view", views[i], gi, gr.rule);
+        assert_int_equal(te_graph_memplan_alias(m, v), r);
+        assert_int_equal(te_graph_memplan_offset(m, v), te_graph_memplan_offset(m, r));
+        assert_ptr_equal(te_graph_exec_value(e, v), te_graph_exec_value(e, r));
+        assert_int_equal(te_graph_exec_group_from_db(e, gi, &note), 0);
+        char want[64];
+        snprintf(want, sizeof want, "view of '%s'", roots[i]);
+        if (!strstr(note, want))
+            fail_msg("group %d's note is '%s'", gi, note);
+    }
+    assert_int_equal(te_graph_memplan_alias(m, te_graph_find(g, "h")), te_graph_find(g, "h"));
+    /* Inputs, constants and graph outputs are not pooled, nor their views. */
+    assert_int_equal(te_graph_memplan_offset(m, te_graph_find(g, "xr")), -1);
+    assert_int_equal(te_graph_memplan_offset(m, te_graph_find(g, "cr")), -1);
+    assert_int_equal(te_graph_memplan_offset(m, te_graph_find(g, "m1r")), -1);
+    assert_true(te_graph_memplan_offset(m, te_graph_find(g, "hr")) >= 0);
+    assert_int_equal(te_graph_memplan_alias(m, -1), -1);
+    assert_int_equal(te_graph_memplan_alias(NULL, 0), -1);
+    /* The pool holds h, s, u and m3 (yr's input): no view's bytes. u lives until m4, which reads
+     * it through r2, and shares no byte with any buffer live then. */
+    te_graph_mem_stats st;
+    te_graph_memplan_stats(m, &st);
+    assert_int_equal(st.n_buffers, 4);
+    assert_int_equal(st.fused_bytes, 4 * 128 * sizeof(float));
+    int u = te_graph_find(g, "u");
+    for (int i = 0; i < st.n_buffers; i++) {
+        te_graph_mem_buffer b;
+        te_graph_memplan_buffer(m, i, &b);
+        assert_int_equal(te_graph_memplan_alias(m, b.value), b.value);
+        if (b.value == u)
+            assert_int_equal(b.last, te_graph_exec_group_wave(e, group_of_value(g, p, "m4")));
+    }
+}
+
+static void test_reshapes_run_as_views_of_their_roots(void **state)
+{
+    (void)state;
+    int nk = check_graph_inspect(k_views, 0, "view", inspect_views);
+    assert_int_equal(nk, 8);
+}
+
+/* The same graph on two threads with every group small: independent kernels share waves, views
+ * join them with no threads, and the results are the reference's. */
+static void test_views_in_concurrent_waves_match_the_reference(void **state)
+{
+    (void)state;
+    te_graph *g = te_graph_create();
+    if (te_graph_parse(g, k_views, "views.graph"))
+        fail_msg("%s", te_graph_errmsg(g));
+    te_fuse_target t = target();
+    te_fuse_plan *p = te_graph_fuse(g, g_rules, &t);
+    assert_non_null(p);
+    te_graph_compile_opts o = {.threads = 2, .min_flops_per_thread = 1e9};
+    te_graph_exec *e = NULL;
+    if (te_graph_compile_ex(g, p, &o, &e))
+        fail_msg("%s", te_graph_errmsg(g));
+    int ng = te_fuse_plan_group_count(p), shared = 0;
+    for (int w = 0; w < te_graph_exec_wave_count(e); w++) {
+        int sum = 0, n = 0;
+        for (int gi = 0; gi < ng; gi++)
+            if (te_graph_exec_group_wave(e, gi) == w) {
+                sum += te_graph_exec_group_threads(e, gi);
+                n += te_graph_exec_group_threads(e, gi) > 0;
+            }
+        assert_int_equal(sum, 2);
+        shared += n > 1;
+    }
+    assert_true(shared >= 1);
+    /* A view runs nothing: it joins the wave of the group before it. */
+    int gx = group_of_value(g, p, "xr");
+    assert_int_equal(te_graph_exec_group_wave(e, gx), te_graph_exec_group_wave(e, gx - 1));
+    float x[8 * 16], out[4][128];
+    tt_fill_f32(&g_rng, x, 8 * 16);
+    const void *inp[1] = {x};
+    for (int run = 0; run < 3; run++) {
+        for (int j = 0; j < 4; j++)
+            tt_poison_f32(out[j], 128);
+        if (te_graph_run(e, inp, (void *const[]){out[0], out[1], out[2], out[3]}))
+            fail_msg("%s", te_graph_errmsg(g));
+        for (int j = 0; j < te_graph_output_count(g); j++) {
+            int v = te_graph_output_value(g, j);
+            size_t n = (size_t)te_graph_value_numel(g, v);
+            double want[128], *wp = want;
+            assert_true(n <= 128);
+            assert_int_equal(te_graph_eval_reference(g, inp, 1, &v, &wp), TE_OK);
+            double err = tt_max_rel_err_f32(out[j], want, n);
+            if (!(err <= 1e-5))
+                fail_msg("output '%s': relative error %g", te_graph_value_name(g, v), err);
+        }
+    }
+    te_graph_exec_free(e);
+    te_fuse_plan_free(p);
+    te_graph_free(g);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -306,6 +483,8 @@ int main(void)
         cmocka_unit_test(test_layer_norm_qkv_runs_as_one_kernel),
         cmocka_unit_test(test_small_encoder_block_end_to_end),
         cmocka_unit_test(test_small_resnet_block_end_to_end),
+        cmocka_unit_test(test_reshapes_run_as_views_of_their_roots),
+        cmocka_unit_test(test_views_in_concurrent_waves_match_the_reference),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

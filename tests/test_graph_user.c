@@ -418,7 +418,7 @@ static te_graph_exec *compile_with(te_graph *g, te_fuse_plan *p, int threads, do
     /* Never more threads than the budget in any wave. */
     for (int w = 0; w < te_graph_exec_wave_count(e); w++) {
         int sum = 0;
-        for (int gi = 0; gi < te_graph_exec_kernel_count(e); gi++)
+        for (int gi = 0; gi < te_fuse_plan_group_count(p); gi++) /* views: 0 threads */
             if (te_graph_exec_group_wave(e, gi) == w)
                 sum += te_graph_exec_group_threads(e, gi);
         assert_int_equal(sum, threads);

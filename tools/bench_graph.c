@@ -681,8 +681,8 @@ int te_cmd_bench_graph(int argc, char **argv)
             break;
         }
         r->waves = te_graph_exec_wave_count(e);
-        nk = te_graph_exec_kernel_count(e);
-        for (int gi = 0; gi < nk; gi++)
+        nk = te_graph_exec_kernel_count(e); /* views (reshapes sharing storage) are no kernel */
+        for (int gi = 0; gi < ng; gi++)
             r->from_db += te_graph_exec_group_from_db(e, gi, NULL) == 1;
         te_graph_memplan_stats(te_graph_exec_memplan(e), &ms);
         r->pool_bytes = ms.pool_bytes;
@@ -755,12 +755,13 @@ int te_cmd_bench_graph(int argc, char **argv)
         int nodes = te_graph_node_count(g);
         double mem_saving = ms.unfused_bytes ? 1.0 - (double)ms.pool_bytes / ms.unfused_bytes : 0;
         if (json) {
-            printf("{\"graph\": \"%s\", \"nodes\": %d, \"kernels_node_by_node\": %d, "
-                   "\"kernels_fused\": %d, \"intermediate_bytes_node_by_node\": %zu, "
-                   "\"intermediate_bytes_fused\": %zu, \"intermediate_bytes_planned\": %zu, "
-                   "\"intermediate_saving\": %.4f, \"openblas\": \"%s\", \"reps\": %d, \"runs\": [",
-                   path, nodes, nodes, nk, ms.unfused_bytes, ms.fused_bytes, ms.pool_bytes,
-                   mem_saving, te_bl_openblas_core(), reps);
+            printf(
+                "{\"graph\": \"%s\", \"nodes\": %d, \"kernels_node_by_node\": %d, "
+                "\"kernels_fused\": %d, \"views\": %d, \"intermediate_bytes_node_by_node\": %zu, "
+                "\"intermediate_bytes_fused\": %zu, \"intermediate_bytes_planned\": %zu, "
+                "\"intermediate_saving\": %.4f, \"openblas\": \"%s\", \"reps\": %d, \"runs\": [",
+                path, nodes, nodes, nk, ng - nk, ms.unfused_bytes, ms.fused_bytes, ms.pool_bytes,
+                mem_saving, te_bl_openblas_core(), reps);
             for (int i = 0; i < nres; i++) {
                 printf("%s{\"threads\": %d, \"fused_ms\": %.4f, \"node_by_node_ms\": %.4f, "
                        "\"speedup\": %.3f, \"max_rel_diff\": %.3g, \"groups_from_db\": %d, "
@@ -781,7 +782,10 @@ int te_cmd_bench_graph(int argc, char **argv)
             printf("]}\n");
         } else {
             printf("graph %s: %d nodes; %s\n", path, nodes, te_bl_openblas_note());
-            printf("kernels: %d node by node, %d fused\n", nodes, nk);
+            printf("kernels: %d node by node, %d fused", nodes, nk);
+            if (ng > nk)
+                printf(" (and %d reshape view%s, no kernel)", ng - nk, ng - nk == 1 ? "" : "s");
+            printf("\n");
             printf("peak intermediate memory: %.2f MiB node by node (every output kept), %.2f "
                    "MiB fused, %.2f MiB fused + planned (%.0f%% less; the last thread count's "
                    "schedule)\n",

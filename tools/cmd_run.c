@@ -313,12 +313,12 @@ static int compile_for(te_cli_fused *f, te_db *db, int threads, te_target *tgt, 
     return 0;
 }
 
-/* The median end-to-end latency of `runs` runs after one warm-up; per-group medians into
- * g_med (may be NULL). 1 after printing the error. */
-static int time_runs(te_graph_exec *e, te_graph *g, void **in, int runs, double *latency,
+/* The median end-to-end latency of `runs` runs after one warm-up; per-group medians of the ng
+ * groups (views: 0) into g_med (may be NULL). 1 after printing the error. */
+static int time_runs(te_graph_exec *e, te_graph *g, int ng, void **in, int runs, double *latency,
                      double *g_med)
 {
-    int nk = te_graph_exec_kernel_count(e);
+    int nk = ng;
     double *t_all = calloc((size_t)runs, sizeof(double));
     double *t_grp = calloc((size_t)nk * (size_t)runs + 1, sizeof(double));
     int status = 0;
@@ -574,10 +574,11 @@ int te_cmd_run(int argc, char **argv)
     te_graph_exec *e = NULL;
     if (!status)
         status = compile_for(&f, db, thr[0], &tgt, &e);
-    int nk = e ? te_graph_exec_kernel_count(e) : 0;
-    double *g_med = calloc((size_t)nk + 1, sizeof(double));
-    double *worst = calloc((size_t)nk + 1, sizeof(double));
-    double *tol = calloc((size_t)nk + 1, sizeof(double));
+    /* Per group (views included: the numbering is the plan's); nk counts the kernels only. */
+    int nk = e ? te_graph_exec_kernel_count(e) : 0, ng = te_fuse_plan_group_count(f.plan);
+    double *g_med = calloc((size_t)ng + 1, sizeof(double));
+    double *worst = calloc((size_t)ng + 1, sizeof(double));
+    double *tol = calloc((size_t)ng + 1, sizeof(double));
     double bench_ms[16] = {0};
     int bench_from_db[16] = {0};
     if (!status && (!g_med || !worst || !tol)) {
@@ -586,7 +587,7 @@ int te_cmd_run(int argc, char **argv)
     }
     double latency = 0;
     if (!status)
-        status = time_runs(e, g, in, runs, &latency, g_med);
+        status = time_runs(e, g, ng, in, runs, &latency, g_med);
     bench_ms[0] = latency * 1e3;
     check_state cs = {g, ref, f.plan, (const void *const *)in, worst, tol, 0};
     if (!status && check &&
@@ -597,15 +598,15 @@ int te_cmd_run(int argc, char **argv)
     if (cs.failed)
         status = 1;
     int mismatches = 0;
-    for (int k = 0; !status && k < nk; k++)
+    for (int k = 0; !status && k < ng; k++)
         mismatches += check && !(worst[k] <= tol[k]);
     double worst_all = 0;
-    for (int k = 0; !status && check && k < nk; k++)
+    for (int k = 0; !status && check && k < ng; k++)
         worst_all = fmax(worst_all, worst[k]);
     if (!status && out_dir)
         status = write_outputs(g, e, out_dir, in, is_random, json);
     int from_db = 0;
-    for (int k = 0; k < nk; k++)
+    for (int k = 0; k < ng; k++)
         from_db += te_graph_exec_group_from_db(e, k, NULL) == 1;
     bench_from_db[0] = from_db;
     int threads0 = e ? tgt.num_cores : 0;
@@ -616,9 +617,9 @@ int te_cmd_run(int argc, char **argv)
         double lb = 0;
         status = compile_for(&f, db, thr[b], &tb, &eb);
         if (!status)
-            status = time_runs(eb, g, in, runs, &lb, NULL);
+            status = time_runs(eb, g, ng, in, runs, &lb, NULL);
         bench_ms[b] = lb * 1e3;
-        for (int k = 0; eb && k < nk; k++)
+        for (int k = 0; eb && k < ng; k++)
             bench_from_db[b] += te_graph_exec_group_from_db(eb, k, NULL) == 1;
         te_graph_exec_free(eb);
     }
@@ -628,13 +629,13 @@ int te_cmd_run(int argc, char **argv)
     if (!status && json) {
         printf("{\"graph\": ");
         json_str(path);
-        printf(", \"nodes\": %d, \"n_groups\": %d, \"kernels\": %d, \"from_db\": %d, "
-               "\"threads\": %d, \"runs\": %d, \"latency_ms\": %.6g, \"memory\": "
-               "{\"unfused_bytes\": %zu, \"fused_bytes\": %zu, \"pool_bytes\": %zu, "
+        printf(", \"nodes\": %d, \"n_groups\": %d, \"kernels\": %d, \"views\": %d, "
+               "\"from_db\": %d, \"threads\": %d, \"runs\": %d, \"latency_ms\": %.6g, "
+               "\"memory\": {\"unfused_bytes\": %zu, \"fused_bytes\": %zu, \"pool_bytes\": %zu, "
                "\"live_bytes\": %zu}, \"groups\": [",
-               te_graph_node_count(g), te_fuse_plan_group_count(f.plan), nk, from_db, threads0,
-               runs, latency * 1e3, ms.unfused_bytes, ms.fused_bytes, ms.pool_bytes, ms.live_bytes);
-        for (int k = 0; k < nk; k++) {
+               te_graph_node_count(g), ng, nk, ng - nk, from_db, threads0, runs, latency * 1e3,
+               ms.unfused_bytes, ms.fused_bytes, ms.pool_bytes, ms.live_bytes);
+        for (int k = 0; k < ng; k++) {
             te_fuse_group gr;
             const char *note;
             int db_k = te_graph_exec_group_from_db(e, k, &note);
@@ -645,7 +646,8 @@ int te_cmd_run(int argc, char **argv)
             json_str(te_graph_node_name(g, gr.nodes[0]));
             printf(", \"workload\": ");
             json_str(te_graph_exec_group_key(e, k));
-            printf(", \"from_db\": %s, \"note\": ", db_k == 1 ? "true" : "false");
+            printf(", \"view\": %s, \"from_db\": %s, \"note\": ", gr.view ? "true" : "false",
+                   db_k == 1 ? "true" : "false");
             json_str(note);
             printf(", \"ms\": %.6g", g_med[k] * 1e3);
             if (check)
@@ -670,11 +672,15 @@ int te_cmd_run(int argc, char **argv)
         human_bytes(ms.unfused_bytes, hu, sizeof hu);
         human_bytes(ms.fused_bytes, hf, sizeof hf);
         human_bytes(ms.pool_bytes, hp, sizeof hp);
-        printf("%s: %s, %d nodes -> %d kernels (%d from the database); intermediates %s "
+        char views[64] = "";
+        if (ng > nk)
+            snprintf(views, sizeof views, "; %d reshape view%s, no kernel", ng - nk,
+                     ng - nk == 1 ? "" : "s");
+        printf("%s: %s, %d nodes -> %d kernels (%d from the database%s); intermediates %s "
                "node by node -> %s fused -> %s pool\n",
                te_cli_is_model(path) ? "model" : "graph", path, te_graph_node_count(g), nk, from_db,
-               hu, hf, hp);
-        for (int k = 0; k < nk; k++) {
+               views, hu, hf, hp);
+        for (int k = 0; k < ng; k++) {
             te_fuse_group gr;
             const char *note;
             te_graph_exec_group_from_db(e, k, &note);

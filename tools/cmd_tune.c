@@ -521,7 +521,15 @@ int te_cmd_tune(int argc, char **argv)
             te_tuner_free(t);
             return loaded ? 2 : 1;
         }
-        if (!quiet)
+        /* Views (reshapes sharing their input's storage) run no kernel: they are no task. */
+        int nviews = te_cli_graph_tasks_views(gtasks);
+        if (!quiet && nviews)
+            fprintf(stderr,
+                    "tune: %s: %d fused groups, %d distinct workloads (%d reshape view%s: no "
+                    "kernel, not tuned)\n",
+                    graph, te_cli_graph_tasks_groups(gtasks) - nviews,
+                    te_cli_graph_tasks_distinct(gtasks), nviews, nviews == 1 ? "" : "s");
+        else if (!quiet)
             fprintf(stderr, "tune: %s: %d fused groups, %d distinct workloads\n", graph,
                     te_cli_graph_tasks_groups(gtasks), te_cli_graph_tasks_distinct(gtasks));
     } else if (op) {

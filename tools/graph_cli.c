@@ -184,8 +184,8 @@ typedef struct gtask {
 
 struct te_cli_graph_tasks {
     te_cli_fused f;
-    gtask *t;
-    int n, distinct;
+    gtask *t; /* one per group; a view's has weight 0 and no context */
+    int n, distinct, views;
 };
 
 void te_cli_graph_tasks_free(te_cli_graph_tasks *l)
@@ -223,6 +223,11 @@ te_cli_graph_tasks *te_cli_graph_tasks_load_model(const char *cmd, const char *p
     l->t = calloc((size_t)ng + 1, sizeof *l->t);
     for (int i = 0; l->t && i < ng; i++, l->n++) {
         gtask *k = &l->t[i];
+        te_fuse_group gr;
+        if (te_fuse_plan_group(l->f.plan, i, &gr) == TE_OK && gr.view) {
+            l->views++; /* a reshape sharing its input's storage: no kernel to tune */
+            continue;
+        }
         k->ctx = te_ctx_create();
         if (!k->ctx || te_graph_group_expr_build(l->f.g, l->f.plan, i, k->ctx, &k->e)) {
             l->n++;
@@ -263,4 +268,5 @@ int te_cli_graph_tasks_add(const te_cli_graph_tasks *l, te_tuner *t)
 }
 
 int te_cli_graph_tasks_groups(const te_cli_graph_tasks *l) { return l ? l->n : 0; }
+int te_cli_graph_tasks_views(const te_cli_graph_tasks *l) { return l ? l->views : 0; }
 int te_cli_graph_tasks_distinct(const te_cli_graph_tasks *l) { return l ? l->distinct : 0; }

@@ -71,9 +71,11 @@ te_cli_graph_tasks *te_cli_graph_tasks_load_model(const char *cmd, const char *p
                                                   int optimize, te_cli_precision prec);
 /* Adds the distinct tasks to t (te_tuner_add_expr). TE_OK or the tuner's status. */
 int te_cli_graph_tasks_add(const te_cli_graph_tasks *l, te_tuner *t);
-/* Number of groups and of distinct workloads. */
+/* Number of groups (views included), of distinct workloads, and of views (reshapes sharing
+ * their input's storage, te_fuse_group.view: no kernel, so no task). */
 int te_cli_graph_tasks_groups(const te_cli_graph_tasks *l);
 int te_cli_graph_tasks_distinct(const te_cli_graph_tasks *l);
+int te_cli_graph_tasks_views(const te_cli_graph_tasks *l);
 void te_cli_graph_tasks_free(te_cli_graph_tasks *l);
 
 #endif

@@ -471,20 +471,29 @@ typedef struct te_fuse_plan te_fuse_plan;
  * for elemwise producers, recomputed); the roofline estimate of the fused kernel against the
  * nodes one by one. Then the generic kind-based fusion
  * (out_ewise + following elemwise/broadcast, injective chains, reductions absorbing elemwise
- * producers) over what is left; every other node is a group of its own. rules may be NULL
+ * producers) over what is left; every other node is a group of its own (a lone reshape that is
+ * not a graph output: a view, te_fuse_group.view). rules may be NULL
  * (generic fusion only); t NULL means te_fuse_target_host. Returns the plan (free with
  * te_fuse_plan_free; g must outlive it unchanged) or NULL with a message on g. */
 te_fuse_plan *te_graph_fuse(te_graph *g, const te_fuse_rules *rules, const te_fuse_target *t);
 void te_fuse_plan_free(te_fuse_plan *p);
 
 typedef struct te_fuse_group {
-    const char *rule;     /* the rule that formed it, "generic:<how>", or "single" */
-    const char *cls;      /* vertical | horizontal | branch | composite | single */
+    const char *rule;     /* the rule that formed it, "generic:<how>", "single" or "view" */
+    const char *cls;      /* vertical | horizontal | branch | composite | single | view */
     const char *fused_op; /* library operator the group equals, or NULL */
     int n_nodes;
     const int *nodes; /* node ids in topological order */
     int n_outputs;
     const int *outputs; /* values the group writes for readers outside it */
+    /* 1: the group is a reshape whose output shares its input's storage; it runs no kernel.
+     * A `reshape` node left alone (no rule or generic step took it) whose output is not a
+     * graph output is such a view (rule and class "view"): tensors are dense and row-major,
+     * so the output is the input's bytes under another shape. A view stays a group (group
+     * indices are the same with or without views) but is not counted as a kernel; a reshape
+     * inside a larger group is part of that group's expression, and a reshape that is a
+     * graph output is a copy kernel (the caller reads its buffer). */
+    int view;
 } te_fuse_group;
 
 /* A checked candidate fusion, accepted or not (XLA's FusionDecision). */
@@ -504,11 +513,13 @@ int te_fuse_plan_group(const te_fuse_plan *p, int i, te_fuse_group *out);
 int te_fuse_plan_group_of(const te_fuse_plan *p, int node);
 int te_fuse_plan_decision_count(const te_fuse_plan *p);
 int te_fuse_plan_decision(const te_fuse_plan *p, int i, te_fuse_decision *out);
-/* The plan as text (the kernel count, the bytes of intermediates written to memory node by node
- * and fused, the peak intermediate memory node by node, fused and fused + planned (JSON:
- * "memory"), the target facts, the groups with the reason each was accepted, then every
- * rejected candidate with its reason), as JSON, or as a
- * Graphviz digraph of the fused graph (one cluster per group). TE_OK or TE_ERR_IO. */
+/* The plan as text (the kernel count, which leaves out views, the bytes of intermediates
+ * written to memory node by node and fused, the peak intermediate memory node by node, fused
+ * and fused + planned (JSON: "memory"), the target facts, the groups with the reason each was
+ * accepted (a view as "group N: view [view]" and the value whose storage it shares), then every
+ * rejected candidate with its reason), as JSON ("kernels", "views", and "view" per group), or
+ * as a Graphviz digraph of the fused graph (one cluster per group; views dotted). TE_OK or
+ * TE_ERR_IO. */
 int te_fuse_plan_print(const te_fuse_plan *p, FILE *f);
 int te_fuse_plan_print_json(const te_fuse_plan *p, FILE *f);
 int te_fuse_plan_print_dot(const te_fuse_plan *p, FILE *f);
@@ -523,24 +534,33 @@ int te_fuse_plan_print_dot(const te_fuse_plan *p, FILE *f);
  * first, each at the best-fitting gap (the smallest that holds it) among the buffers already
  * placed whose lifetimes overlap its own; offsets and sizes are multiples of 64 bytes. Graph
  * inputs, constants and outputs are not in the pool.
+ *
+ * Views (te_fuse_group.view: a reshape) have no buffer of their own: a view's output shares
+ * the storage of its ROOT, the value at the start of its chain of views (a pooled
+ * intermediate, a graph input, a constant or a graph output; te_graph_memplan_alias). A
+ * group reading a view reads the root, so the root stays live until the last reader of any
+ * of its views. The only group whose input and output share bytes is a view, which writes
+ * nothing.
  */
 typedef struct te_graph_memplan te_graph_memplan;
 
 #define TE_GRAPH_MEM_ALIGN 64
 
 typedef struct te_graph_mem_buffer {
-    int value;       /* the intermediate's value id */
-    size_t offset;   /* in the pool, a multiple of TE_GRAPH_MEM_ALIGN */
-    size_t bytes;    /* numel x dtype size, rounded up to TE_GRAPH_MEM_ALIGN */
-    int first, last; /* live from group `first` (its writer) to group `last` (its last reader) */
+    int value;     /* the intermediate's value id */
+    size_t offset; /* in the pool, a multiple of TE_GRAPH_MEM_ALIGN */
+    size_t bytes;  /* numel x dtype size, rounded up to TE_GRAPH_MEM_ALIGN */
+    /* Live from group `first` (its writer) to group `last` (its last reader, or the last
+     * reader of one of its views). */
+    int first, last;
 } te_graph_mem_buffer;
 
 typedef struct te_graph_mem_stats {
     size_t unfused_bytes; /* node by node, no reuse: every node output not a graph output */
-    size_t fused_bytes;   /* fused, no reuse: every group output not a graph output */
+    size_t fused_bytes;   /* fused, no reuse: every group output not a graph output nor a view */
     size_t pool_bytes;    /* fused and planned: the pool's size */
     size_t live_bytes;    /* the most bytes live at once: a lower bound on any pool */
-    int n_buffers;
+    int n_buffers;        /* pooled intermediates (views are not buffers) */
 } te_graph_mem_stats;
 
 /* Plans the intermediates of p (which must outlive the plan unchanged). Stores the plan in
@@ -557,8 +577,12 @@ void te_graph_memplan_free(te_graph_memplan *m);
 void te_graph_memplan_stats(const te_graph_memplan *m, te_graph_mem_stats *out);
 /* Buffer i (0 <= i < n_buffers, in value order). TE_OK or TE_ERR_ARG. */
 int te_graph_memplan_buffer(const te_graph_memplan *m, int i, te_graph_mem_buffer *out);
-/* Offset of value v in the pool, or -1 when v is not pooled. */
+/* Offset of value v in the pool, or -1 when v is not pooled. A view's offset is its root's
+ * (-1 when the root is a graph input, constant or graph output). */
 int64_t te_graph_memplan_offset(const te_graph_memplan *m, int v);
+/* The value whose storage v shares: the root of v's chain of views when v is a view's output
+ * (te_fuse_group.view), else v itself; -1 for a NULL plan or an out-of-range v. */
+int te_graph_memplan_alias(const te_graph_memplan *m, int v);
 
 /* ---- Fused groups as tensor expressions ------------------------------------------------- */
 
@@ -590,7 +614,7 @@ typedef struct te_target te_target;
 typedef struct te_graph_exec te_graph_exec;
 typedef struct te_db te_db;
 
-/* Compiles every group of plan p (made from g) as one kernel: the group's expression
+/* Compiles every group of plan p (made from g) but views as one kernel: the group's expression
  * (te_graph_group_expr_build), scheduled with the tuner's heuristic default
  * (te_tune_default_schedule: its search space ranked by an analytic cost model, nothing
  * measured; when that fails, elementwise and injective intermediates inlined into their
@@ -598,7 +622,9 @@ typedef struct te_db te_db;
  * several cores) and built with te_build for target (NULL:
  * the host C target), which also sets the run's thread budget (te_graph_compile_ex). The
  * intermediates get one pool planned by te_graph_memplan_create_steps over the run's waves
- * (one allocation, filled with 0xff: NaN in floats). Stores the
+ * (one allocation, filled with 0xff: NaN in floats). A view group (te_fuse_group.view)
+ * compiles nothing and runs nothing: its output's buffer is its root's (te_graph_memplan_alias:
+ * the pool, or the buffer of a graph input, constant or output). Stores the
  * executable in *out (free with te_graph_exec_free); g and p must outlive it unchanged. On
  * failure returns a status with a message on g naming the group. */
 int te_graph_compile(te_graph *g, const te_fuse_plan *p, const te_target *target,
@@ -632,7 +658,8 @@ typedef struct te_graph_compile_opts {
  * budget (its kernel's parallel loops), or up to min(threads, TE_GRAPH_MAX_WAVE) consecutive
  * small, independent groups that run concurrently, the threads split among them in proportion
  * to their FLOPs (at least one each, the shares summing to the budget: never more threads
- * than the budget). The memory plan's liveness is over waves (te_graph_memplan_create_steps),
+ * than the budget; a view joins the wave before it with 0 threads and takes no share). The
+ * memory plan's liveness is over waves (te_graph_memplan_create_steps),
  * so concurrent groups never share pool bytes. Inspect the schedule with
  * te_graph_exec_group_wave / _group_threads. Returns TE_OK, or a status with a message on g
  * (TE_ERR_ARG for a negative thread count or grain). */
@@ -644,7 +671,8 @@ int te_graph_compile_ex(te_graph *g, const te_fuse_plan *p, const te_graph_compi
  * graph output (te_graph_output_value order), in its dtype. Records each kernel's time. */
 int te_graph_run(te_graph_exec *e, const void *const *input_data, void *const *output_data);
 /* te_graph_run, calling after(e, gi, user) once group gi's kernel has run (may be NULL; from
- * the calling thread, in group order, once gi's wave has finished). While
+ * the calling thread, in group order, once gi's wave has finished; views too, whose output
+ * then reads as its root's data). While
  * it runs, te_graph_exec_value gives group gi's outputs and inputs: intermediates share the
  * pool, so a value holds its data only until the last group reading it has run. */
 int te_graph_run_each(te_graph_exec *e, const void *const *input_data, void *const *output_data,
@@ -652,24 +680,28 @@ int te_graph_run_each(te_graph_exec *e, const void *const *input_data, void *con
 /* The data of any value (intermediate, input, constant or output) in its dtype, owned by e;
  * NULL for an out-of-range id and for values inside a group (never written to memory). An
  * intermediate's data is its last writer's only while it is live (see te_graph_run_each); inputs,
- * constants and outputs stay valid after a run. */
+ * constants and outputs stay valid after a run. A view's output is its root's buffer (the same
+ * pointer), live as long as the root. */
 const void *te_graph_exec_value(const te_graph_exec *e, int v);
-/* Number of kernels (groups). */
+/* Number of kernels: the groups that are not views (te_fuse_plan_group_count counts every
+ * group, and is the bound of the group indices below). */
 int te_graph_exec_kernel_count(const te_graph_exec *e);
-/* Group gi: 1 when its schedule came from the database, 0 for the default schedule; *note
- * (may be NULL; owned by e) says which record or why not ("default schedule: no record for
- * this target"). -1 for a bad index. */
+/* Group gi: 1 when its schedule came from the database, 0 for the default schedule or a view;
+ * *note (may be NULL; owned by e) says which record or why not ("default schedule: no record
+ * for this target"; for a view, "view of 'x' (reshape, no copy)"). -1 for a bad index. */
 int te_graph_exec_group_from_db(const te_graph_exec *e, int gi, const char **note);
-/* Group gi's workload key (te_graph_group_expr's), owned by e; NULL for a bad index. */
+/* Group gi's workload key (te_graph_group_expr's), owned by e; "" for a view, NULL for a bad
+ * index. */
 const char *te_graph_exec_group_key(const te_graph_exec *e, int gi);
-/* Seconds group gi's kernel took in the last run (0 before one, or for a bad index). */
+/* Seconds group gi's kernel took in the last run (0 before one, for a view, or for a bad
+ * index). */
 double te_graph_exec_group_seconds(const te_graph_exec *e, int gi);
 /* The run's thread budget. */
 int te_graph_exec_threads(const te_graph_exec *e);
 /* Number of waves of the schedule (te_graph_compile_ex). */
 int te_graph_exec_wave_count(const te_graph_exec *e);
 /* The wave group gi runs in (waves run in order; groups of one wave run at once), and the
- * OpenMP threads its kernel gets. -1 for a bad index. */
+ * OpenMP threads its kernel gets (0 for a view). -1 for a bad index. */
 int te_graph_exec_group_wave(const te_graph_exec *e, int gi);
 int te_graph_exec_group_threads(const te_graph_exec *e, int gi);
 /* The pool's plan (owned by e). */
