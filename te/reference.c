@@ -1,6 +1,7 @@
 /* The reference interpreter: evaluates tensor expressions directly, in float64. It is slow
  * and simple on purpose; every schedule and backend is checked against it. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,18 +19,58 @@ typedef struct {
     te_ctx *ctx;
     slot *slots;
     int nslots, cap;
+    int *hash; /* open addressing on the tensor's address: slot index + 1, 0 empty; hcap a
+                * power of two above twice nslots (a model's graph has hundreds of tensors, and
+                * every element read looks its tensor up) */
+    int hcap;
     const te_expr *vars[MAX_ENV];
     double vals[MAX_ENV];
     int nenv;
     int err;
 } interp;
 
+static unsigned slot_hash(const te_tensor *t, int hcap)
+{
+    uint64_t x = (uint64_t)(uintptr_t)t;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return (unsigned)x & (unsigned)(hcap - 1);
+}
+
 static int find_slot(interp *in, const te_tensor *t)
 {
-    for (int i = 0; i < in->nslots; i++)
-        if (in->slots[i].t == t)
-            return i;
-    return -1;
+    if (!in->hcap)
+        return -1;
+    for (unsigned h = slot_hash(t, in->hcap);; h = (h + 1) & (unsigned)(in->hcap - 1)) {
+        int s = in->hash[h] - 1;
+        if (s < 0 || in->slots[s].t == t)
+            return s;
+    }
+}
+
+/* Enters slot s in the hash, growing it (and rehashing) when it would be over half full. */
+static int hash_slot(interp *in, int s)
+{
+    if (2 * (s + 1) >= in->hcap) {
+        int cap = in->hcap ? 2 * in->hcap : 64;
+        int *h = calloc((size_t)cap, sizeof *h);
+        if (!h)
+            return te_ctx_set_error(in->ctx, TE_ERR_NOMEM, "reference: out of memory");
+        free(in->hash);
+        in->hash = h;
+        in->hcap = cap;
+        for (int i = 0; i < s; i++) {
+            int rc = hash_slot(in, i);
+            if (rc)
+                return rc;
+        }
+    }
+    unsigned h = slot_hash(in->slots[s].t, in->hcap);
+    while (in->hash[h])
+        h = (h + 1) & (unsigned)(in->hcap - 1);
+    in->hash[h] = s + 1;
+    return TE_OK;
 }
 
 static double read_raw(const void *p, te_dtype dt, int64_t i)
@@ -377,7 +418,10 @@ static int add_slot(interp *in, const te_tensor *t, double *data, const void *ra
         in->slots = s;
         in->cap = cap;
     }
-    in->slots[in->nslots++] = (slot){t, data, raw};
+    in->slots[in->nslots] = (slot){t, data, raw};
+    if (hash_slot(in, in->nslots))
+        return te_ctx_errcode(in->ctx);
+    in->nslots++;
     return TE_OK;
 }
 
@@ -462,5 +506,6 @@ int te_reference_eval(te_ctx *ctx, int n_in, te_tensor *const *inputs, const voi
     for (int i = 0; i < in.nslots; i++)
         free(in.slots[i].data);
     free(in.slots);
+    free(in.hash);
     return rc;
 }

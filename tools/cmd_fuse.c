@@ -70,30 +70,9 @@ typedef struct check_state {
     te_graph *g;
     te_graph *ref; /* --precision bf16: the f32 graph before the lowering, else NULL */
     const te_fuse_plan *p;
-    const void *const *in;
+    const te_cli_refs *refs; /* the references of the group outputs, evaluated once */
     int bad, failed;
 } check_state;
-
-/* Element j of data of dtype dt as a double. */
-static double elem(te_dtype dt, const void *p, int64_t j)
-{
-    switch (dt) {
-    case TE_F32:
-        return ((const float *)p)[j];
-    case TE_F64:
-        return ((const double *)p)[j];
-    case TE_I64:
-        return (double)((const int64_t *)p)[j];
-    case TE_I32:
-        return ((const int32_t *)p)[j];
-    case TE_U8:
-        return ((const uint8_t *)p)[j];
-    case TE_BF16:
-        return te_bf16_to_f32(((const uint16_t *)p)[j]);
-    default:
-        return NAN;
-    }
-}
 
 /* The values --check fills integer input v with: [0, bound). For the indices of gather nodes,
  * the smallest extent of their indexed axes; for a u8 input (ONNX bool), 2; else 4 (small, so
@@ -127,35 +106,16 @@ static void check_group(te_graph_exec *e, int gi, void *user)
     te_fuse_plan_group(cs->p, gi, &gr);
     for (int k = 0; !cs->failed && k < gr.n_outputs; k++) {
         int v = gr.outputs[k];
-        int64_t n = te_graph_value_numel(g, v);
-        /* bf16: a value the f32 graph has too against that graph's reference (as tessera run
-         * --check does), values the lowering made against the lowered graph's. */
-        te_graph *rg = g;
-        int rv = v;
-        if (cs->ref) {
-            int w = te_graph_find(cs->ref, te_graph_value_name(g, v));
-            if (w >= 0 && te_graph_value_numel(cs->ref, w) == n)
-                rg = cs->ref, rv = w;
-        }
-        double *want = malloc(sizeof(double) * (size_t)n), worst = 0, ss = 0;
-        if (!want || te_graph_eval_reference(rg, cs->in, 1, &rv, &want)) {
-            fprintf(stderr, "tessera fuse: %s\n", te_graph_errmsg(rg));
-            free(want);
+        double worst, rms;
+        if (te_cli_refs_compare(cs->refs, v, te_graph_exec_value(e, v), &worst, &rms)) {
+            fprintf(stderr, "tessera fuse: no reference for '%s'\n", te_graph_value_name(g, v));
             cs->failed = 1;
             return;
         }
-        const void *got = te_graph_exec_value(e, v);
-        te_dtype dt = te_graph_value_dtype(g, v);
-        for (int64_t j = 0; j < n; j++) {
-            double x = elem(dt, got, j);
-            double d = fabs(x - want[j]) / fmax(1.0, fabs(want[j]));
-            if (!(d <= worst))
-                worst = d;
-            ss += want[j] * want[j];
-        }
+        /* bf16: values descending from bf16 ones get the bf16 bound (as tessera run --check). */
         double tol = 1e-5, t16 = 0;
         if (cs->ref)
-            t16 = te_graph_value_bf16_tolerance(g, v, sqrt(ss / (double)(n ? n : 1)));
+            t16 = te_graph_value_bf16_tolerance(g, v, rms);
         tol = t16 > tol ? t16 : tol;
         int ok = worst <= tol;
         cs->bad += !ok;
@@ -164,7 +124,6 @@ static void check_group(te_graph_exec *e, int gi, void *user)
         if (t16 > 0)
             printf(" (bf16 bound %.2e)", tol);
         printf("\n");
-        free(want);
     }
 }
 
@@ -213,12 +172,15 @@ static int check_plan(te_graph *g, te_graph *ref, const te_fuse_plan *p)
                 ((uint8_t *)in[i])[j] = (uint8_t)k;
         }
     }
-    check_state cs = {g, ref, p, (const void *const *)in, 0, 0};
+    te_cli_refs *refs = rc ? NULL : te_cli_refs_create("fuse", g, ref, p, (const void *const *)in);
+    rc |= !refs;
+    check_state cs = {g, ref, p, refs, 0, 0};
     if (!rc && te_graph_run_each(e, (const void *const *)in, NULL, check_group, &cs)) {
         fprintf(stderr, "tessera fuse: %s\n", te_graph_errmsg(g));
         rc = 1;
     }
     rc |= cs.failed;
+    te_cli_refs_free(refs);
     for (int i = 0; in && i < nin; i++)
         free(in[i]);
     free(in);

@@ -106,9 +106,9 @@ typedef struct check_state {
     te_graph *g;
     te_graph *ref; /* --precision bf16: the f32 graph before the lowering, else NULL */
     const te_fuse_plan *p;
-    const void *const *in;
-    double *worst; /* per group */
-    double *tol;   /* per group: 1e-5, or the bf16 bound of its outputs */
+    const te_cli_refs *refs; /* the references of the group outputs, evaluated once */
+    double *worst;           /* per group */
+    double *tol;             /* per group: 1e-5, or the bf16 bound of its outputs */
     int failed;
 } check_state;
 
@@ -124,40 +124,16 @@ static void check_group(te_graph_exec *e, int gi, void *user)
     cs->tol[gi] = TE_RUN_F32_TOL;
     for (int k = 0; !cs->failed && k < gr.n_outputs; k++) {
         int v = gr.outputs[k];
-        int64_t n = te_graph_value_numel(cs->g, v);
-        te_dtype dt = te_graph_value_dtype(cs->g, v);
-        /* bf16: a value the f32 graph has too (the lowering keeps the names of its results)
-         * against that graph's reference; values the lowering made against the lowered one. */
-        te_graph *rg = cs->g;
-        int rv = v;
-        if (cs->ref) {
-            int w = te_graph_find(cs->ref, te_graph_value_name(cs->g, v));
-            if (w >= 0 && te_graph_value_numel(cs->ref, w) == n) {
-                rg = cs->ref;
-                rv = w;
-            }
-        }
-        double *want = malloc(sizeof(double) * (size_t)n);
-        if (!want || te_graph_eval_reference(rg, cs->in, 1, &rv, &want)) {
-            fprintf(stderr, "tessera run: %s\n", want ? te_graph_errmsg(rg) : "out of memory");
-            free(want);
+        double worst, rms;
+        if (te_cli_refs_compare(cs->refs, v, te_graph_exec_value(e, v), &worst, &rms)) {
+            fprintf(stderr, "tessera run: no reference for '%s'\n", te_graph_value_name(cs->g, v));
             cs->failed = 1;
             return;
         }
-        const void *got = te_graph_exec_value(e, v);
-        double ss = 0;
-        for (int64_t j = 0; j < n; j++) {
-            double x = te_dtype_load(dt, got, (size_t)j); /* f32, bf16, u8 / i32 (quantized) */
-            double d = fabs(x - want[j]) / fmax(1.0, fabs(want[j]));
-            if (!(d <= cs->worst[gi]))
-                cs->worst[gi] = d;
-            ss += want[j] * want[j];
-        }
-        if (cs->ref) {
-            double t = te_graph_value_bf16_tolerance(cs->g, v, sqrt(ss / (double)(n ? n : 1)));
-            cs->tol[gi] = fmax(cs->tol[gi], t);
-        }
-        free(want);
+        cs->worst[gi] = fmax(cs->worst[gi], worst);
+        /* bf16: values descending from bf16 ones get the bf16 bound of docs/DTYPES.md. */
+        if (cs->ref)
+            cs->tol[gi] = fmax(cs->tol[gi], te_graph_value_bf16_tolerance(cs->g, v, rms));
     }
 }
 
@@ -589,7 +565,11 @@ int te_cmd_run(int argc, char **argv)
     if (!status)
         status = time_runs(e, g, ng, in, runs, &latency, g_med);
     bench_ms[0] = latency * 1e3;
-    check_state cs = {g, ref, f.plan, (const void *const *)in, worst, tol, 0};
+    te_cli_refs *refs = NULL;
+    if (!status && check &&
+        !(refs = te_cli_refs_create("run", g, ref, f.plan, (const void *const *)in)))
+        status = 1;
+    check_state cs = {g, ref, f.plan, refs, worst, tol, 0};
     if (!status && check &&
         te_graph_run_each(e, (const void *const *)in, NULL, check_group, &cs) != TE_OK) {
         fprintf(stderr, "tessera run: %s\n", te_graph_errmsg(g));
@@ -718,6 +698,7 @@ int te_cmd_run(int argc, char **argv)
     for (int i = 0; in && i < nin; i++)
         free(in[i]);
     free(in), free(is_random), free(g_med), free(worst), free(tol);
+    te_cli_refs_free(refs);
     te_graph_exec_free(e);
     te_graph_free(ref);
     te_cli_fused_free(&f);

@@ -5,6 +5,7 @@
 #include "tessera/onnx.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,3 +271,106 @@ int te_cli_graph_tasks_add(const te_cli_graph_tasks *l, te_tuner *t)
 int te_cli_graph_tasks_groups(const te_cli_graph_tasks *l) { return l ? l->n : 0; }
 int te_cli_graph_tasks_views(const te_cli_graph_tasks *l) { return l ? l->views : 0; }
 int te_cli_graph_tasks_distinct(const te_cli_graph_tasks *l) { return l ? l->distinct : 0; }
+
+struct te_cli_refs {
+    const te_graph *g;
+    int nv;
+    double **want; /* per value of g: its reference, or NULL */
+};
+
+void te_cli_refs_free(te_cli_refs *r)
+{
+    if (!r)
+        return;
+    for (int v = 0; v < r->nv; v++)
+        free(r->want[v]);
+    free(r->want);
+    free(r);
+}
+
+/* Evaluates values vals[0..n) of graph rg into the buffers dst[0..n) in one pass. */
+static int eval_refs(const char *cmd, te_graph *rg, const void *const *in, int n, const int *vals,
+                     double **dst)
+{
+    if (!n)
+        return 0;
+    if (te_graph_eval_reference(rg, in, n, vals, dst)) {
+        fprintf(stderr, "tessera %s: reference: %s\n", cmd, te_graph_errmsg(rg));
+        return -1;
+    }
+    return 0;
+}
+
+te_cli_refs *te_cli_refs_create(const char *cmd, te_graph *g, te_graph *ref, const te_fuse_plan *p,
+                                const void *const *in)
+{
+    int nv = te_graph_value_count(g);
+    te_cli_refs *r = calloc(1, sizeof *r);
+    int *own = malloc(sizeof(int) * ((size_t)nv + 1)),
+        *mapped = malloc(sizeof(int) * ((size_t)nv + 1));
+    int *theirs = malloc(sizeof(int) * ((size_t)nv + 1));
+    double **own_dst = malloc(sizeof(double *) * ((size_t)nv + 1));
+    double **map_dst = malloc(sizeof(double *) * ((size_t)nv + 1));
+    int bad = !r || !own || !mapped || !theirs || !own_dst || !map_dst;
+    if (!bad) {
+        r->g = g;
+        r->nv = nv;
+        r->want = calloc((size_t)nv + 1, sizeof *r->want);
+        bad = !r->want;
+    }
+    int n_own = 0, n_map = 0;
+    for (int gi = 0; !bad && gi < te_fuse_plan_group_count(p); gi++) {
+        te_fuse_group gr;
+        te_fuse_plan_group(p, gi, &gr);
+        for (int k = 0; !bad && k < gr.n_outputs; k++) {
+            int v = gr.outputs[k];
+            if (r->want[v])
+                continue;
+            int64_t n = te_graph_value_numel(g, v);
+            r->want[v] = malloc(sizeof(double) * (size_t)(n ? n : 1));
+            bad = !r->want[v];
+            int w = ref ? te_graph_find(ref, te_graph_value_name(g, v)) : -1;
+            if (bad)
+                break;
+            if (w >= 0 && te_graph_value_numel(ref, w) == n) {
+                theirs[n_map] = w;
+                mapped[n_map] = v;
+                map_dst[n_map++] = r->want[v];
+            } else {
+                own[n_own] = v;
+                own_dst[n_own++] = r->want[v];
+            }
+        }
+    }
+    if (bad)
+        fprintf(stderr, "tessera %s: out of memory\n", cmd);
+    else if (eval_refs(cmd, g, in, n_own, own, own_dst) ||
+             eval_refs(cmd, ref, in, n_map, theirs, map_dst))
+        bad = 1;
+    free(own), free(mapped), free(theirs), free(own_dst), free(map_dst);
+    if (bad) {
+        te_cli_refs_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+int te_cli_refs_compare(const te_cli_refs *r, int v, const void *got, double *worst, double *rms)
+{
+    if (!r || v < 0 || v >= r->nv || !r->want[v] || !got)
+        return TE_ERR_ARG;
+    const double *want = r->want[v];
+    te_dtype dt = te_graph_value_dtype(r->g, v);
+    int64_t n = te_graph_value_numel(r->g, v);
+    double w = 0, ss = 0;
+    for (int64_t j = 0; j < n; j++) {
+        double x = te_dtype_load(dt, got, (size_t)j); /* f32, bf16, u8 / i32 (quantized) */
+        double d = fabs(x - want[j]) / fmax(1.0, fabs(want[j]));
+        if (!(d <= w))
+            w = isnan(d) ? INFINITY : d;
+        ss += want[j] * want[j];
+    }
+    *worst = w;
+    *rms = sqrt(ss / (double)(n ? n : 1));
+    return TE_OK;
+}

@@ -78,4 +78,23 @@ int te_cli_graph_tasks_distinct(const te_cli_graph_tasks *l);
 int te_cli_graph_tasks_views(const te_cli_graph_tasks *l);
 void te_cli_graph_tasks_free(te_cli_graph_tasks *l);
 
+/* The float64 reference of every group output of a fused graph, evaluated once before the
+ * run and kept (a group-by-group --check evaluated the graph's prefix again for each group:
+ * quadratic in the depth, minutes for a 6-layer BERT). */
+typedef struct te_cli_refs te_cli_refs;
+
+/* Evaluates the reference of every output of p's groups on the input data `in` (one pointer
+ * per graph input of g, as te_graph_run takes them). ref (may be NULL) is the f32 graph a bf16
+ * lowering of g started from: values it has too (same name and size) come from its reference,
+ * the others (made by the lowering) from g's. Returns the references (free with
+ * te_cli_refs_free), or NULL after printing the error ("tessera <cmd>: ..."). */
+te_cli_refs *te_cli_refs_create(const char *cmd, te_graph *g, te_graph *ref, const te_fuse_plan *p,
+                                const void *const *in);
+/* Compares got (value v of g, in v's dtype) with v's reference: the largest relative error
+ * |x - want| / max(1, |want|) in *worst (NaN counts as infinitely wrong) and the reference's
+ * root mean square in *rms (for dtype-derived bounds). TE_OK, or TE_ERR_ARG when v was not a
+ * group output (no reference). */
+int te_cli_refs_compare(const te_cli_refs *r, int v, const void *got, double *worst, double *rms);
+void te_cli_refs_free(te_cli_refs *r);
+
 #endif
