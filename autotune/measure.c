@@ -111,6 +111,20 @@ void te__measurer_free(te__measurer *m)
     free(m);
 }
 
+void te__measurer_set_cold(te__measurer *m, uint32_t mask)
+{
+    if (!m)
+        return;
+    m->cold = mask;
+#if !defined(__x86_64__) && !defined(__i386__)
+    /* No line flush here: evicting means overwriting the whole cache. */
+    if (mask && !m->flush) {
+        m->flush_bytes = 64u << 20;
+        m->flush = malloc(m->flush_bytes);
+    }
+#endif
+}
+
 const char *te__measurer_ref_kind(const te__measurer *m) { return m ? m->ref_kind : NULL; }
 double te__measurer_tolerance(const te__measurer *m) { return m ? m->tol : 0; }
 void te__measurer_set_best(te__measurer *m, double best_s)

@@ -156,6 +156,21 @@ static void flush_cache(te__measurer *m)
         m->flush[i] = (char)(m->flush[i] + 1);
 }
 
+/* Evicts the cold inputs (te__measurer_set_cold) from every cache level, or the whole cache
+ * where lines cannot be flushed one by one (flush_cache's buffer then). */
+static void evict_cold(te__measurer *m)
+{
+    if (!m->cold || m->o.flush_cache)
+        return;
+#if defined(__x86_64__) || defined(__i386__)
+    for (int i = 0; i < m->n_in; i++)
+        if (m->cold & (1u << i))
+            for (size_t b = 0; b < m->bytes[i]; b += 64)
+                __builtin_ia32_clflush((const char *)m->bufs[i] + b);
+    __builtin_ia32_mfence();
+#endif /* elsewhere te__measurer_set_cold gave flush_cache a buffer: it ran just before */
+}
+
 static void run_one(te__measurer *m, te_packed_fn fn, rmsg *r)
 {
     for (int o = m->n_in; o < m->n_in + m->n_out; o++)
@@ -193,6 +208,7 @@ static void run_one(te__measurer *m, te_packed_fn fn, rmsg *r)
     int k = 0;
     while (k < cap && (k < m->o.min_repeats || sum < m->o.min_time_s)) {
         flush_cache(m);
+        evict_cold(m);
         double a = te__meas_now();
         fn(m->bufs);
         times[k] = te__meas_now() - a;

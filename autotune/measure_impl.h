@@ -32,6 +32,7 @@ struct te__measurer {
     double best_s;
     char *flush;
     size_t flush_bytes;
+    uint32_t cold;           /* inputs evicted before each timed run (te__measurer_set_cold) */
     double compile_s, run_s; /* of the last batch */
 };
 

@@ -239,6 +239,49 @@ int te_tuner_add_expr(te_tuner *t, const char *name, int n_in, te_tensor *const 
     return TE_OK;
 }
 
+int te_tuner_key_add_cold(char *buf, size_t size, uint32_t mask)
+{
+    if (!buf || !size)
+        return TE_ERR_ARG;
+    size_t len = strlen(buf);
+    if (!mask)
+        return (int)len;
+    int first = 1;
+    len += (size_t)snprintf(buf + len, len < size ? size - len : 0, ";cold=");
+    for (int i = 0; i < 32; i++)
+        if (mask & (1u << i)) {
+            len += (size_t)snprintf(buf + len, len < size ? size - len : 0, "%s%d",
+                                    first ? "" : ".", i);
+            first = 0;
+        }
+    return (int)len;
+}
+
+int te_tuner_set_cold_inputs(te_tuner *t, uint32_t mask)
+{
+    if (!t)
+        return TE_ERR_ARG;
+    if (!t->ntasks)
+        return te__tuner_err(t, TE_ERR_ARG, "te_tuner_set_cold_inputs: no task added yet");
+    te__task *k = &t->tasks[t->ntasks - 1];
+    int n_in = k->is_expr ? k->n_in : TE__TUNE_MAX_IO;
+    if (k->cold_mask || (n_in < 32 && (mask >> n_in)))
+        return te__tuner_err(
+            t, TE_ERR_ARG, "te_tuner_set_cold_inputs: task '%s' has %d inputs (mask 0x%x)%s",
+            k->key, n_in, (unsigned)mask, k->cold_mask ? "; its cold inputs are already set" : "");
+    char key[1100];
+    snprintf(key, sizeof key, "%s", k->key);
+    int len = te_tuner_key_add_cold(key, sizeof key, mask);
+    char *nk = len >= 0 && (size_t)len < sizeof key ? strdup(key) : NULL;
+    if (!nk)
+        return te__tuner_err(t, TE_ERR_NOMEM,
+                             "te_tuner_set_cold_inputs: key too long or out of memory");
+    free(k->key);
+    k->key = nk;
+    k->cold_mask = mask;
+    return TE_OK;
+}
+
 /* ---- Shards ------------------------------------------------------------------------------- */
 
 uint64_t te_tuner_shard_hash(const char *workload_key)

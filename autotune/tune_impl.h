@@ -64,6 +64,8 @@ const char *te__measurer_ref_kind(const te__measurer *m);
 double te__measurer_tolerance(const te__measurer *m);
 /* Best median known so far (for the slow-candidate cut); 0 = none. */
 void te__measurer_set_best(te__measurer *m, double best_s);
+/* Inputs (bit i: input i) evicted from the caches before each timed run. */
+void te__measurer_set_cold(te__measurer *m, uint32_t mask);
 /* Builds (through the backend table: several lowered candidates per compiler run, a source
  * alone) and runs (forked child, timeout) every candidate with a source or a lowered function
  * and done == 0; sets status, err, median_s, spread_s, repeats, max_err, and done = 1. The
@@ -154,6 +156,7 @@ typedef struct te__task {
     te_tensor *u_ins[TE__TUNE_MAX_IO], *u_outs[TE__TUNE_MAX_IO];
     double weight;
     char *key, *shapes_json;
+    uint32_t cold_mask; /* inputs evicted before each timed run (te_tuner_set_cold_inputs) */
     char expr_hash[17];
     double flops;
     /* Prepared state. */

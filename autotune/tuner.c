@@ -298,6 +298,7 @@ static int prepare_task(te__task *k)
                                       err, sizeof err);
         if (!k->meas)
             return te__tuner_err(t, TE_ERR_NOMEM, "%s: %s", k->key, err);
+        te__measurer_set_cold(k->meas, k->cold_mask);
         te_ctx *rctx = k->is_expr ? te_ctx_create_child(te__tensor_ctx(k->outs[0])) : k->tctx;
         rc = rctx ? te__measurer_reference(k->meas, rctx, 0, err, sizeof err) : TE_ERR_NOMEM;
         if (k->is_expr)

@@ -220,8 +220,14 @@ int te_graph_group_expr_build(te_graph *g, const te_fuse_plan *p, int gi, te_ctx
         out->out_values[out->n_out] = gr->outs[i];
         out->outs[out->n_out++] = t[gr->outs[i]];
     }
+    for (int i = 0; i < out->n_in && i < 32; i++)
+        if (g->v[out->in_values[i]].kind == TE_GRAPH_CONST)
+            out->cold_inputs |= 1u << i;
     if (!rc && te_tuner_expr_key(out->name, out->n_in, out->ins, out->n_out, out->outs, out->key,
                                  sizeof out->key) < 0)
+        rc = TE_ERR_OVERFLOW;
+    if (!rc &&
+        te_tuner_key_add_cold(out->key, sizeof out->key, out->cold_inputs) >= (int)sizeof out->key)
         rc = TE_ERR_OVERFLOW;
     if (rc)
         te__graph_error(g, rc, "group %d (%s, first node '%s'): %s", gi, gr->rule,
@@ -240,6 +246,16 @@ int te_graph_group_expr_build(te_graph *g, const te_fuse_plan *p, int gi, te_ctx
  * it has fewer iterations than threads, as a batch of 1 does), so an untuned kernel uses the
  * thread budget. A stage that refuses a step keeps the plain placement for it; when a
  * parallel loop is refused the whole schedule falls back to the plain one (messages cleared). */
+int te_graph_group_expr_add_task(te_tuner *t, const te_graph_group_expr *ge, double weight)
+{
+    if (!t || !ge)
+        return TE_ERR_ARG;
+    int rc = te_tuner_add_expr(t, ge->name, ge->n_in, ge->ins, ge->n_out, ge->outs, weight);
+    if (rc == TE_OK && ge->cold_inputs) /* weights measured cold, as a run meets them */
+        rc = te_tuner_set_cold_inputs(t, ge->cold_inputs);
+    return rc;
+}
+
 static te_schedule *default_schedule(te_ctx *ctx, const te_graph_group_expr *ge, int threads)
 {
     te_schedule *s = te_schedule_create(ctx, ge->n_out, ge->outs);

@@ -369,13 +369,17 @@ static void test_user_node_group_is_tuned_and_runs_from_the_database(void **stat
     te_ctx *ctx = te_ctx_create();
     te_graph_group_expr ge;
     assert_int_equal(te_graph_group_expr_build(g, p, 0, ctx, &ge), TE_OK);
+    /* The weight w (input 1) is measured cold, as a run of the graph meets it, and the key
+     * says so. */
+    assert_int_equal(ge.cold_inputs, 2u);
+    assert_non_null(strstr(ge.key, ";cold=1"));
     te_tune_options o = te_tune_options_default();
     o.max_trials = 4;
     o.target = &tgt;
     o.fake_runner = fake_time;
     o.quiet = 1;
     te_tuner *t = te_tuner_create(db, &o);
-    if (te_tuner_add_expr(t, ge.name, ge.n_in, ge.ins, ge.n_out, ge.outs, 1) || te_tuner_run(t))
+    if (te_graph_group_expr_add_task(t, &ge, 1) || te_tuner_run(t))
         fail_msg("%s", te_tuner_errmsg(t));
     te_tuner_free(t);
     te_ctx_free(ctx);

@@ -121,6 +121,51 @@ static void test_reference_from_default_schedule(void **state)
     te_ctx_free(ctx);
 }
 
+/* Inputs marked cold are evicted before every timed run and still give right answers; the
+ * tuner's key says which inputs were cold, so records measured hot and cold never mix, and a
+ * mask naming an input the task lacks is refused. */
+static void test_cold_inputs(void **state)
+{
+    (void)state;
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *ins[8], *outs[8];
+    int n_in, n_out;
+    const char *good = matmul_source(ctx, ins, outs, &n_in, &n_out, "m=64,n=64,k=64");
+    char err[512];
+    te__measurer *m = te__measurer_create(n_in, ins, n_out, outs, NULL, NULL, err, sizeof err);
+    assert_non_null(m);
+    te__measurer_set_cold(m, 2u); /* B */
+    assert_int_equal(te__measurer_reference(m, ctx, 1000, err, sizeof err), TE_OK);
+    te__cand c[1];
+    memset(c, 0, sizeof c);
+    c[0].source = good;
+    te__measure_batch(m, c, 1);
+    assert_int_equal(c[0].status, TE_TRIAL_OK);
+    assert_true(c[0].median_s > 0);
+    te__measurer_free(m);
+
+    char key[128] = "mm;A=8x32;f32";
+    assert_int_equal(te_tuner_key_add_cold(key, sizeof key, 0), (int)strlen("mm;A=8x32;f32"));
+    assert_int_equal(te_tuner_key_add_cold(key, sizeof key, 0x5u),
+                     (int)strlen("mm;A=8x32;f32;cold=0.2"));
+    assert_string_equal(key, "mm;A=8x32;f32;cold=0.2");
+    te_tune_options o = te_tune_options_default();
+    o.quiet = 1;
+    te_tuner *t = te_tuner_create(NULL, &o);
+    assert_non_null(t);
+    assert_int_equal(te_tuner_set_cold_inputs(t, 1u), TE_ERR_ARG); /* no task yet */
+    assert_int_equal(te_tuner_add_expr(t, "mm", n_in, ins, n_out, outs, 1), TE_OK);
+    assert_int_equal(te_tuner_set_cold_inputs(t, 4u), TE_ERR_ARG); /* a matmul has 2 inputs */
+    assert_non_null(strstr(te_tuner_errmsg(t), "2 inputs"));
+    assert_int_equal(te_tuner_set_cold_inputs(t, 2u), TE_OK);
+    te_tune_task_info ti;
+    assert_int_equal(te_tuner_task_info(t, 0, &ti), TE_OK);
+    assert_non_null(strstr(ti.workload_key, ";cold=1"));
+    assert_int_equal(te_tuner_set_cold_inputs(t, 1u), TE_ERR_ARG); /* set once */
+    te_tuner_free(t);
+    te_ctx_free(ctx);
+}
+
 /* Candidates with the generated shape are compiled several per unit; a unit with one bad
  * member is rebuilt member by member so only that one is a compile error. */
 static void test_merged_units_attribute_errors(void **state)
@@ -308,6 +353,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_faulty_candidates_are_recorded),
         cmocka_unit_test(test_reference_from_default_schedule),
+        cmocka_unit_test(test_cold_inputs),
         cmocka_unit_test(test_merged_units_attribute_errors),
         cmocka_unit_test(test_lowered_candidates_share_units),
         cmocka_unit_test(test_flops_and_keys),

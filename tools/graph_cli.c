@@ -260,8 +260,7 @@ int te_cli_graph_tasks_add(const te_cli_graph_tasks *l, te_tuner *t)
         const gtask *k = &l->t[i];
         if (!k->weight)
             continue;
-        int rc =
-            te_tuner_add_expr(t, k->e.name, k->e.n_in, k->e.ins, k->e.n_out, k->e.outs, k->weight);
+        int rc = te_graph_group_expr_add_task(t, &k->e, k->weight);
         if (rc != TE_OK)
             return rc;
     }

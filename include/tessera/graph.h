@@ -77,6 +77,7 @@
 #include "tessera/status.h"
 #include "tessera/target.h"
 #include "tessera/te.h"
+#include "tessera/tuner.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -590,9 +591,13 @@ int te_graph_memplan_alias(const te_graph_memplan *m, int v);
 
 /* One fused group built as a tensor expression (te_graph_group_expr). */
 typedef struct te_graph_group_expr {
-    char name[64];   /* workload name: "graph_" and the group's operators, '_'-joined */
-    char key[1024];  /* te_tuner_expr_key of the expression: equal for equal work */
-    int n_in, n_out; /* placeholders read, tensors written */
+    char name[64];        /* workload name: "graph_" and the group's operators, '_'-joined */
+    char key[1024];       /* te_tuner_expr_key of the expression, then te_tuner_key_add_cold's
+                             suffix for cold_inputs: equal for equal work */
+    int n_in, n_out;      /* placeholders read, tensors written */
+    uint32_t cold_inputs; /* bit i: input i is a graph constant (weights), which a run of the
+                             graph finds cold in the caches: the tuner measures it so
+                             (te_tuner_set_cold_inputs) */
     /* The tensors (in the given ctx) and the graph values they stand for. */
     te_tensor *ins[TE_GRAPH_GROUP_MAXIO], *outs[TE_GRAPH_GROUP_MAXIO];
     int in_values[TE_GRAPH_GROUP_MAXIO], out_values[TE_GRAPH_GROUP_MAXIO];
@@ -607,6 +612,11 @@ typedef struct te_graph_group_expr {
  * belong to ctx. TE_OK, or a status with a message on g naming the group. */
 int te_graph_group_expr_build(te_graph *g, const te_fuse_plan *p, int gi, te_ctx *ctx,
                               te_graph_group_expr *out);
+/* Adds group expression ge to tuner t as a task (te_tuner_add_expr with its name and tensors,
+ * then te_tuner_set_cold_inputs with its cold_inputs), so the task's workload key is ge->key
+ * and te_graph_compile_db finds its records; weight as te_tuner_add_expr's. TE_OK or the
+ * tuner's status (message on t). */
+int te_graph_group_expr_add_task(te_tuner *t, const te_graph_group_expr *ge, double weight);
 
 /* ---- Compiling and running a fused graph ------------------------------------------------ */
 

@@ -177,6 +177,19 @@ int te_tuner_add_op(te_tuner *t, const char *op, const char *params, double weig
  * expression has no template). */
 int te_tuner_add_expr(te_tuner *t, const char *name, int n_in, te_tensor *const *ins, int n_out,
                       te_tensor *const *outs, double weight);
+/* Marks inputs of the last task added as cold: bit i of mask set = input i is evicted from
+ * every cache level before each timed run (clflush of its lines on x86; elsewhere the whole
+ * cache is overwritten, as with flush_cache), the other arguments staying as the previous run
+ * left them. That is how a model's weights meet a kernel at run time: a graph's constants are
+ * read once per inference and are gone from the caches by the time the next inference comes,
+ * while the activations were just written by the kernel before. The task's workload key gains
+ * te_tuner_key_add_cold's suffix, so records measured hot and cold never mix. TE_OK, or
+ * TE_ERR_ARG without a task or with bits beyond its inputs. */
+int te_tuner_set_cold_inputs(te_tuner *t, uint32_t mask);
+/* Appends ";cold=I.J..." (the set bits of mask, the input indices) to the workload key in buf
+ * (size bytes), as te_tuner_set_cold_inputs does; nothing for mask 0. Returns the new length
+ * like snprintf, or TE_ERR_ARG. */
+int te_tuner_key_add_cold(char *buf, size_t size, uint32_t mask);
 /* Adds every task of a JSON task list: [{"op": "matmul", "shape": "m=64,n=64,k=64",
  * "weight": 1}, ...] ("shape" may also be called "params"; "weight" is optional). With
  * shard_n > 1 only the tasks whose workload key falls in shard shard_i (te_tuner_shard_of)
