@@ -174,6 +174,21 @@ static bool movable_operand(const te_graph *g, int v)
     return g->v[v].kind == TE_GRAPH_INPUT || g->v[v].kind == TE_GRAPH_CONST;
 }
 
+/* The end of a rewrite of node n whose new nodes start at first_new and compute value y in
+ * another shape: a reshape of y to n's output shape takes the place of n's output (its
+ * readers and name). 1, or a status. */
+static int reshape_into_place(te_graph *g, int n, int y, int first_new)
+{
+    char attrs[TE__G_ATTRS], base[TE__G_NAME];
+    snprintf(base, sizeof base, "%s", g->v[g->n[n].out[0]].name);
+    shape_attrs(&g->v[g->n[n].out[0]], attrs, sizeof attrs);
+    int z = te__graph_add_node(g, "reshape", attrs, 1, &y, base, "view");
+    if (z < 0)
+        return z;
+    int rc = te__graph_take_place(g, g->n[n].out[0], z, first_new, n, "pre");
+    return rc ? rc : 1;
+}
+
 /* Rewrites node n = op(reshape(x), ...) into reshape(op(x, ...)) when it may (see the file's
  * comment). 1 when rewritten, 0 when not, or a status. */
 static int sink_through(te_graph *g, int n)
@@ -237,14 +252,7 @@ static int sink_through(te_graph *g, int n)
     if (axis_key && *axis_key)
         set_attr(g->n[n].attrs, axis_key, "-1", op_attrs, sizeof op_attrs);
     int y = te__graph_add_node(g, g->n[n].op->name, op_attrs, g->n[n].n_in, ins, base, "rs");
-    if (y < 0)
-        return y;
-    shape_attrs(&g->v[g->n[n].out[0]], attrs, sizeof attrs);
-    int z = te__graph_add_node(g, "reshape", attrs, 1, &y, base, "view");
-    if (z < 0)
-        return z;
-    int rc = te__graph_take_place(g, g->n[n].out[0], z, first_new, n, "pre");
-    return rc ? rc : 1;
+    return y < 0 ? y : reshape_into_place(g, n, y, first_new);
 }
 
 /* transpose(reshape(t)) with t a transpose and the reshape adding or dropping unit axes only:
@@ -287,14 +295,7 @@ static int lift_transpose(te_graph *g, int n)
     snprintf(base, sizeof base, "%s", g->v[g->n[n].out[0]].name);
     perm_attrs(q, t->ndim, attrs, sizeof attrs);
     int y = te__graph_add_node(g, "transpose", attrs, 1, &tin, base, "lift");
-    if (y < 0)
-        return y;
-    shape_attrs(&g->v[g->n[n].out[0]], attrs, sizeof attrs);
-    int z = te__graph_add_node(g, "reshape", attrs, 1, &y, base, "view");
-    if (z < 0)
-        return z;
-    int rc = te__graph_take_place(g, g->n[n].out[0], z, first_new, n, "pre");
-    return rc ? rc : 1;
+    return y < 0 ? y : reshape_into_place(g, n, y, first_new);
 }
 
 /* The rewrites that need no new node: chains collapse, identities go. 1 when node n was

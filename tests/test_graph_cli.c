@@ -25,6 +25,7 @@
 #include "tessera/graph.h"
 #include "tessera/npy.h"
 #include "tessera/target.h"
+#include "testutil.h"
 
 /* Two identical layers (matmul + bias + relu on 8x16 by 16x16), then a tanh (the second
  * layer is also an output, so the tanh stays a group of its own). */
@@ -382,13 +383,7 @@ static void test_reshape_views_run_tune_and_generate_without_kernels(void **stat
     for (int i = 0; i < 2; i++) {
         te_npy_array want = read_npy(vt, outs[i]), got = read_npy(vg, outs[i]);
         assert_int_equal(got.numel, want.numel);
-        double worst = 0;
-        for (int64_t j = 0; j < want.numel; j++) {
-            double w = ((float *)want.data)[j], x = ((float *)got.data)[j];
-            double d = fabs(x - w) / fmax(1.0, fabs(w));
-            if (!(d <= worst))
-                worst = d;
-        }
+        double worst = tt_max_rel_diff_f32(got.data, want.data, (size_t)want.numel);
         te_npy_array_free(&want);
         te_npy_array_free(&got);
         if (!(worst <= 1e-5))

@@ -232,13 +232,7 @@ static void test_tune_model_then_run_and_gen_from_the_database(void **state)
     te_npy_array want = read_npy(tt_path_in(g_dir, "t/y.npy"));
     te_npy_array got = read_npy(tt_path_in(g_dir, "g/y.npy"));
     assert_int_equal(got.nbytes, want.nbytes);
-    double worst = 0;
-    for (int64_t i = 0; i < want.numel; i++) {
-        double w = ((float *)want.data)[i], x = ((float *)got.data)[i];
-        double d = fabs(x - w) / fmax(1.0, fabs(w));
-        if (!(d <= worst))
-            worst = d;
-    }
+    double worst = tt_max_rel_diff_f32(got.data, want.data, (size_t)want.numel);
     te_npy_array_free(&want);
     te_npy_array_free(&got);
     if (!(worst <= 1e-5))

@@ -65,6 +65,19 @@ void tt_output_as_f32(void *p, int dtype, size_t n)
     }
 }
 
+double tt_max_rel_diff_f32(const float *got, const float *want, size_t n)
+{
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(got[i]) != isnan(want[i]))
+            return INFINITY;
+        double e = fabs((double)got[i] - want[i]) / fmax(1.0, fabs((double)want[i]));
+        if (!(e <= worst))
+            worst = e;
+    }
+    return worst;
+}
+
 double tt_max_rel_err_f32(const float *got, const double *want, size_t n)
 {
     double worst = 0;

@@ -26,6 +26,8 @@ void tt_poison_f32(float *p, size_t n);
 void tt_output_as_f32(void *p, int dtype, size_t n);
 /* Max over elements of |got - want| / max(1, |want|); NaN in got returns INFINITY. */
 double tt_max_rel_err_f32(const float *got, const double *want, size_t n);
+/* The same against f32 values (another run's outputs). */
+double tt_max_rel_diff_f32(const float *got, const float *want, size_t n);
 /* Seed from $TESSERA_TEST_SEED when set, else `dflt`. */
 uint64_t tt_seed(uint64_t dflt);
 
