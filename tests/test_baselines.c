@@ -118,9 +118,12 @@ static void test_time_alternating_and_choose(void **state)
      * samples of k calls each, k > 1 for the short ones */
     for (int i = 0; i < 3; i++)
         assert_true(g_calls[i] >= TE_BL_WARMUP_CALLS + 1 + 5);
-    assert_true(g_calls[0] > g_calls[1] && g_calls[1] > g_calls[2]);
-    assert_true(med[1] > med[0] && med[2] > med[1]);
-    assert_true(med[2] >= 3e-3 && med[1] >= 2e-4 && med[1] < 3e-3);
+    /* Only what a loaded machine cannot change: sleeps last at least as long as asked (a
+     * 200 us sleep may take longer than the 3 ms one on a busy machine, so the middle one is
+     * bounded from below only), and the empty function gets many calls per sample. */
+    assert_true(g_calls[0] > g_calls[2] && g_calls[0] >= g_calls[1]);
+    assert_true(med[2] > med[0] && med[1] > med[0]);
+    assert_true(med[2] >= 3e-3 && med[1] >= 2e-4);
     float a[3] = {1, 2, 3}, b[3] = {1, 2, NAN};
     assert_true(isinf(te_bl_rel_err(b, a, 3)) || isnan(te_bl_rel_err(b, a, 3)) ||
                 te_bl_rel_err(b, a, 3) > 1e30);

@@ -383,7 +383,7 @@ static void test_move_reshapes_refuses_what_would_change_values(void **state)
         "input x f32[4,6]\nconst c f32[2,1] random seed=1\n"
         "r = reshape(x) shape=2:12\ny = add(r, c)\noutput y\n",
         "input x f32[4,6]\nr = reshape(x) shape=2:12\ny = softmax(r) axis=0\noutput y\n",
-        "input x f32[4,6]\ninput z f32[2,12]\nt = tanh(z)\n"
+        "input x f32[4,6]\nconst z f32[2,12] random seed=3\nt = tanh(z)\n"
         "r = reshape(x) shape=2:12\ny = add(r, t)\noutput y\n",
         "input x f32[2,3,4,4]\nconst ga f32[3] random seed=1\nconst be f32[3] random seed=2\n"
         "const mu f32[3] random seed=3\nconst va f32[3] random seed=4 lo=0.5 hi=2\n"
