@@ -329,38 +329,32 @@ int te_graph_fold_constants(te_graph *g, int *folded)
     return rc;
 }
 
+static int fuse_qdq_quiet(te_graph *g, int *n) { return te_graph_fuse_qdq(g, NULL, n); }
+
+/* te_graph_optimize's passes in order, each with its log line ("%d": its count). */
+static const struct {
+    const char *name;
+    int (*run)(te_graph *g, int *count);
+    const char *what;
+} k_passes[] = {
+    {"dce", te_graph_dce, "nodes removed"},
+    {"cse", te_graph_cse, "nodes merged"},
+    {"fuse_qdq", fuse_qdq_quiet, "matmuls onto integer arithmetic"},
+    {"fold_constants", te_graph_fold_constants, "nodes folded"},
+    {"cse", te_graph_cse, "nodes merged"},
+    {"fuse_attention", te_graph_fuse_attention, "chains rewritten"},
+    {"move_reshapes", te_graph_move_reshapes, "reshapes and transposes moved or removed"},
+    {"cse", te_graph_cse, "nodes merged"},
+};
+
 int te_graph_optimize(te_graph *g, FILE *log)
 {
-    int n = 0, rc = te_graph_dce(g, &n);
-    if (!rc && log)
-        fprintf(log, "dce: %d nodes removed\n", n);
-    if (!rc)
-        rc = te_graph_cse(g, &n);
-    if (!rc && log)
-        fprintf(log, "cse: %d nodes merged\n", n);
-    if (!rc)
-        rc = te_graph_fuse_qdq(g, NULL, &n);
-    if (!rc && log)
-        fprintf(log, "fuse_qdq: %d matmuls onto integer arithmetic\n", n);
-    if (!rc)
-        rc = te_graph_fold_constants(g, &n);
-    if (!rc && log)
-        fprintf(log, "fold_constants: %d nodes folded\n", n);
-    if (!rc)
-        rc = te_graph_cse(g, &n);
-    if (!rc && log)
-        fprintf(log, "cse: %d nodes merged\n", n);
-    if (!rc)
-        rc = te_graph_fuse_attention(g, &n);
-    if (!rc && log)
-        fprintf(log, "fuse_attention: %d chains rewritten\n", n);
-    if (!rc)
-        rc = te_graph_move_reshapes(g, &n);
-    if (!rc && log)
-        fprintf(log, "move_reshapes: %d reshapes and transposes moved or removed\n", n);
-    if (!rc)
-        rc = te_graph_cse(g, &n);
-    if (!rc && log)
-        fprintf(log, "cse: %d nodes merged\n", n);
+    int rc = TE_OK;
+    for (size_t i = 0; !rc && i < sizeof k_passes / sizeof *k_passes; i++) {
+        int n = 0;
+        rc = k_passes[i].run(g, &n);
+        if (!rc && log)
+            fprintf(log, "%s: %d %s\n", k_passes[i].name, n, k_passes[i].what);
+    }
     return rc;
 }
