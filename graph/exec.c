@@ -239,13 +239,6 @@ int te_graph_group_expr_build(te_graph *g, const te_fuse_plan *p, int gi, te_ctx
     return rc;
 }
 
-/* The default schedule of a group: the elementwise and injective stages that are not group
- * outputs are inlined into their readers (TVM's default for injective operators: no pass over
- * memory for a bias add or a reshape), the rest are computed at the root in order, each with
- * its outermost loop parallel when the run has several threads (fused with the next loop when
- * it has fewer iterations than threads, as a batch of 1 does), so an untuned kernel uses the
- * thread budget. A stage that refuses a step keeps the plain placement for it; when a
- * parallel loop is refused the whole schedule falls back to the plain one (messages cleared). */
 int te_graph_group_expr_add_task(te_tuner *t, const te_graph_group_expr *ge, double weight)
 {
     if (!t || !ge)
@@ -256,6 +249,13 @@ int te_graph_group_expr_add_task(te_tuner *t, const te_graph_group_expr *ge, dou
     return rc;
 }
 
+/* The default schedule of a group: the elementwise and injective stages that are not group
+ * outputs are inlined into their readers (TVM's default for injective operators: no pass over
+ * memory for a bias add or a reshape), the rest are computed at the root in order, each with
+ * its outermost loop parallel when the run has several threads (fused with the next loop when
+ * it has fewer iterations than threads, as a batch of 1 does), so an untuned kernel uses the
+ * thread budget. A stage that refuses a step keeps the plain placement for it; when a
+ * parallel loop is refused the whole schedule falls back to the plain one (messages cleared). */
 static te_schedule *default_schedule(te_ctx *ctx, const te_graph_group_expr *ge, int threads)
 {
     te_schedule *s = te_schedule_create(ctx, ge->n_out, ge->outs);

@@ -305,12 +305,11 @@ te_cli_refs *te_cli_refs_create(const char *cmd, te_graph *g, te_graph *ref, con
 {
     int nv = te_graph_value_count(g);
     te_cli_refs *r = calloc(1, sizeof *r);
-    int *own = malloc(sizeof(int) * ((size_t)nv + 1)),
-        *mapped = malloc(sizeof(int) * ((size_t)nv + 1));
+    int *own = malloc(sizeof(int) * ((size_t)nv + 1));
     int *theirs = malloc(sizeof(int) * ((size_t)nv + 1));
     double **own_dst = malloc(sizeof(double *) * ((size_t)nv + 1));
     double **map_dst = malloc(sizeof(double *) * ((size_t)nv + 1));
-    int bad = !r || !own || !mapped || !theirs || !own_dst || !map_dst;
+    int bad = !r || !own || !theirs || !own_dst || !map_dst;
     if (!bad) {
         r->g = g;
         r->nv = nv;
@@ -333,7 +332,6 @@ te_cli_refs *te_cli_refs_create(const char *cmd, te_graph *g, te_graph *ref, con
                 break;
             if (w >= 0 && te_graph_value_numel(ref, w) == n) {
                 theirs[n_map] = w;
-                mapped[n_map] = v;
                 map_dst[n_map++] = r->want[v];
             } else {
                 own[n_own] = v;
@@ -346,7 +344,7 @@ te_cli_refs *te_cli_refs_create(const char *cmd, te_graph *g, te_graph *ref, con
     else if (eval_refs(cmd, g, in, n_own, own, own_dst) ||
              eval_refs(cmd, ref, in, n_map, theirs, map_dst))
         bad = 1;
-    free(own), free(mapped), free(theirs), free(own_dst), free(map_dst);
+    free(own), free(theirs), free(own_dst), free(map_dst);
     if (bad) {
         te_cli_refs_free(r);
         return NULL;
