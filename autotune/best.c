@@ -10,9 +10,10 @@
 
 #include "tessera/tuner.h"
 
-int te_tuner_best_record(te_ctx *ctx, te_db *db, const char *workload_key, int n_out,
-                         te_tensor *const *outs, const te_target *target, int flags,
-                         te_schedule **out, te_db_trial_list **record, char *why, size_t why_size)
+int te_tuner_ranked_record(te_ctx *ctx, te_db *db, const char *workload_key, int rank,
+                           int n_out, te_tensor *const *outs, const te_target *target, int flags,
+                           te_schedule **out, te_db_trial_list **record, char *why,
+                           size_t why_size)
 {
     if (out)
         *out = NULL;
@@ -20,7 +21,7 @@ int te_tuner_best_record(te_ctx *ctx, te_db *db, const char *workload_key, int n
         *record = NULL;
     if (why && why_size)
         why[0] = 0;
-    if (!ctx || !out || n_out < 1 || !outs)
+    if (!ctx || !out || n_out < 1 || !outs || rank < 0)
         return TE_ERR_ARG;
     if (!db || !workload_key) {
         if (why && why_size)
@@ -35,20 +36,31 @@ int te_tuner_best_record(te_ctx *ctx, te_db *db, const char *workload_key, int n
     te_db_target dbt;
     char storage[1024];
     te_db_trial_list *l = NULL;
-    if (te_tuner_db_target(target, &dbt, storage, sizeof storage) != TE_OK ||
-        te_db_best(db, workload_key, &dbt, flags, &l) != TE_OK || !l || !l->n) {
+    int found = te_tuner_db_target(target, &dbt, storage, sizeof storage) == TE_OK;
+    if (found)
+        found = (rank == 0 ? te_db_best(db, workload_key, &dbt, flags, &l)
+                           : te_db_top_k(db, workload_key, &dbt, rank + 1, flags, &l)) == TE_OK;
+    if (!found || !l || l->n <= (size_t)rank) {
         te_db_trial_list_free(l);
         if (why && why_size)
-            snprintf(why, why_size, "no record for this target");
+            snprintf(why, why_size,
+                     rank && found ? "fewer than %d records for this target"
+                                   : "no record for this target",
+                     rank + 1);
         return TE_ERR_NOT_FOUND;
+    }
+    if (rank) { /* the record first, as te_db_best returns it */
+        te_db_trial tmp = l->items[0];
+        l->items[0] = l->items[rank];
+        l->items[rank] = tmp;
     }
     const te_db_trial *r = &l->items[0];
     te_schedule *s = te_schedule_create(ctx, n_out, outs);
     int rc = s ? te_schedule_apply_trace(s, r->trace) : TE_ERR_SCHEDULE;
     if (rc != TE_OK) {
         if (why && why_size)
-            snprintf(why, why_size, "its best record (trial %s) no longer applies: %s",
-                     r->uid ? r->uid : "?", te_ctx_errmsg(ctx));
+            snprintf(why, why_size, "its %s record (trial %s) no longer applies: %s",
+                     rank ? "ranked" : "best", r->uid ? r->uid : "?", te_ctx_errmsg(ctx));
         te_ctx_clear_error(ctx);
         te_db_trial_list_free(l);
         return TE_ERR_SCHEDULE;
@@ -59,4 +71,12 @@ int te_tuner_best_record(te_ctx *ctx, te_db *db, const char *workload_key, int n
     else
         te_db_trial_list_free(l);
     return TE_OK;
+}
+
+int te_tuner_best_record(te_ctx *ctx, te_db *db, const char *workload_key, int n_out,
+                         te_tensor *const *outs, const te_target *target, int flags,
+                         te_schedule **out, te_db_trial_list **record, char *why, size_t why_size)
+{
+    return te_tuner_ranked_record(ctx, db, workload_key, 0, n_out, outs, target, flags, out,
+                                  record, why, why_size);
 }

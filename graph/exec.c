@@ -22,7 +22,10 @@ typedef struct gkernel {
     te_module *mod;
     int nargs;
     int args[2 * TE_GRAPH_GROUP_MAXIO]; /* value ids: the group's inputs, then its outputs */
+    te_graph_group_expr ge; /* the group's expression, in ctx */
     char key[1024];
+    char ctx_key[1100]; /* key + the run's context (te_graph_exec_group_context_key) */
+    char *trace;        /* the schedule's trace (malloc'ed) */
     char note[320];
     int from_db;
     double seconds;
@@ -104,6 +107,7 @@ void te_graph_exec_free(te_graph_exec *e)
     for (int i = 0; i < e->ng; i++) {
         te_module_free(e->k[i].mod);
         te_ctx_free(e->k[i].ctx);
+        free(e->k[i].trace);
     }
     /* Inputs and outputs own their buffers; constants, the pool and views (a root's) do not. */
     for (int v = 0; e->buf && v < e->g->nv; v++)
@@ -139,6 +143,21 @@ int te_graph_exec_group_from_db(const te_graph_exec *e, int gi, const char **not
 const char *te_graph_exec_group_key(const te_graph_exec *e, int gi)
 {
     return e && gi >= 0 && gi < e->ng ? e->k[gi].key : NULL;
+}
+
+const char *te_graph_exec_group_context_key(const te_graph_exec *e, int gi)
+{
+    return e && gi >= 0 && gi < e->ng ? e->k[gi].ctx_key : NULL;
+}
+
+const char *te_graph_exec_group_trace(const te_graph_exec *e, int gi)
+{
+    return e && gi >= 0 && gi < e->ng ? (e->k[gi].trace ? e->k[gi].trace : "") : NULL;
+}
+
+double te_graph_exec_group_flops(const te_graph_exec *e, int gi)
+{
+    return e && gi >= 0 && gi < e->ng ? e->k[gi].flops : 0;
 }
 
 double te_graph_exec_group_seconds(const te_graph_exec *e, int gi)
@@ -294,37 +313,79 @@ static te_schedule *default_schedule(te_ctx *ctx, const te_graph_group_expr *ge,
     return te_schedule_create(ctx, ge->n_out, ge->outs);
 }
 
-/* Builds group gi as one kernel: the database's best record when db has one that applies,
- * else the default schedule. */
-static int compile_group(te_graph *g, const te_fuse_plan *p, int gi, const te_target *tgt,
-                         te_db *db, gkernel *k)
+/* Builds group gi's expression (phase one of compiling it: the keys of every group make the
+ * run's context key before any is scheduled). */
+static int build_group_expr(te_graph *g, const te_fuse_plan *p, int gi, gkernel *k)
 {
     k->ctx = te_ctx_create();
     if (!k->ctx)
         return te__graph_error(g, TE_ERR_NOMEM, "out of memory");
-    te_graph_group_expr ge;
-    int rc = te_graph_group_expr_build(g, p, gi, k->ctx, &ge);
+    int rc = te_graph_group_expr_build(g, p, gi, k->ctx, &k->ge);
     if (rc)
         return rc;
-    snprintf(k->key, sizeof k->key, "%s", ge.key);
-    te_tensor *args[2 * TE_GRAPH_GROUP_MAXIO];
+    snprintf(k->key, sizeof k->key, "%s", k->ge.key);
     k->nargs = 0;
-    for (int i = 0; i < ge.n_in; i++)
-        k->args[k->nargs] = ge.in_values[i], args[k->nargs++] = ge.ins[i];
-    for (int i = 0; i < ge.n_out; i++)
-        k->args[k->nargs] = ge.out_values[i], args[k->nargs++] = ge.outs[i];
+    for (int i = 0; i < k->ge.n_in; i++)
+        k->args[k->nargs++] = k->ge.in_values[i];
+    for (int i = 0; i < k->ge.n_out; i++)
+        k->args[k->nargs++] = k->ge.out_values[i];
+    return TE_OK;
+}
+
+/* The run's context: FNV-1a 64 over the workload keys of its kernels in plan order, so an
+ * in-model record (te_graph_select_in_context) applies to this model's run only. */
+static void set_context_keys(te_graph_exec *e)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int gi = 0; gi < e->ng; gi++) {
+        if (e->k[gi].view)
+            continue;
+        for (const char *c = e->k[gi].key; *c; c++)
+            h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+        h = (h ^ '\n') * 0x100000001b3ull;
+    }
+    for (int gi = 0; gi < e->ng; gi++)
+        if (!e->k[gi].view)
+            snprintf(e->k[gi].ctx_key, sizeof e->k[gi].ctx_key, "%s;model=%016llx",
+                     e->k[gi].key, (unsigned long long)h);
+}
+
+/* Schedules and builds group gi (its expression built) as one kernel: by `pick`
+ * (te_graph_compile_opts), the in-model record or the database's best record when db has one
+ * that applies, a ranked record, or the default schedule. */
+static int compile_group(te_graph *g, const te_fuse_plan *p, int gi, const te_target *tgt,
+                         te_db *db, int pick, gkernel *k)
+{
+    int rc = TE_OK;
+    te_graph_group_expr *ge = &k->ge;
+    te_tensor *args[2 * TE_GRAPH_GROUP_MAXIO];
+    int na = 0;
+    for (int i = 0; i < ge->n_in; i++)
+        args[na++] = ge->ins[i];
+    for (int i = 0; i < ge->n_out; i++)
+        args[na++] = ge->outs[i];
     te_schedule *s = NULL;
     char why[256] = "no database";
-    if (db) {
+    if (pick == TE_GRAPH_PICK_DEFAULT)
+        snprintf(why, sizeof why, "the default asked for");
+    else if (db) {
         te_db_trial_list *rec = NULL;
-        if (te_tuner_best_record(k->ctx, db, ge.key, ge.n_out, ge.outs, tgt, 0, &s, &rec, why,
-                                 sizeof why) == TE_OK) {
+        if (pick == TE_GRAPH_PICK_BEST &&
+            te_tuner_best_record(k->ctx, db, k->ctx_key, ge->n_out, ge->outs, tgt, 0, &s, &rec,
+                                 why, sizeof why) == TE_OK) {
+            k->from_db = 1;
+            set_note(k, "database: trial %s, %.4f ms inside this model's run",
+                     rec && rec->n ? rec->items[0].uid : "?",
+                     rec && rec->n ? rec->items[0].median_s * 1e3 : 0.0);
+        } else if (te_tuner_ranked_record(k->ctx, db, ge->key, pick > 0 ? pick - 1 : 0,
+                                          ge->n_out, ge->outs, tgt, 0, &s, &rec, why,
+                                          sizeof why) == TE_OK) {
             k->from_db = 1;
             set_note(k, "database: trial %s, %.4f ms when tuned",
                      rec && rec->n ? rec->items[0].uid : "?",
                      rec && rec->n ? rec->items[0].median_s * 1e3 : 0.0);
-            te_db_trial_list_free(rec);
         }
+        te_db_trial_list_free(rec);
     }
     if (!s) {
         /* Untuned: the tuner's heuristic default (its search space ranked by the analytic cost
@@ -332,26 +393,29 @@ static int compile_group(te_graph *g, const te_fuse_plan *p, int gi, const te_ta
         const fgroup *gr = &p->gr[gi];
         const char *op = gr->n == 1 ? g->n[gr->nodes[0]].op->name : NULL;
         char dnote[256];
-        if (te_tune_default_schedule(k->ctx, op, ge.n_in, ge.ins, ge.n_out, ge.outs, tgt, &s, dnote,
-                                     sizeof dnote) == TE_OK) {
+        if (te_tune_default_schedule(k->ctx, op, ge->n_in, ge->ins, ge->n_out, ge->outs, tgt, &s,
+                                     dnote, sizeof dnote) == TE_OK) {
             set_note(k, "%s (%s)", dnote, why);
         } else {
             set_note(k, "default schedule: inline + parallel (%s; %s)", why, te_ctx_errmsg(k->ctx));
             te_ctx_clear_error(k->ctx);
-            s = default_schedule(k->ctx, &ge, tgt->num_cores);
+            s = default_schedule(k->ctx, ge, tgt->num_cores);
         }
         if (!s)
             rc = te_ctx_errcode(k->ctx) ? te_ctx_errcode(k->ctx) : TE_ERR_INTERNAL;
     }
+    if (!rc && !(k->trace = strdup(te_schedule_trace(s))))
+        rc = TE_ERR_NOMEM;
     if (!rc) {
         char name[64];
         snprintf(name, sizeof name, "group%d_%.40s", gi,
                  g->v[g->n[p->gr[gi].nodes[0]].out[0]].name);
-        rc = te_build(s, k->nargs, args, name, tgt, &k->mod);
+        rc = te_build(s, na, args, name, tgt, &k->mod);
     }
     if (rc)
         te__graph_error(g, rc, "compile: group %d (%s, first node '%s'): %s", gi, p->gr[gi].rule,
-                        g->v[g->n[p->gr[gi].nodes[0]].out[0]].name, te_ctx_errmsg(k->ctx));
+                        g->v[g->n[p->gr[gi].nodes[0]].out[0]].name,
+                        rc == TE_ERR_NOMEM ? "out of memory" : te_ctx_errmsg(k->ctx));
     return rc;
 }
 
@@ -429,6 +493,8 @@ int te_graph_compile_ex(te_graph *g, const te_fuse_plan *p, const te_graph_compi
     te_graph_compile_opts dflt = {0};
     if (!o)
         o = &dflt;
+    if (o->pick < TE_GRAPH_PICK_DEFAULT)
+        return te__graph_error(g, TE_ERR_ARG, "compile: pick %d is not a choice", o->pick);
     if (o->threads < 0 || o->min_flops_per_thread < 0)
         return te__graph_error(g, TE_ERR_ARG,
                                "compile: threads %d and min_flops_per_thread %g "
@@ -520,10 +586,15 @@ int te_graph_compile_ex(te_graph *g, const te_fuse_plan *p, const te_graph_compi
             set_note(&e->k[i], "view of '%s' (reshape, no copy)",
                      g->v[te_graph_memplan_alias(e->mp, v)].name);
         } else {
-            rc = compile_group(g, p, i, &tgt, o->db, &e->k[i]);
+            rc = build_group_expr(g, p, i, &e->k[i]);
         }
         e->ng = i + 1;
     }
+    if (!rc)
+        set_context_keys(e);
+    for (int i = 0; !rc && i < p->ng; i++)
+        if (!e->k[i].view)
+            rc = compile_group(g, p, i, &tgt, o->db, o->pick, &e->k[i]);
     if (rc) {
         te_graph_exec_free(e);
         return rc;

@@ -95,6 +95,11 @@ static void usage(FILE *f)
             "  --min-time S          timed runs of a candidate add up to at least S (0.01)\n"
             "  --flush-cache         overwrite the caches before every timed run\n"
             "  --no-warm-start       do not seed the search from the database's records\n"
+            "  --no-select           with --graph or a model: skip the in-model selection\n"
+            "                        (after tuning, the whole run once per candidate: the\n"
+            "                        defaults and each group's 1st-3rd best record; each\n"
+            "                        kernel's time inside the runs is recorded under its\n"
+            "                        in-model key, which tessera run --db then prefers)\n"
             "  --new-job             never resume; start a new job\n"
             "  --resume              continue this command's job whatever its state: one that\n"
             "                        reads running (killed on another machine) or finished\n"
@@ -247,6 +252,7 @@ int te_cmd_tune(int argc, char **argv)
     const char *graph = NULL;
     te_cli_graph_tasks *gtasks = NULL; /* owns the groups' expressions while tuners use them */
     int optimize = 0;                  /* --optimize: the graph passes first (--graph) */
+    int no_select = 0;                 /* --no-select: no in-model selection after a graph */
     te_cli_precision prec = TE_CLI_PRECISION_F32; /* --precision (--graph) */
     int prec_given = 0;
     int json = 0, quiet = 0, shard_i = 0, shard_n = 1;
@@ -281,7 +287,8 @@ int te_cmd_tune(int argc, char **argv)
         O_STRATEGY,
         O_SPACE,
         O_SHARD,
-        O_PRECISION
+        O_PRECISION,
+        O_NO_SELECT
     };
     enum { O_PLUGIN = 1000 }; /* --plugin LIB.so (tools/cli.h) */
     te_cli_plugins plugins = {0};
@@ -313,6 +320,7 @@ int te_cmd_tune(int argc, char **argv)
                                       {"space", 0, TE_CLI_VALUE, O_SPACE},
                                       {"shard", 0, TE_CLI_VALUE, O_SHARD},
                                       {"precision", 0, TE_CLI_VALUE, O_PRECISION},
+                                      {"no-select", 0, TE_CLI_FLAG, O_NO_SELECT},
                                       {"plugin", 0, TE_CLI_VALUE, O_PLUGIN},
                                       {0}};
     te_cli_parser cp;
@@ -349,6 +357,9 @@ int te_cmd_tune(int argc, char **argv)
             break;
         case O_NO_WARM:
             o.warm_start = 0;
+            break;
+        case O_NO_SELECT:
+            no_select = 1;
             break;
         case O_NEW_JOB:
             o.new_job = 1;
@@ -804,9 +815,48 @@ int te_cmd_tune(int argc, char **argv)
                 printf("tuning curve: %s\n", curve);
         }
     }
+    /* A graph's or a model's groups: the schedules that are fastest inside its run. */
+    te_graph_select_result sr = {0};
+    int selected = 0;
+    if (graph && !no_select && status == 0 && !te_tuner_interrupted(t)) {
+        const te_cli_fused *f = te_cli_graph_tasks_fused(gtasks);
+        te_graph_select_opts so = {.target = &tgt, .reps = 11, .log = quiet ? NULL : stderr};
+        if (!quiet)
+            fprintf(stderr, "tune: in-model selection: the whole run once per candidate (the "
+                            "defaults, then each group's 1st, 2nd, 3rd best record), %d runs "
+                            "each; per workload, ms per kernel inside the runs:\n",
+                    so.reps);
+        if (te_graph_select_in_context(f->g, f->plan, db, &so, &sr) != TE_OK) {
+            fprintf(stderr, "tessera tune: in-model selection: %s\n", te_graph_errmsg(f->g));
+            status = 1;
+        } else {
+            selected = sr.workloads > 0;
+        }
+    }
     if (json) {
-        printf("\n]}\n");
+        printf("\n], \"select\": ");
+        if (selected) {
+            printf("{\"workloads\": %d, \"changed\": %d, \"to_default\": %d, \"recorded\": %d, "
+                   "\"ms_default\": ",
+                   sr.workloads, sr.changed, sr.to_default, sr.recorded);
+            jnum(stdout, sr.ms_default);
+            printf(", \"ms_tuned\": ");
+            jnum(stdout, sr.ms_tuned);
+            printf(", \"ms_selected\": ");
+            jnum(stdout, sr.ms_selected);
+            printf("}");
+        } else {
+            printf("null");
+        }
+        printf("}\n");
     } else {
+        if (selected)
+            printf("\nin-model selection (%d threads): %d workloads with a choice, %d chose "
+                   "another schedule than their best record alone (%d the default); whole run "
+                   "(median): defaults %.3f ms, best records alone %.3f ms, in-model choices "
+                   "%.3f ms (%.2fx the defaults); %d in-model trials recorded\n",
+                   tgt.num_cores, sr.workloads, sr.changed, sr.to_default, sr.ms_default,
+                   sr.ms_tuned, sr.ms_selected, sr.ms_default / sr.ms_selected, sr.recorded);
         te_tune_task_info ti0;
         te_tuner_task_info(t, 0, &ti0);
         printf("\nstored in %s (job %lld%s); see: tessera db best --workload '%s' --db %s\n",

@@ -76,6 +76,8 @@ int te_cli_graph_tasks_add(const te_cli_graph_tasks *l, te_tuner *t);
 int te_cli_graph_tasks_groups(const te_cli_graph_tasks *l);
 int te_cli_graph_tasks_distinct(const te_cli_graph_tasks *l);
 int te_cli_graph_tasks_views(const te_cli_graph_tasks *l);
+/* The loaded and fused graph the tasks came from (owned by l). */
+const te_cli_fused *te_cli_graph_tasks_fused(const te_cli_graph_tasks *l);
 void te_cli_graph_tasks_free(te_cli_graph_tasks *l);
 
 /* The float64 reference of every group output of a fused graph, evaluated once before the

@@ -658,7 +658,18 @@ typedef struct te_graph_compile_opts {
      * TE_GRAPH_MIN_FLOPS_PER_THREAD). */
     double min_flops_per_thread;
     int no_concurrency; /* 1: every group alone with all threads */
+    /* Which schedule each group gets when db is given:
+     * TE_GRAPH_PICK_BEST (0): the group's in-model record (te_graph_select_in_context: the
+     *   fastest measured inside this model's run, te_graph_exec_group_context_key) when there
+     *   is one, else the best record of its workload key, else the default;
+     * k >= 1: the k-th fastest record of its workload key (1 = the fastest; in-model records
+     *   ignored), else the default;
+     * TE_GRAPH_PICK_DEFAULT (-1): the default schedule, db ignored. */
+    int pick;
 } te_graph_compile_opts;
+
+#define TE_GRAPH_PICK_BEST 0
+#define TE_GRAPH_PICK_DEFAULT (-1)
 
 #define TE_GRAPH_MIN_FLOPS_PER_THREAD (1 << 21)
 #define TE_GRAPH_MAX_WAVE 16 /* groups that may run at once */
@@ -675,6 +686,46 @@ typedef struct te_graph_compile_opts {
  * (TE_ERR_ARG for a negative thread count or grain). */
 int te_graph_compile_ex(te_graph *g, const te_fuse_plan *p, const te_graph_compile_opts *o,
                         te_graph_exec **out);
+/* ---- In-model selection (graph/select.c) ------------------------------------------------ */
+
+/* Options of te_graph_select_in_context; a zeroed struct is the defaults. */
+typedef struct te_graph_select_opts {
+    const te_target *target; /* NULL: the host C target */
+    int threads;             /* the run's thread budget (0: the target's num_cores) */
+    int candidates;          /* records per workload tried besides the default (0: 3; at most 8) */
+    int reps;                /* timed runs of each version (0: 11) */
+    FILE *log;               /* one line per workload with a choice, and notes; NULL: silent */
+} te_graph_select_opts;
+
+/* What te_graph_select_in_context found. */
+typedef struct te_graph_select_result {
+    int workloads;  /* distinct workloads that had a choice (a record besides the default) */
+    int recorded;   /* in-model trials recorded */
+    int changed;    /* workloads whose in-model best is not their best record measured alone */
+    int to_default; /* of those, the ones whose in-model best is the default schedule */
+    /* Whole-run medians (ms) after the selection, measured alternately: every group with its
+     * default schedule, with its best record measured alone, and with its in-model choice
+     * (what te_graph_compile_db now compiles). */
+    double ms_default, ms_tuned, ms_selected;
+} te_graph_select_result;
+
+/* Chooses each workload's schedule inside the model's run: compiles the whole run once with
+ * every group's default schedule and once per rank k = 1..candidates with every group's k-th
+ * best record of db (te_graph_compile_opts.pick; ranks no workload has are left out), runs the
+ * versions in turn (reps times each, after a warm-up, on uniform random float inputs and
+ * zeroed integer ones), and records in db, for every workload with two or more distinct
+ * schedules, each schedule's median time per kernel inside those runs as a trial of its
+ * in-model key (te_graph_exec_group_context_key: the workload key plus a hash of the run's
+ * kernels) on the target with `threads` cores. From then on te_graph_compile_db (pick
+ * TE_GRAPH_PICK_BEST) compiles each group with its fastest in-model schedule. Nothing already
+ * recorded changes. Then times whole runs of the defaults, the isolated best records and the
+ * choices (*out). A plan none of whose workloads has a record is TE_OK with *out zeroed
+ * (a note on log). Returns TE_OK, or a status with a message on g (TE_ERR_ARG for db NULL or
+ * options out of range; compile and run errors as te_graph_compile_ex / te_graph_run; the
+ * database's error when recording fails, nothing recorded then). */
+int te_graph_select_in_context(te_graph *g, const te_fuse_plan *p, te_db *db,
+                               const te_graph_select_opts *o, te_graph_select_result *out);
+
 /* Runs the kernels wave by wave (te_graph_compile_ex); the caller's OpenMP thread count is
  * restored afterwards. input_data[i] is the data of the i-th graph input (in
  * te_graph_input_value order); output_data[j] (may be NULL, or hold NULLs) receives the j-th
@@ -703,6 +754,16 @@ int te_graph_exec_group_from_db(const te_graph_exec *e, int gi, const char **not
 /* Group gi's workload key (te_graph_group_expr's), owned by e; "" for a view, NULL for a bad
  * index. */
 const char *te_graph_exec_group_key(const te_graph_exec *e, int gi);
+/* Group gi's workload key with the run's context appended (";model=<16 hex digits>", an
+ * FNV-1a hash of every kernel's key in plan order): the key of its in-model records
+ * (te_graph_select_in_context), owned by e; "" for a view, NULL for a bad index. */
+const char *te_graph_exec_group_context_key(const te_graph_exec *e, int gi);
+/* The trace of group gi's schedule (te_schedule_trace: replayable on its expression), owned by
+ * e; "" for a view, NULL for a bad index. */
+const char *te_graph_exec_group_trace(const te_graph_exec *e, int gi);
+/* Floating-point operations of one run of group gi's kernel (te_graph_node_flops summed over
+ * its nodes); 0 for a view or a bad index. */
+double te_graph_exec_group_flops(const te_graph_exec *e, int gi);
 /* Seconds group gi's kernel took in the last run (0 before one, for a view, or for a bad
  * index). */
 double te_graph_exec_group_seconds(const te_graph_exec *e, int gi);

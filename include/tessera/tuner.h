@@ -271,6 +271,15 @@ int te_tuner_best_record(te_ctx *ctx, te_db *db, const char *workload_key, int n
                          te_tensor *const *outs, const te_target *target, int flags,
                          te_schedule **out, te_db_trial_list **record, char *why, size_t why_size);
 
+/* te_tuner_best_record for the record of rank `rank` (0: the fastest, as te_tuner_best_record;
+ * k: the (k+1)-th fastest of distinct traces, te_db_top_k): the same schedule, list (its
+ * items[0] is the ranked record) and errors, with TE_ERR_NOT_FOUND ("fewer than k+1 records
+ * for this target") when there are not that many, TE_ERR_ARG for a negative rank. */
+int te_tuner_ranked_record(te_ctx *ctx, te_db *db, const char *workload_key, int rank,
+                           int n_out, te_tensor *const *outs, const te_target *target, int flags,
+                           te_schedule **out, te_db_trial_list **record, char *why,
+                           size_t why_size);
+
 /* A schedule for outs from the best database record of (workload_key, target): the schedule
  * te_tuner_best_record makes. When there is no record, or the trace no longer applies, *out
  * gets the default schedule (te_schedule_create), *from_db (may be NULL) is 0 and why (may be
