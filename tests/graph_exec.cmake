@@ -30,3 +30,6 @@ add_test(NAME graph_run_no_outputs_refused
          COMMAND tessera_cli run ${CMAKE_CURRENT_BINARY_DIR}/no_outputs.graph)
 set_tests_properties(graph_run_no_outputs_refused PROPERTIES
   PASS_REGULAR_EXPRESSION "the graph has no outputs" LABELS graph)
+if(TARGET test_graph_select)
+  target_compile_definitions(test_graph_select PRIVATE TE_RULES_DIR="${CMAKE_SOURCE_DIR}/rules")
+endif()
