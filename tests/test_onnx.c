@@ -1081,22 +1081,54 @@ static void test_quantized_ops_match_a_direct_computation(void **state)
 static void test_quantized_ops_refuse_per_axis_and_bad_parameters(void **state)
 {
     (void)state;
-    /* Per-column b_scale of different values: refused, naming the node and the input. */
+    /* Per-column b_scale with as many values as B has columns: matmul_integer + a per-column
+     * requantization; with another count: refused, naming the node, the input and the counts. */
     build_quant_model();
     M.inits[4] =
         om_tensor_f("sw", 1, (int64_t[]){5}, (float[]){0.01f, 0.02f, 0.01f, 0.01f, 0.01f}, 1);
-    import_fails(write_model("quant_per_column.onnx", 0), NULL,
-                 "node 'qmm' (QLinearMatMul): b_scale 'sw' has 5 different values (per-column "
-                 "quantization): only per-tensor");
+    te_graph *pc = import_ok(write_model("quant_per_column.onnx", 0), NULL);
+    assert_int_equal(count_op(pc, "requantize_axis"), 1);
+    assert_int_equal(count_op(pc, "dequantize_axis"), 1); /* dqw reads sw too */
+    te_graph_free(pc);
+    M.inits[4] = om_tensor_f("sw", 1, (int64_t[]){4}, (float[]){0.01f, 0.02f, 0.01f, 0.01f}, 1);
+    import_fails(write_model("quant_per_column_len.onnx", 0), NULL,
+                 "node 'qmm' (QLinearMatMul): b_scale 'sw' has 4 values (rank 1) but b's column "
+                 "count has 5");
     /* Equal values are per tensor. */
+    build_quant_model();
     M.inits[4] =
         om_tensor_f("sw", 1, (int64_t[]){5}, (float[]){0.01f, 0.01f, 0.01f, 0.01f, 0.01f}, 1);
-    te_graph_free(import_ok(write_model("quant_equal_scales.onnx", 0), NULL));
-    /* A per-axis QuantizeLinear scale. */
+    te_graph *eq = import_ok(write_model("quant_equal_scales.onnx", 0), NULL);
+    assert_int_equal(count_op(eq, "requantize_axis"), 0);
+    te_graph_free(eq);
+    /* A per-axis QuantizeLinear scale: 3 values along axis 1 (extent 3) are per axis; along
+     * axis 2 (extent 4) they are refused; a negative one among them too. */
     build_quant_model();
     M.inits[7] = om_tensor_f("sx", 1, (int64_t[]){3}, (float[]){0.125f, 0.25f, 0.5f}, 1);
-    import_fails(write_model("quant_per_axis.onnx", 0), NULL,
-                 "node 'qx' (QuantizeLinear): y_scale 'sx' has 3 different values (per-axis");
+    te_graph *pa = import_ok(write_model("quant_per_axis.onnx", 0), NULL);
+    assert_int_equal(count_op(pa, "quantize_axis"), 1);
+    te_graph_free(pa);
+    M.nn = 0;
+    om_node(&M, "MatMulInteger", "mmi", "a,w,az,wz", "y", NULL);
+    om_node(&M, "QLinearMatMul", "qmm", "a,sa,az,w,sw,wz,sy,yz", "q", NULL);
+    om_node(&M, "QuantizeLinear", "qx", "x,sx,xz", "xq", om_attr_i("axis", 2), NULL);
+    om_node(&M, "DequantizeLinear", "dqx", "xq,sx,xz", "xd", om_attr_i("axis", 2), NULL);
+    om_node(&M, "DequantizeLinear", "dqw", "w,sw,wz", "wd", NULL);
+    om_node(&M, "DequantizeLinear", "dqb", "b,sb", "bd", NULL);
+    om_node(&M, "MatMul", "mm", "xd,wd", "h", NULL);
+    om_node(&M, "Add", "bias", "h,bd", "f", NULL);
+    import_fails(write_model("quant_per_axis_len.onnx", 0), NULL,
+                 "node 'qx' (QuantizeLinear): y_scale 'sx' has 3 values (rank 1) but the axis of x "
+                 "has 4");
+    build_quant_model();
+    M.inits[7] = om_tensor_f("sx", 1, (int64_t[]){3}, (float[]){0.125f, -0.25f, 0.5f}, 1);
+    import_fails(
+        write_model("quant_per_axis_negative.onnx", 0), NULL,
+        "node 'qx' (QuantizeLinear): y_scale 'sx' element 1 is -0.25; a scale is positive");
+    build_quant_model();
+    M.inits[7] = om_tensor_f("sx", 1, (int64_t[]){3}, (float[]){0.125f, NAN, 0.5f}, 1);
+    import_fails(write_model("quant_per_axis_nan.onnx", 0), NULL,
+                 "node 'qx' (QuantizeLinear): y_scale 'sx' element 1 is nan");
     /* Per-row zero points of MatMulInteger. */
     build_quant_model();
     M.inits[1] = tensor_raw("az", U8T, 1, (int64_t[]){3}, (uint8_t[]){1, 2, 3}, 1);
