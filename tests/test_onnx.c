@@ -1175,6 +1175,97 @@ static void test_quantized_ops_refuse_per_axis_and_bad_parameters(void **state)
                  "node 'dqb' (DequantizeLinear): x_scale 'sb' is 0; a scale is positive");
 }
 
+/* QLinearConv (per-output-channel weight scales, an int32 bias, padding), ConvInteger and
+ * DynamicQuantizeLinear import onto conv2d + requantize_axis and dynamic_quantize; bad scales,
+ * biases, operands and non-constant parameters are refused naming the node and the input. */
+static int8_t cw[3 * 2 * 3 * 3];
+static int32_t cb[3];
+
+static void build_qconv_model(const char *ws_name, int ws_n, const float *ws)
+{
+    om_reset(&M);
+    for (size_t i = 0; i < sizeof cw; i++)
+        cw[i] = (int8_t)irand(-128, 127);
+    for (int i = 0; i < 3; i++)
+        cb[i] = (int32_t)irand(-300, 300);
+    M.ins[M.nin++] = om_vinfo("x", 4, (int64_t[]){1, 2, 5, 5}, NULL);
+    set_elem(M.ins[0], U8T);
+    M.outs[M.nout++] = om_vinfo("y", 4, (int64_t[]){1, 3, 5, 5}, NULL);
+    set_elem(M.outs[0], U8T);
+    M.inits[M.ni++] = tensor_raw("w", I8T, 4, (int64_t[]){3, 2, 3, 3}, cw, 1);
+    M.inits[M.ni++] = om_tensor_f("xs", 0, NULL, (float[]){0.02f}, 1);
+    M.inits[M.ni++] = tensor_raw("xz", U8T, 0, NULL, (uint8_t[]){120}, 1);
+    M.inits[M.ni++] = om_tensor_f(ws_name, 1, (int64_t[]){ws_n}, ws, 1);
+    M.inits[M.ni++] = tensor_raw("wz", I8T, 1, (int64_t[]){3}, (int8_t[]){0, 0, 0}, 1);
+    M.inits[M.ni++] = om_tensor_f("ys", 0, NULL, (float[]){0.3f}, 1);
+    M.inits[M.ni++] = tensor_raw("yz", U8T, 0, NULL, (uint8_t[]){128}, 1);
+    M.inits[M.ni++] =
+        tensor_raw("b", ONNX__TENSOR_PROTO__DATA_TYPE__INT32, 1, (int64_t[]){3}, cb, 4);
+    om_node(&M, "QLinearConv", "qc", "x,xs,xz,w,ws,wz,ys,yz,b", "y",
+            om_attr_ints("pads", 4, (int64_t[]){1, 1, 1, 1}), NULL);
+}
+
+static void test_quantized_conv_and_dynamic_quantize_import_and_refuse_bad_parameters(void **state)
+{
+    (void)state;
+    const float ws[3] = {0.01f, 0.02f, 0.005f};
+    build_qconv_model("ws", 3, ws);
+    te_graph *g = import_ok(write_model("qconv.onnx", 0), NULL);
+    assert_int_equal(count_op(g, "conv2d"), 1);
+    assert_int_equal(count_op(g, "requantize_axis"), 1);
+    te_graph_free(g);
+    /* w_scale with 2 values for 3 output channels; a zero one; y_scale an input; a float B */
+    build_qconv_model("ws", 2, ws);
+    import_fails(write_model("qconv_ws_len.onnx", 0), NULL,
+                 "node 'qc' (QLinearConv): w_scale 'ws' has 2 values (rank 1) but w's output "
+                 "channels (axis 0) has 3");
+    build_qconv_model("ws", 3, (float[]){0.01f, 0.0f, 0.02f});
+    import_fails(write_model("qconv_ws_zero.onnx", 0), NULL,
+                 "node 'qc' (QLinearConv): w_scale 'ws' element 1 is 0; a scale is positive");
+    build_qconv_model("ws", 3, ws);
+    M.inits[5] = om_tensor_f("unused", 0, NULL, (float[]){1}, 1);
+    M.ins[M.nin++] = om_vinfo("ys", 1, (int64_t[]){1}, NULL);
+    import_fails(write_model("qconv_ys_input.onnx", 0), NULL,
+                 "node 'qc' (QLinearConv): y_scale 'ys' must be a constant");
+    build_qconv_model("ws", 3, ws);
+    M.inits[7] = om_tensor_f("b", 1, (int64_t[]){3}, (float[]){1, 2, 3}, 1);
+    import_fails(write_model("qconv_float_bias.onnx", 0), NULL,
+                 "node 'qc' (QLinearConv): B 'b' must be an int32 constant");
+    /* a float x; ConvInteger with per-channel zero points of a non-constant w */
+    build_qconv_model("ws", 3, ws);
+    set_elem(M.ins[0], ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    import_fails(write_model("qconv_float_x.onnx", 0), NULL,
+                 "node 'qc' (QLinearConv): input x 'x' is f32; uint8 or int8 expected");
+    build_qconv_model("ws", 3, ws);
+    M.nn = 0;
+    M.inits[0] = om_tensor_f("unused_w", 0, NULL, (float[]){1}, 1);
+    M.ins[M.nin++] = om_vinfo("w", 4, (int64_t[]){3, 2, 3, 3}, NULL);
+    set_elem(M.ins[1], I8T);
+    M.inits[4] = tensor_raw("wz", I8T, 1, (int64_t[]){3}, (int8_t[]){0, 1, 2}, 1);
+    set_elem(M.outs[0], ONNX__TENSOR_PROTO__DATA_TYPE__INT32);
+    om_node(&M, "ConvInteger", "ci", "x,w,xz,wz", "y",
+            om_attr_ints("pads", 4, (int64_t[]){1, 1, 1, 1}), NULL);
+    import_fails(write_model("convint_wz_input_w.onnx", 0), NULL,
+                 "node 'ci' (ConvInteger): w_zero_point 'wz' is per output channel but w 'w' is "
+                 "not a constant");
+    /* DynamicQuantizeLinear of a float input, and of a uint8 one */
+    om_reset(&M);
+    M.ins[M.nin++] = om_vinfo("x", 2, (int64_t[]){2, 3}, NULL);
+    M.outs[M.nout++] = om_vinfo("y", 2, (int64_t[]){2, 3}, NULL);
+    set_elem(M.outs[0], U8T);
+    M.outs[M.nout++] = om_vinfo("ys", 0, NULL, NULL);
+    M.outs[M.nout++] = om_vinfo("yz", 0, NULL, NULL);
+    set_elem(M.outs[2], U8T);
+    om_node(&M, "DynamicQuantizeLinear", "dq", "x", "y,ys,yz", NULL);
+    g = import_ok(write_model("dynamic_quantize.onnx", 0), NULL);
+    assert_int_equal(count_op(g, "dynamic_quantize"), 1);
+    assert_int_equal(te_graph_output_count(g), 3);
+    te_graph_free(g);
+    set_elem(M.ins[0], U8T);
+    import_fails(write_model("dynamic_quantize_u8.onnx", 0), NULL,
+                 "node 'dq' (DynamicQuantizeLinear): input x 'x' is u8; float32 expected");
+}
+
 static void test_bad_models(void **state)
 {
     (void)state;
@@ -1263,6 +1354,7 @@ int main(void)
         cmocka_unit_test(test_index_ops_refuse_unsupported_forms_naming_the_node),
         cmocka_unit_test(test_quantized_ops_match_a_direct_computation),
         cmocka_unit_test(test_quantized_ops_refuse_per_axis_and_bad_parameters),
+        cmocka_unit_test(test_quantized_conv_and_dynamic_quantize_import_and_refuse_bad_parameters),
         cmocka_unit_test(test_bad_models),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
