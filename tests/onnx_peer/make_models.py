@@ -15,6 +15,10 @@ outputs) on uint8 activations with random zero points and int8 / uint8 weights, 
 initializers or inputs; QuantizeLinear (saturation, exact ties) and DequantizeLinear (uint8,
 int8, int32); a QDQ chain as quantize_static writes it and an MLP quantized by
 onnxruntime.quantization.quantize_static itself (QDQ, uint8 activations, int8 weights).
+Issue 12: QuantizeLinear / DequantizeLinear along an axis, QLinearMatMul / MatMulInteger with
+per-column weight parameters, DynamicQuantizeLinear, ConvInteger, QLinearConv (per-tensor and
+per-output-channel w_scale), Neg / Abs of integers, Cast to bool of a computed tensor, and MLPs
+quantized by quantize_static(per_channel=True) and by quantize_dynamic.
 Inputs are written raw in their own dtype (float32, int64, bool as one byte, uint8, int8).
 
   make_models.py OUT_DIR [SEED]
