@@ -538,10 +538,13 @@ static int dynamic_quantize(ox_ctx *c, const Onnx__NodeProto *n)
 
 /* ConvInteger / QLinearConv's accumulator: conv2d of i32(x) - x_zero and i32(w) - w_zero[oc]
  * (w a constant: shifted once here; a graph value: per-tensor zero only), in i32, the padding
- * zeros being x's zero point as onnxruntime pads. xi, wi, xzi, wzi: the inputs' positions. The
- * conv's output value or a status; *oc the output channels. */
+ * zeros being x's zero point as onnxruntime pads. xi, wi, xzi, wzi: the inputs' positions;
+ * suffix: of the conv's output name (NULL: the node's output itself). The conv's output value or
+ * a status; *oc the output channels, *wzg_out / *wzv_out the per-channel zero points' graph
+ * constant and ONNX value (-1 / NULL when per tensor). */
 static int conv_acc(ox_ctx *c, const Onnx__NodeProto *n, size_t xi, size_t wi, size_t xzi,
-                    size_t wzi, int64_t *oc, int *wzg_out, const ox_val **wzv_out)
+                    size_t wzi, const char *suffix, int64_t *oc, int *wzg_out,
+                    const ox_val **wzv_out)
 {
     te_dtype dx, dw;
     int32_t xz, wz;
@@ -597,7 +600,7 @@ static int conv_acc(ox_ctx *c, const Onnx__NodeProto *n, size_t xi, size_t wi, s
         if (w32 < 0)
             return w32;
     }
-    return ox_gnode(c, n, "conv2d", at, 2, (int[]){xs, w32}, "acc");
+    return ox_gnode(c, n, "conv2d", at, 2, (int[]){xs, w32}, suffix);
 }
 
 /* ConvInteger(x, w, x_zero_point, w_zero_point): the i32 accumulator. */
@@ -606,7 +609,7 @@ static int conv_integer(ox_ctx *c, const Onnx__NodeProto *n)
     int64_t oc;
     int wzg;
     const ox_val *wzv;
-    return ox_set_out(c, n, 0, conv_acc(c, n, 0, 1, 2, 3, &oc, &wzg, &wzv));
+    return ox_set_out(c, n, 0, conv_acc(c, n, 0, 1, 2, 3, NULL, &oc, &wzg, &wzv));
 }
 
 /* QLinearConv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B):
@@ -629,7 +632,7 @@ static int qlinear_conv(ox_ctx *c, const Onnx__NodeProto *n)
     int32_t zy;
     if (scale_of(c, n, 1, "x_scale", "per-channel", &sx))
         return c->rc;
-    int acc = conv_acc(c, n, 0, 3, 2, 5, &oc, &wzg, &wzv);
+    int acc = conv_acc(c, n, 0, 3, 2, 5, "acc", &oc, &wzg, &wzv);
     if (acc < 0)
         return acc;
     if (scale_in(c, n, 4, "w_scale", "per-output-channel", oc, "w's output channels (axis 0)", &sw,
