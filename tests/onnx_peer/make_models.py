@@ -757,16 +757,20 @@ for rep in range(4):
 # MLPs quantized by onnxruntime: quantize_static with per-channel int8 weights (QDQ; the
 # weights' DequantizeLinear along axis 1), and quantize_dynamic (DynamicQuantizeLinear ->
 # MatMulInteger -> Cast -> Mul).
-def mlp_float(nm, d_in, d_h, d_out, rows):
+def mlp_float(nm, d_in, d_h, d_out, rows, gemm=False):
+    """MatMul + Add, Relu, then MatMul + Add (or Gemm with transB: its weights [d_out, d_h],
+    quantized per channel along axis 0)."""
+    last = ([helper.make_node("Gemm", ["r", "w2", "b2"], ["y"], transB=1)] if gemm else
+            [helper.make_node("MatMul", ["r", "w2"], ["y0"]),
+             helper.make_node("Add", ["y0", "b2"], ["y"])])
     g = helper.make_graph(
         [helper.make_node("MatMul", ["x", "w1"], ["h0"]),
-         helper.make_node("Add", ["h0", "b1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
-         helper.make_node("MatMul", ["r", "w2"], ["y0"]),
-         helper.make_node("Add", ["y0", "b2"], ["y"])],
+         helper.make_node("Add", ["h0", "b1"], ["h"]), helper.make_node("Relu", ["h"], ["r"])] +
+        last,
         nm, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, d_in])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, d_out])],
-        [init("w1", rand(d_in, d_h)), init("b1", rand(d_h)), init("w2", rand(d_h, d_out)),
-         init("b2", rand(d_out))])
+        [init("w1", rand(d_in, d_h)), init("b1", rand(d_h)),
+         init("w2", rand(d_out, d_h) if gemm else rand(d_h, d_out)), init("b2", rand(d_out))])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
     m.ir_version = 8
     fpath = os.path.join(out_dir, nm + ".float.onnx")
@@ -785,7 +789,7 @@ def quantized_mlp_per_channel(nm):
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                           quantize_static)
     rows = 6
-    fpath = mlp_float(nm, 16, 32, 32, rows)
+    fpath = mlp_float(nm, 16, 32, 32, rows, gemm=True)
     calib = [{"x": rand(rows, 16)} for _ in range(8)]
 
     class Reader(CalibrationDataReader):
