@@ -276,6 +276,94 @@ static bool is_byte(const te_graph *g, int v)
     return g->v[v].dtype == TE_U8 || g->v[v].dtype == TE_I8;
 }
 
+/* The per-column parameters of a dequantize_axis node db on B (its scale, and zero point when
+ * it has one, constants along B's column axis: 1 for B [k, n], 0 for B [n, k] under trans_b):
+ * ncol f32 scales into sc and zero points into zp (zeros when absent). False when db is not
+ * such a node. */
+static bool column_params(const te_graph *g, int db, bool tb, int64_t ncol, float *sc, int32_t *zp)
+{
+    const te__gnode *d = &g->n[db];
+    te_op_params kv;
+    if (te_op_params_parse(g->ctx, d->attrs, &kv)) {
+        te_ctx_clear_error(g->ctx);
+        return false;
+    }
+    const te__gvalue *B = &g->v[d->in[0]];
+    int axis = (int)te__gop_attr_int(d->op, &kv, "axis");
+    if (axis < 0)
+        axis += B->ndim;
+    if (B->ndim != 2 || axis != (tb ? 0 : 1))
+        return false;
+    for (int i = 1; i < d->n_in; i++) {
+        const te__gvalue *p = &g->v[d->in[i]];
+        if (p->kind != TE_GRAPH_CONST || !p->data || p->ndim != 1 ||
+            (p->shape[0] != 1 && p->shape[0] != ncol))
+            return false;
+    }
+    const te__gvalue *S = &g->v[d->in[1]];
+    const te__gvalue *Z = d->n_in > 2 ? &g->v[d->in[2]] : NULL;
+    for (int64_t j = 0; j < ncol; j++) {
+        int64_t sj = S->shape[0] == 1 ? 0 : j, zj = Z && Z->shape[0] == 1 ? 0 : j;
+        sc[j] = ((const float *)S->data)[sj];
+        zp[j] = !Z                  ? 0
+                : Z->dtype == TE_U8 ? ((const uint8_t *)Z->data)[zj]
+                                    : ((const int8_t *)Z->data)[zj];
+    }
+    return true;
+}
+
+/* A new 1-D constant [n] of dtype dtype named after base and suffix; its id or a status. */
+static int vec_const(te_graph *g, const char *base, const char *suffix, te_dtype dtype, int64_t n,
+                     const void *data)
+{
+    char nm[TE__G_NAME + 8];
+    snprintf(nm, sizeof nm, "%.30s_%s", base, suffix);
+    return add_raw_const(g, nm, dtype, 1, (int64_t[]){n}, data);
+}
+
+/* The per-column rewrite: acc = matmul_integer(a, b) (matmul_integer_zp when B's zero points
+ * differ by column), then requantize_axis by f32(sa) f32(sb[j]) / f32(sy) when the product is
+ * requantized (q), else dequantize_axis by f32(sa) f32(sb[j]): onnxruntime's per-column
+ * QLinearMatMul and MatMulIntegerToFloat arithmetic. The output value or a status. */
+static int per_column(te_graph *g, const char *base, int a, int b, double sa, int32_t za,
+                      const float *sc, const int32_t *zp, bool zcol, int64_t ncol, bool q,
+                      double sy, int32_t zy, const char *to)
+{
+    char attrs[96];
+    int acc;
+    if (zcol) {
+        te_dtype bd = g->v[b].dtype, ad = g->v[a].dtype;
+        unsigned char za1 = (unsigned char)za, *zb = malloc((size_t)ncol);
+        if (!zb)
+            return te__graph_error(g, TE_ERR_NOMEM, "out of memory");
+        for (int64_t j = 0; j < ncol; j++)
+            zb[j] = (unsigned char)zp[j];
+        int zai = vec_const(g, base, "a_zero", ad, 1, &za1);
+        int zbi = zai < 0 ? zai : vec_const(g, base, "b_zero", bd, ncol, zb);
+        free(zb);
+        acc = zbi < 0 ? zbi
+                      : te__graph_add_node(g, "matmul_integer_zp", "", 4, (int[]){a, b, zai, zbi},
+                                           base, "acc");
+    } else {
+        snprintf(attrs, sizeof attrs, "a_zero=%d,b_zero=%d", (int)za, (int)zp[0]);
+        acc = te__graph_add_node(g, "matmul_integer", attrs, 2, (int[]){a, b}, base, "acc");
+    }
+    float *m = acc < 0 ? NULL : malloc(sizeof *m * (size_t)ncol);
+    if (acc < 0 || !m)
+        return acc < 0 ? acc : te__graph_error(g, TE_ERR_NOMEM, "out of memory");
+    for (int64_t j = 0; j < ncol; j++)
+        m[j] = q ? (float)sa * sc[j] / (float)sy : (float)sa * sc[j];
+    int mi = vec_const(g, base, q ? "mult" : "scale", TE_F32, ncol, m);
+    free(m);
+    if (mi < 0)
+        return mi;
+    if (q) {
+        snprintf(attrs, sizeof attrs, "axis=-1,zero=%d,to=%s", (int)zy, to);
+        return te__graph_add_node(g, "requantize_axis", attrs, 2, (int[]){acc, mi}, base, "q");
+    }
+    return te__graph_add_node(g, "dequantize_axis", "axis=-1", 2, (int[]){acc, mi}, base, "y");
+}
+
 /* Rewrites matmul node nd when both operands are dequantized bytes (A possibly reshaped after
  * its dequantize). Returns 1 when rewritten, 0 when not applicable, <0 on error. */
 static int fuse_qdq_one(te_graph *g, int nd, FILE *log)
@@ -295,12 +383,34 @@ static int fuse_qdq_one(te_graph *g, int nd, FILE *log)
     int rs = producer_is(g, va, "reshape");
     int da = producer_is(g, rs >= 0 ? g->n[rs].in[0] : va, "dequantize_linear");
     int db = producer_is(g, vb, "dequantize_linear");
-    if (da < 0 || db < 0 || !is_byte(g, g->n[da].in[0]) || !is_byte(g, g->n[db].in[0]))
+    int dba = db < 0 ? producer_is(g, vb, "dequantize_axis") : -1;
+    if (da < 0 || (db < 0 && dba < 0) || !is_byte(g, g->n[da].in[0]) ||
+        !is_byte(g, g->n[db >= 0 ? db : dba].in[0]))
         return 0;
-    double sa, sb, sy = 1;
-    int32_t za, zb, zy = 0;
+    double sa, sb = 1, sy = 1;
+    int32_t za, zb = 0, zy = 0;
     qparams(g, da, &sa, &za, NULL, 0);
-    qparams(g, db, &sb, &zb, NULL, 0);
+    /* Per-column weights (quantize_static's per_channel): scales and zero points per column of
+     * the product, read by a per-column epilogue. */
+    int64_t ncol = g->v[out].shape[g->v[out].ndim - 1];
+    float *csc = NULL;
+    int32_t *czp = NULL;
+    bool zcol = false;
+    if (dba >= 0) {
+        if (ncol < 1)
+            return 0;
+        csc = malloc(sizeof *csc * (size_t)ncol);
+        czp = malloc(sizeof *czp * (size_t)ncol);
+        if (!csc || !czp || !column_params(g, dba, tb, ncol, csc, czp)) {
+            free(csc), free(czp);
+            return csc && czp ? 0 : te__graph_error(g, TE_ERR_NOMEM, "out of memory");
+        }
+        for (int64_t j = 0; j < ncol; j++)
+            zcol = zcol || czp[j] != czp[0];
+        zb = czp[0];
+        db = dba;
+    } else
+        qparams(g, db, &sb, &zb, NULL, 0);
     /* A quantize_linear as the product's only reader: the whole chain is a QLinearMatMul. */
     int q = -1;
     char to[16] = "";
@@ -322,9 +432,14 @@ static int fuse_qdq_one(te_graph *g, int nd, FILE *log)
     int y;
     if (a >= 0 && tb) /* B [n, k]: transposed bytes (folded when B is a constant) */
         b = te__graph_add_node(g, "transpose", "perm=1:0", 1, &b, base, "b_t");
-    if (a < 0 || b < 0)
+    if (a < 0 || b < 0) {
+        free(csc), free(czp);
         return a < 0 ? a : b;
-    if (q >= 0) {
+    }
+    if (csc) {
+        y = per_column(g, base, a, b, sa, za, csc, czp, zcol, ncol, q >= 0, sy, zy, to);
+        free(csc), free(czp);
+    } else if (q >= 0) {
         snprintf(attrs, sizeof attrs,
                  "a_scale=%.17g,a_zero=%d,b_scale=%.17g,b_zero=%d,y_scale=%.17g,y_zero=%d,"
                  "y_dtype=%s",
@@ -343,8 +458,10 @@ static int fuse_qdq_one(te_graph *g, int nd, FILE *log)
     if (rc)
         return rc;
     if (log)
-        fprintf(log, "fuse_qdq: %s: dequantize x dequantize -> matmul%s onto %s\n", base,
-                q >= 0 ? " -> quantize" : "", q >= 0 ? "qlinear_matmul" : "matmul_integer");
+        fprintf(log, "fuse_qdq: %s: dequantize x dequantize%s -> matmul%s onto %s%s\n", base,
+                dba >= 0 ? " (per column)" : "", q >= 0 ? " -> quantize" : "",
+                q >= 0 && dba < 0 ? "qlinear_matmul" : "matmul_integer",
+                dba >= 0 ? (q >= 0 ? " + requantize_axis" : " + dequantize_axis") : "");
     return 1;
 }
 

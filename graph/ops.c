@@ -287,6 +287,42 @@ static int ap_quant_ew(APPLY_ARGS)
     return done(ctx, y, out);
 }
 
+/* Per-axis quantization (te/ops/quant.c): scales, multipliers and zero points as 1-D tensor
+ * inputs along attribute axis. */
+static int ap_quant_axis(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    int axis = (int)te__gop_attr_int(op, kv, "axis");
+    te_dtype to = TE_U8;
+    if (strcmp(op->name, "dequantize_axis") && quant_to(ctx, op, kv, "to", &to))
+        return te_ctx_errcode(ctx);
+    te_tensor *z = n_in > 2 ? in[2] : NULL;
+    te_tensor *y =
+        !strcmp(op->name, "dequantize_axis")
+            ? te_op_dequantize_axis(ctx, in[0], in[1], z, axis, names[0])
+        : !strcmp(op->name, "quantize_axis")
+            ? te_op_quantize_axis(ctx, in[0], in[1], z, axis, to, names[0])
+            : te_op_requantize_axis(ctx, in[0], in[1], axis,
+                                    (int32_t)te__gop_attr_int(op, kv, "zero"), to, names[0]);
+    return done(ctx, y, out);
+}
+
+static int ap_matmul_integer_zp(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    return done(ctx, te_op_matmul_integer_zp(ctx, in[0], in[1], in[2], in[3], names[0]), out);
+}
+
+/* ONNX DynamicQuantizeLinear: y (u8), its scale and zero point ([1] each, computed from X). */
+static int ap_dynamic_quantize(APPLY_ARGS)
+{
+    UNUSED_ARGS;
+    int rc = te_op_dynamic_qparams(ctx, in[0], names[2], &out[1], &out[2]);
+    if (rc)
+        return rc;
+    return done(ctx, te_op_quantize_axis(ctx, in[0], out[1], out[2], 0, TE_U8, names[0]), out);
+}
+
 /* VNNI packing and the matmul over it (te/ops/quant.c); the accumulation follows A: f32 for
  * float inputs, i32 for bytes. */
 static int ap_pack_vnni(APPLY_ARGS)
@@ -771,7 +807,9 @@ int te__gop_input_any_dtype(const te__gop *op, int i)
            strcmp(op->name, "qlinear_matmul") == 0 ||
            strcmp(op->name, "matmul_vnni") == 0 || /* u8 x i8 */
            strcmp(op->name, "dequantize_linear") == 0 || strcmp(op->name, "requantize") == 0 ||
-           strcmp(op->name, "quantize_linear") == 0 || strcmp(op->name, "conv2d_vnni") == 0;
+           strcmp(op->name, "quantize_linear") == 0 || strcmp(op->name, "conv2d_vnni") == 0 ||
+           strcmp(op->name, "dequantize_axis") == 0 || strcmp(op->name, "quantize_axis") == 0 ||
+           strcmp(op->name, "requantize_axis") == 0 || strcmp(op->name, "matmul_integer_zp") == 0;
 }
 
 /* ---- The table ---------------------------------------------------------------------------- */
@@ -835,6 +873,14 @@ static const te__gop table[] = {
     {"quantize_linear", TE_KIND_ELEMWISE, 1, 1, 1, "X", "scale=1.0,zero=0,to=u8", 6, ap_quant_ew},
     {"dequantize_linear", TE_KIND_ELEMWISE, 1, 1, 1, "X", "scale=1.0,zero=0", 2, ap_quant_ew},
     {"requantize", TE_KIND_ELEMWISE, 1, 1, 1, "X", "mult=1.0,zero=0,to=u8", 6, ap_quant_ew},
+    {"dequantize_axis", TE_KIND_BROADCAST, 2, 3, 1, "X,scale[,zero]", "axis=-1", 2, ap_quant_axis},
+    {"quantize_axis", TE_KIND_BROADCAST, 2, 3, 1, "X,scale[,zero]", "axis=-1,to=u8", 6,
+     ap_quant_axis},
+    {"requantize_axis", TE_KIND_BROADCAST, 2, 2, 1, "X,mult", "axis=-1,zero=0,to=u8", 6,
+     ap_quant_axis},
+    {"matmul_integer_zp", TE_KIND_OPAQUE, 4, 4, 1, "A,B,a_zero,b_zero", "", 0,
+     ap_matmul_integer_zp},
+    {"dynamic_quantize", TE_KIND_OPAQUE, 1, 1, 3, "X", "", 0, ap_dynamic_quantize},
     {"pack_vnni", TE_KIND_INJECTIVE, 1, 1, 1, "B", "group=4", 0, ap_pack_vnni},
     {"matmul_vnni", TE_KIND_OUT_EWISE_FUSABLE, 2, 2, 1, "A,Bp", "", 0, ap_matmul_vnni},
     {"conv2d_vnni", TE_KIND_OPAQUE, 2, 2, 1, "X,Wp", "stride=1", 0, ap_conv2d_vnni},

@@ -129,6 +129,11 @@ int ox_expand(ox_ctx *c, const Onnx__NodeProto *n);
 /* Neural-network operators (onnx_nn.c): Conv, pools, MatMul, Gemm, norms, softmax, reductions.
  * Returns 1 when op_type is one of them (having converted it or recorded an error), else 0. */
 int ox_convert_nn(ox_ctx *c, const Onnx__NodeProto *n, const char *op);
+/* Conv's attributes of node n (strides, dilations, pads / auto_pad, group) on graph values x
+ * [n, c, h, w] and w [oc, c / group, kh, kw] as conv2d's attribute text into attrs; TE_OK or the
+ * recorded status (a non-4-D operand, unequal strides or padding). ConvInteger and QLinearConv
+ * (onnx_quant.c) read them the same way. */
+int ox_conv_attrs(ox_ctx *c, const Onnx__NodeProto *n, int x, int w, char *attrs, size_t size);
 /* Whether onnx_nn.c handles op_type. */
 int ox_nn_supported(const char *op_type);
 

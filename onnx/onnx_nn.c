@@ -144,12 +144,8 @@ static int same2(ox_ctx *c, const Onnx__NodeProto *n, const char *name, int64_t 
     return TE_OK;
 }
 
-static int conv(ox_ctx *c, const Onnx__NodeProto *n)
+int ox_conv_attrs(ox_ctx *c, const Onnx__NodeProto *n, int x, int w, char *attrs, size_t size)
 {
-    int x = ox_in_gv(c, n, 0);
-    int w = x < 0 ? x : ox_in_gv(c, n, 1);
-    if (w < 0)
-        return w;
     int64_t xs[TE_MAX_DIMS], ws[TE_MAX_DIMS], stride = 1, dil = 1, pad = 0;
     if (shape_of(c, x, xs) != 4 || shape_of(c, w, ws) != 4)
         return ox_nfail(c, n, TE_ERR_UNSUPPORTED, "only 2-D convolutions (rank-4 NCHW)");
@@ -157,9 +153,22 @@ static int conv(ox_ctx *c, const Onnx__NodeProto *n)
         spatial(c, n, xs, ws + 2, stride, dil, &pad))
         return c->rc;
     int64_t group = ox_attr_i(n, "group", 1);
-    char a[128];
-    snprintf(a, sizeof a, "stride=%" PRId64 ",pad=%" PRId64 ",dilation=%" PRId64 ",groups=%" PRId64,
+    snprintf(attrs, size, "stride=%" PRId64 ",pad=%" PRId64 ",dilation=%" PRId64 ",groups=%" PRId64,
              stride, pad, dil, group);
+    return TE_OK;
+}
+
+static int conv(ox_ctx *c, const Onnx__NodeProto *n)
+{
+    int x = ox_in_gv(c, n, 0);
+    int w = x < 0 ? x : ox_in_gv(c, n, 1);
+    if (w < 0)
+        return w;
+    int64_t ws[TE_MAX_DIMS];
+    char a[128];
+    if (ox_conv_attrs(c, n, x, w, a, sizeof a))
+        return c->rc;
+    shape_of(c, w, ws);
     int has_b = ox_in(c, n, 2) != NULL;
     int y = ox_gnode(c, n, "conv2d", a, 2, (int[]){x, w}, has_b ? "conv" : NULL);
     if (y >= 0 && has_b) {

@@ -611,6 +611,34 @@ static int constant(ox_ctx *c, const Onnx__NodeProto *n)
     return ox_nfail(c, n, TE_ERR_UNSUPPORTED, "needs a value, value_float(s) or value_int(s)");
 }
 
+/* A one-element graph constant 0 of dtype dt (an integer or float one). */
+static int zero_of_dtype(ox_ctx *c, const Onnx__NodeProto *n, te_dtype dt)
+{
+    static const unsigned char zeros[16];
+    char nm[48];
+    ox_graph_name(c, "zero", nm, sizeof nm);
+    int id = te_graph_const(c->g, nm, dt, 1, (int64_t[]){1}, zeros);
+    return id < 0 ? ox_nfail(c, n, id, "%s", te_graph_errmsg(c->g)) : id;
+}
+
+/* Whether graph value x holds integers. */
+static int int_value(ox_ctx *c, int x)
+{
+    te_dtype dt = te_graph_value_dtype(c->g, x);
+    return dt == TE_U8 || dt == TE_I8 || dt == TE_I32 || dt == TE_I64;
+}
+
+/* Neg and Abs of integer x: 0 - x and max(x, 0 - x), wrapping as onnxruntime's do (-(-128) is
+ * -128 in int8). */
+static int int_neg_abs(ox_ctx *c, const Onnx__NodeProto *n, int x, int abs)
+{
+    int z = zero_of_dtype(c, n, te_graph_value_dtype(c->g, x));
+    int ng = z < 0 ? z : ox_gnode(c, n, "sub", NULL, 2, (int[]){z, x}, abs ? "neg" : NULL);
+    if (ng < 0 || !abs)
+        return ng;
+    return ox_gnode(c, n, "maximum", NULL, 2, (int[]){x, ng}, NULL);
+}
+
 static int cast(ox_ctx *c, const Onnx__NodeProto *n)
 {
     ox_val *x = ox_in(c, n, 0);
@@ -634,10 +662,18 @@ static int cast(ox_ctx *c, const Onnx__NodeProto *n)
                   : to == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ? TE_I64
                   : to == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 ? TE_I32
                                                                : TE_BOOL;
-    if (dt == TE_BOOL)
-        return ox_nfail(
-            c, n, TE_ERR_UNSUPPORTED,
-            "Cast of a computed tensor to type %" PRId64 " (float, int64 and int32 only)", to);
+    if (dt == TE_BOOL && to != ONNX__TENSOR_PROTO__DATA_TYPE__BOOL)
+        return ox_nfail(c, n, TE_ERR_UNSUPPORTED,
+                        "Cast of a computed tensor to type %" PRId64
+                        " (float, int64, int32 and bool only)",
+                        to);
+    if (dt == TE_BOOL) { /* non-zero is true: u8 0 / 1, as the comparisons give */
+        int in = ox_in_gv(c, n, 0);
+        int z = in < 0 ? in : zero_of_dtype(c, n, te_graph_value_dtype(c->g, in));
+        return z < 0 ? z
+                     : ox_set_out(c, n, 0,
+                                  ox_gnode(c, n, "not_equal", NULL, 2, (int[]){in, z}, NULL));
+    }
     if (x->kind != OX_GRAPH || te_graph_value_dtype(c->g, x->gv) == dt)
         return ox_alias(c, n, x, 0, NULL); /* the GELU steps are f32 */
     char a[16];
@@ -730,8 +766,16 @@ int ox_convert_node(ox_ctx *c, const Onnx__NodeProto *n)
                                         {"Abs", "abs"},  {"Floor", "floor"}, {"Ceil", "ceil"},
                                         {"Sign", "sign"}};
     for (size_t i = 0; i < sizeof un / sizeof un[0]; i++)
-        if (!strcmp(op, un[i][0]))
+        if (!strcmp(op, un[i][0])) {
+            if (!strcmp(op, "Abs")) {
+                int x = ox_in_gv(c, n, 0);
+                if (x < 0)
+                    return x;
+                if (int_value(c, x))
+                    return ox_set_out(c, n, 0, int_neg_abs(c, n, x, 1));
+            }
             return unary(c, n, un[i][1]);
+        }
     if (!strcmp(op, "Reciprocal")) {
         int x = ox_in_gv(c, n, 0), one = x < 0 ? x : ox_scalar(c, 1.0);
         return one < 0 ? one
@@ -744,6 +788,8 @@ int ox_convert_node(ox_ctx *c, const Onnx__NodeProto *n)
     }
     if (!strcmp(op, "Neg")) {
         int x = ox_in_gv(c, n, 0);
+        if (x >= 0 && int_value(c, x))
+            return ox_set_out(c, n, 0, int_neg_abs(c, n, x, 0));
         return x < 0 ? x : ox_set_out(c, n, 0, clamp(c, n, "mul", x, -1.0, NULL));
     }
     if (!strcmp(op, "Erf"))

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 // clang-format on
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,12 +202,121 @@ static void test_lowering_refusals_say_why(void **state)
     te_graph_free(g);
 }
 
+/* The QDQ form of a per-channel quantized matmul, as quantize_static(per_channel=True) writes
+ * it: x -> quantize_linear -> dequantize_linear, W (i8 [k, n], or [n, k] read with trans_b)
+ * -> dequantize_axis by per-column scales (and zero points when zp), matmul, then
+ * quantize_linear when q. */
+static te_graph *build_qdq_per_column(int64_t m, int64_t k, int64_t n, const int8_t *w,
+                                      const float *sw, const int8_t *zw, int tb, int q)
+{
+    te_graph *g = te_graph_create();
+    int x = te_graph_input(g, "x", TE_F32, 2, (int64_t[]){m, k});
+    int xq = te_graph_node(g, "quantize_linear", "scale=0.03125,zero=120,to=u8", 1, &x, "xq");
+    int xd = te_graph_node(g, "dequantize_linear", "scale=0.03125,zero=120", 1, &xq, "xd");
+    int64_t ws[2] = {tb ? n : k, tb ? k : n};
+    int wv = te_graph_const(g, "w", TE_I8, 2, ws, w);
+    int sv = te_graph_const(g, "sw", TE_F32, 1, (int64_t[]){n}, sw);
+    int zv = zw ? te_graph_const(g, "zw", TE_I8, 1, (int64_t[]){n}, zw) : -1;
+    int wd = te_graph_node(g, "dequantize_axis", tb ? "axis=0" : "axis=1", zw ? 3 : 2,
+                           (int[]){wv, sv, zv}, "wd");
+    int h = te_graph_node(g, "matmul", tb ? "trans_b=1" : "", 2, (int[]){xd, wd}, "h");
+    int y = q ? te_graph_node(g, "quantize_linear", "scale=0.25,zero=100,to=u8", 1, &h, "y") : h;
+    te_graph_output(g, y);
+    if (te_graph_errcode(g))
+        fail_msg("%s", te_graph_errmsg(g));
+    return g;
+}
+
+/* onnxruntime's arithmetic of the fused form: acc = sum (xq - 120)(w - zw[j]) in i32, then
+ * f32(acc) * (sa sb[j] / sy) requantized (ties to even, saturated), or f32(acc) * (sa sb[j]). */
+static double per_column_want(int64_t m, int64_t k, int64_t n, const uint8_t *xq, const int8_t *w,
+                              const float *sw, const int8_t *zw, int tb, int q, int64_t i,
+                              int64_t j)
+{
+    int32_t acc = 0;
+    for (int64_t r = 0; r < k; r++) {
+        int32_t wv = tb ? w[j * k + r] : w[r * n + j];
+        acc += ((int32_t)xq[i * k + r] - 120) * (wv - (zw ? zw[j] : 0));
+    }
+    (void)m;
+    if (!q)
+        return (float)acc * (0.03125f * sw[j]);
+    float v = (float)acc * (0.03125f * sw[j] / 0.25f);
+    float r = nearbyintf(v) + 100;
+    return r < 0 ? 0 : r > 255 ? 255 : r;
+}
+
+static void test_qdq_per_column_weights_fuse_onto_integer_matmuls(void **state)
+{
+    (void)state;
+    const struct {
+        int64_t m, k, n;
+        int tb, q, zp;
+    } cases[] = {{6, 32, 64, 0, 1, 0},
+                 {5, 24, 32, 1, 1, 0},
+                 {4, 16, 40, 0, 0, 0},
+                 {3, 20, 12, 0, 1, 1},
+                 {7, 32, 32, 1, 0, 1}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int64_t m = cases[c].m, k = cases[c].k, n = cases[c].n;
+        int tb = cases[c].tb, q = cases[c].q;
+        float *x = malloc(sizeof(float) * (size_t)(m * k)), *sw = malloc(sizeof(float) * (size_t)n);
+        int8_t *w = malloc((size_t)(k * n)), *zw = cases[c].zp ? malloc((size_t)n) : NULL;
+        uint8_t *xq = malloc((size_t)(m * k));
+        for (int64_t i = 0; i < m * k; i++) {
+            /* multiples of the input scale: quantize_linear gives them exactly */
+            int v = (int)tt_rng_int(&g_rng, 256);
+            xq[i] = (uint8_t)v;
+            x[i] = (float)(v - 120) * 0.03125f;
+        }
+        for (int64_t i = 0; i < k * n; i++)
+            w[i] = (int8_t)((int)tt_rng_int(&g_rng, 256) - 128);
+        for (int64_t j = 0; j < n; j++) {
+            sw[j] = 0.001f * (float)(1 + tt_rng_int(&g_rng, 20));
+            if (zw)
+                zw[j] = (int8_t)((int)tt_rng_int(&g_rng, 21) - 10);
+        }
+        te_graph *g = build_qdq_per_column(m, k, n, w, sw, zw, tb, q);
+        char log[1024] = "";
+        FILE *lf = fmemopen(log, sizeof log - 1, "w");
+        int fused = -1;
+        assert_int_equal(te_graph_fuse_qdq(g, lf, &fused), TE_OK);
+        fclose(lf);
+        if (fused != 1)
+            fail_msg("case %zu not fused: %s", c, log);
+        assert_non_null(strstr(log, "(per column)"));
+        assert_non_null(strstr(log, q ? "requantize_axis" : "dequantize_axis"));
+        int has_mm = 0, has_zp = 0;
+        for (int i = 0; i < te_graph_node_count(g); i++) {
+            has_mm += !strcmp(te_graph_node_op(g, i), "matmul");
+            has_zp += !strcmp(te_graph_node_op(g, i), "matmul_integer_zp");
+        }
+        assert_int_equal(has_mm, 0);
+        assert_int_equal(has_zp, zw ? 1 : 0);
+        size_t ny = (size_t)(m * n);
+        unsigned char *y = malloc(ny * sizeof(float));
+        run(g, x, y, 0);
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+                double want = per_column_want(m, k, n, xq, w, sw, zw, tb, q, i, j);
+                double got = q ? (double)y[i * n + j] : (double)((float *)y)[i * n + j];
+                if (got != want)
+                    fail_msg("case %zu (%lldx%lldx%lld%s%s) element [%lld, %lld]: %.9g, want %.9g",
+                             c, (long long)m, (long long)k, (long long)n, tb ? ", trans_b" : "",
+                             zw ? ", zero points" : "", (long long)i, (long long)j, got, want);
+            }
+        te_graph_free(g);
+        free(x), free(sw), free(w), free(zw), free(xq), free(y);
+    }
+}
+
 int main(void)
 {
     tt_rng_seed(&g_rng, tt_seed(8));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lowered_int8_matmuls_give_the_same_integers),
         cmocka_unit_test(test_lowering_refusals_say_why),
+        cmocka_unit_test(test_qdq_per_column_weights_fuse_onto_integer_matmuls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

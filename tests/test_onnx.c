@@ -1081,22 +1081,54 @@ static void test_quantized_ops_match_a_direct_computation(void **state)
 static void test_quantized_ops_refuse_per_axis_and_bad_parameters(void **state)
 {
     (void)state;
-    /* Per-column b_scale of different values: refused, naming the node and the input. */
+    /* Per-column b_scale with as many values as B has columns: matmul_integer + a per-column
+     * requantization; with another count: refused, naming the node, the input and the counts. */
     build_quant_model();
     M.inits[4] =
         om_tensor_f("sw", 1, (int64_t[]){5}, (float[]){0.01f, 0.02f, 0.01f, 0.01f, 0.01f}, 1);
-    import_fails(write_model("quant_per_column.onnx", 0), NULL,
-                 "node 'qmm' (QLinearMatMul): b_scale 'sw' has 5 different values (per-column "
-                 "quantization): only per-tensor");
+    te_graph *pc = import_ok(write_model("quant_per_column.onnx", 0), NULL);
+    assert_int_equal(count_op(pc, "requantize_axis"), 1);
+    assert_int_equal(count_op(pc, "dequantize_axis"), 1); /* dqw reads sw too */
+    te_graph_free(pc);
+    M.inits[4] = om_tensor_f("sw", 1, (int64_t[]){4}, (float[]){0.01f, 0.02f, 0.01f, 0.01f}, 1);
+    import_fails(write_model("quant_per_column_len.onnx", 0), NULL,
+                 "node 'qmm' (QLinearMatMul): b_scale 'sw' has 4 values (rank 1) but b's column "
+                 "count has 5");
     /* Equal values are per tensor. */
+    build_quant_model();
     M.inits[4] =
         om_tensor_f("sw", 1, (int64_t[]){5}, (float[]){0.01f, 0.01f, 0.01f, 0.01f, 0.01f}, 1);
-    te_graph_free(import_ok(write_model("quant_equal_scales.onnx", 0), NULL));
-    /* A per-axis QuantizeLinear scale. */
+    te_graph *eq = import_ok(write_model("quant_equal_scales.onnx", 0), NULL);
+    assert_int_equal(count_op(eq, "requantize_axis"), 0);
+    te_graph_free(eq);
+    /* A per-axis QuantizeLinear scale: 3 values along axis 1 (extent 3) are per axis; along
+     * axis 2 (extent 4) they are refused; a negative one among them too. */
     build_quant_model();
     M.inits[7] = om_tensor_f("sx", 1, (int64_t[]){3}, (float[]){0.125f, 0.25f, 0.5f}, 1);
-    import_fails(write_model("quant_per_axis.onnx", 0), NULL,
-                 "node 'qx' (QuantizeLinear): y_scale 'sx' has 3 different values (per-axis");
+    te_graph *pa = import_ok(write_model("quant_per_axis.onnx", 0), NULL);
+    assert_int_equal(count_op(pa, "quantize_axis"), 1);
+    te_graph_free(pa);
+    M.nn = 0;
+    om_node(&M, "MatMulInteger", "mmi", "a,w,az,wz", "y", NULL);
+    om_node(&M, "QLinearMatMul", "qmm", "a,sa,az,w,sw,wz,sy,yz", "q", NULL);
+    om_node(&M, "QuantizeLinear", "qx", "x,sx,xz", "xq", om_attr_i("axis", 2), NULL);
+    om_node(&M, "DequantizeLinear", "dqx", "xq,sx,xz", "xd", om_attr_i("axis", 2), NULL);
+    om_node(&M, "DequantizeLinear", "dqw", "w,sw,wz", "wd", NULL);
+    om_node(&M, "DequantizeLinear", "dqb", "b,sb", "bd", NULL);
+    om_node(&M, "MatMul", "mm", "xd,wd", "h", NULL);
+    om_node(&M, "Add", "bias", "h,bd", "f", NULL);
+    import_fails(write_model("quant_per_axis_len.onnx", 0), NULL,
+                 "node 'qx' (QuantizeLinear): y_scale 'sx' has 3 values (rank 1) but the axis of x "
+                 "has 4");
+    build_quant_model();
+    M.inits[7] = om_tensor_f("sx", 1, (int64_t[]){3}, (float[]){0.125f, -0.25f, 0.5f}, 1);
+    import_fails(
+        write_model("quant_per_axis_negative.onnx", 0), NULL,
+        "node 'qx' (QuantizeLinear): y_scale 'sx' element 1 is -0.25; a scale is positive");
+    build_quant_model();
+    M.inits[7] = om_tensor_f("sx", 1, (int64_t[]){3}, (float[]){0.125f, NAN, 0.5f}, 1);
+    import_fails(write_model("quant_per_axis_nan.onnx", 0), NULL,
+                 "node 'qx' (QuantizeLinear): y_scale 'sx' element 1 is nan");
     /* Per-row zero points of MatMulInteger. */
     build_quant_model();
     M.inits[1] = tensor_raw("az", U8T, 1, (int64_t[]){3}, (uint8_t[]){1, 2, 3}, 1);
@@ -1141,6 +1173,97 @@ static void test_quantized_ops_refuse_per_axis_and_bad_parameters(void **state)
     M.inits[10] = om_tensor_f("sb", 0, NULL, (float[]){0.0f}, 1);
     import_fails(write_model("quant_zero_scale.onnx", 0), NULL,
                  "node 'dqb' (DequantizeLinear): x_scale 'sb' is 0; a scale is positive");
+}
+
+/* QLinearConv (per-output-channel weight scales, an int32 bias, padding), ConvInteger and
+ * DynamicQuantizeLinear import onto conv2d + requantize_axis and dynamic_quantize; bad scales,
+ * biases, operands and non-constant parameters are refused naming the node and the input. */
+static int8_t cw[3 * 2 * 3 * 3];
+static int32_t cb[3];
+
+static void build_qconv_model(const char *ws_name, int ws_n, const float *ws)
+{
+    om_reset(&M);
+    for (size_t i = 0; i < sizeof cw; i++)
+        cw[i] = (int8_t)irand(-128, 127);
+    for (int i = 0; i < 3; i++)
+        cb[i] = (int32_t)irand(-300, 300);
+    M.ins[M.nin++] = om_vinfo("x", 4, (int64_t[]){1, 2, 5, 5}, NULL);
+    set_elem(M.ins[0], U8T);
+    M.outs[M.nout++] = om_vinfo("y", 4, (int64_t[]){1, 3, 5, 5}, NULL);
+    set_elem(M.outs[0], U8T);
+    M.inits[M.ni++] = tensor_raw("w", I8T, 4, (int64_t[]){3, 2, 3, 3}, cw, 1);
+    M.inits[M.ni++] = om_tensor_f("xs", 0, NULL, (float[]){0.02f}, 1);
+    M.inits[M.ni++] = tensor_raw("xz", U8T, 0, NULL, (uint8_t[]){120}, 1);
+    M.inits[M.ni++] = om_tensor_f(ws_name, 1, (int64_t[]){ws_n}, ws, 1);
+    M.inits[M.ni++] = tensor_raw("wz", I8T, 1, (int64_t[]){3}, (int8_t[]){0, 0, 0}, 1);
+    M.inits[M.ni++] = om_tensor_f("ys", 0, NULL, (float[]){0.3f}, 1);
+    M.inits[M.ni++] = tensor_raw("yz", U8T, 0, NULL, (uint8_t[]){128}, 1);
+    M.inits[M.ni++] =
+        tensor_raw("b", ONNX__TENSOR_PROTO__DATA_TYPE__INT32, 1, (int64_t[]){3}, cb, 4);
+    om_node(&M, "QLinearConv", "qc", "x,xs,xz,w,ws,wz,ys,yz,b", "y",
+            om_attr_ints("pads", 4, (int64_t[]){1, 1, 1, 1}), NULL);
+}
+
+static void test_quantized_conv_and_dynamic_quantize_import_and_refuse_bad_parameters(void **state)
+{
+    (void)state;
+    const float ws[3] = {0.01f, 0.02f, 0.005f};
+    build_qconv_model("ws", 3, ws);
+    te_graph *g = import_ok(write_model("qconv.onnx", 0), NULL);
+    assert_int_equal(count_op(g, "conv2d"), 1);
+    assert_int_equal(count_op(g, "requantize_axis"), 1);
+    te_graph_free(g);
+    /* w_scale with 2 values for 3 output channels; a zero one; y_scale an input; a float B */
+    build_qconv_model("ws", 2, ws);
+    import_fails(write_model("qconv_ws_len.onnx", 0), NULL,
+                 "node 'qc' (QLinearConv): w_scale 'ws' has 2 values (rank 1) but w's output "
+                 "channels (axis 0) has 3");
+    build_qconv_model("ws", 3, (float[]){0.01f, 0.0f, 0.02f});
+    import_fails(write_model("qconv_ws_zero.onnx", 0), NULL,
+                 "node 'qc' (QLinearConv): w_scale 'ws' element 1 is 0; a scale is positive");
+    build_qconv_model("ws", 3, ws);
+    M.inits[5] = om_tensor_f("unused", 0, NULL, (float[]){1}, 1);
+    M.ins[M.nin++] = om_vinfo("ys", 1, (int64_t[]){1}, NULL);
+    import_fails(write_model("qconv_ys_input.onnx", 0), NULL,
+                 "node 'qc' (QLinearConv): y_scale 'ys' must be a constant");
+    build_qconv_model("ws", 3, ws);
+    M.inits[7] = om_tensor_f("b", 1, (int64_t[]){3}, (float[]){1, 2, 3}, 1);
+    import_fails(write_model("qconv_float_bias.onnx", 0), NULL,
+                 "node 'qc' (QLinearConv): B 'b' must be an int32 constant");
+    /* a float x; ConvInteger with per-channel zero points of a non-constant w */
+    build_qconv_model("ws", 3, ws);
+    set_elem(M.ins[0], ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    import_fails(write_model("qconv_float_x.onnx", 0), NULL,
+                 "node 'qc' (QLinearConv): input x 'x' is f32; uint8 or int8 expected");
+    build_qconv_model("ws", 3, ws);
+    M.nn = 0;
+    M.inits[0] = om_tensor_f("unused_w", 0, NULL, (float[]){1}, 1);
+    M.ins[M.nin++] = om_vinfo("w", 4, (int64_t[]){3, 2, 3, 3}, NULL);
+    set_elem(M.ins[1], I8T);
+    M.inits[4] = tensor_raw("wz", I8T, 1, (int64_t[]){3}, (int8_t[]){0, 1, 2}, 1);
+    set_elem(M.outs[0], ONNX__TENSOR_PROTO__DATA_TYPE__INT32);
+    om_node(&M, "ConvInteger", "ci", "x,w,xz,wz", "y",
+            om_attr_ints("pads", 4, (int64_t[]){1, 1, 1, 1}), NULL);
+    import_fails(write_model("convint_wz_input_w.onnx", 0), NULL,
+                 "node 'ci' (ConvInteger): w_zero_point 'wz' is per output channel but w 'w' is "
+                 "not a constant");
+    /* DynamicQuantizeLinear of a float input, and of a uint8 one */
+    om_reset(&M);
+    M.ins[M.nin++] = om_vinfo("x", 2, (int64_t[]){2, 3}, NULL);
+    M.outs[M.nout++] = om_vinfo("y", 2, (int64_t[]){2, 3}, NULL);
+    set_elem(M.outs[0], U8T);
+    M.outs[M.nout++] = om_vinfo("ys", 0, NULL, NULL);
+    M.outs[M.nout++] = om_vinfo("yz", 0, NULL, NULL);
+    set_elem(M.outs[2], U8T);
+    om_node(&M, "DynamicQuantizeLinear", "dq", "x", "y,ys,yz", NULL);
+    g = import_ok(write_model("dynamic_quantize.onnx", 0), NULL);
+    assert_int_equal(count_op(g, "dynamic_quantize"), 1);
+    assert_int_equal(te_graph_output_count(g), 3);
+    te_graph_free(g);
+    set_elem(M.ins[0], U8T);
+    import_fails(write_model("dynamic_quantize_u8.onnx", 0), NULL,
+                 "node 'dq' (DynamicQuantizeLinear): input x 'x' is u8; float32 expected");
 }
 
 static void test_bad_models(void **state)
@@ -1231,6 +1354,7 @@ int main(void)
         cmocka_unit_test(test_index_ops_refuse_unsupported_forms_naming_the_node),
         cmocka_unit_test(test_quantized_ops_match_a_direct_computation),
         cmocka_unit_test(test_quantized_ops_refuse_per_axis_and_bad_parameters),
+        cmocka_unit_test(test_quantized_conv_and_dynamic_quantize_import_and_refuse_bad_parameters),
         cmocka_unit_test(test_bad_models),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -382,6 +382,219 @@ static void test_tune_of_quantized_matmuls_checks_integers_exactly(void **state)
     tt_tmpdir_remove(dir);
 }
 
+/* Builds Y with the default schedule over args (inputs then Y) and runs it on ptrs. */
+static void run_n(te_ctx *ctx, te_tensor *Y, int nargs, te_tensor **args, void **ptrs)
+{
+    if (!Y)
+        fail_msg("%s", te_ctx_errmsg(ctx));
+    te_schedule *s = te_schedule_create(ctx, 1, &Y);
+    te_target tgt = te_target_host();
+    te_module *m = NULL;
+    if (!s || te_build(s, nargs, args, "qaxis", &tgt, &m) != TE_OK)
+        fail_msg("%s", te_ctx_errmsg(ctx));
+    assert_int_equal(te_module_run(m, ptrs), TE_OK);
+    te_module_free(m);
+}
+
+/* quantize / requantize of v (already scaled) in f32 as onnxruntime: ties to even, saturate. */
+static int32_t sat_rne(float v, int32_t zero, te_dtype to)
+{
+    float r = nearbyintf(v) + (float)zero;
+    float lo = to == TE_I8 ? -128 : 0, hi = to == TE_I8 ? 127 : 255;
+    return (int32_t)(r < lo ? lo : r > hi ? hi : r);
+}
+
+/* dequantize_axis, quantize_axis and requantize_axis read their scales, multipliers and zero
+ * points along the axis (0, 1 and -1 of a [3, 4] tensor), one-element ones for every element. */
+static void test_per_axis_ops_read_parameters_along_the_axis(void **state)
+{
+    te_ctx *ctx = *state;
+    tt_rng r;
+    tt_rng_seed(&r, tt_seed(21));
+    enum { R = 3, C = 4 };
+    uint8_t xb[R * C];
+    int32_t xi[R * C];
+    float xf[R * C], s4[C] = {0.25f, 0.5f, 0.125f, 0.0625f}, s3[R] = {0.5f, 0.25f, 0.125f};
+    uint8_t z4[C] = {0, 3, 128, 255}, z3[R] = {7, 0, 200};
+    fill_bytes(&r, xb, sizeof xb);
+    for (int i = 0; i < R * C; i++) {
+        xi[i] = (int32_t)tt_rng_int(&r, 4001) - 2000;
+        xf[i] = ((float)tt_rng_int(&r, 161) - 80) * 0.0625f + (i % 3 ? 0.0f : 0.03125f);
+    }
+    te_tensor *X = te_placeholder(ctx, "X", TE_U8, 2, (int64_t[]){R, C});
+    te_tensor *XI = te_placeholder(ctx, "XI", TE_I32, 2, (int64_t[]){R, C});
+    te_tensor *XF = te_placeholder(ctx, "XF", TE_F32, 2, (int64_t[]){R, C});
+    te_tensor *S4 = te_placeholder(ctx, "S4", TE_F32, 1, (int64_t[]){C});
+    te_tensor *S3 = te_placeholder(ctx, "S3", TE_F32, 1, (int64_t[]){R});
+    te_tensor *S1 = te_placeholder(ctx, "S1", TE_F32, 1, (int64_t[]){1});
+    te_tensor *Z4 = te_placeholder(ctx, "Z4", TE_U8, 1, (int64_t[]){C});
+    te_tensor *Z3 = te_placeholder(ctx, "Z3", TE_U8, 1, (int64_t[]){R});
+    float s1 = 0.375f;
+    for (int axis = -1; axis <= 1; axis++) {
+        int a = axis < 0 ? 1 : axis;
+        te_tensor *S = a ? S4 : S3, *Z = a ? Z4 : Z3;
+        const float *sv = a ? s4 : s3;
+        const uint8_t *zv = a ? z4 : z3;
+        float y[R * C];
+        te_tensor *DQ = te_op_dequantize_axis(ctx, X, S, Z, axis, "DQ");
+        run_n(ctx, DQ, 4, (te_tensor *[]){X, S, Z, DQ}, (void *[]){xb, (void *)sv, (void *)zv, y});
+        for (int i = 0; i < R * C; i++) {
+            int c = a ? i % C : i / C;
+            assert_true(y[i] == (float)((int32_t)xb[i] - zv[c]) * sv[c]);
+        }
+    }
+    /* quantize_axis (ties to even: xf / s is often j + 0.5), requantize_axis, and a
+     * one-element scale. */
+    for (int t = 0; t < 2; t++) {
+        te_dtype to = t ? TE_U8 : TE_I8;
+        te_tensor *ZQ = te_placeholder(ctx, "ZQ", to, 1, (int64_t[]){C});
+        int8_t zq[C] = {0, -5, 100, -128};
+        uint8_t q[R * C];
+        te_tensor *Y = te_op_quantize_axis(ctx, XF, S4, ZQ, 1, to, "Q");
+        te_tensor *args[] = {XF, S4, ZQ, Y};
+        if (!Y)
+            fail_msg("%s", te_ctx_errmsg(ctx));
+        run_n(ctx, Y, 4, args, (void *[]){xf, s4, zq, q});
+        for (int i = 0; i < R * C; i++) {
+            int32_t z = to == TE_I8 ? zq[i % C] : (uint8_t)zq[i % C];
+            int32_t got = to == TE_I8 ? (int8_t)q[i] : q[i];
+            assert_int_equal(got, sat_rne(xf[i] / s4[i % C], z, to));
+        }
+        te_tensor *RQ = te_op_requantize_axis(ctx, XI, S3, 0, t ? 128 : -3, to, "RQ");
+        run_n(ctx, RQ, 3, (te_tensor *[]){XI, S3, RQ}, (void *[]){xi, s3, q});
+        for (int i = 0; i < R * C; i++) {
+            int32_t got = to == TE_I8 ? (int8_t)q[i] : q[i];
+            assert_int_equal(got, sat_rne((float)xi[i] * s3[i / C], t ? 128 : -3, to));
+        }
+        te_tensor *Q1 = te_op_quantize_axis(ctx, XF, S1, NULL, 0, to, "Q1");
+        run_n(ctx, Q1, 3, (te_tensor *[]){XF, S1, Q1}, (void *[]){xf, &s1, q});
+        for (int i = 0; i < R * C; i++) {
+            int32_t got = to == TE_I8 ? (int8_t)q[i] : q[i];
+            assert_int_equal(got, sat_rne(xf[i] / s1, 0, to));
+        }
+    }
+}
+
+/* matmul_integer_zp: per-column zero points of B and a one-element one of A (a tensor, as
+ * DynamicQuantizeLinear computes it) against the integer formula. */
+static void test_matmul_integer_zp_subtracts_tensor_zero_points(void **state)
+{
+    te_ctx *ctx = *state;
+    tt_rng r;
+    tt_rng_seed(&r, tt_seed(22));
+    uint8_t a[M * K], za[1] = {77};
+    int8_t b[K * N], zb[N];
+    fill_bytes(&r, a, sizeof a);
+    fill_bytes(&r, b, sizeof b);
+    fill_bytes(&r, zb, sizeof zb);
+    te_tensor *A = te_placeholder(ctx, "A", TE_U8, 2, (int64_t[]){M, K});
+    te_tensor *B = te_placeholder(ctx, "B", TE_I8, 2, (int64_t[]){K, N});
+    te_tensor *ZA = te_placeholder(ctx, "ZA", TE_U8, 1, (int64_t[]){1});
+    te_tensor *ZB = te_placeholder(ctx, "ZB", TE_I8, 1, (int64_t[]){N});
+    te_tensor *Y = te_op_matmul_integer_zp(ctx, A, B, ZA, ZB, "Y");
+    int32_t y[M * N];
+    run_n(ctx, Y, 5, (te_tensor *[]){A, B, ZA, ZB, Y}, (void *[]){a, b, za, zb, y});
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            int32_t s = 0;
+            for (int k = 0; k < K; k++)
+                s += ((int32_t)a[i * K + k] - za[0]) * ((int32_t)b[k * N + j] - zb[j]);
+            assert_int_equal(y[i * N + j], s);
+        }
+}
+
+/* te_op_dynamic_qparams as onnxruntime's DynamicQuantizeLinear: the range widened to hold 0,
+ * (max - min) / 255, zero point rounded half to even; an all-zero input has scale 1. */
+static void test_dynamic_qparams_follow_onnxruntime(void **state)
+{
+    te_ctx *ctx = *state;
+    enum { E = 10 };
+    const float cases[3][E] = {{-1.5f, 2.25f, 0.1f, -0.7f, 3.0f, 0, 1, 2, -1, 0.5f},
+                               {0.5f, 1.5f, 2.5f, 4.0f, 3.0f, 1, 1, 2, 2, 0.75f},
+                               {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
+    te_tensor *X = te_placeholder(ctx, "X", TE_F32, 2, (int64_t[]){2, 5});
+    te_tensor *S = NULL, *Z = NULL;
+    assert_int_equal(te_op_dynamic_qparams(ctx, X, "dq", &S, &Z), TE_OK);
+    te_tensor *Y = te_op_quantize_axis(ctx, X, S, Z, 0, TE_U8, "Y");
+    for (int c = 0; c < 3; c++) {
+        float lo = 0, hi = 0;
+        for (int i = 0; i < E; i++)
+            lo = fminf(lo, cases[c][i]), hi = fmaxf(hi, cases[c][i]);
+        float sc = hi == lo ? 1.0f : (hi - lo) / 255.0f;
+        float iz = 0 - lo / sc;
+        int32_t zp = (int32_t)nearbyintf(fmaxf(0, fminf(255, iz)));
+        float s_out[1];
+        uint8_t z_out[1], y[E];
+        run_n(ctx, S, 2, (te_tensor *[]){X, S}, (void *[]){(void *)cases[c], s_out});
+        run_n(ctx, Z, 2, (te_tensor *[]){X, Z}, (void *[]){(void *)cases[c], z_out});
+        run_n(ctx, Y, 2, (te_tensor *[]){X, Y}, (void *[]){(void *)cases[c], y});
+        assert_true(s_out[0] == sc);
+        assert_int_equal(z_out[0], zp);
+        for (int i = 0; i < E; i++)
+            assert_int_equal(y[i], sat_rne(cases[c][i] / sc, zp, TE_U8));
+    }
+}
+
+/* The per-axis operators refuse a bad axis, parameter dtype or length with a message. */
+static void test_per_axis_ops_refuse_bad_parameters(void **state)
+{
+    te_ctx *ctx = *state;
+    te_tensor *X = te_placeholder(ctx, "X", TE_U8, 2, (int64_t[]){3, 4});
+    te_tensor *XF = te_placeholder(ctx, "XF", TE_F32, 2, (int64_t[]){3, 4});
+    te_tensor *S4 = te_placeholder(ctx, "S4", TE_F32, 1, (int64_t[]){4});
+    te_tensor *S5 = te_placeholder(ctx, "S5", TE_F32, 1, (int64_t[]){5});
+    te_tensor *I4 = te_placeholder(ctx, "I4", TE_I32, 1, (int64_t[]){4});
+    te_tensor *Z8 = te_placeholder(ctx, "Z8", TE_I8, 1, (int64_t[]){4});
+    te_tensor *B = te_placeholder(ctx, "B", TE_I8, 2, (int64_t[]){4, 5});
+    const struct {
+        te_tensor *y;
+        const char *needle;
+    } bad[] = {
+        {te_op_dequantize_axis(ctx, X, S4, NULL, 2, "Y"), "axis 2 is outside the 2 axes"},
+        {te_op_dequantize_axis(ctx, X, S4, NULL, 0, "Y"), "1 or 3 elements (axis 0"},
+        {te_op_dequantize_axis(ctx, X, S5, NULL, 1, "Y"), "scale 'S' ('S5') must be 1-D"},
+        {te_op_dequantize_axis(ctx, X, I4, NULL, 1, "Y"), "('I4') is i32; expected f32"},
+        {te_op_dequantize_axis(ctx, X, S4, Z8, 1, "Y"), "('Z8') is i8; expected u8"},
+        {te_op_quantize_axis(ctx, X, S4, NULL, 1, TE_U8, "Y"), "input 'X'"},
+        {te_op_quantize_axis(ctx, XF, S4, NULL, 1, TE_I32, "Y"), "quantized outputs are i8 or u8"},
+        {te_op_requantize_axis(ctx, XF, S4, 1, 0, TE_U8, "Y"), "requantize takes i32"},
+        {te_op_requantize_axis(ctx, te_placeholder(ctx, "XI", TE_I32, 2, (int64_t[]){3, 4}), S4, 1,
+                               300, TE_U8, "Y"),
+         "output zero point 300"},
+        {te_op_matmul_integer_zp(ctx, X, B, NULL, S4, "Y"), "expected i8"},
+        {te_op_matmul_integer_zp(ctx, X, B, NULL, Z8, "Y"), "1 or 5 elements"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_null(bad[i].y);
+    /* the first message sticks: rebuild each failing call after clearing */
+    te_ctx_clear_error(ctx);
+    te_op_dequantize_axis(ctx, X, S4, NULL, 2, "Y");
+    assert_non_null(strstr(te_ctx_errmsg(ctx), bad[0].needle));
+    te_ctx_clear_error(ctx);
+    te_op_dequantize_axis(ctx, X, S4, NULL, 0, "Y");
+    assert_non_null(strstr(te_ctx_errmsg(ctx), bad[1].needle));
+    te_ctx_clear_error(ctx);
+    te_op_dequantize_axis(ctx, X, S5, NULL, 1, "Y");
+    assert_non_null(strstr(te_ctx_errmsg(ctx), bad[2].needle));
+    te_ctx_clear_error(ctx);
+    te_op_dequantize_axis(ctx, X, I4, NULL, 1, "Y");
+    assert_non_null(strstr(te_ctx_errmsg(ctx), bad[3].needle));
+    te_ctx_clear_error(ctx);
+    te_op_dequantize_axis(ctx, X, S4, Z8, 1, "Y");
+    assert_non_null(strstr(te_ctx_errmsg(ctx), bad[4].needle));
+    te_ctx_clear_error(ctx);
+    te_op_matmul_integer_zp(ctx, X, B, NULL, Z8, "Y");
+    assert_non_null(strstr(te_ctx_errmsg(ctx), bad[10].needle));
+    te_ctx_clear_error(ctx);
+    te_tensor *sc = X, *zp = X;
+    assert_int_equal(te_op_dynamic_qparams(ctx, X, "dq", &sc, &zp), TE_ERR_DTYPE);
+    assert_null(sc);
+    assert_null(zp);
+    assert_non_null(strstr(te_ctx_errmsg(ctx), "f32 expected"));
+    assert_int_equal(te_op_dynamic_qparams(ctx, X, "dq", NULL, &zp), TE_ERR_ARG);
+    te_ctx_clear_error(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -394,6 +607,12 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_tune_of_quantized_matmuls_checks_integers_exactly,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_per_axis_ops_read_parameters_along_the_axis, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_matmul_integer_zp_subtracts_tensor_zero_points, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_dynamic_qparams_follow_onnxruntime, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_per_axis_ops_refuse_bad_parameters, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

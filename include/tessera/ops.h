@@ -104,6 +104,44 @@ te_tensor *te_op_quantize_linear(te_ctx *ctx, te_tensor *X, double scale, int32_
 te_tensor *te_op_dequantize_linear(te_ctx *ctx, te_tensor *X, double scale, int32_t zero,
                                    const char *name);
 
+/* Per-axis (per-channel) quantization: scales and zero points as 1-D tensors read along one
+ * axis of X, the index of an output element along `axis` (negative counts from the end) picking
+ * its parameter; a one-element tensor is per tensor (a scale computed at run time, say). The
+ * results are new tensors owned by ctx; NULL with the error in ctx: TE_ERR_DTYPE for a scale that
+ * is not f32 or a zero point not of the quantized operand's dtype, TE_ERR_SHAPE for a parameter
+ * that is not 1-D with 1 or extent(X, axis) elements, TE_ERR_ARG for an axis outside X. The
+ * values themselves are not checked (they may be computed): constant ones are checked where
+ * they are read, by the ONNX importer. */
+
+/* DequantizeLinear along `axis`: Y = f32(i32(X) - i32(Z[c])) * S[c], X u8, i8 or i32, S f32,
+ * Z NULL (zero) or of X's dtype. Tag "dequantize_axis". */
+te_tensor *te_op_dequantize_axis(te_ctx *ctx, te_tensor *X, te_tensor *S, te_tensor *Z, int axis,
+                                 const char *name);
+/* QuantizeLinear along `axis`: Y = saturate(round_half_even(f32(X) / S[c]) + Z[c]) in `to` (u8 or
+ * i8), X float, S f32, Z NULL (zero) or of dtype `to`. Tag "quantize_axis". */
+te_tensor *te_op_quantize_axis(te_ctx *ctx, te_tensor *X, te_tensor *S, te_tensor *Z, int axis,
+                               te_dtype to, const char *name);
+/* Requantization with a multiplier per index of `axis` (QLinearMatMul's and QLinearConv's
+ * per-column / per-output-channel epilogue): Y = saturate(round_half_even(f32(X) * M[c]) + zero)
+ * in `to`, X i32, M f32. TE_ERR_ARG as well for a zero point outside `to`'s range. Tag
+ * "requantize_axis". */
+te_tensor *te_op_requantize_axis(te_ctx *ctx, te_tensor *X, te_tensor *M, int axis, int32_t zero,
+                                 te_dtype to, const char *name);
+/* MatMulInteger with zero points as tensors: Y[i, j] = sum_k (A[i, k] - Za[i]) (B[k, j] -
+ * Zb[j]) in i32, A [m, k] and B [k, n] u8 or i8, Za NULL (0), [1] or [m] of A's dtype, Zb NULL,
+ * [1] or [n] of B's (per-row / per-column zero points, or ones computed at run time: those of
+ * DynamicQuantizeLinear). Tag "matmul_integer". */
+te_tensor *te_op_matmul_integer_zp(te_ctx *ctx, te_tensor *A, te_tensor *B, te_tensor *Za,
+                                   te_tensor *Zb, const char *name);
+/* The parameters ONNX DynamicQuantizeLinear computes from f32 X (any rank), as onnxruntime
+ * does: lo = min(min(X), 0), hi = max(max(X), 0), *scale = f32 [1] (hi - lo) / 255 (1 when hi
+ * == lo), *zero = u8 [1] round_half_even(clamp(0 - lo / scale, 0, 255)). Stages "<name>_min",
+ * "<name>_max", "<name>_scale" (*scale) and <name> (*zero); te_op_quantize_axis(X, *scale,
+ * *zero, 0, TE_U8) is the quantized tensor. Both owned by ctx. Returns TE_OK, TE_ERR_ARG for a
+ * NULL argument, TE_ERR_DTYPE for X not f32 (then both are NULL, the message in ctx). */
+int te_op_dynamic_qparams(te_ctx *ctx, te_tensor *X, const char *name, te_tensor **scale,
+                          te_tensor **zero);
+
 /* VNNI packing of a matmul's right operand, the layout AMX and the AVX-512 BF16 / VNNI dot
  * products read: groups of `group` consecutive k values of one column are adjacent (2 for
  * bf16, 4 for int8). B is [k, n] of any dtype; returns Bp[ceil(k / group), n, group] with

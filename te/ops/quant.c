@@ -144,10 +144,30 @@ static bool positive_float(const op_site *s, double v, const char *what, float *
     return false;
 }
 
+/* The quantization parameters of one requantizing pass: a per-tensor multiplier (mult > 0)
+ * or divisor (div), or a tensor S of them read along X's axis `axis` (S [C] or [1]; `divide`
+ * says which), and a per-tensor zero point or a tensor Z of them (u8, i8 or i32) read alike. */
+typedef struct qparam {
+    float mult, div;
+    te_tensor *S;
+    bool divide;
+    te_tensor *Z;
+    int32_t zero;
+    int axis;
+} qparam;
+
+/* T read at the element of X's axes ax that it goes with: T[0] for a one-element T, else
+ * T[ax[axis]]. */
+static te_expr *along(te_ctx *ctx, te_tensor *T, te_expr *const *ax, int axis)
+{
+    te_expr *i = te_tensor_shape(T)[0] == 1 ? te_int(ctx, 0) : ax[axis];
+    return te_read(ctx, T, 1, &i);
+}
+
 /* Y = saturate(round_half_even(x) + zero) in `to` over every element of X, with x = f32(X) *
- * mult when mult > 0, else f32(X) / div (QuantizeLinear divides, as onnxruntime does). */
-static te_tensor *requant(const op_site *s, te_tensor *X, float mult, float div, int32_t zero,
-                          te_dtype to, const char *tag)
+ * mult or f32(X) / div (QuantizeLinear divides, as onnxruntime does), both as q says. */
+static te_tensor *requant_q(const op_site *s, te_tensor *X, const qparam *q, te_dtype to,
+                            const char *tag)
 {
     te_ctx *ctx = s->ctx;
     int nd = te_tensor_ndim(X);
@@ -158,13 +178,34 @@ static te_tensor *requant(const op_site *s, te_tensor *X, float mult, float div,
     te_expr *x = te_read(ctx, X, nd, ax);
     if (te_tensor_dtype(X) != TE_F32)
         x = te_cast(ctx, TE_F32, x);
-    x = mult > 0 ? te_mul(ctx, x, te_f32(ctx, mult)) : te_div(ctx, x, te_f32(ctx, div));
+    if (q->S) {
+        te_expr *sv = along(ctx, q->S, ax, q->axis);
+        x = q->divide ? te_div(ctx, x, sv) : te_mul(ctx, x, sv);
+    } else
+        x = q->mult > 0 ? te_mul(ctx, x, te_f32(ctx, q->mult))
+                        : te_div(ctx, x, te_f32(ctx, q->div));
     int32_t lo = to == TE_I8 ? -128 : 0, hi = to == TE_I8 ? 127 : 255;
+    te_expr *zi =
+        q->Z ? te_cast(ctx, TE_I32, along(ctx, q->Z, ax, q->axis)) : te_const(ctx, TE_I32, q->zero);
     /* Values past the output range saturate anyway: clamp first so that x + 0.5 is exact. */
-    x = te_min(ctx, te_max(ctx, x, te_f32(ctx, lo - zero - 1.0)), te_f32(ctx, hi - zero + 1.0));
-    te_expr *q = te_add(ctx, round_half_even(ctx, x), te_const(ctx, TE_I32, zero));
-    q = te_min(ctx, te_max(ctx, q, te_const(ctx, TE_I32, lo)), te_const(ctx, TE_I32, hi));
-    return op__tag(ctx, te_compute(ctx, s->name, nd, ax, te_cast(ctx, to, q)), tag);
+    if (q->Z) {
+        te_expr *zf = te_cast(ctx, TE_F32, zi);
+        x = te_min(ctx, te_max(ctx, x, te_sub(ctx, te_f32(ctx, lo - 1.0), zf)),
+                   te_sub(ctx, te_f32(ctx, hi + 1.0), zf));
+    } else
+        x = te_min(ctx, te_max(ctx, x, te_f32(ctx, lo - q->zero - 1.0)),
+                   te_f32(ctx, hi - q->zero + 1.0));
+    te_expr *r = te_add(ctx, round_half_even(ctx, x), zi);
+    r = te_min(ctx, te_max(ctx, r, te_const(ctx, TE_I32, lo)), te_const(ctx, TE_I32, hi));
+    return op__tag(ctx, te_compute(ctx, s->name, nd, ax, te_cast(ctx, to, r)), tag);
+}
+
+/* requant_q with per-tensor parameters. */
+static te_tensor *requant(const op_site *s, te_tensor *X, float mult, float div, int32_t zero,
+                          te_dtype to, const char *tag)
+{
+    qparam q = {.mult = mult, .div = div, .zero = zero};
+    return requant_q(s, X, &q, to, tag);
 }
 
 te_tensor *te_op_qlinear_matmul(te_ctx *ctx, te_tensor *A, double a_scale, int32_t a_zero,
@@ -432,4 +473,170 @@ te_tensor *te_op_conv2d_vnni(te_ctx *ctx, te_tensor *X, te_tensor *Wp, int strid
         wv = te_cast(ctx, acc, wv);
     te_expr *body = te_sum(ctx, te_mul(ctx, x, wv), 4, (te_expr *[]){ry, rx, o, q});
     return op__tag(ctx, te_compute(ctx, s.name, 4, (te_expr *[]){b, h, w, c}, body), "conv2d_vnni");
+}
+
+/* ---- Per-axis quantization: scales and zero points as tensors along one axis -------------- */
+
+/* Checks that T (role) is a 1-D tensor of `dtype` (TE_DTYPE_COUNT: u8, i8 or i32) with one
+ * element or as many as X's axis `axis`, which must exist; normalizes *axis. */
+static bool axis_param(const op_site *s, const te_tensor *X, const te_tensor *T, const char *role,
+                       te_dtype dtype, int *axis)
+{
+    int nd = te_tensor_ndim(X);
+    if (*axis < -nd || *axis >= nd) {
+        op__fail(s, TE_ERR_ARG, "axis %d is outside the %d axes of input 'X' ('%s')", *axis, nd,
+                 te_tensor_name(X));
+        return false;
+    }
+    if (*axis < 0)
+        *axis += nd;
+    if (!op__need(s, T, role))
+        return false;
+    te_dtype d = te_tensor_dtype(T);
+    if (dtype == TE_DTYPE_COUNT ? (d != TE_U8 && d != TE_I8 && d != TE_I32) : d != dtype) {
+        op__fail(s, TE_ERR_DTYPE, "%s ('%s') is %s; expected %s", role, te_tensor_name(T),
+                 te_dtype_str(d), dtype == TE_DTYPE_COUNT ? "u8, i8 or i32" : te_dtype_str(dtype));
+        return false;
+    }
+    int64_t c = te_tensor_shape(X)[*axis];
+    if (te_tensor_ndim(T) != 1 || (te_tensor_shape(T)[0] != 1 && te_tensor_shape(T)[0] != c)) {
+        op__fail(s, TE_ERR_SHAPE,
+                 "%s ('%s') must be 1-D with 1 or %lld elements (axis %d of input 'X' ('%s'))",
+                 role, te_tensor_name(T), (long long)c, *axis, te_tensor_name(X));
+        return false;
+    }
+    return true;
+}
+
+te_tensor *te_op_dequantize_axis(te_ctx *ctx, te_tensor *X, te_tensor *S, te_tensor *Z, int axis,
+                                 const char *name)
+{
+    if (!ctx)
+        return NULL;
+    op_site s = {ctx, "dequantize_axis", name ? name : "dequantize_axis"};
+    if (!op__need(&s, X, "input 'X'"))
+        return NULL;
+    te_dtype d = te_tensor_dtype(X);
+    if (d != TE_I8 && d != TE_U8 && d != TE_I32)
+        return op__fail(&s, TE_ERR_DTYPE, "input 'X' ('%s') is %s; dequantize takes u8, i8 or i32",
+                        te_tensor_name(X), te_dtype_str(d));
+    if (!axis_param(&s, X, S, "scale 'S'", TE_F32, &axis) ||
+        (Z && !axis_param(&s, X, Z, "zero point 'Z'", d, &axis)))
+        return NULL;
+    int nd = te_tensor_ndim(X);
+    te_expr *ax[TE_MAX_DIMS];
+    static const char *const ij[] = {"i", "j"};
+    if (!op__axes(ctx, nd, te_tensor_shape(X), nd == 2 ? ij : NULL, ax))
+        return NULL;
+    te_expr *v = te_cast(ctx, TE_I32, te_read(ctx, X, nd, ax));
+    if (Z)
+        v = te_sub(ctx, v, te_cast(ctx, TE_I32, along(ctx, Z, ax, axis)));
+    te_expr *body = te_mul(ctx, te_cast(ctx, TE_F32, v), along(ctx, S, ax, axis));
+    return op__tag(ctx, te_compute(ctx, s.name, nd, ax, body), "dequantize_axis");
+}
+
+te_tensor *te_op_quantize_axis(te_ctx *ctx, te_tensor *X, te_tensor *S, te_tensor *Z, int axis,
+                               te_dtype to, const char *name)
+{
+    if (!ctx)
+        return NULL;
+    op_site s = {ctx, "quantize_axis", name ? name : "quantize_axis"};
+    if (!op__need(&s, X, "input 'X'") || !op__float(&s, X, "input 'X'") || !quant_output(&s, to, 0))
+        return NULL;
+    if (!axis_param(&s, X, S, "scale 'S'", TE_F32, &axis) ||
+        (Z && !axis_param(&s, X, Z, "zero point 'Z'", to, &axis)))
+        return NULL;
+    qparam q = {.S = S, .divide = true, .Z = Z, .axis = axis};
+    return requant_q(&s, X, &q, to, "quantize_axis");
+}
+
+te_tensor *te_op_requantize_axis(te_ctx *ctx, te_tensor *X, te_tensor *M, int axis, int32_t zero,
+                                 te_dtype to, const char *name)
+{
+    if (!ctx)
+        return NULL;
+    op_site s = {ctx, "requantize_axis", name ? name : "requantize_axis"};
+    if (!op__need(&s, X, "input 'X'") || !quant_output(&s, to, zero))
+        return NULL;
+    if (te_tensor_dtype(X) != TE_I32)
+        return op__fail(&s, TE_ERR_DTYPE, "input 'X' ('%s') is %s; requantize takes i32",
+                        te_tensor_name(X), te_dtype_str(te_tensor_dtype(X)));
+    if (!axis_param(&s, X, M, "multiplier 'M'", TE_F32, &axis))
+        return NULL;
+    qparam q = {.S = M, .divide = false, .zero = zero, .axis = axis};
+    return requant_q(&s, X, &q, to, "requantize_axis");
+}
+
+te_tensor *te_op_matmul_integer_zp(te_ctx *ctx, te_tensor *A, te_tensor *B, te_tensor *Za,
+                                   te_tensor *Zb, const char *name)
+{
+    if (!ctx)
+        return NULL;
+    op_site s = {ctx, "matmul_integer_zp", name ? name : "matmul_integer_zp"};
+    int64_t m, k, n;
+    if (!quant_input(&s, A, "input 'A'", 0) || !quant_input(&s, B, "input 'B'", 0) ||
+        !mm_shapes(&s, A, B, 0, 0, &m, &k, &n))
+        return NULL;
+    /* Za goes with A's rows (axis 0 of [m, k]), Zb with B's columns (axis 1 of [k, n]). */
+    int a0 = 0, b1 = 1;
+    if ((Za && !axis_param(&s, A, Za, "zero point 'Za'", te_tensor_dtype(A), &a0)) ||
+        (Zb && !axis_param(&s, B, Zb, "zero point 'Zb'", te_tensor_dtype(B), &b1)))
+        return NULL;
+    te_expr *i = te_axis(ctx, "i", m), *j = te_axis(ctx, "j", n), *kk = te_reduce_axis(ctx, "k", k);
+    te_expr *a = te_cast(ctx, TE_I32, TE_AT(ctx, A, i, kk));
+    te_expr *b = te_cast(ctx, TE_I32, TE_AT(ctx, B, kk, j));
+    te_expr *ia[2] = {i, kk}, *jb[2] = {kk, j};
+    if (Za)
+        a = te_sub(ctx, a, te_cast(ctx, TE_I32, along(ctx, Za, ia, 0)));
+    if (Zb)
+        b = te_sub(ctx, b, te_cast(ctx, TE_I32, along(ctx, Zb, jb, 1)));
+    te_expr *body = te_sum(ctx, te_mul(ctx, a, b), 1, &kk);
+    return op__tag(ctx, te_compute(ctx, s.name, 2, (te_expr *[]){i, j}, body), "matmul_integer");
+}
+
+int te_op_dynamic_qparams(te_ctx *ctx, te_tensor *X, const char *name, te_tensor **scale,
+                          te_tensor **zero)
+{
+    if (!ctx || !scale || !zero)
+        return TE_ERR_ARG;
+    *scale = *zero = NULL;
+    op_site s = {ctx, "dynamic_qparams", name ? name : "dynamic_qparams"};
+    if (!op__need(&s, X, "input 'X'"))
+        return te_ctx_errcode(ctx);
+    if (te_tensor_dtype(X) != TE_F32) {
+        op__fail(&s, TE_ERR_DTYPE, "input 'X' ('%s') is %s; f32 expected", te_tensor_name(X),
+                 te_dtype_str(te_tensor_dtype(X)));
+        return te_ctx_errcode(ctx);
+    }
+    int nd = te_tensor_ndim(X), axes[TE_MAX_DIMS];
+    for (int d = 0; d < nd; d++)
+        axes[d] = d;
+    te_tensor *lo = te_op_reduce(ctx, X, TE_RMIN, nd, axes, 0, op__stage_name(ctx, s.name, "min"));
+    te_tensor *hi =
+        lo ? te_op_reduce(ctx, X, TE_RMAX, nd, axes, 0, op__stage_name(ctx, s.name, "max")) : NULL;
+    if (!hi)
+        return te_ctx_errcode(ctx) ? te_ctx_errcode(ctx) : TE_ERR_INTERNAL;
+    /* As onnxruntime's DynamicQuantizeLinear: the range widened to hold 0, scale (max - min) /
+     * 255 in f32 (1 for an all-zero range), zero point rne(clamp(0 - min / scale, 0, 255)). */
+    te_expr *o = te_axis(ctx, "o", 1);
+    te_expr *z0 = te_int(ctx, 0);
+    te_expr *mn =
+        te_min(ctx, te_read(ctx, lo, te_tensor_ndim(lo), (te_expr *[]){z0}), te_f32(ctx, 0));
+    te_expr *mx =
+        te_max(ctx, te_read(ctx, hi, te_tensor_ndim(hi), (te_expr *[]){z0}), te_f32(ctx, 0));
+    te_expr *sc = te_select(ctx, te_eq(ctx, mx, mn), te_f32(ctx, 1),
+                            te_div(ctx, te_sub(ctx, mx, mn), te_f32(ctx, 255)));
+    te_tensor *S = te_compute(ctx, op__stage_name(ctx, s.name, "scale"), 1, &o, sc);
+    te_expr *o2 = te_axis(ctx, "o", 1);
+    te_expr *sv = TE_AT(ctx, S, te_int(ctx, 0));
+    te_expr *mn2 = te_min(ctx, te_read(ctx, lo, te_tensor_ndim(lo), (te_expr *[]){te_int(ctx, 0)}),
+                          te_f32(ctx, 0));
+    te_expr *iz = te_sub(ctx, te_f32(ctx, 0), te_div(ctx, mn2, sv));
+    iz = te_min(ctx, te_max(ctx, iz, te_f32(ctx, 0)), te_f32(ctx, 255));
+    te_tensor *Z = te_compute(ctx, s.name, 1, &o2, te_cast(ctx, TE_U8, round_half_even(ctx, iz)));
+    if (!S || !Z)
+        return te_ctx_errcode(ctx) ? te_ctx_errcode(ctx) : TE_ERR_INTERNAL;
+    *scale = op__tag(ctx, S, "dynamic_qparams");
+    *zero = op__tag(ctx, Z, "dynamic_qparams");
+    return TE_OK;
 }

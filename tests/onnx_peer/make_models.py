@@ -15,6 +15,10 @@ outputs) on uint8 activations with random zero points and int8 / uint8 weights, 
 initializers or inputs; QuantizeLinear (saturation, exact ties) and DequantizeLinear (uint8,
 int8, int32); a QDQ chain as quantize_static writes it and an MLP quantized by
 onnxruntime.quantization.quantize_static itself (QDQ, uint8 activations, int8 weights).
+Issue 12: QuantizeLinear / DequantizeLinear along an axis, QLinearMatMul / MatMulInteger with
+per-column weight parameters, DynamicQuantizeLinear, ConvInteger, QLinearConv (per-tensor and
+per-output-channel w_scale), Neg / Abs of integers, Cast to bool of a computed tensor, and MLPs
+quantized by quantize_static(per_channel=True) and by quantize_dynamic.
 Inputs are written raw in their own dtype (float32, int64, bool as one byte, uint8, int8).
 
   make_models.py OUT_DIR [SEED]
@@ -639,6 +643,182 @@ cinits = [i for i in winits if i.name != "neg"]
 cinits += [init("pad_id", np.int64(0)), init("mask_axes", np.array([1, 2], dtype=np.int64)),
            init("big_neg", np.float32(-1e9)), init("zero", np.float32(0))]
 emit("bert_encoder_layer_mask_from_ids", cnodes, [("ids", ids)], ["y"], cinits)
+
+
+# Issue 12: per-axis quantization, DynamicQuantizeLinear, ConvInteger / QLinearConv, integer
+# Neg / Abs and Cast to bool of computed tensors; then quantize_static(per_channel=True) and
+# quantize_dynamic MLPs. Each alone with random shapes, axes, scales and zero points.
+def qvec(dt, n):
+    info = np.iinfo(dt)
+    return rng.integers(info.min, info.max + 1, size=n).astype(dt)
+
+
+def svec(n, lo=0.002, hi=0.05):
+    return rng.uniform(lo, hi, size=n).astype(np.float32)
+
+
+for rep in range(4):
+    qdt = np.uint8 if rep % 2 == 0 else np.int8
+    # DequantizeLinear along an axis (negative ones too), with and without a zero point.
+    s = shape(1, 4)
+    ax = int(rng.integers(-len(s), len(s)))
+    c = s[ax]
+    if c == 1:
+        s = s[:ax % len(s)] + (3,) + s[ax % len(s) + 1:]
+        c = 3
+    ins, inits = ["x", "s"], [init("s", svec(c))]
+    if rep != 3:
+        ins.append("z")
+        inits.append(init("z", qvec(qdt, c)))
+    emit(name("DequantizeLinear"), [helper.make_node("DequantizeLinear", ins, ["y"], axis=ax)],
+         [("x", qrand(qdt, *s))], ["y"], inits)
+    # QuantizeLinear along an axis: saturation, exact ties with power-of-two scales.
+    sc = (2.0 ** -rng.integers(3, 7, size=c)).astype(np.float32) if rep % 2 == 0 else svec(c)
+    x = rand(*s, lo=-200 * float(sc.max()), hi=200 * float(sc.max()))
+    if rep % 2 == 0:
+        idx = np.indices(s)[ax % len(s)]
+        x = np.where(rng.integers(0, 2, size=s) == 1,
+                     (rng.integers(-150, 150, size=s) + 0.5) * sc[idx], x).astype(np.float32)
+    emit(name("QuantizeLinear"),
+         [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=ax)], [("x", x)], ["y"],
+         [init("s", sc), init("z", qvec(qdt, c))], out_types={"y": ELEM[np.dtype(qdt)]})
+    # QLinearMatMul with per-column b_scale (and b_zero_point: uint8 weights) of shape [n].
+    m, k, n = (int(v) for v in rng.integers(2, 17, size=3))
+    lead = [] if rep < 2 else [2]
+    ydt = np.uint8 if rep != 1 else np.int8
+    wdt = np.int8 if rep != 2 else np.uint8
+    sa, sb = np.float32(rng.uniform(0.002, 0.05)), svec(n)
+    za = np.array(rng.integers(0, 256) if ydt == np.uint8 else rng.integers(-128, 128), dtype=ydt)
+    zb = qvec(wdt, n) if wdt == np.uint8 else np.zeros(n, dtype=np.int8)
+    zy = np.array(rng.integers(0, 256) if ydt == np.uint8 else rng.integers(-128, 128), dtype=ydt)
+    w = qrand(wdt, k, n)
+    a = qrand(ydt, *lead, m, k)
+    acc = (a.astype(np.int64) - int(za)) @ (w.astype(np.int64) - zb.astype(np.int64))
+    sy = np.float32(float(sa) * float(sb.mean()) * (float(acc.max() - acc.min()) + 1) / 255 *
+                    rng.uniform(0.6, 1.2))
+    emit(name("QLinearMatMul"),
+         [helper.make_node("QLinearMatMul", ["a", "sa", "za", "w", "sb", "zb", "sy", "zy"], ["y"])],
+         [("a", a)], ["y"],
+         [init("sa", sa), init("za", za), init("w", w), init("sb", sb), init("zb", zb),
+          init("sy", sy), init("zy", zy)], out_types={"y": ELEM[np.dtype(ydt)]})
+    # MatMulInteger with a per-column b_zero_point [n].
+    emit(name("MatMulInteger"), [helper.make_node("MatMulInteger", ["a", "w", "az", "wz"], ["y"])],
+         [("a", qrand(np.uint8, *lead, m, k))], ["y"],
+         [init("w", qrand(wdt, k, n)), init("az", np.uint8(rng.integers(0, 256))),
+          init("wz", qvec(wdt, n))], out_types={"y": TensorProto.INT32})
+    # DynamicQuantizeLinear: all three outputs; an all-positive input (min clamps to 0) too.
+    s = shape(1, 4)
+    x = rand(*s, lo=-3, hi=5) if rep != 2 else rand(*s, lo=0.5, hi=4)
+    emit(name("DynamicQuantizeLinear"),
+         [helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "ys", "yz"])], [("x", x)],
+         ["y", "ys", "yz"], out_types={"y": TensorProto.UINT8, "yz": TensorProto.UINT8})
+    # ConvInteger (uint8 x and w) and QLinearConv (uint8 x, int8 w with per-output-channel
+    # scales, an int32 bias): groups, padding, strides, dilation.
+    g = 1 if rep % 2 == 0 else 2
+    cin, cout = g * int(rng.integers(1, 4)), g * int(rng.integers(1, 4))
+    kh = int(rng.integers(1, 4))
+    st, dil, pad = int(rng.integers(1, 3)), int(1 + (rep == 3)), int(rng.integers(0, 2))
+    hw = int(rng.integers(kh * dil + 1, 9))
+    x = qrand(np.uint8, 1 + rep % 2, cin, hw, hw)
+    emit(name("ConvInteger"),
+         [helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], group=g,
+                           strides=[st, st], dilations=[dil, dil], pads=[pad] * 4)],
+         [("x", x)], ["y"],
+         [init("w", qrand(np.uint8, cout, cin // g, kh, kh)), init("xz", np.uint8(rng.integers(0, 256))),
+          init("wz", np.uint8(rng.integers(0, 256)))], out_types={"y": TensorProto.INT32})
+    ws = svec(cout) if rep != 1 else np.float32(rng.uniform(0.002, 0.05))
+    wq = qrand(np.int8, cout, cin // g, kh, kh)
+    xs = np.float32(rng.uniform(0.002, 0.05))
+    sy = np.float32(float(xs) * float(np.mean(ws)) * 128 * (cin // g) * kh * kh / 40)
+    emit(name("QLinearConv"),
+         [helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
+                           ["y"], group=g, strides=[st, st], dilations=[dil, dil],
+                           pads=[pad] * 4)],
+         [("x", x)], ["y"],
+         [init("xs", xs), init("xz", np.uint8(rng.integers(0, 256))), init("w", wq),
+          init("ws", ws), init("wz", np.zeros(cout, dtype=np.int8) if rep != 1 else np.int8(0)),
+          init("ys", np.float32(sy)), init("yz", np.uint8(rng.integers(0, 256))),
+          init("b", rng.integers(-2000, 2000, size=cout).astype(np.int32))],
+         out_types={"y": TensorProto.UINT8})
+    # Neg and Abs of integer tensors (int8 -128 wraps), Cast to bool of a computed tensor.
+    idt = [np.int8, np.int32, np.int64, np.int32][rep]
+    xi = qrand(np.int8, *shape(1, 3)).astype(idt)
+    for op in ("Neg", "Abs"):
+        emit(name(op), [helper.make_node(op, ["x"], ["y"])], [("x", xi)], ["y"],
+             out_types={"y": ELEM[np.dtype(idt)]})
+    x = rand(*shape(1, 3))
+    x.flat[::3] = 0.25
+    emit(name("Cast"), [helper.make_node("Sub", ["x", "q"], ["d"]),
+                        helper.make_node("Cast", ["d"], ["b"], to=TensorProto.BOOL),
+                        helper.make_node("Cast", ["b"], ["y"], to=TensorProto.FLOAT)],
+         [("x", x)], ["y"], [init("q", np.float32(0.25))])
+
+
+# MLPs quantized by onnxruntime: quantize_static with per-channel int8 weights (QDQ; the
+# weights' DequantizeLinear along axis 1), and quantize_dynamic (DynamicQuantizeLinear ->
+# MatMulInteger -> Cast -> Mul).
+def mlp_float(nm, d_in, d_h, d_out, rows, gemm=False):
+    """MatMul + Add, Relu, then MatMul + Add (or Gemm with transB: its weights [d_out, d_h],
+    quantized per channel along axis 0)."""
+    last = ([helper.make_node("Gemm", ["r", "w2", "b2"], ["y"], transB=1)] if gemm else
+            [helper.make_node("MatMul", ["r", "w2"], ["y0"]),
+             helper.make_node("Add", ["y0", "b2"], ["y"])])
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w1"], ["h0"]),
+         helper.make_node("Add", ["h0", "b1"], ["h"]), helper.make_node("Relu", ["h"], ["r"])] +
+        last,
+        nm, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, d_in])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, d_out])],
+        [init("w1", rand(d_in, d_h)), init("b1", rand(d_h)),
+         init("w2", rand(d_out, d_h) if gemm else rand(d_h, d_out)), init("b2", rand(d_out))])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
+    m.ir_version = 8
+    fpath = os.path.join(out_dir, nm + ".float.onnx")
+    onnx.save(m, fpath)
+    return fpath
+
+
+def emit_quantized(nm, qpath, x):
+    q = onnx.load(qpath)
+    os.remove(qpath)
+    emit(nm, list(q.graph.node), [("x", x)], ["y"], list(q.graph.initializer),
+         opset=max(OPSET, max(o.version for o in q.opset_import if o.domain in ("", "ai.onnx"))))
+
+
+def quantized_mlp_per_channel(nm):
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                          quantize_static)
+    rows = 6
+    fpath = mlp_float(nm, 16, 32, 32, rows, gemm=True)
+    calib = [{"x": rand(rows, 16)} for _ in range(8)]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter(calib)
+
+        def get_next(self):
+            return next(self.it, None)
+
+    qpath = os.path.join(out_dir, nm + ".q.onnx")
+    quantize_static(fpath, qpath, Reader(), quant_format=QuantFormat.QDQ,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                    per_channel=True)
+    os.remove(fpath)
+    emit_quantized(nm, qpath, rand(rows, 16))
+
+
+def quantized_mlp_dynamic(nm):
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    rows = 5
+    fpath = mlp_float(nm, 16, 32, 10, rows)
+    qpath = os.path.join(out_dir, nm + ".q.onnx")
+    quantize_dynamic(fpath, qpath, weight_type=QuantType.QInt8)
+    os.remove(fpath)
+    emit_quantized(nm, qpath, rand(rows, 16))
+
+
+quantized_mlp_per_channel("mlp_quantize_static_per_channel")
+quantized_mlp_dynamic("mlp_quantize_dynamic")
 
 with open(os.path.join(out_dir, "list.txt"), "w") as f:
     f.write("\n".join(listing) + "\n")
