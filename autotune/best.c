@@ -10,10 +10,9 @@
 
 #include "tessera/tuner.h"
 
-int te_tuner_ranked_record(te_ctx *ctx, te_db *db, const char *workload_key, int rank,
-                           int n_out, te_tensor *const *outs, const te_target *target, int flags,
-                           te_schedule **out, te_db_trial_list **record, char *why,
-                           size_t why_size)
+int te_tuner_ranked_record(te_ctx *ctx, te_db *db, const char *workload_key, int rank, int n_out,
+                           te_tensor *const *outs, const te_target *target, int flags,
+                           te_schedule **out, te_db_trial_list **record, char *why, size_t why_size)
 {
     if (out)
         *out = NULL;
@@ -77,6 +76,6 @@ int te_tuner_best_record(te_ctx *ctx, te_db *db, const char *workload_key, int n
                          te_tensor *const *outs, const te_target *target, int flags,
                          te_schedule **out, te_db_trial_list **record, char *why, size_t why_size)
 {
-    return te_tuner_ranked_record(ctx, db, workload_key, 0, n_out, outs, target, flags, out,
-                                  record, why, why_size);
+    return te_tuner_ranked_record(ctx, db, workload_key, 0, n_out, outs, target, flags, out, record,
+                                  why, why_size);
 }

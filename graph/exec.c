@@ -22,7 +22,7 @@ typedef struct gkernel {
     te_module *mod;
     int nargs;
     int args[2 * TE_GRAPH_GROUP_MAXIO]; /* value ids: the group's inputs, then its outputs */
-    te_graph_group_expr ge; /* the group's expression, in ctx */
+    te_graph_group_expr ge;             /* the group's expression, in ctx */
     char key[1024];
     char ctx_key[1100]; /* key + the run's context (te_graph_exec_group_context_key) */
     char *trace;        /* the schedule's trace (malloc'ed) */
@@ -346,8 +346,8 @@ static void set_context_keys(te_graph_exec *e)
     }
     for (int gi = 0; gi < e->ng; gi++)
         if (!e->k[gi].view)
-            snprintf(e->k[gi].ctx_key, sizeof e->k[gi].ctx_key, "%s;model=%016llx",
-                     e->k[gi].key, (unsigned long long)h);
+            snprintf(e->k[gi].ctx_key, sizeof e->k[gi].ctx_key, "%s;model=%016llx", e->k[gi].key,
+                     (unsigned long long)h);
 }
 
 /* Schedules and builds group gi (its expression built) as one kernel: by `pick`
@@ -371,15 +371,14 @@ static int compile_group(te_graph *g, const te_fuse_plan *p, int gi, const te_ta
     else if (db) {
         te_db_trial_list *rec = NULL;
         if (pick == TE_GRAPH_PICK_BEST &&
-            te_tuner_best_record(k->ctx, db, k->ctx_key, ge->n_out, ge->outs, tgt, 0, &s, &rec,
-                                 why, sizeof why) == TE_OK) {
+            te_tuner_best_record(k->ctx, db, k->ctx_key, ge->n_out, ge->outs, tgt, 0, &s, &rec, why,
+                                 sizeof why) == TE_OK) {
             k->from_db = 1;
             set_note(k, "database: trial %s, %.4f ms inside this model's run",
                      rec && rec->n ? rec->items[0].uid : "?",
                      rec && rec->n ? rec->items[0].median_s * 1e3 : 0.0);
-        } else if (te_tuner_ranked_record(k->ctx, db, ge->key, pick > 0 ? pick - 1 : 0,
-                                          ge->n_out, ge->outs, tgt, 0, &s, &rec, why,
-                                          sizeof why) == TE_OK) {
+        } else if (te_tuner_ranked_record(k->ctx, db, ge->key, pick > 0 ? pick - 1 : 0, ge->n_out,
+                                          ge->outs, tgt, 0, &s, &rec, why, sizeof why) == TE_OK) {
             k->from_db = 1;
             set_note(k, "database: trial %s, %.4f ms when tuned",
                      rec && rec->n ? rec->items[0].uid : "?",

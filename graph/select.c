@@ -83,12 +83,12 @@ static void **make_inputs(te_graph *g, int *n_out)
 typedef struct sel {
     te_graph *g;
     const te_fuse_plan *p;
-    int nc;                 /* versions: [0] the defaults, [c] every workload's c-th record */
+    int nc; /* versions: [0] the defaults, [c] every workload's c-th record */
     te_graph_exec *e[MAX_CAND + 2];
-    int nw;                 /* distinct workloads */
-    int *wk;                /* per group: its workload, -1 for a view */
-    int *first, *inst;      /* per workload: its first group, its instances */
-    double *t;              /* t[(c * nw + w) * reps + r]: workload w's kernels in run r of c */
+    int nw;            /* distinct workloads */
+    int *wk;           /* per group: its workload, -1 for a view */
+    int *first, *inst; /* per workload: its first group, its instances */
+    double *t;         /* t[(c * nw + w) * reps + r]: workload w's kernels in run r of c */
     int reps;
 } sel;
 

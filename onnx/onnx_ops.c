@@ -244,9 +244,19 @@ int ox_alias(ox_ctx *c, const Onnx__NodeProto *n, const ox_val *src, int ndim, c
 
 /* ---- Elementwise ------------------------------------------------------------------------ */
 
-static int is_scalar(const ox_val *v, double x, double tol)
+/* 1 when v is the one-element constant x (within tol): an initializer not yet in the graph,
+ * or one an earlier node already made a graph constant (models share initializers such as the
+ * GELU's 1 and 0.5 across layers, so only the first reader sees them unmaterialized). */
+static int is_scalar(const ox_ctx *c, const ox_val *v, double x, double tol)
 {
-    return v && v->kind == OX_CONST && v->numel == 1 && fabs(v->d[0] - x) <= tol;
+    if (v && v->kind == OX_CONST)
+        return v->numel == 1 && fabs(v->d[0] - x) <= tol;
+    if (!v || v->kind != OX_GRAPH || v->gv < 0 ||
+        te_graph_value_kind_of(c->g, v->gv) != TE_GRAPH_CONST ||
+        te_graph_value_dtype(c->g, v->gv) != TE_F32 || te_graph_value_numel(c->g, v->gv) != 1)
+        return 0;
+    const float *d = te_graph_value_data(c->g, v->gv);
+    return d && fabs(d[0] - x) <= tol;
 }
 
 /* Broadcast shape of a and b (numpy); rank or a status. */
@@ -348,7 +358,7 @@ static int binary(ox_ctx *c, const Onnx__NodeProto *n, const char *op)
     ox_kind tag = OX_GRAPH;
     int ref = -1;
     if (sym == '+' && (a->kind == OX_ERF || b->kind == OX_ERF) &&
-        (is_scalar(a, 1, 1e-6) || is_scalar(b, 1, 1e-6))) {
+        (is_scalar(c, a, 1, 1e-6) || is_scalar(c, b, 1, 1e-6))) {
         tag = OX_ERF1;
         ref = (a->kind == OX_ERF ? a : b)->ref;
     }
@@ -364,10 +374,11 @@ static int binary(ox_ctx *c, const Onnx__NodeProto *n, const char *op)
         }
     }
     if (sym == '*' && (a->kind == OX_GELU2 || b->kind == OX_GELU2) &&
-        (is_scalar(a, 0.5, 1e-7) || is_scalar(b, 0.5, 1e-7)))
+        (is_scalar(c, a, 0.5, 1e-7) || is_scalar(c, b, 0.5, 1e-7)))
         return ox_set_out(c, n, 0, (a->kind == OX_GELU2 ? a : b)->ref);
-    if (tag == OX_GRAPH && sym == '*' && (is_scalar(a, 0.5, 1e-7) || is_scalar(b, 0.5, 1e-7))) {
-        ox_val *x = is_scalar(b, 0.5, 1e-7) ? a : b;
+    if (tag == OX_GRAPH && sym == '*' &&
+        (is_scalar(c, a, 0.5, 1e-7) || is_scalar(c, b, 0.5, 1e-7))) {
+        ox_val *x = is_scalar(c, b, 0.5, 1e-7) ? a : b;
         if (x->kind == OX_GRAPH) {
             tag = OX_HALF;
             ref = x->gv;
@@ -466,10 +477,10 @@ static int leaky_relu(ox_ctx *c, const Onnx__NodeProto *n)
 static int pow_node(ox_ctx *c, const Onnx__NodeProto *n)
 {
     ox_val *e = ox_in(c, n, 1);
-    if (!is_scalar(e, 2.0, 0) && !is_scalar(e, 1.0, 0))
+    if (!is_scalar(c, e, 2.0, 0) && !is_scalar(c, e, 1.0, 0))
         return ox_nfail(c, n, TE_ERR_UNSUPPORTED, "only exponents 1 and 2 are supported");
     int x = ox_in_gv(c, n, 0);
-    if (x < 0 || is_scalar(e, 1.0, 0))
+    if (x < 0 || is_scalar(c, e, 1.0, 0))
         return x < 0 ? x : ox_set_out(c, n, 0, x);
     return ox_set_out(c, n, 0, ox_gnode(c, n, "mul", NULL, 2, (int[]){x, x}, NULL));
 }

@@ -2,11 +2,11 @@
  * the graph, recorded under the in-model key, and preferred by te_graph_compile_db; ranked
  * picks (te_graph_compile_opts.pick) and the refusals. Times come from the machine, so the
  * tests check what was recorded and chosen, never which schedule is faster. */
+#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -149,13 +149,17 @@ static void test_pick_ranks_records_and_the_default(void **state)
     te_graph_exec *second = compile_pick(&f, 2);
     for (int gi = 0; gi < 3; gi++) {
         assert_int_equal(te_graph_exec_group_from_db(d, gi, NULL), 0);
-        { const char *nt = NULL; if (te_graph_exec_group_from_db(b, gi, &nt) != 1) fail_msg("group %d: %s", gi, nt); }
+        {
+            const char *nt = NULL;
+            if (te_graph_exec_group_from_db(b, gi, &nt) != 1)
+                fail_msg("group %d: %s", gi, nt);
+        }
         assert_int_equal(te_graph_exec_group_from_db(second, gi, NULL), 1);
         /* Without in-model records, pick 1 and the best are the same record. */
         assert_string_equal(te_graph_exec_group_trace(b, gi), te_graph_exec_group_trace(b0, gi));
         /* The second record is another schedule (top-k keeps distinct traces). */
-        assert_true(strcmp(te_graph_exec_group_trace(b, gi),
-                           te_graph_exec_group_trace(second, gi)) != 0);
+        assert_true(
+            strcmp(te_graph_exec_group_trace(b, gi), te_graph_exec_group_trace(second, gi)) != 0);
         /* Groups 0 and 1 are one workload: one key, one in-model key with the run's hash. */
         const char *ck = te_graph_exec_group_context_key(b, gi);
         assert_non_null(strstr(ck, te_graph_exec_group_key(b, gi)));
@@ -202,8 +206,8 @@ static void test_selection_records_in_model_times_that_compile_prefers(void **st
         assert_int_equal(te_graph_exec_group_from_db(e, gi, &note), 1);
         assert_non_null(strstr(note, "inside this model's run"));
         te_db_trial_list *l = NULL;
-        assert_int_equal(
-            te_db_best(f.db, te_graph_exec_group_context_key(e, gi), &dbt, 0, &l), TE_OK);
+        assert_int_equal(te_db_best(f.db, te_graph_exec_group_context_key(e, gi), &dbt, 0, &l),
+                         TE_OK);
         assert_string_equal(l->items[0].trace, te_graph_exec_group_trace(e, gi));
         assert_true(l->items[0].median_s > 0 && l->items[0].repeats == 3);
         te_db_trial_list_free(l);

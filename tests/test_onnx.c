@@ -211,6 +211,76 @@ static void test_mlp_gelu(void **state)
     import_fails(p, "batch=three", "extents are integers");
 }
 
+/* Two erf GELUs reading the same initializers 1 and 0.5 and the same sqrt2 (as exporters
+ * share them across layers): both are recognised, not only the first reader's. */
+static void test_gelus_sharing_constants_are_both_recognised(void **state)
+{
+    (void)state;
+    static float w8[8 * 8];
+    om_reset(&M);
+    fill(w1, 32);
+    fill(w8, 64);
+    M.ins[M.nin++] = om_vinfo("x", 2, (int64_t[]){MB, 4}, NULL);
+    M.outs[M.nout++] = om_vinfo("y", 2, (int64_t[]){MB, 8}, NULL);
+    M.inits[M.ni++] = om_tensor_f("w1", 2, (int64_t[]){4, 8}, w1, 1);
+    M.inits[M.ni++] = om_tensor_f("w8", 2, (int64_t[]){8, 8}, w8, 1);
+    M.inits[M.ni++] = om_tensor_f("one", 0, NULL, (float[]){1.0f}, 1);
+    M.inits[M.ni++] = om_tensor_f("half", 0, NULL, (float[]){0.5f}, 0);
+    M.inits[M.ni++] = om_tensor_f("sqrt2", 0, NULL, (float[]){1.4142135f}, 1);
+    const char *in = "x", *w[2] = {"w1", "w8"}, *out[2] = {"g0", "y"};
+    for (int l = 0; l < 2; l++) {
+        char nm[64], ins[96], o[6][32];
+        for (int i = 0; i < 6; i++)
+            snprintf(o[i], sizeof o[i], "l%d_%d", l, i);
+        snprintf(ins, sizeof ins, "%s,%s", in, w[l]);
+        snprintf(nm, sizeof nm, "mm%d", l);
+        om_node(&M, "MatMul", nm, ins, o[0], NULL);
+        snprintf(ins, sizeof ins, "%s,sqrt2", o[0]);
+        snprintf(nm, sizeof nm, "div%d", l);
+        om_node(&M, "Div", nm, ins, o[1], NULL);
+        snprintf(nm, sizeof nm, "erf%d", l);
+        om_node(&M, "Erf", nm, o[1], o[2], NULL);
+        snprintf(ins, sizeof ins, "%s,one", o[2]);
+        snprintf(nm, sizeof nm, "add%d", l);
+        om_node(&M, "Add", nm, ins, o[3], NULL);
+        snprintf(ins, sizeof ins, "%s,%s", o[0], o[3]);
+        snprintf(nm, sizeof nm, "mul%d", l);
+        om_node(&M, "Mul", nm, ins, o[4], NULL);
+        snprintf(ins, sizeof ins, "half,%s", o[4]);
+        snprintf(nm, sizeof nm, "half%d", l);
+        om_node(&M, "Mul", nm, ins, out[l], NULL);
+        in = out[l];
+    }
+    const char *p = write_model("gelu_shared.onnx", 0);
+    te_graph *g = NULL;
+    char err[512];
+    if (te_graph_from_onnx_ex(p, NULL, &g, NULL, err, sizeof err))
+        fail_msg("%s", err);
+    assert_int_equal(count_op(g, "gelu"), 2);
+    assert_int_equal(count_op(g, "erf"), 0);
+    assert_int_equal(count_op(g, "div"), 0);
+    fill(mx, sizeof mx / sizeof mx[0]);
+    double want[MB * 8];
+    for (int r = 0; r < MB; r++) {
+        double h[8], z[8];
+        for (int j = 0; j < 8; j++) {
+            double a = 0;
+            for (int k = 0; k < 4; k++)
+                a += (double)mx[r * 4 + k] * w1[k * 8 + j];
+            h[j] = 0.5 * a * (1 + erf(a / 1.4142135f));
+        }
+        for (int j = 0; j < 8; j++) {
+            double a = 0;
+            for (int k = 0; k < 8; k++)
+                a += h[k] * w8[k * 8 + j];
+            z[j] = 0.5 * a * (1 + erf(a / 1.4142135f));
+            want[r * 8 + j] = z[j];
+        }
+    }
+    check_numbers(g, (const void *[]){mx}, 1, (double *[]){want});
+    te_graph_free(g);
+}
+
 /* ---- Conv + BatchNorm + Relu + pooling, and a grouped dilated strided conv ---------------- */
 
 static void conv_direct(const float *x, int c, int h, int w, const float *wt, const float *b,
@@ -1344,6 +1414,7 @@ int main(void)
     tt_rng_seed(&g_rng, tt_seed(12));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp_gelu),
+        cmocka_unit_test(test_gelus_sharing_constants_are_both_recognised),
         cmocka_unit_test(test_conv_bn_relu),
         cmocka_unit_test(test_shape_chain),
         cmocka_unit_test(test_norm_reduce_external),

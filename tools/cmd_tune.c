@@ -822,9 +822,10 @@ int te_cmd_tune(int argc, char **argv)
         const te_cli_fused *f = te_cli_graph_tasks_fused(gtasks);
         te_graph_select_opts so = {.target = &tgt, .reps = 11, .log = quiet ? NULL : stderr};
         if (!quiet)
-            fprintf(stderr, "tune: in-model selection: the whole run once per candidate (the "
-                            "defaults, then each group's 1st, 2nd, 3rd best record), %d runs "
-                            "each; per workload, ms per kernel inside the runs:\n",
+            fprintf(stderr,
+                    "tune: in-model selection: the whole run once per candidate (the "
+                    "defaults, then each group's 1st, 2nd, 3rd best record), %d runs "
+                    "each; per workload, ms per kernel inside the runs:\n",
                     so.reps);
         if (te_graph_select_in_context(f->g, f->plan, db, &so, &sr) != TE_OK) {
             fprintf(stderr, "tessera tune: in-model selection: %s\n", te_graph_errmsg(f->g));

@@ -268,7 +268,10 @@ int te_cli_graph_tasks_add(const te_cli_graph_tasks *l, te_tuner *t)
 }
 
 int te_cli_graph_tasks_groups(const te_cli_graph_tasks *l) { return l ? l->n : 0; }
-const te_cli_fused *te_cli_graph_tasks_fused(const te_cli_graph_tasks *l) { return l ? &l->f : NULL; }
+const te_cli_fused *te_cli_graph_tasks_fused(const te_cli_graph_tasks *l)
+{
+    return l ? &l->f : NULL;
+}
 int te_cli_graph_tasks_views(const te_cli_graph_tasks *l) { return l ? l->views : 0; }
 int te_cli_graph_tasks_distinct(const te_cli_graph_tasks *l) { return l ? l->distinct : 0; }
 

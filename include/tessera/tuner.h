@@ -275,8 +275,8 @@ int te_tuner_best_record(te_ctx *ctx, te_db *db, const char *workload_key, int n
  * k: the (k+1)-th fastest of distinct traces, te_db_top_k): the same schedule, list (its
  * items[0] is the ranked record) and errors, with TE_ERR_NOT_FOUND ("fewer than k+1 records
  * for this target") when there are not that many, TE_ERR_ARG for a negative rank. */
-int te_tuner_ranked_record(te_ctx *ctx, te_db *db, const char *workload_key, int rank,
-                           int n_out, te_tensor *const *outs, const te_target *target, int flags,
+int te_tuner_ranked_record(te_ctx *ctx, te_db *db, const char *workload_key, int rank, int n_out,
+                           te_tensor *const *outs, const te_target *target, int flags,
                            te_schedule **out, te_db_trial_list **record, char *why,
                            size_t why_size);
 
