@@ -295,7 +295,27 @@ int te_gen_graph_files(te_ctx *ctx, te_graph *g, const te_fuse_plan *p, te_db *d
                                 te_status_str(rc));
     for (int v = 0; v < nv; v++)
         vidx[v] = -1;
-    int nk = 0, nval = 0, nviews = 0;
+    int nk = 0, nval = 0, nviews = 0, nkeys = 0;
+    /* Every kernel's expression first: their keys make the run's in-model keys, whose records
+     * (te_graph_select_in_context) win over a workload's records measured alone, as in
+     * te_graph_compile_db. */
+    const char **keys = te__alloc(ctx, sizeof *keys * (size_t)(ng + 1));
+    if (!keys)
+        rc = te_ctx_set_error(ctx, TE_ERR_NOMEM, "te_gen_graph_files: out of memory");
+    for (int gi = 0; !rc && gi < ng; gi++) {
+        te_fuse_group gr;
+        te_fuse_plan_group(p, gi, &gr);
+        if (gr.view)
+            continue;
+        rc = te_graph_group_expr_build(g, p, gi, ctx, &ge[gi]);
+        if (rc)
+            rc = te_ctx_set_error(ctx, rc, "te_gen_graph_files: %s", te_graph_errmsg(g));
+        else
+            keys[nkeys++] = ge[gi].key;
+    }
+    te_db_target dbt;
+    char tstore[1024];
+    int have_dbt = db && te_tuner_db_target(tgt, &dbt, tstore, sizeof tstore) == TE_OK;
     for (int gi = 0; !rc && gi < ng; gi++) {
         te_fuse_group gr;
         te_fuse_plan_group(p, gi, &gr);
@@ -310,11 +330,6 @@ int te_gen_graph_files(te_ctx *ctx, te_graph *g, const te_fuse_plan *p, te_db *d
                 vidx[v] = nval++;
             nviews++;
             continue;
-        }
-        rc = te_graph_group_expr_build(g, p, gi, ctx, &ge[gi]);
-        if (rc) {
-            rc = te_ctx_set_error(ctx, rc, "te_gen_graph_files: %s", te_graph_errmsg(g));
-            break;
         }
         for (int i = 0; i < ge[gi].n_in; i++)
             if (vidx[ge[gi].in_values[i]] < 0)
@@ -335,12 +350,19 @@ int te_gen_graph_files(te_ctx *ctx, te_graph *g, const te_fuse_plan *p, te_db *d
             args[na++] = ge[gi].ins[i];
         for (int i = 0; i < ge[gi].n_out; i++)
             args[na++] = ge[gi].outs[i];
-        char kname[128];
+        char kname[128], ckey[1200];
         snprintf(kname, sizeof kname, "%s_k%d", name, nk);
+        const char *wkey = ge[gi].key;
+        te_db_trial_list *inm = NULL;
+        if (have_dbt &&
+            te_graph_context_key(nkeys, keys, ge[gi].key, ckey, sizeof ckey) < (int)sizeof ckey &&
+            te_db_best(db, ckey, &dbt, 0, &inm) == TE_OK)
+            wkey = ckey;
+        te_db_trial_list_free(inm);
         rc = te_gen_kernel_from_db(ctx,
                                    &(te_gen_from_db_options){.db = db,
                                                              .db_path = db_path,
-                                                             .workload_key = ge[gi].key,
+                                                             .workload_key = wkey,
                                                              .name = kname,
                                                              .n_args = na,
                                                              .args = args,

@@ -332,22 +332,37 @@ static int build_group_expr(te_graph *g, const te_fuse_plan *p, int gi, gkernel 
     return TE_OK;
 }
 
-/* The run's context: FNV-1a 64 over the workload keys of its kernels in plan order, so an
- * in-model record (te_graph_select_in_context) applies to this model's run only. */
-static void set_context_keys(te_graph_exec *e)
+int te_graph_context_key(int n, const char *const *keys, const char *key, char *buf, size_t size)
 {
+    if (n < 0 || (n && !keys) || !key || (!buf && size))
+        return TE_ERR_ARG;
     uint64_t h = 0xcbf29ce484222325ull;
-    for (int gi = 0; gi < e->ng; gi++) {
-        if (e->k[gi].view)
-            continue;
-        for (const char *c = e->k[gi].key; *c; c++)
+    for (int i = 0; i < n; i++) {
+        for (const char *c = keys[i] ? keys[i] : ""; *c; c++)
             h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
         h = (h ^ '\n') * 0x100000001b3ull;
     }
+    return snprintf(buf, size, "%s;model=%016llx", key, (unsigned long long)h);
+}
+
+/* The in-model keys of the run's kernels (te_graph_context_key over their keys). */
+static int set_context_keys(te_graph_exec *e)
+{
+    const char **keys = malloc(sizeof *keys * (size_t)(e->ng + 1));
+    if (!keys)
+        return TE_ERR_NOMEM;
+    int n = 0;
     for (int gi = 0; gi < e->ng; gi++)
         if (!e->k[gi].view)
-            snprintf(e->k[gi].ctx_key, sizeof e->k[gi].ctx_key, "%s;model=%016llx", e->k[gi].key,
-                     (unsigned long long)h);
+            keys[n++] = e->k[gi].key;
+    int rc = TE_OK;
+    for (int gi = 0; !rc && gi < e->ng; gi++)
+        if (!e->k[gi].view &&
+            te_graph_context_key(n, keys, e->k[gi].key, e->k[gi].ctx_key,
+                                 sizeof e->k[gi].ctx_key) >= (int)sizeof e->k[gi].ctx_key)
+            rc = TE_ERR_OVERFLOW;
+    free(keys);
+    return rc;
 }
 
 /* Schedules and builds group gi (its expression built) as one kernel: by `pick`
@@ -589,8 +604,8 @@ int te_graph_compile_ex(te_graph *g, const te_fuse_plan *p, const te_graph_compi
         }
         e->ng = i + 1;
     }
-    if (!rc)
-        set_context_keys(e);
+    if (!rc && (rc = set_context_keys(e)) != TE_OK)
+        te__graph_error(g, rc, "compile: the run's context keys: %s", te_status_str(rc));
     for (int i = 0; !rc && i < p->ng; i++)
         if (!e->k[i].view)
             rc = compile_group(g, p, i, &tgt, o->db, o->pick, &e->k[i]);

@@ -160,23 +160,26 @@ static int same_as(const sel *s, int w, int c)
     return c;
 }
 
-/* Median seconds of whole runs of exec e (reps runs, after a warm-up). */
-static double run_median(te_graph_exec *e, void **in, int reps, int *rc)
+/* Medians of whole runs of the n executables e[0..n), run in turn reps times after a warm-up
+ * each (interleaved, so that the machine's drift reaches all alike), in ms[0..n). */
+static int run_medians(te_graph_exec *const *e, int n, void **in, int reps, double *ms)
 {
-    double *x = malloc(sizeof *x * (size_t)reps);
-    if (!x) {
-        *rc = TE_ERR_NOMEM;
-        return NAN;
-    }
-    *rc = te_graph_run(e, (const void *const *)in, NULL);
-    for (int r = 0; !*rc && r < reps; r++) {
-        double t0 = now_s();
-        *rc = te_graph_run(e, (const void *const *)in, NULL);
-        x[r] = now_s() - t0;
-    }
-    double m = *rc ? NAN : median_of(x, reps, NULL);
+    double *x = malloc(sizeof *x * (size_t)(reps * n + 1));
+    if (!x)
+        return TE_ERR_NOMEM;
+    int rc = TE_OK;
+    for (int i = 0; !rc && i < n; i++)
+        rc = te_graph_run(e[i], (const void *const *)in, NULL);
+    for (int r = 0; !rc && r < reps; r++)
+        for (int i = 0; !rc && i < n; i++) {
+            double t0 = now_s();
+            rc = te_graph_run(e[i], (const void *const *)in, NULL);
+            x[i * reps + r] = now_s() - t0;
+        }
+    for (int i = 0; !rc && i < n; i++)
+        ms[i] = median_of(x + i * reps, reps, NULL) * 1e3;
     free(x);
-    return m;
+    return rc;
 }
 
 /* The text of key before its first ';' (the group's operators), for log lines. */
@@ -332,13 +335,12 @@ int te_graph_select_in_context(te_graph *g, const te_fuse_plan *p, te_db *db,
         co.pick = TE_GRAPH_PICK_BEST;
         rc = te_graph_compile_ex(g, p, &co, &chosen);
     }
-    for (int r = 0; !rc && r < 2; r++) { /* alternating, twice: the smaller median */
-        double d = run_median(s.e[0], in, s.reps, &rc);
-        double t = rc ? NAN : run_median(s.e[1], in, s.reps, &rc);
-        double c = rc ? NAN : run_median(chosen, in, s.reps, &rc);
-        out->ms_default = r ? fmin(out->ms_default, d * 1e3) : d * 1e3;
-        out->ms_tuned = r ? fmin(out->ms_tuned, t * 1e3) : t * 1e3;
-        out->ms_selected = r ? fmin(out->ms_selected, c * 1e3) : c * 1e3;
+    double ms[3];
+    if (!rc &&
+        !(rc = run_medians((te_graph_exec *[]){s.e[0], s.e[1], chosen}, 3, in, 3 * s.reps, ms))) {
+        out->ms_default = ms[0];
+        out->ms_tuned = ms[1];
+        out->ms_selected = ms[2];
     }
     te_graph_exec_free(chosen);
     for (int i = 0; in && i < nin; i++)

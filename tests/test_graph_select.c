@@ -2,11 +2,12 @@
  * the graph, recorded under the in-model key, and preferred by te_graph_compile_db; ranked
  * picks (te_graph_compile_opts.pick) and the refusals. Times come from the machine, so the
  * tests check what was recorded and chosen, never which schedule is faster. */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cmocka.h>
 
 #include <math.h>
 #include <stdio.h>

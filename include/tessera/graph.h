@@ -703,9 +703,9 @@ typedef struct te_graph_select_result {
     int recorded;   /* in-model trials recorded */
     int changed;    /* workloads whose in-model best is not their best record measured alone */
     int to_default; /* of those, the ones whose in-model best is the default schedule */
-    /* Whole-run medians (ms) after the selection, measured alternately: every group with its
-     * default schedule, with its best record measured alone, and with its in-model choice
-     * (what te_graph_compile_db now compiles). */
+    /* Whole-run medians (ms) after the selection, measured in turn (3 x reps runs each,
+     * interleaved): every group with its default schedule, with its best record measured alone, and
+     * with its in-model choice (what te_graph_compile_db now compiles). */
     double ms_default, ms_tuned, ms_selected;
 } te_graph_select_result;
 
@@ -754,6 +754,11 @@ int te_graph_exec_group_from_db(const te_graph_exec *e, int gi, const char **not
 /* Group gi's workload key (te_graph_group_expr's), owned by e; "" for a view, NULL for a bad
  * index. */
 const char *te_graph_exec_group_key(const te_graph_exec *e, int gi);
+/* The in-model key of workload `key` in a run whose kernels (views left out) have the workload
+ * keys keys[0..n) in plan order: key + ";model=" + the 16 hex digits of an FNV-1a 64 hash of
+ * those keys, each followed by a newline. Written to buf (size bytes; snprintf's truncation).
+ * Returns the length it needs, like snprintf, or TE_ERR_ARG. */
+int te_graph_context_key(int n, const char *const *keys, const char *key, char *buf, size_t size);
 /* Group gi's workload key with the run's context appended (";model=<16 hex digits>", an
  * FNV-1a hash of every kernel's key in plan order): the key of its in-model records
  * (te_graph_select_in_context), owned by e; "" for a view, NULL for a bad index. */
