@@ -230,10 +230,11 @@ static int sel_record(sel *s, te_db *db, const te_target *tgt, FILE *log,
                 best = c;
         }
         if (distinct < 2)
-            continue; /* no record: the default is the only choice */
+            continue;                 /* no record: the default is the only choice */
+        int first = same_as(s, w, 1); /* the best record alone (maybe the default's schedule) */
         res->workloads++;
-        res->changed += best != 1;
-        res->to_default += best == 0;
+        res->changed += best != first;
+        res->to_default += best == 0 && first != 0;
         const char *ctx_key = te_graph_exec_group_context_key(s->e[0], s->first[w]);
         double flops = te_graph_exec_group_flops(s->e[0], s->first[w]);
         for (int c = 0; c < s->nc; c++) {
@@ -261,7 +262,7 @@ static int sel_record(sel *s, te_db *db, const te_target *tgt, FILE *log,
                 else
                     fprintf(log, " #%d=%s", c, cand_name(same_as(s, w, c), who, sizeof who));
             fprintf(log, " ms -> %s%s\n", cand_name(best, who, sizeof who),
-                    best == 1 ? "" : " (the isolated ranking did not hold)");
+                    best == first ? "" : " (the isolated ranking did not hold)");
         }
     }
     free(x);
