@@ -25,19 +25,7 @@
 static tt_rng g_rng;
 static te_fuse_rules *g_rules;
 
-static te_fuse_target target(void)
-{
-    te_fuse_target t;
-    memset(&t, 0, sizeof t);
-    snprintf(t.name, sizeof t.name, "cpu");
-    t.cores = 2;
-    t.vector_bits = 256;
-    t.l2_bytes = 1 << 20;
-    t.peak_gflops = 100;
-    t.mem_gbps = 20;
-    t.launch_us = 2;
-    return t;
-}
+static te_fuse_target target(void) { return tt_fuse_target(1 << 20); }
 
 typedef struct check_ctx {
     te_graph *g;

@@ -20,19 +20,7 @@
 #include "tessera/graph.h"
 #include "testutil.h"
 
-static te_fuse_target target(void)
-{
-    te_fuse_target t;
-    memset(&t, 0, sizeof t);
-    snprintf(t.name, sizeof t.name, "cpu");
-    t.cores = 2;
-    t.vector_bits = 256;
-    t.l2_bytes = 1 << 20;
-    t.peak_gflops = 100;
-    t.mem_gbps = 20;
-    t.launch_us = 2;
-    return t;
-}
+static te_fuse_target target(void) { return tt_fuse_target(1 << 20); }
 
 /* A random graph of n nodes on rows of 4: matmuls by random-width constants, adds of two
  * values of one width, tanh, and with `reshapes` reshapes to the same shape (views where

@@ -1,10 +1,12 @@
 #include "testutil.h"
 
+#include "tessera/graph.h"
 #include "tessera/status.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -126,4 +128,18 @@ double tt_now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+te_fuse_target tt_fuse_target(size_t l2)
+{
+    te_fuse_target t;
+    memset(&t, 0, sizeof t);
+    snprintf(t.name, sizeof t.name, "cpu");
+    t.cores = 2;
+    t.vector_bits = 256;
+    t.l2_bytes = l2;
+    t.peak_gflops = 100;
+    t.mem_gbps = 20;
+    t.launch_us = 2;
+    return t;
 }

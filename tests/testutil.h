@@ -57,4 +57,9 @@ int tt_tmpdir_remove(const char *dir);
 /* "dir/name" in one of four static buffers that take turns (so a few can be alive at once). */
 const char *tt_path_in(const char *dir, const char *name);
 
+/* The fusion target the graph tests plan for: a 2-core CPU with 256-bit vectors, l2 bytes of
+ * L2, 100 GFLOP/s, 20 GB/s and 2 us per kernel launch (fixed facts, so plans do not depend on
+ * the machine running the test). */
+struct te_fuse_target tt_fuse_target(size_t l2);
+
 #endif
