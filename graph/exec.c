@@ -155,9 +155,9 @@ const char *te_graph_exec_group_trace(const te_graph_exec *e, int gi)
     return e && gi >= 0 && gi < e->ng ? (e->k[gi].trace ? e->k[gi].trace : "") : NULL;
 }
 
-double te_graph_exec_group_flops(const te_graph_exec *e, int gi)
+const te_graph_group_expr *te_graph_exec_group_expr(const te_graph_exec *e, int gi)
 {
-    return e && gi >= 0 && gi < e->ng ? e->k[gi].flops : 0;
+    return e && gi >= 0 && gi < e->ng && !e->k[gi].view ? &e->k[gi].ge : NULL;
 }
 
 double te_graph_exec_group_seconds(const te_graph_exec *e, int gi)

@@ -236,7 +236,16 @@ static int sel_record(sel *s, te_db *db, const te_target *tgt, FILE *log,
         res->changed += best != first;
         res->to_default += best == 0 && first != 0;
         const char *ctx_key = te_graph_exec_group_context_key(s->e[0], s->first[w]);
-        double flops = te_graph_exec_group_flops(s->e[0], s->first[w]);
+        /* FLOPs and compulsory bytes as the tuner records them for the workload. */
+        const te_graph_group_expr *ge = te_graph_exec_group_expr(s->e[0], s->first[w]);
+        double flops = te_tuner_flops(ge->n_out, ge->outs), bytes = 0;
+        for (int i = 0; i < ge->n_in + ge->n_out; i++) {
+            te_tensor *t = i < ge->n_in ? ge->ins[i] : ge->outs[i - ge->n_in];
+            double nb = (double)te_dtype_size(te_tensor_dtype(t));
+            for (int d = 0; d < te_tensor_ndim(t); d++)
+                nb *= (double)te_tensor_shape(t)[d];
+            bytes += nb;
+        }
         for (int c = 0; c < s->nc; c++) {
             if (isnan(med[c]))
                 continue;
@@ -249,7 +258,7 @@ static int sel_record(sel *s, te_db *db, const te_target *tgt, FILE *log,
                 .spread_s = sd[c],
                 .repeats = s->reps,
                 .gflops = flops > 0 ? flops / med[c] * 1e-9 : NAN,
-                .bytes = NAN,
+                .bytes = bytes,
             };
         }
         if (log) {

@@ -766,9 +766,9 @@ const char *te_graph_exec_group_context_key(const te_graph_exec *e, int gi);
 /* The trace of group gi's schedule (te_schedule_trace: replayable on its expression), owned by
  * e; "" for a view, NULL for a bad index. */
 const char *te_graph_exec_group_trace(const te_graph_exec *e, int gi);
-/* Floating-point operations of one run of group gi's kernel (te_graph_node_flops summed over
- * its nodes); 0 for a view or a bad index. */
-double te_graph_exec_group_flops(const te_graph_exec *e, int gi);
+/* Group gi's expression (te_graph_group_expr_build; its tensors live as long as e), owned by
+ * e; NULL for a view or a bad index. */
+const te_graph_group_expr *te_graph_exec_group_expr(const te_graph_exec *e, int gi);
 /* Seconds group gi's kernel took in the last run (0 before one, for a view, or for a bad
  * index). */
 double te_graph_exec_group_seconds(const te_graph_exec *e, int gi);
