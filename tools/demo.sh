@@ -7,7 +7,8 @@
 #   2. tessera import   -> the graph of library operators       demo/encoder.graph (+ weights)
 #   3. tessera fuse     -> the fusion plan: groups, why, memory
 #   4. tessera tune     -> the fused groups tuned as one task list into an on-disk SQLite
-#                          database                             demo/tessera.db
+#                          database, then the best few of each timed inside whole runs of
+#                          the model (in-model selection)      demo/tessera.db
 #   5. tessera run      -> compiled from the database, checked against the float64 reference
 #                          of the unfused graph, outputs as .npy  demo/out/y.npy
 #   6. tessera gen      -> the fused kernels as standalone C plus a runner; the runner is
@@ -42,7 +43,7 @@ step "tessera fuse --optimize encoder.graph   (the plan; tessera run/tune/gen fu
 step "tessera tune encoder.onnx --trials $trials --batch 8 --db tessera.db"
 # Progress on stderr; the report (every task's best schedule as a trace and as C) in tune.log.
 "$tessera" tune encoder.onnx --trials "$trials" --batch 8 --db tessera.db >tune.log
-grep -E '^(graph_|  best)' tune.log | head -24 || true
+grep -E '^(graph_|  best|best:|in-model selection)' tune.log | head -40 || true
 echo "(the full report with the best schedules: demo/tune.log)"
 
 step "tessera run encoder.onnx --db tessera.db --check --output-dir out"
