@@ -536,18 +536,29 @@ static int dynamic_quantize(ox_ctx *c, const Onnx__NodeProto *n)
     return TE_OK;
 }
 
-/* A 1x1 ConvInteger (stride 1, no padding, one group) with a constant w as a matmul over the
- * pixels: x [N, C, H, W] transposed to NHWC rows [N H W, C], matmul_integer_zp by B [C, OC] =
- * w's bytes transposed with x's zero point and w's (per tensor or per output channel) as
- * constants, back to [N, OC, H, W]: the same integers as the conv (no padding to stand for x's
- * zero point), in the form te_graph_lower_int8 puts on the int8 dot products. wz: the zero
- * point per tensor, or zv (per output channel) when not NULL. The output value or a status. */
+/* A 1x1 ConvInteger (no padding, one group) with a constant w as a matmul over the
+ * pixels (any stride: x sliced first): x [N, C, H, W] transposed to NHWC rows [N H W, C],
+ * matmul_integer_zp by B [C, OC] = w's bytes transposed with x's zero point and w's (per tensor or
+ * per output channel) as constants, back to [N, OC, H, W]: the same integers as the conv (no
+ * padding to stand for x's zero point), in the form te_graph_lower_int8 puts on the int8 dot
+ * products. wz: the zero point per tensor, or zv (per output channel) when not NULL. The output
+ * value or a status. */
 static int conv1x1_as_matmul(ox_ctx *c, const Onnx__NodeProto *n, int x, te_dtype dx, int32_t xz,
                              const ox_val *wv, int wg, te_dtype dw, int32_t wz, const ox_val *zv,
-                             const char *suffix)
+                             int64_t stride, const char *suffix)
 {
     const int64_t *xs = te_graph_value_shape(c->g, x);
     int64_t nb = xs[0], ch = xs[1], h = xs[2], w = xs[3];
+    if (stride > 1) { /* the pixels a strided 1x1 kernel reads: every stride-th row and column */
+        char sl[128];
+        snprintf(sl, sizeof sl,
+                 "axes=2:3,starts=0:0,ends=%" PRId64 ":%" PRId64 ",steps=%" PRId64 ":%" PRId64, h,
+                 w, stride, stride);
+        x = ox_gnode(c, n, "slice", sl, 1, &x, "x_strided");
+        if (x < 0)
+            return x;
+        h = (h - 1) / stride + 1, w = (w - 1) / stride + 1;
+    }
     int64_t oc = te_graph_value_shape(c->g, wg)[0];
     const void *wd = wv->kind == OX_CONST ? NULL : te_graph_value_data(c->g, wg);
     uint8_t *bt = malloc((size_t)(ch * oc > 0 ? ch * oc : 1));
@@ -614,9 +625,12 @@ static int conv_acc(ox_ctx *c, const Onnx__NodeProto *n, size_t xi, size_t wi, s
     ox_val *wv = ox_in(c, n, wi);
     bool wconst = wv->kind == OX_CONST || (te_graph_value_kind_of(c->g, w) == TE_GRAPH_CONST &&
                                            te_graph_value_data(c->g, w));
+    long long st1 = 0, pad1 = -1, dil1 = 0, grp1 = 0; /* ox_conv_attrs' attributes */
     if (wconst && ws[2] == 1 && ws[3] == 1 && te_graph_value_ndim(c->g, x) == 4 &&
-        !strcmp(at, "stride=1,pad=0,dilation=1,groups=1"))
-        return conv1x1_as_matmul(c, n, x, dx, xz, wv, w, dw, wz, *wzv_out, suffix);
+        sscanf(at, "stride=%lld,pad=%lld,dilation=%lld,groups=%lld", &st1, &pad1, &dil1, &grp1) ==
+            4 &&
+        pad1 == 0 && grp1 == 1 && st1 >= 1)
+        return conv1x1_as_matmul(c, n, x, dx, xz, wv, w, dw, wz, *wzv_out, st1, suffix);
     int xs = ox_gnode(c, n, "cast", "to=i32", 1, &x, "x_i32");
     if (xs >= 0 && xz) {
         int k = const_one(c, n, "x_zero", TE_I32, xz);

@@ -756,7 +756,8 @@ for rep in range(4):
 
 # Issue 13: 1x1 convolutions with constant weights go through the int8 matmul path (NHWC rows,
 # matmul_integer_zp, lowered onto the VNNI dot products where channels allow: c % 4 == 0, oc
-# % 32 == 0); 3x3 ones with strides and padding stay conv2d. Per-channel w_scale, groups 1.
+# % 32 == 0; strided ones sliced first); 3x3 ones with strides and padding stay conv2d.
+# Per-channel w_scale, groups 1.
 for rep in range(3):
     cin, cout = [(8, 32), (16, 64), (12, 40)][rep]
     hw = int(rng.integers(3, 7))
@@ -766,7 +767,7 @@ for rep in range(3):
          [("x", x)], ["y"],
          [init("w", qrand(np.uint8, cout, cin, 1, 1)), init("xz", np.uint8(rng.integers(0, 256))),
           init("wz", np.uint8(rng.integers(0, 256)))], out_types={"y": TensorProto.INT32})
-    for kh, st, pad in ((1, 1, 0), (3, 1 + rep % 2, 1)):
+    for kh, st, pad in ((1, 1, 0), (1, 2, 0), (3, 1 + rep % 2, 1)):
         ws = svec(cout)
         wq = qrand(np.int8, cout, cin, kh, kh)
         xs = np.float32(rng.uniform(0.002, 0.05))
