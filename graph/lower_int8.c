@@ -189,6 +189,189 @@ out:
     return rc;
 }
 
+/* ---- matmul_integer_zp: zero points as tensors (per column, or computed at run time) ------- */
+
+static int vec_const(te_graph *g, const char *base, const char *suffix, te_dtype dtype, int64_t n,
+                     const void *data);
+
+/* What a matmul_integer_zp candidate needs: B and Zb constants, Za a constant or a computed
+ * value with one element (DynamicQuantizeLinear's). */
+typedef struct zcand {
+    int node, a, b, za_v, out;
+    int64_t m, k, n, nb;
+    bool shift_a, za_const;
+    int32_t za;  /* za' (shifted for i8 A) when constant */
+    int32_t *zb; /* zb'[j] (shifted for u8 B), n of them */
+} zcand;
+
+/* Element i (0 for a one-element tensor) of a u8 / i8 constant as an integer. */
+static int32_t byte_at(const te__gvalue *v, int64_t i)
+{
+    int64_t j = v->shape[0] == 1 ? 0 : i;
+    return v->dtype == TE_U8 ? ((const uint8_t *)v->data)[j] : ((const int8_t *)v->data)[j];
+}
+
+/* Checks matmul_integer_zp node nd; NULL when it can be rewritten (c->zb then allocated), "" when
+ * it is not such a node, else why not. */
+static const char *check_zp(te_graph *g, int nd, zcand *c)
+{
+    te__gnode *n = &g->n[nd];
+    if (strcmp(n->op->name, "matmul_integer_zp") || n->n_in != 4)
+        return "";
+    c->node = nd, c->a = n->in[0], c->b = n->in[1], c->za_v = n->in[2], c->out = n->out[0];
+    const te__gvalue *A = &g->v[c->a], *B = &g->v[c->b], *Za = &g->v[n->in[2]],
+                     *Zb = &g->v[n->in[3]];
+    if (B->kind != TE_GRAPH_CONST || !B->data)
+        return "B is not a constant (its packing would cost a pass per run)";
+    if (Zb->kind != TE_GRAPH_CONST || !Zb->data)
+        return "B's zero point is computed (the column correction is folded from constants)";
+    if (A->ndim != 2 || B->ndim != 2 || Za->ndim != 1 || Zb->ndim != 1)
+        return "not a 2-D product";
+    c->m = A->shape[0], c->k = A->shape[1], c->n = B->shape[1];
+    if (Za->shape[0] != 1)
+        return "A's zero point is per row";
+    if (c->k % 4)
+        return "k is not a multiple of 4 (the dot products take 4 bytes per column)";
+    c->nb = c->n % 32 == 0 ? 32 : 0;
+    if (!c->nb)
+        return "n is not a multiple of 32 (the tiles' width)";
+    /* |rowsum(A')| <= 255 k and |zb'| <= 256; za' <= 255 times |k zb' - colsum(B')| <= 384 k. */
+    if (c->k > 21000)
+        return "k is above 21000 (the zero-point terms could leave i32)";
+    c->shift_a = A->dtype == TE_I8;
+    c->za_const = Za->kind == TE_GRAPH_CONST && Za->data;
+    if (c->za_const)
+        c->za = byte_at(Za, 0) + (c->shift_a ? 128 : 0);
+    c->zb = malloc(sizeof *c->zb * (size_t)c->n);
+    if (!c->zb)
+        return "out of memory";
+    for (int64_t j = 0; j < c->n; j++)
+        c->zb[j] = byte_at(Zb, j) - (B->dtype == TE_U8 ? 128 : 0);
+    return NULL;
+}
+
+/* Appends the rewrite of zp candidate c:
+ *
+ *     acc = matmul_vnni(A', Bp)
+ *     acc = sub(acc, mul(sum(i32(A'), axis=-1), zb'[1, n]))      when some zb'[j] != 0
+ *     acc = add(acc, za' v)    v[j] = k zb'[j] - colsum(B')[j]   (a constant when za is one)
+ *
+ * Returns the new output value or a status. */
+static int build_zp(te_graph *g, const zcand *c, const char *base)
+{
+    const te__gvalue *B = &g->v[c->b];
+    int8_t *bp = malloc((size_t)(c->k * c->n));
+    int32_t *v = malloc(sizeof *v * (size_t)c->n);
+    int rc = 0;
+    if (!bp || !v) {
+        rc = te__graph_error(g, TE_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    const uint8_t *b = B->data;
+    int64_t ko = c->k / 4;
+    for (int64_t j = 0; j < c->n; j++) {
+        int64_t sum = 0;
+        for (int64_t r = 0; r < c->k; r++) {
+            int x = B->dtype == TE_U8 ? b[r * c->n + j] - 128 : (int8_t)b[r * c->n + j];
+            sum += x;
+            bp[(((j / c->nb) * ko + r / 4) * c->nb + j % c->nb) * 4 + r % 4] = (int8_t)x;
+        }
+        v[j] = (int32_t)(c->k * (int64_t)c->zb[j] - sum);
+    }
+    char nm[TE__G_NAME + 8];
+    snprintf(nm, sizeof nm, "%.30s_vnni", B->name);
+    int64_t ps[4] = {c->n / c->nb, c->k / 4, c->nb, 4};
+    int bpid = add_raw_const(g, nm, TE_I8, 4, ps, bp);
+    if (bpid < 0) {
+        rc = bpid;
+        goto out;
+    }
+    int a = c->a;
+    if (c->shift_a) { /* i8 -> u8: a + 128 */
+        int ai = te__graph_add_node(g, "cast", "to=i32", 1, &a, base, "a_i32");
+        int32_t k128 = 128;
+        int cid = ai < 0 ? ai : vec_const(g, base, "128", TE_I32, 1, &k128);
+        int as = cid < 0 ? cid : te__graph_add_node(g, "add", "", 2, (int[]){ai, cid}, base, "a_s");
+        a = as < 0 ? as : te__graph_add_node(g, "cast", "to=u8", 1, &as, base, "a_u8");
+        if (a < 0) {
+            rc = a;
+            goto out;
+        }
+    }
+    int t = te__graph_add_node(g, "matmul_vnni", "", 2, (int[]){a, bpid}, base, "acc");
+    bool anyzb = false;
+    for (int64_t j = 0; j < c->n; j++)
+        anyzb = anyzb || c->zb[j] != 0;
+    if (t >= 0 && anyzb) { /* - rowsum(A') zb'[j] */
+        int ai = te__graph_add_node(g, "cast", "to=i32", 1, &a, base, "a_rows_i32");
+        int rs = ai < 0
+                     ? ai
+                     : te__graph_add_node(g, "sum", "axis=-1,keepdims=1", 1, &ai, base, "a_rows");
+        snprintf(nm, sizeof nm, "%.30s_zb", base);
+        int zid = rs < 0 ? rs : add_raw_const(g, nm, TE_I32, 2, (int64_t[]){1, c->n}, c->zb);
+        int rz = zid < 0 ? zid : te__graph_add_node(g, "mul", "", 2, (int[]){rs, zid}, base, "rz");
+        t = rz < 0 ? rz : te__graph_add_node(g, "sub", "", 2, (int[]){t, rz}, base, "acc_z");
+    }
+    if (t >= 0 && c->za_const) { /* + za' v[j], folded */
+        bool any = false;
+        for (int64_t j = 0; j < c->n; j++) {
+            v[j] *= c->za;
+            any = any || v[j] != 0;
+        }
+        int cid = !any ? 0 : vec_const(g, base, "corr", TE_I32, c->n, v);
+        t = !any || cid < 0 ? (any ? cid : t)
+                            : te__graph_add_node(g, "add", "", 2, (int[]){t, cid}, base, "acc_c");
+    } else if (t >= 0) { /* + za' v[j] with za computed: [1] x [n] */
+        int zi = te__graph_add_node(g, "cast", "to=i32", 1, &c->za_v, base, "za_i32");
+        if (zi >= 0 && c->shift_a) {
+            int32_t k128 = 128;
+            int cid = vec_const(g, base, "za128", TE_I32, 1, &k128);
+            zi =
+                cid < 0 ? cid : te__graph_add_node(g, "add", "", 2, (int[]){zi, cid}, base, "za_s");
+        }
+        int vid = zi < 0 ? zi : vec_const(g, base, "colv", TE_I32, c->n, v);
+        int cz =
+            vid < 0 ? vid : te__graph_add_node(g, "mul", "", 2, (int[]){zi, vid}, base, "corr");
+        t = cz < 0 ? cz : te__graph_add_node(g, "add", "", 2, (int[]){t, cz}, base, "acc_c");
+    }
+    rc = t;
+out:
+    free(bp), free(v);
+    return rc;
+}
+
+/* Rewrites matmul_integer_zp node nd when it can; 1 when rewritten, 0 when not, <0 on error. */
+static int lower_zp_one(te_graph *g, int nd, bool ok, FILE *log)
+{
+    zcand c = {0};
+    const char *why = check_zp(g, nd, &c);
+    if (why && !*why)
+        return 0;
+    char base[TE__G_NAME];
+    snprintf(base, sizeof base, "%s", g->v[c.out].name);
+    if (!why && !ok)
+        why = "the target has no int8 dot product (AVX-512 VNNI or AMX)";
+    if (why) {
+        if (log)
+            fprintf(log, "lower_int8: %s (matmul_integer_zp) left as it is: %s\n", base, why);
+        free(c.zb);
+        return 0;
+    }
+    int first_new = g->nn;
+    int out = build_zp(g, &c, base);
+    int rc = out < 0 ? out : te__graph_take_place(g, c.out, out, first_new, nd, "int");
+    if (!rc && log)
+        fprintf(log,
+                "lower_int8: %s (matmul_integer_zp %lldx%lldx%lld) -> matmul_vnni on B packed "
+                "once [%lld, %lld, %lld, 4] s8%s, per-column zero points folded, A's zero point "
+                "%s\n",
+                base, (long long)c.m, (long long)c.k, (long long)c.n, (long long)(c.n / c.nb),
+                (long long)(c.k / 4), (long long)c.nb, c.shift_a ? ", A shifted to u8" : "",
+                c.za_const ? "folded" : "computed: times the column sums at run time");
+    free(c.zb);
+    return rc ? rc : 1;
+}
+
 int te_graph_lower_int8(te_graph *g, const te_target *tgt, FILE *log, int *rewritten)
 {
     if (!g || !tgt)
@@ -198,6 +381,16 @@ int te_graph_lower_int8(te_graph *g, const te_target *tgt, FILE *log, int *rewri
     bool ok = te_graph_int8_supported(tgt);
     int count = 0, rc = TE_OK;
     for (int nd = 0; nd < g->nn && !rc; nd++) {
+        int before = g->nn, z = lower_zp_one(g, nd, ok, log);
+        if (z < 0) {
+            rc = z;
+            break;
+        }
+        if (z > 0) {
+            nd += g->nn - before; /* past the new nodes */
+            count++;
+            continue;
+        }
         cand c = {0};
         const char *why = check(g, nd, &c);
         if (why && !*why)

@@ -536,6 +536,64 @@ static int dynamic_quantize(ox_ctx *c, const Onnx__NodeProto *n)
     return TE_OK;
 }
 
+/* A 1x1 ConvInteger (no padding, one group) with a constant w as a matmul over the
+ * pixels (any stride: x sliced first): x [N, C, H, W] transposed to NHWC rows [N H W, C],
+ * matmul_integer_zp by B [C, OC] = w's bytes transposed with x's zero point and w's (per tensor or
+ * per output channel) as constants, back to [N, OC, H, W]: the same integers as the conv (no
+ * padding to stand for x's zero point), in the form te_graph_lower_int8 puts on the int8 dot
+ * products. wz: the zero point per tensor, or zv (per output channel) when not NULL. The output
+ * value or a status. */
+static int conv1x1_as_matmul(ox_ctx *c, const Onnx__NodeProto *n, int x, te_dtype dx, int32_t xz,
+                             const ox_val *wv, int wg, te_dtype dw, int32_t wz, const ox_val *zv,
+                             int64_t stride, const char *suffix)
+{
+    const int64_t *xs = te_graph_value_shape(c->g, x);
+    int64_t nb = xs[0], ch = xs[1], h = xs[2], w = xs[3];
+    if (stride > 1) { /* the pixels a strided 1x1 kernel reads: every stride-th row and column */
+        char sl[128];
+        snprintf(sl, sizeof sl,
+                 "axes=2:3,starts=0:0,ends=%" PRId64 ":%" PRId64 ",steps=%" PRId64 ":%" PRId64, h,
+                 w, stride, stride);
+        x = ox_gnode(c, n, "slice", sl, 1, &x, "x_strided");
+        if (x < 0)
+            return x;
+        h = (h - 1) / stride + 1, w = (w - 1) / stride + 1;
+    }
+    int64_t oc = te_graph_value_shape(c->g, wg)[0];
+    const void *wd = wv->kind == OX_CONST ? NULL : te_graph_value_data(c->g, wg);
+    uint8_t *bt = malloc((size_t)(ch * oc > 0 ? ch * oc : 1));
+    double *zb = malloc(sizeof *zb * (size_t)(oc > 0 ? oc : 1));
+    if (!bt || !zb) {
+        free(bt), free(zb);
+        return ox_nfail(c, n, TE_ERR_NOMEM, "out of memory");
+    }
+    for (int64_t o = 0; o < oc; o++) {
+        zb[o] = zv ? zv->d[o] : wz;
+        for (int64_t i = 0; i < ch; i++)
+            bt[i * oc + o] =
+                wd ? ((const uint8_t *)wd)[o * ch + i] : (uint8_t)(int32_t)wv->d[o * ch + i];
+    }
+    char raw[64], nm[64];
+    snprintf(raw, sizeof raw, "%.40s_cols", te_graph_value_name(c->g, wg));
+    ox_graph_name(c, raw, nm, sizeof nm);
+    int b = te_graph_const(c->g, nm, dw, 2, (int64_t[]){ch, oc}, bt);
+    free(bt);
+    if (b < 0) {
+        free(zb);
+        return ox_nfail(c, n, b, "%s", te_graph_errmsg(c->g));
+    }
+    int zbg = const_vec(c, n, "w_zero", dw, oc, zb);
+    free(zb);
+    int zag = zbg < 0 ? zbg : const_one(c, n, "x_zero", dx, xz);
+    int xt = zag < 0 ? zag : ox_gnode(c, n, "transpose", "perm=0:2:3:1", 1, &x, "x_nhwc");
+    int xr = xt < 0 ? xt : ox_reshape(c, n, xt, 2, (int64_t[]){nb * h * w, ch}, "x_rows");
+    int mm =
+        xr < 0 ? xr
+               : ox_gnode(c, n, "matmul_integer_zp", NULL, 4, (int[]){xr, b, zag, zbg}, "acc_rows");
+    int y4 = mm < 0 ? mm : ox_reshape(c, n, mm, 4, (int64_t[]){nb, h, w, oc}, "acc_nhwc");
+    return y4 < 0 ? y4 : ox_gnode(c, n, "transpose", "perm=0:3:1:2", 1, &y4, suffix);
+}
+
 /* ConvInteger / QLinearConv's accumulator: conv2d of i32(x) - x_zero and i32(w) - w_zero[oc]
  * (w a constant: shifted once here; a graph value: per-tensor zero only), in i32, the padding
  * zeros being x's zero point as onnxruntime pads. xi, wi, xzi, wzi: the inputs' positions;
@@ -564,6 +622,15 @@ static int conv_acc(ox_ctx *c, const Onnx__NodeProto *n, size_t xi, size_t wi, s
         return c->rc;
     *wzg_out = wzg;
     *wzv_out = wzg >= 0 ? ox_in(c, n, wzi) : NULL;
+    ox_val *wv = ox_in(c, n, wi);
+    bool wconst = wv->kind == OX_CONST || (te_graph_value_kind_of(c->g, w) == TE_GRAPH_CONST &&
+                                           te_graph_value_data(c->g, w));
+    long long st1 = 0, pad1 = -1, dil1 = 0, grp1 = 0; /* ox_conv_attrs' attributes */
+    if (wconst && ws[2] == 1 && ws[3] == 1 && te_graph_value_ndim(c->g, x) == 4 &&
+        sscanf(at, "stride=%lld,pad=%lld,dilation=%lld,groups=%lld", &st1, &pad1, &dil1, &grp1) ==
+            4 &&
+        pad1 == 0 && grp1 == 1 && st1 >= 1)
+        return conv1x1_as_matmul(c, n, x, dx, xz, wv, w, dw, wz, *wzv_out, st1, suffix);
     int xs = ox_gnode(c, n, "cast", "to=i32", 1, &x, "x_i32");
     if (xs >= 0 && xz) {
         int k = const_one(c, n, "x_zero", TE_I32, xz);
@@ -571,7 +638,6 @@ static int conv_acc(ox_ctx *c, const Onnx__NodeProto *n, size_t xi, size_t wi, s
     }
     if (xs < 0)
         return xs;
-    ox_val *wv = ox_in(c, n, wi);
     int w32;
     if (wv->kind == OX_CONST) {
         const ox_val *zv = ox_in(c, n, wzi);

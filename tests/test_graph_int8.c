@@ -310,6 +310,152 @@ static void test_qdq_per_column_weights_fuse_onto_integer_matmuls(void **state)
     }
 }
 
+/* Counts nodes of g applying op. */
+static int count_op(te_graph *g, const char *op)
+{
+    int n = 0;
+    for (int i = 0; i < te_graph_node_count(g); i++)
+        n += !strcmp(te_graph_node_op(g, i), op);
+    return n;
+}
+
+/* x -> matmul_integer_zp(x, W, Za, Zb) with W and the per-column Zb constants, Za a constant or
+ * (za_in) a graph input [1]. */
+static te_graph *build_zp(te_dtype da, te_dtype db, int64_t m, int64_t k, int64_t n,
+                          const uint8_t *w, const uint8_t *zb, uint8_t za, int za_in)
+{
+    te_graph *g = te_graph_create();
+    int x = te_graph_input(g, "x", da, 2, (int64_t[]){m, k});
+    int zav = za_in ? te_graph_input(g, "za", da, 1, (int64_t[]){1})
+                    : te_graph_const(g, "za", da, 1, (int64_t[]){1}, &za);
+    int wv = te_graph_const(g, "w", db, 2, (int64_t[]){k, n}, w);
+    int zbv = te_graph_const(g, "zb", db, 1, (int64_t[]){n}, zb);
+    te_graph_output(g, te_graph_node(g, "matmul_integer_zp", "", 4, (int[]){x, wv, zav, zbv}, "y"));
+    if (te_graph_errcode(g))
+        fail_msg("%s", te_graph_errmsg(g));
+    return g;
+}
+
+/* Fuses, compiles for the host and runs g on its inputs; the output's bytes into out. */
+static void run_inputs(te_graph *g, const void *const *in, void *out)
+{
+    te_fuse_target t;
+    te_fuse_target_host(&t);
+    te_fuse_plan *p = te_graph_fuse(g, NULL, &t);
+    te_graph_exec *e = NULL;
+    if (!p || te_graph_compile(g, p, NULL, &e) || te_graph_run(e, in, (void *[]){out}))
+        fail_msg("%s", te_graph_errmsg(g));
+    te_graph_exec_free(e);
+    te_fuse_plan_free(p);
+}
+
+static void test_matmul_integer_zp_lowered_onto_vnni_gives_the_same_integers(void **state)
+{
+    (void)state;
+    te_target t = vnni_target();
+    const struct {
+        te_dtype da, db;
+        int za_in;
+        int64_t m, k, n;
+    } cases[] = {{TE_U8, TE_I8, 0, 9, 64, 64},
+                 {TE_U8, TE_U8, 1, 6, 32, 96},
+                 {TE_I8, TE_I8, 1, 5, 48, 32},
+                 {TE_I8, TE_U8, 0, 7, 128, 64}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int64_t m = cases[c].m, k = cases[c].k, n = cases[c].n;
+        uint8_t *x = malloc((size_t)(m * k)), *w = malloc((size_t)(k * n)), *zb = malloc((size_t)n);
+        for (int64_t i = 0; i < m * k; i++)
+            x[i] = (uint8_t)tt_rng_int(&g_rng, 256);
+        for (int64_t i = 0; i < k * n; i++)
+            w[i] = (uint8_t)tt_rng_int(&g_rng, 256);
+        for (int64_t j = 0; j < n; j++)
+            zb[j] = (uint8_t)tt_rng_int(&g_rng, 256);
+        uint8_t za = (uint8_t)tt_rng_int(&g_rng, 256);
+        te_graph *g0 = build_zp(cases[c].da, cases[c].db, m, k, n, w, zb, za, cases[c].za_in);
+        te_graph *g1 = build_zp(cases[c].da, cases[c].db, m, k, n, w, zb, za, cases[c].za_in);
+        char log[1024] = "";
+        FILE *lf = fmemopen(log, sizeof log - 1, "w");
+        int nrw = -1;
+        assert_int_equal(te_graph_lower_int8(g1, &t, lf, &nrw), TE_OK);
+        fclose(lf);
+        if (nrw != 1)
+            fail_msg("case %zu not rewritten: %s", c, log);
+        if (c == 1)
+            print_message("%s", log);
+        assert_non_null(strstr(log, "per-column zero points folded"));
+        assert_int_equal(count_op(g1, "matmul_integer_zp"), 0);
+        assert_int_equal(count_op(g1, "matmul_vnni"), 1);
+        assert_true(te_graph_find(g1, "y") >= 0);
+        size_t ny = (size_t)(m * n);
+        int32_t *y0 = malloc(ny * 4), *y1 = malloc(ny * 4);
+        memset(y0, 0xa5, ny * 4), memset(y1, 0x5a, ny * 4);
+        const void *in[2] = {x, &za};
+        run_inputs(g0, in, y0);
+        run_inputs(g1, in, y1);
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+                int32_t want = 0;
+                for (int64_t r = 0; r < k; r++) {
+                    int32_t a = cases[c].da == TE_I8 ? (int8_t)x[i * k + r] : x[i * k + r];
+                    int32_t b = cases[c].db == TE_I8 ? (int8_t)w[r * n + j] : w[r * n + j];
+                    int32_t a0 = cases[c].da == TE_I8 ? (int8_t)za : za;
+                    int32_t b0 = cases[c].db == TE_I8 ? (int8_t)zb[j] : zb[j];
+                    want += (a - a0) * (b - b0);
+                }
+                int64_t e = i * n + j;
+                if (y0[e] != want || y1[e] != want)
+                    fail_msg("case %zu element [%lld, %lld]: lowered %d, unlowered %d, want %d", c,
+                             (long long)i, (long long)j, y1[e], y0[e], want);
+            }
+        te_graph_free(g0), te_graph_free(g1);
+        free(x), free(w), free(zb), free(y0), free(y1);
+    }
+}
+
+/* quantize_static(per_channel=True) with weight zero points: fuse_qdq makes a matmul_integer_zp
+ * (+ requantize_axis), the int8 lowering puts it on matmul_vnni; the bytes stay onnxruntime's. */
+static void test_qdq_per_column_zero_points_lowered_after_fuse_qdq(void **state)
+{
+    (void)state;
+    te_target t = vnni_target();
+    int64_t m = 6, k = 32, n = 64;
+    float *x = malloc(sizeof(float) * (size_t)(m * k)), *sw = malloc(sizeof(float) * (size_t)n);
+    int8_t *w = malloc((size_t)(k * n)), *zw = malloc((size_t)n);
+    uint8_t *xq = malloc((size_t)(m * k)), *y = malloc((size_t)(m * n));
+    for (int64_t i = 0; i < m * k; i++) {
+        int v = (int)tt_rng_int(&g_rng, 256);
+        xq[i] = (uint8_t)v;
+        x[i] = (float)(v - 120) * 0.03125f;
+    }
+    for (int64_t i = 0; i < k * n; i++)
+        w[i] = (int8_t)((int)tt_rng_int(&g_rng, 256) - 128);
+    for (int64_t j = 0; j < n; j++) {
+        sw[j] = 0.001f * (float)(1 + tt_rng_int(&g_rng, 20));
+        zw[j] = (int8_t)((int)tt_rng_int(&g_rng, 21) - 10);
+    }
+    te_graph *g = build_qdq_per_column(m, k, n, w, sw, zw, 0, 1);
+    int fused = -1, nrw = -1;
+    assert_int_equal(te_graph_fuse_qdq(g, NULL, &fused), TE_OK);
+    assert_int_equal(fused, 1);
+    assert_int_equal(count_op(g, "matmul_integer_zp"), 1);
+    assert_int_equal(te_graph_lower_int8(g, &t, NULL, &nrw), TE_OK);
+    assert_int_equal(nrw, 1);
+    assert_int_equal(count_op(g, "matmul_integer_zp"), 0);
+    assert_int_equal(count_op(g, "matmul"), 0);
+    assert_int_equal(count_op(g, "matmul_vnni"), 1);
+    assert_int_equal(count_op(g, "requantize_axis"), 1);
+    run(g, x, y, 0);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double want = per_column_want(m, k, n, xq, w, sw, zw, 0, 1, i, j);
+            if ((double)y[i * n + j] != want)
+                fail_msg("element [%lld, %lld]: %d, want %.9g", (long long)i, (long long)j,
+                         y[i * n + j], want);
+        }
+    te_graph_free(g);
+    free(x), free(sw), free(w), free(zw), free(xq), free(y);
+}
+
 int main(void)
 {
     tt_rng_seed(&g_rng, tt_seed(8));
@@ -317,6 +463,8 @@ int main(void)
         cmocka_unit_test(test_lowered_int8_matmuls_give_the_same_integers),
         cmocka_unit_test(test_lowering_refusals_say_why),
         cmocka_unit_test(test_qdq_per_column_weights_fuse_onto_integer_matmuls),
+        cmocka_unit_test(test_matmul_integer_zp_lowered_onto_vnni_gives_the_same_integers),
+        cmocka_unit_test(test_qdq_per_column_zero_points_lowered_after_fuse_qdq),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1318,6 +1318,31 @@ static void test_quantized_conv_and_dynamic_quantize_import_and_refuse_bad_param
     import_fails(write_model("convint_wz_input_w.onnx", 0), NULL,
                  "node 'ci' (ConvInteger): w_zero_point 'wz' is per output channel but w 'w' is "
                  "not a constant");
+    /* A 1x1 ConvInteger with a constant w: imported as a matmul_integer_zp over NHWC rows (the
+     * int8 lowering's form), no conv2d left; a 3x3 one stays conv2d. */
+    {
+        static int8_t cw1[4 * 8 * 9]; /* room for both kernels */
+        for (size_t i = 0; i < sizeof cw1; i++)
+            cw1[i] = (int8_t)irand(-128, 127);
+        for (int kk = 1; kk <= 3; kk += 2) {
+            om_reset(&M);
+            M.ins[M.nin++] = om_vinfo("x", 4, (int64_t[]){1, 8, 4, 4}, NULL);
+            set_elem(M.ins[0], U8T);
+            M.outs[M.nout++] = om_vinfo("y", 4, (int64_t[]){1, kk == 1 ? 32 : 4, 4, 4}, NULL);
+            set_elem(M.outs[0], ONNX__TENSOR_PROTO__DATA_TYPE__INT32);
+            M.inits[M.ni++] = kk == 1 ? tensor_raw("w", I8T, 4, (int64_t[]){32, 8, 1, 1}, cw1, 1)
+                                      : tensor_raw("w", I8T, 4, (int64_t[]){4, 8, 3, 3}, cw1, 1);
+            M.inits[M.ni++] = tensor_raw("xz", U8T, 0, NULL, (uint8_t[]){120}, 1);
+            M.inits[M.ni++] = tensor_raw("wz", I8T, 0, NULL, (int8_t[]){3}, 1);
+            om_node(&M, "ConvInteger", "ci", "x,w,xz,wz", "y",
+                    kk == 1 ? NULL : om_attr_ints("pads", 4, (int64_t[]){1, 1, 1, 1}), NULL);
+            g = import_ok(write_model("convint_1x1.onnx", 0), NULL);
+            assert_int_equal(count_op(g, "matmul_integer_zp"), kk == 1 ? 1 : 0);
+            assert_int_equal(count_op(g, "conv2d"), kk == 1 ? 0 : 1);
+            assert_true(te_graph_find(g, "y") >= 0);
+            te_graph_free(g);
+        }
+    }
     /* DynamicQuantizeLinear of a float input, and of a uint8 one */
     om_reset(&M);
     M.ins[M.nin++] = om_vinfo("x", 2, (int64_t[]){2, 3}, NULL);

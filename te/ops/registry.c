@@ -327,6 +327,107 @@ QUANT_EW(quantize_linear)
 QUANT_EW(dequantize_linear)
 QUANT_EW(requantize)
 
+/* Per-axis quantization (te/ops/quant.c) over X[m, n] along `axis`: the scales (multipliers)
+ * are a small stage of their own, S[c] = 2^-shift for even c and 2^-(shift + 1) for odd c, so
+ * that they differ along the axis and are powers of two (a division or product by them is exact
+ * in f32 and in the float64 reference, which keeps the checker's integer comparison exact). The
+ * zero points (key zero_point=1) are an input tensor of the quantized dtype along the axis. */
+static te_tensor *axis_scales(te_ctx *ctx, int64_t c, int shift, const char *name)
+{
+    te_expr *i = te_axis(ctx, "c", c);
+    te_expr *odd = te_eq(ctx, te_floormod(ctx, i, te_int(ctx, 2)), te_int(ctx, 1));
+    te_expr *v =
+        te_select(ctx, odd, te_f32(ctx, ldexp(1.0, -(shift + 1))), te_f32(ctx, ldexp(1.0, -shift)));
+    return te_compute(ctx, name, 1, &i, v);
+}
+
+static int build_quant_axis(const char *nm, BUILD_ARGS)
+{
+    BUILD_BEGIN(nm)
+    int64_t m = I(op, &r, "m"), n = I(op, &r, "n"), shift = I(op, &r, "shift");
+    int axis = (int)I(op, &r, "axis");
+    if (shift < 0 || shift > 29)
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "%s: key 'shift' is %lld, not in [0, 29]", nm,
+                                (long long)shift);
+    if (axis < -2 || axis > 1)
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "%s: key 'axis' is %d, not in [-2, 1] (X is 2-D)",
+                                nm, axis);
+    const char *qt = S(op, &r, "qtype");
+    te_dtype q = !strcmp(qt, "i8") ? TE_I8 : !strcmp(qt, "i32") ? TE_I32 : TE_U8;
+    int64_t c = axis == 0 || axis == -2 ? m : n;
+    bool has_z = !strcmp(nm, "requantize_axis") ? false : I(op, &r, "zero_point") != 0;
+    if (q == TE_I32 && strcmp(nm, "dequantize_axis"))
+        return te_ctx_set_error(ctx, TE_ERR_ARG, "%s: qtype i32 is for dequantize_axis only", nm);
+    te_tensor *Sc = axis_scales(ctx, c, (int)shift, "S");
+    te_tensor *Z = has_z ? te_placeholder(ctx, "Z", q, 1, (int64_t[]){c}) : NULL;
+    te_tensor *X, *Y;
+    if (!strcmp(nm, "quantize_axis")) {
+        X = te_placeholder(ctx, "X", TE_F32, 2, (int64_t[]){m, n});
+        Y = te_op_quantize_axis(ctx, X, Sc, Z, axis, q, nm);
+    } else if (!strcmp(nm, "requantize_axis")) {
+        X = te_placeholder(ctx, "X", TE_I32, 2, (int64_t[]){m, n});
+        Y = te_op_requantize_axis(ctx, X, Sc, axis, (int32_t)I(op, &r, "zero"), q, nm);
+    } else {
+        X = te_placeholder(ctx, "X", q, 2, (int64_t[]){m, n});
+        Y = te_op_dequantize_axis(ctx, X, Sc, Z, axis, nm);
+    }
+    if (Z) {
+        te_tensor *ins[] = {X, Z}, *outs[] = {Y};
+        return FINISH(ins, outs);
+    }
+    te_tensor *ins[] = {X}, *outs[] = {Y};
+    return FINISH(ins, outs);
+}
+#define QUANT_AXIS(op)                                                                             \
+    static int build_##op(BUILD_ARGS)                                                              \
+    {                                                                                              \
+        return build_quant_axis(#op, ctx, kv, inputs, n_in, outputs, n_out);                       \
+    }
+QUANT_AXIS(quantize_axis)
+QUANT_AXIS(dequantize_axis)
+QUANT_AXIS(requantize_axis)
+
+/* MatMulInteger with zero points as input tensors: za none | tensor ([1]) | row ([m]), zb none
+ * | tensor ([1]) | column ([n]). */
+static int build_matmul_integer_zp(BUILD_ARGS)
+{
+    BUILD_BEGIN("matmul_integer_zp")
+    int64_t m = I(op, &r, "m"), n = I(op, &r, "n"), k = I(op, &r, "k");
+    te_dtype da = strcmp(S(op, &r, "a_dtype"), "i8") ? TE_U8 : TE_I8;
+    te_dtype db = strcmp(S(op, &r, "b_dtype"), "u8") ? TE_I8 : TE_U8;
+    const char *za = S(op, &r, "za"), *zb = S(op, &r, "zb");
+    te_tensor *A = te_placeholder(ctx, "A", da, 2, (int64_t[]){m, k});
+    te_tensor *B = te_placeholder(ctx, "B", db, 2, (int64_t[]){k, n});
+    te_tensor *Za = strcmp(za, "none")
+                        ? te_placeholder(ctx, "Za", da, 1, (int64_t[]){strcmp(za, "row") ? 1 : m})
+                        : NULL;
+    te_tensor *Zb = strcmp(zb, "none") ? te_placeholder(ctx, "Zb", db, 1,
+                                                        (int64_t[]){strcmp(zb, "column") ? 1 : n})
+                                       : NULL;
+    te_tensor *Y = te_op_matmul_integer_zp(ctx, A, B, Za, Zb, "matmul_integer_zp");
+    te_tensor *all[4] = {A, B}, *outs[] = {Y};
+    int nin = 2;
+    if (Za)
+        all[nin++] = Za;
+    if (Zb)
+        all[nin++] = Zb;
+    return finish(ctx, inputs, n_in, all, nin, outputs, n_out, outs, 1);
+}
+
+/* DynamicQuantizeLinear of X[m, n]: the u8 tensor, its scale [1] and zero point [1]. */
+static int build_dynamic_quantize(BUILD_ARGS)
+{
+    BUILD_BEGIN("dynamic_quantize")
+    te_tensor *X = te_placeholder(ctx, "X", TE_F32, 2, (int64_t[]){I(op, &r, "m"), I(op, &r, "n")});
+    te_tensor *sc = NULL, *zp = NULL;
+    int rc = X ? te_op_dynamic_qparams(ctx, X, "y_zero_point", &sc, &zp) : TE_ERR_INTERNAL;
+    if (rc)
+        return rc;
+    te_tensor *ins[] = {X},
+              *outs[] = {te_op_quantize_axis(ctx, X, sc, zp, 0, TE_U8, "dynamic_quantize"), sc, zp};
+    return FINISH(ins, outs);
+}
+
 /* VNNI packing and the matmul over it (te/ops/quant.c). */
 static int build_pack_vnni(BUILD_ARGS)
 {
@@ -817,6 +918,27 @@ static const te_op_key keys_qlinear_matmul[] = {
 static const te_op_key keys_quant_ew[] = {
     K_REQ("m", "rows of X"), K_REQ("n", "columns of X"), K_STR("qtype", "u8", "u8|i8"),
     K_OPT("zero", "0", "zero point"), K_OPT("shift", "4", "scale (multiplier) 2^-shift")};
+static const te_op_key keys_quant_axis[] = {
+    K_REQ("m", "rows of X"),
+    K_REQ("n", "columns of X"),
+    K_OPT("axis", "1", "axis of the parameters (0: rows, 1 or -1: columns)"),
+    K_STR("qtype", "u8", "u8|i8|i32"),
+    K_BOOL("zero_point", "1", "1: zero points Z [extent of axis] as an input"),
+    K_OPT("shift", "4", "scales 2^-shift (even indices), 2^-(shift + 1) (odd)")};
+static const te_op_key keys_requant_axis[] = {
+    K_REQ("m", "rows of X"),
+    K_REQ("n", "columns of X"),
+    K_OPT("axis", "1", "axis of the multipliers (0: rows, 1 or -1: columns)"),
+    K_STR("qtype", "u8", "u8|i8"),
+    K_OPT("zero", "0", "zero point of Y"),
+    K_OPT("shift", "8", "multipliers 2^-shift (even indices), 2^-(shift + 1) (odd)")};
+static const te_op_key keys_matmul_integer_zp[] = {K_REQ("m", "rows of Y"),
+                                                   K_REQ("n", "columns of Y"),
+                                                   K_REQ("k", "reduction extent"),
+                                                   K_STR("a_dtype", "u8", "u8|i8"),
+                                                   K_STR("b_dtype", "i8", "i8|u8"),
+                                                   K_STR("za", "tensor", "none|tensor|row"),
+                                                   K_STR("zb", "column", "none|tensor|column")};
 static const te_op_key keys_pack_vnni[] = {
     K_REQ("k", "rows of B"), K_REQ("n", "columns of B"),
     K_OPT("group", "4", "k values per group (2 for bf16, 4 for int8)")};
@@ -999,6 +1121,20 @@ static const te_op_info op_table[] = {
      NK(keys_quant_ew), keys_quant_ew, build_dequantize_linear},
     {"requantize", "u8/i8 Y = saturate(rne(i32 X * mult) + zero), QLinearMatMul's epilogue",
      NK(keys_quant_ew), keys_quant_ew, build_requantize},
+    {"quantize_axis",
+     "ONNX QuantizeLinear per axis: u8/i8 Y = saturate(rne(X / S[c]) + Z[c]), c along axis",
+     NK(keys_quant_axis), keys_quant_axis, build_quantize_axis},
+    {"dequantize_axis", "ONNX DequantizeLinear per axis: f32 Y = (X - Z[c]) * S[c], X u8/i8/i32",
+     NK(keys_quant_axis), keys_quant_axis, build_dequantize_axis},
+    {"requantize_axis",
+     "u8/i8 Y = saturate(rne(i32 X * M[c]) + zero): per-column / per-channel requantization",
+     NK(keys_requant_axis), keys_requant_axis, build_requantize_axis},
+    {"matmul_integer_zp",
+     "MatMulInteger with zero points as tensors: i32 Y = (A - Za[i])(B - Zb[j]), A, B u8/i8",
+     NK(keys_matmul_integer_zp), keys_matmul_integer_zp, build_matmul_integer_zp},
+    {"dynamic_quantize",
+     "ONNX DynamicQuantizeLinear of f32 X[m, n]: u8 Y, scale [1], zero point [1] (onnxruntime's)",
+     NK(keys_mn), keys_mn, build_dynamic_quantize},
     {"pack_vnni", "Bp[ceil(k / g), n, g] = B[k, n] in VNNI layout (zero padding)",
      NK(keys_pack_vnni), keys_pack_vnni, build_pack_vnni},
     {"matmul_vnni",

@@ -754,6 +754,35 @@ for rep in range(4):
          [("x", x)], ["y"], [init("q", np.float32(0.25))])
 
 
+# Issue 13: 1x1 convolutions with constant weights go through the int8 matmul path (NHWC rows,
+# matmul_integer_zp, lowered onto the VNNI dot products where channels allow: c % 4 == 0, oc
+# % 32 == 0; strided ones sliced first); 3x3 ones with strides and padding stay conv2d.
+# Per-channel w_scale, groups 1.
+for rep in range(3):
+    cin, cout = [(8, 32), (16, 64), (12, 40)][rep]
+    hw = int(rng.integers(3, 7))
+    x = qrand(np.uint8, 1 + rep % 2, cin, hw, hw)
+    emit(name("ConvInteger"),
+         [helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"])],
+         [("x", x)], ["y"],
+         [init("w", qrand(np.uint8, cout, cin, 1, 1)), init("xz", np.uint8(rng.integers(0, 256))),
+          init("wz", np.uint8(rng.integers(0, 256)))], out_types={"y": TensorProto.INT32})
+    for kh, st, pad in ((1, 1, 0), (1, 2, 0), (3, 1 + rep % 2, 1)):
+        ws = svec(cout)
+        wq = qrand(np.int8, cout, cin, kh, kh)
+        xs = np.float32(rng.uniform(0.002, 0.05))
+        sy = np.float32(float(xs) * float(np.mean(ws)) * 128 * cin * kh * kh / 40)
+        emit(name("QLinearConv"),
+             [helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
+                               ["y"], strides=[st, st], pads=[pad] * 4)],
+             [("x", x)], ["y"],
+             [init("xs", xs), init("xz", np.uint8(rng.integers(0, 256))), init("w", wq),
+              init("ws", ws), init("wz", np.zeros(cout, dtype=np.int8)),
+              init("ys", np.float32(sy)), init("yz", np.uint8(rng.integers(0, 256))),
+              init("b", rng.integers(-2000, 2000, size=cout).astype(np.int32))],
+             out_types={"y": TensorProto.UINT8})
+
+
 # MLPs quantized by onnxruntime: quantize_static with per-channel int8 weights (QDQ; the
 # weights' DequantizeLinear along axis 1), and quantize_dynamic (DynamicQuantizeLinear ->
 # MatMulInteger -> Cast -> Mul).
