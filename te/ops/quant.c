@@ -267,6 +267,17 @@ te_tensor *te_op_quantize_linear(te_ctx *ctx, te_tensor *X, double scale, int32_
     return requant(&s, X, 0, sc, zero, to, "quantize_linear");
 }
 
+/* Whether X's dtype is one dequantization takes (u8, i8, i32); false with an error otherwise. */
+static bool dequant_dtype(const op_site *s, te_tensor *X)
+{
+    te_dtype d = te_tensor_dtype(X);
+    if (d == TE_I8 || d == TE_U8 || d == TE_I32)
+        return true;
+    op__fail(s, TE_ERR_DTYPE, "input 'X' ('%s') is %s; dequantize takes u8, i8 or i32",
+             te_tensor_name(X), te_dtype_str(d));
+    return false;
+}
+
 te_tensor *te_op_dequantize_linear(te_ctx *ctx, te_tensor *X, double scale, int32_t zero,
                                    const char *name)
 {
@@ -276,9 +287,8 @@ te_tensor *te_op_dequantize_linear(te_ctx *ctx, te_tensor *X, double scale, int3
     if (!op__need(&s, X, "input 'X'"))
         return NULL;
     te_dtype d = te_tensor_dtype(X);
-    if (d != TE_I8 && d != TE_U8 && d != TE_I32)
-        return op__fail(&s, TE_ERR_DTYPE, "input 'X' ('%s') is %s; dequantize takes u8, i8 or i32",
-                        te_tensor_name(X), te_dtype_str(d));
+    if (!dequant_dtype(&s, X))
+        return NULL;
     if (d != TE_I32 && !quant_input(&s, X, "input 'X'", zero))
         return NULL;
     float sc;
@@ -517,9 +527,8 @@ te_tensor *te_op_dequantize_axis(te_ctx *ctx, te_tensor *X, te_tensor *S, te_ten
     if (!op__need(&s, X, "input 'X'"))
         return NULL;
     te_dtype d = te_tensor_dtype(X);
-    if (d != TE_I8 && d != TE_U8 && d != TE_I32)
-        return op__fail(&s, TE_ERR_DTYPE, "input 'X' ('%s') is %s; dequantize takes u8, i8 or i32",
-                        te_tensor_name(X), te_dtype_str(d));
+    if (!dequant_dtype(&s, X))
+        return NULL;
     if (!axis_param(&s, X, S, "scale 'S'", TE_F32, &axis) ||
         (Z && !axis_param(&s, X, Z, "zero point 'Z'", d, &axis)))
         return NULL;
