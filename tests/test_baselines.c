@@ -2,8 +2,8 @@
  * fit which CPUs (a pure function), oneDNN missing is a note and not a failure, timing and
  * choosing helpers, and through the real binary (TESSERA_CLI) the JSON fields of `tessera bench`,
  * the re-exec path (forced with the TESSERA_TEST_OPENBLAS_CORE test hook) and the note for an
- * absent oneDNN. Nothing here sets OPENBLAS_CORETYPE: only a benchmark process sets it for
- * itself. */
+ * absent oneDNN. Nothing here sets OPENBLAS_CORETYPE for itself: only a benchmark process
+ * sets it for itself (one test hands a generic one to a benchmark child, to see it replaced). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -568,6 +568,37 @@ static void test_bench_reexec_on_generic_core(void **state)
     free(err);
 }
 
+/* A machine may set OPENBLAS_CORETYPE for every process (for an OpenBLAS too old to know its
+ * CPU), often to a core narrower than the CPU: the benchmark replaces it for itself and names
+ * it. The variable is set here for the benchmark child only, as such a machine would. */
+static void test_bench_replaces_a_callers_generic_core(void **state)
+{
+    (void)state;
+    te_bl_cpu cpu;
+    te_bl_cpu_detect(&cpu);
+    const char *want = NULL;
+    te_bl_classify_core("Prescott", &cpu, &want);
+    if (!want)
+        skip(); /* an SSE-only CPU: Prescott fits */
+    char *out, *err;
+    int rc = run_bench("OPENBLAS_CORETYPE=Prescott", small, &out, &err);
+    if (rc != 0)
+        fail_msg("rc %d\nstdout:\n%s\nstderr:\n%s", rc, out, err);
+    char line[256];
+    snprintf(line, sizeof line,
+             "OpenBLAS: core Prescott (OPENBLAS_CORETYPE=Prescott set by the caller) is generic "
+             "on this CPU (%s); re-ran with OPENBLAS_CORETYPE=%s -> core %s",
+             cpu.avx512 ? "AVX-512"
+             : cpu.avx2 ? "AVX2"
+                        : "AVX",
+             want, want);
+    if (!strstr(out, line))
+        fail_msg("no '%s' in\n%s", line, out);
+    assert_non_null(strstr(out, "OpenBLAS core "));
+    free(out);
+    free(err);
+}
+
 /* `tessera tune --json` reports the strongest baseline and which kernels it ran. */
 static void test_tune_json_baseline(void **state)
 {
@@ -607,6 +638,7 @@ int main(void)
         cmocka_unit_test(test_bench_json_fields),
         cmocka_unit_test(test_bench_onednn_absent),
         cmocka_unit_test(test_bench_reexec_on_generic_core),
+        cmocka_unit_test(test_bench_replaces_a_callers_generic_core),
         cmocka_unit_test(test_tune_json_baseline),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -148,7 +148,7 @@ te_bl_core_class te_bl_classify_core(const char *core, const te_bl_cpu *cpu, con
 
 #define REEXEC_VAR "TESSERA_BASELINE_REEXEC"
 
-static char g_ob_note[320];
+static char g_ob_note[448];
 static char g_ob_core[64];
 static int g_ob_trusted = 1, g_ob_selected;
 
@@ -179,8 +179,12 @@ void te_bl_openblas_select(char **argv)
     snprintf(g_ob_core, sizeof g_ob_core, "%s", real ? real : "?");
     /* The marker is "PID:CORE": execv keeps the process id, so only the re-executed process
      * itself matches; a marker inherited by another process (a child, a nested run) is not
-     * ours and is ignored. */
-    const char *mk = getenv(REEXEC_VAR), *set = getenv("OPENBLAS_CORETYPE"), *marker = NULL;
+     * ours and is ignored. The caller's OPENBLAS_CORETYPE is copied: setenv() below may free
+     * the string getenv() points to. */
+    char caller[64] = "";
+    if (getenv("OPENBLAS_CORETYPE"))
+        snprintf(caller, sizeof caller, "%s", getenv("OPENBLAS_CORETYPE"));
+    const char *mk = getenv(REEXEC_VAR), *set = caller[0] ? caller : NULL, *marker = NULL;
     if (mk) {
         char *colon;
         long pid = strtol(mk, &colon, 10);
@@ -204,19 +208,15 @@ void te_bl_openblas_select(char **argv)
     const char *fake = getenv("TESSERA_TEST_OPENBLAS_CORE");
     const char *seen = fake && *fake ? fake : g_ob_core;
     te_bl_core_class k = te_bl_classify_core(seen, &cpu, &want);
-    if (k == TE_BL_CORE_GENERIC && set) {
-        g_ob_trusted = 0;
-        snprintf(g_ob_note, sizeof g_ob_note,
-                 "OpenBLAS: core %s (OPENBLAS_CORETYPE=%s set by the caller) is generic on this "
-                 "CPU (%s; %s would fit): ratios to OpenBLAS left out",
-                 seen, set, level_name(cl), want);
-        return;
-    }
     if (k == TE_BL_CORE_GENERIC && argv && argv[0]) {
         fflush(stdout);
         fflush(stderr);
-        char mark[96];
-        snprintf(mark, sizeof mark, "%ld:%s", (long)getpid(), seen);
+        /* A caller's OPENBLAS_CORETYPE that gives narrower kernels is replaced too (machines
+         * set one for an OpenBLAS too old to know their CPU, often an AVX2 core on an AVX-512
+         * CPU): the note names it. */
+        char mark[192];
+        snprintf(mark, sizeof mark, "%ld:%s%s%s%s", (long)getpid(), seen,
+                 set ? " (OPENBLAS_CORETYPE=" : "", set ? set : "", set ? " set by the caller)" : "");
         setenv(REEXEC_VAR, mark, 1);
         setenv("OPENBLAS_CORETYPE", want, 1);
         execv("/proc/self/exe", argv);
@@ -229,10 +229,18 @@ void te_bl_openblas_select(char **argv)
                  "OpenBLAS: core %s is generic on this CPU (%s) and re-running with "
                  "OPENBLAS_CORETYPE=%s failed: ratios to OpenBLAS left out",
                  seen, level_name(cl), want);
+        if (set)
+            setenv("OPENBLAS_CORETYPE", set, 1);
         return;
     }
     g_ob_trusted = k != TE_BL_CORE_GENERIC;
-    if (k == TE_BL_CORE_UNKNOWN)
+    if (k == TE_BL_CORE_GENERIC)
+        snprintf(g_ob_note, sizeof g_ob_note,
+                 "OpenBLAS: core %s%s%s%s is generic on this CPU (%s; %s would fit): ratios to "
+                 "OpenBLAS left out",
+                 seen, set ? " (OPENBLAS_CORETYPE=" : "", set ? set : "",
+                 set ? " set by the caller)" : "", level_name(cl), want);
+    else if (k == TE_BL_CORE_UNKNOWN)
         snprintf(g_ob_note, sizeof g_ob_note,
                  "OpenBLAS: core %s (not in Tessera's table of cores; CPU level %s)", seen,
                  level_name(cl));
