@@ -245,6 +245,32 @@ static void test_avx512(void **state)
     te_ctx_free(p.ctx);
 }
 
+/* Every AVX-512 micro-kernel size, int8 and bf16, in both forms (the whole reduction in one
+ * call: overwrite; the reduction split, so later calls accumulate: update), exact for int8. The
+ * int8 kernels go through inline asm under GCC before 13 (schedule/intrin_x86.c). */
+static void test_avx512_every_tile(void **state)
+{
+    (void)state;
+    static const int tiles[][2] = {{4, 32}, {4, 64}, {6, 32}, {6, 64}, {8, 32},
+                                   {8, 48}, {12, 32}, {2, 64}, {1, 64}};
+    for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++)
+        for (int kind = 0; kind < 2; kind++)
+            for (int split = 0; split < 2; split++) {
+                int tm = tiles[t][0], tn = tiles[t][1], g = kind ? 2 : 4;
+                char name[64], what[96];
+                snprintf(name, sizeof name, kind ? "avx512bf16_%dx%d" : "avx512vnni_u8s8_%dx%d",
+                         tm, tn);
+                snprintf(what, sizeof what, "%s (%s)", name, split ? "update" : "overwrite");
+                mm p;
+                mm_build(&p, 2 * tm, 2 * tn, 24, g, kind ? TE_BF16 : TE_U8,
+                         kind ? TE_BF16 : TE_I8, kind ? TE_F32 : TE_I32);
+                te_iter *ii = mm_tile(&p, tm, tn, split ? 8 : 0, NULL);
+                assert_int_equal(te_tensorize(p.sc, ii, intrin(name)), TE_OK);
+                mm_build_and_check(&p, intrin(name), what);
+                te_ctx_free(p.ctx);
+            }
+}
+
 /* A user intrinsic: y[j] = x[j] * w[j] + y0 over 4 elements, in plain C (runs anywhere). */
 static int describe_fma4(te_ctx *ctx, void *user, te_tensor **ins, te_tensor **out)
 {
@@ -702,6 +728,7 @@ int main(void)
         cmocka_unit_test(test_amx_bf16_overwrite),
         cmocka_unit_test(test_amx_int8),
         cmocka_unit_test(test_avx512),
+        cmocka_unit_test(test_avx512_every_tile),
         cmocka_unit_test(test_user_intrinsic),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_target_without_features),
