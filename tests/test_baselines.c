@@ -403,6 +403,76 @@ static void test_lowp_refuses_bad_arguments(void **state)
     assert_true(!c.avx512_vnni || c.avx512);
 }
 
+/* The child of test_bmm_matches_naive_loops (oneDNN loads in a child: the parent's later
+ * tests need it not loaded): 0 passed, 77 skipped, 1 failed. */
+static int bmm_child(void)
+{
+    const char *why = NULL;
+    if (!te_bl_onednn_load(&why)) {
+        fprintf(stderr, "skipped: %s\n", why);
+        return 77;
+    }
+    enum { BATCH = 3, M = 17, N = 35, K = 9 };
+    static float A[BATCH * M * K], B[BATCH * K * N], C[BATCH * M * N];
+    unsigned seed = 7;
+    for (size_t i = 0; i < sizeof A / sizeof A[0]; i++)
+        A[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 9) / 8388608.0f - 1.0f;
+    for (size_t i = 0; i < sizeof B / sizeof B[0]; i++)
+        B[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 9) / 8388608.0f - 1.0f;
+    for (int tb = 0; tb < 2; tb++) {
+        for (size_t i = 0; i < sizeof C / sizeof C[0]; i++)
+            C[i] = NAN; /* poison */
+        te_bl_bmm *p = te_bl_bmm_create(BATCH, M, N, K, tb, A, B, C, &why);
+        if (!p || !strstr(te_bl_bmm_impl(p), "oneDNN ")) {
+            fprintf(stderr, "tb %d: %s\n", tb, why ? why : "no implementation string");
+            return 1;
+        }
+        te_bl_bmm_run(p);
+        double worst = 0;
+        for (int b = 0; b < BATCH; b++)
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++) {
+                    double ref = 0, mag = 0;
+                    for (int k = 0; k < K; k++) {
+                        double x = A[(b * M + i) * K + k];
+                        double y = tb ? B[(b * N + j) * K + k] : B[(b * K + k) * N + j];
+                        ref += x * y, mag += fabs(x * y);
+                    }
+                    double e = fabs(C[(b * M + i) * N + j] - ref) / (mag + 1e-30);
+                    worst = isnan(e) ? INFINITY : fmax(worst, e);
+                }
+        fprintf(stderr, "  batched %dx%dx%dx%d tb %d: %s; worst error / sum|ab| %.3g\n", BATCH,
+                M, N, K, tb, te_bl_bmm_impl(p), worst);
+        te_bl_bmm_free(p);
+        if (!(worst < 1e-5))
+            return 1;
+    }
+    return 0;
+}
+
+/* oneDNN's batched product (the unfused attention baseline), both layouts of B, against
+ * float64 loops; and its refusals. */
+static void test_bmm_matches_naive_loops(void **state)
+{
+    (void)state;
+    const char *why = NULL;
+    assert_null(te_bl_bmm_create(0, 2, 2, 2, 0, NULL, NULL, NULL, &why));
+    assert_non_null(strstr(why, "positive"));
+    te_bl_bmm_free(NULL);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(bmm_child());
+    int ws = 0;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    assert_true(WIFEXITED(ws));
+    if (WEXITSTATUS(ws) == 77)
+        printf("SKIP batched product: no oneDNN\n");
+    else
+        assert_int_equal(WEXITSTATUS(ws), 0);
+}
+
 /* oneDNN pointed at a library that does not exist: a note, OpenBLAS alone measures. */
 static void test_onednn_absent_is_a_note(void **state)
 {
@@ -634,6 +704,7 @@ int main(void)
         cmocka_unit_test(test_time_alternating_and_choose),
         cmocka_unit_test(test_lowp_products_match_naive_loops), /* before any OpenMP region */
         cmocka_unit_test(test_lowp_refuses_bad_arguments),
+        cmocka_unit_test(test_bmm_matches_naive_loops),
         cmocka_unit_test(test_onednn_absent_is_a_note),
         cmocka_unit_test(test_bench_json_fields),
         cmocka_unit_test(test_bench_onednn_absent),

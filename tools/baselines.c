@@ -608,6 +608,105 @@ void te_bl_product_free(te_bl_product *p)
     free(p);
 }
 
+/* ---- Batched products (oneDNN) ------------------------------------------------------------ */
+
+struct te_bl_bmm {
+    char impl[96];
+#if TE_BL_HAVE_DNNL
+    dnnl_primitive_t prim;
+    dnnl_memory_t a, b, c;
+#endif
+};
+
+#if TE_BL_HAVE_DNNL
+static dnnl_memory_t dn_mem3(int64_t d0, int64_t d1, int64_t d2, int t, void *data)
+{
+    dnnl_memory_desc_t md;
+    dnnl_dims_t dims = {d0, d1, d2};
+    dnnl_memory_t m = NULL;
+    if (dn.md_init_by_tag(&md, 3, dims, dnnl_f32, t ? dnnl_acb : dnnl_abc) != dnnl_success ||
+        dn.memory_create(&m, &md, dn.engine, data) != dnnl_success)
+        return NULL;
+    return m;
+}
+#endif
+
+te_bl_bmm *te_bl_bmm_create(int batch, int m, int n, int k, int tb, const float *A, const float *B,
+                            float *C, const char **why)
+{
+    if (why)
+        *why = NULL;
+    if (batch <= 0 || m <= 0 || n <= 0 || k <= 0) {
+        if (why)
+            *why = "oneDNN batched matmul: batch, m, n and k must be positive";
+        return NULL;
+    }
+    if (!te_bl_onednn_load(why))
+        return NULL;
+#if TE_BL_HAVE_DNNL
+    te_bl_bmm *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    dnnl_memory_desc_t amd, bmd, cmd;
+    dnnl_dims_t ad = {batch, m, k}, bd = {batch, k, n}, cd = {batch, m, n};
+    dnnl_matmul_desc_t mm;
+    dnnl_primitive_desc_t pd = NULL;
+    int ok = dn.md_init_by_tag(&amd, 3, ad, dnnl_f32, dnnl_abc) == dnnl_success &&
+             dn.md_init_by_tag(&bmd, 3, bd, dnnl_f32, tb ? dnnl_acb : dnnl_abc) == dnnl_success &&
+             dn.md_init_by_tag(&cmd, 3, cd, dnnl_f32, dnnl_abc) == dnnl_success &&
+             dn.matmul_desc_init(&mm, &amd, &bmd, NULL, &cmd) == dnnl_success &&
+             dn.pd_create(&pd, &mm, NULL, dn.engine, NULL) == dnnl_success;
+    const char *impl = NULL;
+    if (ok && (dn.pd_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl))
+        impl = "?";
+    snprintf(p->impl, sizeof p->impl, "oneDNN %s", ok ? impl : "?");
+    ok = ok && dn.prim_create(&p->prim, pd) == dnnl_success;
+    if (pd)
+        dn.pd_destroy(pd);
+    p->a = ok ? dn_mem3(batch, m, k, 0, (void *)A) : NULL;
+    p->b = p->a ? dn_mem3(batch, k, n, tb, (void *)B) : NULL;
+    p->c = p->b ? dn_mem3(batch, m, n, 0, C) : NULL;
+    if (!p->c) {
+        te_bl_bmm_free(p);
+        if (why)
+            *why = "oneDNN: could not create the batched matmul primitive";
+        return NULL;
+    }
+    return p;
+#else
+    (void)tb, (void)A, (void)B, (void)C;
+    return NULL;
+#endif
+}
+
+void te_bl_bmm_run(te_bl_bmm *p)
+{
+#if TE_BL_HAVE_DNNL
+    dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, p->a}, {DNNL_ARG_WEIGHTS, p->b}, {DNNL_ARG_DST, p->c}};
+    dn.prim_execute(p->prim, dn.stream, 3, args);
+    dn.stream_wait(dn.stream);
+#else
+    (void)p;
+#endif
+}
+
+const char *te_bl_bmm_impl(const te_bl_bmm *p) { return p->impl; }
+
+void te_bl_bmm_free(te_bl_bmm *p)
+{
+    if (!p)
+        return;
+#if TE_BL_HAVE_DNNL
+    dnnl_memory_t ms[] = {p->a, p->b, p->c};
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+        if (ms[i])
+            dn.memory_destroy(ms[i]);
+    if (p->prim)
+        dn.prim_destroy(p->prim);
+#endif
+    free(p);
+}
+
 /* ---- Low-precision products -------------------------------------------------------------- */
 
 struct te_bl_lowp {

@@ -134,6 +134,30 @@ double te_bl_shape_flops(const te_bl_shape *shape);
  * OpenBLAS). */
 void te_bl_set_threads(int threads);
 
+/* ---- Batched products (oneDNN) ------------------------------------------------------------ */
+
+/* A batched f32 matmul C[b] = A[b] op(B[b]) for b < batch on oneDNN's matmul (3-D tensors, one
+ * primitive): A [batch, m, k], C [batch, m, n], B [batch, k, n] or, with tb, stored [batch, n, k]
+ * (C[b] = A[b] B[b]^T), all row-major and dense. What the unfused attention baseline runs for
+ * Q K^T and P V. */
+typedef struct te_bl_bmm te_bl_bmm;
+
+/* Prepares the product over caller-owned A, B and C, which must outlive it (C is written by
+ * each run). Uses the OpenMP thread count in effect (set it first). Returns NULL when oneDNN is
+ * not available, batch, m, n or k is not positive, or the primitive cannot be created; *why
+ * (may be NULL) then points to a static line saying why, else it is set to NULL. */
+te_bl_bmm *te_bl_bmm_create(int batch, int m, int n, int k, int tb, const float *A, const float *B,
+                            float *C, const char **why);
+
+/* Runs the product once. */
+void te_bl_bmm_run(te_bl_bmm *p);
+
+/* Which kernels oneDNN picked: "oneDNN " and its implementation string ("brg:avx512_core"). */
+const char *te_bl_bmm_impl(const te_bl_bmm *p);
+
+/* Frees the product (NULL is ignored); the caller's buffers are untouched. */
+void te_bl_bmm_free(te_bl_bmm *p);
+
 /* ---- Low-precision products (oneDNN) ----------------------------------------------------- */
 
 /* The low-precision matmuls C[m, n] = A[m, k] B[k, n] (row-major, no transposes) measured

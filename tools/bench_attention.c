@@ -3,12 +3,14 @@
  * the tuning database's best record or the attention template's default configuration)
  * against the unfused path in the same process, alternating, medians.
  *
- * The unfused path is what a framework without a fused kernel runs: per head, OpenBLAS
- * cblas_sgemm for S = scale Q K^T into a materialized [heads, L, L] score buffer, a vectorized
- * softmax over every row of S (AVX2 + FMA, written here: row maximum, exp by a Cody-Waite
- * polynomial, sum, scale; scalar on CPUs without AVX2), then cblas_sgemm for O = P V. Its extra
- * memory is the score buffer; the fused kernel's is K transposed and V with a ones column (its
- * score blocks live on the stack, qb x kb floats per thread).
+ * The unfused path is what a framework without a fused kernel runs, on each library: per head,
+ * OpenBLAS cblas_sgemm for S = scale Q K^T into a materialized [heads, L, L] score buffer (or
+ * one oneDNN batched matmul over the heads for Q K^T, the scale folded into the softmax), a
+ * vectorized softmax over every row of S (written here: row maximum, exp by a Cody-Waite
+ * polynomial, sum, scale; AVX-512 on CPUs with it, else AVX2 + FMA, else scalar), then the same
+ * library for O = P V. The row's baseline is the faster library (OpenBLAS only when its kernels
+ * fit the CPU). Its extra memory is the score buffer; the fused kernel's is K transposed and V
+ * with a ones column (its score blocks live on the stack, qb x kb floats per thread).
  */
 #include <cblas.h>
 #include <immintrin.h>
@@ -89,6 +91,55 @@ __attribute__((target("avx2,fma"))) static void softmax_row_avx2(float *s, int n
         s[j] *= 1.0f / sum;
 }
 
+/* exp on 16 lanes (AVX-512), the same polynomial as exp_avx2. */
+__attribute__((target("avx512f"))) static inline __m512 exp_avx512(__m512 x)
+{
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.f)), _mm512_set1_ps(88.f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p =
+        _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    __m512 y = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(y, n);
+}
+
+/* In-place softmax of one row of n floats scaled by `scale` > 0 (softmax(scale s)), AVX-512
+ * (any n: a masked tail). */
+__attribute__((target("avx512f"))) static void softmax_row_avx512(float *s, int n, float scale)
+{
+    int n16 = n / 16 * 16;
+    __mmask16 tail = (__mmask16)((1u << (n - n16)) - 1);
+    __m512 vm = _mm512_set1_ps(-INFINITY);
+    for (int j = 0; j < n16; j += 16)
+        vm = _mm512_max_ps(vm, _mm512_loadu_ps(s + j));
+    if (tail)
+        vm = _mm512_mask_max_ps(vm, tail, vm, _mm512_maskz_loadu_ps(tail, s + n16));
+    /* exp(scale s - scale m) = exp(fma(s, scale, -scale m)). */
+    __m512 vsc = _mm512_set1_ps(scale), nm = _mm512_set1_ps(-scale * _mm512_reduce_max_ps(vm));
+    __m512 vs = _mm512_setzero_ps();
+    for (int j = 0; j < n16; j += 16) {
+        __m512 v = exp_avx512(_mm512_fmadd_ps(_mm512_loadu_ps(s + j), vsc, nm));
+        _mm512_storeu_ps(s + j, v);
+        vs = _mm512_add_ps(vs, v);
+    }
+    if (tail) {
+        __m512 v = exp_avx512(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, s + n16), vsc, nm));
+        _mm512_mask_storeu_ps(s + n16, tail, v);
+        vs = _mm512_mask_add_ps(vs, tail, vs, v);
+    }
+    __m512 vi = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vs));
+    for (int j = 0; j < n16; j += 16)
+        _mm512_storeu_ps(s + j, _mm512_mul_ps(_mm512_loadu_ps(s + j), vi));
+    if (tail)
+        _mm512_mask_storeu_ps(s + n16, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, s + n16), vi));
+}
+
 /* The same in scalar C, for CPUs without AVX2. */
 static void softmax_row_scalar(float *s, int n)
 {
@@ -101,12 +152,22 @@ static void softmax_row_scalar(float *s, int n)
         s[j] /= sum;
 }
 
-static void softmax_row(float *s, int n)
+/* softmax(scale s) of one row, on the widest vectors this CPU has. */
+static void softmax_row(float *s, int n, float scale)
 {
-    static int avx2 = -1;
-    if (avx2 < 0)
-        avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (avx2)
+    static int isa = -1; /* 2: AVX-512, 1: AVX2 + FMA, 0: scalar */
+    if (isa < 0)
+        isa = __builtin_cpu_supports("avx512f")                                          ? 2
+              : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1
+                                                                                 : 0;
+    if (isa == 2) {
+        softmax_row_avx512(s, n, scale);
+        return;
+    }
+    if (scale != 1.0f)
+        for (int j = 0; j < n; j++)
+            s[j] *= scale;
+    if (isa == 1)
         softmax_row_avx2(s, n);
     else
         softmax_row_scalar(s, n);
@@ -116,6 +177,7 @@ typedef struct unfused_run {
     int heads, L, dh, threads;
     const float *Q, *K, *V;
     float *S, *O;
+    te_bl_bmm *qk, *pv; /* oneDNN's batched products (NULL: OpenBLAS per head) */
 } unfused_run;
 
 static void run_unfused(void *p)
@@ -124,16 +186,23 @@ static void run_unfused(void *p)
     int L = u->L, dh = u->dh;
     float scale = 1.0f / sqrtf((float)dh);
     size_t hs = (size_t)L * dh, ss = (size_t)L * L;
-    for (int h = 0; h < u->heads; h++)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, dh, scale, u->Q + h * hs, dh,
-                    u->K + h * hs, dh, 0.0f, u->S + h * ss, L);
+    if (u->qk)
+        te_bl_bmm_run(u->qk); /* S = Q K^T; the scale is applied by the softmax */
+    else
+        for (int h = 0; h < u->heads; h++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, dh, scale, u->Q + h * hs,
+                        dh, u->K + h * hs, dh, 0.0f, u->S + h * ss, L);
+    float sm_scale = u->qk ? scale : 1.0f;
     int rows = u->heads * L;
 #pragma omp parallel for num_threads(u->threads) schedule(static)
     for (int r = 0; r < rows; r++)
-        softmax_row(u->S + (size_t)r * L, L);
-    for (int h = 0; h < u->heads; h++)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, dh, L, 1.0f, u->S + h * ss, L,
-                    u->V + h * hs, dh, 0.0f, u->O + h * hs, dh);
+        softmax_row(u->S + (size_t)r * L, L, sm_scale);
+    if (u->pv)
+        te_bl_bmm_run(u->pv);
+    else
+        for (int h = 0; h < u->heads; h++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, dh, L, 1.0f, u->S + h * ss,
+                        L, u->V + h * hs, dh, 0.0f, u->O + h * hs, dh);
 }
 
 typedef struct fused_run {
@@ -207,17 +276,29 @@ int te_bench_attention(te_db *db, int seq, int heads, int dh, int threads, int r
     size_t hs = (size_t)heads * seq * dh, ss = (size_t)heads * seq * seq;
     float *Q = rand_buf(hs, 3), *K = rand_buf(hs, 5), *V = rand_buf(hs, 7);
     float *Of = rand_buf(hs, 9), *Ou = rand_buf(hs, 11), *S = rand_buf(ss, 13);
+    float *Od = rand_buf(hs, 15), *Sd = rand_buf(ss, 17);
     fused_run fr = {te_module_entry(m), (void *[]){Q, K, V, Of}};
-    unfused_run ur = {heads, seq, dh, threads, Q, K, V, S, Ou};
+    unfused_run ur = {heads, seq, dh, threads, Q, K, V, S, Ou, NULL, NULL};
     te_bl_set_threads(threads);
-    te_bl_run_fn fn[2] = {run_fused, run_unfused};
-    void *arg[2] = {&fr, &ur};
-    double med[2] = {NAN, NAN};
-    te_bl_time_alternating(2, fn, arg, reps, med);
+    /* oneDNN's unfused path: its own score buffer and output, so both paths are checked. */
+    const char *why = NULL;
+    unfused_run ud = {heads, seq, dh, threads, Q, K, V, Sd, Od, NULL, NULL};
+    ud.qk = te_bl_bmm_create(heads, seq, seq, dh, 1, Q, K, Sd, &why);
+    ud.pv = ud.qk ? te_bl_bmm_create(heads, seq, dh, seq, 0, Sd, V, Od, &why) : NULL;
+    int have_dn = ud.pv != NULL;
+    te_bl_run_fn fn[3] = {run_fused, run_unfused, run_unfused};
+    void *arg[3] = {&fr, &ur, &ud};
+    double med[3] = {NAN, NAN, NAN};
+    te_bl_time_alternating(have_dn ? 3 : 2, fn, arg, reps, med);
     double flop = 4.0 * heads * (double)seq * seq * dh;
-    double err = 0;
-    for (size_t q = 0; q < hs; q++)
-        err = fmax(err, fabs((double)Of[q] - Ou[q]) / fmax(1.0, fabs((double)Ou[q])));
+    /* Our error against the OpenBLAS path (and, measured alike, oneDNN's against it). */
+    double err = 0, err_dn = 0;
+    for (size_t q = 0; q < hs; q++) {
+        double r = fmax(1.0, fabs((double)Ou[q]));
+        err = fmax(err, fabs((double)Of[q] - Ou[q]) / r);
+        if (have_dn)
+            err_dn = fmax(err_dn, fabs((double)Od[q] - Ou[q]) / r);
+    }
     /* Memory beyond inputs and output: the unfused scores; the fused K^T and V with ones. */
     double mib = 1.0 / (1024.0 * 1024.0);
     double mem_unfused = (double)ss * sizeof(float) * mib;
@@ -233,23 +314,35 @@ int te_bench_attention(te_db *db, int seq, int heads, int dh, int threads, int r
     out->ours = flop / med[0] * 1e-9;
     out->seconds = med[0];
     /* OpenBLAS's kernels narrower than the CPU's (te_bl_openblas_trusted) would flatter us:
-     * the ratio is left out, as the matmul rows leave theirs out. */
-    out->base = te_bl_openblas_trusted() ? flop / med[1] * 1e-9 : NAN;
-    out->openblas = out->base;
-    out->onednn = NAN;
-    snprintf(out->base_name, sizeof out->base_name, "unfused sgemm+softmax+sgemm");
-    snprintf(out->base_impl, sizeof out->base_impl,
-             "OpenBLAS %s; extra memory: fused %.1f MiB (%s), unfused %.1f MiB",
-             te_bl_openblas_core(), mem_fused, how, mem_unfused);
-    snprintf(out->ob_impl, sizeof out->ob_impl, "%s", out->base_impl);
-    out->other_impl = "";
+     * its figure is left out, as the matmul rows leave theirs out. */
+    out->openblas = te_bl_openblas_trusted() ? flop / med[1] * 1e-9 : NAN;
+    out->onednn = have_dn ? flop / med[2] * 1e-9 : NAN;
+    int dn_best = have_dn && !(out->openblas >= out->onednn);
+    out->base = dn_best ? out->onednn : out->openblas;
+    snprintf(out->base_name, sizeof out->base_name, "unfused matmul+softmax+matmul");
+    char ob[64], dn[64];
+    snprintf(ob, sizeof ob, "OpenBLAS %s sgemm per head", te_bl_openblas_core());
+    snprintf(dn, sizeof dn, "%s batched", have_dn ? te_bl_bmm_impl(ud.qk) : "oneDNN");
+    snprintf(out->ob_impl, sizeof out->ob_impl, "%s", ob);
+    snprintf(out->dn_impl, sizeof out->dn_impl, "%s", have_dn ? dn : "");
+    snprintf(out->base_impl, sizeof out->base_impl, "%s", dn_best ? dn : ob);
+    snprintf(out->note, sizeof out->note,
+             "extra memory: fused %.1f MiB (%s), unfused %.1f MiB", mem_fused, how, mem_unfused);
+    out->other_impl = have_dn ? (dn_best ? out->ob_impl : out->dn_impl) : "";
     out->err = err;
     fprintf(stderr,
-            "  attention %dx%dx%d, %d thread(s): fused %.3f ms, unfused %.3f ms (x%.2f); extra "
-            "memory fused %.2f MiB, unfused %.2f MiB; max rel err %.2g\n",
-            heads, seq, dh, threads, med[0] * 1e3, med[1] * 1e3, med[1] / med[0], mem_fused,
+            "  attention %dx%dx%d, %d thread(s): fused %.3f ms, unfused OpenBLAS %.3f ms (x%.2f)",
+            heads, seq, dh, threads, med[0] * 1e3, med[1] * 1e3, med[1] / med[0]);
+    if (have_dn)
+        fprintf(stderr, ", unfused oneDNN %.3f ms (x%.2f, max rel err %.2g)", med[2] * 1e3,
+                med[2] / med[0], err_dn);
+    else
+        fprintf(stderr, ", no oneDNN path (%s)", why ? why : "?");
+    fprintf(stderr,
+            "; extra memory fused %.2f MiB, unfused %.2f MiB; max rel err %.2g\n", mem_fused,
             mem_unfused, err);
-    free(Q), free(K), free(V), free(Of), free(Ou), free(S);
+    te_bl_bmm_free(ud.qk), te_bl_bmm_free(ud.pv);
+    free(Q), free(K), free(V), free(Of), free(Ou), free(S), free(Od), free(Sd);
     te_module_free(m);
     te_ctx_free(ctx);
     return 0;
