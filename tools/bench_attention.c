@@ -28,27 +28,7 @@
 #include "tools/baselines.h"
 #include "tools/bench_attention.h"
 #include "tools/bench_report.h"
-
-/* exp on 8 lanes (AVX2 + FMA): x = n ln2 + r, exp(r) by a degree-6 polynomial, 2^n by the
- * exponent bits; inputs clamped to [-87, 88] (softmax only sees x <= 0). */
-__attribute__((target("avx2,fma"))) static inline __m256 exp_avx2(__m256 x)
-{
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.f)), _mm256_set1_ps(88.f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p =
-        _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    __m256 y = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-}
+#include "tools/vexp.h"
 
 static inline float hmax8(const float *v)
 {
@@ -72,7 +52,7 @@ __attribute__((target("avx2,fma"))) static void softmax_row_avx2(float *s, int n
         m = fmaxf(m, s[j]);
     __m256 vs = _mm256_setzero_ps(), mm = _mm256_set1_ps(m);
     for (int j = 0; j < n8; j += 8) {
-        __m256 v = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + j), mm));
+        __m256 v = te_bl_exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + j), mm));
         _mm256_storeu_ps(s + j, v);
         vs = _mm256_add_ps(vs, v);
     }
@@ -91,24 +71,6 @@ __attribute__((target("avx2,fma"))) static void softmax_row_avx2(float *s, int n
         s[j] *= 1.0f / sum;
 }
 
-/* exp on 16 lanes (AVX-512), the same polynomial as exp_avx2. */
-__attribute__((target("avx512f"))) static inline __m512 exp_avx512(__m512 x)
-{
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.f)), _mm512_set1_ps(88.f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p =
-        _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    __m512 y = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_scalef_ps(y, n);
-}
-
 /* In-place softmax of one row of n floats scaled by `scale` > 0 (softmax(scale s)), AVX-512
  * (any n: a masked tail). */
 __attribute__((target("avx512f"))) static void softmax_row_avx512(float *s, int n, float scale)
@@ -124,12 +86,12 @@ __attribute__((target("avx512f"))) static void softmax_row_avx512(float *s, int 
     __m512 vsc = _mm512_set1_ps(scale), nm = _mm512_set1_ps(-scale * _mm512_reduce_max_ps(vm));
     __m512 vs = _mm512_setzero_ps();
     for (int j = 0; j < n16; j += 16) {
-        __m512 v = exp_avx512(_mm512_fmadd_ps(_mm512_loadu_ps(s + j), vsc, nm));
+        __m512 v = te_bl_exp_avx512(_mm512_fmadd_ps(_mm512_loadu_ps(s + j), vsc, nm));
         _mm512_storeu_ps(s + j, v);
         vs = _mm512_add_ps(vs, v);
     }
     if (tail) {
-        __m512 v = exp_avx512(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, s + n16), vsc, nm));
+        __m512 v = te_bl_exp_avx512(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, s + n16), vsc, nm));
         _mm512_mask_storeu_ps(s + n16, tail, v);
         vs = _mm512_mask_add_ps(vs, tail, vs, v);
     }

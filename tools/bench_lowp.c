@@ -178,11 +178,7 @@ static void run_dn_gate(void *p)
     te_bl_lowp_run(d->g);
     te_bl_lowp_run(d->u);
     const float *g = te_bl_lowp_out(d->g), *u = te_bl_lowp_out(d->u);
-    float *y = d->y;
-    long n = (long)d->n;
-#pragma omp parallel for schedule(static)
-    for (long i = 0; i < n; i++)
-        y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    te_bl_silu_mul(d->y, g, u, d->n);
 }
 
 static uint16_t bf16_of(double x)

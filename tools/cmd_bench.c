@@ -200,7 +200,7 @@ static void measure_products(tess_run *tr, const float *ours_out, const te_bl_sh
     if (r.best_lib < 0)
         snprintf(out->base_name, sizeof out->base_name, "none");
     else if (sh->gate)
-        snprintf(out->base_name, sizeof out->base_name, "2x %s + expf pass", lib);
+        snprintf(out->base_name, sizeof out->base_name, "2x %s + silu pass", lib);
     else
         snprintf(out->base_name, sizeof out->base_name, "%s%s",
                  r.best_lib == TE_BL_OPENBLAS ? "openblas " : "", lib);
