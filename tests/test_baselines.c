@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "tools/baselines.h"
+#include "tools/bl_vec.h"
 
 #ifndef TESSERA_CLI
 #error "TESSERA_CLI (path of the tessera binary) must be defined by tests/baselines.cmake"
@@ -432,6 +433,109 @@ static void test_silu_mul_matches_float64(void **state)
     }
 }
 
+/* float64 forms of the activations of te_bl_activation. */
+static double act64(te_bl_act a, double v)
+{
+    switch (a) {
+    case TE_BL_RELU:
+        return v > 0 ? v : 0;
+    case TE_BL_GELU:
+        return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+    case TE_BL_SIGMOID:
+        return 1.0 / (1.0 + exp(-v));
+    case TE_BL_TANH:
+        return tanh(v);
+    case TE_BL_SILU:
+        return v / (1.0 + exp(-v));
+    default:
+        return 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+    }
+}
+
+/* The node-by-node executor's activations, softmax (with -inf entries and a fully masked
+ * row) and layer norm against float64, with tails of every vector width. Absolute error
+ * within 2e-6 of max(1, |ref|) (the erf of GELU is good to 1.5e-7; exp to a few ulp). */
+static void test_vector_passes_match_float64(void **state)
+{
+    (void)state;
+    static const int64_t ns[] = {1, 5, 16, 19, 33, 300, 4099};
+    for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
+        int64_t n = ns[t], R = 3;
+        size_t sz = (size_t)(n * R);
+        float *x = malloc(sz * sizeof *x), *y = malloc(sz * sizeof *y);
+        float *g = malloc((size_t)n * sizeof *g), *b = malloc((size_t)n * sizeof *b);
+        assert_true(x && y && g && b);
+        unsigned seed = 5 + (unsigned)n;
+        for (size_t i = 0; i < sz; i++) {
+            seed = seed * 1664525u + 1013904223u;
+            x[i] = ((float)(seed >> 8) / 16777216.0f - 0.5f) * 12.0f;
+        }
+        for (int64_t j = 0; j < n; j++)
+            g[j] = 0.5f + (float)(j % 7) * 0.25f, b[j] = (float)(j % 3) - 1.0f;
+        for (int a = 0; a < TE_BL_NACTS; a++) {
+            for (size_t i = 0; i < sz; i++)
+                y[i] = NAN;
+            te_bl_activation((te_bl_act)a, x, y, sz);
+            for (size_t i = 0; i < sz; i++) {
+                double ref = act64((te_bl_act)a, x[i]);
+                if (!(fabs(y[i] - ref) <= 2e-6 * fmax(1.0, fabs(ref))))
+                    fail_msg("act %d n %lld i %zu: x %g: %.9g, float64 %.9g", a, (long long)n, i,
+                             x[i], y[i], ref);
+            }
+        }
+        /* Softmax: row 1 has -inf entries, row 2 (when n > 1) is fully masked. */
+        for (int64_t j = 0; j < n; j += 3)
+            x[n + j] = -INFINITY;
+        if (n > 1)
+            for (int64_t j = 0; j < n; j++)
+                x[2 * n + j] = -INFINITY;
+        const float scale = 0.37f;
+        for (size_t i = 0; i < sz; i++)
+            y[i] = NAN;
+        te_bl_softmax_rows(x, y, R, n, scale);
+        for (int64_t r = 0; r < R; r++) {
+            double m = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < n; j++)
+                m = fmax(m, (double)x[r * n + j]);
+            for (int64_t j = 0; j < n; j++)
+                sum += m == -INFINITY ? 0 : exp(scale * ((double)x[r * n + j] - m));
+            for (int64_t j = 0; j < n; j++) {
+                double ref =
+                    m == -INFINITY ? 0 : exp(scale * ((double)x[r * n + j] - m)) / sum;
+                if (!(fabs(y[r * n + j] - ref) <= 2e-6 * fmax(1e-3, ref)))
+                    fail_msg("softmax n %lld row %lld j %lld: %.9g, float64 %.9g",
+                             (long long)n, (long long)r, (long long)j, y[r * n + j], ref);
+            }
+        }
+        /* Layer norm, in place, with and without gamma/beta. */
+        for (size_t i = 0; i < sz; i++) {
+            seed = seed * 1664525u + 1013904223u;
+            x[i] = ((float)(seed >> 8) / 16777216.0f) * 4.0f + 3.0f;
+        }
+        memcpy(y, x, sz * sizeof *y);
+        te_bl_layer_norm_rows(y, y, 2, n, 1e-5, g, b);
+        te_bl_layer_norm_rows(x + 2 * n, y + 2 * n, 1, n, 1e-5, NULL, NULL);
+        for (int64_t r = 0; r < R; r++) {
+            double mean = 0, var = 0;
+            for (int64_t j = 0; j < n; j++)
+                mean += x[r * n + j];
+            mean /= (double)n;
+            for (int64_t j = 0; j < n; j++)
+                var += (x[r * n + j] - mean) * (x[r * n + j] - mean);
+            double inv = 1.0 / sqrt(var / (double)n + 1e-5);
+            for (int64_t j = 0; j < n; j++) {
+                double ref = (x[r * n + j] - mean) * inv;
+                if (r < 2)
+                    ref = ref * g[j] + b[j];
+                if (!(fabs(y[r * n + j] - ref) <= 1e-4 * fmax(1.0, fabs(ref))))
+                    fail_msg("layer norm n %lld row %lld j %lld: %.9g, float64 %.9g",
+                             (long long)n, (long long)r, (long long)j, y[r * n + j], ref);
+            }
+        }
+        free(x), free(y), free(g), free(b);
+    }
+}
+
 /* The child of test_bmm_matches_naive_loops (oneDNN loads in a child: the parent's later
  * tests need it not loaded): 0 passed, 77 skipped, 1 failed. */
 static int bmm_child(void)
@@ -735,6 +839,7 @@ int main(void)
         cmocka_unit_test(test_lowp_refuses_bad_arguments),
         cmocka_unit_test(test_bmm_matches_naive_loops),
         cmocka_unit_test(test_silu_mul_matches_float64),
+        cmocka_unit_test(test_vector_passes_match_float64),
         cmocka_unit_test(test_onednn_absent_is_a_note),
         cmocka_unit_test(test_bench_json_fields),
         cmocka_unit_test(test_bench_onednn_absent),

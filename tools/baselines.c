@@ -19,7 +19,7 @@
 #define _GNU_SOURCE
 
 #include "tools/baselines.h"
-#include "tools/vexp.h"
+#include "tools/bl_vec.h"
 
 #include <cblas.h>
 #include <cpuid.h>
@@ -576,54 +576,6 @@ void te_bl_product_run(void *product)
 #endif
     if (p->sh.gate)
         te_bl_silu_mul(p->C, p->G, p->U, (size_t)p->sh.m * p->sh.n);
-}
-
-__attribute__((target("avx512f"))) static void silu_mul_avx512(float *y, const float *g,
-                                                                const float *u, size_t n)
-{
-    for (size_t i = 0; i < n; i += 16) {
-        __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
-        __m512 vg = _mm512_maskz_loadu_ps(k, g + i), vu = _mm512_maskz_loadu_ps(k, u + i);
-        __m512 e = te_bl_exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), vg));
-        __m512 s = _mm512_div_ps(vg, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
-        _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(s, vu));
-    }
-}
-
-__attribute__((target("avx2,fma"))) static void silu_mul_avx2(float *y, const float *g,
-                                                              const float *u, size_t n)
-{
-    size_t n8 = n / 8 * 8;
-    for (size_t i = 0; i < n8; i += 8) {
-        __m256 vg = _mm256_loadu_ps(g + i), vu = _mm256_loadu_ps(u + i);
-        __m256 e = te_bl_exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), vg));
-        __m256 s = _mm256_div_ps(vg, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-        _mm256_storeu_ps(y + i, _mm256_mul_ps(s, vu));
-    }
-    for (size_t i = n8; i < n; i++)
-        y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-}
-
-void te_bl_silu_mul(float *y, const float *g, const float *u, size_t n)
-{
-    static int isa = -1; /* 2: AVX-512, 1: AVX2 + FMA, 0: scalar */
-    if (isa < 0)
-        isa = __builtin_cpu_supports("avx512f")                                          ? 2
-              : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1
-                                                                                 : 0;
-    /* Chunks of 4096 floats (a multiple of every vector width) over the threads. */
-    long chunks = (long)((n + 4095) / 4096);
-#pragma omp parallel for schedule(static)
-    for (long c = 0; c < chunks; c++) {
-        size_t lo = (size_t)c * 4096, len = n - lo < 4096 ? n - lo : 4096;
-        if (isa == 2)
-            silu_mul_avx512(y + lo, g + lo, u + lo, len);
-        else if (isa == 1)
-            silu_mul_avx2(y + lo, g + lo, u + lo, len);
-        else
-            for (size_t i = lo; i < lo + len; i++)
-                y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-    }
 }
 
 const float *te_bl_product_out(const te_bl_product *p) { return p->C; }

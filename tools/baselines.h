@@ -127,11 +127,6 @@ const char *te_bl_product_impl(const te_bl_product *p);
 /* Frees the product (NULL is ignored). */
 void te_bl_product_free(te_bl_product *p);
 
-/* The unfused MLP gate's elementwise pass y[i] = silu(g[i]) * u[i] = g / (1 + exp(-g)) * u over
- * n floats, vectorized (tools/vexp.h: AVX-512 or AVX2 + FMA where the CPU has them, else
- * scalar expf) and split over the OpenMP threads in effect. y may be g or u. */
-void te_bl_silu_mul(float *y, const float *g, const float *u, size_t n);
-
 /* Floating-point operations of *shape (2mnk, twice that for the gate). */
 double te_bl_shape_flops(const te_bl_shape *shape);
 

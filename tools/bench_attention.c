@@ -6,14 +6,13 @@
  * The unfused path is what a framework without a fused kernel runs, on each library: per head,
  * OpenBLAS cblas_sgemm for S = scale Q K^T into a materialized [heads, L, L] score buffer (or
  * one oneDNN batched matmul over the heads for Q K^T, the scale folded into the softmax), a
- * vectorized softmax over every row of S (written here: row maximum, exp by a Cody-Waite
- * polynomial, sum, scale; AVX-512 on CPUs with it, else AVX2 + FMA, else scalar), then the same
+ * vectorized softmax over every row of S (te_bl_softmax_rows, tools/bl_vec.c: row maximum, exp
+ * by a Cody-Waite polynomial, sum, scale, on the CPU's widest vectors), then the same
  * library for O = P V. The row's baseline is the faster library (OpenBLAS only when its kernels
  * fit the CPU). Its extra memory is the score buffer; the fused kernel's is K transposed and V
  * with a ones column (its score blocks live on the stack, qb x kb floats per thread).
  */
 #include <cblas.h>
-#include <immintrin.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -28,115 +27,10 @@
 #include "tools/baselines.h"
 #include "tools/bench_attention.h"
 #include "tools/bench_report.h"
-#include "tools/vexp.h"
-
-static inline float hmax8(const float *v)
-{
-    float m = v[0];
-    for (int l = 1; l < 8; l++)
-        m = fmaxf(m, v[l]);
-    return m;
-}
-
-/* In-place softmax of one row of n floats, AVX2 (any n: a scalar tail). */
-__attribute__((target("avx2,fma"))) static void softmax_row_avx2(float *s, int n)
-{
-    int n8 = n / 8 * 8;
-    __m256 vm = _mm256_set1_ps(-INFINITY);
-    for (int j = 0; j < n8; j += 8)
-        vm = _mm256_max_ps(vm, _mm256_loadu_ps(s + j));
-    float lanes[8];
-    _mm256_storeu_ps(lanes, vm);
-    float m = hmax8(lanes);
-    for (int j = n8; j < n; j++)
-        m = fmaxf(m, s[j]);
-    __m256 vs = _mm256_setzero_ps(), mm = _mm256_set1_ps(m);
-    for (int j = 0; j < n8; j += 8) {
-        __m256 v = te_bl_exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + j), mm));
-        _mm256_storeu_ps(s + j, v);
-        vs = _mm256_add_ps(vs, v);
-    }
-    _mm256_storeu_ps(lanes, vs);
-    float sum = 0;
-    for (int l = 0; l < 8; l++)
-        sum += lanes[l];
-    for (int j = n8; j < n; j++) {
-        s[j] = expf(s[j] - m);
-        sum += s[j];
-    }
-    __m256 vi = _mm256_set1_ps(1.0f / sum);
-    for (int j = 0; j < n8; j += 8)
-        _mm256_storeu_ps(s + j, _mm256_mul_ps(_mm256_loadu_ps(s + j), vi));
-    for (int j = n8; j < n; j++)
-        s[j] *= 1.0f / sum;
-}
-
-/* In-place softmax of one row of n floats scaled by `scale` > 0 (softmax(scale s)), AVX-512
- * (any n: a masked tail). */
-__attribute__((target("avx512f"))) static void softmax_row_avx512(float *s, int n, float scale)
-{
-    int n16 = n / 16 * 16;
-    __mmask16 tail = (__mmask16)((1u << (n - n16)) - 1);
-    __m512 vm = _mm512_set1_ps(-INFINITY);
-    for (int j = 0; j < n16; j += 16)
-        vm = _mm512_max_ps(vm, _mm512_loadu_ps(s + j));
-    if (tail)
-        vm = _mm512_mask_max_ps(vm, tail, vm, _mm512_maskz_loadu_ps(tail, s + n16));
-    /* exp(scale s - scale m) = exp(fma(s, scale, -scale m)). */
-    __m512 vsc = _mm512_set1_ps(scale), nm = _mm512_set1_ps(-scale * _mm512_reduce_max_ps(vm));
-    __m512 vs = _mm512_setzero_ps();
-    for (int j = 0; j < n16; j += 16) {
-        __m512 v = te_bl_exp_avx512(_mm512_fmadd_ps(_mm512_loadu_ps(s + j), vsc, nm));
-        _mm512_storeu_ps(s + j, v);
-        vs = _mm512_add_ps(vs, v);
-    }
-    if (tail) {
-        __m512 v = te_bl_exp_avx512(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, s + n16), vsc, nm));
-        _mm512_mask_storeu_ps(s + n16, tail, v);
-        vs = _mm512_mask_add_ps(vs, tail, vs, v);
-    }
-    __m512 vi = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vs));
-    for (int j = 0; j < n16; j += 16)
-        _mm512_storeu_ps(s + j, _mm512_mul_ps(_mm512_loadu_ps(s + j), vi));
-    if (tail)
-        _mm512_mask_storeu_ps(s + n16, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, s + n16), vi));
-}
-
-/* The same in scalar C, for CPUs without AVX2. */
-static void softmax_row_scalar(float *s, int n)
-{
-    float m = -INFINITY, sum = 0;
-    for (int j = 0; j < n; j++)
-        m = fmaxf(m, s[j]);
-    for (int j = 0; j < n; j++)
-        sum += s[j] = expf(s[j] - m);
-    for (int j = 0; j < n; j++)
-        s[j] /= sum;
-}
-
-/* softmax(scale s) of one row, on the widest vectors this CPU has. */
-static void softmax_row(float *s, int n, float scale)
-{
-    static int isa = -1; /* 2: AVX-512, 1: AVX2 + FMA, 0: scalar */
-    if (isa < 0)
-        isa = __builtin_cpu_supports("avx512f")                                          ? 2
-              : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1
-                                                                                 : 0;
-    if (isa == 2) {
-        softmax_row_avx512(s, n, scale);
-        return;
-    }
-    if (scale != 1.0f)
-        for (int j = 0; j < n; j++)
-            s[j] *= scale;
-    if (isa == 1)
-        softmax_row_avx2(s, n);
-    else
-        softmax_row_scalar(s, n);
-}
+#include "tools/bl_vec.h"
 
 typedef struct unfused_run {
-    int heads, L, dh, threads;
+    int heads, L, dh;
     const float *Q, *K, *V;
     float *S, *O;
     te_bl_bmm *qk, *pv; /* oneDNN's batched products (NULL: OpenBLAS per head) */
@@ -154,11 +48,7 @@ static void run_unfused(void *p)
         for (int h = 0; h < u->heads; h++)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, dh, scale, u->Q + h * hs,
                         dh, u->K + h * hs, dh, 0.0f, u->S + h * ss, L);
-    float sm_scale = u->qk ? scale : 1.0f;
-    int rows = u->heads * L;
-#pragma omp parallel for num_threads(u->threads) schedule(static)
-    for (int r = 0; r < rows; r++)
-        softmax_row(u->S + (size_t)r * L, L, sm_scale);
+    te_bl_softmax_rows(u->S, u->S, (int64_t)u->heads * L, L, u->qk ? scale : 1.0f);
     if (u->pv)
         te_bl_bmm_run(u->pv);
     else
@@ -240,11 +130,11 @@ int te_bench_attention(te_db *db, int seq, int heads, int dh, int threads, int r
     float *Of = rand_buf(hs, 9), *Ou = rand_buf(hs, 11), *S = rand_buf(ss, 13);
     float *Od = rand_buf(hs, 15), *Sd = rand_buf(ss, 17);
     fused_run fr = {te_module_entry(m), (void *[]){Q, K, V, Of}};
-    unfused_run ur = {heads, seq, dh, threads, Q, K, V, S, Ou, NULL, NULL};
+    unfused_run ur = {heads, seq, dh, Q, K, V, S, Ou, NULL, NULL};
     te_bl_set_threads(threads);
     /* oneDNN's unfused path: its own score buffer and output, so both paths are checked. */
     const char *why = NULL;
-    unfused_run ud = {heads, seq, dh, threads, Q, K, V, Sd, Od, NULL, NULL};
+    unfused_run ud = {heads, seq, dh, Q, K, V, Sd, Od, NULL, NULL};
     ud.qk = te_bl_bmm_create(heads, seq, seq, dh, 1, Q, K, Sd, &why);
     ud.pv = ud.qk ? te_bl_bmm_create(heads, seq, dh, seq, 0, Sd, V, Od, &why) : NULL;
     int have_dn = ud.pv != NULL;

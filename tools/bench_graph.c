@@ -2,8 +2,9 @@
  * `tessera bench --graph GRAPH`: the fused graph (one kernel per group, schedules from --db
  * where `tessera tune --graph` left records, the intermediates in one planned pool, the run's
  * threads across the groups) against the SAME graph run node by node: cblas_sgemm for matmul
- * and batch_matmul, im2col + cblas_sgemm for conv2d, plain C loops (OpenMP over rows) for the
- * elementwise, broadcast, softmax, layer norm, batch norm, transpose and reshape nodes, every
+ * and batch_matmul, im2col + cblas_sgemm for conv2d, the vectorized passes of tools/bl_vec.c
+ * for the activations, softmax and layer norm, plain C loops (OpenMP over rows) for the
+ * elementwise, broadcast, batch norm, transpose and reshape nodes, every
  * node's output materialized in a buffer of its own. Both run in one process, alternating,
  * for each thread count; times are medians. Also: the kernel count (nodes against groups) and
  * the peak intermediate memory node by node (every node output kept, no reuse) against fused
@@ -26,6 +27,7 @@
 #include "tessera/target.h"
 #include "tessera/tuning_db.h"
 #include "tools/baselines.h"
+#include "tools/bl_vec.h"
 #include "tools/bench_graph.h"
 #include "tools/cli.h"
 #include "tools/graph_cli.h"
@@ -38,7 +40,8 @@ static void usage(FILE *f)
         "[--json]\n"
         "                     [--rules FILE | --no-rules] [--optimize] [--precision f32|bf16]\n\n"
         "The fused graph (tuned groups from --db) against the same graph run node by\n"
-        "node (OpenBLAS sgemm, im2col + sgemm, plain loops; every output materialized),\n"
+        "node (OpenBLAS sgemm, im2col + sgemm, vectorized activations, softmax and layer\n"
+        "norm, plain loops for the rest; every output materialized),\n"
         "alternating, medians over --reps runs, for each thread count; kernels and peak\n"
         "intermediate memory before and after fusion + planning. Exits 1 when the outputs\n"
         "differ by more than 1e-4 (relative to the largest magnitude).\n\n"
@@ -218,36 +221,15 @@ static void conv2d(nbn *x, const char *attrs, int vi, int vw, int vo, const floa
     }
 }
 
-/* Row operations over the last axis: softmax (max-subtracted) and layer norm. */
+/* Row operations over the last axis: softmax (max-subtracted) and layer norm, vectorized
+ * (tools/bl_vec.c). */
 static void rows(int which, int64_t R, int64_t n, double eps, const float *X, const float *G,
                  const float *B, float *O)
 {
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < R; r++) {
-        const float *x = X + r * n;
-        float *o = O + r * n;
-        if (which == 0) {
-            float mx = x[0];
-            for (int64_t j = 1; j < n; j++)
-                mx = x[j] > mx ? x[j] : mx;
-            float sum = 0;
-            for (int64_t j = 0; j < n; j++)
-                sum += (o[j] = expf(x[j] - mx));
-            float inv = 1.0f / sum;
-            for (int64_t j = 0; j < n; j++)
-                o[j] *= inv;
-        } else {
-            float mean = 0, var = 0;
-            for (int64_t j = 0; j < n; j++)
-                mean += x[j];
-            mean /= (float)n;
-            for (int64_t j = 0; j < n; j++)
-                var += (x[j] - mean) * (x[j] - mean);
-            float inv = 1.0f / sqrtf(var / (float)n + (float)eps);
-            for (int64_t j = 0; j < n; j++)
-                o[j] = (x[j] - mean) * inv * (G ? G[j] : 1.0f) + (B ? B[j] : 0.0f);
-        }
-    }
+    if (which == 0)
+        te_bl_softmax_rows(X, O, R, n, 1.0f);
+    else
+        te_bl_layer_norm_rows(X, O, R, n, eps, G, B);
 }
 
 /* The attention node unfused, as the graph before te_graph_fuse_attention ran it: per batch
@@ -274,25 +256,20 @@ static void attention_unfused(const te_graph *g, const char *attrs, int vq, int 
             const float *v = V + (b * H + h) * Lk * D;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Lq, (int)Lk, (int)D, scale, q,
                         (int)D, k, (int)D, 0.0f, S, (int)Lk);
+            if (mask || causal) {
 #pragma omp parallel for schedule(static)
-            for (int64_t i = 0; i < Lq; i++) {
-                float *srow = S + i * Lk;
-                const float *mrow = mask ? mask + b * mask_b + i * Lk : NULL;
-                float mx = -INFINITY;
-                for (int64_t j = 0; j < Lk; j++) {
-                    if (mrow)
-                        srow[j] += mrow[j];
-                    if (causal && j > i)
-                        srow[j] = -INFINITY;
-                    mx = srow[j] > mx ? srow[j] : mx;
+                for (int64_t i = 0; i < Lq; i++) {
+                    float *srow = S + i * Lk;
+                    const float *mrow = mask ? mask + b * mask_b + i * Lk : NULL;
+                    for (int64_t j = 0; j < Lk; j++) {
+                        if (mrow)
+                            srow[j] += mrow[j];
+                        if (causal && j > i)
+                            srow[j] = -INFINITY;
+                    }
                 }
-                float sum = 0;
-                for (int64_t j = 0; j < Lk; j++)
-                    sum += (srow[j] = mx == -INFINITY ? 0.0f : expf(srow[j] - mx));
-                float inv = sum > 0 ? 1.0f / sum : 0.0f;
-                for (int64_t j = 0; j < Lk; j++)
-                    srow[j] *= inv;
             }
+            te_bl_softmax_rows(S, S, Lq, Lk, 1.0f); /* a fully masked row gives zeros */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Lq, (int)D, (int)Lk, 1.0f,
                         S, (int)Lk, v, (int)D, 0.0f, O + (b * H + h) * Lq * D, (int)D);
         }
@@ -343,18 +320,9 @@ static int run_node(nbn *x, int nd)
         int k = 0;
         while (strcmp(acts[k], op) != 0)
             k++;
-        const float *a = in[0];
-#pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n; i++) {
-            float v = a[i];
-            o[i] = k == 0   ? (v > 0 ? v : 0)
-                   : k == 1 ? 0.5f * v * (1.0f + erff(v * 0.70710678f))
-                   : k == 2 ? 1.0f / (1.0f + expf(-v))
-                   : k == 3 ? tanhf(v)
-                   : k == 4
-                       ? v / (1.0f + expf(-v))
-                       : 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
-        }
+        static const te_bl_act kinds[] = {TE_BL_RELU, TE_BL_GELU, TE_BL_SIGMOID,
+                                          TE_BL_TANH, TE_BL_SILU, TE_BL_GELU_TANH};
+        te_bl_activation(kinds[k], in[0], o, (size_t)n);
     } else if (!strcmp(op, "softmax") || !strcmp(op, "layer_norm")) {
         if (attr_int(attrs, "axis", -1) != -1 && attr_int(attrs, "axis", -1) != od - 1) {
             fprintf(stderr,
@@ -797,7 +765,7 @@ int te_cmd_bench_graph(int argc, char **argv)
                 printf("%8d %12.3f %16.3f %7.2fx %12.2g %6d/%d\n", res[i].threads, res[i].fused_ms,
                        res[i].nbn_ms, res[i].speedup, res[i].max_rel, res[i].from_db, nk);
             printf("(medians of %d alternating runs; node by node: OpenBLAS sgemm, im2col + "
-                   "sgemm, plain loops)\n",
+                   "sgemm, vectorized activations and row ops, plain loops)\n",
                    reps);
             for (int i = 0; i < nres; i++) {
                 printf("\n%d thread(s), per group: %-28s %10s %16s\n", res[i].threads, "rule",

@@ -19,6 +19,7 @@
 #include "tessera/te.h"
 #include "tessera/tensorize.h"
 #include "tools/baselines.h"
+#include "tools/bl_vec.h"
 #include "tools/bench_lowp.h"
 #include "tools/bench_report.h"
 
