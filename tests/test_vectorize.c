@@ -151,6 +151,44 @@ static void test_nonlinear_index_is_gather(void **state)
     assert_int_equal(l->u.load.idx[0]->lanes, 16);
 }
 
+/* Floor division and remainder by a constant are linear when every lane falls in one block
+ * of the divisor (the index arithmetic of reshapes: a head split reads x + (64 i + x) / 8192 *
+ * 64 + ...): contiguous loads, the quotient a scalar of lane 0. Where the lanes cross a block
+ * boundary they stay a vector of indices. */
+static void test_divisions_within_a_block_are_ramps(void **state)
+{
+    fx *f = *state;
+    te_ctx *c = f->ctx;
+    /* i_o * 16 + i_i: lanes 0..15 of a block of 16, so a block of 256 or 32 holds them all. */
+    te_expr *q = te_floordiv(c, idx(f), I(f, 256));
+    te_stmt *r = run(f, I(f, 16), st(f, f->C, idx(f), ld(f, f->A, te_add(c, f->v, q))));
+    assert_ramp(r->u.store.value->u.load.idx[0], 1, 16);
+    /* ramp base: the quotient at lane 0, no lane variable left */
+    assert_int_equal(r->u.store.value->u.load.idx[0]->u.ramp.base->lanes, 1);
+    r = run(f, I(f, 16), st(f, f->C, idx(f), ld(f, f->A, te_floormod(c, idx(f), I(f, 32)))));
+    assert_ramp(r->u.store.value->u.load.idx[0], 1, 16);
+    /* with an offset and a stride: (64 i_o + 16 + 2 i_i) mod 128 spans 16..46 of a block of 64;
+     * (32 i_o + 16 + 2 i_i) mod 64 crosses 64 for odd i_o (48..78) */
+    te_expr *a = te_add(c, te_add(c, te_mul(c, f->o, I(f, 64)), I(f, 16)),
+                        te_mul(c, f->v, I(f, 2)));
+    r = run(f, I(f, 16), st(f, f->C, idx(f), ld(f, f->A, te_floormod(c, a, I(f, 128)))));
+    assert_ramp(r->u.store.value->u.load.idx[0], 2, 16);
+    a = te_add(c, te_add(c, te_mul(c, f->o, I(f, 32)), I(f, 16)), te_mul(c, f->v, I(f, 2)));
+    r = run(f, I(f, 16), st(f, f->C, idx(f), ld(f, f->A, te_floormod(c, a, I(f, 64)))));
+    assert_int_equal(r->u.store.value->u.load.idx[0]->kind, TE_E_BINARY);
+    /* crossing: blocks of 8 hold half the lanes; an offset of 8 in blocks of 16 crosses too */
+    r = run(f, I(f, 16), st(f, f->C, idx(f), ld(f, f->A, te_floordiv(c, idx(f), I(f, 8)))));
+    assert_int_equal(r->u.store.value->u.load.idx[0]->kind, TE_E_BINARY);
+    assert_int_equal(r->u.store.value->u.load.idx[0]->lanes, 16);
+    a = te_add(c, idx(f), I(f, 8));
+    r = run(f, I(f, 16), st(f, f->C, idx(f), ld(f, f->A, te_floordiv(c, a, I(f, 16)))));
+    assert_int_equal(r->u.store.value->u.load.idx[0]->kind, TE_E_BINARY);
+    /* an unknown term (i_o mod 3) times 16 keeps the block: still a ramp */
+    a = te_add(c, te_mul(c, te_floormod(c, f->o, I(f, 3)), I(f, 16)), f->v);
+    r = run(f, I(f, 16), st(f, f->C, idx(f), ld(f, f->A, te_floordiv(c, a, I(f, 16)))));
+    assert_int_equal(r->u.store.value->kind, TE_E_BCAST); /* one element for all lanes */
+}
+
 static void test_reduction_into_scalar_falls_back(void **state)
 {
     fx *f = *state;
@@ -419,6 +457,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_invariant_load_is_broadcast, setup, teardown),
         cmocka_unit_test_setup_teardown(test_strided_load_and_store, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nonlinear_index_is_gather, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_divisions_within_a_block_are_ramps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reduction_into_scalar_falls_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lane_dependent_if_falls_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_select_and_guarded_load_vectorize, setup, teardown),

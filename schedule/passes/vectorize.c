@@ -27,7 +27,9 @@
  * lists them; the C backend writes them as C comments).
  *
  * The linear analysis is deliberately small (sums, differences, negation, multiplication by an
- * integer constant, integer casts); anything else that mentions x counts as not linear.
+ * integer constant, integer casts, and floor division or remainder by a constant when every
+ * lane falls in one block of the divisor, which a residue of the lane-0 index proves: the
+ * index arithmetic of reshapes); anything else that mentions x counts as not linear.
  */
 #include <string.h>
 
@@ -101,6 +103,101 @@ static bool lane_dependent(const vec_state *v, const te_expr *e)
 
 static bool is_int_dtype(te_dtype d) { return te_dtype_is_int(d) && d != TE_BOOL; }
 
+/* ---- Residues: floor division of a ramp that stays inside one block ------------------------ */
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    a = a < 0 ? -a : a, b = b < 0 ? -b : b;
+    while (b) {
+        int64_t t = a % b;
+        a = b, b = t;
+    }
+    return a;
+}
+
+/* r reduced into [0, g) (g > 0). */
+static int64_t mod_pos(int64_t r, int64_t g) { return (r % g + g) % g; }
+
+/* What e is known to be modulo some g, with the loop variable at its minimum (the lane-0
+ * value): e == g k + r for an integer k, g = 0 meaning e == r exactly. Sums, differences,
+ * negations, integer casts and products by constants are looked into; any other integer
+ * expression is only known to be an integer (g = 1, r = 0). */
+static void residue(const vec_state *v, const te_expr *e, int64_t *g, int64_t *r)
+{
+    int64_t ga, ra, gb, rb, k;
+    *g = 1, *r = 0;
+    if (e == v->var) {
+        if (v->min != v->var)
+            residue(v, v->min, g, r);
+        return;
+    }
+    switch (e->kind) {
+    case TE_E_INT:
+        *g = 0, *r = e->u.i;
+        return;
+    case TE_E_CAST:
+        if (is_int_dtype(e->dtype) && is_int_dtype(e->u.un.a->dtype))
+            residue(v, e->u.un.a, g, r);
+        return;
+    case TE_E_NEG:
+        residue(v, e->u.un.a, &ga, &ra);
+        if (!__builtin_sub_overflow((int64_t)0, ra, r))
+            *g = ga;
+        else
+            *g = 1, *r = 0;
+        break;
+    case TE_E_BINARY:
+        switch (e->u.bin.op) {
+        case TE_ADD:
+        case TE_SUB:
+            residue(v, e->u.bin.a, &ga, &ra);
+            residue(v, e->u.bin.b, &gb, &rb);
+            if (e->u.bin.op == TE_ADD ? __builtin_add_overflow(ra, rb, r)
+                                      : __builtin_sub_overflow(ra, rb, r))
+                return (void)(*g = 1, *r = 0);
+            *g = gcd64(ga, gb);
+            break;
+        case TE_MUL: {
+            const te_expr *x = NULL;
+            if (te__is_const_int(e->u.bin.a, &k))
+                x = e->u.bin.b;
+            else if (te__is_const_int(e->u.bin.b, &k))
+                x = e->u.bin.a;
+            if (!x)
+                return;
+            residue(v, x, &ga, &ra);
+            if (__builtin_mul_overflow(ga, k < 0 ? -k : k, g) || __builtin_mul_overflow(ra, k, r))
+                return (void)(*g = 1, *r = 0);
+            break;
+        }
+        default:
+            return;
+        }
+        break;
+    default:
+        return;
+    }
+    if (*g > 0)
+        *r = mod_pos(*r, *g);
+}
+
+/* For a, linear in the lane with coefficient c >= 0: whether all lanes of a lie in one block
+ * [q D, (q + 1) D) of the divisor D > 0, so that floor(a / D) is the same in every lane (and
+ * floormod(a, D) linear with coefficient c). With the lane-0 value g k + r, g' = gcd(g, D)
+ * divides both (g k) mod D and D, so (g k + r) mod D <= D - g' + (r mod g'): the lanes add at
+ * most c (L - 1), and stay in the block when (r mod g') + c (L - 1) < g'. Head splits and
+ * merges (reshape + transpose) index x + floor((64 i + x) / 8192) * 64: a contiguous load. */
+static bool lanes_in_one_block(const vec_state *v, const te_expr *a, int64_t c, int64_t D)
+{
+    int64_t g, r, span, top;
+    if (c < 0 || D <= 0)
+        return false;
+    residue(v, a, &g, &r);
+    int64_t gd = gcd64(g, D);
+    return !__builtin_mul_overflow(c, (int64_t)v->lanes - 1, &span) &&
+           !__builtin_add_overflow(mod_pos(r, gd), span, &top) && top < gd;
+}
+
 /* If e == coef * var + (terms without lane dependence), stores coef and returns true. */
 static bool linear_coef(const vec_state *v, const te_expr *e, int64_t *coef)
 {
@@ -129,6 +226,15 @@ static bool linear_coef(const vec_state *v, const te_expr *e, int64_t *coef)
             if (te__is_const_int(e->u.bin.b, &k) && linear_coef(v, e->u.bin.a, &ca))
                 return !__builtin_mul_overflow(k, ca, coef);
             return false;
+        case TE_FLOORDIV:
+        case TE_FLOORMOD:
+            /* Of a linear a whose lanes stay in one block of the divisor: the quotient is
+             * lane-invariant, the remainder a - D q linear with a's coefficient. */
+            if (!te__is_const_int(e->u.bin.b, &k) || !linear_coef(v, e->u.bin.a, &ca) ||
+                !lanes_in_one_block(v, e->u.bin.a, ca, k))
+                return false;
+            *coef = e->u.bin.op == TE_FLOORDIV ? 0 : ca;
+            return true;
         default:
             return false;
         }
@@ -261,8 +367,8 @@ static te_expr *vec_index(vec_state *v, te_expr *idx)
 {
     int64_t c;
     if (linear_coef(v, idx, &c)) {
-        if (c == 0)
-            return idx;
+        if (c == 0) /* the lane may appear (x - x, a quotient within one block): lane 0's */
+            return lane_dependent(v, idx) ? lane0(v, idx) : idx;
         te_expr *base = lane0(v, idx);
         if (!base)
             return NULL;
