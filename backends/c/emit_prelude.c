@@ -106,6 +106,8 @@ const char *te__c_cast_helper(emitter *em, te_dtype to, te_dtype from, int lanes
         return NULL;
     em->casts[to][from] |= 1u << lane_slot(lanes);
     em->casts[to][from] |= 1u; /* vector helpers call the scalar one */
+    if (to == TE_I32 && from == TE_F32 && (lanes == 8 || lanes == 16))
+        em->need_immintrin = true; /* cvtt where the ISA has it (emit_casts) */
     if (te_dtype_is_half(to))
         em->need_half = true;
     if (lanes == 1)
@@ -183,6 +185,8 @@ void te__c_use_helper(emitter *em, helper h, te_dtype d, int lanes)
         if (f32v) {
             te__c_use_helper(em, H_SPLAT, e, lanes);
             te__c_use_helper(em, H_BLEND, e, lanes);
+            if (h != H_LOG)
+                em->need_immintrin = true; /* roundscale / round where the ISA has them */
         }
         break;
     case H_SQRT:
@@ -413,6 +417,31 @@ static void lane_loop_arr(te__sb *b, const char *v, int lanes, const char *proto
                   proto, v, lanes, lanes, stmt);
 }
 
+/* Writes the helper function `fn` (a whole definition: prototype, "{", portable body, "}") with
+ * `native` (statements returning the result) in its place where the C compiler targets `guard`
+ * (an ISA macro: __AVX512F__, __AVX__, ...): the portable body stays the fallback. */
+static void emit_guarded(te__sb *b, const char *fn, const char *guard, const char *native)
+{
+    const char *open = strstr(fn, "{\n");
+    size_t len = strlen(fn);
+    if (!guard || !open || len < 2 || strcmp(fn + len - 2, "}\n") != 0) {
+        te__sb_puts(b, fn);
+        return;
+    }
+    te__sb_putn(b, fn, (size_t)(open + 2 - fn));
+    te__sb_printf(b, "#if defined(%s)\n%s#else\n", guard, native);
+    te__sb_putn(b, open + 2, (size_t)(fn + len - 2 - (open + 2)));
+    te__sb_puts(b, "#endif\n}\n");
+}
+
+/* The x86 vector type of `bytes` bytes of f32 and the ISA macro that has its rounding and
+ * conversion instructions; NULL where there is none. */
+static const char *x86_f32_guard(int bytes, const char **nat)
+{
+    *nat = bytes == 64 ? "__m512" : bytes == 32 ? "__m256" : "__m128";
+    return bytes == 64 ? "__AVX512F__" : bytes == 32 ? "__AVX__" : bytes == 16 ? "__SSE4_1__" : NULL;
+}
+
 /* The memory helpers of f16/bf16 vectors: lane loops converting each lane (gcc vectorizes the
  * bf16 ones, shifts; f16 ones stay lane by lane, correct first). The vectors are f32 values. */
 static void emit_half_mem_helper(te__sb *b, helper h, te_dtype d, int lanes)
@@ -557,7 +586,42 @@ static void emit_casts(emitter *em, te__sb *o)
                     snprintf(R, sizeof R, "te_%sx%d", te__c_dt_short(te__c_vec_elem(t)), lanes);
                     snprintf(proto, sizeof proto, "%s te_cvt_%s_%sx%d(%s x)", R, tn, fn, lanes, V);
                     snprintf(stmt, sizeof stmt, "ra[l] = te_cvt_%s_%s(x[l])", tn, fn);
-                    lane_loop_arr(o, R, lanes, proto, stmt);
+                    if (t == TE_I32 && f == TE_F32 && (lanes == 16 || lanes == 8)) {
+                        /* cvtt gives INT32_MIN out of range and for NaN: the lanes at or
+                         * above 2^31 become INT32_MAX, NaN lanes 0 (the scalar helper's
+                         * semantics), in three instructions instead of a lane loop. */
+                        te__sb fnb = {0};
+                        lane_loop_arr(&fnb, R, lanes, proto, stmt);
+                        char nat[1024];
+                        if (lanes == 16)
+                            snprintf(nat, sizeof nat,
+                                     "    __m512 v = (__m512)x;\n"
+                                     "    __m512i r = _mm512_cvttps_epi32(v);\n"
+                                     "    r = _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, "
+                                     "_mm512_set1_ps(2147483648.0f), _CMP_GE_OQ), "
+                                     "_mm512_set1_epi32(INT32_MAX));\n"
+                                     "    return (%s)_mm512_maskz_mov_epi32(_mm512_cmp_ps_mask(v, "
+                                     "v, _CMP_ORD_Q), r);\n",
+                                     R);
+                        else
+                            snprintf(nat, sizeof nat,
+                                     "    __m256 v = (__m256)x;\n"
+                                     "    __m256 r = _mm256_castsi256_ps(_mm256_cvttps_epi32(v));\n"
+                                     "    r = _mm256_blendv_ps(r, "
+                                     "_mm256_castsi256_ps(_mm256_set1_epi32(INT32_MAX)), "
+                                     "_mm256_cmp_ps(v, _mm256_set1_ps(2147483648.0f), "
+                                     "_CMP_GE_OQ));\n"
+                                     "    return (%s)_mm256_and_ps(r, _mm256_cmp_ps(v, v, "
+                                     "_CMP_ORD_Q));\n",
+                                     R);
+                        if (fnb.oom)
+                            o->oom = true;
+                        else
+                            emit_guarded(o, fnb.p, lanes == 16 ? "__AVX512F__" : "__AVX__", nat);
+                        free(fnb.p);
+                    } else {
+                        lane_loop_arr(o, R, lanes, proto, stmt);
+                    }
                 } else if (te_dtype_is_half(t)) {
                     te__sb_printf(
                         o, "static inline float te_cvt_%s_%s(%s x) { return %s(%s((float)x)); }\n",
@@ -796,11 +860,22 @@ static void emit_helper(emitter *em, te__sb *b, helper h, te_dtype d, int lanes)
                     te__sb_putn(&x, p, 1);
                 }
             }
-            if (x.oom)
+            te__sb fnb = {0};
+            if (!x.oom)
+                sb_template(&fnb, x.p, lanes);
+            const char *nat, *guard = x86_f32_guard(lanes * 4, &nat);
+            char native[256];
+            snprintf(native, sizeof native, "    return (%s)%s((%s)x, %s | _MM_FROUND_NO_EXC);\n", V,
+                     lanes == 16 ? "_mm512_roundscale_ps"
+                     : lanes == 8 ? "_mm256_round_ps"
+                                  : "_mm_round_ps",
+                     nat, h == H_FLOOR ? "_MM_FROUND_TO_NEG_INF" : "_MM_FROUND_TO_POS_INF");
+            if (x.oom || fnb.oom)
                 b->oom = true;
             else
-                sb_template(b, x.p, lanes);
+                emit_guarded(b, fnb.p, guard, native); /* one instruction where the ISA has it */
             free(x.p);
+            free(fnb.p);
         } else {
             snprintf(proto, sizeof proto, "%s te_%s_%s(%s x)", V, h == H_FLOOR ? "floor" : "ceil",
                      V + 3, V);
