@@ -598,7 +598,8 @@ static int ap_intrin(APPLY_ARGS)
         const char *name;
         te_intrin fn;
     } fns[] = {{"exp", TE_EXP}, {"log", TE_LOG},  {"sqrt", TE_SQRT},   {"rsqrt", TE_RSQRT},
-               {"erf", TE_ERF}, {"abs", TE_FABS}, {"floor", TE_FLOOR}, {"ceil", TE_CEIL}};
+               {"erf", TE_ERF}, {"abs", TE_FABS}, {"floor", TE_FLOOR}, {"ceil", TE_CEIL},
+               {"round", TE_RINT}};
     te_dtype dt = te_tensor_dtype(in[0]);
     if (dt != TE_F32 && dt != TE_F64)
         return te_ctx_set_error(ctx, TE_ERR_DTYPE, "%s: needs f32 or f64, not %s", op->name,
@@ -897,6 +898,7 @@ static const te__gop table[] = {
     {"abs", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 1, ap_intrin},
     {"floor", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 1, ap_intrin},
     {"ceil", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 1, ap_intrin},
+    {"round", TE_KIND_ELEMWISE, 1, 1, 1, "X", "", 1, ap_intrin}, /* ties to even */
     /* Comparison and logic operators (above): u8 0 / 1 outputs. */
     {"equal", TE_KIND_BROADCAST, 2, 2, 1, "A,B", "", 1, ap_compare},
     {"not_equal", TE_KIND_BROADCAST, 2, 2, 1, "A,B", "", 1, ap_compare},

@@ -711,7 +711,7 @@ static const char *const ops_here[] = {"Add",         "Sub",        "Mul",
                                        "LessOrEqual", "Greater",    "GreaterOrEqual",
                                        "Not",         "And",        "Or",
                                        "Xor",         "Floor",      "Ceil",
-                                       "Sign",        "Mod"};
+                                       "Sign",        "Mod",        "Round"};
 
 int ox_op_supported(const char *op_type)
 {
@@ -775,7 +775,7 @@ int ox_convert_node(ox_ctx *c, const Onnx__NodeProto *n)
     }
     static const char *const un[][2] = {{"Exp", "exp"},  {"Log", "log"},     {"Sqrt", "sqrt"},
                                         {"Abs", "abs"},  {"Floor", "floor"}, {"Ceil", "ceil"},
-                                        {"Sign", "sign"}};
+                                        {"Sign", "sign"}, {"Round", "round"}};
     for (size_t i = 0; i < sizeof un / sizeof un[0]; i++)
         if (!strcmp(op, un[i][0])) {
             if (!strcmp(op, "Abs")) {

@@ -145,6 +145,9 @@ te_expr *te__fold_call(te_ctx *ctx, te_expr *e)
         case TE_CEIL:
             r = ceilf(xf);
             break;
+        case TE_RINT:
+            r = rintf(xf);
+            break;
         case TE_POW:
             r = powf(xf, yf);
             break;
@@ -182,6 +185,9 @@ te_expr *te__fold_call(te_ctx *ctx, te_expr *e)
             break;
         case TE_CEIL:
             r = ceil(x);
+            break;
+        case TE_RINT:
+            r = rint(x);
             break;
         case TE_POW:
             r = pow(x, y);

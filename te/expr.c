@@ -9,7 +9,7 @@ static const char *binop_names[] = {"+",        "-",   "*",   "/",  "%",  "floor
                                     "<=",       ">",   ">=",  "&&", "||"};
 
 static const char *intrin_names[TE_INTRIN_COUNT] = {
-    "exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid", "fabs", "floor", "ceil", "pow"};
+    "exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid", "fabs", "floor", "ceil", "pow", "rint"};
 
 const char *te_intrin_name(te_intrin fn)
 {
@@ -396,6 +396,7 @@ INTRIN_FN(te_sigmoid, TE_SIGMOID)
 INTRIN_FN(te_fabs, TE_FABS)
 INTRIN_FN(te_floor, TE_FLOOR)
 INTRIN_FN(te_ceil, TE_CEIL)
+INTRIN_FN(te_rint, TE_RINT)
 #undef INTRIN_FN
 
 te_expr *te_pow(te_ctx *ctx, te_expr *a, te_expr *b)

@@ -242,6 +242,8 @@ static double eval_call(interp *in, const te_expr *e)
         return floor(a);
     case TE_CEIL:
         return ceil(a);
+    case TE_RINT:
+        return rint(a);
     case TE_POW:
         return pow(a, b);
     default:

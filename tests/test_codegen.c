@@ -523,6 +523,19 @@ static void test_vector_floor_ceil_fabs_pow(void **s)
     check_math(TE_POW, ref_pow, 2e-7, false, 16);
 }
 
+/* rint: ties to even (the edge cases hold 0.5, 2.5, -2.5, 8388608.5 and the uniform sweep
+ * many x.5 values after rounding to f32), exact, at the widths of AVX-512, AVX and SSE4.1 and
+ * a width no instruction has (2 lanes: rint per lane). */
+static double ref_rint(double x) { return rint(x); }
+static void test_vector_rint_ties_to_even(void **s)
+{
+    (void)s;
+    check_math(TE_RINT, ref_rint, 0, false, 16);
+    check_math(TE_RINT, ref_rint, 0, false, 8);
+    check_math(TE_RINT, ref_rint, 0, false, 4);
+    check_math(TE_RINT, ref_rint, 0, false, 2);
+}
+
 /* Scalar code (a loop that is not vectorized) calls libm. */
 static void test_scalar_math_uses_libm(void **state)
 {
@@ -826,6 +839,7 @@ int main(void)
         cmocka_unit_test(test_vector_sigmoid),
         cmocka_unit_test(test_vector_sqrt_rsqrt),
         cmocka_unit_test(test_vector_floor_ceil_fabs_pow),
+        cmocka_unit_test(test_vector_rint_ties_to_even),
         cmocka_unit_test(test_scalar_math_uses_libm),
         cmocka_unit_test(test_gather),
         cmocka_unit_test(test_nontemporal_store),

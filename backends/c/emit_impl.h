@@ -71,6 +71,7 @@ typedef enum helper {
     H_FABS,
     H_FLOOR,
     H_CEIL,
+    H_RINT,
     H_SQRT,
     H_EXP,
     H_LOG,

@@ -125,7 +125,8 @@ const char *te__c_helper_name(emitter *em, helper h, te_dtype d, int lanes)
     static const char *const names[H_COUNT] = {
         "splat",  "blend",  "min",        "max",     "floordiv",    "floormod", "load",  "store",
         "stream", "gather", "gather_idx", "scatter", "scatter_idx", "fabs",     "floor", "ceil",
-        "sqrt",   "exp",    "log",        "tanh",    "sigmoid",     "erf",      "pow",   "sfence"};
+        "rint",   "sqrt",   "exp",        "log",     "tanh",        "sigmoid",  "erf",   "pow",
+        "sfence"};
     d = helper_dtype(h, d);
     te__c_use_helper(em, h, d, lanes);
     if (h == H_SFENCE)
@@ -190,6 +191,7 @@ void te__c_use_helper(emitter *em, helper h, te_dtype d, int lanes)
         }
         break;
     case H_SQRT:
+    case H_RINT:
         if (lanes > 1)
             em->need_immintrin = true;
         break;
@@ -884,6 +886,34 @@ static void emit_helper(emitter *em, te__sb *b, helper h, te_dtype d, int lanes)
             lane_loop(b, V, lanes, proto, tmp);
         }
         break;
+    case H_RINT: {
+        /* Ties to even in one instruction where the ISA has it, else rint lane by lane. */
+        te__sb fnb = {0};
+        snprintf(proto, sizeof proto, "%s te_rint_%s(%s x)", V, V + 3, V);
+        snprintf(tmp, sizeof tmp, "r[l] = %s(x[l])", te__emit_libm_name(TE_RINT, d));
+        lane_loop(&fnb, V, lanes, proto, tmp);
+        const char *nat = NULL, *guard = NULL, *fn = NULL;
+        int bytes = lanes * (int)te_dtype_size(d);
+        if (d == TE_F32) {
+            guard = x86_f32_guard(bytes, &nat);
+            fn = bytes == 64 ? "_mm512_roundscale_ps" : bytes == 32 ? "_mm256_round_ps" : "_mm_round_ps";
+        } else if (d == TE_F64) {
+            guard = bytes == 64 ? "__AVX512F__" : bytes == 32 ? "__AVX__" : bytes == 16 ? "__SSE4_1__" : NULL;
+            nat = bytes == 64 ? "__m512d" : bytes == 32 ? "__m256d" : "__m128d";
+            fn = bytes == 64 ? "_mm512_roundscale_pd" : bytes == 32 ? "_mm256_round_pd" : "_mm_round_pd";
+        }
+        char native[256] = "";
+        if (guard)
+            snprintf(native, sizeof native,
+                     "    return (%s)%s((%s)x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);\n", V,
+                     fn, nat);
+        if (fnb.oom)
+            b->oom = true;
+        else
+            emit_guarded(b, fnb.p, guard, native);
+        free(fnb.p);
+        break;
+    }
     case H_SQRT: {
         /* One instruction where the ISA has it; gcc does not vectorize sqrtf in a lane loop
          * because of errno. */

@@ -87,7 +87,8 @@ typedef enum te_binop {
     TE_OR
 } te_binop;
 
-/* Math intrinsics on floating-point values. POW takes two arguments, the rest one. */
+/* Math intrinsics on floating-point values. POW takes two arguments, the rest one. RINT rounds
+ * to the nearest integer, ties to even (the IEEE default rounding, C's rint). */
 typedef enum te_intrin {
     TE_EXP,
     TE_LOG,
@@ -100,6 +101,7 @@ typedef enum te_intrin {
     TE_FLOOR,
     TE_CEIL,
     TE_POW,
+    TE_RINT,
     TE_INTRIN_COUNT
 } te_intrin;
 
@@ -158,6 +160,7 @@ te_expr *te_fabs(te_ctx *ctx, te_expr *a);
 te_expr *te_floor(te_ctx *ctx, te_expr *a);
 te_expr *te_ceil(te_ctx *ctx, te_expr *a);
 te_expr *te_pow(te_ctx *ctx, te_expr *a, te_expr *b);
+te_expr *te_rint(te_ctx *ctx, te_expr *a); /* nearest integer, ties to even */
 /* Name of an intrinsic ("exp"), or "?" */
 const char *te_intrin_name(te_intrin fn);
 

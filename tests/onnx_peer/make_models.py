@@ -306,9 +306,10 @@ for rep in range(8):
     emit(name("Not"), [helper.make_node("Not", ["a"], ["c"]),
                        helper.make_node("Cast", ["c"], ["y"], to=TensorProto.FLOAT)],
          [("a", rng.integers(0, 2, size=s).astype(np.bool_))], ["y"])
-    for op in ["Floor", "Ceil", "Sign"]:
+    for op in ["Floor", "Ceil", "Sign", "Round"]:
         x = rand(*shape(), lo=-3, hi=3)
         x.flat[::3] = np.round(x.flat[::3])  # integers (and zeros for Sign) too
+        x.flat[1::3] = np.round(x.flat[1::3] * 2) / 2  # halves: Round's ties go to even
         emit(name(op), [helper.make_node(op, ["x"], ["y"])], [("x", x)], ["y"])
     # Mod: int64 with either sign rule (non-zero divisors), float with fmod=1; Cast to float.
     s = shape(1, 3)
