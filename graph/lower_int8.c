@@ -100,21 +100,27 @@ static const char *check(te_graph *g, int nd, cand *c)
     return NULL;
 }
 
-/* Packs B (u8 or i8 [k, n]) shifted to s8 into Bp [n / nb, k / 4, nb, 4] and computes the
- * column correction corr[j] = -za' colsum(B')[j] + k za' zb'. False when it leaves i32. */
-static bool pack(const te__gvalue *B, const cand *c, int8_t *bp, int32_t *corr)
+/* Packs column j of B (u8 or i8 [k, n]), shifted to s8 (B' = B - 128 when B is u8), into bp,
+ * the blocked VNNI layout [n / nb, k / 4, nb, 4]. Returns the column's sum of B'. */
+static int64_t pack_column(const te__gvalue *B, int64_t k, int64_t n, int64_t nb, int64_t j,
+                           int8_t *bp)
 {
     const uint8_t *b = B->data;
-    int off = B->dtype == TE_U8 ? -128 : 0;
-    int64_t ko = c->k / 4;
+    int64_t ko = k / 4, jb = j / nb, jj = j % nb, sum = 0;
+    for (int64_t r = 0; r < k; r++) {
+        int v = B->dtype == TE_U8 ? b[r * n + j] - 128 : (int8_t)b[r * n + j];
+        sum += v;
+        bp[((jb * ko + r / 4) * nb + jj) * 4 + r % 4] = (int8_t)v;
+    }
+    return sum;
+}
+
+/* Packs B into Bp (pack_column) and computes the column correction
+ * corr[j] = -za' colsum(B')[j] + k za' zb'. False when it leaves i32. */
+static bool pack(const te__gvalue *B, const cand *c, int8_t *bp, int32_t *corr)
+{
     for (int64_t j = 0; j < c->n; j++) {
-        int64_t sum = 0;
-        for (int64_t r = 0; r < c->k; r++) {
-            int v = B->dtype == TE_U8 ? b[r * c->n + j] + off : (int8_t)b[r * c->n + j];
-            sum += v;
-            int64_t jb = j / c->nb, jj = j % c->nb;
-            bp[((jb * ko + r / 4) * c->nb + jj) * 4 + r % 4] = (int8_t)v;
-        }
+        int64_t sum = pack_column(B, c->k, c->n, c->nb, j, bp);
         int64_t cj = -(int64_t)c->za * sum + c->k * (int64_t)c->za * c->zb;
         if (cj < INT32_MIN || cj > INT32_MAX)
             return false;
@@ -267,17 +273,8 @@ static int build_zp(te_graph *g, const zcand *c, const char *base)
         rc = te__graph_error(g, TE_ERR_NOMEM, "out of memory");
         goto out;
     }
-    const uint8_t *b = B->data;
-    int64_t ko = c->k / 4;
-    for (int64_t j = 0; j < c->n; j++) {
-        int64_t sum = 0;
-        for (int64_t r = 0; r < c->k; r++) {
-            int x = B->dtype == TE_U8 ? b[r * c->n + j] - 128 : (int8_t)b[r * c->n + j];
-            sum += x;
-            bp[(((j / c->nb) * ko + r / 4) * c->nb + j % c->nb) * 4 + r % 4] = (int8_t)x;
-        }
-        v[j] = (int32_t)(c->k * (int64_t)c->zb[j] - sum);
-    }
+    for (int64_t j = 0; j < c->n; j++)
+        v[j] = (int32_t)(c->k * (int64_t)c->zb[j] - pack_column(B, c->k, c->n, c->nb, j, bp));
     char nm[TE__G_NAME + 8];
     snprintf(nm, sizeof nm, "%.30s_vnni", B->name);
     int64_t ps[4] = {c->n / c->nb, c->k / 4, c->nb, 4};

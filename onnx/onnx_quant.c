@@ -337,23 +337,34 @@ static int multipliers(ox_ctx *c, const Onnx__NodeProto *n, double sa, const ox_
     return id;
 }
 
+/* The output dtype *dy of a QLinear* node: its y_zero_point's (input i), uint8 when that is absent
+ * or computed; a constant of another type is refused. */
+static int output_dtype(ox_ctx *c, const Onnx__NodeProto *n, size_t i, te_dtype *dy)
+{
+    *dy = TE_U8;
+    ox_val *yz = ox_in(c, n, i);
+    if (yz && yz->kind == OX_CONST)
+        *dy = ox_elem_dtype(yz->elem);
+    if (*dy != TE_U8 && *dy != TE_I8)
+        return ox_nfail(c, n, TE_ERR_UNSUPPORTED,
+                        "y_zero_point '%s' has element type %d: the output is uint8 or int8",
+                        in_name(n, i), (int)yz->elem);
+    return TE_OK;
+}
+
 /* QLinearMatMul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
  * the output dtype is y_zero_point's. Per-tensor scales go into the attributes with 17 digits,
  * so that they are read back as the same double (and float); per-column b_scale / b_zero_point
  * ([n]) make it matmul_integer(_zp) + requantize_axis by per-column multipliers. */
 static int qlinear_matmul(ox_ctx *c, const Onnx__NodeProto *n)
 {
-    te_dtype da, db, dy = TE_U8;
+    te_dtype da, db, dy;
     int32_t za, zb, zy;
     double sa, sb, sy;
     int sbg, zbg;
-    ox_val *yz = ox_in(c, n, 7);
-    if (yz && yz->kind == OX_CONST)
-        dy = ox_elem_dtype(yz->elem);
-    if (dy != TE_U8 && dy != TE_I8)
-        return ox_nfail(c, n, TE_ERR_UNSUPPORTED,
-                        "y_zero_point '%s' has element type %d: the output is uint8 or int8",
-                        in_name(n, 7), (int)yz->elem);
+    int rc = output_dtype(c, n, 7, &dy);
+    if (rc)
+        return rc;
     int a = quant_operand(c, n, 0, "a", &da);
     int b = a < 0 ? a : quant_operand(c, n, 3, "b", &db);
     if (b < 0)
@@ -683,14 +694,10 @@ static int conv_integer(ox_ctx *c, const Onnx__NodeProto *n)
  * f32(x_scale) f32(w_scale[oc]) / f32(y_scale) (w_scale per tensor or per output channel). */
 static int qlinear_conv(ox_ctx *c, const Onnx__NodeProto *n)
 {
-    te_dtype dy = TE_U8;
-    ox_val *yz = ox_in(c, n, 7);
-    if (yz && yz->kind == OX_CONST)
-        dy = ox_elem_dtype(yz->elem);
-    if (dy != TE_U8 && dy != TE_I8)
-        return ox_nfail(c, n, TE_ERR_UNSUPPORTED,
-                        "y_zero_point '%s' has element type %d: the output is uint8 or int8",
-                        in_name(n, 7), (int)yz->elem);
+    te_dtype dy;
+    int rc = output_dtype(c, n, 7, &dy);
+    if (rc)
+        return rc;
     int64_t oc;
     int wzg, swg;
     const ox_val *wzv;
