@@ -459,10 +459,10 @@ int te__names_add(te_ctx *ctx, te__name_table *t, int kind, int id, const void *
 
 const char *te__emit_libm_name(te_intrin fn, te_dtype d)
 {
-    static const char *const f64[TE_INTRIN_COUNT] = {"exp",  "log",  "sqrt",  NULL,   "tanh", "erf",
-                                                     NULL,   "fabs", "floor", "ceil", "pow",  "rint"};
-    static const char *const f32[TE_INTRIN_COUNT] = {"expf",  "logf",   "sqrtf", NULL,
-                                                     "tanhf", "erff",   NULL,    "fabsf",
+    static const char *const f64[TE_INTRIN_COUNT] = {
+        "exp", "log", "sqrt", NULL, "tanh", "erf", NULL, "fabs", "floor", "ceil", "pow", "rint"};
+    static const char *const f32[TE_INTRIN_COUNT] = {"expf",   "logf",  "sqrtf", NULL,
+                                                     "tanhf",  "erff",  NULL,    "fabsf",
                                                      "floorf", "ceilf", "powf",  "rintf"};
     if ((int)fn < 0 || fn >= TE_INTRIN_COUNT)
         return NULL;

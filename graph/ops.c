@@ -597,9 +597,9 @@ static int ap_intrin(APPLY_ARGS)
     static const struct {
         const char *name;
         te_intrin fn;
-    } fns[] = {{"exp", TE_EXP}, {"log", TE_LOG},  {"sqrt", TE_SQRT},   {"rsqrt", TE_RSQRT},
-               {"erf", TE_ERF}, {"abs", TE_FABS}, {"floor", TE_FLOOR}, {"ceil", TE_CEIL},
-               {"round", TE_RINT}};
+    } fns[] = {{"exp", TE_EXP},     {"log", TE_LOG},   {"sqrt", TE_SQRT},
+               {"rsqrt", TE_RSQRT}, {"erf", TE_ERF},   {"abs", TE_FABS},
+               {"floor", TE_FLOOR}, {"ceil", TE_CEIL}, {"round", TE_RINT}};
     te_dtype dt = te_tensor_dtype(in[0]);
     if (dt != TE_F32 && dt != TE_F64)
         return te_ctx_set_error(ctx, TE_ERR_DTYPE, "%s: needs f32 or f64, not %s", op->name,

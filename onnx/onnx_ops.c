@@ -773,8 +773,8 @@ int ox_convert_node(ox_ctx *c, const Onnx__NodeProto *n)
         low[0] = (char)(low[0] - 'A' + 'a');
         return unary(c, n, low);
     }
-    static const char *const un[][2] = {{"Exp", "exp"},  {"Log", "log"},     {"Sqrt", "sqrt"},
-                                        {"Abs", "abs"},  {"Floor", "floor"}, {"Ceil", "ceil"},
+    static const char *const un[][2] = {{"Exp", "exp"},   {"Log", "log"},     {"Sqrt", "sqrt"},
+                                        {"Abs", "abs"},   {"Floor", "floor"}, {"Ceil", "ceil"},
                                         {"Sign", "sign"}, {"Round", "round"}};
     for (size_t i = 0; i < sizeof un / sizeof un[0]; i++)
         if (!strcmp(op, un[i][0])) {

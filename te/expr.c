@@ -8,8 +8,9 @@ static const char *binop_names[] = {"+",        "-",   "*",   "/",  "%",  "floor
                                     "floormod", "min", "max", "==", "!=", "<",
                                     "<=",       ">",   ">=",  "&&", "||"};
 
-static const char *intrin_names[TE_INTRIN_COUNT] = {
-    "exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid", "fabs", "floor", "ceil", "pow", "rint"};
+static const char *intrin_names[TE_INTRIN_COUNT] = {"exp",   "log",  "sqrt",    "rsqrt",
+                                                    "tanh",  "erf",  "sigmoid", "fabs",
+                                                    "floor", "ceil", "pow",     "rint"};
 
 const char *te_intrin_name(te_intrin fn)
 {

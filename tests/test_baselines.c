@@ -500,11 +500,10 @@ static void test_vector_passes_match_float64(void **state)
             for (int64_t j = 0; j < n; j++)
                 sum += m == -INFINITY ? 0 : exp(scale * ((double)x[r * n + j] - m));
             for (int64_t j = 0; j < n; j++) {
-                double ref =
-                    m == -INFINITY ? 0 : exp(scale * ((double)x[r * n + j] - m)) / sum;
+                double ref = m == -INFINITY ? 0 : exp(scale * ((double)x[r * n + j] - m)) / sum;
                 if (!(fabs(y[r * n + j] - ref) <= 2e-6 * fmax(1e-3, ref)))
-                    fail_msg("softmax n %lld row %lld j %lld: %.9g, float64 %.9g",
-                             (long long)n, (long long)r, (long long)j, y[r * n + j], ref);
+                    fail_msg("softmax n %lld row %lld j %lld: %.9g, float64 %.9g", (long long)n,
+                             (long long)r, (long long)j, y[r * n + j], ref);
             }
         }
         /* Layer norm, in place, with and without gamma/beta. */
@@ -528,8 +527,8 @@ static void test_vector_passes_match_float64(void **state)
                 if (r < 2)
                     ref = ref * g[j] + b[j];
                 if (!(fabs(y[r * n + j] - ref) <= 1e-4 * fmax(1.0, fabs(ref))))
-                    fail_msg("layer norm n %lld row %lld j %lld: %.9g, float64 %.9g",
-                             (long long)n, (long long)r, (long long)j, y[r * n + j], ref);
+                    fail_msg("layer norm n %lld row %lld j %lld: %.9g, float64 %.9g", (long long)n,
+                             (long long)r, (long long)j, y[r * n + j], ref);
             }
         }
         free(x), free(y), free(g), free(b);
@@ -574,8 +573,8 @@ static int bmm_child(void)
                     double e = fabs(C[(b * M + i) * N + j] - ref) / (mag + 1e-30);
                     worst = isnan(e) ? INFINITY : fmax(worst, e);
                 }
-        fprintf(stderr, "  batched %dx%dx%dx%d tb %d: %s; worst error / sum|ab| %.3g\n", BATCH,
-                M, N, K, tb, te_bl_bmm_impl(p), worst);
+        fprintf(stderr, "  batched %dx%dx%dx%d tb %d: %s; worst error / sum|ab| %.3g\n", BATCH, M,
+                N, K, tb, te_bl_bmm_impl(p), worst);
         te_bl_bmm_free(p);
         if (!(worst < 1e-5))
             return 1;

@@ -251,19 +251,19 @@ static void test_avx512(void **state)
 static void test_avx512_every_tile(void **state)
 {
     (void)state;
-    static const int tiles[][2] = {{4, 32}, {4, 64}, {6, 32}, {6, 64}, {8, 32},
+    static const int tiles[][2] = {{4, 32}, {4, 64},  {6, 32}, {6, 64}, {8, 32},
                                    {8, 48}, {12, 32}, {2, 64}, {1, 64}};
     for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++)
         for (int kind = 0; kind < 2; kind++)
             for (int split = 0; split < 2; split++) {
                 int tm = tiles[t][0], tn = tiles[t][1], g = kind ? 2 : 4;
                 char name[64], what[96];
-                snprintf(name, sizeof name, kind ? "avx512bf16_%dx%d" : "avx512vnni_u8s8_%dx%d",
-                         tm, tn);
+                snprintf(name, sizeof name, kind ? "avx512bf16_%dx%d" : "avx512vnni_u8s8_%dx%d", tm,
+                         tn);
                 snprintf(what, sizeof what, "%s (%s)", name, split ? "update" : "overwrite");
                 mm p;
-                mm_build(&p, 2 * tm, 2 * tn, 24, g, kind ? TE_BF16 : TE_U8,
-                         kind ? TE_BF16 : TE_I8, kind ? TE_F32 : TE_I32);
+                mm_build(&p, 2 * tm, 2 * tn, 24, g, kind ? TE_BF16 : TE_U8, kind ? TE_BF16 : TE_I8,
+                         kind ? TE_F32 : TE_I32);
                 te_iter *ii = mm_tile(&p, tm, tn, split ? 8 : 0, NULL);
                 assert_int_equal(te_tensorize(p.sc, ii, intrin(name)), TE_OK);
                 mm_build_and_check(&p, intrin(name), what);

@@ -169,8 +169,8 @@ static void test_divisions_within_a_block_are_ramps(void **state)
     assert_ramp(r->u.store.value->u.load.idx[0], 1, 16);
     /* with an offset and a stride: (64 i_o + 16 + 2 i_i) mod 128 spans 16..46 of a block of 64;
      * (32 i_o + 16 + 2 i_i) mod 64 crosses 64 for odd i_o (48..78) */
-    te_expr *a = te_add(c, te_add(c, te_mul(c, f->o, I(f, 64)), I(f, 16)),
-                        te_mul(c, f->v, I(f, 2)));
+    te_expr *a =
+        te_add(c, te_add(c, te_mul(c, f->o, I(f, 64)), I(f, 16)), te_mul(c, f->v, I(f, 2)));
     r = run(f, I(f, 16), st(f, f->C, idx(f), ld(f, f->A, te_floormod(c, a, I(f, 128)))));
     assert_ramp(r->u.store.value->u.load.idx[0], 2, 16);
     a = te_add(c, te_add(c, te_mul(c, f->o, I(f, 32)), I(f, 16)), te_mul(c, f->v, I(f, 2)));

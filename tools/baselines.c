@@ -217,7 +217,8 @@ void te_bl_openblas_select(char **argv)
          * CPU): the note names it. */
         char mark[192];
         snprintf(mark, sizeof mark, "%ld:%s%s%s%s", (long)getpid(), seen,
-                 set ? " (OPENBLAS_CORETYPE=" : "", set ? set : "", set ? " set by the caller)" : "");
+                 set ? " (OPENBLAS_CORETYPE=" : "", set ? set : "",
+                 set ? " set by the caller)" : "");
         setenv(REEXEC_VAR, mark, 1);
         setenv("OPENBLAS_CORETYPE", want, 1);
         execv("/proc/self/exe", argv);

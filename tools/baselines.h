@@ -64,9 +64,10 @@ te_bl_core_class te_bl_classify_core(const char *core, const te_bl_cpu *cpu, con
 
 /* Call at the start of a benchmark command, before any thread starts or any file is opened:
  * when OpenBLAS runs kernels narrower than this CPU supports (on its own choice or on a
- * caller's OPENBLAS_CORETYPE, which the note then names), re-executes this program (/proc/self/exe, the same argv) with
- * OPENBLAS_CORETYPE set to the fitting core and TESSERA_BASELINE_REEXEC as the loop guard.
- * Returns when no re-exec was needed (or it failed: then the note says so). `argv` is main's. */
+ * caller's OPENBLAS_CORETYPE, which the note then names), re-executes this program (/proc/self/exe,
+ * the same argv) with OPENBLAS_CORETYPE set to the fitting core and TESSERA_BASELINE_REEXEC as the
+ * loop guard. Returns when no re-exec was needed (or it failed: then the note says so). `argv` is
+ * main's. */
 void te_bl_openblas_select(char **argv);
 
 /* One line on OpenBLAS's kernels, e.g. "OpenBLAS: core Prescott is generic on this CPU; re-ran

@@ -46,15 +46,15 @@ static void run_unfused(void *p)
         te_bl_bmm_run(u->qk); /* S = Q K^T; the scale is applied by the softmax */
     else
         for (int h = 0; h < u->heads; h++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, dh, scale, u->Q + h * hs,
-                        dh, u->K + h * hs, dh, 0.0f, u->S + h * ss, L);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, dh, scale, u->Q + h * hs, dh,
+                        u->K + h * hs, dh, 0.0f, u->S + h * ss, L);
     te_bl_softmax_rows(u->S, u->S, (int64_t)u->heads * L, L, u->qk ? scale : 1.0f);
     if (u->pv)
         te_bl_bmm_run(u->pv);
     else
         for (int h = 0; h < u->heads; h++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, dh, L, 1.0f, u->S + h * ss,
-                        L, u->V + h * hs, dh, 0.0f, u->O + h * hs, dh);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, dh, L, 1.0f, u->S + h * ss, L,
+                        u->V + h * hs, dh, 0.0f, u->O + h * hs, dh);
 }
 
 typedef struct fused_run {
@@ -178,8 +178,8 @@ int te_bench_attention(te_db *db, int seq, int heads, int dh, int threads, int r
     snprintf(out->ob_impl, sizeof out->ob_impl, "%s", ob);
     snprintf(out->dn_impl, sizeof out->dn_impl, "%s", have_dn ? dn : "");
     snprintf(out->base_impl, sizeof out->base_impl, "%s", dn_best ? dn : ob);
-    snprintf(out->note, sizeof out->note,
-             "extra memory: fused %.1f MiB (%s), unfused %.1f MiB", mem_fused, how, mem_unfused);
+    snprintf(out->note, sizeof out->note, "extra memory: fused %.1f MiB (%s), unfused %.1f MiB",
+             mem_fused, how, mem_unfused);
     out->other_impl = have_dn ? (dn_best ? out->ob_impl : out->dn_impl) : "";
     out->err = err;
     fprintf(stderr,
@@ -190,9 +190,8 @@ int te_bench_attention(te_db *db, int seq, int heads, int dh, int threads, int r
                 med[2] / med[0], err_dn);
     else
         fprintf(stderr, ", no oneDNN path (%s)", why ? why : "?");
-    fprintf(stderr,
-            "; extra memory fused %.2f MiB, unfused %.2f MiB; max rel err %.2g\n", mem_fused,
-            mem_unfused, err);
+    fprintf(stderr, "; extra memory fused %.2f MiB, unfused %.2f MiB; max rel err %.2g\n",
+            mem_fused, mem_unfused, err);
     te_bl_bmm_free(ud.qk), te_bl_bmm_free(ud.pv);
     free(Q), free(K), free(V), free(Of), free(Ou), free(S), free(Od), free(Sd);
     te_module_free(m);

@@ -27,8 +27,8 @@
 #include "tessera/target.h"
 #include "tessera/tuning_db.h"
 #include "tools/baselines.h"
-#include "tools/bl_vec.h"
 #include "tools/bench_graph.h"
+#include "tools/bl_vec.h"
 #include "tools/cli.h"
 #include "tools/graph_cli.h"
 

@@ -19,9 +19,9 @@
 #include "tessera/te.h"
 #include "tessera/tensorize.h"
 #include "tools/baselines.h"
-#include "tools/bl_vec.h"
 #include "tools/bench_lowp.h"
 #include "tools/bench_report.h"
+#include "tools/bl_vec.h"
 
 /* Intrinsics in order of preference: AMX, then AVX-512 micro-kernels. */
 static const char *const pref_bf16[] = {"amx_bf16_32x32",  "amx_bf16_16x32",  "avx512bf16_8x32",

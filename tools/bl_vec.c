@@ -228,9 +228,9 @@ AI void layer_norm_body(const float *x, float *o, int64_t n, double eps, const f
 
 /* ---- One wrapper per target, and the dispatch ------------------------------------------- */
 
-#define VARIANTS(name, params, args)                                                              \
-    __attribute__((target("avx512f"))) static void name##_avx512 params { name##_body args; }     \
-    __attribute__((target("avx2,fma"))) static void name##_avx2 params { name##_body args; }      \
+#define VARIANTS(name, params, args)                                                               \
+    __attribute__((target("avx512f"))) static void name##_avx512 params { name##_body args; }      \
+    __attribute__((target("avx2,fma"))) static void name##_avx2 params { name##_body args; }       \
     static void name##_base params { name##_body args; }
 
 VARIANTS(silu_mul, (float *y, const float *g, const float *u, size_t n), (y, g, u, n))
@@ -245,9 +245,9 @@ static int isa(void)
 {
     static int k = -1;
     if (k < 0)
-        k = __builtin_cpu_supports("avx512f")                                          ? 2
+        k = __builtin_cpu_supports("avx512f")                                 ? 2
             : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1
-                                                                               : 0;
+                                                                              : 0;
     return k;
 }
 

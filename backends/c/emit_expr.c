@@ -282,8 +282,8 @@ static int gen_call(emitter *em, te__sb *o, const te_expr *e)
         te__sb_puts(o, ")");
         return P_PRIMARY;
     }
-    static const helper hs[TE_INTRIN_COUNT] = {H_EXP,  H_LOG,   H_SQRT, H_SQRT, H_TANH, H_ERF,
-                                               H_SIGMOID, H_FABS, H_FLOOR, H_CEIL, H_POW, H_RINT};
+    static const helper hs[TE_INTRIN_COUNT] = {H_EXP,     H_LOG,  H_SQRT,  H_SQRT, H_TANH, H_ERF,
+                                               H_SIGMOID, H_FABS, H_FLOOR, H_CEIL, H_POW,  H_RINT};
     if (fn == TE_RSQRT)
         te__sb_printf(o, "%s / ", one);
     te__sb_printf(o, "%s(", te__c_helper_name(em, hs[fn], d, lanes));

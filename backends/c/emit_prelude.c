@@ -123,10 +123,10 @@ void te__c_use_helper(emitter *em, helper h, te_dtype d, int lanes);
 const char *te__c_helper_name(emitter *em, helper h, te_dtype d, int lanes)
 {
     static const char *const names[H_COUNT] = {
-        "splat",  "blend",  "min",        "max",     "floordiv",    "floormod", "load",  "store",
-        "stream", "gather", "gather_idx", "scatter", "scatter_idx", "fabs",     "floor", "ceil",
-        "rint",   "sqrt",   "exp",        "log",     "tanh",        "sigmoid",  "erf",   "pow",
-        "sfence"};
+        "splat",   "blend",  "min",    "max",        "floordiv", "floormod",    "load",
+        "store",   "stream", "gather", "gather_idx", "scatter",  "scatter_idx", "fabs",
+        "floor",   "ceil",   "rint",   "sqrt",       "exp",      "log",         "tanh",
+        "sigmoid", "erf",    "pow",    "sfence"};
     d = helper_dtype(h, d);
     te__c_use_helper(em, h, d, lanes);
     if (h == H_SFENCE)
@@ -441,7 +441,10 @@ static void emit_guarded(te__sb *b, const char *fn, const char *guard, const cha
 static const char *x86_f32_guard(int bytes, const char **nat)
 {
     *nat = bytes == 64 ? "__m512" : bytes == 32 ? "__m256" : "__m128";
-    return bytes == 64 ? "__AVX512F__" : bytes == 32 ? "__AVX__" : bytes == 16 ? "__SSE4_1__" : NULL;
+    return bytes == 64   ? "__AVX512F__"
+           : bytes == 32 ? "__AVX__"
+           : bytes == 16 ? "__SSE4_1__"
+                         : NULL;
 }
 
 /* The memory helpers of f16/bf16 vectors: lane loops converting each lane (gcc vectorizes the
@@ -867,8 +870,9 @@ static void emit_helper(emitter *em, te__sb *b, helper h, te_dtype d, int lanes)
                 sb_template(&fnb, x.p, lanes);
             const char *nat, *guard = x86_f32_guard(lanes * 4, &nat);
             char native[256];
-            snprintf(native, sizeof native, "    return (%s)%s((%s)x, %s | _MM_FROUND_NO_EXC);\n", V,
-                     lanes == 16 ? "_mm512_roundscale_ps"
+            snprintf(native, sizeof native, "    return (%s)%s((%s)x, %s | _MM_FROUND_NO_EXC);\n",
+                     V,
+                     lanes == 16  ? "_mm512_roundscale_ps"
                      : lanes == 8 ? "_mm256_round_ps"
                                   : "_mm_round_ps",
                      nat, h == H_FLOOR ? "_MM_FROUND_TO_NEG_INF" : "_MM_FROUND_TO_POS_INF");
@@ -896,17 +900,24 @@ static void emit_helper(emitter *em, te__sb *b, helper h, te_dtype d, int lanes)
         int bytes = lanes * (int)te_dtype_size(d);
         if (d == TE_F32) {
             guard = x86_f32_guard(bytes, &nat);
-            fn = bytes == 64 ? "_mm512_roundscale_ps" : bytes == 32 ? "_mm256_round_ps" : "_mm_round_ps";
+            fn = bytes == 64   ? "_mm512_roundscale_ps"
+                 : bytes == 32 ? "_mm256_round_ps"
+                               : "_mm_round_ps";
         } else if (d == TE_F64) {
-            guard = bytes == 64 ? "__AVX512F__" : bytes == 32 ? "__AVX__" : bytes == 16 ? "__SSE4_1__" : NULL;
+            guard = bytes == 64   ? "__AVX512F__"
+                    : bytes == 32 ? "__AVX__"
+                    : bytes == 16 ? "__SSE4_1__"
+                                  : NULL;
             nat = bytes == 64 ? "__m512d" : bytes == 32 ? "__m256d" : "__m128d";
-            fn = bytes == 64 ? "_mm512_roundscale_pd" : bytes == 32 ? "_mm256_round_pd" : "_mm_round_pd";
+            fn = bytes == 64   ? "_mm512_roundscale_pd"
+                 : bytes == 32 ? "_mm256_round_pd"
+                               : "_mm_round_pd";
         }
         char native[256] = "";
         if (guard)
             snprintf(native, sizeof native,
-                     "    return (%s)%s((%s)x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);\n", V,
-                     fn, nat);
+                     "    return (%s)%s((%s)x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);\n",
+                     V, fn, nat);
         if (fnb.oom)
             b->oom = true;
         else
