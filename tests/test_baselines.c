@@ -284,6 +284,21 @@ static double time_lowp(te_bl_lowp_kind kind, const char **impl)
     return gf;
 }
 
+/* Runs child() in a forked process (oneDNN then loads there only: later tests need it not
+ * loaded in this one) and returns its exit status (0 passed, 77 skipped, 1 failed). */
+static int in_child(int (*child)(void))
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(child());
+    int ws = 0;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    assert_true(WIFEXITED(ws));
+    return WEXITSTATUS(ws);
+}
+
 /* The child of test_lowp_products_match_naive_loops: 0 passed, 77 skipped, 1 failed. */
 static int lowp_child(void)
 {
@@ -366,18 +381,10 @@ static int lowp_child(void)
 static void test_lowp_products_match_naive_loops(void **state)
 {
     (void)state;
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0)
-        _exit(lowp_child());
-    int ws = 0;
-    assert_int_equal(waitpid(pid, &ws, 0), pid);
-    assert_true(WIFEXITED(ws));
-    if (WEXITSTATUS(ws) == 77)
+    int rc = in_child(lowp_child);
+    if (rc == 77)
         skip();
-    assert_int_equal(WEXITSTATUS(ws), 0);
+    assert_int_equal(rc, 0);
 }
 
 static void test_lowp_refuses_bad_arguments(void **state)
@@ -535,8 +542,7 @@ static void test_vector_passes_match_float64(void **state)
     }
 }
 
-/* The child of test_bmm_matches_naive_loops (oneDNN loads in a child: the parent's later
- * tests need it not loaded): 0 passed, 77 skipped, 1 failed. */
+/* The child of test_bmm_matches_naive_loops (in_child): 0 passed, 77 skipped, 1 failed. */
 static int bmm_child(void)
 {
     const char *why = NULL;
@@ -591,18 +597,11 @@ static void test_bmm_matches_naive_loops(void **state)
     assert_null(te_bl_bmm_create(0, 2, 2, 2, 0, NULL, NULL, NULL, &why));
     assert_non_null(strstr(why, "positive"));
     te_bl_bmm_free(NULL);
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0)
-        _exit(bmm_child());
-    int ws = 0;
-    assert_int_equal(waitpid(pid, &ws, 0), pid);
-    assert_true(WIFEXITED(ws));
-    if (WEXITSTATUS(ws) == 77)
+    int rc = in_child(bmm_child);
+    if (rc == 77)
         printf("SKIP batched product: no oneDNN\n");
     else
-        assert_int_equal(WEXITSTATUS(ws), 0);
+        assert_int_equal(rc, 0);
 }
 
 /* oneDNN pointed at a library that does not exist: a note, OpenBLAS alone measures. */

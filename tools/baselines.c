@@ -413,6 +413,16 @@ static dnnl_memory_t dn_mem(int64_t rows, int64_t cols, int t, void *data)
     return m;
 }
 
+/* Destroys a primitive and its memory objects (NULL ones are skipped). */
+static void dn_release(dnnl_primitive_t prim, dnnl_memory_t *ms, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ms[i])
+            dn.memory_destroy(ms[i]);
+    if (prim)
+        dn.prim_destroy(prim);
+}
+
 /* Weights for the primitive: the user's buffer (plain), or reordered once into *want. */
 static dnnl_memory_t dn_weights(te_bl_product *p, const float *B, const dnnl_memory_desc_t *want)
 {
@@ -589,11 +599,7 @@ void te_bl_product_free(te_bl_product *p)
         return;
 #if TE_BL_HAVE_DNNL
     dnnl_memory_t ms[] = {p->src, p->w1, p->w3, p->dst1, p->dst3};
-    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
-        if (ms[i])
-            dn.memory_destroy(ms[i]);
-    if (p->prim)
-        dn.prim_destroy(p->prim);
+    dn_release(p->prim, ms, sizeof ms / sizeof ms[0]);
 #endif
     free(p->C);
     free(p->G);
@@ -691,11 +697,7 @@ void te_bl_bmm_free(te_bl_bmm *p)
         return;
 #if TE_BL_HAVE_DNNL
     dnnl_memory_t ms[] = {p->a, p->b, p->c};
-    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
-        if (ms[i])
-            dn.memory_destroy(ms[i]);
-    if (p->prim)
-        dn.prim_destroy(p->prim);
+    dn_release(p->prim, ms, sizeof ms / sizeof ms[0]);
 #endif
     free(p);
 }
@@ -884,11 +886,7 @@ void te_bl_lowp_free(te_bl_lowp *p)
         return;
 #if TE_BL_HAVE_DNNL
     dnnl_memory_t ms[] = {p->src, p->wei, p->dst};
-    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
-        if (ms[i])
-            dn.memory_destroy(ms[i]);
-    if (p->prim)
-        dn.prim_destroy(p->prim);
+    dn_release(p->prim, ms, sizeof ms / sizeof ms[0]);
 #endif
     free(p->C);
     free(p);
