@@ -29,7 +29,7 @@
 #include "tessera/tuner.h"
 
 #define DS_SAMPLES 48              /* candidates scored (plus the space's first configuration) */
-#define DS_MAX_ENUMERATE 512       /* enumerable spaces up to this size are scored whole */
+#define DS_MAX_ENUMERATE 1024      /* enumerable spaces up to this size are scored whole */
 #define DS_L2_BYTES (512.0 * 1024) /* a core's private cache (the smallest of our machines) */
 #define DS_MAX_UNROLL 64           /* largest unroll pragma of a default (compile time) */
 #define DS_MAX_TILE 1024           /* largest register tile of a reduction (compile time, L1) */
