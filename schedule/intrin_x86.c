@@ -172,22 +172,26 @@ static void avx512_body(const mm_cfg *c, bool overwrite, char *b, size_t cap)
         put(b, cap, "#undef TE_DPBUSD\n");
 }
 
+/* Room for an implementation's body: the largest (AVX-512 12x32, 24 accumulators) is about
+ * 6 KiB. */
+#define BODY_CAP 16384
+
 static void reg_mm(te__tz_reg_fn reg, mm_cfg cfg, const char *name, const char *features,
                    const char *doc)
 {
     /* describe runs during registration only: the argument itself serves as its user. */
     const mm_cfg *c = &cfg;
-    char *up = malloc(16384), *ow = malloc(16384);
+    char *up = malloc(BODY_CAP), *ow = malloc(BODY_CAP);
     if (!up || !ow) {
         free(up), free(ow);
         return;
     }
     if (c->impl == K_AMX) {
-        amx_body(c, false, up, 16384);
-        amx_body(c, true, ow, 16384);
+        amx_body(c, false, up, BODY_CAP);
+        amx_body(c, true, ow, BODY_CAP);
     } else {
-        avx512_body(c, false, up, 16384);
-        avx512_body(c, true, ow, 16384);
+        avx512_body(c, false, up, BODY_CAP);
+        avx512_body(c, true, ow, BODY_CAP);
     }
     te_tensor_intrin_desc d = {
         .name = name,

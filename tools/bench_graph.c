@@ -316,13 +316,12 @@ static int run_node(nbn *x, int nd)
         binary(g, k, vi[0], vi[1], vo, in[0], in[1], o);
     } else if (!strcmp(op, "relu") || !strcmp(op, "gelu") || !strcmp(op, "sigmoid") ||
                !strcmp(op, "tanh") || !strcmp(op, "silu") || !strcmp(op, "gelu_tanh")) {
+        /* in te_bl_act's order */
         static const char *const acts[] = {"relu", "gelu", "sigmoid", "tanh", "silu", "gelu_tanh"};
         int k = 0;
         while (strcmp(acts[k], op) != 0)
             k++;
-        static const te_bl_act kinds[] = {TE_BL_RELU, TE_BL_GELU, TE_BL_SIGMOID,
-                                          TE_BL_TANH, TE_BL_SILU, TE_BL_GELU_TANH};
-        te_bl_activation(kinds[k], in[0], o, (size_t)n);
+        te_bl_activation((te_bl_act)k, in[0], o, (size_t)n);
     } else if (!strcmp(op, "softmax") || !strcmp(op, "layer_norm")) {
         if (attr_int(attrs, "axis", -1) != -1 && attr_int(attrs, "axis", -1) != od - 1) {
             fprintf(stderr,

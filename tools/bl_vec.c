@@ -240,7 +240,8 @@ VARIANTS(layer_norm,
          (const float *x, float *o, int64_t n, double eps, const float *g, const float *b),
          (x, o, n, eps, g, b))
 
-/* 2: AVX-512, 1: AVX2 + FMA, 0: baseline x86-64. */
+/* 2: AVX-512, 1: AVX2 + FMA, 0: baseline x86-64. The entry points call it once before their
+ * parallel loops, so that the threads only read the cached value. */
 static int isa(void)
 {
     static int k = -1;

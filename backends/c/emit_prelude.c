@@ -436,15 +436,23 @@ static void emit_guarded(te__sb *b, const char *fn, const char *guard, const cha
     te__sb_puts(b, "#endif\n}\n");
 }
 
-/* The x86 vector type of `bytes` bytes of f32 and the ISA macro that has its rounding and
- * conversion instructions; NULL where there is none. */
-static const char *x86_f32_guard(int bytes, const char **nat)
+/* The body of a rounding helper ("return (V)round(x, mode)") for a vector of `bytes` bytes of
+ * f32 (or f64) on x86 into native[cap]; returns the ISA macro that has the instruction
+ * (__AVX512F__ roundscale, __AVX__ / __SSE4_1__ round), or NULL where none has it. */
+static const char *x86_round(char *native, size_t cap, const char *V, int bytes, bool f64,
+                             const char *mode)
 {
-    *nat = bytes == 64 ? "__m512" : bytes == 32 ? "__m256" : "__m128";
-    return bytes == 64   ? "__AVX512F__"
-           : bytes == 32 ? "__AVX__"
-           : bytes == 16 ? "__SSE4_1__"
-                         : NULL;
+    const char *guard = bytes == 64   ? "__AVX512F__"
+                        : bytes == 32 ? "__AVX__"
+                        : bytes == 16 ? "__SSE4_1__"
+                                      : NULL;
+    const char *fn = bytes == 64   ? "_mm512_roundscale_p"
+                     : bytes == 32 ? "_mm256_round_p"
+                                   : "_mm_round_p";
+    const char *nat = bytes == 64 ? "__m512" : bytes == 32 ? "__m256" : "__m128";
+    snprintf(native, cap, "    return (%s)%s%c((%s%s)x, %s | _MM_FROUND_NO_EXC);\n", V, fn,
+             f64 ? 'd' : 's', nat, f64 ? "d" : "", mode);
+    return guard;
 }
 
 /* The memory helpers of f16/bf16 vectors: lane loops converting each lane (gcc vectorizes the
@@ -868,14 +876,10 @@ static void emit_helper(emitter *em, te__sb *b, helper h, te_dtype d, int lanes)
             te__sb fnb = {0};
             if (!x.oom)
                 sb_template(&fnb, x.p, lanes);
-            const char *nat, *guard = x86_f32_guard(lanes * 4, &nat);
             char native[256];
-            snprintf(native, sizeof native, "    return (%s)%s((%s)x, %s | _MM_FROUND_NO_EXC);\n",
-                     V,
-                     lanes == 16  ? "_mm512_roundscale_ps"
-                     : lanes == 8 ? "_mm256_round_ps"
-                                  : "_mm_round_ps",
-                     nat, h == H_FLOOR ? "_MM_FROUND_TO_NEG_INF" : "_MM_FROUND_TO_POS_INF");
+            const char *guard =
+                x86_round(native, sizeof native, V, lanes * 4, false,
+                          h == H_FLOOR ? "_MM_FROUND_TO_NEG_INF" : "_MM_FROUND_TO_POS_INF");
             if (x.oom || fnb.oom)
                 b->oom = true;
             else
@@ -896,28 +900,11 @@ static void emit_helper(emitter *em, te__sb *b, helper h, te_dtype d, int lanes)
         snprintf(proto, sizeof proto, "%s te_rint_%s(%s x)", V, V + 3, V);
         snprintf(tmp, sizeof tmp, "r[l] = %s(x[l])", te__emit_libm_name(TE_RINT, d));
         lane_loop(&fnb, V, lanes, proto, tmp);
-        const char *nat = NULL, *guard = NULL, *fn = NULL;
-        int bytes = lanes * (int)te_dtype_size(d);
-        if (d == TE_F32) {
-            guard = x86_f32_guard(bytes, &nat);
-            fn = bytes == 64   ? "_mm512_roundscale_ps"
-                 : bytes == 32 ? "_mm256_round_ps"
-                               : "_mm_round_ps";
-        } else if (d == TE_F64) {
-            guard = bytes == 64   ? "__AVX512F__"
-                    : bytes == 32 ? "__AVX__"
-                    : bytes == 16 ? "__SSE4_1__"
-                                  : NULL;
-            nat = bytes == 64 ? "__m512d" : bytes == 32 ? "__m256d" : "__m128d";
-            fn = bytes == 64   ? "_mm512_roundscale_pd"
-                 : bytes == 32 ? "_mm256_round_pd"
-                               : "_mm_round_pd";
-        }
         char native[256] = "";
-        if (guard)
-            snprintf(native, sizeof native,
-                     "    return (%s)%s((%s)x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);\n",
-                     V, fn, nat);
+        const char *guard = d == TE_F32 || d == TE_F64
+                                ? x86_round(native, sizeof native, V, lanes * (int)te_dtype_size(d),
+                                            d == TE_F64, "_MM_FROUND_TO_NEAREST_INT")
+                                : NULL;
         if (fnb.oom)
             b->oom = true;
         else

@@ -127,8 +127,7 @@ static void residue(const vec_state *v, const te_expr *e, int64_t *g, int64_t *r
     int64_t ga, ra, gb, rb, k;
     *g = 1, *r = 0;
     if (e == v->var) {
-        if (v->min != v->var)
-            residue(v, v->min, g, r);
+        residue(v, v->min, g, r); /* the lane-0 value */
         return;
     }
     switch (e->kind) {
