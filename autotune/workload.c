@@ -81,33 +81,46 @@ double te_tune_parse_duration(const char *text)
 
 /* ---- Expression utilities ------------------------------------------------------------------- */
 
-static double expr_flops(const te_expr *e)
+/* Whether an operation on dtype counts: floating point always, integers (not booleans) when
+ * ints is set. */
+static int num(te_dtype dt, int ints)
+{
+    return te_dtype_is_float(dt) || (ints && te_dtype_is_int(dt) && dt != TE_BOOL);
+}
+
+/* Arithmetic operations of e per evaluation: those on floating-point values and, inside an
+ * integer reduction (ints = 1: an int8 matmul's or convolution's multiply-adds), those on
+ * integers too; index arithmetic is never counted (reads are leaves). */
+static double expr_flops(const te_expr *e, int ints)
 {
     if (!e)
         return 0;
-    double f = 0, fl = te_dtype_is_float(e->dtype);
+    double f = 0, fl = num(e->dtype, ints);
     switch (e->kind) {
     case TE_E_BINARY:
-        f = expr_flops(e->u.bin.a) + expr_flops(e->u.bin.b);
+        f = expr_flops(e->u.bin.a, ints) + expr_flops(e->u.bin.b, ints);
         if (e->u.bin.op <= TE_MAX)
             f += fl;
         else if (e->u.bin.op <= TE_GE)
-            f += te_dtype_is_float(e->u.bin.a->dtype);
+            f += num(e->u.bin.a->dtype, ints);
         return f;
     case TE_E_NEG:
-        return expr_flops(e->u.un.a) + fl;
+        return expr_flops(e->u.un.a, ints) + fl;
     case TE_E_NOT:
     case TE_E_CAST:
     case TE_E_BCAST:
-        return expr_flops(e->u.un.a);
+        return expr_flops(e->u.un.a, ints);
     case TE_E_SELECT:
     case TE_E_IF:
-        return expr_flops(e->u.sel.c) + fmax(expr_flops(e->u.sel.t), expr_flops(e->u.sel.f));
+        return expr_flops(e->u.sel.c, ints) +
+               fmax(expr_flops(e->u.sel.t, ints), expr_flops(e->u.sel.f, ints));
     case TE_E_CALL:
         for (int i = 0; i < e->u.call.n; i++)
-            f += expr_flops(e->u.call.args[i]);
+            f += expr_flops(e->u.call.args[i], ints);
         return f + fl;
     case TE_E_REDUCE: {
+        int in = ints || num(e->dtype, 1);
+        fl = num(e->dtype, in);
         double ext = 1;
         for (int i = 0; i < e->u.red.n; i++)
             ext *= (double)e->u.red.axes[i]->u.var.extent;
@@ -117,13 +130,13 @@ static double expr_flops(const te_expr *e)
             const te_reducer *r = e->u.red.custom;
             comb = 0;
             for (int c = 0; c < (r->tuple ? r->n : 1); c++)
-                comb += expr_flops(r->tuple ? r->combines[c] : r->combine);
+                comb += expr_flops(r->tuple ? r->combines[c] : r->combine, in);
         }
         if (e->u.red.nsrc > 0)
             for (int c = 0; c < e->u.red.nsrc; c++)
-                src += expr_flops(e->u.red.srcs[c]);
+                src += expr_flops(e->u.red.srcs[c], in);
         else
-            src = expr_flops(e->u.red.src);
+            src = expr_flops(e->u.red.src, in);
         return ext * (src + (fl ? comb : 0));
     }
     default:
@@ -137,7 +150,7 @@ double te_tuner_flops(int n_out, te_tensor *const *outs)
     int n = te__collect_stages(n_out, outs, st, 256);
     double f = 0;
     for (int i = 0; i < n; i++)
-        f += (double)te_tensor_numel(st[i]) * expr_flops(st[i]->body);
+        f += (double)te_tensor_numel(st[i]) * expr_flops(st[i]->body, 0);
     return f;
 }
 

@@ -276,6 +276,14 @@ static void test_flops_and_keys(void **state)
     assert_int_equal(te_op_build(c2, "mlp_gate", "m=4,n=8,k=16", i2, &n_in, o2, &n_out), TE_OK);
     double f = te_tuner_flops(n_out, o2);
     assert_true(f >= 4.0 * 4 * 8 * 16 && f < 4.0 * 4 * 8 * 16 + 8 * 4 * 8);
+    /* An int8 matmul's work is its integer multiply-adds (2 M N K), not zero; the index
+     * arithmetic of its packed operand does not count. */
+    int64_t as[2] = {8, 32}, bs[3] = {8, 16, 4};
+    te_tensor *A8 = te_placeholder(c2, "A", TE_U8, 2, as),
+              *B8 = te_placeholder(c2, "B", TE_I8, 3, bs);
+    te_tensor *C32 = te_op_matmul_vnni(c2, A8, B8, TE_I32, "C");
+    assert_non_null(C32);
+    assert_true(fabs(te_tuner_flops(1, &C32) - 2.0 * 8 * 16 * 32) < 1e-9);
     te_ctx_free(c2);
     te_ctx_free(ctx);
 }

@@ -253,9 +253,11 @@ int te_tuner_expr_key(const char *name, int n_in, te_tensor *const *ins, int n_o
                       te_tensor *const *outs, char *buf, size_t size);
 /* 64-bit structural hash of the expressions computing outs (see te_tuner_expr_key). */
 uint64_t te_tuner_expr_hash(int n_out, te_tensor *const *outs);
-/* Floating-point operations of one evaluation of the outputs: for every stage, the
- * arithmetic operations (and math calls) on floating-point values in its body per element,
- * times its elements (times the reduction extents inside a reduction, plus one combine). */
+/* Arithmetic operations of one evaluation of the outputs: for every stage, the operations
+ * (and math calls) on floating-point values in its body per element, times its elements
+ * (times the reduction extents inside a reduction, plus one combine). Inside an integer
+ * reduction the integer operations count too, so that an int8 matmul's multiply-adds are its
+ * work (2 M N K, reported as GOP/s); index arithmetic never counts. */
 double te_tuner_flops(int n_out, te_tensor *const *outs);
 
 /* The one best-record lookup: the fastest ok record of (workload_key, target) in db
