@@ -337,11 +337,13 @@ static bool is_nan_bits(te_dtype d, const void *p)
     return te_dtype_is_float(d) && isnan(te_dtype_load(d, p, 0));
 }
 
-/* Builds Y = cast(to, X) over NV values (vectorized by 8 when vec), runs it and compares every
- * element's bits with the library (te_dtype_convert), the independent reference, and the
- * reference interpreter (NaNs by NaN-ness there: it works in doubles). */
-static void check_cast(te_ctx *ctx, te_dtype from, te_dtype to, bool vec)
+/* Builds Y = cast(to, X) over NV values (vectorized by `lanes` when above 1), runs it and
+ * compares every element's bits with the library (te_dtype_convert), the independent
+ * reference, and the reference interpreter (NaNs by NaN-ness there: it works in doubles).
+ * Returns a copy of the module's C source, which the caller frees. */
+static char *check_cast_lanes(te_ctx *ctx, te_dtype from, te_dtype to, int lanes)
 {
+    bool vec = lanes > 1;
     double v[NV];
     int n = edge_values(from, v);
     size_t fs = te_dtype_size(from), ts = te_dtype_size(to);
@@ -350,8 +352,8 @@ static void check_cast(te_ctx *ctx, te_dtype from, te_dtype to, bool vec)
         te_dtype_store(from, x, (size_t)i, v[i]);
     (void)fs;
     char name[64];
-    snprintf(name, sizeof name, "cast_%s_%s%s", te_dtype_str(to), te_dtype_str(from),
-             vec ? "_v" : "");
+    snprintf(name, sizeof name, "cast_%s_%s%s%d", te_dtype_str(to), te_dtype_str(from),
+             vec ? "_v" : "", vec ? lanes : 1);
     te_tensor *X = te_placeholder(ctx, "X", from, 1, (int64_t[]){n});
     te_expr *i = te_axis(ctx, "i", n);
     te_tensor *Y = te_compute(ctx, "Y", 1, (te_expr *[]){i}, te_cast(ctx, to, TE_AT(ctx, X, i)));
@@ -361,7 +363,7 @@ static void check_cast(te_ctx *ctx, te_dtype from, te_dtype to, bool vec)
     if (vec) {
         te_stage *st = te_schedule_stage(s, Y);
         te_iter *o, *in;
-        assert_int_equal(te_split(st, te_stage_axis(st, 0), 8, &o, &in), TE_OK);
+        assert_int_equal(te_split(st, te_stage_axis(st, 0), lanes, &o, &in), TE_OK);
         assert_int_equal(te_vectorize(st, in), TE_OK);
     }
     te_target tgt = te_target_host();
@@ -390,7 +392,15 @@ static void check_cast(te_ctx *ctx, te_dtype from, te_dtype to, bool vec)
         if (is_nan_bits(to, want) ? !is_nan_bits(to, ref) : memcmp(ref, want, ts) != 0)
             fail_msg("%s: element %d (%.17g): reference interpreter %.17g", name, k, xv, r[k]);
     }
+    char *src = strdup(te_module_source(m));
+    assert_non_null(src);
     te_module_free(m);
+    return src;
+}
+
+static void check_cast(te_ctx *ctx, te_dtype from, te_dtype to, bool vec)
+{
+    free(check_cast_lanes(ctx, from, to, vec ? 8 : 1));
 }
 
 static void test_casts_between_all_dtypes_are_bit_exact_in_generated_c(void **state)
@@ -418,6 +428,59 @@ static void test_vectorized_casts_are_bit_exact_in_generated_c(void **state)
                 for (int c = 1; c < 5; c++)
                     check_cast(ctx, from, all_dtypes[c], true);
         }
+}
+
+/* Bytes to and from 32-bit lanes at 8 and 16 lanes go through the widening and narrowing
+ * helpers (GCC scalarizes __builtin_convertvector chains of them), bit-exact, narrowing
+ * modular as in C; and the requantize chain i32 -> u8 -> i32 -> f32 stays exact. */
+static void test_byte_vector_casts_use_the_widening_helpers(void **state)
+{
+    te_ctx *ctx = *state;
+    static const te_dtype bytes[] = {TE_U8, TE_I8}, wide[] = {TE_I32, TE_F32};
+    for (int l = 8; l <= 16; l *= 2)
+        for (int b = 0; b < 2; b++)
+            for (int w = 0; w < 2; w++) {
+                char want[64];
+                char *src = check_cast_lanes(ctx, bytes[b], wide[w], l);
+                snprintf(want, sizeof want, "te_cvt_%s_%sx%d(", te_dtype_str(wide[w]),
+                         te_dtype_str(bytes[b]), l);
+                if (!strstr(src, want))
+                    fail_msg("no %s in:\n%s", want, src);
+                free(src);
+                if (wide[w] != TE_I32)
+                    continue;
+                src = check_cast_lanes(ctx, TE_I32, bytes[b], l);
+                snprintf(want, sizeof want, "te_cvt_%s_i32x%d(", te_dtype_str(bytes[b]), l);
+                if (!strstr(src, want))
+                    fail_msg("no %s in:\n%s", want, src);
+                free(src);
+            }
+    /* The chain: y = f32(i32(u8(x))) - 3 over values beyond a byte's range (modular). */
+    enum { N = 77 };
+    int32_t x[N];
+    float y[N];
+    for (int i = 0; i < N; i++)
+        x[i] = (i * 37 - 1000) * (i % 3 ? 1 : 17);
+    te_tensor *X = te_placeholder(ctx, "X", TE_I32, 1, (int64_t[]){N});
+    te_expr *i = te_axis(ctx, "i", N);
+    te_expr *c = te_cast(ctx, TE_I32, te_cast(ctx, TE_U8, TE_AT(ctx, X, i)));
+    te_tensor *Y = te_compute(ctx, "Y", 1, (te_expr *[]){i},
+                              te_sub(ctx, te_cast(ctx, TE_F32, c), te_f32(ctx, 3.0)));
+    te_schedule *s = te_schedule_create(ctx, 1, &Y);
+    te_stage *st = te_schedule_stage(s, Y);
+    te_iter *o, *in;
+    assert_int_equal(te_split(st, te_stage_axis(st, 0), 16, &o, &in), TE_OK);
+    assert_int_equal(te_vectorize(st, in), TE_OK);
+    te_target tgt = te_target_host();
+    te_module *m = NULL;
+    assert_int_equal(te_build(s, 2, (te_tensor *[]){X, Y}, "byte_chain", &tgt, &m), TE_OK);
+    for (int k = 0; k < N; k++)
+        y[k] = NAN;
+    assert_int_equal(te_module_run(m, (void *[]){x, y}), TE_OK);
+    for (int k = 0; k < N; k++)
+        if (y[k] != (float)(uint8_t)x[k] - 3.0f)
+            fail_msg("element %d (%d): %g, want %g", k, x[k], y[k], (float)(uint8_t)x[k] - 3.0f);
+    te_module_free(m);
 }
 
 /* ---- Arithmetic ----------------------------------------------------------------------------- */
@@ -764,6 +827,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_casts_between_all_dtypes_are_bit_exact_in_generated_c,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_vectorized_casts_are_bit_exact_in_generated_c, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_byte_vector_casts_use_the_widening_helpers, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_half_arithmetic_computes_in_f32_and_rounds_on_store,
                                         setup, teardown),

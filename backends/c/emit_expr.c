@@ -301,7 +301,8 @@ static int gen_cast(emitter *em, te__sb *o, const te_expr *e)
     const te_expr *a = e->u.un.a;
     int lanes = e->lanes;
     /* Casts C leaves undefined (float to integer out of range, NaN) or does not have (to f16,
-     * bf16) go through the prelude's te_cvt_* helpers; bools keep the paths below. */
+     * bf16), and vectors of bytes to or from 32-bit lanes (which GCC scalarizes), go through
+     * the prelude's te_cvt_* helpers; bools keep the paths below. */
     const char *cvt = a->dtype == TE_BOOL || (e->dtype == TE_BOOL && lanes > 1)
                           ? NULL
                           : te__c_cast_helper(em, e->dtype, a->dtype, lanes);

@@ -123,7 +123,8 @@ typedef struct emitter {
     /* helpers used: bit lane_slot(lanes) per dtype (slot 0: the scalar helper) */
     unsigned helpers[H_COUNT][TE_DTYPE_COUNT];
     /* conversions used: bit lane_slot(lanes) per (destination, source value dtype) of the
-     * casts that need a helper (te_cvt_*: float to integer, anything to f16/bf16) */
+     * casts that need a helper (te_cvt_*: float to integer, anything to f16/bf16, vectors of bytes
+     * to or from 32-bit lanes) */
     unsigned casts[TE_DTYPE_COUNT][TE_DTYPE_COUNT];
     bool need_half; /* te_f16_to_f32, te_f32_to_f16, te_bf16_to_f32, te_f32_to_bf16 */
     bool need_immintrin;

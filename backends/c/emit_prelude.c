@@ -99,9 +99,30 @@ static bool cast_needs_helper(te_dtype to, te_dtype from)
     return te_dtype_is_float(from) && te_dtype_is_int(to) && to != TE_BOOL;
 }
 
+/* Whether a vector cast between bytes and 32-bit lanes goes through a helper: u8/i8 to i32
+ * or f32, i32 to u8/i8, at 8 or 16 lanes. GCC 12 scalarizes chains of these when they are
+ * written with __builtin_convertvector (requantize's i32 -> u8 -> i32 became 16 byte moves and
+ * inserts per vector, a quarter of an int8 matmul's time; u8 -> f32 16 scalar conversions),
+ * so the helpers use the widening and narrowing instructions (vpmovzxbd, vpmovdb), which it
+ * keeps. Integer narrowing keeps C's modular semantics, as __builtin_convertvector. */
+static bool byte_cast(te_dtype to, te_dtype from, int lanes)
+{
+    bool bt = to == TE_U8 || to == TE_I8, bf = from == TE_U8 || from == TE_I8;
+    return (lanes == 8 || lanes == 16) &&
+           ((bf && (to == TE_I32 || to == TE_F32)) || (bt && from == TE_I32));
+}
+
 const char *te__c_cast_helper(emitter *em, te_dtype to, te_dtype from, int lanes)
 {
     from = te_dtype_compute(from);
+    if (byte_cast(to, from, lanes)) {
+        em->casts[to][from] |= 1u << lane_slot(lanes); /* no scalar helper: emit_byte_cast */
+        em->need_immintrin = true;
+        te__c_vtype(em, TE_I32, lanes);
+        te__c_vtype(em, to, lanes);
+        te__c_vtype(em, from, lanes);
+        return te__sprintf(em->ctx, "te_cvt_%s_%sx%d", te_dtype_str(to), te_dtype_str(from), lanes);
+    }
     if (!cast_needs_helper(to, from))
         return NULL;
     em->casts[to][from] |= 1u << lane_slot(lanes);
@@ -581,6 +602,41 @@ static void int_limits(te_dtype d, const char **mn, const char **mx, const char 
     }
 }
 
+/* A byte_cast helper: the widening or narrowing instruction where the ISA has it
+ * (AVX-512F at 16 lanes, AVX2 or AVX-512VL at 8), __builtin_convertvector elsewhere. */
+static void emit_byte_cast(te__sb *o, te_dtype t, te_dtype f, int lanes, const char *R,
+                           const char *V, const char *proto)
+{
+    bool wide = lanes == 16, sgn = f == TE_I8;
+    char fb[512], nat[512];
+    snprintf(fb, sizeof fb, "static inline %s\n{\n    return __builtin_convertvector(x, %s);\n}\n",
+             proto, R);
+    const char *guard;
+    if (t == TE_I32 || t == TE_F32) {
+        /* widen the bytes to 32-bit lanes (then convert to f32) */
+        const char *ext = wide ? (sgn ? "_mm512_cvtepi8_epi32" : "_mm512_cvtepu8_epi32")
+                               : (sgn ? "_mm256_cvtepi8_epi32" : "_mm256_cvtepu8_epi32");
+        const char *cvf = t == TE_F32 ? (wide ? "_mm512_cvtepi32_ps" : "_mm256_cvtepi32_ps") : "";
+        if (wide)
+            snprintf(nat, sizeof nat, "    __m128i b;\n    memcpy(&b, &x, 16);\n"
+                                      "    return (%s)%s(%s(b));\n", R, cvf, ext);
+        else
+            snprintf(nat, sizeof nat, "    long long q;\n    memcpy(&q, &x, 8);\n"
+                                      "    return (%s)%s(%s(_mm_cvtsi64_si128(q)));\n",
+                     R, cvf, ext);
+        guard = wide ? "__AVX512F__" : "__AVX2__";
+    } else {
+        /* narrow 32-bit lanes to their low bytes */
+        snprintf(nat, sizeof nat, "    __m128i b = %s((%s)x);\n    %s r;\n"
+                                  "    memcpy(&r, &b, sizeof r);\n    return r;\n",
+                 wide ? "_mm512_cvtepi32_epi8" : "_mm256_cvtepi32_epi8",
+                 wide ? "__m512i" : "__m256i", R);
+        guard = wide ? "__AVX512F__" : "__AVX512VL__";
+    }
+    (void)V;
+    emit_guarded(o, fb, guard, nat);
+}
+
 /* The cast helpers te_cvt_<to>_<from>[x<lanes>] (scalar ones first: vector ones call them). */
 static void emit_casts(emitter *em, te__sb *o)
 {
@@ -599,7 +655,9 @@ static void emit_casts(emitter *em, te__sb *o)
                     snprintf(R, sizeof R, "te_%sx%d", te__c_dt_short(te__c_vec_elem(t)), lanes);
                     snprintf(proto, sizeof proto, "%s te_cvt_%s_%sx%d(%s x)", R, tn, fn, lanes, V);
                     snprintf(stmt, sizeof stmt, "ra[l] = te_cvt_%s_%s(x[l])", tn, fn);
-                    if (t == TE_I32 && f == TE_F32 && (lanes == 16 || lanes == 8)) {
+                    if (byte_cast(t, f, lanes)) {
+                        emit_byte_cast(o, t, f, lanes, R, V, proto);
+                    } else if (t == TE_I32 && f == TE_F32 && (lanes == 16 || lanes == 8)) {
                         /* cvtt gives INT32_MIN out of range and for NaN: the lanes at or
                          * above 2^31 become INT32_MAX, NaN lanes 0 (the scalar helper's
                          * semantics), in three instructions instead of a lane loop. */
