@@ -618,17 +618,21 @@ static void emit_byte_cast(te__sb *o, te_dtype t, te_dtype f, int lanes, const c
                                : (sgn ? "_mm256_cvtepi8_epi32" : "_mm256_cvtepu8_epi32");
         const char *cvf = t == TE_F32 ? (wide ? "_mm512_cvtepi32_ps" : "_mm256_cvtepi32_ps") : "";
         if (wide)
-            snprintf(nat, sizeof nat, "    __m128i b;\n    memcpy(&b, &x, 16);\n"
-                                      "    return (%s)%s(%s(b));\n", R, cvf, ext);
+            snprintf(nat, sizeof nat,
+                     "    __m128i b;\n    memcpy(&b, &x, 16);\n"
+                     "    return (%s)%s(%s(b));\n",
+                     R, cvf, ext);
         else
-            snprintf(nat, sizeof nat, "    long long q;\n    memcpy(&q, &x, 8);\n"
-                                      "    return (%s)%s(%s(_mm_cvtsi64_si128(q)));\n",
+            snprintf(nat, sizeof nat,
+                     "    long long q;\n    memcpy(&q, &x, 8);\n"
+                     "    return (%s)%s(%s(_mm_cvtsi64_si128(q)));\n",
                      R, cvf, ext);
         guard = wide ? "__AVX512F__" : "__AVX2__";
     } else {
         /* narrow 32-bit lanes to their low bytes */
-        snprintf(nat, sizeof nat, "    __m128i b = %s((%s)x);\n    %s r;\n"
-                                  "    memcpy(&r, &b, sizeof r);\n    return r;\n",
+        snprintf(nat, sizeof nat,
+                 "    __m128i b = %s((%s)x);\n    %s r;\n"
+                 "    memcpy(&r, &b, sizeof r);\n    return r;\n",
                  wide ? "_mm512_cvtepi32_epi8" : "_mm256_cvtepi32_epi8",
                  wide ? "__m512i" : "__m256i", R);
         guard = wide ? "__AVX512F__" : "__AVX512VL__";
