@@ -300,6 +300,8 @@ void te__gen_comment(te__gen_plan *p, te__sb *b, const char *file_name, const ch
             if (pr->measured_by && *pr->measured_by)
                 te__sb_printf(b, " by Tessera %s", pr->measured_by);
             te__sb_puts(b, "\n");
+            if (pr->note && *pr->note)
+                comment_lines(b, "  from:     ", pr->note);
             if (!pr->exact_target && pr->target_key)
                 comment_lines(b, "  measured on a compatible target: ", pr->target_key);
         } else {
@@ -540,6 +542,10 @@ int te_gen_files(te_ctx *ctx, int n, const te_gen_kernel *kernels, const te_gen_
 
 static const char *dupz(te_ctx *ctx, const char *z) { return z ? te__strdup(ctx, z) : NULL; }
 
+static int kernel_begin(te_ctx *ctx, const char *db_path, const char *workload_key,
+                        const char *name, int n_args, te_tensor *const *args, int n_out,
+                        te_gen_kernel *k);
+static void prov_of(te_ctx *ctx, const te_db_trial *r, te_gen_provenance *pr);
 static int kernel_from_db(te_ctx *ctx, te_db *db, const char *db_path, const char *workload_key,
                           const char *op, const char *name, int n_args, te_tensor *const *args,
                           int n_out, const te_target *target, int flags, te_gen_kernel *k);
@@ -550,13 +556,32 @@ int te_gen_kernel_from_db(te_ctx *ctx, const te_gen_from_db_options *o, te_gen_k
         return TE_ERR_ARG;
     if (!o)
         return te_ctx_set_error(ctx, TE_ERR_ARG, "te_gen_kernel_from_db: options are NULL");
+    if (o->trace && o->trace_record && o->n_out >= 1 && o->n_out <= o->n_args && o->args) {
+        /* A given record's schedule (a whole run's); the lookup when it no longer applies. */
+        te_schedule *s = te_schedule_create(ctx, o->n_out, o->args + (o->n_args - o->n_out));
+        if (s && te_schedule_apply_trace(s, o->trace) == TE_OK) {
+            int rc = kernel_begin(ctx, o->db_path, o->workload_key, o->name, o->n_args, o->args,
+                                  o->n_out, k);
+            if (rc)
+                return rc;
+            k->schedule = s;
+            prov_of(ctx, o->trace_record, &k->prov);
+            k->prov.note =
+                dupz(ctx, "the model's fastest whole run (te_graph_select_in_context): the "
+                          "time above is the whole run's, every kernel together");
+            return TE_OK;
+        }
+        te_ctx_clear_error(ctx); /* the schedule stays in ctx's arena, unused */
+    }
     return kernel_from_db(ctx, o->db, o->db_path, o->workload_key, o->op, o->name, o->n_args,
                           o->args, o->n_out, o->target, o->flags, k);
 }
 
-static int kernel_from_db(te_ctx *ctx, te_db *db, const char *db_path, const char *workload_key,
-                          const char *op, const char *name, int n_args, te_tensor *const *args,
-                          int n_out, const te_target *target, int flags, te_gen_kernel *k)
+/* The parts of *k every path fills: name, arguments (copied into ctx) and the provenance's
+ * key, path and unknown figures. */
+static int kernel_begin(te_ctx *ctx, const char *db_path, const char *workload_key,
+                        const char *name, int n_args, te_tensor *const *args, int n_out,
+                        te_gen_kernel *k)
 {
     if (!k || n_args < 1 || !args || n_out < 1 || n_out > n_args)
         return te_ctx_set_error(ctx, TE_ERR_ARG, "te_gen_kernel_from_db: bad arguments");
@@ -573,7 +598,32 @@ static int kernel_from_db(te_ctx *ctx, te_db *db, const char *db_path, const cha
     k->prov.median_s = NAN;
     k->prov.gflops = NAN;
     k->prov.exact_target = 1;
-    te_tensor *const *outs = argv + (n_args - n_out);
+    return TE_OK;
+}
+
+/* The provenance of record r (the schedule is r's trace). */
+static void prov_of(te_ctx *ctx, const te_db_trial *r, te_gen_provenance *pr)
+{
+    pr->from_db = 1;
+    pr->target_key = dupz(ctx, r->target.key);
+    pr->trial_uid = dupz(ctx, r->uid);
+    pr->trial_id = r->id;
+    pr->job_id = r->job_id;
+    pr->median_s = r->median_s;
+    pr->gflops = r->gflops;
+    pr->created_us = r->created_us;
+    pr->measured_by = dupz(ctx, r->tessera_version);
+    pr->exact_target = r->exact_target;
+}
+
+static int kernel_from_db(te_ctx *ctx, te_db *db, const char *db_path, const char *workload_key,
+                          const char *op, const char *name, int n_args, te_tensor *const *args,
+                          int n_out, const te_target *target, int flags, te_gen_kernel *k)
+{
+    int brc = kernel_begin(ctx, db_path, workload_key, name, n_args, args, n_out, k);
+    if (brc)
+        return brc;
+    te_tensor *const *outs = k->args + (n_args - n_out);
     te_target host;
     if (!target) {
         host = te_target_host();
@@ -584,18 +634,7 @@ static int kernel_from_db(te_ctx *ctx, te_db *db, const char *db_path, const cha
     int found = te_tuner_best_record(ctx, db, workload_key, n_out, outs, target, flags,
                                      &k->schedule, &l, why, sizeof why);
     if (found == TE_OK) {
-        const te_db_trial *r = &l->items[0];
-        te_gen_provenance *pr = &k->prov;
-        pr->from_db = 1;
-        pr->target_key = dupz(ctx, r->target.key);
-        pr->trial_uid = dupz(ctx, r->uid);
-        pr->trial_id = r->id;
-        pr->job_id = r->job_id;
-        pr->median_s = r->median_s;
-        pr->gflops = r->gflops;
-        pr->created_us = r->created_us;
-        pr->measured_by = dupz(ctx, r->tessera_version);
-        pr->exact_target = r->exact_target;
+        prov_of(ctx, &l->items[0], &k->prov);
         te_db_trial_list_free(l);
         return TE_OK;
     }
@@ -617,7 +656,7 @@ static int kernel_from_db(te_ctx *ctx, te_db *db, const char *db_path, const cha
         /* The untuned default `tessera run` uses: the operator's (or the structure's) template
          * or sketches ranked by the analytic model; the plain loop nest only when none lowers. */
         char note[256] = "";
-        rc = te_tune_default_schedule(ctx, op, n_args - n_out, argv, n_out, outs, target,
+        rc = te_tune_default_schedule(ctx, op, n_args - n_out, k->args, n_out, outs, target,
                                       &k->schedule, note, sizeof note);
         if (rc == TE_OK) {
             snprintf(what, sizeof what, "the untuned default schedule (%s)",

@@ -316,6 +316,16 @@ int te_gen_graph_files(te_ctx *ctx, te_graph *g, const te_fuse_plan *p, te_db *d
     te_db_target dbt;
     char tstore[1024];
     int have_dbt = db && te_tuner_db_target(tgt, &dbt, tstore, sizeof tstore) == TE_OK;
+    /* The model's fastest whole run recorded (te_graph_select_in_context), whose schedules come
+     * first, as in te_graph_compile_ex. */
+    te_db_trial_list *whole = NULL;
+    char mkey[64];
+    if (!rc && have_dbt &&
+        (te_graph_context_key(nkeys, keys, "graph_model", mkey, sizeof mkey) >= (int)sizeof mkey ||
+         te_db_best(db, mkey, &dbt, 0, &whole) != TE_OK || !whole->n)) {
+        te_db_trial_list_free(whole);
+        whole = NULL;
+    }
     for (int gi = 0; !rc && gi < ng; gi++) {
         te_fuse_group gr;
         te_fuse_plan_group(p, gi, &gr);
@@ -359,21 +369,27 @@ int te_gen_graph_files(te_ctx *ctx, te_graph *g, const te_fuse_plan *p, te_db *d
             te_db_best(db, ckey, &dbt, 0, &inm) == TE_OK)
             wkey = ckey;
         te_db_trial_list_free(inm);
-        rc = te_gen_kernel_from_db(ctx,
-                                   &(te_gen_from_db_options){.db = db,
-                                                             .db_path = db_path,
-                                                             .workload_key = wkey,
-                                                             .name = kname,
-                                                             .n_args = na,
-                                                             .args = args,
-                                                             .n_out = ge[gi].n_out,
-                                                             .target = tgt},
-                                   &ks[nk]);
+        char *sec = whole ? te_graph_whole_trace_section(whole->items[0].trace, ge[gi].key) : NULL;
+        rc = te_gen_kernel_from_db(
+            ctx,
+            &(te_gen_from_db_options){.db = db,
+                                      .db_path = db_path,
+                                      .workload_key = wkey,
+                                      .name = kname,
+                                      .n_args = na,
+                                      .args = args,
+                                      .n_out = ge[gi].n_out,
+                                      .target = tgt,
+                                      .trace = sec,
+                                      .trace_record = sec ? &whole->items[0] : NULL},
+            &ks[nk]);
+        free(sec);
         if (rc)
             break;
         out->n_from_db += ks[nk].prov.from_db;
         kof[gi] = nk++;
     }
+    te_db_trial_list_free(whole);
     /* Every graph input, whether or not a group reads it, so the runner's CLI is the model's. */
     for (int i = 0; !rc && i < te_graph_input_count(g); i++) {
         int v = te_graph_input_value(g, i);

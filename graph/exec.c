@@ -81,6 +81,7 @@ struct te_graph_exec {
     te_graph_memplan *mp;
     unsigned char *pool;
     void **buf; /* per value: the pool, owned buffers for inputs and outputs, constants' data */
+    char model_key[64]; /* the whole run's key (te_graph_exec_model_key) */
 };
 
 static void pool_stop(wpool *w)
@@ -361,15 +362,83 @@ static int set_context_keys(te_graph_exec *e)
             te_graph_context_key(n, keys, e->k[gi].key, e->k[gi].ctx_key,
                                  sizeof e->k[gi].ctx_key) >= (int)sizeof e->k[gi].ctx_key)
             rc = TE_ERR_OVERFLOW;
+    if (!rc && te_graph_context_key(n, keys, "graph_model", e->model_key, sizeof e->model_key) >=
+                   (int)sizeof e->model_key)
+        rc = TE_ERR_OVERFLOW;
     free(keys);
     return rc;
+}
+
+const char *te_graph_exec_model_key(const te_graph_exec *e) { return e ? e->model_key : NULL; }
+
+/* ---- Whole-run records ------------------------------------------------------------------
+ * The trace of a whole-run record (te_graph_select_in_context) holds every distinct workload's
+ * schedule: for each, a line "@workload KEY" and then that schedule's trace (te_schedule_trace
+ * lines, none of which starts with '@'). */
+
+/* Whether group gi is the first kernel of its workload in e. */
+static bool first_of_workload(const te_graph_exec *e, int gi)
+{
+    if (e->k[gi].view)
+        return false;
+    for (int q = 0; q < gi; q++)
+        if (!e->k[q].view && !strcmp(e->k[q].key, e->k[gi].key))
+            return false;
+    return true;
+}
+
+char *te__graph_whole_trace(const te_graph_exec *e)
+{
+    size_t need = 1;
+    for (int gi = 0; e && gi < e->ng; gi++)
+        if (first_of_workload(e, gi))
+            need += strlen(e->k[gi].key) + (e->k[gi].trace ? strlen(e->k[gi].trace) : 0) + 12;
+    char *out = e ? malloc(need) : NULL, *w = out;
+    if (!out)
+        return NULL;
+    *w = 0;
+    for (int gi = 0; gi < e->ng; gi++) {
+        if (!first_of_workload(e, gi))
+            continue;
+        const char *tr = e->k[gi].trace ? e->k[gi].trace : "";
+        size_t n = strlen(tr);
+        w += snprintf(w, need - (size_t)(w - out), "@workload %s\n%s%s", e->k[gi].key, tr,
+                      n && tr[n - 1] != '\n' ? "\n" : "");
+    }
+    return out;
+}
+
+char *te_graph_whole_trace_section(const char *whole, const char *key)
+{
+    if (!whole || !key)
+        return NULL;
+    size_t kl = strlen(key);
+    for (const char *l = whole; l && *l;) {
+        const char *eol = strchr(l, '\n');
+        size_t len = eol ? (size_t)(eol - l) : strlen(l);
+        if (len == 10 + kl && !strncmp(l, "@workload ", 10) && !strncmp(l + 10, key, kl)) {
+            const char *a = eol ? eol + 1 : l + len, *z = a;
+            while (*z && *z != '@') {
+                const char *nl = strchr(z, '\n');
+                z = nl ? nl + 1 : z + strlen(z);
+            }
+            char *out = malloc((size_t)(z - a) + 1);
+            if (out) {
+                memcpy(out, a, (size_t)(z - a));
+                out[z - a] = 0;
+            }
+            return out;
+        }
+        l = eol ? eol + 1 : l + len;
+    }
+    return NULL;
 }
 
 /* Schedules and builds group gi (its expression built) as one kernel: by `pick`
  * (te_graph_compile_opts), the in-model record or the database's best record when db has one
  * that applies, a ranked record, or the default schedule. */
 static int compile_group(te_graph *g, const te_fuse_plan *p, int gi, const te_target *tgt,
-                         te_db *db, int pick, gkernel *k)
+                         te_db *db, int pick, const te_db_trial *whole, gkernel *k)
 {
     int rc = TE_OK;
     te_graph_group_expr *ge = &k->ge;
@@ -383,7 +452,21 @@ static int compile_group(te_graph *g, const te_fuse_plan *p, int gi, const te_ta
     char why[256] = "no database";
     if (pick == TE_GRAPH_PICK_DEFAULT)
         snprintf(why, sizeof why, "the default asked for");
-    else if (db) {
+    char *sec = whole ? te_graph_whole_trace_section(whole->trace, k->key) : NULL;
+    if (sec) {
+        /* The fastest whole run recorded for this model: its schedule of this workload. */
+        s = te_schedule_create(k->ctx, ge->n_out, ge->outs);
+        if (s && te_schedule_apply_trace(s, sec) == TE_OK) {
+            k->from_db = 1;
+            set_note(k, "database: whole-run trial %s, %.4f ms for the model's run",
+                     whole->uid ? whole->uid : "?", whole->median_s * 1e3);
+        } else {
+            s = NULL; /* schedules live in the context's arena; the next path starts afresh */
+            te_ctx_clear_error(k->ctx);
+        }
+        free(sec);
+    }
+    if (!s && db && pick != TE_GRAPH_PICK_DEFAULT) {
         te_db_trial_list *rec = NULL;
         if (pick == TE_GRAPH_PICK_BEST &&
             te_tuner_best_record(k->ctx, db, k->ctx_key, ge->n_out, ge->outs, tgt, 0, &s, &rec, why,
@@ -606,9 +689,23 @@ int te_graph_compile_ex(te_graph *g, const te_fuse_plan *p, const te_graph_compi
     }
     if (!rc && (rc = set_context_keys(e)) != TE_OK)
         te__graph_error(g, rc, "compile: the run's context keys: %s", te_status_str(rc));
+    /* The fastest whole run of this model recorded for the target (in-model selection), whose
+     * schedules come before every per-kernel record. */
+    te_db_trial_list *whole = NULL;
+    if (!rc && o->db && o->pick == TE_GRAPH_PICK_BEST) {
+        te_db_target dbt;
+        char storage[1024];
+        if (te_tuner_db_target(&tgt, &dbt, storage, sizeof storage) != TE_OK ||
+            te_db_best(o->db, e->model_key, &dbt, 0, &whole) != TE_OK || !whole->n) {
+            te_db_trial_list_free(whole);
+            whole = NULL;
+        }
+    }
     for (int i = 0; !rc && i < p->ng; i++)
         if (!e->k[i].view)
-            rc = compile_group(g, p, i, &tgt, o->db, o->pick, &e->k[i]);
+            rc = compile_group(g, p, i, &tgt, o->db, o->pick, whole ? &whole->items[0] : NULL,
+                               &e->k[i]);
+    te_db_trial_list_free(whole);
     if (rc) {
         te_graph_exec_free(e);
         return rc;

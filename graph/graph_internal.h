@@ -110,6 +110,10 @@ int te__graph_take_place(te_graph *g, int old, int out, int first_new, int after
                          const char *suffix);
 /* A name not used in g, "<base>" or "<base>_<k>". */
 void te__graph_unique_name(const te_graph *g, const char *base, char *out, size_t n);
+/* The trace of a whole-run record of e (graph/exec.c): for every distinct workload of its
+ * kernels, in plan order, a line "@workload KEY" followed by the lines of that kernel's schedule
+ * trace. malloc'ed (the caller frees it); NULL when e is NULL or memory ran out. */
+char *te__graph_whole_trace(const te_graph_exec *e);
 /* Fills data with uniform elements in [lo, hi), never zero. */
 int te__fill_random(void *data, te_dtype dtype, int64_t n, uint64_t seed, double lo, double hi);
 /* Converts n elements of dtype to double / from double. */

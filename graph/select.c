@@ -283,6 +283,48 @@ static int sel_record(sel *s, te_db *db, const te_target *tgt, FILE *log,
     return rc;
 }
 
+/* Records the whole runs of the versions e[0..n) (medians ms[i], reps runs each) as trials of
+ * the model's key (te_graph_exec_model_key), each trace holding the version's schedule of every
+ * workload: te_graph_compile_ex then compiles the fastest whole run measured, so a choice made
+ * kernel by kernel never stands when the model as a whole ran slower with it. */
+static int record_whole(te_graph *g, const te_fuse_plan *p, te_db *db, const te_target *tgt,
+                        te_graph_exec *const *e, int n, const double *ms, int reps)
+{
+    te_db_target dbt;
+    char storage[1024];
+    if (te_tuner_db_target(tgt, &dbt, storage, sizeof storage))
+        return te__graph_error(g, TE_ERR_ARG, "select: the target has no database key");
+    double flops = 0;
+    for (int gi = 0; gi < te_fuse_plan_group_count(p); gi++) {
+        const te_graph_group_expr *ge = te_graph_exec_group_expr(e[0], gi);
+        if (ge)
+            flops += te_tuner_flops(ge->n_out, ge->outs);
+    }
+    te_db_trial tr[3];
+    char *text[3] = {0};
+    int rc = TE_OK;
+    for (int i = 0; i < n && i < 3 && !rc; i++) {
+        if (!(text[i] = te__graph_whole_trace(e[i])))
+            rc = te__graph_error(g, TE_ERR_NOMEM, "out of memory");
+        tr[i] = (te_db_trial){
+            .workload = {.key = te_graph_exec_model_key(e[0]), .flops = flops},
+            .target = dbt,
+            .trace = text[i],
+            .status = TE_TRIAL_OK,
+            .median_s = ms[i] * 1e-3,
+            .spread_s = NAN,
+            .repeats = reps,
+            .gflops = flops > 0 ? flops / (ms[i] * 1e-3) * 1e-9 : NAN,
+            .bytes = NAN,
+        };
+    }
+    if (!rc && (rc = te_db_record_trials(db, tr, (size_t)(n < 3 ? n : 3))) != TE_OK)
+        te__graph_error(g, rc, "select: recording the whole runs: %s", te_db_errmsg(db));
+    for (int i = 0; i < 3; i++)
+        free(text[i]);
+    return rc;
+}
+
 int te_graph_select_in_context(te_graph *g, const te_fuse_plan *p, te_db *db,
                                const te_graph_select_opts *o, te_graph_select_result *out)
 {
@@ -351,6 +393,17 @@ int te_graph_select_in_context(te_graph *g, const te_fuse_plan *p, te_db *db,
         out->ms_default = ms[0];
         out->ms_tuned = ms[1];
         out->ms_selected = ms[2];
+        out->whole_pick = ms[0] <= ms[1] && ms[0] <= ms[2] ? 0 : ms[1] <= ms[2] ? 1 : 2;
+        rc = record_whole(g, p, db, &tgt, (te_graph_exec *[]){s.e[0], s.e[1], chosen}, 3, ms,
+                          3 * s.reps);
+        if (!rc && o->log)
+            fprintf(o->log,
+                    "select: whole runs: defaults %.4f, best records alone %.4f, in-model "
+                    "choices %.4f ms -> %s (recorded as the model's whole-run trials)\n",
+                    ms[0], ms[1], ms[2],
+                    out->whole_pick == 0   ? "the defaults"
+                    : out->whole_pick == 1 ? "the best records alone"
+                                           : "the in-model choices");
     }
     te_graph_exec_free(chosen);
     for (int i = 0; in && i < nin; i++)

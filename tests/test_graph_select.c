@@ -185,24 +185,74 @@ static void test_selection_records_in_model_times_that_compile_prefers(void **st
     assert_in_range(res.recorded, 4, 6);
     assert_in_range(res.changed, 0, 2);
     assert_true(res.ms_default > 0 && res.ms_tuned > 0 && res.ms_selected > 0);
-    /* The in-model key holds them; the compile picks its best and says so. */
+    assert_in_range(res.whole_pick, 0, 2);
+    /* The in-model keys hold the per-kernel times; the model's key the three whole runs, and
+     * the compile takes every schedule from the fastest of those and says so. */
     te_graph_exec *e = compile_pick(&f, TE_GRAPH_PICK_BEST);
     te_db_target dbt;
     char storage[1024];
     assert_int_equal(te_tuner_db_target(&f.tgt, &dbt, storage, sizeof storage), TE_OK);
+    te_db_trial_list *w = NULL;
+    assert_int_equal(te_db_history(f.db, te_graph_exec_model_key(e), &dbt, 0, &w), TE_OK);
+    assert_int_equal((int)w->n, 3);
+    te_db_trial_list_free(w);
+    assert_int_equal(te_db_best(f.db, te_graph_exec_model_key(e), &dbt, 0, &w), TE_OK);
     for (int gi = 0; gi < 3; gi++) {
         const char *note = NULL;
         assert_int_equal(te_graph_exec_group_from_db(e, gi, &note), 1);
-        assert_non_null(strstr(note, "inside this model's run"));
+        assert_non_null(strstr(note, "whole-run trial"));
+        char *sec = te_graph_whole_trace_section(w->items[0].trace, te_graph_exec_group_key(e, gi));
+        assert_non_null(sec);
+        assert_string_equal(sec, te_graph_exec_group_trace(e, gi));
+        free(sec);
         te_db_trial_list *l = NULL;
         assert_int_equal(te_db_best(f.db, te_graph_exec_group_context_key(e, gi), &dbt, 0, &l),
                          TE_OK);
-        assert_string_equal(l->items[0].trace, te_graph_exec_group_trace(e, gi));
         assert_true(l->items[0].median_s > 0 && l->items[0].repeats == 3);
         te_db_trial_list_free(l);
     }
+    te_db_trial_list_free(w);
+    assert_null(te_graph_whole_trace_section("@workload a\nsplit x i 4\n", "b"));
     check_run(f.g, e);
     te_graph_exec_free(e);
+    /* A faster whole run of the defaults (as when the choices lost to them as a whole): the
+     * compile then takes the defaults' schedules, whatever the per-kernel times say. */
+    te_graph_exec *d0 = compile_pick(&f, TE_GRAPH_PICK_DEFAULT);
+    char *text = NULL;
+    {
+        size_t cap = 1;
+        for (int gi = 0; gi < 3; gi++)
+            cap += strlen(te_graph_exec_group_key(d0, gi)) +
+                   strlen(te_graph_exec_group_trace(d0, gi)) + 16;
+        text = calloc(1, cap);
+        assert_non_null(text);
+        for (int gi = 0; gi < 3; gi++) {
+            bool dup = false;
+            for (int q = 0; q < gi; q++)
+                dup |= !strcmp(te_graph_exec_group_key(d0, q), te_graph_exec_group_key(d0, gi));
+            if (!dup)
+                snprintf(text + strlen(text), cap - strlen(text), "@workload %s\n%s\n",
+                         te_graph_exec_group_key(d0, gi), te_graph_exec_group_trace(d0, gi));
+        }
+    }
+    te_db_trial fast = {.workload = {.key = te_graph_exec_model_key(d0)},
+                        .target = dbt,
+                        .trace = text,
+                        .status = TE_TRIAL_OK,
+                        .median_s = 1e-9,
+                        .repeats = 1};
+    assert_int_equal(te_db_record_trials(f.db, &fast, 1), TE_OK);
+    free(text);
+    e = compile_pick(&f, TE_GRAPH_PICK_BEST);
+    for (int gi = 0; gi < 3; gi++) {
+        const char *tr = te_graph_exec_group_trace(d0, gi);
+        size_t n = strlen(tr);
+        /* the section keeps the trace's lines; a trace without a final newline gains one */
+        assert_int_equal(strncmp(te_graph_exec_group_trace(e, gi), tr, n), 0);
+    }
+    check_run(f.g, e);
+    te_graph_exec_free(e);
+    te_graph_exec_free(d0);
     /* A second selection adds trials and loses none. */
     te_db_trial_list *h = NULL;
     te_graph_exec *d = compile_pick(&f, TE_GRAPH_PICK_DEFAULT);

@@ -845,6 +845,9 @@ int te_cmd_tune(int argc, char **argv)
             jnum(stdout, sr.ms_tuned);
             printf(", \"ms_selected\": ");
             jnum(stdout, sr.ms_selected);
+            printf(", \"whole_pick\": \"%s\"", sr.whole_pick == 0   ? "defaults"
+                                               : sr.whole_pick == 1 ? "best_records"
+                                                                    : "in_model");
             printf("}");
         } else {
             printf("null");
@@ -855,9 +858,13 @@ int te_cmd_tune(int argc, char **argv)
             printf("\nin-model selection (%d threads): %d workloads with a choice, %d chose "
                    "another schedule than their best record alone (%d the default); whole run "
                    "(median): defaults %.3f ms, best records alone %.3f ms, in-model choices "
-                   "%.3f ms (%.2fx the defaults); %d in-model trials recorded\n",
+                   "%.3f ms (%.2fx the defaults); %d in-model trials recorded; `tessera run` "
+                   "compiles the fastest whole run: %s\n",
                    tgt.num_cores, sr.workloads, sr.changed, sr.to_default, sr.ms_default,
-                   sr.ms_tuned, sr.ms_selected, sr.ms_default / sr.ms_selected, sr.recorded);
+                   sr.ms_tuned, sr.ms_selected, sr.ms_default / sr.ms_selected, sr.recorded,
+                   sr.whole_pick == 0   ? "the defaults"
+                   : sr.whole_pick == 1 ? "the best records alone"
+                                        : "the in-model choices");
         te_tune_task_info ti0;
         te_tuner_task_info(t, 0, &ti0);
         printf("\nstored in %s (job %lld%s); see: tessera db best --workload '%s' --db %s\n",

@@ -134,6 +134,12 @@ typedef struct te_gen_from_db_options {
     int n_out;
     const te_target *target; /* NULL: the host */
     int flags;               /* te_db_best flags, e.g. TE_DB_FALLBACK */
+    /* When set: this schedule trace instead of the lookup (a model's whole-run record's
+     * schedule of the workload, te_graph_whole_trace_section), with the provenance of
+     * trace_record (required with it); a trace that no longer applies falls back to the
+     * lookup. */
+    const char *trace;
+    const te_db_trial *trace_record;
 } te_gen_from_db_options;
 
 /* Fills *k (name, schedule, args, prov) with the fastest ok record of o->workload_key on

@@ -659,9 +659,11 @@ typedef struct te_graph_compile_opts {
     double min_flops_per_thread;
     int no_concurrency; /* 1: every group alone with all threads */
     /* Which schedule each group gets when db is given:
-     * TE_GRAPH_PICK_BEST (0): the group's in-model record (te_graph_select_in_context: the
-     *   fastest measured inside this model's run, te_graph_exec_group_context_key) when there
-     *   is one, else the best record of its workload key, else the default;
+     * TE_GRAPH_PICK_BEST (0): the group's schedule in the fastest whole run recorded for
+     *   this model (te_graph_exec_model_key) when there is one, else its in-model record
+     *   (te_graph_select_in_context: the fastest measured inside this model's run,
+     *   te_graph_exec_group_context_key), else the best record of its workload key, else the
+     *   default;
      * k >= 1: the k-th fastest record of its workload key (1 = the fastest; in-model records
      *   ignored), else the default;
      * TE_GRAPH_PICK_DEFAULT (-1): the default schedule, db ignored. */
@@ -707,6 +709,10 @@ typedef struct te_graph_select_result {
      * interleaved): every group with its default schedule, with its best record measured alone, and
      * with its in-model choice (what te_graph_compile_db now compiles). */
     double ms_default, ms_tuned, ms_selected;
+    /* Which of the three whole runs was fastest (0 the defaults, 1 the best records alone, 2
+     * the in-model choices): recorded as whole-run trials of the model, the fastest is what
+     * te_graph_compile_ex then compiles. */
+    int whole_pick;
 } te_graph_select_result;
 
 /* Chooses each workload's schedule inside the model's run: compiles the whole run once with
@@ -716,13 +722,16 @@ typedef struct te_graph_select_result {
  * zeroed integer ones), and records in db, for every workload with two or more distinct
  * schedules, each schedule's median time per kernel inside those runs as a trial of its
  * in-model key (te_graph_exec_group_context_key: the workload key plus a hash of the run's
- * kernels) on the target with `threads` cores. From then on te_graph_compile_db (pick
- * TE_GRAPH_PICK_BEST) compiles each group with its fastest in-model schedule. Nothing already
- * recorded changes. Then times whole runs of the defaults, the isolated best records and the
- * choices (*out). A plan none of whose workloads has a record is TE_OK with *out zeroed
- * (a note on log). Returns TE_OK, or a status with a message on g (TE_ERR_ARG for db NULL or
- * options out of range; compile and run errors as te_graph_compile_ex / te_graph_run; the
- * database's error when recording fails, nothing recorded then). */
+ * kernels) on the target with `threads` cores. Then times whole runs of the defaults, the
+ * isolated best records and the choices (*out) and records them as trials of the model's
+ * whole-run key (te_graph_exec_model_key). From then on te_graph_compile_db (pick
+ * TE_GRAPH_PICK_BEST) compiles the fastest whole run recorded: the in-model choices when they
+ * won, else the defaults or the isolated records (per-kernel times can mislead: a kernel's
+ * schedule changes what the next one finds in the caches). Nothing already recorded changes. A plan
+ * none of whose workloads has a record is TE_OK with *out zeroed (a note on log). Returns TE_OK, or
+ * a status with a message on g (TE_ERR_ARG for db NULL or options out of range; compile and run
+ * errors as te_graph_compile_ex / te_graph_run; the database's error when recording fails, nothing
+ * recorded then). */
 int te_graph_select_in_context(te_graph *g, const te_fuse_plan *p, te_db *db,
                                const te_graph_select_opts *o, te_graph_select_result *out);
 
@@ -763,6 +772,16 @@ int te_graph_context_key(int n, const char *const *keys, const char *key, char *
  * FNV-1a hash of every kernel's key in plan order): the key of its in-model records
  * (te_graph_select_in_context), owned by e; "" for a view, NULL for a bad index. */
 const char *te_graph_exec_group_context_key(const te_graph_exec *e, int gi);
+/* The key of e's whole run: "graph_model;model=<16 hex digits>", the hash of
+ * te_graph_exec_group_context_key over every kernel's workload key. Its records
+ * (te_graph_select_in_context) are whole runs of the model, each trace holding one schedule per
+ * distinct workload; te_graph_compile_ex (pick TE_GRAPH_PICK_BEST) compiles every group with
+ * the fastest one's schedules before any per-kernel record. Owned by e; NULL for e NULL. */
+const char *te_graph_exec_model_key(const te_graph_exec *e);
+/* The schedule trace of workload `key` inside the trace of a whole-run record (lines "@workload
+ * KEY", each followed by that workload's trace lines), malloc'ed (the caller frees it); NULL
+ * when either is NULL, the record has no such workload, or memory ran out. */
+char *te_graph_whole_trace_section(const char *whole_trace, const char *key);
 /* The trace of group gi's schedule (te_schedule_trace: replayable on its expression), owned by
  * e; "" for a view, NULL for a bad index. */
 const char *te_graph_exec_group_trace(const te_graph_exec *e, int gi);
