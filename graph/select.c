@@ -198,6 +198,20 @@ static const char *cand_name(int c, char *buf, size_t n)
     return buf;
 }
 
+/* The compulsory bytes of a group's kernel: its inputs and outputs, each moved once. */
+static double group_bytes(const te_graph_group_expr *ge)
+{
+    double bytes = 0;
+    for (int i = 0; i < ge->n_in + ge->n_out; i++) {
+        te_tensor *t = i < ge->n_in ? ge->ins[i] : ge->outs[i - ge->n_in];
+        double nb = (double)te_dtype_size(te_tensor_dtype(t));
+        for (int d = 0; d < te_tensor_ndim(t); d++)
+            nb *= (double)te_tensor_shape(t)[d];
+        bytes += nb;
+    }
+    return bytes;
+}
+
 /* Records every version's in-model time of each workload that has a choice (two or more
  * distinct schedules), in one transaction, and logs the choices. */
 static int sel_record(sel *s, te_db *db, const te_target *tgt, FILE *log,
@@ -238,14 +252,7 @@ static int sel_record(sel *s, te_db *db, const te_target *tgt, FILE *log,
         const char *ctx_key = te_graph_exec_group_context_key(s->e[0], s->first[w]);
         /* FLOPs and compulsory bytes as the tuner records them for the workload. */
         const te_graph_group_expr *ge = te_graph_exec_group_expr(s->e[0], s->first[w]);
-        double flops = te_tuner_flops(ge->n_out, ge->outs), bytes = 0;
-        for (int i = 0; i < ge->n_in + ge->n_out; i++) {
-            te_tensor *t = i < ge->n_in ? ge->ins[i] : ge->outs[i - ge->n_in];
-            double nb = (double)te_dtype_size(te_tensor_dtype(t));
-            for (int d = 0; d < te_tensor_ndim(t); d++)
-                nb *= (double)te_tensor_shape(t)[d];
-            bytes += nb;
-        }
+        double flops = te_tuner_flops(ge->n_out, ge->outs), bytes = group_bytes(ge);
         for (int c = 0; c < s->nc; c++) {
             if (isnan(med[c]))
                 continue;
@@ -294,11 +301,14 @@ static int record_whole(te_graph *g, const te_fuse_plan *p, te_db *db, const te_
     char storage[1024];
     if (te_tuner_db_target(tgt, &dbt, storage, sizeof storage))
         return te__graph_error(g, TE_ERR_ARG, "select: the target has no database key");
-    double flops = 0;
+    /* FLOPs and compulsory bytes of the whole run: every kernel's, summed. */
+    double flops = 0, bytes = 0;
     for (int gi = 0; gi < te_fuse_plan_group_count(p); gi++) {
         const te_graph_group_expr *ge = te_graph_exec_group_expr(e[0], gi);
-        if (ge)
+        if (ge) {
             flops += te_tuner_flops(ge->n_out, ge->outs);
+            bytes += group_bytes(ge);
+        }
     }
     te_db_trial tr[3];
     char *text[3] = {0};
@@ -315,7 +325,7 @@ static int record_whole(te_graph *g, const te_fuse_plan *p, te_db *db, const te_
             .spread_s = NAN,
             .repeats = reps,
             .gflops = flops > 0 ? flops / (ms[i] * 1e-3) * 1e-9 : NAN,
-            .bytes = NAN,
+            .bytes = bytes,
         };
     }
     if (!rc && (rc = te_db_record_trials(db, tr, (size_t)(n < 3 ? n : 3))) != TE_OK)

@@ -8,6 +8,7 @@
  *   amx_bf16_MxN      AMX tdpbf16ps, M, N in {16, 32}: bf16 x bf16 -> f32, n a multiple of 16
  *   amx_u8s8_MxN      AMX tdpbusd: u8 x i8 -> i32, n a multiple of 16
  *   amx_s8s8_MxN      AMX tdpbssd: i8 x i8 -> i32
+ *   amx_*_32x32_nopf  the 32 x 32 tiles without the next k step's software prefetches
  *   avx512bf16_MxN    AVX-512 BF16 vdpbf16ps micro-kernel, M rows x N (16, 32, 48, 64) columns
  *   avx512vnni_u8s8_MxN AVX-512 VNNI vpdpbusd micro-kernel
  * AMX code calls te_amx_ready() (the C backend's AMX prelude: tile configuration, once per
@@ -28,6 +29,7 @@ typedef struct mm_cfg {
     int m, n, g, ko; /* tile rows, columns, VNNI group, described ko extent */
     te_dtype ta, tb, acc;
     const char *insn; /* _tile_dpbf16ps, _mm512_dpbf16_ps, ... */
+    int no_prefetch;  /* AMX: no software prefetch of the next k step (the _nopf variants) */
 } mm_cfg;
 
 static int describe_mm(te_ctx *ctx, void *user, te_tensor **ins, te_tensor **out)
@@ -84,16 +86,18 @@ static void amx_body(const mm_cfg *c, bool overwrite, char *b, size_t cap)
                     16 * r, 16 * q, esz);
         }
     /* Each k step: the next step's rows of A and B prefetched into L1 (the tile loads miss
-     * L1 otherwise: 1.25x on 512x3072x768), then loads and products interleaved so that a
-     * product starts as soon as its tiles are in (1.1x). */
+     * L1 otherwise: 1.25x on 512x3072x768 on one AMX Xeon; on another the prefetches cost
+     * 1.16-1.36x instead, so the _nopf variants leave them out and the tuner's intrin knob
+     * chooses), then loads and products interleaved so that a product starts as soon as its
+     * tiles are in (1.1x). */
     put(b, cap, "    for (int64_t k = 0; k < n; k += 16) {\n");
-    for (int r = 0; r < mr; r++)
+    for (int r = 0; r < mr && !c->no_prefetch; r++)
         put(b, cap,
             "        for (int p = 0; p < 16; p++)\n"
             "            _mm_prefetch((const char *)(A + (%d + p) * A_s0 + (k + 16) * %d), "
             "_MM_HINT_T0);\n",
             16 * r, c->g);
-    for (int q = 0; q < nq; q++)
+    for (int q = 0; q < nq && !c->no_prefetch; q++)
         put(b, cap,
             "        for (int p = 0; p < 16; p++)\n"
             "            _mm_prefetch((const char *)(B + (k + 16 + p) * B_s0 + %d), "
@@ -230,9 +234,17 @@ void te__tz_register_builtins(te__tz_reg_fn reg)
                          "multiple of 16",
                          amx[t].mnem, m, n, te_dtype_str(amx[t].acc), m, te_dtype_str(amx[t].ta),
                          amx[t].g, n, amx[t].g, te_dtype_str(amx[t].tb), amx[t].g);
-                mm_cfg c = {K_AMX,     m,         n,          amx[t].g,   16,
-                            amx[t].ta, amx[t].tb, amx[t].acc, amx[t].insn};
+                mm_cfg c = {K_AMX,     m,         n,          amx[t].g,    16,
+                            amx[t].ta, amx[t].tb, amx[t].acc, amx[t].insn, 0};
                 reg_mm(reg, c, name, amx[t].feat, doc);
+                if (m == 32 && n == 32) {
+                    /* the largest tile again without the next-step prefetches */
+                    snprintf(name, sizeof name, "amx_%s_%dx%d_nopf", amx[t].tag, m, n);
+                    size_t dl = strlen(doc);
+                    snprintf(doc + dl, sizeof doc - dl, "; no software prefetch");
+                    c.no_prefetch = 1;
+                    reg_mm(reg, c, name, amx[t].feat, doc);
+                }
             }
     static const struct {
         int m, n;
@@ -243,13 +255,13 @@ void te__tz_register_builtins(te__tz_reg_fn reg)
         snprintf(doc, sizeof doc,
                  "AVX-512 BF16 vdpbf16ps: C[%d x %d] f32 += A[%d x K] bf16 * B[K/2 x %d x 2] bf16",
                  m, n, m, n);
-        mm_cfg c = {K_AVX512, m, n, 2, 1, TE_BF16, TE_BF16, TE_F32, "_mm512_dpbf16_ps"};
+        mm_cfg c = {K_AVX512, m, n, 2, 1, TE_BF16, TE_BF16, TE_F32, "_mm512_dpbf16_ps", 0};
         reg_mm(reg, c, name, "avx512f,avx512_bf16", doc);
         snprintf(name, sizeof name, "avx512vnni_u8s8_%dx%d", m, n);
         snprintf(doc, sizeof doc,
                  "AVX-512 VNNI vpdpbusd: C[%d x %d] i32 += A[%d x K] u8 * B[K/4 x %d x 4] i8", m, n,
                  m, n);
-        mm_cfg v = {K_AVX512, m, n, 4, 1, TE_U8, TE_I8, TE_I32, "_mm512_dpbusd_epi32"};
+        mm_cfg v = {K_AVX512, m, n, 4, 1, TE_U8, TE_I8, TE_I32, "_mm512_dpbusd_epi32", 0};
         reg_mm(reg, v, name, "avx512f,avx512_vnni", doc);
     }
     extern void te__tz_register_cuda(te__tz_reg_fn); /* schedule/intrin_cuda.c */

@@ -179,6 +179,11 @@ static void test_amx_bf16_update(void **state)
     assert_non_null(strstr(te_schedule_trace(p.s), "tensorize C i_i amx_bf16_32x32"));
     mm_build_and_check(&p, intrin("amx_bf16_32x32"), "amx_bf16_32x32 (update, parallel)");
     te_ctx_free(p.ctx);
+    mm_build(&p, 64, 64, 128, 2, TE_BF16, TE_BF16, TE_F32);
+    ii = mm_tile(&p, 32, 32, 32, &io);
+    assert_int_equal(te_tensorize(p.sc, ii, intrin("amx_bf16_32x32_nopf")), TE_OK);
+    mm_build_and_check(&p, intrin("amx_bf16_32x32_nopf"), "amx_bf16_32x32_nopf (update)");
+    te_ctx_free(p.ctx);
 }
 
 static void test_amx_bf16_overwrite(void **state)
@@ -482,6 +487,17 @@ static void test_registry(void **state)
     }
     assert_null(te_tensor_intrin_at(n));
     assert_null(te_tensor_intrin_find("nope"));
+    /* The AMX 32 x 32 tiles have a variant without software prefetch (the tuner chooses). */
+    static const char *const tags[] = {"bf16", "u8s8", "s8s8"};
+    for (int t = 0; t < 3; t++) {
+        char a[64], b[64];
+        snprintf(a, sizeof a, "amx_%s_32x32", tags[t]);
+        snprintf(b, sizeof b, "amx_%s_32x32_nopf", tags[t]);
+        const te_tensor_intrin *pf = intrin(a), *np = intrin(b);
+        assert_string_equal(te_tensor_intrin_features(pf), te_tensor_intrin_features(np));
+        assert_non_null(strstr(te_tensor_intrin_doc(np), "no software prefetch"));
+        assert_null(strstr(te_tensor_intrin_doc(pf), "no software prefetch"));
+    }
 }
 
 /* The tensorize template (autotune/templates_tz.c) on a bf16 product and on an MLP gate
