@@ -5,11 +5,13 @@
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -472,6 +474,50 @@ static void test_target_without_features(void **state)
     te_ctx_free(p.ctx);
 }
 
+/* Every AMX 32 x 32 tile, with and without prefetch, emits C that the system compiler builds
+ * for an AMX target (compiled only: no AMX needed to check the code), and only the plain one
+ * prefetches. */
+static void test_amx_sources_compile_everywhere(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"amx_bf16_32x32", "amx_bf16_32x32_nopf", "amx_u8s8_32x32",
+                                        "amx_u8s8_32x32_nopf"};
+    for (int v = 0; v < 4; v++) {
+        mm p;
+        bool bf = v < 2;
+        mm_build(&p, 64, 64, 128, bf ? 2 : 4, bf ? TE_BF16 : TE_U8, bf ? TE_BF16 : TE_I8,
+                 bf ? TE_F32 : TE_I32);
+        te_iter *ii = mm_tile(&p, 32, 32, 0, NULL);
+        assert_int_equal(te_tensorize(p.sc, ii, intrin(names[v])), TE_OK);
+        te_target t = te_target_host();
+        size_t l = strlen(t.isa);
+        snprintf(t.isa + l, sizeof t.isa - l, "%samx_tile,amx_bf16,amx_int8", l ? "," : "");
+        te_lowered *f = te_lower(p.s, 3, (te_tensor *[]){p.A, p.B, p.C}, "tz", &t);
+        assert_non_null(f);
+        const char *src = te_emit_c(p.ctx, f, &t);
+        if (!src)
+            fail_msg("%s: %s", names[v], te_ctx_errmsg(p.ctx));
+        bool nopf = strstr(names[v], "nopf") != NULL;
+        assert_true((strstr(src, "_mm_prefetch") == NULL) == nopf);
+        char path[] = "/tmp/te_amx_XXXXXX.c";
+        int fd = mkstemps(path, 2);
+        assert_true(fd >= 0);
+        FILE *fp = fdopen(fd, "w");
+        fputs(src, fp);
+        fclose(fp);
+        char cmd[512];
+        snprintf(cmd, sizeof cmd,
+                 "cc -std=gnu11 -O1 -Werror -c -o /dev/null -mavx512f -mavx512bw -mavx512vl "
+                 "-mamx-tile -mamx-bf16 -mamx-int8 %s 2>&1",
+                 path);
+        int rc = system(cmd);
+        unlink(path);
+        if (rc != 0)
+            fail_msg("%s: the emitted C does not compile (%s)", names[v], cmd);
+        te_ctx_free(p.ctx);
+    }
+}
+
 static void test_registry(void **state)
 {
     (void)state;
@@ -740,6 +786,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_registry),
+        cmocka_unit_test(test_amx_sources_compile_everywhere),
         cmocka_unit_test(test_amx_bf16_update),
         cmocka_unit_test(test_amx_bf16_overwrite),
         cmocka_unit_test(test_amx_int8),
