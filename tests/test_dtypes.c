@@ -337,6 +337,21 @@ static bool is_nan_bits(te_dtype d, const void *p)
     return te_dtype_is_float(d) && isnan(te_dtype_load(d, p, 0));
 }
 
+/* A schedule of the one-axis Y with its axis split by `lanes` and the inner piece vectorized
+ * (lanes 1: the plain loop). */
+static te_schedule *vector_schedule(te_ctx *ctx, te_tensor *Y, int lanes)
+{
+    te_schedule *s = te_schedule_create(ctx, 1, &Y);
+    assert_non_null(s);
+    if (lanes > 1) {
+        te_stage *st = te_schedule_stage(s, Y);
+        te_iter *o, *in;
+        assert_int_equal(te_split(st, te_stage_axis(st, 0), lanes, &o, &in), TE_OK);
+        assert_int_equal(te_vectorize(st, in), TE_OK);
+    }
+    return s;
+}
+
 /* Builds Y = cast(to, X) over NV values (vectorized by `lanes` when above 1), runs it and
  * compares every element's bits with the library (te_dtype_convert), the independent
  * reference, and the reference interpreter (NaNs by NaN-ness there: it works in doubles).
@@ -358,14 +373,7 @@ static char *check_cast_lanes(te_ctx *ctx, te_dtype from, te_dtype to, int lanes
     te_expr *i = te_axis(ctx, "i", n);
     te_tensor *Y = te_compute(ctx, "Y", 1, (te_expr *[]){i}, te_cast(ctx, to, TE_AT(ctx, X, i)));
     assert_non_null(Y);
-    te_schedule *s = te_schedule_create(ctx, 1, &Y);
-    assert_non_null(s);
-    if (vec) {
-        te_stage *st = te_schedule_stage(s, Y);
-        te_iter *o, *in;
-        assert_int_equal(te_split(st, te_stage_axis(st, 0), lanes, &o, &in), TE_OK);
-        assert_int_equal(te_vectorize(st, in), TE_OK);
-    }
+    te_schedule *s = vector_schedule(ctx, Y, lanes);
     te_target tgt = te_target_host();
     te_module *m = NULL;
     if (te_build(s, 2, (te_tensor *[]){X, Y}, name, &tgt, &m) != TE_OK)
@@ -466,11 +474,7 @@ static void test_byte_vector_casts_use_the_widening_helpers(void **state)
     te_expr *c = te_cast(ctx, TE_I32, te_cast(ctx, TE_U8, TE_AT(ctx, X, i)));
     te_tensor *Y = te_compute(ctx, "Y", 1, (te_expr *[]){i},
                               te_sub(ctx, te_cast(ctx, TE_F32, c), te_f32(ctx, 3.0)));
-    te_schedule *s = te_schedule_create(ctx, 1, &Y);
-    te_stage *st = te_schedule_stage(s, Y);
-    te_iter *o, *in;
-    assert_int_equal(te_split(st, te_stage_axis(st, 0), 16, &o, &in), TE_OK);
-    assert_int_equal(te_vectorize(st, in), TE_OK);
+    te_schedule *s = vector_schedule(ctx, Y, 16);
     te_target tgt = te_target_host();
     te_module *m = NULL;
     assert_int_equal(te_build(s, 2, (te_tensor *[]){X, Y}, "byte_chain", &tgt, &m), TE_OK);
@@ -504,13 +508,7 @@ static void check_half_fma(te_ctx *ctx, te_dtype dt, bool vec)
     te_expr *body = te_add(ctx, te_mul(ctx, TE_AT(ctx, A, i), TE_AT(ctx, B, i)), TE_AT(ctx, C, i));
     te_tensor *Y = te_compute(ctx, "Y", 1, (te_expr *[]){i}, body);
     assert_non_null(Y);
-    te_schedule *s = te_schedule_create(ctx, 1, &Y);
-    if (vec) {
-        te_stage *st = te_schedule_stage(s, Y);
-        te_iter *o, *in;
-        assert_int_equal(te_split(st, te_stage_axis(st, 0), 16, &o, &in), TE_OK);
-        assert_int_equal(te_vectorize(st, in), TE_OK);
-    }
+    te_schedule *s = vector_schedule(ctx, Y, vec ? 16 : 1);
     te_target tgt = te_target_host();
     te_module *m = NULL;
     if (te_build(s, 4, (te_tensor *[]){A, B, C, Y}, vec ? "hfma_v" : "hfma", &tgt, &m) != TE_OK)
