@@ -100,7 +100,29 @@ typedef struct gemm_data {
     gemm_out o[8];
     int npro;
     const char *pro[16]; /* stages the products read (a fused group's layer norm): at the root */
+    int nview;
+    const char *view[8]; /* packed weights' views (te_graph_group_expr.packed_nb): inlined */
+    int64_t panel;       /* the narrowest panel of those (0: none); nr divides it */
 } gemm_data;
+
+/* A view of weights packed in column panels (a fused group's constant, tag "packed_view"):
+ * inlined, the product then reads the panels directly. Records it; false when t is none. */
+static bool add_view(gemm_data *gd, const te_tensor *t)
+{
+    if (!t->tag || strcmp(t->tag, "packed_view") || t->kind != TE_T_COMPUTE ||
+        t->body->kind != TE_E_READ || t->body->u.read.t->ndim != 3)
+        return false;
+    for (int q = 0; q < gd->nview; q++)
+        if (!strcmp(gd->view[q], t->name))
+            return true;
+    if (gd->nview == 8)
+        return false;
+    gd->view[gd->nview++] = t->name;
+    int64_t nb = t->body->u.read.t->shape[2];
+    if (!gd->panel || nb < gd->panel)
+        gd->panel = nb;
+    return true;
+}
 
 /* Whether t is a matrix product (a sum over one axis of a product of two reads): never a
  * prologue, which is computed whole at the root without a tile (the scores of an attention
@@ -210,7 +232,7 @@ static int gemm_init(te_space *sp)
             R0 = O;
             /* Everything else the product reads is a prologue, computed at the root. */
             for (int q = 0; q < ns; q++)
-                if (st[q] != O && !add_prologue(gd, st[q]))
+                if (st[q] != O && !add_view(gd, st[q]) && !add_prologue(gd, st[q]))
                     return TERR(sp,
                                 "gemm template: stage '%s' before '%s' is a product or one "
                                 "too many",
@@ -220,7 +242,7 @@ static int gemm_init(te_space *sp)
                 return TERR(sp, "gemm template: '%s' is neither a product nor an epilogue",
                             O->name);
             for (int q = 0; q < ns; q++) {
-                if (st[q] == O)
+                if (st[q] == O || add_view(gd, st[q]))
                     continue;
                 int b;
                 te_tensor *pk;
@@ -275,8 +297,28 @@ static int gemm_init(te_space *sp)
     if (M <= 16 && v[nm - 1] < M)
         v[nm++] = M; /* skinny: every row under one load of B */
     knob(sp, "mr", nm, v);
+    /* A view's packed read is never packed again (its panels are contiguous already). */
+    for (int o = 0; o < gd->nout; o++)
+        for (int q = 0; q < 4; q++)
+            for (int w = 0; gd->o[o].packable[q] && w < gd->nview; w++)
+                if (!strcmp(gd->o[o].packable[q]->name, gd->view[w]))
+                    gd->o[o].packable[q] = NULL;
     int64_t nrs[4] = {V, 2 * V, 3 * V, 4 * V};
-    int nn = N < V ? 0 : filter_le(nrs, 4, (N + V - 1) / V * V, V, v);
+    int nnr = 4;
+    if (gd->panel) {
+        /* Tiles inside one panel: nr divides the panel width, so that a tile's columns are
+         * contiguous in it (j / nb is the same for all its lanes). */
+        nnr = 0;
+        for (int q = 0; q < 4; q++)
+            if (gd->panel % ((q + 1) * V) == 0)
+                nrs[nnr++] = (q + 1) * V;
+        if (!nnr)
+            return TERR(sp,
+                        "gemm template: packed panels of %lld columns, narrower than a "
+                        "vector",
+                        (long long)gd->panel);
+    }
+    int nn = N < V ? 0 : filter_le(nrs, nnr, (N + V - 1) / V * V, V, v);
     if (!nn) {
         v[0] = N;
         nn = 1;
@@ -391,6 +433,11 @@ static int gemm_apply(te__gen *g)
     int64_t mr = te__knob_val(g, 0), nr = te__knob_val(g, 1), ku = te__knob_val(g, 2);
     int64_t order = te__knob_val(g, 3), par = te__knob_val(g, 4);
     te_schedule *s = g->s;
+    for (int q = 0; q < gd->nview; q++) {
+        te_stage *w = te_schedule_stage_by_name(s, gd->view[q]);
+        if (!w || !TE__OK(g, te_compute_inline(w)))
+            return w ? g->err : te__gen_fail(g, TE_ERR_SCHEDULE);
+    }
     for (int q = 0; q < gd->npro; q++) {
         /* A prologue stage stays at the root; its rows run in parallel with the products'. */
         te_stage *P = te_schedule_stage_by_name(s, gd->pro[q]);

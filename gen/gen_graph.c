@@ -342,8 +342,8 @@ int te_gen_graph_files(te_ctx *ctx, te_graph *g, const te_fuse_plan *p, te_db *d
             continue;
         }
         for (int i = 0; i < ge[gi].n_in; i++)
-            if (vidx[ge[gi].in_values[i]] < 0)
-                vidx[ge[gi].in_values[i]] = nval++;
+            if (!ge[gi].packed_nb[i] && vidx[ge[gi].in_values[i]] < 0)
+                vidx[ge[gi].in_values[i]] = nval++; /* packed constants: their own entries */
         for (int i = 0; i < ge[gi].n_out; i++)
             if (vidx[ge[gi].out_values[i]] < 0)
                 vidx[ge[gi].out_values[i]] = nval++;
@@ -433,7 +433,25 @@ int te_gen_graph_files(te_ctx *ctx, te_graph *g, const te_fuse_plan *p, te_db *d
         te__sb_printf(&inc, "#include \"%s.h\"\n", ks[k].name);
     te__sb_printf(&r, k_runner_head, inc.p ? inc.p : "");
     te__sb_free(&inc);
-    te__sb_printf(&r, "#define NV %d\n#define POOL_BYTES ((size_t)%zu)\n\n", nval,
+    /* The constants the kernels read packed in column panels (te_graph_group_expr.packed_nb):
+     * one entry and one weights file each, after the graph's values. */
+    int npk = 0;
+    struct {
+        int v, nb, trans;
+    } *pk = te__alloc(ctx, sizeof *pk * (size_t)(ng * TE_GRAPH_GROUP_MAXIO + 1));
+    if (!pk && !rc)
+        rc = te_ctx_set_error(ctx, TE_ERR_NOMEM, "te_gen_graph_files: out of memory");
+    for (int gi = 0; !rc && gi < ng; gi++)
+        for (int i = 0; kof[gi] >= 0 && i < ge[gi].n_in; i++) {
+            int q = 0;
+            while (q < npk && !(pk[q].v == ge[gi].in_values[i] && pk[q].nb == ge[gi].packed_nb[i] &&
+                                pk[q].trans == ge[gi].packed_trans[i]))
+                q++;
+            if (ge[gi].packed_nb[i] && q == npk)
+                pk[npk].v = ge[gi].in_values[i], pk[npk].nb = ge[gi].packed_nb[i],
+                pk[npk++].trans = ge[gi].packed_trans[i];
+        }
+    te__sb_printf(&r, "#define NV %d\n#define POOL_BYTES ((size_t)%zu)\n\n", nval + npk,
                   ms.pool_bytes ? ms.pool_bytes : (size_t)64);
     te__sb_puts(&r, "static const value V[NV] = {\n");
     int *order = te__alloc(ctx, sizeof(int) * (size_t)(nval + 1));
@@ -483,6 +501,33 @@ int te_gen_graph_files(te_ctx *ctx, te_graph *g, const te_fuse_plan *p, te_db *d
             out->n_weights++;
         }
     }
+    for (int q = 0; !rc && q < npk; q++) {
+        int v = pk[q].v, tr = pk[q].trans;
+        const int64_t *sh = te_graph_value_shape(g, v);
+        int64_t kk = sh[tr ? 1 : 0], n = sh[tr ? 0 : 1], nb = pk[q].nb;
+        char pname[160];
+        snprintf(pname, sizeof pname, "%s_panels%lld%s", te_graph_value_name(g, v), (long long)nb,
+                 tr ? "_t" : "");
+        int64_t psh[3] = {n / nb, kk, nb};
+        te__sb_printf(
+            &r,
+            "    {\"%s\", V_CONST, \"<f4\", 4, 3, {%lld, %lld, %lld}, %lld, 0, %d}, /* %d: "
+            "%s [%lld, %lld] packed in column panels of %lld: [n / %lld][k][%lld], "
+            "p[jb][kk][j] = %s */\n",
+            pname, (long long)psh[0], (long long)psh[1], (long long)psh[2], (long long)(n * kk),
+            nval + q, nval + q, te_graph_value_name(g, v), (long long)sh[0], (long long)sh[1],
+            (long long)nb, (long long)nb, (long long)nb,
+            tr ? "W[jb * nb + j][kk]" : "W[kk][jb * nb + j]");
+        float *buf = malloc(sizeof(float) * (size_t)(n * kk));
+        char path[8192], err[8400];
+        snprintf(path, sizeof path, "%s/%s.npy", wdir, pname);
+        if (!buf || te_graph_pack_panels(te_graph_value_data(g, v), kk, n, tr, nb, buf) ||
+            te_npy_write(path, TE_F32, 3, psh, buf, err, sizeof err))
+            rc = te_ctx_set_error(ctx, buf ? TE_ERR_IO : TE_ERR_NOMEM, "te_gen_graph_files: %s",
+                                  buf ? err : "out of memory");
+        free(buf);
+        out->n_weights++;
+    }
     te__sb_puts(&r, "};\n\n");
     te__sb_puts(&r, k_runner_body);
     /* The calls, in plan order. */
@@ -505,9 +550,13 @@ int te_gen_graph_files(te_ctx *ctx, te_graph *g, const te_fuse_plan *p, te_db *d
         te__sb_printf(&r, ") */\n    rc = %s_k%d(", name, kof[gi]);
         int na = 0;
         for (int i = 0; i < ge[gi].n_in; i++, na++) {
-            int v = ge[gi].in_values[i];
+            int v = ge[gi].in_values[i], slot = vidx[v];
+            for (int q = 0; ge[gi].packed_nb[i] && q < npk; q++)
+                if (pk[q].v == v && pk[q].nb == ge[gi].packed_nb[i] &&
+                    pk[q].trans == ge[gi].packed_trans[i])
+                    slot = nval + q;
             te__sb_printf(&r, "%s(const %s *)buf[%d]", na ? ", " : "",
-                          te_dtype_ctype(te_graph_value_dtype(g, v)), vidx[v]);
+                          te_dtype_ctype(te_graph_value_dtype(g, v)), slot);
         }
         for (int i = 0; i < ge[gi].n_out; i++, na++) {
             int v = ge[gi].out_values[i];

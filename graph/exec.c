@@ -33,6 +33,7 @@ typedef struct gkernel {
     int wave, threads; /* the schedule: its wave and the OpenMP threads its kernel uses */
     int rc;            /* the last run's status */
     int view;          /* a view group: no module, never run, 0 threads */
+    float *packed[TE_GRAPH_GROUP_MAXIO]; /* per input: its constant packed (ge.packed_nb), owned */
 } gkernel;
 
 /* Sets k's note (cut to its size, which notes may be: they are for people). */
@@ -109,6 +110,8 @@ void te_graph_exec_free(te_graph_exec *e)
         te_module_free(e->k[i].mod);
         te_ctx_free(e->k[i].ctx);
         free(e->k[i].trace);
+        for (int a = 0; a < TE_GRAPH_GROUP_MAXIO; a++)
+            free(e->k[i].packed[a]);
     }
     /* Inputs and outputs own their buffers; constants, the pool and views (a root's) do not. */
     for (int v = 0; e->buf && v < e->g->nv; v++)
@@ -176,6 +179,99 @@ static int64_t numel(const te__gvalue *v)
     return n;
 }
 
+int te_graph_pack_panels(const float *w, int64_t k, int64_t n, int trans, int64_t nb, float *dst)
+{
+    if (!w || !dst || k < 1 || n < 1 || nb < 1 || n % nb)
+        return TE_ERR_ARG;
+    for (int64_t jb = 0; jb < n / nb; jb++)
+        for (int64_t kk = 0; kk < k; kk++)
+            for (int64_t j = 0; j < nb; j++)
+                dst[(jb * k + kk) * nb + j] =
+                    trans ? w[(jb * nb + j) * k + kk] : w[kk * n + jb * nb + j];
+    return TE_OK;
+}
+
+/* Whether input slot `slot` of node nd is the right operand of a product that reads it in
+ * column panels: its layout (*trans: stored [n, k]) and the product's rows (*m). */
+static bool weight_slot(const te_graph *g, te_ctx *ctx, const te__gnode *nd, int slot, int *trans,
+                        int64_t *m)
+{
+    const char *op = nd->op->name;
+    te_op_params kv;
+    *trans = 0;
+    bool mm = !strcmp(op, "matmul");
+    if (mm || !strcmp(op, "mlp_gate")) {
+        if (te_op_params_parse(ctx, nd->attrs, &kv) != TE_OK) {
+            te_ctx_clear_error(ctx); /* the node's build reports it */
+            return false;
+        }
+        *trans = (int)te__gop_attr_int(nd->op, &kv, "trans_b");
+        if (mm && te__gop_attr_int(nd->op, &kv, "trans_a"))
+            return false;
+    } else if (strcmp(op, "dense_bias") && strcmp(op, "qkv_projection")) {
+        return false;
+    }
+    bool w = mm || !strcmp(op, "dense_bias") ? slot == 1
+             : !strcmp(op, "mlp_gate")       ? slot == 1 || slot == 2
+                                             : slot >= 1 && slot <= 3;
+    const te__gvalue *a = &g->v[nd->in[0]];
+    *m = 1;
+    for (int d = 0; d + 1 < a->ndim; d++)
+        *m *= a->shape[d];
+    return w;
+}
+
+/* The panel width for constant v read in group gi, 0 when it stays as it is (see
+ * te_graph_group_expr.packed_nb). */
+static int64_t panel_width(const te_graph *g, const te_fuse_plan *p, int gi, int v, te_ctx *ctx,
+                           int *trans)
+{
+    const te__gvalue *val = &g->v[v];
+    if (val->kind != TE_GRAPH_CONST || val->dtype != TE_F32 || val->ndim != 2 || !val->data)
+        return 0;
+    const fgroup *gr = &p->gr[gi];
+    int uses = 0, tr = -1;
+    for (int i = 0; i < gr->n; i++) {
+        const te__gnode *nd = &g->n[gr->nodes[i]];
+        for (int j = 0; j < nd->n_in; j++) {
+            if (nd->in[j] != v)
+                continue;
+            int t;
+            int64_t m;
+            if (!weight_slot(g, ctx, nd, j, &t, &m) || m <= 16 || (tr >= 0 && t != tr))
+                return 0;
+            tr = t;
+            uses++;
+        }
+    }
+    if (!uses)
+        return 0;
+    int64_t n = val->shape[tr ? 0 : 1];
+    *trans = tr;
+    return n % 64 == 0 ? 64 : n % 32 == 0 ? 32 : n % 16 == 0 ? 16 : 0;
+}
+
+/* The packed placeholder [n / nb, k, nb] named `name` and the view of it with W's shape
+ * (tagged "packed_view"); NULL on error (message in ctx). */
+static te_tensor *packed_view(te_ctx *ctx, const char *name, const te__gvalue *w, int trans,
+                              int64_t nb, te_tensor **placeholder)
+{
+    int64_t k = w->shape[trans ? 1 : 0], n = w->shape[trans ? 0 : 1];
+    te_tensor *P = te_placeholder(ctx, name, TE_F32, 3, (int64_t[]){n / nb, k, nb});
+    if (!P)
+        return NULL;
+    *placeholder = P;
+    te_expr *a0 = te_axis(ctx, "i0", w->shape[0]), *a1 = te_axis(ctx, "i1", w->shape[1]);
+    te_expr *kk = trans ? a1 : a0, *j = trans ? a0 : a1, *c = te_int(ctx, nb);
+    te_expr *rd = TE_AT(ctx, P, te_floordiv(ctx, j, c), kk, te_floormod(ctx, j, c));
+    char vn[24];
+    snprintf(vn, sizeof vn, "%s_v", name);
+    te_tensor *V = te_compute(ctx, vn, 2, (te_expr *[]){a0, a1}, rd);
+    if (V)
+        te_tensor_set_tag(ctx, V, "packed_view");
+    return V;
+}
+
 int te_graph_group_expr_build(te_graph *g, const te_fuse_plan *p, int gi, te_ctx *ctx,
                               te_graph_group_expr *out)
 {
@@ -205,11 +301,20 @@ int te_graph_group_expr_build(te_graph *g, const te_fuse_plan *p, int gi, te_ctx
             }
             char nm[16];
             snprintf(nm, sizeof nm, "in%d", out->n_in);
-            t[v] = te_placeholder(ctx, nm, val->dtype, val->ndim, val->shape);
+            int trans = 0;
+            int64_t nb = panel_width(g, p, gi, v, ctx, &trans);
+            te_tensor *ph = NULL;
+            if (nb) {
+                t[v] = packed_view(ctx, nm, val, trans, nb, &ph);
+                out->packed_nb[out->n_in] = (int)nb;
+                out->packed_trans[out->n_in] = (unsigned char)trans;
+            } else {
+                t[v] = ph = te_placeholder(ctx, nm, val->dtype, val->ndim, val->shape);
+            }
             if (!t[v])
-                rc = te_ctx_errcode(ctx);
+                rc = te_ctx_errcode(ctx) ? te_ctx_errcode(ctx) : TE_ERR_NOMEM;
             out->in_values[out->n_in] = v;
-            out->ins[out->n_in++] = t[v];
+            out->ins[out->n_in++] = ph;
         }
     }
     /* The group's operators, in order, on those tensors. */
@@ -434,9 +539,29 @@ char *te_graph_whole_trace_section(const char *whole, const char *key)
     return NULL;
 }
 
+/* Packs the group's constants its expression reads in column panels (ge.packed_nb), once. */
+static int pack_constants(te_graph *g, te_graph_exec *e, gkernel *k)
+{
+    for (int a = 0; a < k->ge.n_in; a++) {
+        if (!k->ge.packed_nb[a])
+            continue;
+        int v = k->ge.in_values[a];
+        const te__gvalue *w = &g->v[v];
+        int tr = k->ge.packed_trans[a];
+        int64_t kk = w->shape[tr ? 1 : 0], n = w->shape[tr ? 0 : 1];
+        k->packed[a] = malloc(sizeof(float) * (size_t)(kk * n));
+        if (!k->packed[a])
+            return te__graph_error(g, TE_ERR_NOMEM, "out of memory");
+        if (te_graph_pack_panels(e->buf[v], kk, n, tr, k->ge.packed_nb[a], k->packed[a]))
+            return te__graph_error(g, TE_ERR_INTERNAL, "compile: packing '%s'", w->name);
+    }
+    return TE_OK;
+}
+
 /* Schedules and builds group gi (its expression built) as one kernel: by `pick`
- * (te_graph_compile_opts), the in-model record or the database's best record when db has one
- * that applies, a ranked record, or the default schedule. */
+ * (te_graph_compile_opts), the schedule of the model's fastest whole run (`whole`, NULL when
+ * there is none), the in-model record or the database's best record when db has one that
+ * applies, a ranked record, or the default schedule. */
 static int compile_group(te_graph *g, const te_fuse_plan *p, int gi, const te_target *tgt,
                          te_db *db, int pick, const te_db_trial *whole, gkernel *k)
 {
@@ -684,6 +809,8 @@ int te_graph_compile_ex(te_graph *g, const te_fuse_plan *p, const te_graph_compi
                      g->v[te_graph_memplan_alias(e->mp, v)].name);
         } else {
             rc = build_group_expr(g, p, i, &e->k[i]);
+            if (!rc)
+                rc = pack_constants(g, e, &e->k[i]);
         }
         e->ng = i + 1;
     }
@@ -743,7 +870,7 @@ static void run_group(te_graph_exec *e, int gi)
         return;
     void *argv[2 * TE_GRAPH_GROUP_MAXIO];
     for (int a = 0; a < k->nargs; a++)
-        argv[a] = e->buf[k->args[a]];
+        argv[a] = a < k->ge.n_in && k->packed[a] ? (void *)k->packed[a] : e->buf[k->args[a]];
     omp_set_num_threads(k->threads);
     double t0 = now_s();
     k->rc = te_module_run(k->mod, argv);

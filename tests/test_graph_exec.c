@@ -158,6 +158,77 @@ static void test_matmul_bias_gelu_runs_as_one_kernel(void **state)
     assert_int_equal(nk, 1);
 }
 
+/* Inspect: every constant weight of a group is read packed in column panels, or none is. */
+static bool g_want_packed;
+static void expect_packed(te_graph *g, const te_fuse_plan *p, te_graph_exec *e)
+{
+    (void)e;
+    int packed = 0, weights = 0;
+    for (int gi = 0; gi < te_fuse_plan_group_count(p); gi++) {
+        te_ctx *ctx = te_ctx_create();
+        te_graph_group_expr ge;
+        assert_int_equal(te_graph_group_expr_build(g, p, gi, ctx, &ge), TE_OK);
+        for (int i = 0; i < ge.n_in; i++) {
+            if (te_graph_value_kind_of(g, ge.in_values[i]) != TE_GRAPH_CONST ||
+                te_graph_value_ndim(g, ge.in_values[i]) != 2)
+                continue;
+            weights++;
+            if (!ge.packed_nb[i])
+                continue;
+            packed++;
+            /* the placeholder is [n / nb, k, nb] */
+            const int64_t *ws = te_graph_value_shape(g, ge.in_values[i]);
+            int tr = ge.packed_trans[i];
+            assert_int_equal(te_tensor_ndim(ge.ins[i]), 3);
+            assert_int_equal(te_tensor_shape(ge.ins[i])[1], ws[tr ? 1 : 0]);
+            assert_int_equal(te_tensor_shape(ge.ins[i])[0] * ge.packed_nb[i], ws[tr ? 0 : 1]);
+        }
+        te_ctx_free(ctx);
+    }
+    assert_true(weights > 0);
+    assert_int_equal(packed, g_want_packed ? weights : 0);
+}
+
+/* Constant weights of products with more than 16 rows are packed once into column panels and
+ * read so (both layouts, an MLP gate's two, QKV's three); skinny products keep them. */
+static void test_constant_weights_are_packed_in_panels(void **state)
+{
+    (void)state;
+    float w[3 * 8], pk[3 * 8];
+    for (int i = 0; i < 24; i++)
+        w[i] = (float)i;
+    /* W [k = 3, n = 8] in panels of 4: p[jb][kk][j] = W[kk][4 jb + j] */
+    assert_int_equal(te_graph_pack_panels(w, 3, 8, 0, 4, pk), TE_OK);
+    assert_true(pk[0] == 0 && pk[3] == 3 && pk[4] == 8 && pk[12] == 4 && pk[23] == 23);
+    /* W [n = 8, k = 3]: p[jb][kk][j] = W[4 jb + j][kk] */
+    assert_int_equal(te_graph_pack_panels(w, 3, 8, 1, 4, pk), TE_OK);
+    assert_true(pk[0] == 0 && pk[1] == 3 && pk[4] == 1 && pk[12] == 12 && pk[23] == 23);
+    assert_int_equal(te_graph_pack_panels(w, 3, 8, 0, 3, pk), TE_ERR_ARG);
+    g_want_packed = true;
+    check_graph_inspect("input x f32[48,32]\nconst w f32[32,64] random seed=1\n"
+                        "const b f32[64] random seed=2\n"
+                        "h = matmul(x, w)\nhb = add(h, b)\ny = gelu(hb)\noutput y\n",
+                        0, "matmul_bias_gelu", expect_packed);
+    check_graph_inspect("input x f32[40,32]\nconst w f32[48,32] random seed=1\n"
+                        "y = matmul(x, w) trans_b=1\noutput y\n",
+                        0, "single", expect_packed);
+    check_graph_inspect("input x f32[33,32]\n"
+                        "const w1 f32[32,48] random seed=1\nconst w3 f32[32,48] random seed=2\n"
+                        "a = matmul(x, w1)\ns = silu(a)\nu = matmul(x, w3)\ny = mul(s, u)\n"
+                        "output y\n",
+                        0, "mlp_gate", expect_packed);
+    check_graph_inspect("input x f32[32,32]\n"
+                        "const wq f32[32,32] random seed=1\nconst wk f32[32,32] random seed=2\n"
+                        "const wv f32[32,16] random seed=3\n"
+                        "q = matmul(x, wq)\nk = matmul(x, wk)\nv = matmul(x, wv)\n"
+                        "output q, k, v\n",
+                        0, "qkv_projection", expect_packed);
+    g_want_packed = false;
+    check_graph_inspect("input x f32[16,32]\nconst w f32[32,64] random seed=1\n"
+                        "y = matmul(x, w)\noutput y\n",
+                        0, "single", expect_packed);
+}
+
 static void test_qkv_runs_as_one_kernel_with_three_outputs(void **state)
 {
     (void)state;
@@ -465,6 +536,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_bn_relu_folded_runs_as_one_kernel),
         cmocka_unit_test(test_matmul_bias_gelu_runs_as_one_kernel),
+        cmocka_unit_test(test_constant_weights_are_packed_in_panels),
         cmocka_unit_test(test_qkv_runs_as_one_kernel_with_three_outputs),
         cmocka_unit_test(test_mlp_gate_runs_as_one_kernel),
         cmocka_unit_test(test_residual_layer_norm_writes_both_outputs),

@@ -601,7 +601,23 @@ typedef struct te_graph_group_expr {
     /* The tensors (in the given ctx) and the graph values they stand for. */
     te_tensor *ins[TE_GRAPH_GROUP_MAXIO], *outs[TE_GRAPH_GROUP_MAXIO];
     int in_values[TE_GRAPH_GROUP_MAXIO], out_values[TE_GRAPH_GROUP_MAXIO];
+    /* Constant weights read in column panels (Ansor's layout rewrite): when packed_nb[i] > 0,
+     * input i is the f32 graph constant W = in_values[i] ([k, n], or [n, k] when
+     * packed_trans[i]) packed by te_graph_pack_panels into ins[i] = [n / nb, k, nb], and the
+     * operators read W through the view W[k, j] = ins[i][j / nb, k, j % nb] (a stage tagged
+     * "packed_view"): the contiguous K x nb panels a gemm tile reads, packed once instead of
+     * copied in every run. Done for the right operand of a matmul, dense_bias, mlp_gate or
+     * qkv_projection with more than 16 rows, n a multiple of 16, when every reader in the
+     * group is such a product. Whoever runs the expression passes the packed data. */
+    int packed_nb[TE_GRAPH_GROUP_MAXIO];
+    unsigned char packed_trans[TE_GRAPH_GROUP_MAXIO];
 } te_graph_group_expr;
+
+/* Packs an f32 matrix into column panels of nb: dst[jb][kk][j] = W[kk][jb * nb + j] for W
+ * [k, n] (trans 0), = W[jb * nb + j][kk] for W [n, k] (trans 1); dst holds n * k floats, n a
+ * multiple of nb (te_graph_group_expr's packed inputs). TE_ERR_ARG for NULL pointers or bad
+ * sizes. */
+int te_graph_pack_panels(const float *w, int64_t k, int64_t n, int trans, int64_t nb, float *dst);
 
 /* Builds group gi of plan p (made from g) in ctx: a placeholder for every value the group
  * reads from outside it, in first-use order, named "in0", "in1", ...; then the group's
