@@ -198,7 +198,12 @@ int ox_in_shape(ox_ctx *c, const Onnx__NodeProto *n, size_t i, int64_t *shape)
     }
     int gv = v->gv;
     int nd = te_graph_value_ndim(c->g, gv);
-    memcpy(shape, te_graph_value_shape(c->g, gv), (size_t)nd * sizeof *shape);
+    const int64_t *sh = te_graph_value_shape(c->g, gv);
+    if (nd < 0 || (nd > 0 && !sh)) /* a value of the importer's own (a shape) is no tensor */
+        return ox_nfail(c, n, TE_ERR_UNSUPPORTED, "input %zu ('%s') is not a tensor of the graph",
+                        i + 1, n->input[i]);
+    if (nd > 0)
+        memcpy(shape, sh, (size_t)nd * sizeof *shape);
     return nd;
 }
 
