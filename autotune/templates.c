@@ -105,19 +105,26 @@ typedef struct gemm_data {
     int64_t panel;       /* the narrowest panel of those (0: none); nr divides it */
 } gemm_data;
 
+/* Adds name to list[0..*n) (cap entries) unless it is there: false when the list is full. */
+static bool add_once(const char **list, int *n, int cap, const char *name)
+{
+    for (int q = 0; q < *n; q++)
+        if (!strcmp(list[q], name))
+            return true;
+    if (*n == cap)
+        return false;
+    list[(*n)++] = name;
+    return true;
+}
+
 /* A view of weights packed in column panels (a fused group's constant, tag "packed_view"):
  * inlined, the product then reads the panels directly. Records it; false when t is none. */
 static bool add_view(gemm_data *gd, const te_tensor *t)
 {
     if (!t->tag || strcmp(t->tag, "packed_view") || t->kind != TE_T_COMPUTE ||
-        t->body->kind != TE_E_READ || t->body->u.read.t->ndim != 3)
+        t->body->kind != TE_E_READ || t->body->u.read.t->ndim != 3 ||
+        !add_once(gd->view, &gd->nview, 8, t->name))
         return false;
-    for (int q = 0; q < gd->nview; q++)
-        if (!strcmp(gd->view[q], t->name))
-            return true;
-    if (gd->nview == 8)
-        return false;
-    gd->view[gd->nview++] = t->name;
     int64_t nb = t->body->u.read.t->shape[2];
     if (!gd->panel || nb < gd->panel)
         gd->panel = nb;
@@ -139,15 +146,7 @@ static bool is_matrix_product(const te_tensor *t)
 /* Records prologue stage t once (outputs may share it). */
 static bool add_prologue(gemm_data *gd, const te_tensor *t)
 {
-    if (is_matrix_product(t))
-        return false;
-    for (int q = 0; q < gd->npro; q++)
-        if (!strcmp(gd->pro[q], t->name))
-            return true;
-    if (gd->npro == 16)
-        return false;
-    gd->pro[gd->npro++] = t->name;
-    return true;
+    return !is_matrix_product(t) && add_once(gd->pro, &gd->npro, 16, t->name);
 }
 
 static bool is_output(const te_space *sp, const te_tensor *t)
