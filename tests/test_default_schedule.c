@@ -130,8 +130,8 @@ static void test_small_example_graphs(void **state)
 {
     (void)state;
     /* The layer norm + QKV group (a prologue before the products), the output projection and
-     * the two feed-forward groups get the gemm template (the attention_core group, scores +
-     * softmax + P V, sketches: its scores are no prologue). */
+     * the two feed-forward groups get the gemm template, and so may the attention's products
+     * (scores with the transpose folded in, P V); the softmax gets a sketch. */
     assert_true(check_graph_file("small_encoder_block.graph", 1e-5) >= 4);
     /* Both groups (conv + bn + relu, conv + bn + residual add + relu) are convolutions with an
      * elementwise epilogue: the conv2d template recognizes them. */
