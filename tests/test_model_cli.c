@@ -252,9 +252,50 @@ static void test_tune_model_then_run_and_gen_from_the_database(void **state)
     expect(cmd, 2, "C target only");
 }
 
+/* A model whose products have more than 16 rows: its constant weights are packed into column
+ * panels (docs/ARCHITECTURE.md); gen writes them as <w>_panels<nb>.npy and its runner, which
+ * passes those, gives tessera run's output. */
+static void test_gen_of_packed_weights_matches_run(void **state)
+{
+    (void)state;
+    char cmd[4096], model[512], kdir[512], in[512];
+    snprintf(model, sizeof model, "%s/enc32.onnx", g_dir);
+    snprintf(kdir, sizeof kdir, "%s/k32", g_dir);
+    snprintf(cmd, sizeof cmd, "%s -o %s --seq 24 --hidden 16", EXAMPLE_ONNX_MODEL, model);
+    assert_int_equal(system(cmd), 0);
+    static float data[24 * 16];
+    tt_rng r;
+    tt_rng_seed(&r, 6);
+    tt_fill_f32(&r, data, 24 * 16);
+    snprintf(in, sizeof in, "%s", tt_path_in(g_dir, "x24.npy"));
+    char err[256];
+    assert_int_equal(te_npy_write(in, TE_F32, 2, (int64_t[]){24, 16}, data, err, sizeof err),
+                     TE_OK);
+    snprintf(cmd, sizeof cmd, "%s run %s --check --runs 1 --input x=%s --output-dir %s/t24 2>&1",
+             TESSERA_CLI, model, in, g_dir);
+    char *out = run_ok(cmd);
+    assert_non_null(strstr(out, "every group output matches the reference"));
+    snprintf(cmd, sizeof cmd,
+             "%s gen %s -o %s 2>&1 && ls %s/weights | grep -c _panels && cd %s && "
+             "cc -O2 -std=c99 -Wall -Werror -o runner runner.c enc32_k*.c -lm 2>&1 && "
+             "./runner x=%s -o %s/g24 2>&1",
+             TESSERA_CLI, model, kdir, kdir, kdir, in, g_dir);
+    out = run_ok(cmd);
+    assert_non_null(strstr(out, "wrote "));
+    te_npy_array want = read_npy(tt_path_in(g_dir, "t24/y.npy"));
+    te_npy_array got = read_npy(tt_path_in(g_dir, "g24/y.npy"));
+    assert_int_equal(got.nbytes, want.nbytes);
+    double worst = tt_max_rel_diff_f32(got.data, want.data, (size_t)want.numel);
+    te_npy_array_free(&want);
+    te_npy_array_free(&got);
+    if (!(worst <= 1e-5))
+        fail_msg("the generated runner differs from tessera run by %g", worst);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gen_of_packed_weights_matches_run),
         cmocka_unit_test(test_run_model_checks_reads_npy_and_writes_npy),
         cmocka_unit_test(test_run_model_refuses_bad_files_names_and_shapes),
         cmocka_unit_test(test_tune_model_then_run_and_gen_from_the_database),
