@@ -99,6 +99,19 @@ static te_npy_array read_npy(const char *path)
     return a;
 }
 
+/* The generated runner's output (got, under g_dir) equals tessera run's (want) within 1e-5. */
+static void expect_same_output(const char *want_path, const char *got_path)
+{
+    te_npy_array want = read_npy(tt_path_in(g_dir, want_path));
+    te_npy_array got = read_npy(tt_path_in(g_dir, got_path));
+    assert_int_equal(got.nbytes, want.nbytes);
+    double worst = tt_max_rel_diff_f32(got.data, want.data, (size_t)want.numel);
+    te_npy_array_free(&want);
+    te_npy_array_free(&got);
+    if (!(worst <= 1e-5))
+        fail_msg("the generated runner differs from tessera run by %g", worst);
+}
+
 static void test_run_model_checks_reads_npy_and_writes_npy(void **state)
 {
     (void)state;
@@ -230,14 +243,7 @@ static void test_tune_model_then_run_and_gen_from_the_database(void **state)
              kdir, in, g_dir);
     out = run_ok(cmd);
     assert_non_null(strstr(out, "wrote "));
-    te_npy_array want = read_npy(tt_path_in(g_dir, "t/y.npy"));
-    te_npy_array got = read_npy(tt_path_in(g_dir, "g/y.npy"));
-    assert_int_equal(got.nbytes, want.nbytes);
-    double worst = tt_max_rel_diff_f32(got.data, want.data, (size_t)want.numel);
-    te_npy_array_free(&want);
-    te_npy_array_free(&got);
-    if (!(worst <= 1e-5))
-        fail_msg("the generated runner differs from tessera run by %g", worst);
+    expect_same_output("t/y.npy", "g/y.npy");
     /* The runner's own errors. */
     snprintf(cmd, sizeof cmd, "%s/runner 2>&1", kdir);
     expect(cmd, 2, "no data for input 'x'");
@@ -282,14 +288,7 @@ static void test_gen_of_packed_weights_matches_run(void **state)
              TESSERA_CLI, model, kdir, kdir, kdir, in, g_dir);
     out = run_ok(cmd);
     assert_non_null(strstr(out, "wrote "));
-    te_npy_array want = read_npy(tt_path_in(g_dir, "t24/y.npy"));
-    te_npy_array got = read_npy(tt_path_in(g_dir, "g24/y.npy"));
-    assert_int_equal(got.nbytes, want.nbytes);
-    double worst = tt_max_rel_diff_f32(got.data, want.data, (size_t)want.numel);
-    te_npy_array_free(&want);
-    te_npy_array_free(&got);
-    if (!(worst <= 1e-5))
-        fail_msg("the generated runner differs from tessera run by %g", worst);
+    expect_same_output("t24/y.npy", "g24/y.npy");
 }
 
 int main(void)
