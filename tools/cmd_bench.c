@@ -793,7 +793,8 @@ static void usage(FILE *f)
             "                  runs; not a measurement)\n"
             "  --report FILE   also write the results as a Markdown report (the machine, its\n"
             "                  measured FMA peak and copy bandwidth, every row with the\n"
-            "                  fraction of peak or bandwidth it reaches): docs/PERFORMANCE.md\n"
+            "                  fraction of peak or bandwidth it reaches and the highest ratio\n"
+            "                  the peak allows against its baseline): docs/PERFORMANCE.md\n"
             "  --roofline [FILE]  also place every row under the machine's roofs (peaks from\n"
             "                  `tessera target --measure` in the database, else measured now):\n"
             "                  a table, and the plot as SVG in FILE (default roofline.svg)\n");
