@@ -23,6 +23,22 @@
 #include "tessera/graph.h"
 #include "tessera/npy.h"
 
+/* A constant the kernels read packed in column panels (te_graph_group_expr.packed_nb). */
+typedef struct packed_w {
+    int v, nb, trans;
+} packed_w;
+
+/* The entry of pk[0..n) that input i of ge reads packed, or -1 (also for an input that is not
+ * packed). */
+static int packed_entry(const packed_w *pk, int n, const te_graph_group_expr *ge, int i)
+{
+    for (int q = 0; ge->packed_nb[i] && q < n; q++)
+        if (pk[q].v == ge->in_values[i] && pk[q].nb == ge->packed_nb[i] &&
+            pk[q].trans == ge->packed_trans[i])
+            return q;
+    return -1;
+}
+
 /* The fixed part of runner.c: .npy in and out, allocation, argument parsing. The generated
  * part (the value table and the calls) is spliced in where the marker lines are. */
 static const char k_runner_head[] =
@@ -321,7 +337,7 @@ int te_gen_graph_files(te_ctx *ctx, te_graph *g, const te_fuse_plan *p, te_db *d
     te_db_trial_list *whole = NULL;
     char mkey[64];
     if (!rc && have_dbt &&
-        (te_graph_context_key(nkeys, keys, "graph_model", mkey, sizeof mkey) >= (int)sizeof mkey ||
+        (te_graph_model_key(nkeys, keys, mkey, sizeof mkey) >= (int)sizeof mkey ||
          te_db_best(db, mkey, &dbt, 0, &whole) != TE_OK || !whole->n)) {
         te_db_trial_list_free(whole);
         whole = NULL;
@@ -436,21 +452,14 @@ int te_gen_graph_files(te_ctx *ctx, te_graph *g, const te_fuse_plan *p, te_db *d
     /* The constants the kernels read packed in column panels (te_graph_group_expr.packed_nb):
      * one entry and one weights file each, after the graph's values. */
     int npk = 0;
-    struct {
-        int v, nb, trans;
-    } *pk = te__alloc(ctx, sizeof *pk * (size_t)(ng * TE_GRAPH_GROUP_MAXIO + 1));
+    packed_w *pk = te__alloc(ctx, sizeof *pk * (size_t)(ng * TE_GRAPH_GROUP_MAXIO + 1));
     if (!pk && !rc)
         rc = te_ctx_set_error(ctx, TE_ERR_NOMEM, "te_gen_graph_files: out of memory");
     for (int gi = 0; !rc && gi < ng; gi++)
-        for (int i = 0; kof[gi] >= 0 && i < ge[gi].n_in; i++) {
-            int q = 0;
-            while (q < npk && !(pk[q].v == ge[gi].in_values[i] && pk[q].nb == ge[gi].packed_nb[i] &&
-                                pk[q].trans == ge[gi].packed_trans[i]))
-                q++;
-            if (ge[gi].packed_nb[i] && q == npk)
-                pk[npk].v = ge[gi].in_values[i], pk[npk].nb = ge[gi].packed_nb[i],
-                pk[npk++].trans = ge[gi].packed_trans[i];
-        }
+        for (int i = 0; kof[gi] >= 0 && i < ge[gi].n_in; i++)
+            if (ge[gi].packed_nb[i] && packed_entry(pk, npk, &ge[gi], i) < 0)
+                pk[npk++] =
+                    (packed_w){ge[gi].in_values[i], ge[gi].packed_nb[i], ge[gi].packed_trans[i]};
     te__sb_printf(&r, "#define NV %d\n#define POOL_BYTES ((size_t)%zu)\n\n", nval + npk,
                   ms.pool_bytes ? ms.pool_bytes : (size_t)64);
     te__sb_puts(&r, "static const value V[NV] = {\n");
@@ -550,11 +559,8 @@ int te_gen_graph_files(te_ctx *ctx, te_graph *g, const te_fuse_plan *p, te_db *d
         te__sb_printf(&r, ") */\n    rc = %s_k%d(", name, kof[gi]);
         int na = 0;
         for (int i = 0; i < ge[gi].n_in; i++, na++) {
-            int v = ge[gi].in_values[i], slot = vidx[v];
-            for (int q = 0; ge[gi].packed_nb[i] && q < npk; q++)
-                if (pk[q].v == v && pk[q].nb == ge[gi].packed_nb[i] &&
-                    pk[q].trans == ge[gi].packed_trans[i])
-                    slot = nval + q;
+            int v = ge[gi].in_values[i], q = packed_entry(pk, npk, &ge[gi], i);
+            int slot = q >= 0 ? nval + q : vidx[v];
             te__sb_printf(&r, "%s(const %s *)buf[%d]", na ? ", " : "",
                           te_dtype_ctype(te_graph_value_dtype(g, v)), slot);
         }

@@ -467,14 +467,19 @@ static int set_context_keys(te_graph_exec *e)
             te_graph_context_key(n, keys, e->k[gi].key, e->k[gi].ctx_key,
                                  sizeof e->k[gi].ctx_key) >= (int)sizeof e->k[gi].ctx_key)
             rc = TE_ERR_OVERFLOW;
-    if (!rc && te_graph_context_key(n, keys, "graph_model", e->model_key, sizeof e->model_key) >=
-                   (int)sizeof e->model_key)
+    if (!rc &&
+        te_graph_model_key(n, keys, e->model_key, sizeof e->model_key) >= (int)sizeof e->model_key)
         rc = TE_ERR_OVERFLOW;
     free(keys);
     return rc;
 }
 
 const char *te_graph_exec_model_key(const te_graph_exec *e) { return e ? e->model_key : NULL; }
+
+int te_graph_model_key(int n, const char *const *keys, char *buf, size_t size)
+{
+    return te_graph_context_key(n, keys, "graph_model", buf, size);
+}
 
 /* ---- Whole-run records ------------------------------------------------------------------
  * The trace of a whole-run record (te_graph_select_in_context) holds every distinct workload's

@@ -204,10 +204,7 @@ static double group_bytes(const te_graph_group_expr *ge)
     double bytes = 0;
     for (int i = 0; i < ge->n_in + ge->n_out; i++) {
         te_tensor *t = i < ge->n_in ? ge->ins[i] : ge->outs[i - ge->n_in];
-        double nb = (double)te_dtype_size(te_tensor_dtype(t));
-        for (int d = 0; d < te_tensor_ndim(t); d++)
-            nb *= (double)te_tensor_shape(t)[d];
-        bytes += nb;
+        bytes += (double)te_tensor_numel(t) * (double)te_dtype_size(te_tensor_dtype(t));
     }
     return bytes;
 }
@@ -290,12 +287,12 @@ static int sel_record(sel *s, te_db *db, const te_target *tgt, FILE *log,
     return rc;
 }
 
-/* Records the whole runs of the versions e[0..n) (medians ms[i], reps runs each) as trials of
+/* Records the whole runs of the versions e[0..3) (medians ms[i], reps runs each) as trials of
  * the model's key (te_graph_exec_model_key), each trace holding the version's schedule of every
  * workload: te_graph_compile_ex then compiles the fastest whole run measured, so a choice made
  * kernel by kernel never stands when the model as a whole ran slower with it. */
 static int record_whole(te_graph *g, const te_fuse_plan *p, te_db *db, const te_target *tgt,
-                        te_graph_exec *const *e, int n, const double *ms, int reps)
+                        te_graph_exec *const e[3], const double ms[3], int reps)
 {
     te_db_target dbt;
     char storage[1024];
@@ -313,7 +310,7 @@ static int record_whole(te_graph *g, const te_fuse_plan *p, te_db *db, const te_
     te_db_trial tr[3];
     char *text[3] = {0};
     int rc = TE_OK;
-    for (int i = 0; i < n && i < 3 && !rc; i++) {
+    for (int i = 0; i < 3 && !rc; i++) {
         if (!(text[i] = te__graph_whole_trace(e[i])))
             rc = te__graph_error(g, TE_ERR_NOMEM, "out of memory");
         tr[i] = (te_db_trial){
@@ -328,11 +325,18 @@ static int record_whole(te_graph *g, const te_fuse_plan *p, te_db *db, const te_
             .bytes = bytes,
         };
     }
-    if (!rc && (rc = te_db_record_trials(db, tr, (size_t)(n < 3 ? n : 3))) != TE_OK)
+    if (!rc && (rc = te_db_record_trials(db, tr, 3)) != TE_OK)
         te__graph_error(g, rc, "select: recording the whole runs: %s", te_db_errmsg(db));
     for (int i = 0; i < 3; i++)
         free(text[i]);
     return rc;
+}
+
+const char *te_graph_whole_pick_name(int whole_pick)
+{
+    static const char *const names[] = {"the defaults", "the best records alone",
+                                        "the in-model choices"};
+    return whole_pick >= 0 && whole_pick < 3 ? names[whole_pick] : "?";
 }
 
 int te_graph_select_in_context(te_graph *g, const te_fuse_plan *p, te_db *db,
@@ -404,16 +408,13 @@ int te_graph_select_in_context(te_graph *g, const te_fuse_plan *p, te_db *db,
         out->ms_tuned = ms[1];
         out->ms_selected = ms[2];
         out->whole_pick = ms[0] <= ms[1] && ms[0] <= ms[2] ? 0 : ms[1] <= ms[2] ? 1 : 2;
-        rc = record_whole(g, p, db, &tgt, (te_graph_exec *[]){s.e[0], s.e[1], chosen}, 3, ms,
+        rc = record_whole(g, p, db, &tgt, (te_graph_exec *[]){s.e[0], s.e[1], chosen}, ms,
                           3 * s.reps);
         if (!rc && o->log)
             fprintf(o->log,
                     "select: whole runs: defaults %.4f, best records alone %.4f, in-model "
                     "choices %.4f ms -> %s (recorded as the model's whole-run trials)\n",
-                    ms[0], ms[1], ms[2],
-                    out->whole_pick == 0   ? "the defaults"
-                    : out->whole_pick == 1 ? "the best records alone"
-                                           : "the in-model choices");
+                    ms[0], ms[1], ms[2], te_graph_whole_pick_name(out->whole_pick));
     }
     te_graph_exec_free(chosen);
     for (int i = 0; in && i < nin; i++)

@@ -862,9 +862,7 @@ int te_cmd_tune(int argc, char **argv)
                    "compiles the fastest whole run: %s\n",
                    tgt.num_cores, sr.workloads, sr.changed, sr.to_default, sr.ms_default,
                    sr.ms_tuned, sr.ms_selected, sr.ms_default / sr.ms_selected, sr.recorded,
-                   sr.whole_pick == 0   ? "the defaults"
-                   : sr.whole_pick == 1 ? "the best records alone"
-                                        : "the in-model choices");
+                   te_graph_whole_pick_name(sr.whole_pick));
         te_tune_task_info ti0;
         te_tuner_task_info(t, 0, &ti0);
         printf("\nstored in %s (job %lld%s); see: tessera db best --workload '%s' --db %s\n",

@@ -605,7 +605,7 @@ static void int_limits(te_dtype d, const char **mn, const char **mx, const char 
 /* A byte_cast helper: the widening or narrowing instruction where the ISA has it
  * (AVX-512F at 16 lanes, AVX2 or AVX-512VL at 8), __builtin_convertvector elsewhere. */
 static void emit_byte_cast(te__sb *o, te_dtype t, te_dtype f, int lanes, const char *R,
-                           const char *V, const char *proto)
+                           const char *proto)
 {
     bool wide = lanes == 16, sgn = f == TE_I8;
     char fb[512], nat[512];
@@ -637,7 +637,6 @@ static void emit_byte_cast(te__sb *o, te_dtype t, te_dtype f, int lanes, const c
                  wide ? "__m512i" : "__m256i", R);
         guard = wide ? "__AVX512F__" : "__AVX512VL__";
     }
-    (void)V;
     emit_guarded(o, fb, guard, nat);
 }
 
@@ -660,7 +659,7 @@ static void emit_casts(emitter *em, te__sb *o)
                     snprintf(proto, sizeof proto, "%s te_cvt_%s_%sx%d(%s x)", R, tn, fn, lanes, V);
                     snprintf(stmt, sizeof stmt, "ra[l] = te_cvt_%s_%s(x[l])", tn, fn);
                     if (byte_cast(t, f, lanes)) {
-                        emit_byte_cast(o, t, f, lanes, R, V, proto);
+                        emit_byte_cast(o, t, f, lanes, R, proto);
                     } else if (t == TE_I32 && f == TE_F32 && (lanes == 16 || lanes == 8)) {
                         /* cvtt gives INT32_MIN out of range and for NaN: the lanes at or
                          * above 2^31 become INT32_MAX, NaN lanes 0 (the scalar helper's

@@ -784,6 +784,13 @@ const char *te_graph_exec_group_key(const te_graph_exec *e, int gi);
  * those keys, each followed by a newline. Written to buf (size bytes; snprintf's truncation).
  * Returns the length it needs, like snprintf, or TE_ERR_ARG. */
 int te_graph_context_key(int n, const char *const *keys, const char *key, char *buf, size_t size);
+/* The whole-run key of a run whose kernels have the workload keys keys[0..n): what
+ * te_graph_context_key gives for the key "graph_model" (te_graph_exec_model_key). Same
+ * returns as te_graph_context_key. */
+int te_graph_model_key(int n, const char *const *keys, char *buf, size_t size);
+/* "the defaults", "the best records alone" or "the in-model choices" for a
+ * te_graph_select_result.whole_pick of 0, 1 or 2 ("?" otherwise). */
+const char *te_graph_whole_pick_name(int whole_pick);
 /* Group gi's workload key with the run's context appended (";model=<16 hex digits>", an
  * FNV-1a hash of every kernel's key in plan order): the key of its in-model records
  * (te_graph_select_in_context), owned by e; "" for a view, NULL for a bad index. */
