@@ -278,6 +278,7 @@ static struct {
     __typeof__(&dnnl_memory_create) memory_create;
     __typeof__(&dnnl_memory_destroy) memory_destroy;
     __typeof__(&dnnl_matmul_desc_init) matmul_desc_init;
+    __typeof__(&dnnl_dilated_convolution_forward_desc_init) conv_desc_init;
     __typeof__(&dnnl_primitive_desc_create) pd_create;
     __typeof__(&dnnl_primitive_desc_query) pd_query;
     __typeof__(&dnnl_primitive_desc_query_md) pd_query_md;
@@ -328,6 +329,7 @@ int te_bl_onednn_load(const char **note)
         DN_SYM(memory_create, "dnnl_memory_create");
         DN_SYM(memory_destroy, "dnnl_memory_destroy");
         DN_SYM(matmul_desc_init, "dnnl_matmul_desc_init");
+        DN_SYM(conv_desc_init, "dnnl_dilated_convolution_forward_desc_init");
         DN_SYM(pd_create, "dnnl_primitive_desc_create");
         DN_SYM(pd_query, "dnnl_primitive_desc_query");
         DN_SYM(pd_query_md, "dnnl_primitive_desc_query_md");
@@ -401,18 +403,6 @@ void te_bl_set_threads(int threads)
 static float *alloc_f(size_t n) { return aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64); }
 
 #if TE_BL_HAVE_DNNL
-/* A memory object over `data` ([rows, cols] logical, transposed storage when t). */
-static dnnl_memory_t dn_mem(int64_t rows, int64_t cols, int t, void *data)
-{
-    dnnl_memory_desc_t md;
-    dnnl_dims_t dims = {rows, cols};
-    dnnl_memory_t m = NULL;
-    if (dn.md_init_by_tag(&md, 2, dims, dnnl_f32, t ? dnnl_ba : dnnl_ab) != dnnl_success ||
-        dn.memory_create(&m, &md, dn.engine, data) != dnnl_success)
-        return NULL;
-    return m;
-}
-
 /* Destroys a primitive and its memory objects (NULL ones are skipped). */
 static void dn_release(dnnl_primitive_t prim, dnnl_memory_t *ms, size_t n)
 {
@@ -423,36 +413,72 @@ static void dn_release(dnnl_primitive_t prim, dnnl_memory_t *ms, size_t n)
         dn.prim_destroy(prim);
 }
 
-/* Weights for the primitive: the user's buffer (plain), or reordered once into *want. */
-static dnnl_memory_t dn_weights(te_bl_product *p, const float *B, const dnnl_memory_desc_t *want)
+/* A descriptor of a [d0,] d1 x d2 matrix (nd 2 or 3), the last two axes swapped in storage
+ * when t. */
+static int dn_mat_md(dnnl_memory_desc_t *md, int nd, int64_t d0, int64_t d1, int64_t d2, int t)
 {
-    dnnl_memory_t user = dn_mem(p->sh.k, p->sh.n, p->sh.tb, (void *)B);
-    if (!user || !want)
-        return user;
-    dnnl_memory_t packed = NULL;
+    dnnl_dims_t dims = {d0, d1, d2};
+    if (nd == 2)
+        dims[0] = d1, dims[1] = d2;
+    dnnl_format_tag_t tag = nd == 2 ? (t ? dnnl_ba : dnnl_ab) : (t ? dnnl_acb : dnnl_abc);
+    return dn.md_init_by_tag(md, nd, dims, dnnl_f32, tag) == dnnl_success;
+}
+
+/* A memory object over `data` (DNNL_MEMORY_ALLOCATE: owned by oneDNN), NULL on failure. */
+static dnnl_memory_t dn_mem_md(const dnnl_memory_desc_t *md, void *data)
+{
+    dnnl_memory_t m = NULL;
+    return dn.memory_create(&m, md, dn.engine, data) == dnnl_success ? m : NULL;
+}
+
+/* Runs a reorder from -> to once; 1 ok. */
+static int dn_reorder_once(dnnl_memory_t from, const dnnl_memory_desc_t *fmd, dnnl_memory_t to,
+                           const dnnl_memory_desc_t *tmd)
+{
     dnnl_primitive_desc_t rpd = NULL;
     dnnl_primitive_t r = NULL;
-    /* The user layout's descriptor, rebuilt rather than queried from the memory object. */
-    dnnl_memory_desc_t umd;
-    dnnl_dims_t dims = {p->sh.k, p->sh.n};
-    int ok =
-        dn.memory_create(&packed, want, dn.engine, DNNL_MEMORY_ALLOCATE) == dnnl_success &&
-        dn.md_init_by_tag(&umd, 2, dims, dnnl_f32, p->sh.tb ? dnnl_ba : dnnl_ab) == dnnl_success &&
-        dn.reorder_pd_create(&rpd, &umd, dn.engine, want, dn.engine, NULL) == dnnl_success;
-    ok = ok && dn.prim_create(&r, rpd) == dnnl_success;
-    dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, packed}};
+    int ok = dn.reorder_pd_create(&rpd, fmd, dn.engine, tmd, dn.engine, NULL) == dnnl_success &&
+             dn.prim_create(&r, rpd) == dnnl_success;
+    dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
     ok = ok && dn.prim_execute(r, dn.stream, 2, args) == dnnl_success &&
          dn.stream_wait(dn.stream) == dnnl_success;
     if (r)
         dn.prim_destroy(r);
     if (rpd)
         dn.pd_destroy(rpd);
-    dn.memory_destroy(user);
-    if (!ok && packed) {
+    return ok;
+}
+
+/* New memory of layout *want (owned by oneDNN) holding `data`, laid out as *umd says: one
+ * reorder, run here. NULL on failure. */
+static dnnl_memory_t dn_repacked(const dnnl_memory_desc_t *umd, const void *data,
+                                 const dnnl_memory_desc_t *want)
+{
+    dnnl_memory_t user = dn_mem_md(umd, (void *)data);
+    dnnl_memory_t packed = user ? dn_mem_md(want, DNNL_MEMORY_ALLOCATE) : NULL;
+    if (packed && !dn_reorder_once(user, umd, packed, want)) {
         dn.memory_destroy(packed);
         packed = NULL;
     }
+    if (user)
+        dn.memory_destroy(user);
     return packed;
+}
+
+/* A memory object over `data` ([rows, cols] logical, transposed storage when t). */
+static dnnl_memory_t dn_mem(int64_t rows, int64_t cols, int t, void *data)
+{
+    dnnl_memory_desc_t md;
+    return dn_mat_md(&md, 2, 1, rows, cols, t) ? dn_mem_md(&md, data) : NULL;
+}
+
+/* Weights for the primitive: the user's buffer (plain), or reordered once into *want. */
+static dnnl_memory_t dn_weights(te_bl_product *p, const float *B, const dnnl_memory_desc_t *want)
+{
+    if (!want)
+        return dn_mem(p->sh.k, p->sh.n, p->sh.tb, (void *)B);
+    dnnl_memory_desc_t umd;
+    return dn_mat_md(&umd, 2, 1, p->sh.k, p->sh.n, p->sh.tb) ? dn_repacked(&umd, B, want) : NULL;
 }
 
 /* Creates the primitive and memory objects; 1 ok, 0 failed, -1 (packed) the layout oneDNN
@@ -607,35 +633,22 @@ void te_bl_product_free(te_bl_product *p)
     free(p);
 }
 
-/* ---- Batched products (oneDNN) ------------------------------------------------------------ */
+/* ---- Batched products and convolutions (oneDNN) ------------------------------------------ */
 
 struct te_bl_bmm {
-    char impl[96];
+    char impl[128];
 #if TE_BL_HAVE_DNNL
     dnnl_primitive_t prim;
     dnnl_memory_t a, b, c;
 #endif
 };
 
-#if TE_BL_HAVE_DNNL
-static dnnl_memory_t dn_mem3(int64_t d0, int64_t d1, int64_t d2, int t, void *data)
-{
-    dnnl_memory_desc_t md;
-    dnnl_dims_t dims = {d0, d1, d2};
-    dnnl_memory_t m = NULL;
-    if (dn.md_init_by_tag(&md, 3, dims, dnnl_f32, t ? dnnl_acb : dnnl_abc) != dnnl_success ||
-        dn.memory_create(&m, &md, dn.engine, data) != dnnl_success)
-        return NULL;
-    return m;
-}
-#endif
-
-te_bl_bmm *te_bl_bmm_create(int batch, int m, int n, int k, int tb, const float *A, const float *B,
-                            float *C, const char **why)
+te_bl_bmm *te_bl_bmm_create_desc(const te_bl_bmm_desc *d, const float *A, const float *B, float *C,
+                                 const char **why)
 {
     if (why)
         *why = NULL;
-    if (batch <= 0 || m <= 0 || n <= 0 || k <= 0) {
+    if (d->batch <= 0 || d->m <= 0 || d->n <= 0 || d->k <= 0) {
         if (why)
             *why = "oneDNN batched matmul: batch, m, n and k must be positive";
         return NULL;
@@ -646,25 +659,36 @@ te_bl_bmm *te_bl_bmm_create(int batch, int m, int n, int k, int tb, const float 
     te_bl_bmm *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
-    dnnl_memory_desc_t amd, bmd, cmd;
-    dnnl_dims_t ad = {batch, m, k}, bd = {batch, k, n}, cd = {batch, m, n};
+    int nd = d->batch > 1 ? 3 : 2, bb = d->b_shared ? 1 : d->batch;
+    dnnl_memory_desc_t amd, bmd, bany, cmd;
+    dnnl_dims_t bdims = {bb, d->k, d->n};
+    if (nd == 2)
+        bdims[0] = d->k, bdims[1] = d->n;
     dnnl_matmul_desc_t mm;
     dnnl_primitive_desc_t pd = NULL;
-    int ok = dn.md_init_by_tag(&amd, 3, ad, dnnl_f32, dnnl_abc) == dnnl_success &&
-             dn.md_init_by_tag(&bmd, 3, bd, dnnl_f32, tb ? dnnl_acb : dnnl_abc) == dnnl_success &&
-             dn.md_init_by_tag(&cmd, 3, cd, dnnl_f32, dnnl_abc) == dnnl_success &&
-             dn.matmul_desc_init(&mm, &amd, &bmd, NULL, &cmd) == dnnl_success &&
+    int ok = dn_mat_md(&amd, nd, d->batch, d->m, d->k, d->ta) &&
+             dn_mat_md(&bmd, nd, bb, d->k, d->n, d->tb) &&
+             dn_mat_md(&cmd, nd, d->batch, d->m, d->n, 0) &&
+             dn.md_init_by_tag(&bany, nd, bdims, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
+             dn.matmul_desc_init(&mm, &amd, d->pack_b ? &bany : &bmd, NULL, &cmd) == dnnl_success &&
              dn.pd_create(&pd, &mm, NULL, dn.engine, NULL) == dnnl_success;
     const char *impl = NULL;
     if (ok && (dn.pd_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl))
         impl = "?";
-    snprintf(p->impl, sizeof p->impl, "oneDNN %s", ok ? impl : "?");
+    const dnnl_memory_desc_t *want =
+        ok && d->pack_b ? dn.pd_query_md(pd, dnnl_query_weights_md, 0) : NULL;
+    int plain = !want || dn.md_equal(want, &bmd);
+    snprintf(p->impl, sizeof p->impl, "oneDNN %s%s", ok ? impl : "?",
+             !d->pack_b ? ""
+             : plain    ? ", packed weights = plain layout"
+                        : ", packed weights");
     ok = ok && dn.prim_create(&p->prim, pd) == dnnl_success;
+    p->a = ok ? dn_mem_md(&amd, (void *)A) : NULL;
+    if (p->a) /* the weights, reordered once into the layout oneDNN picked when it differs */
+        p->b = plain ? dn_mem_md(&bmd, (void *)B) : dn_repacked(&bmd, B, want);
+    p->c = p->b ? dn_mem_md(&cmd, C) : NULL;
     if (pd)
         dn.pd_destroy(pd);
-    p->a = ok ? dn_mem3(batch, m, k, 0, (void *)A) : NULL;
-    p->b = p->a ? dn_mem3(batch, k, n, tb, (void *)B) : NULL;
-    p->c = p->b ? dn_mem3(batch, m, n, 0, C) : NULL;
     if (!p->c) {
         te_bl_bmm_free(p);
         if (why)
@@ -673,9 +697,16 @@ te_bl_bmm *te_bl_bmm_create(int batch, int m, int n, int k, int tb, const float 
     }
     return p;
 #else
-    (void)tb, (void)A, (void)B, (void)C;
+    (void)A, (void)B, (void)C;
     return NULL;
 #endif
+}
+
+te_bl_bmm *te_bl_bmm_create(int batch, int m, int n, int k, int tb, const float *A, const float *B,
+                            float *C, const char **why)
+{
+    te_bl_bmm_desc d = {.batch = batch, .m = m, .n = n, .k = k, .tb = tb};
+    return te_bl_bmm_create_desc(&d, A, B, C, why);
 }
 
 void te_bl_bmm_run(te_bl_bmm *p)
@@ -697,6 +728,167 @@ void te_bl_bmm_free(te_bl_bmm *p)
         return;
 #if TE_BL_HAVE_DNNL
     dnnl_memory_t ms[] = {p->a, p->b, p->c};
+    dn_release(p->prim, ms, sizeof ms / sizeof ms[0]);
+#endif
+    free(p);
+}
+
+struct te_bl_conv {
+    char impl[128];
+#if TE_BL_HAVE_DNNL
+    dnnl_primitive_t prim, x_in, y_out;  /* the convolution; reorders of X and Y or NULL */
+    dnnl_memory_t ux, uy, x, w, bias, y; /* user X and Y (NCHW); what the primitive reads */
+#endif
+};
+
+#if TE_BL_HAVE_DNNL
+/* A reorder primitive from -> to (run in every call), NULL on failure. */
+static dnnl_primitive_t dn_reorder_prim(const dnnl_memory_desc_t *fmd,
+                                        const dnnl_memory_desc_t *tmd)
+{
+    dnnl_primitive_desc_t rpd = NULL;
+    dnnl_primitive_t r = NULL;
+    if (dn.reorder_pd_create(&rpd, fmd, dn.engine, tmd, dn.engine, NULL) == dnnl_success &&
+        dn.prim_create(&r, rpd) != dnnl_success)
+        r = NULL;
+    if (rpd)
+        dn.pd_destroy(rpd);
+    return r;
+}
+
+/* A short name of an activation layout: "NCHW", "NHWC" or "blocked, C by 16". */
+static void dn_layout_name(const dnnl_memory_desc_t *md, char *buf, size_t cap)
+{
+    const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
+    if (md->format_kind != dnnl_blocked)
+        snprintf(buf, cap, "an opaque layout");
+    else if (b->inner_nblks == 0)
+        snprintf(buf, cap, "%s", b->strides[1] == 1 ? "NHWC" : "NCHW");
+    else
+        snprintf(buf, cap, "blocked, %c by %lld", "NCHW"[b->inner_idxs[0] & 3],
+                 (long long)b -> inner_blks[0]);
+}
+#endif
+
+te_bl_conv *te_bl_conv_create(const te_bl_conv_desc *d, const float *X, const float *W,
+                              const float *bias, float *Y, const char **why)
+{
+    if (why)
+        *why = NULL;
+    int64_t oh = d->stride > 0 && d->dil > 0
+                     ? (d->h + 2 * d->pad - (int64_t)d->dil * (d->kh - 1) - 1) / d->stride + 1
+                     : 0;
+    int64_t ow = d->stride > 0 && d->dil > 0
+                     ? (d->w + 2 * d->pad - (int64_t)d->dil * (d->kw - 1) - 1) / d->stride + 1
+                     : 0;
+    if (d->n <= 0 || d->c <= 0 || d->h <= 0 || d->w <= 0 || d->oc <= 0 || d->kh <= 0 ||
+        d->kw <= 0 || d->pad < 0 || oh <= 0 || ow <= 0) {
+        if (why)
+            *why = "oneDNN convolution: the shape must be positive and give an output";
+        return NULL;
+    }
+    if (!te_bl_onednn_load(why))
+        return NULL;
+#if TE_BL_HAVE_DNNL
+    te_bl_conv *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    dnnl_dims_t xd = {d->n, d->c, d->h, d->w}, wd = {d->oc, d->c, d->kh, d->kw},
+                yd = {d->n, d->oc, oh, ow}, bd = {d->oc};
+    dnnl_dims_t st = {d->stride, d->stride}, dil = {d->dil - 1, d->dil - 1}, pad = {d->pad, d->pad};
+    dnnl_memory_desc_t ux, uw, uy, ub, ax, aw, ay;
+    dnnl_convolution_desc_t cd;
+    dnnl_primitive_desc_t pd = NULL;
+    int ok = dn.md_init_by_tag(&ux, 4, xd, dnnl_f32, dnnl_nchw) == dnnl_success &&
+             dn.md_init_by_tag(&uw, 4, wd, dnnl_f32, dnnl_oihw) == dnnl_success &&
+             dn.md_init_by_tag(&uy, 4, yd, dnnl_f32, dnnl_nchw) == dnnl_success &&
+             dn.md_init_by_tag(&ub, 1, bd, dnnl_f32, dnnl_x) == dnnl_success &&
+             dn.md_init_by_tag(&ax, 4, xd, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
+             dn.md_init_by_tag(&aw, 4, wd, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
+             dn.md_init_by_tag(&ay, 4, yd, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
+             dn.conv_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &ax, &aw,
+                               bias ? &ub : NULL, &ay, st, dil, pad, pad) == dnnl_success &&
+             dn.pd_create(&pd, &cd, NULL, dn.engine, NULL) == dnnl_success &&
+             dn.prim_create(&p->prim, pd) == dnnl_success;
+    const dnnl_memory_desc_t *px = ok ? dn.pd_query_md(pd, dnnl_query_src_md, 0) : NULL;
+    const dnnl_memory_desc_t *pw = ok ? dn.pd_query_md(pd, dnnl_query_weights_md, 0) : NULL;
+    const dnnl_memory_desc_t *py = ok ? dn.pd_query_md(pd, dnnl_query_dst_md, 0) : NULL;
+    ok = ok && px && pw && py;
+    const char *impl = NULL;
+    if (ok && (dn.pd_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl))
+        impl = "?";
+    if (ok) {
+        char lay[48];
+        dn_layout_name(px, lay, sizeof lay);
+        snprintf(p->impl, sizeof p->impl, "oneDNN %s%s%s", impl,
+                 dn.md_equal(px, &ux) ? "" : ", x as ", dn.md_equal(px, &ux) ? "" : lay);
+    }
+    /* X and Y: the caller's NCHW buffers, reordered in every run when oneDNN wants another
+     * layout; the weights (and bias) reordered or copied once into memory oneDNN owns. */
+    p->ux = ok ? dn_mem_md(&ux, (void *)X) : NULL;
+    p->uy = p->ux ? dn_mem_md(&uy, Y) : NULL;
+    ok = p->uy != NULL;
+    if (ok && !dn.md_equal(px, &ux)) {
+        p->x = dn_mem_md(px, DNNL_MEMORY_ALLOCATE);
+        p->x_in = p->x ? dn_reorder_prim(&ux, px) : NULL;
+        ok = p->x_in != NULL;
+    }
+    if (ok && !dn.md_equal(py, &uy)) {
+        p->y = dn_mem_md(py, DNNL_MEMORY_ALLOCATE);
+        p->y_out = p->y ? dn_reorder_prim(py, &uy) : NULL;
+        ok = p->y_out != NULL;
+    }
+    p->w = ok ? dn_repacked(&uw, W, pw) : NULL;
+    p->bias = p->w && bias ? dn_repacked(&ub, bias, &ub) : NULL;
+    ok = p->w && (!bias || p->bias);
+    if (pd)
+        dn.pd_destroy(pd);
+    if (!ok) {
+        te_bl_conv_free(p);
+        if (why)
+            *why = "oneDNN: could not create the convolution primitive";
+        return NULL;
+    }
+    return p;
+#else
+    (void)X, (void)W, (void)bias, (void)Y;
+    return NULL;
+#endif
+}
+
+void te_bl_conv_run(te_bl_conv *p)
+{
+#if TE_BL_HAVE_DNNL
+    dnnl_memory_t x = p->x ? p->x : p->ux, y = p->y ? p->y : p->uy;
+    if (p->x_in) {
+        dnnl_exec_arg_t r[] = {{DNNL_ARG_FROM, p->ux}, {DNNL_ARG_TO, p->x}};
+        dn.prim_execute(p->x_in, dn.stream, 2, r);
+    }
+    dnnl_exec_arg_t args[] = {
+        {DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, p->w}, {DNNL_ARG_DST, y}, {DNNL_ARG_BIAS, p->bias}};
+    dn.prim_execute(p->prim, dn.stream, p->bias ? 4 : 3, args);
+    if (p->y_out) {
+        dnnl_exec_arg_t r[] = {{DNNL_ARG_FROM, p->y}, {DNNL_ARG_TO, p->uy}};
+        dn.prim_execute(p->y_out, dn.stream, 2, r);
+    }
+    dn.stream_wait(dn.stream);
+#else
+    (void)p;
+#endif
+}
+
+const char *te_bl_conv_impl(const te_bl_conv *p) { return p->impl; }
+
+void te_bl_conv_free(te_bl_conv *p)
+{
+    if (!p)
+        return;
+#if TE_BL_HAVE_DNNL
+    dnnl_memory_t ms[] = {p->ux, p->uy, p->x, p->w, p->bias, p->y};
+    if (p->x_in)
+        dn.prim_destroy(p->x_in);
+    if (p->y_out)
+        dn.prim_destroy(p->y_out);
     dn_release(p->prim, ms, sizeof ms / sizeof ms[0]);
 #endif
     free(p);
@@ -749,28 +941,9 @@ static dnnl_memory_t dn_reordered(int64_t rows, int64_t cols, dnnl_data_type_t d
 {
     dnnl_memory_desc_t umd;
     dnnl_dims_t dims = {rows, cols};
-    dnnl_memory_t user = dn_mem_dt(rows, cols, dt, (void *)data), packed = NULL;
-    dnnl_primitive_desc_t rpd = NULL;
-    dnnl_primitive_t r = NULL;
-    int ok =
-        user && dn.memory_create(&packed, want, dn.engine, DNNL_MEMORY_ALLOCATE) == dnnl_success;
-    ok = ok && dn.md_init_by_tag(&umd, 2, dims, dt, dnnl_ab) == dnnl_success &&
-         dn.reorder_pd_create(&rpd, &umd, dn.engine, want, dn.engine, NULL) == dnnl_success &&
-         dn.prim_create(&r, rpd) == dnnl_success;
-    dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, packed}};
-    ok = ok && dn.prim_execute(r, dn.stream, 2, args) == dnnl_success &&
-         dn.stream_wait(dn.stream) == dnnl_success;
-    if (r)
-        dn.prim_destroy(r);
-    if (rpd)
-        dn.pd_destroy(rpd);
-    if (user)
-        dn.memory_destroy(user);
-    if (!ok && packed) {
-        dn.memory_destroy(packed);
-        packed = NULL;
-    }
-    return packed;
+    return dn.md_init_by_tag(&umd, 2, dims, dt, dnnl_ab) == dnnl_success
+               ? dn_repacked(&umd, data, want)
+               : NULL;
 }
 
 /* Creates the primitive and memory objects of p; NULL when done, else why not (static). */

@@ -135,29 +135,73 @@ double te_bl_shape_flops(const te_bl_shape *shape);
  * OpenBLAS). */
 void te_bl_set_threads(int threads);
 
-/* ---- Batched products (oneDNN) ------------------------------------------------------------ */
+/* ---- Batched products and convolutions (oneDNN) ------------------------------------------ */
 
-/* A batched f32 matmul C[b] = A[b] op(B[b]) for b < batch on oneDNN's matmul (3-D tensors, one
- * primitive): A [batch, m, k], C [batch, m, n], B [batch, k, n] or, with tb, stored [batch, n, k]
- * (C[b] = A[b] B[b]^T), all row-major and dense. What the unfused attention baseline runs for
- * Q K^T and P V. */
+/* A batched f32 matmul C[b] = op(A[b]) op(B[b]) for b < batch on oneDNN's matmul (one
+ * primitive; 2-D tensors when batch is 1): A [batch, m, k] or, with ta, stored [batch, k, m];
+ * B [batch, k, n] or, with tb, stored [batch, n, k]; C [batch, m, n]; all row-major and dense.
+ * What the unfused attention baseline runs for Q K^T and P V, and the node-by-node graph
+ * baseline for every matmul node. */
 typedef struct te_bl_bmm te_bl_bmm;
+
+/* The shape of a te_bl_bmm. b_shared: one B ([k, n] or [n, k]) for every batch, broadcast (a
+ * weight). pack_b: B is constant, so it is reordered once, at creation, into the layout oneDNN
+ * picks for it (its packed weights; B need not outlive the product then). */
+typedef struct {
+    int batch, m, n, k, ta, tb, b_shared, pack_b;
+} te_bl_bmm_desc;
 
 /* Prepares the product over caller-owned A, B and C, which must outlive it (C is written by
  * each run). Uses the OpenMP thread count in effect (set it first). Returns NULL when oneDNN is
  * not available, batch, m, n or k is not positive, or the primitive cannot be created; *why
  * (may be NULL) then points to a static line saying why, else it is set to NULL. */
+te_bl_bmm *te_bl_bmm_create_desc(const te_bl_bmm_desc *d, const float *A, const float *B, float *C,
+                                 const char **why);
+
+/* te_bl_bmm_create_desc for batch products with no transpose of A, nothing shared or packed. */
 te_bl_bmm *te_bl_bmm_create(int batch, int m, int n, int k, int tb, const float *A, const float *B,
                             float *C, const char **why);
 
 /* Runs the product once. */
 void te_bl_bmm_run(te_bl_bmm *p);
 
-/* Which kernels oneDNN picked: "oneDNN " and its implementation string ("brg:avx512_core"). */
+/* Which kernels oneDNN picked: "oneDNN " and its implementation string ("brg:avx512_core"),
+ * then ", packed weights" when B was reordered (", packed weights = plain layout" when the
+ * layout oneDNN picked is the plain one). */
 const char *te_bl_bmm_impl(const te_bl_bmm *p);
 
 /* Frees the product (NULL is ignored); the caller's buffers are untouched. */
 void te_bl_bmm_free(te_bl_bmm *p);
+
+/* A 2-D f32 convolution on oneDNN over NCHW tensors, as a graph that keeps NCHW runs it:
+ * Y[n, oc, oh, ow] = bias[oc] + sum X[n, c, oh*stride - pad + kh*dil, ow*stride - pad + kw*dil]
+ * W[oc, c, kh, kw] (groups 1, zero padding). oneDNN picks the layouts it runs fastest; the
+ * weights are reordered into theirs once, at creation, and X and Y are reordered to and from
+ * theirs inside every run (counted in its time) when they are not NCHW. */
+typedef struct te_bl_conv te_bl_conv;
+
+/* The shape of a te_bl_conv: x [n, c, h, w], weights [oc, c, kh, kw]. */
+typedef struct {
+    int n, c, h, w, oc, kh, kw, stride, pad, dil;
+} te_bl_conv_desc;
+
+/* Prepares the convolution over caller-owned X and Y (which must outlive it) and W and bias
+ * (bias may be NULL; both are copied or reordered here). Uses the OpenMP thread count in effect.
+ * Returns NULL when oneDNN is not available, the shape is not positive or gives no output, or
+ * the primitive cannot be created; *why (may be NULL) then points to a static line saying
+ * why, else it is set to NULL. */
+te_bl_conv *te_bl_conv_create(const te_bl_conv_desc *d, const float *X, const float *W,
+                              const float *bias, float *Y, const char **why);
+
+/* Runs the convolution once (with the reorders of X and Y it needs). */
+void te_bl_conv_run(te_bl_conv *p);
+
+/* "oneDNN " and the implementation string, then the layout of X it runs on when that is not
+ * NCHW (e.g. "oneDNN brg:avx512_core, x as aBcd16b"). */
+const char *te_bl_conv_impl(const te_bl_conv *p);
+
+/* Frees the convolution (NULL is ignored); the caller's buffers are untouched. */
+void te_bl_conv_free(te_bl_conv *p);
 
 /* ---- Low-precision products (oneDNN) ----------------------------------------------------- */
 

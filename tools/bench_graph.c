@@ -60,12 +60,24 @@ static void usage(FILE *f)
 
 /* ---- The node-by-node executor ------------------------------------------------------------- */
 
+/* A product node's oneDNN alternative (matmul and batch_matmul: a batched matmul with packed
+ * constant weights; conv2d: a convolution; attention: Q K^T and P V as batched matmuls over the
+ * heads), timed against the OpenBLAS one before each thread count's runs; the faster runs. */
+typedef struct nbn_prod {
+    te_bl_bmm *mm, *pv; /* pv: attention's second product (mm is its Q K^T) */
+    te_bl_conv *cv;
+    float *S;          /* attention: the scores of every head, materialized */
+    int use_dn;        /* 1 when the oneDNN alternative measured faster */
+    double ob_s, dn_s; /* the two medians of the last choice */
+} nbn_prod;
+
 typedef struct nbn {
     const te_graph *g;
     float **buf; /* per value: inputs (owned copies), constants (the graph's), node outputs */
     int *owned;
     float *scratch; /* im2col */
     size_t scratch_n;
+    nbn_prod *prod; /* per node */
 } nbn;
 
 static int64_t attr_int(const char *attrs, const char *key, int64_t dflt)
@@ -232,13 +244,38 @@ static void rows(int which, int64_t R, int64_t n, double eps, const float *X, co
         te_bl_layer_norm_rows(X, O, R, n, eps, G, B);
 }
 
+/* The scores of nbh (batch, head) pairs, each [lq, lk] and unscaled: s = scale s + mask (pair
+ * p's batch b = p / heads reads mask + b * mask_b: mask_b is 0 for a mask the batch shares),
+ * the keys after the query masked when causal, then softmax over each row (a fully masked row
+ * gives zeros). */
+static void scores_mask_softmax(float *S, int64_t nbh, int64_t heads, int64_t Lq, int64_t Lk,
+                                float scale, const float *mask, int64_t mask_b, int causal)
+{
+    if (!mask && !causal) {
+        te_bl_softmax_rows(S, S, nbh * Lq, Lk, scale);
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < nbh * Lq; r++) {
+        int64_t i = r % Lq;
+        float *srow = S + r * Lk;
+        const float *mrow = mask ? mask + mask_b * (r / Lq / heads) + i * Lk : NULL;
+        for (int64_t j = 0; j < Lk; j++) {
+            srow[j] = srow[j] * scale + (mrow ? mrow[j] : 0.0f);
+            if (causal && j > i)
+                srow[j] = -INFINITY;
+        }
+    }
+    te_bl_softmax_rows(S, S, nbh * Lq, Lk, 1.0f);
+}
+
 /* The attention node unfused, as the graph before te_graph_fuse_attention ran it: per batch
  * and head, S = scale Q K^T by sgemm (materialized), the mask added, softmax rows (a fully
  * masked row gives zeros, as te_op_attention), O = P V by sgemm. mask may be NULL; causal
  * masks the keys after the query. */
 static void attention_unfused(const te_graph *g, const char *attrs, int vq, int vk, int vmask,
                               const float *Q, const float *K, const float *V, const float *mask,
-                              float *O)
+                              float *O, const nbn_prod *dn)
 {
     const int64_t *qs = te_graph_value_shape(g, vq), *ks = te_graph_value_shape(g, vk);
     int64_t B = qs[0], H = qs[1], Lq = qs[2], D = qs[3], Lk = ks[2];
@@ -247,6 +284,12 @@ static void attention_unfused(const te_graph *g, const char *attrs, int vq, int 
     int causal = (int)attr_int(attrs, "causal", 0) != 0;
     /* An explicit mask is [lq, lk] or [b, 1, lq, lk]. */
     int64_t mask_b = mask && te_graph_value_numel(g, vmask) > Lq * Lk ? Lq * Lk : 0;
+    if (dn) { /* oneDNN: every head's scores at once, scaled by the softmax */
+        te_bl_bmm_run(dn->mm);
+        scores_mask_softmax(dn->S, B * H, H, Lq, Lk, scale, mask, mask_b, causal);
+        te_bl_bmm_run(dn->pv);
+        return;
+    }
     float *S = malloc(sizeof(float) * (size_t)(Lq * Lk));
     if (!S)
         return;
@@ -256,24 +299,39 @@ static void attention_unfused(const te_graph *g, const char *attrs, int vq, int 
             const float *v = V + (b * H + h) * Lk * D;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Lq, (int)Lk, (int)D, scale, q,
                         (int)D, k, (int)D, 0.0f, S, (int)Lk);
-            if (mask || causal) {
-#pragma omp parallel for schedule(static)
-                for (int64_t i = 0; i < Lq; i++) {
-                    float *srow = S + i * Lk;
-                    const float *mrow = mask ? mask + b * mask_b + i * Lk : NULL;
-                    for (int64_t j = 0; j < Lk; j++) {
-                        if (mrow)
-                            srow[j] += mrow[j];
-                        if (causal && j > i)
-                            srow[j] = -INFINITY;
-                    }
-                }
-            }
-            te_bl_softmax_rows(S, S, Lq, Lk, 1.0f); /* a fully masked row gives zeros */
+            scores_mask_softmax(S, 1, 1, Lq, Lk, 1.0f, mask ? mask + b * mask_b : NULL, 0, causal);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Lq, (int)D, (int)Lk, 1.0f,
                         S, (int)Lk, v, (int)D, 0.0f, O + (b * H + h) * Lq * D, (int)D);
         }
     free(S);
+}
+
+/* A matmul or batch_matmul node's products: batch of them, each M x N x K, A and B stepping
+ * a_b and b_b floats per product (0: shared by all). */
+typedef struct mm_dims {
+    int64_t M, N, K, batch, a_b, b_b;
+    int ta, tb;
+} mm_dims;
+
+static void mm_dims_of(const te_graph *g, int nd, mm_dims *d)
+{
+    const char *attrs = te_graph_node_attrs(g, nd);
+    int va = te_graph_node_input(g, nd, 0), vb = te_graph_node_input(g, nd, 1);
+    int vo = te_graph_node_output(g, nd, 0), od = te_graph_value_ndim(g, vo);
+    int na = te_graph_value_ndim(g, va);
+    const int64_t *as = te_graph_value_shape(g, va), *os = te_graph_value_shape(g, vo);
+    d->ta = (int)attr_int(attrs, "trans_a", 0);
+    d->tb = (int)attr_int(attrs, "trans_b", 0);
+    d->M = os[od - 2], d->N = os[od - 1], d->K = d->ta ? as[na - 2] : as[na - 1];
+    d->batch = te_graph_value_numel(g, vo) / (d->M * d->N);
+    d->a_b = te_graph_value_numel(g, va) == d->M * d->K ? 0 : d->M * d->K;
+    d->b_b = te_graph_value_numel(g, vb) == d->K * d->N ? 0 : d->K * d->N;
+}
+
+/* The conv2d nodes the baseline runs (groups 1, NCHW). */
+static int conv_plain(const char *op, const char *attrs)
+{
+    return !strcmp(op, "conv2d") && attr_int(attrs, "groups", 1) == 1 && !strstr(attrs, "NHWC");
 }
 
 /* Runs node nd; 0, or 1 after printing why the baseline cannot. */
@@ -292,21 +350,24 @@ static int run_node(nbn *x, int nd)
     int64_t n = te_graph_value_numel(g, vo);
     int od = te_graph_value_ndim(g, vo);
     const int64_t *os = te_graph_value_shape(g, vo);
+    const nbn_prod *dn = x->prod && x->prod[nd].use_dn ? &x->prod[nd] : NULL;
     if (!strcmp(op, "matmul") || !strcmp(op, "batch_matmul")) {
-        int ta = (int)attr_int(attrs, "trans_a", 0), tb = (int)attr_int(attrs, "trans_b", 0);
-        int na = te_graph_value_ndim(g, vi[0]);
-        const int64_t *as = te_graph_value_shape(g, vi[0]);
-        int64_t M = os[od - 2], N = os[od - 1], K = ta ? as[na - 2] : as[na - 1];
-        int64_t batch = n / (M * N);
-        int64_t a_b = te_graph_value_numel(g, vi[0]) == M * K ? 0 : M * K;
-        int64_t b_b = te_graph_value_numel(g, vi[1]) == K * N ? 0 : K * N;
-        for (int64_t b = 0; b < batch; b++)
-            cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-                        tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, 1.0f,
-                        in[0] + b * a_b, ta ? (int)M : (int)K, in[1] + b * b_b,
-                        tb ? (int)K : (int)N, 0.0f, o + b * M * N, (int)N);
-    } else if (!strcmp(op, "conv2d") && attr_int(attrs, "groups", 1) == 1 &&
-               !strstr(attrs, "NHWC")) {
+        mm_dims d;
+        mm_dims_of(g, nd, &d);
+        if (dn) {
+            te_bl_bmm_run(dn->mm);
+            return 0;
+        }
+        for (int64_t b = 0; b < d.batch; b++)
+            cblas_sgemm(CblasRowMajor, d.ta ? CblasTrans : CblasNoTrans,
+                        d.tb ? CblasTrans : CblasNoTrans, (int)d.M, (int)d.N, (int)d.K, 1.0f,
+                        in[0] + b * d.a_b, d.ta ? (int)d.M : (int)d.K, in[1] + b * d.b_b,
+                        d.tb ? (int)d.K : (int)d.N, 0.0f, o + b * d.M * d.N, (int)d.N);
+    } else if (conv_plain(op, attrs)) {
+        if (dn) {
+            te_bl_conv_run(dn->cv);
+            return 0;
+        }
         conv2d(x, attrs, vi[0], vi[1], vo, in[0], in[1], o);
         if (nin > 2)
             binary(g, 0, vo, vi[2], vo, o, in[2], o);
@@ -359,7 +420,7 @@ static int run_node(nbn *x, int nd)
         transpose(g, vi[0], vo, perm, in[0], o);
     } else if (!strcmp(op, "attention") && te_graph_value_ndim(g, vi[0]) == 4) {
         attention_unfused(g, attrs, vi[0], vi[1], nin > 3 ? vi[3] : -1, in[0], in[1], in[2],
-                          nin > 3 ? in[3] : NULL, o);
+                          nin > 3 ? in[3] : NULL, o, dn);
     } else {
         fprintf(stderr, "tessera bench --graph: node '%s': the node-by-node baseline has no %s%s\n",
                 te_graph_node_name(g, nd), op,
@@ -369,8 +430,22 @@ static int run_node(nbn *x, int nd)
     return 0;
 }
 
+static void nbn_products_free(nbn *x)
+{
+    for (int nd = 0; x->prod && nd < te_graph_node_count(x->g); nd++) {
+        nbn_prod *p = &x->prod[nd];
+        te_bl_bmm_free(p->mm);
+        te_bl_bmm_free(p->pv);
+        te_bl_conv_free(p->cv);
+        free(p->S);
+        memset(p, 0, sizeof *p);
+    }
+}
+
 static void nbn_free(nbn *x)
 {
+    nbn_products_free(x);
+    free(x->prod);
     for (int v = 0; x->buf && v < te_graph_value_count(x->g); v++)
         if (x->owned[v])
             free(x->buf[v]);
@@ -388,7 +463,8 @@ static int nbn_init(nbn *x, const te_graph *g)
     int nv = te_graph_value_count(g);
     x->buf = calloc((size_t)nv + 1, sizeof *x->buf);
     x->owned = calloc((size_t)nv + 1, sizeof *x->owned);
-    if (!x->buf || !x->owned)
+    x->prod = calloc((size_t)te_graph_node_count(g) + 1, sizeof *x->prod);
+    if (!x->buf || !x->owned || !x->prod)
         return 1;
     for (int v = 0; v < nv; v++) {
         if (te_graph_value_dtype(g, v) != TE_F32) {
@@ -444,6 +520,97 @@ static void nbn_run_all(nbn_run *r)
     }
 }
 
+/* Creates the oneDNN alternative of every product node, for the OpenMP thread count in effect
+ * (oneDNN sizes its parallel split when it creates a primitive). A node oneDNN cannot run (or
+ * no oneDNN) keeps OpenBLAS. Returns how many nodes have one. */
+static int nbn_products_create(nbn *x)
+{
+    nbn_products_free(x);
+    const te_graph *g = x->g;
+    int made = 0;
+    for (int nd = 0; nd < te_graph_node_count(g); nd++) {
+        const char *op = te_graph_node_op(g, nd), *attrs = te_graph_node_attrs(g, nd);
+        int nin = te_graph_node_ninputs(g, nd), vo = te_graph_node_output(g, nd, 0);
+        int v0 = te_graph_node_input(g, nd, 0), v1 = nin > 1 ? te_graph_node_input(g, nd, 1) : -1;
+        nbn_prod *p = &x->prod[nd];
+        if (!strcmp(op, "matmul") || !strcmp(op, "batch_matmul")) {
+            mm_dims m;
+            mm_dims_of(g, nd, &m);
+            if (m.batch > 1 && m.a_b == 0) /* a shared A: OpenBLAS only */
+                continue;
+            te_bl_bmm_desc d = {
+                (int)m.batch, (int)m.M,
+                (int)m.N,     (int)m.K,
+                m.ta,         m.tb,
+                m.b_b == 0,   m.b_b == 0 && te_graph_value_kind_of(g, v1) == TE_GRAPH_CONST};
+            p->mm = te_bl_bmm_create_desc(&d, x->buf[v0], x->buf[v1], x->buf[vo], NULL);
+        } else if (conv_plain(op, attrs)) {
+            const int64_t *is = te_graph_value_shape(g, v0), *ws = te_graph_value_shape(g, v1);
+            te_bl_conv_desc d = {(int)is[0],
+                                 (int)is[1],
+                                 (int)is[2],
+                                 (int)is[3],
+                                 (int)ws[0],
+                                 (int)ws[2],
+                                 (int)ws[3],
+                                 (int)attr_int(attrs, "stride", 1),
+                                 (int)attr_int(attrs, "pad", 0),
+                                 (int)attr_int(attrs, "dilation", 1)};
+            const float *bias = nin > 2 ? x->buf[te_graph_node_input(g, nd, 2)] : NULL;
+            p->cv = te_bl_conv_create(&d, x->buf[v0], x->buf[v1], bias, x->buf[vo], NULL);
+        } else if (!strcmp(op, "attention") && te_graph_value_ndim(g, v0) == 4) {
+            const int64_t *qs = te_graph_value_shape(g, v0), *ks = te_graph_value_shape(g, v1);
+            int bh = (int)(qs[0] * qs[1]), lq = (int)qs[2], d = (int)qs[3], lk = (int)ks[2];
+            p->S = malloc(sizeof(float) * (size_t)bh * (size_t)lq * (size_t)lk);
+            p->mm = p->S ? te_bl_bmm_create(bh, lq, lk, d, 1, x->buf[v0], x->buf[v1], p->S, NULL)
+                         : NULL;
+            p->pv = p->mm
+                        ? te_bl_bmm_create(bh, lq, d, lk, 0, p->S,
+                                           x->buf[te_graph_node_input(g, nd, 2)], x->buf[vo], NULL)
+                        : NULL;
+            if (!p->pv) {
+                te_bl_bmm_free(p->mm);
+                free(p->S);
+                memset(p, 0, sizeof *p);
+            }
+        }
+        made += p->mm || p->cv;
+    }
+    return made;
+}
+
+typedef struct nbn_one {
+    nbn *x;
+    int nd, dn;
+} nbn_one;
+
+static void nbn_run_one(void *arg)
+{
+    nbn_one *o = arg;
+    o->x->prod[o->nd].use_dn = o->dn;
+    run_node(o->x, o->nd);
+}
+
+/* Times each product node's oneDNN alternative against its OpenBLAS one (alternating, medians
+ * of 7; the node's inputs hold a full run's values, so run the graph once first) and keeps the
+ * faster for the runs that follow. */
+static void nbn_products_choose(nbn *x)
+{
+    for (int nd = 0; nd < te_graph_node_count(x->g); nd++) {
+        nbn_prod *p = &x->prod[nd];
+        if (!p->mm && !p->cv)
+            continue;
+        nbn_one one[2] = {{x, nd, 0}, {x, nd, 1}};
+        te_bl_run_fn fn[2] = {nbn_run_one, nbn_run_one};
+        void *arg[2] = {&one[0], &one[1]};
+        double med[2] = {0, 0};
+        if (te_bl_time_alternating(2, fn, arg, 7, med) != 0)
+            med[1] = INFINITY;
+        p->ob_s = med[0], p->dn_s = med[1];
+        p->use_dn = med[1] < med[0];
+    }
+}
+
 /* ---- The benchmark --------------------------------------------------------------------------- */
 
 static double now_s(void)
@@ -479,8 +646,17 @@ static double rel_diff(const float *a, const float *b, int64_t n)
     return m > 0 ? d / m : d;
 }
 
+/* One product node's choice, as measured before a thread count's runs. */
+typedef struct prod_info {
+    int node, dn;        /* dn: oneDNN ran it */
+    double ob_ms, dn_ms; /* the two medians */
+    char impl[128];      /* oneDNN's kernels */
+} prod_info;
+
 typedef struct result {
     int threads;
+    int nprod, nprod_dn; /* product nodes with a oneDNN alternative; those it won */
+    prod_info *prod;
     double fused_ms, nbn_ms, speedup, max_rel;
     int from_db, waves;
     size_t pool_bytes; /* the pool of this thread count's schedule (waves change liveness) */
@@ -573,6 +749,8 @@ int te_cmd_bench_graph(int argc, char **argv)
         return 2;
     }
     te_bl_openblas_select(te_cli_argv);
+    const char *dn_note = NULL;
+    te_bl_onednn_load(&dn_note);
     te_cli_fused f;
     if (te_cli_fused_load("bench --graph", path, rules_path, no_rules, optimize, prec, &f))
         return 1;
@@ -642,10 +820,27 @@ int te_cmd_bench_graph(int argc, char **argv)
         r->threads = threads[t];
         r->group_ms = calloc((size_t)ng + 1, sizeof(double));
         r->group_nbn_ms = calloc((size_t)ng + 1, sizeof(double));
-        if (!r->group_ms || !r->group_nbn_ms) {
+        r->prod = calloc((size_t)nn + 1, sizeof *r->prod);
+        if (!r->group_ms || !r->group_nbn_ms || !r->prod) {
             status = 1;
             te_graph_exec_free(e);
             break;
+        }
+        /* The node-by-node products: OpenBLAS or oneDNN, whichever runs each node faster. */
+        nbn_run nr = {&x, (const float *const *)in, 0, node_s};
+        if (nbn_products_create(&x) > 0) {
+            nbn_run_all(&nr); /* the inputs of every node */
+            nbn_products_choose(&x);
+        }
+        for (int nd = 0; nd < nn; nd++) {
+            const nbn_prod *p = &x.prod[nd];
+            if (!p->mm && !p->cv)
+                continue;
+            prod_info *pi = &r->prod[r->nprod++];
+            pi->node = nd, pi->dn = p->use_dn, pi->ob_ms = p->ob_s * 1e3, pi->dn_ms = p->dn_s * 1e3;
+            snprintf(pi->impl, sizeof pi->impl, "%s",
+                     p->cv ? te_bl_conv_impl(p->cv) : te_bl_bmm_impl(p->mm));
+            r->nprod_dn += p->use_dn;
         }
         r->waves = te_graph_exec_wave_count(e);
         nk = te_graph_exec_kernel_count(e); /* views (reshapes sharing storage) are no kernel */
@@ -653,7 +848,6 @@ int te_cmd_bench_graph(int argc, char **argv)
             r->from_db += te_graph_exec_group_from_db(e, gi, NULL) == 1;
         te_graph_memplan_stats(te_graph_exec_memplan(e), &ms);
         r->pool_bytes = ms.pool_bytes;
-        nbn_run nr = {&x, (const float *const *)in, 0, node_s};
         /* A warm-up run of each, then alternating timed runs. */
         for (int k = -1; !status && k < reps; k++) {
             te_bl_set_threads(threads[t]);
@@ -726,9 +920,10 @@ int te_cmd_bench_graph(int argc, char **argv)
                 "{\"graph\": \"%s\", \"nodes\": %d, \"kernels_node_by_node\": %d, "
                 "\"kernels_fused\": %d, \"views\": %d, \"intermediate_bytes_node_by_node\": %zu, "
                 "\"intermediate_bytes_fused\": %zu, \"intermediate_bytes_planned\": %zu, "
-                "\"intermediate_saving\": %.4f, \"openblas\": \"%s\", \"reps\": %d, \"runs\": [",
+                "\"intermediate_saving\": %.4f, \"openblas\": \"%s\", \"onednn\": \"%s\", "
+                "\"reps\": %d, \"runs\": [",
                 path, nodes, nodes, nk, ng - nk, ms.unfused_bytes, ms.fused_bytes, ms.pool_bytes,
-                mem_saving, te_bl_openblas_core(), reps);
+                mem_saving, te_bl_openblas_core(), dn_note, reps);
             for (int i = 0; i < nres; i++) {
                 printf("%s{\"threads\": %d, \"fused_ms\": %.4f, \"node_by_node_ms\": %.4f, "
                        "\"speedup\": %.3f, \"max_rel_diff\": %.3g, \"groups_from_db\": %d, "
@@ -744,11 +939,20 @@ int te_cmd_bench_graph(int argc, char **argv)
                            gi ? ", " : "", gr.rule, te_graph_node_name(g, gr.nodes[0]), gr.n_nodes,
                            res[i].group_ms[gi], res[i].group_nbn_ms[gi]);
                 }
+                printf("], \"products\": [");
+                for (int k = 0; k < res[i].nprod; k++) {
+                    const prod_info *pi = &res[i].prod[k];
+                    printf("%s{\"node\": \"%s\", \"openblas_ms\": %.4f, \"onednn_ms\": ",
+                           k ? ", " : "", te_graph_node_name(gn, pi->node), pi->ob_ms);
+                    printf(isfinite(pi->dn_ms) ? "%.4f" : "null", pi->dn_ms);
+                    printf(", \"onednn_impl\": \"%s\", \"ran\": \"%s\"}", pi->impl,
+                           pi->dn ? "oneDNN" : "OpenBLAS");
+                }
                 printf("]}");
             }
             printf("]}\n");
         } else {
-            printf("graph %s: %d nodes; %s\n", path, nodes, te_bl_openblas_note());
+            printf("graph %s: %d nodes; %s; %s\n", path, nodes, te_bl_openblas_note(), dn_note);
             printf("kernels: %d node by node, %d fused", nodes, nk);
             if (ng > nk)
                 printf(" (and %d reshape view%s, no kernel)", ng - nk, ng - nk == 1 ? "" : "s");
@@ -763,9 +967,25 @@ int te_cmd_bench_graph(int argc, char **argv)
             for (int i = 0; i < nres; i++)
                 printf("%8d %12.3f %16.3f %7.2fx %12.2g %6d/%d\n", res[i].threads, res[i].fused_ms,
                        res[i].nbn_ms, res[i].speedup, res[i].max_rel, res[i].from_db, nk);
-            printf("(medians of %d alternating runs; node by node: OpenBLAS sgemm, im2col + "
-                   "sgemm, vectorized activations and row ops, plain loops)\n",
+            printf("(medians of %d alternating runs; node by node: each product on the faster of "
+                   "OpenBLAS and oneDNN, below;\n vectorized activations and row ops, plain loops "
+                   "for the rest)\n",
                    reps);
+            for (int i = 0; i < nres; i++) {
+                if (!res[i].nprod)
+                    continue;
+                printf("\n%d thread(s), node-by-node products (%d of %d on oneDNN; medians of 7, "
+                       "alternating):\n  %-16s %12s %12s  %-8s %s\n",
+                       res[i].threads, res[i].nprod_dn, res[i].nprod, "node", "OpenBLAS ms",
+                       "oneDNN ms", "ran", "oneDNN kernels");
+                for (int k = 0; k < res[i].nprod; k++) {
+                    const prod_info *pi = &res[i].prod[k];
+                    const char *impl = pi->impl; /* "oneDNN brg:...": the column says oneDNN */
+                    impl += strncmp(impl, "oneDNN ", 7) ? 0 : 7;
+                    printf("  %-16.16s %12.3f %12.3f  %-8s %s\n", te_graph_node_name(gn, pi->node),
+                           pi->ob_ms, pi->dn_ms, pi->dn ? "oneDNN" : "OpenBLAS", impl);
+                }
+            }
             for (int i = 0; i < nres; i++) {
                 printf("\n%d thread(s), per group: %-28s %10s %16s\n", res[i].threads, "rule",
                        "fused ms", "its nodes ms");
@@ -788,7 +1008,7 @@ int te_cmd_bench_graph(int argc, char **argv)
     for (int j = 0; out && j < nout; j++)
         free(out[j]);
     for (int i = 0; i < nres; i++)
-        free(res[i].group_ms), free(res[i].group_nbn_ms);
+        free(res[i].group_ms), free(res[i].group_nbn_ms), free(res[i].prod);
     free(in), free(out), free(tf), free(tb), free(node_s), free(tg), free(tn);
     te_db_close(db);
     te_graph_free(g32);
