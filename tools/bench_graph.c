@@ -1,8 +1,10 @@
 /*
  * `tessera bench --graph GRAPH`: the fused graph (one kernel per group, schedules from --db
  * where `tessera tune --graph` left records, the intermediates in one planned pool, the run's
- * threads across the groups) against the SAME graph run node by node: cblas_sgemm for matmul
- * and batch_matmul, im2col + cblas_sgemm for conv2d, the vectorized passes of tools/bl_vec.c
+ * threads across the groups) against the SAME graph run node by node: each product node on the
+ * faster of OpenBLAS and oneDNN (measured side by side before each thread count's runs:
+ * cblas_sgemm or a oneDNN matmul with packed constant weights for matmul and batch_matmul,
+ * im2col + cblas_sgemm or oneDNN's convolution for conv2d), the vectorized passes of tools/bl_vec.c
  * for the activations, softmax and layer norm, plain C loops (OpenMP over rows) for the
  * elementwise, broadcast, batch norm, transpose and reshape nodes, every
  * node's output materialized in a buffer of its own. Both run in one process, alternating,
@@ -40,7 +42,8 @@ static void usage(FILE *f)
         "[--json]\n"
         "                     [--rules FILE | --no-rules] [--optimize] [--precision f32|bf16]\n\n"
         "The fused graph (tuned groups from --db) against the same graph run node by\n"
-        "node (OpenBLAS sgemm, im2col + sgemm, vectorized activations, softmax and layer\n"
+        "node (each matmul, conv2d and attention product on the faster of OpenBLAS and\n"
+        "oneDNN, measured per node and printed; vectorized activations, softmax and layer\n"
         "norm, plain loops for the rest; every output materialized),\n"
         "alternating, medians over --reps runs, for each thread count; kernels and peak\n"
         "intermediate memory before and after fusion + planning. Exits 1 when the outputs\n"
@@ -271,8 +274,9 @@ static void scores_mask_softmax(float *S, int64_t nbh, int64_t heads, int64_t Lq
 
 /* The attention node unfused, as the graph before te_graph_fuse_attention ran it: per batch
  * and head, S = scale Q K^T by sgemm (materialized), the mask added, softmax rows (a fully
- * masked row gives zeros, as te_op_attention), O = P V by sgemm. mask may be NULL; causal
- * masks the keys after the query. */
+ * masked row gives zeros, as te_op_attention), O = P V by sgemm; or, with dn, the same on
+ * oneDNN's batched matmul over every head at once. mask may be NULL; causal masks the keys
+ * after the query. */
 static void attention_unfused(const te_graph *g, const char *attrs, int vq, int vk, int vmask,
                               const float *Q, const float *K, const float *V, const float *mask,
                               float *O, const nbn_prod *dn)
