@@ -12,6 +12,20 @@ foreach(g small_encoder_block small_resnet_block)
            COMMAND tessera_cli bench --graph ${CMAKE_SOURCE_DIR}/graph/examples/${g}.graph
                    --reps 1 --threads 1,2 --json)
 endforeach()
+# Every product on oneDNN (matmuls with packed weights, the batched attention products, the
+# convolutions with their layout reorders): the same 1e-4 agreement; and a bad --products.
+foreach(g small_encoder_block small_resnet_block)
+  add_test(NAME graph_bench_${g}_onednn_products
+           COMMAND tessera_cli bench --graph ${CMAKE_SOURCE_DIR}/graph/examples/${g}.graph
+                   --optimize --reps 1 --threads 1,2 --products onednn)
+  set_tests_properties(graph_bench_${g}_onednn_products PROPERTIES
+    ENVIRONMENT "TESSERA_CACHE_DIR=${TESSERA_TEST_KERNEL_CACHE}" LABELS graph)
+endforeach()
+add_test(NAME graph_bench_bad_products_refused
+         COMMAND tessera_cli bench --graph ${CMAKE_SOURCE_DIR}/graph/examples/small_resnet_block.graph
+                 --products mkl)
+set_tests_properties(graph_bench_bad_products_refused PROPERTIES
+  PASS_REGULAR_EXPRESSION "--products takes fastest, openblas or onednn" LABELS graph)
 # The optimized graph (the attention rewrite: the fused attention node against an unfused
 # sgemm + softmax + sgemm baseline), and `tessera run --check` of it against the float64
 # reference of the whole graph.

@@ -36,29 +36,31 @@
 
 static void usage(FILE *f)
 {
-    fprintf(
-        f,
-        "usage: tessera bench --graph GRAPH [--db FILE] [--threads LIST] [--reps N] "
-        "[--json]\n"
-        "                     [--rules FILE | --no-rules] [--optimize] [--precision f32|bf16]\n\n"
-        "The fused graph (tuned groups from --db) against the same graph run node by\n"
-        "node (each matmul, conv2d and attention product on the faster of OpenBLAS and\n"
-        "oneDNN, measured per node and printed; vectorized activations, softmax and layer\n"
-        "norm, plain loops for the rest; every output materialized),\n"
-        "alternating, medians over --reps runs, for each thread count; kernels and peak\n"
-        "intermediate memory before and after fusion + planning. Exits 1 when the outputs\n"
-        "differ by more than 1e-4 (relative to the largest magnitude).\n\n"
-        "  --plugin LIB.so load the operators of a plugin (repeatable; also the\n"
-        "                  colon-separated $TESSERA_PLUGINS; docs/PLUGINS.md)\n"
-        "  --db FILE       tuned records (tessera tune --graph GRAPH --db FILE, run with\n"
-        "                  OMP_NUM_THREADS set to each thread count benched)\n"
-        "  --threads LIST  comma-separated thread counts (default 1,2)\n"
-        "  --reps N        timed runs of each path (default 9)\n"
-        "  --optimize      run the graph passes first (both paths; tuned keys then come\n"
-        "                  from the optimized graph)\n"
-        "  --precision P   f32 (default) or bf16: f32 matmuls with constant weights on\n"
-        "                  the CPU's bf16 dot products (both paths; an error without\n"
-        "                  AVX-512 BF16 or AMX-BF16; docs/DTYPES.md)\n");
+    fprintf(f,
+            "usage: tessera bench --graph GRAPH [--db FILE] [--threads LIST] [--reps N] "
+            "[--json]\n"
+            "                     [--rules FILE | --no-rules] [--optimize] [--precision f32|bf16]\n"
+            "                     [--products fastest|openblas|onednn]\n\n"
+            "The fused graph (tuned groups from --db) against the same graph run node by\n"
+            "node (each matmul, conv2d and attention product on the faster of OpenBLAS and\n"
+            "oneDNN, measured per node and printed; vectorized activations, softmax and layer\n"
+            "norm, plain loops for the rest; every output materialized),\n"
+            "alternating, medians over --reps runs, for each thread count; kernels and peak\n"
+            "intermediate memory before and after fusion + planning. Exits 1 when the outputs\n"
+            "differ by more than 1e-4 (relative to the largest magnitude).\n\n"
+            "  --plugin LIB.so load the operators of a plugin (repeatable; also the\n"
+            "                  colon-separated $TESSERA_PLUGINS; docs/PLUGINS.md)\n"
+            "  --db FILE       tuned records (tessera tune --graph GRAPH --db FILE, run with\n"
+            "                  OMP_NUM_THREADS set to each thread count benched)\n"
+            "  --threads LIST  comma-separated thread counts (default 1,2)\n"
+            "  --products LIB  fastest (default: per node, the faster of OpenBLAS and\n"
+            "                  oneDNN, measured), openblas, or onednn (where it can)\n"
+            "  --reps N        timed runs of each path (default 9)\n"
+            "  --optimize      run the graph passes first (both paths; tuned keys then come\n"
+            "                  from the optimized graph)\n"
+            "  --precision P   f32 (default) or bf16: f32 matmuls with constant weights on\n"
+            "                  the CPU's bf16 dot products (both paths; an error without\n"
+            "                  AVX-512 BF16 or AMX-BF16; docs/DTYPES.md)\n");
 }
 
 /* ---- The node-by-node executor ------------------------------------------------------------- */
@@ -597,13 +599,18 @@ static void nbn_run_one(void *arg)
 
 /* Times each product node's oneDNN alternative against its OpenBLAS one (alternating, medians
  * of 7; the node's inputs hold a full run's values, so run the graph once first) and keeps the
- * faster for the runs that follow. */
-static void nbn_products_choose(nbn *x)
+ * faster for the runs that follow; force 0 or 1 takes OpenBLAS or oneDNN untimed instead. */
+static void nbn_products_choose(nbn *x, int force)
 {
     for (int nd = 0; nd < te_graph_node_count(x->g); nd++) {
         nbn_prod *p = &x->prod[nd];
         if (!p->mm && !p->cv)
             continue;
+        if (force >= 0) {
+            p->ob_s = p->dn_s = NAN;
+            p->use_dn = force;
+            continue;
+        }
         nbn_one one[2] = {{x, nd, 0}, {x, nd, 1}};
         te_bl_run_fn fn[2] = {nbn_run_one, nbn_run_one};
         void *arg[2] = {&one[0], &one[1]};
@@ -671,7 +678,19 @@ int te_cmd_bench_graph(int argc, char **argv)
 {
     const char *path = NULL, *db_path = NULL, *rules_path = NULL;
     int json = 0, reps = 9, no_rules = 0, optimize = 0, nthreads = 2, threads[8] = {1, 2};
-    enum { O_HELP, O_JSON, O_NO_RULES, O_OPTIMIZE, O_DB, O_RULES, O_REPS, O_THREADS, O_PRECISION };
+    int products = -1; /* -1: the faster per node; 0: OpenBLAS; 1: oneDNN where it can */
+    enum {
+        O_HELP,
+        O_JSON,
+        O_NO_RULES,
+        O_OPTIMIZE,
+        O_DB,
+        O_RULES,
+        O_REPS,
+        O_THREADS,
+        O_PRECISION,
+        O_PRODUCTS
+    };
     te_cli_precision prec = TE_CLI_PRECISION_F32;
     enum { O_PLUGIN = 1000 }; /* --plugin LIB.so (tools/cli.h) */
     te_cli_plugins plugins = {0};
@@ -684,6 +703,7 @@ int te_cmd_bench_graph(int argc, char **argv)
                                       {"reps", 0, TE_CLI_VALUE, O_REPS},
                                       {"threads", 0, TE_CLI_VALUE, O_THREADS},
                                       {"precision", 0, TE_CLI_VALUE, O_PRECISION},
+                                      {"products", 0, TE_CLI_VALUE, O_PRODUCTS},
                                       {"plugin", 0, TE_CLI_VALUE, O_PLUGIN},
                                       {0}};
     te_cli_parser cp;
@@ -719,6 +739,17 @@ int te_cmd_bench_graph(int argc, char **argv)
             break;
         case O_RULES:
             rules_path = v;
+            break;
+        case O_PRODUCTS:
+            products = !strcmp(v, "fastest")    ? -1
+                       : !strcmp(v, "openblas") ? 0
+                       : !strcmp(v, "onednn")   ? 1
+                                                : -2;
+            if (products == -2)
+                return te_cli_usage_error(&cp,
+                                          "--products takes fastest, openblas or onednn, not "
+                                          "'%s'",
+                                          v);
             break;
         case O_PRECISION:
             if (te_cli_precision_parse("bench --graph", v, &prec))
@@ -834,7 +865,7 @@ int te_cmd_bench_graph(int argc, char **argv)
         nbn_run nr = {&x, (const float *const *)in, 0, node_s};
         if (nbn_products_create(&x) > 0) {
             nbn_run_all(&nr); /* the inputs of every node */
-            nbn_products_choose(&x);
+            nbn_products_choose(&x, products);
         }
         for (int nd = 0; nd < nn; nd++) {
             const nbn_prod *p = &x.prod[nd];
@@ -946,8 +977,10 @@ int te_cmd_bench_graph(int argc, char **argv)
                 printf("], \"products\": [");
                 for (int k = 0; k < res[i].nprod; k++) {
                     const prod_info *pi = &res[i].prod[k];
-                    printf("%s{\"node\": \"%s\", \"openblas_ms\": %.4f, \"onednn_ms\": ",
-                           k ? ", " : "", te_graph_node_name(gn, pi->node), pi->ob_ms);
+                    printf("%s{\"node\": \"%s\", \"openblas_ms\": ", k ? ", " : "",
+                           te_graph_node_name(gn, pi->node));
+                    printf(isfinite(pi->ob_ms) ? "%.4f" : "null", pi->ob_ms);
+                    printf(", \"onednn_ms\": ");
                     printf(isfinite(pi->dn_ms) ? "%.4f" : "null", pi->dn_ms);
                     printf(", \"onednn_impl\": \"%s\", \"ran\": \"%s\"}", pi->impl,
                            pi->dn ? "oneDNN" : "OpenBLAS");
@@ -971,23 +1004,31 @@ int te_cmd_bench_graph(int argc, char **argv)
             for (int i = 0; i < nres; i++)
                 printf("%8d %12.3f %16.3f %7.2fx %12.2g %6d/%d\n", res[i].threads, res[i].fused_ms,
                        res[i].nbn_ms, res[i].speedup, res[i].max_rel, res[i].from_db, nk);
-            printf("(medians of %d alternating runs; node by node: each product on the faster of "
-                   "OpenBLAS and oneDNN, below;\n vectorized activations and row ops, plain loops "
-                   "for the rest)\n",
-                   reps);
+            printf("(medians of %d alternating runs; node by node: each product on %s, below;\n"
+                   " vectorized activations and row ops, plain loops for the rest)\n",
+                   reps,
+                   products < 0    ? "the faster of OpenBLAS and oneDNN"
+                   : products == 0 ? "OpenBLAS"
+                                   : "oneDNN where it can");
             for (int i = 0; i < nres; i++) {
                 if (!res[i].nprod)
                     continue;
-                printf("\n%d thread(s), node-by-node products (%d of %d on oneDNN; medians of 7, "
-                       "alternating):\n  %-16s %12s %12s  %-8s %s\n",
-                       res[i].threads, res[i].nprod_dn, res[i].nprod, "node", "OpenBLAS ms",
-                       "oneDNN ms", "ran", "oneDNN kernels");
+                printf("\n%d thread(s), node-by-node products (%d of %d on oneDNN; %s):\n"
+                       "  %-16s %12s %12s  %-8s %s\n",
+                       res[i].threads, res[i].nprod_dn, res[i].nprod,
+                       products < 0 ? "medians of 7, alternating" : "as --products says, untimed",
+                       "node", "OpenBLAS ms", "oneDNN ms", "ran", "oneDNN kernels");
                 for (int k = 0; k < res[i].nprod; k++) {
                     const prod_info *pi = &res[i].prod[k];
                     const char *impl = pi->impl; /* "oneDNN brg:...": the column says oneDNN */
                     impl += strncmp(impl, "oneDNN ", 7) ? 0 : 7;
-                    printf("  %-16.16s %12.3f %12.3f  %-8s %s\n", te_graph_node_name(gn, pi->node),
-                           pi->ob_ms, pi->dn_ms, pi->dn ? "oneDNN" : "OpenBLAS", impl);
+                    char ob[32] = "-", dn[32] = "-";
+                    if (isfinite(pi->ob_ms))
+                        snprintf(ob, sizeof ob, "%.3f", pi->ob_ms);
+                    if (isfinite(pi->dn_ms))
+                        snprintf(dn, sizeof dn, "%.3f", pi->dn_ms);
+                    printf("  %-16.16s %12s %12s  %-8s %s\n", te_graph_node_name(gn, pi->node), ob,
+                           dn, pi->dn ? "oneDNN" : "OpenBLAS", impl);
                 }
             }
             for (int i = 0; i < nres; i++) {
