@@ -290,7 +290,7 @@ static void attention_unfused(const te_graph *g, const char *attrs, int vq, int 
     int causal = (int)attr_int(attrs, "causal", 0) != 0;
     /* An explicit mask is [lq, lk] or [b, 1, lq, lk]. */
     int64_t mask_b = mask && te_graph_value_numel(g, vmask) > Lq * Lk ? Lq * Lk : 0;
-    if (dn) { /* oneDNN: every head's scores at once, scaled by the softmax */
+    if (dn) { /* oneDNN: every head's unscaled scores at once */
         te_bl_bmm_run(dn->mm);
         scores_mask_softmax(dn->S, B * H, H, Lq, Lk, scale, mask, mask_b, causal);
         te_bl_bmm_run(dn->pv);
@@ -358,12 +358,12 @@ static int run_node(nbn *x, int nd)
     const int64_t *os = te_graph_value_shape(g, vo);
     const nbn_prod *dn = x->prod && x->prod[nd].use_dn ? &x->prod[nd] : NULL;
     if (!strcmp(op, "matmul") || !strcmp(op, "batch_matmul")) {
-        mm_dims d;
-        mm_dims_of(g, nd, &d);
         if (dn) {
             te_bl_bmm_run(dn->mm);
             return 0;
         }
+        mm_dims d;
+        mm_dims_of(g, nd, &d);
         for (int64_t b = 0; b < d.batch; b++)
             cblas_sgemm(CblasRowMajor, d.ta ? CblasTrans : CblasNoTrans,
                         d.tb ? CblasTrans : CblasNoTrans, (int)d.M, (int)d.N, (int)d.K, 1.0f,
