@@ -299,6 +299,23 @@ static int in_child(int (*child)(void))
     return WEXITSTATUS(ws);
 }
 
+/* Runs a oneDNN child (in_child) and expects it to pass; no oneDNN skips with a message. */
+static void expect_onednn_child(int (*child)(void), const char *what)
+{
+    int rc = in_child(child);
+    if (rc == 77)
+        printf("SKIP %s: no oneDNN\n", what);
+    else
+        assert_int_equal(rc, 0);
+}
+
+/* Fills p[0..n) with uniform values in [-1, 1) from a linear congruential *seed. */
+static void fill_uniform(float *p, size_t n, unsigned *seed)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (float)((*seed = *seed * 1664525u + 1013904223u) >> 9) / 8388608.0f - 1.0f;
+}
+
 /* The child of test_lowp_products_match_naive_loops: 0 passed, 77 skipped, 1 failed. */
 static int lowp_child(void)
 {
@@ -553,10 +570,8 @@ static int bmm_child(void)
     enum { BATCH = 3, M = 17, N = 35, K = 9 };
     static float A[BATCH * M * K], B[BATCH * K * N], C[BATCH * M * N];
     unsigned seed = 7;
-    for (size_t i = 0; i < sizeof A / sizeof A[0]; i++)
-        A[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 9) / 8388608.0f - 1.0f;
-    for (size_t i = 0; i < sizeof B / sizeof B[0]; i++)
-        B[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 9) / 8388608.0f - 1.0f;
+    fill_uniform(A, sizeof A / sizeof A[0], &seed);
+    fill_uniform(B, sizeof B / sizeof B[0], &seed);
     /* batch, m, n, k, ta, tb, b_shared, pack_b: the attention's products, then weights (one B
      * for every batch, packed) with A stored either way, and a single packed product. */
     static const te_bl_bmm_desc cases[] = {
@@ -621,10 +636,8 @@ static int conv_child(void)
         float *X = malloc(nx * sizeof *X), *W = malloc(nw * sizeof *W), *Y = malloc(ny * sizeof *Y);
         float bias[64];
         unsigned seed = 11 + (unsigned)c;
-        for (size_t i = 0; i < nx; i++)
-            X[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 9) / 8388608.0f - 1.0f;
-        for (size_t i = 0; i < nw; i++)
-            W[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 9) / 8388608.0f - 1.0f;
+        fill_uniform(X, nx, &seed);
+        fill_uniform(W, nw, &seed);
         for (int i = 0; i < d->oc; i++)
             bias[i] = 0.25f * (float)(i % 5) - 0.5f;
         for (size_t i = 0; i < ny; i++)
@@ -677,11 +690,7 @@ static void test_conv_matches_naive_loops(void **state)
     assert_null(te_bl_conv_create(&none, NULL, NULL, NULL, NULL, &why));
     assert_non_null(strstr(why, "output"));
     te_bl_conv_free(NULL);
-    int rc = in_child(conv_child);
-    if (rc == 77)
-        printf("SKIP convolution: no oneDNN\n");
-    else
-        assert_int_equal(rc, 0);
+    expect_onednn_child(conv_child, "convolution");
 }
 
 /* oneDNN's batched product (the unfused attention baseline), both layouts of B, against
@@ -693,11 +702,7 @@ static void test_bmm_matches_naive_loops(void **state)
     assert_null(te_bl_bmm_create(0, 2, 2, 2, 0, NULL, NULL, NULL, &why));
     assert_non_null(strstr(why, "positive"));
     te_bl_bmm_free(NULL);
-    int rc = in_child(bmm_child);
-    if (rc == 77)
-        printf("SKIP batched product: no oneDNN\n");
-    else
-        assert_int_equal(rc, 0);
+    expect_onednn_child(bmm_child, "batched product");
 }
 
 /* oneDNN pointed at a library that does not exist: a note, OpenBLAS alone measures. */
