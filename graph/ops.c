@@ -130,10 +130,21 @@ static int ap_matmul(APPLY_ARGS)
 static int ap_batch_matmul(APPLY_ARGS)
 {
     UNUSED_ARGS;
-    return done(ctx,
-                te_op_batch_matmul(ctx, in[0], in[1], (int)te__gop_attr_int(op, kv, "trans_a"),
-                                   (int)te__gop_attr_int(op, kv, "trans_b"), names[0]),
-                out);
+    int ta = (int)te__gop_attr_int(op, kv, "trans_a"),
+        tb = (int)te__gop_attr_int(op, kv, "trans_b");
+    te_tensor *B = in[1];
+    const int64_t *as = te_tensor_ndim(in[0]) == 3 ? te_tensor_shape(in[0]) : NULL;
+    if (tb && as && as[ta ? 2 : 1] > 16 && te_tensor_ndim(B) == 3) {
+        /* B stored [b, n, k] (attention's Q K^T): its transpose [b, k, n] as a stage of its
+         * own, which a schedule computes once (a prologue of the gemm template), so that the
+         * product's tiles read rows of it along j, contiguous, instead of gathering a column
+         * of B per vector. Skinny products (16 rows or fewer) keep B: they reduce along k. */
+        char nm[160];
+        snprintf(nm, sizeof nm, "%s_bt", names[0]);
+        B = te_op_transpose(ctx, B, (const int[]){0, 2, 1}, nm);
+        tb = 0;
+    }
+    return done(ctx, B ? te_op_batch_matmul(ctx, in[0], B, ta, tb, names[0]) : NULL, out);
 }
 
 static int ap_dense_bias(APPLY_ARGS)
