@@ -141,9 +141,14 @@ typedef struct emitter {
     int block_start[256];
     int nblocks;
 
-    /* heap allocations live at this point (names), for freeing on an early return */
+    /* heap allocations live at this point (names, and their scratch sites or -1), for freeing
+     * on an early return */
     const char *heap[64];
+    int heap_site[64];
     int nheap;
+    /* whole-call heap buffers kept between calls: sites te_scratch[0..nscratch) of the file
+     * (the unit's count so far when a function starts) */
+    int nscratch;
     int par_depth;
     bool uses_oom;
     bool uses_omp;    /* TE_OMP(...) pragmas */

@@ -1130,6 +1130,29 @@ void te__c_emit_prelude(emitter *u, te__sb *o, bool standalone)
                "    a[-1] = (unsigned char)(a - p);\n    return a;\n}\n\n"
                "static inline void te_free64(void *a)\n{\n"
                "    if (a)\n        free((unsigned char *)a - ((unsigned char *)a)[-1]);\n}\n");
+    if (u->nscratch > 0) {
+        te__sb_puts(
+            o,
+            "\n/* The kernels' whole-call buffers, kept between calls: a block of 128 KiB or more\n"
+            " * freed at the end of every call goes back to the OS (glibc unmaps or trims it),\n"
+            " * and the next call pays its page faults again. One slot per allocation site,\n"
+            " * taken and given back with atomic exchanges, so that concurrent calls each get a\n"
+            " * block of their own; the blocks are freed when this code is unloaded or the\n"
+            " * program ends. */\n");
+        char line[96];
+        snprintf(line, sizeof line, "static void *te_scratch[%d];\n\n", u->nscratch);
+        te__sb_puts(o, line);
+        te__sb_puts(
+            o,
+            "static inline void *te_scratch_take(int site, size_t n)\n{\n"
+            "    void *p = __atomic_exchange_n(&te_scratch[site], (void *)0, __ATOMIC_ACQUIRE);\n"
+            "    return p ? p : te_alloc64(n);\n}\n\n"
+            "static inline void te_scratch_keep(int site, void *p)\n{\n"
+            "    te_free64(__atomic_exchange_n(&te_scratch[site], p, __ATOMIC_ACQ_REL));\n}\n\n"
+            "__attribute__((destructor)) static void te_scratch_release(void)\n{\n"
+            "    for (size_t i = 0; i < sizeof te_scratch / sizeof te_scratch[0]; i++) {\n"
+            "        te_free64(te_scratch[i]);\n        te_scratch[i] = (void *)0;\n    }\n}\n");
+    }
     te__sb_puts(o, "\n");
     emit_typedefs(u, o);
     emit_helpers(u, o);

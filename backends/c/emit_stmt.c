@@ -302,14 +302,17 @@ static void gen_store(emitter *em, const te_stmt *s)
     free(v.p);
 }
 
+/* A buffer too large for the stack. Outside parallel regions it is a scratch site of the file
+ * (te_scratch_take / te_scratch_keep: the block is kept for the next call instead of going back
+ * to the OS); inside one, each iteration mallocs and frees its own. */
 static void gen_heap_alloc(emitter *em, const te_stmt *s, const char *bn, int64_t bytes)
 {
     const te_buf *b = s->u.alloc.buf;
     int64_t rounded = (bytes + 63) / 64 * 64;
-    te__c_line(em, "%s *%s = te_alloc64(%lld);", te__c_ctype(b->dtype), bn, (long long)rounded);
     em->uses_heap = true;
     if (em->par_depth > 0) {
         /* no return out of a parallel region: flag the failure, skip the work */
+        te__c_line(em, "%s *%s = te_alloc64(%lld);", te__c_ctype(b->dtype), bn, (long long)rounded);
         em->uses_oom = true;
         te__c_line(em, "if (!%s) {", bn);
         em->indent++;
@@ -323,6 +326,9 @@ static void gen_heap_alloc(emitter *em, const te_stmt *s, const char *bn, int64_
         te__c_line(em, "}");
         return;
     }
+    int site = em->nscratch++;
+    te__c_line(em, "%s *%s = te_scratch_take(%d, %lld);", te__c_ctype(b->dtype), bn, site,
+               (long long)rounded);
     if (em->nheap == 0) {
         te__c_line(em, "if (!%s)", bn);
         em->indent++;
@@ -332,18 +338,20 @@ static void gen_heap_alloc(emitter *em, const te_stmt *s, const char *bn, int64_
         te__c_line(em, "if (!%s) {", bn);
         em->indent++;
         for (int i = em->nheap - 1; i >= 0; i--)
-            te__c_line(em, "te_free64(%s);", em->heap[i]);
+            te__c_line(em, "te_scratch_keep(%d, %s);", em->heap_site[i], em->heap[i]);
         te__c_line(em, "return -1;");
         em->indent--;
         te__c_line(em, "}");
     }
     bool pushed = em->nheap < (int)(sizeof em->heap / sizeof em->heap[0]);
-    if (pushed)
+    if (pushed) {
+        em->heap_site[em->nheap] = site;
         em->heap[em->nheap++] = bn;
+    }
     te__c_gen_stmt(em, s->u.alloc.body);
     if (pushed)
         em->nheap--;
-    te__c_line(em, "te_free64(%s);", bn);
+    te__c_line(em, "te_scratch_keep(%d, %s);", site, bn);
 }
 
 static void gen_alloc(emitter *em, const te_stmt *s)

@@ -27,6 +27,7 @@ static void merge_needs(emitter *u, const emitter *em)
     u->uses_omp |= em->uses_omp;
     u->uses_unroll |= em->uses_unroll;
     u->uses_heap |= em->uses_heap;
+    u->nscratch = em->nscratch;
     for (int i = 0; i < em->n_intrins; i++)
         if (te__intrin_record(u->intrins, &u->n_intrins,
                               (int)(sizeof u->intrins / sizeof u->intrins[0]), em->intrins[i]))
@@ -202,6 +203,7 @@ const char *te__emit_c_unit(te_ctx *ctx, int n, const te_lowered *const *fs,
         em->ctx = ctx;
         em->f = fs[i];
         em->target = target;
+        em->nscratch = u->nscratch; /* the file's scratch sites are numbered across kernels */
         emit_function(em, &kt[i], packed, n, idents,
                       opts && opts->arg_names ? opts->arg_names[i] : NULL, info ? &info[i] : NULL);
         merge_needs(u, em);
