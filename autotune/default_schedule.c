@@ -334,7 +334,9 @@ static double score(te_space *sp, const char *trace, int n_args, te_tensor *cons
         if (f) {
             float feat[TE_NUM_FEATURES];
             te_features(f, feat, TE_NUM_FEATURES);
-            cost = ex2(feat[21]) > DS_MAX_UNROLLED || feat[30] > DS_MAX_STORES
+            /* The caps are per output: a group of three products (QKV) has three tiles. */
+            double per = sp->n_out > 1 ? sp->n_out : 1;
+            cost = ex2(feat[21]) > DS_MAX_UNROLLED * per || feat[30] > DS_MAX_STORES * per
                        ? INFINITY
                        : te__default_score(s, feat, tgt, threads);
         }
