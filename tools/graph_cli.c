@@ -375,3 +375,70 @@ int te_cli_refs_compare(const te_cli_refs *r, int v, const void *got, double *wo
     *rms = sqrt(ss / (double)(n ? n : 1));
     return TE_OK;
 }
+
+int te_cli_group_own_error(const char *cmd, te_graph *g, const te_fuse_plan *p, te_graph_exec *e,
+                           int gi, double *worst)
+{
+    *worst = INFINITY;
+    te_ctx *ctx = te_ctx_create();
+    if (!ctx)
+        return TE_ERR_NOMEM;
+    te_graph_group_expr ge;
+    int rc = te_graph_group_expr_build(g, p, gi, ctx, &ge);
+    const void *in[TE_GRAPH_GROUP_MAXIO] = {0};
+    float *packed[TE_GRAPH_GROUP_MAXIO] = {0};
+    double *out[TE_GRAPH_GROUP_MAXIO] = {0};
+    for (int i = 0; rc == TE_OK && i < ge.n_in + ge.n_out; i++) {
+        te_tensor *t = i < ge.n_in ? ge.ins[i] : ge.outs[i - ge.n_in];
+        int v = i < ge.n_in ? ge.in_values[i] : ge.out_values[i - ge.n_in];
+        if (te_tensor_dtype(t) != TE_F32 || te_graph_value_dtype(g, v) != TE_F32)
+            rc = TE_ERR_UNSUPPORTED;
+    }
+    for (int i = 0; rc == TE_OK && i < ge.n_in; i++) {
+        int v = ge.in_values[i];
+        const float *d = te_graph_exec_value(e, v);
+        if (!d) {
+            rc = TE_ERR_ARG;
+            break;
+        }
+        in[i] = d;
+        if (ge.packed_nb[i] > 0) { /* the weights as the kernel reads them: in panels */
+            int nd = te_graph_value_ndim(g, v);
+            const int64_t *sh = te_graph_value_shape(g, v);
+            int64_t k = ge.packed_trans[i] ? sh[nd - 1] : sh[nd - 2];
+            int64_t n = ge.packed_trans[i] ? sh[nd - 2] : sh[nd - 1];
+            packed[i] = malloc(sizeof(float) * (size_t)(k * n));
+            rc = packed[i]
+                     ? te_graph_pack_panels(d, k, n, ge.packed_trans[i], ge.packed_nb[i], packed[i])
+                     : TE_ERR_NOMEM;
+            in[i] = packed[i];
+        }
+    }
+    for (int o = 0; rc == TE_OK && o < ge.n_out; o++)
+        if (!(out[o] = malloc(sizeof(double) * (size_t)te_tensor_numel(ge.outs[o]))))
+            rc = TE_ERR_NOMEM;
+    if (rc == TE_OK)
+        rc = te_reference_eval(ctx, ge.n_in, ge.ins, in, ge.n_out, ge.outs, out);
+    if (rc == TE_OK) {
+        double w = 0;
+        for (int o = 0; o < ge.n_out; o++) {
+            const float *got = te_graph_exec_value(e, ge.out_values[o]);
+            int64_t n = te_tensor_numel(ge.outs[o]);
+            for (int64_t j = 0; got && j < n; j++) {
+                double d = fabs((double)got[j] - out[o][j]) / fmax(1.0, fabs(out[o][j]));
+                if (!(d <= w))
+                    w = isnan(d) ? INFINITY : d;
+            }
+            if (!got)
+                w = INFINITY;
+        }
+        *worst = w;
+    } else if (rc != TE_ERR_UNSUPPORTED) {
+        fprintf(stderr, "tessera %s: group %d: its own float64 reference: %s\n", cmd, gi,
+                te_ctx_errmsg(ctx));
+    }
+    for (int i = 0; i < TE_GRAPH_GROUP_MAXIO; i++)
+        free(packed[i]), free(out[i]);
+    te_ctx_free(ctx);
+    return rc;
+}

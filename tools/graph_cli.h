@@ -97,6 +97,16 @@ te_cli_refs *te_cli_refs_create(const char *cmd, te_graph *g, te_graph *ref, con
  * root mean square in *rms (for dtype-derived bounds). TE_OK, or TE_ERR_ARG when v was not a
  * group output (no reference). */
 int te_cli_refs_compare(const te_cli_refs *r, int v, const void *got, double *worst, double *rms);
+/* Group gi's own error, while te_graph_run_each's callback for it runs: its expression
+ * evaluated in float64 from the f32 data it actually read (te_reference_eval; constant weights
+ * it reads packed are packed here), against what it wrote; the largest relative error as
+ * te_cli_refs_compare measures it, over its outputs, in *worst. A group far downstream inherits
+ * the fp32 rounding of everything before it, which the whole-graph reference counts against it
+ * (a Q K^T of 64 products with cancellation: 3e-5); this error is the group's alone. TE_OK;
+ * TE_ERR_UNSUPPORTED, silently, for a group with other dtypes than f32; another status after
+ * printing the error ("tessera <cmd>: ..."). */
+int te_cli_group_own_error(const char *cmd, te_graph *g, const te_fuse_plan *p, te_graph_exec *e,
+                           int gi, double *worst);
 void te_cli_refs_free(te_cli_refs *r);
 
 #endif
