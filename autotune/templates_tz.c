@@ -10,8 +10,14 @@
  *   order   0: row tiles outside, column tiles inside; 1: column tiles outside
  *   kc      0: the whole reduction in one call (the accumulators stay in the intrinsic's
  *           registers, the output is written once: the overwrite form); else the variable
- *           axis split by kc, the call accumulating into the output
- *   par     0 serial, 1 the outer tile loop parallel, 2 the two outer loops fused, parallel
+ *           axis split by kc. For a product that is the output, the k blocks go outside the
+ *           two tile loops (inside the column block and the parallel loop), so that a block
+ *           of a row panel stays in L1 while the column tiles go by; each tile's call in the
+ *           first block writes its output, the others accumulate (schedule/lower.c). Under an
+ *           epilogue the k blocks stay inside the tile.
+ *   par     0 serial, 1 the outer tile loop parallel, 2 the two outer loops fused, parallel,
+ *           3 a band of row tiles per thread outermost (each thread sweeps every column
+ *           block over its own rows: its rows of A stay in its L2)
  *   nc      0, or column blocks of nc (256, 512): loops (block, rows, columns in the block), so
  *           that a block of the packed weights stays in L2 while the row tiles go by
  * A product that is the output is tiled itself; products under an elementwise epilogue are
@@ -244,13 +250,13 @@ static int tz_init(te_space *sp)
     te__knob_add(sp, "order", 2, cols_out ? (int64_t[]){1, 0} : (int64_t[]){0, 1});
     int nk = 0;
     v[nk++] = 0;
-    static const int64_t kcs[] = {128, 256};
-    for (int i = 0; i < 2 && d->var_red >= 0; i++)
+    static const int64_t kcs[] = {128, 192, 256};
+    for (int i = 0; i < 3 && d->var_red >= 0; i++)
         if (kcs[i] < d->kvar && d->kvar % kcs[i] == 0)
             v[nk++] = kcs[i];
     te__knob_add(sp, "kc", nk, v);
     if (sp->target.num_cores > 1)
-        te__knob_add(sp, "par", 2, (int64_t[]){1, 2});
+        te__knob_add(sp, "par", 3, (int64_t[]){1, 2, 3});
     else
         te__knob_add(sp, "par", 1, (int64_t[]){0});
     /* Column blocks (0: none): every candidate tile width divides 256 and 512. */
@@ -271,21 +277,23 @@ static int tz_init(te_space *sp)
  * stage at its leaves) after the loops `outer`: the leading reduction axes stay outside the
  * nest, the variable axis is split by kc when kc > 0. */
 static int tz_product(te__gen *g, te_stage *P, te_iter *i, te_iter *j, const tz_data *d,
-                      const te_tensor_intrin *in, int64_t kc, te_iter *const *outer, int nouter)
+                      const te_tensor_intrin *in, int64_t kc, te_iter *const *outer, int nouter,
+                      int kat)
 {
-    te_iter *order[4 + 3 * TE_MAX_DIMS];
+    te_iter *order[5 + 3 * TE_MAX_DIMS];
     int n = 0;
-    for (int q = 0; q < nouter; q++)
+    te_iter *koi = d->var_red >= 0 ? te_stage_reduce_axis(P, d->var_red) : NULL, *koo = NULL;
+    if (kc > 0 && koi && !TE__OK(g, te_split(P, koi, kc, &koo, &koi)))
+        return g->err;
+    for (int q = 0; q < nouter; q++) {
+        if (koo && q == kat)
+            order[n++] = koo;
         order[n++] = outer[q];
+    }
     for (int r = 0; r < d->nouter_red; r++)
         order[n++] = te_stage_reduce_axis(P, r);
-    te_iter *koi = d->var_red >= 0 ? te_stage_reduce_axis(P, d->var_red) : NULL;
-    if (kc > 0 && koi) {
-        te_iter *koo;
-        if (!TE__OK(g, te_split(P, koi, kc, &koo, &koi)))
-            return g->err;
+    if (koo && kat >= nouter)
         order[n++] = koo;
-    }
     order[n++] = i, order[n++] = j;
     for (int r = d->nouter_red; r < te_stage_nreduce(P); r++)
         order[n++] = r == d->var_red ? koi : te_stage_reduce_axis(P, r);
@@ -326,10 +334,20 @@ static int tz_apply(te__gen *g)
         return g->err;
     /* The tile loops, outermost first: (io, jo) or (jo, io); with column blocks of nc,
      * (jb, io, jm) or (jb, jm, io): a block of B stays in L2 while the rows go by. */
-    te_iter *outs[3 + TE_MAX_DIMS];
-    int nouter = 0;
+    te_iter *outs[4 + TE_MAX_DIMS];
+    int nouter = 0, ppos = -1; /* ppos: the parallel loop's place in outs */
     for (int a = 0; a < nd - 2; a++) /* leading axes (a batch, a convolution's rows) */
         outs[nouter++] = te_stage_axis(T, a);
+    if (par == 3) {
+        /* A band of row tiles per thread, outermost (after the leading axes). */
+        int64_t rows = te_iter_extent(io), nt = sp->target.num_cores > 0 ? sp->target.num_cores : 1;
+        te_iter *ip;
+        if (!TE__OK(g, te_split(T, io, (rows + nt - 1) / nt, &ip, &io)) ||
+            !TE__OK(g, te__parallel(T, ip)))
+            return g->err;
+        ppos = nouter;
+        outs[nouter++] = ip;
+    }
     if (nc > 0) {
         te_iter *jb, *jm;
         if (!TE__OK(g, te_split(T, jo, nc / tn, &jb, &jm)))
@@ -351,16 +369,20 @@ static int tz_apply(te__gen *g)
         for (int q = 1; q + 1 < nouter; q++)
             outs[q] = outs[q + 1];
         nouter--;
+        ppos = 0;
     } else if (par == 1) {
         int q = 0; /* the first loop with more than one iteration (a batch of 1 is not) */
         while (q + 1 < nouter && te_iter_extent(outs[q]) <= 1)
             q++;
         if (!TE__OK(g, te__parallel(T, outs[q])))
             return g->err;
+        ppos = q;
     }
     te_iter *inner = outs[nouter - 1];
+    /* The k blocks: before the two tile loops, inside the parallel loop. */
+    int kat = nouter - 2 > ppos + 1 ? nouter - 2 : ppos + 1;
     if (d->role_a)
-        return tz_product(g, T, ii, ji, d, in, kc, outs, nouter);
+        return tz_product(g, T, ii, ji, d, in, kc, outs, nouter, kat);
     /* An epilogue: each product computed per tile, the columns vectorized. */
     te_iter *jvo, *jvi;
     /* Lanes of the widest of the product and the output (a requantized u8 output would ask
@@ -395,7 +417,7 @@ static int tz_apply(te__gen *g)
         for (int a = 0; a < nd - 2; a++)
             lead[a] = te_stage_axis(P, a);
         int rc = tz_product(g, P, te_stage_axis(P, nd - 2), te_stage_axis(P, nd - 1), d, in, kc,
-                            lead, nd - 2);
+                            lead, nd - 2, nd - 2);
         if (rc)
             return rc;
     }

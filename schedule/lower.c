@@ -338,10 +338,18 @@ static bool find_load_fn(const te_expr *e, void *user)
  * the nest's loops) and the plain loop nest for the others. `value` is the stage's lowered
  * value, sidx its output index, update the guarded update, init_one one element's
  * initialization and init the initialization nest over the leaves from p on (p: the first
- * reduction leaf). Sets *top to kt. NULL on error (message on the context). */
+ * reduction leaf).
+ *
+ * When part of the reduction is outside the nest (a K-blocked product: the k blocks outside
+ * the tile loops, so a block of the operands stays in cache while the tiles go by), the call
+ * in the first iteration of those outer reduction loops is the overwrite form and the others
+ * the update form: every tile's first call writes its output instead of reading the zeros of
+ * an initialization pass over the whole block (which cost a write and a read of the output
+ * per block). *own_init is then set: the stage needs no initialization nest. Sets *top to
+ * kt. NULL on error (message on the context). */
 static te_stmt *tensorized_nest(lower_ctx *L, lstage *l, te_expr *const *sidx,
                                 const te__vec *guards, te_stmt *update, te_stmt *init_one,
-                                te_stmt *init, int p, int *top)
+                                te_stmt *init, int p, int *top, bool *own_init)
 {
     te_ctx *ctx = L->ctx;
     te_stage *st = l->st;
@@ -403,6 +411,26 @@ static te_stmt *tensorized_nest(lower_ctx *L, lstage *l, te_expr *const *sidx,
                                     m.var_extent);
     if (!call)
         return NULL;
+    if (is_red && !m.whole_reduction && in->c_overwrite && !guards->n) {
+        /* The first iteration of every serial reduction loop outside the nest overwrites. */
+        te_expr *first = NULL;
+        bool serial = true;
+        for (int k = 0; k < kt && serial; k++) {
+            te_iter *it = st->leaves.v[k];
+            if (!it->reduce)
+                continue;
+            serial = it->ann == TE_ANN_NONE || it->ann == TE_ANN_UNROLL;
+            te_expr *c = te_eq(ctx, it->var, te_int(ctx, 0));
+            first = first ? te_and(ctx, first, c) : c;
+        }
+        if (serial && first) {
+            te_stmt *ow = te__intrin_call(ctx, in, in->name, true, m.nops, addr, nfree, sdim, smul,
+                                          m.var_extent);
+            if (!ow || !(call = te__if(ctx, first, ow, call)))
+                return NULL;
+            *own_init = true;
+        }
+    }
     if (is_red && m.whole_reduction && !overwrite) {
         /* Zero the nest's output first, over its data-parallel loops. */
         te_stmt *z = init_one;
@@ -528,9 +556,11 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
     if (!(inner = guard(ctx, &all, update)))
         return NULL;
     if (st->tz) {
-        if (!(inner = tensorized_nest(L, l, sidx, &all, inner, init_one, init, p, &top)))
+        bool own_init = false;
+        if (!(inner = tensorized_nest(L, l, sidx, &all, inner, init_one, init, p, &top,
+                                      &own_init)))
             return NULL;
-        if (is_red && p >= top)
+        if (is_red && (p >= top || own_init))
             p = nl + 1; /* the nest initializes its own output */
     }
 

@@ -8,3 +8,9 @@ if(TARGET test_baselines)
   add_dependencies(test_baselines tessera_cli)
   set_tests_properties(test_baselines PROPERTIES TIMEOUT 300 LABELS bench)
 endif()
+
+# `tessera bench --only` with a name no workload starts with: a usage error naming the workloads.
+add_test(NAME bench_only_unknown_refused COMMAND tessera_cli bench --only no_such_workload)
+set_tests_properties(bench_only_unknown_refused PROPERTIES
+  PASS_REGULAR_EXPRESSION "no workload's name starts with it; the names: matmul mlp_gate softmax"
+  LABELS bench)

@@ -810,6 +810,11 @@ static void test_bench_json_fields(void **state)
         if (!strstr(out, fields[i]))
             fail_msg("no %s in\n%s", fields[i], out);
     assert_non_null(strstr(err, "OpenBLAS: core "));
+    /* An AMX row names the tile variant kept by the selection before timing (with and without
+     * software prefetches, tools/bench_lowp.c). */
+    const char *amx = strstr(out, "\"note\": \"tessera: amx_");
+    if (amx && !strstr(amx, "selection before timing"))
+        fail_msg("an AMX row without its prefetch-variant selection:\n%s", out);
     if (strstr(err, "oneDNN: not")) {
         assert_null(strstr(out, "\"ratio_onednn\""));
     } else {

@@ -220,6 +220,53 @@ static void test_amx_bf16_overwrite(void **state)
     te_ctx_free(p.ctx);
 }
 
+/* The lowered program of p's schedule as text (free() it). */
+static char *lowered_text(mm *p)
+{
+    te_lowered *f = te_lower(p->s, 3, (te_tensor *[]){p->A, p->B, p->C}, "tz", NULL);
+    if (!f)
+        fail_msg("lowering: %s", te_ctx_errmsg(p->ctx));
+    char *txt = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&txt, &len);
+    te_lowered_print(f, mf);
+    fclose(mf);
+    return txt;
+}
+
+/* K blocks outside the tile loops (koo, io, jo, ii, ji, koi, kk): each tile's call in the
+ * first k block is the overwrite form, the others the update form, and there is no pass that
+ * zeroes C first (a stage with guards, whose overhanging tiles run the plain nest, keeps the
+ * zeroing: schedule/lower.c). */
+static void test_k_blocks_outside_tiles(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"amx_bf16_32x32", "amx_bf16_32x32_nopf", "avx512bf16_4x32"};
+    for (int q = 0; q < 3; q++) {
+        const te_tensor_intrin *in = intrin(names[q]);
+        int tm = q < 2 ? 32 : 4;
+        mm p;
+        mm_build(&p, 64, 64, 96, 2, TE_BF16, TE_BF16, TE_F32);
+        te_stage *sc = p.sc;
+        te_iter *io, *ii, *jo, *ji, *koo, *koi, *kk = te_stage_reduce_axis(sc, 1);
+        assert_int_equal(te_split(sc, te_stage_axis(sc, 0), tm, &io, &ii), TE_OK);
+        assert_int_equal(te_split(sc, te_stage_axis(sc, 1), 32, &jo, &ji), TE_OK);
+        assert_int_equal(te_split(sc, te_stage_reduce_axis(sc, 0), 32, &koo, &koi), TE_OK);
+        assert_int_equal(te_reorder(sc, 7, (te_iter *[]){koo, io, jo, ii, ji, koi, kk}), TE_OK);
+        if (te_tensorize(sc, ii, in))
+            fail_msg("%s: %s", names[q], te_ctx_errmsg(p.ctx));
+        char *txt = lowered_text(&p);
+        char want[96];
+        snprintf(want, sizeof want, "%s[overwrite](&C[", names[q]);
+        if (!strstr(txt, want) || !strstr(txt, "ko_o == 0") || strstr(txt, "= 0.0"))
+            fail_msg("%s: expected the overwrite form in the first k block and no zeroing:\n%s",
+                     names[q], txt);
+        free(txt);
+        mm_build_and_check(&p, in, names[q]);
+        te_ctx_free(p.ctx);
+    }
+}
+
 static void test_amx_int8(void **state)
 {
     (void)state;
@@ -789,6 +836,7 @@ int main(void)
         cmocka_unit_test(test_amx_sources_compile_everywhere),
         cmocka_unit_test(test_amx_bf16_update),
         cmocka_unit_test(test_amx_bf16_overwrite),
+        cmocka_unit_test(test_k_blocks_outside_tiles),
         cmocka_unit_test(test_amx_int8),
         cmocka_unit_test(test_avx512),
         cmocka_unit_test(test_avx512_every_tile),

@@ -78,14 +78,16 @@ static int tensorize_product(te_stage *P, const te_tensor_intrin *in)
     return te_tensorize(P, te_stage_leaf(P, 0), in);
 }
 
-/* Builds our kernel for `kind` with the first intrinsic of `pref` the host has that fits, or
- * returns -1 (message on stderr). Weights: placeholders packed with the tile's width. */
-static int build(te_bench_lowp_kind kind, int M, int N, int K, int threads, lowp_kernel *k,
-                 int64_t *nb_out)
+/* Builds our kernel for `kind` with the first intrinsic of `pref` (NULL: this kind's list)
+ * the host has that fits, or returns -1 (message on stderr, unless `quiet`). Weights:
+ * placeholders packed with the tile's width. */
+static int build(te_bench_lowp_kind kind, int M, int N, int K, int threads, const char *const *pref,
+                 bool quiet, lowp_kernel *k, int64_t *nb_out)
 {
     te_target tgt = te_target_host();
     tgt.num_cores = threads;
-    const char *const *pref = kind == TE_BENCH_LOWP_U8S8 ? pref_u8s8 : pref_bf16;
+    if (!pref)
+        pref = kind == TE_BENCH_LOWP_U8S8 ? pref_u8s8 : pref_bf16;
     te_dtype ta = kind == TE_BENCH_LOWP_U8S8 ? TE_U8 : TE_BF16;
     te_dtype tb = kind == TE_BENCH_LOWP_U8S8 ? TE_I8 : TE_BF16;
     te_dtype acc = kind == TE_BENCH_LOWP_U8S8 ? TE_I32 : TE_F32;
@@ -159,11 +161,52 @@ static int build(te_bench_lowp_kind kind, int M, int N, int K, int threads, lowp
         *nb_out = tn;
         return 0;
     }
+    if (quiet)
+        return -1;
     fprintf(stderr,
             "tessera bench: no %s matrix instruction of this CPU fits %dx%dx%d (%s); row left "
             "out\n",
             kind == TE_BENCH_LOWP_U8S8 ? "int8" : "bf16", M, N, K, tgt.isa);
     return -1;
+}
+
+/* An AMX tile's two variants, with and without software prefetches of the next k step
+ * (schedule/intrin_x86.c): which one is faster depends on the CPU (1.25x either way on two
+ * AMX Xeons), so both are built and a short alternating measurement before the timed runs
+ * keeps the faster. The timed runs then measure only the kept one, so the choice does not
+ * select a lucky sample. Describes the choice in `chose` (empty when there is none). */
+static void choose_prefetch(te_bench_lowp_kind kind, int M, int N, int K, int threads, int64_t nb,
+                            lowp_kernel *k, double flop, char *chose, size_t cap)
+{
+    char twin[64];
+    snprintf(twin, sizeof twin, "%s_nopf", k->intrin);
+    const char *const one[2] = {twin, NULL};
+    lowp_kernel alt = {0};
+    int64_t nb2 = 0;
+    if (!te_tensor_intrin_find(twin) || build(kind, M, N, K, threads, one, true, &alt, &nb2) ||
+        nb2 != nb) {
+        if (alt.m)
+            te_module_free(alt.m), te_ctx_free(alt.ctx);
+        return;
+    }
+    memcpy(alt.args, k->args, sizeof alt.args);
+    alt.intrin = te_tensor_intrin_name(te_tensor_intrin_find(twin)); /* not the local name */
+    te_bl_run_fn fn[2] = {run_kernel, run_kernel};
+    void *arg[2] = {k, &alt};
+    double t[2];
+    if (te_bl_time_alternating(2, fn, arg, 3, t) != 0) {
+        te_module_free(alt.m), te_ctx_free(alt.ctx);
+        return;
+    }
+    int win = t[1] < t[0];
+    snprintf(chose, cap, " (over %s: %.0f vs %.0f GFLOP/s in a 3-run selection before timing)",
+             win ? k->intrin : alt.intrin, flop / t[win] * 1e-9, flop / t[!win] * 1e-9);
+    if (win) {
+        lowp_kernel tmp = *k;
+        *k = alt, alt = tmp;
+    }
+    te_module_free(alt.m);
+    te_ctx_free(alt.ctx);
 }
 
 /* The unfused oneDNN gate: two bf16 matmuls and an f32 pass y = silu(g) * u. */
@@ -195,7 +238,7 @@ int te_bench_lowp(te_bench_lowp_kind kind, int M, int N, int K, int threads, int
     te_bl_set_threads(threads);
     lowp_kernel k = {0};
     int64_t nb;
-    if (build(kind, M, N, K, threads, &k, &nb))
+    if (build(kind, M, N, K, threads, NULL, false, &k, &nb))
         return -1;
     bool i8 = kind == TE_BENCH_LOWP_U8S8, gate = kind == TE_BENCH_LOWP_GATE_BF16;
     size_t esz = i8 ? 1 : 2, mk = (size_t)M * K, kn = (size_t)K * N, mn = (size_t)M * N;
@@ -233,6 +276,9 @@ int te_bench_lowp(te_bench_lowp_kind kind, int M, int N, int K, int threads, int
     k.args[0] = x, k.args[1] = p1;
     k.args[2] = gate ? p3 : y;
     k.args[3] = y;
+    char chose[200] = "";
+    choose_prefetch(kind, M, N, K, threads, nb, &k, gate ? 4.0 * M * N * K : 2.0 * M * N * K, chose,
+                    sizeof chose);
     te_bl_lowp_kind lk = i8 ? TE_BL_LOWP_U8S8 : TE_BL_LOWP_BF16;
     te_bl_run_fn fn[4] = {run_kernel};
     void *arg[4] = {&k};
@@ -319,10 +365,10 @@ int te_bench_lowp(te_bench_lowp_kind kind, int M, int N, int K, int threads, int
                   : "matmul bf16",
              M, gate ? K : N, gate ? N : K);
     if (!*out->note)
-        snprintf(out->note, sizeof out->note, "tessera: %s", k.intrin);
+        snprintf(out->note, sizeof out->note, "tessera: %s%s", k.intrin, chose);
     else {
         size_t l = strlen(out->note);
-        snprintf(out->note + l, sizeof out->note - l, "; tessera: %s", k.intrin);
+        snprintf(out->note + l, sizeof out->note - l, "; tessera: %s%s", k.intrin, chose);
     }
     te_bl_lowp_free(dn[0]);
     te_bl_lowp_free(dn[1]);

@@ -951,6 +951,19 @@ int te_cmd_bench(int argc, char **argv)
         {"matmul_u8s8", 7, 1024, 1024, 1024},
         {"mlp_gate_bf16", 8, 256, 2816, 1024},
     };
+    bool any = !only;
+    for (size_t w = 0; w < sizeof work / sizeof work[0] && !any; w++)
+        any = strncmp(work[w].name, only, strlen(only)) == 0;
+    if (!any) {
+        fprintf(stderr,
+                "tessera bench: --only %s: no workload's name starts with it; the names:", only);
+        for (size_t w = 0; w < sizeof work / sizeof work[0]; w++)
+            if (!w || strcmp(work[w].name, work[w - 1].name))
+                fprintf(stderr, " %s", work[w].name);
+        fprintf(stderr, "\n");
+        te_db_close(db);
+        return 2;
+    }
     for (size_t w = 0; w < sizeof work / sizeof work[0]; w++) {
         if (only && strncmp(work[w].name, only, strlen(only)))
             continue;

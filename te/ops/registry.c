@@ -946,7 +946,9 @@ static const te_op_key keys_matmul_vnni[] = {
     K_REQ("m", "rows of C"),
     K_REQ("n", "columns of C"),
     K_REQ("k", "reduction extent (a multiple of group)"),
-    K_OPT("group", "4", "VNNI group g: Bp is [k / g, n, g]"),
+    K_OPT(
+        "group", "4",
+        "VNNI group g: Bp is [k / g, n, g] (the matrix instructions: 2 for bf16/f16, 4 for u8/i8)"),
     K_STR("a_dtype", "u8", "u8|i8|bf16|f16|f32"),
     K_STR("b_dtype", "auto", "auto|i8|u8|bf16|f16|f32")};
 static const te_op_key keys_conv2d_vnni[] = {
