@@ -335,7 +335,7 @@ static int tz_apply(te__gen *g)
     /* The tile loops, outermost first: (io, jo) or (jo, io); with column blocks of nc,
      * (jb, io, jm) or (jb, jm, io): a block of B stays in L2 while the rows go by. */
     te_iter *outs[4 + TE_MAX_DIMS];
-    int nouter = 0, ppos = -1; /* ppos: the parallel loop's place in outs */
+    int nouter = 0, ppos = -1;       /* ppos: the parallel loop's place in outs */
     for (int a = 0; a < nd - 2; a++) /* leading axes (a batch, a convolution's rows) */
         outs[nouter++] = te_stage_axis(T, a);
     if (par == 3) {

@@ -557,8 +557,7 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
         return NULL;
     if (st->tz) {
         bool own_init = false;
-        if (!(inner = tensorized_nest(L, l, sidx, &all, inner, init_one, init, p, &top,
-                                      &own_init)))
+        if (!(inner = tensorized_nest(L, l, sidx, &all, inner, init_one, init, p, &top, &own_init)))
             return NULL;
         if (is_red && (p >= top || own_init))
             p = nl + 1; /* the nest initializes its own output */
