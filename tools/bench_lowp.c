@@ -36,6 +36,7 @@ typedef struct lowp_kernel {
     te_packed_fn fn;
     void *args[4];
     const char *intrin;
+    char what[160]; /* intrin's text for a kernel from the database */
 } lowp_kernel;
 
 static void run_kernel(void *p)
@@ -231,14 +232,38 @@ static uint16_t bf16_of(double x)
     return te_f32_to_bf16(f);
 }
 
-int te_bench_lowp(te_bench_lowp_kind kind, int M, int N, int K, int threads, int reps,
+/* Our kernel from the database's best record of matmul_vnni (nb = 32), or -1. */
+static int build_db(te_db *db, te_bench_lowp_kind kind, int M, int N, int K, int threads,
+                    lowp_kernel *k, int64_t *nb_out)
+{
+    bool i8 = kind == TE_BENCH_LOWP_U8S8;
+    char params[160];
+    snprintf(params, sizeof params, "m=%d,n=%d,k=%d,a_dtype=%s,group=%d,nb=32", M, N, K,
+             i8 ? "u8" : "bf16", i8 ? 4 : 2);
+    te_ctx *ctx = te_ctx_create();
+    te_bench_db_kernel dk;
+    if (!ctx || te_bench_db_module(db, ctx, "matmul_vnni", params, threads, &dk)) {
+        te_ctx_free(ctx);
+        return -1;
+    }
+    k->ctx = ctx, k->m = dk.m;
+    k->fn = te_module_entry(k->m);
+    snprintf(k->what, sizeof k->what, "%s (tuned: the database's best record)",
+             *dk.intrin ? dk.intrin : "no intrinsic");
+    k->intrin = k->what;
+    *nb_out = 32;
+    return 0;
+}
+
+int te_bench_lowp(te_bench_lowp_kind kind, int M, int N, int K, int threads, int reps, te_db *db,
                   te_bench_row *out)
 {
     memset(out, 0, sizeof *out);
     te_bl_set_threads(threads);
     lowp_kernel k = {0};
     int64_t nb;
-    if (build(kind, M, N, K, threads, NULL, false, &k, &nb))
+    if (db && kind != TE_BENCH_LOWP_GATE_BF16 ? build_db(db, kind, M, N, K, threads, &k, &nb)
+                                              : build(kind, M, N, K, threads, NULL, false, &k, &nb))
         return -1;
     bool i8 = kind == TE_BENCH_LOWP_U8S8, gate = kind == TE_BENCH_LOWP_GATE_BF16;
     size_t esz = i8 ? 1 : 2, mk = (size_t)M * K, kn = (size_t)K * N, mn = (size_t)M * N;
@@ -277,8 +302,9 @@ int te_bench_lowp(te_bench_lowp_kind kind, int M, int N, int K, int threads, int
     k.args[2] = gate ? p3 : y;
     k.args[3] = y;
     char chose[200] = "";
-    choose_prefetch(kind, M, N, K, threads, nb, &k, gate ? 4.0 * M * N * K : 2.0 * M * N * K, chose,
-                    sizeof chose);
+    if (!db)
+        choose_prefetch(kind, M, N, K, threads, nb, &k, gate ? 4.0 * M * N * K : 2.0 * M * N * K,
+                        chose, sizeof chose);
     te_bl_lowp_kind lk = i8 ? TE_BL_LOWP_U8S8 : TE_BL_LOWP_BF16;
     te_bl_run_fn fn[4] = {run_kernel};
     void *arg[4] = {&k};

@@ -30,9 +30,12 @@ typedef enum {
  * oneDNN's matmul for the same dtypes (plain and packed weights; the strongest is the ratio's
  * baseline), alternating, medians of reps, on `threads` threads; for the gate, beside two
  * oneDNN bf16 matmuls plus an f32 silu pass, and our f32 gate (its figure and our ratio to it
- * in other_impl). Fills *out. Returns 0, or -1 with a message on stderr when the CPU has no
- * instruction for it (the row is then not filled). */
-int te_bench_lowp(te_bench_lowp_kind kind, int M, int N, int K, int threads, int reps,
+ * in other_impl). With db (not NULL; not for the gate), our kernel is instead operator
+ * matmul_vnni with weights in blocks of 32 columns (a_dtype bf16 / u8, group 2 / 4, nb=32)
+ * built from the database's best record. Fills *out. Returns 0, or -1 with a message on
+ * stderr when the CPU has no instruction for it or the database no record (the row is then
+ * not filled). */
+int te_bench_lowp(te_bench_lowp_kind kind, int M, int N, int K, int threads, int reps, te_db *db,
                   te_bench_row *out);
 
 #endif

@@ -39,6 +39,26 @@ int te_bench_write_report(const char *path, const te_bench_row *rows, int n, con
                           int nthreads, int reps, const char *openblas_note, const char *dn_note,
                           const char *load_note, const char *db_path);
 
+/* A kernel built from a tuning database's best record (`tessera bench --db`). */
+#include "tessera/backend.h"
+#include "tessera/ops.h"
+#include "tessera/tuning_db.h"
+typedef struct te_bench_db_kernel {
+    te_tensor *in[TE_OP_MAX_IO], *out[TE_OP_MAX_IO];
+    int n_in, n_out;
+    te_module *m;    /* arguments: the inputs, then the outputs; te_module_free it */
+    char key[512];   /* the workload key */
+    char intrin[64]; /* the tensor intrinsic its schedule calls, "" when none */
+} te_bench_db_kernel;
+
+/* Builds operator op with params (te_op_build) in ctx and compiles it for `threads` threads
+ * with the best schedule the database holds for it (one tuned on that many cores, else on
+ * the host's). Returns 0 (k filled; the tensors belong to ctx, the module to the caller), or
+ * 1 with a line on stderr when the database has no record. Exits on a build failure, as the
+ * benchmarks do (tools/cmd_bench.c). */
+int te_bench_db_module(te_db *db, te_ctx *ctx, const char *op, const char *params, int threads,
+                       te_bench_db_kernel *k);
+
 /* In a benchmark: exits with the file, line and the context's message when cond is false (a
  * kernel that cannot be built is a bug of the benchmark, not a measurement). Needs a te_ctx
  * named ctx, <stdio.h> and <stdlib.h>. */

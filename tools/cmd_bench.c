@@ -654,40 +654,69 @@ static int db_lookup_target(te_db *db, const char *key, int threads, te_target *
     return found;
 }
 
-/* Builds workload (op, params) from the database's best record and times it beside the
- * workload's baseline. Returns 0, or 1 when the database has no record (row not filled). */
-static int bench_db(te_db *db, const char *op, const char *params, int threads, int reps, row *out)
+int te_bench_db_module(te_db *db, te_ctx *ctx, const char *op, const char *params, int threads,
+                       te_bench_db_kernel *k)
 {
-    te_ctx *ctx = te_ctx_create();
-    te_tensor *in[TE_OP_MAX_IO], *outs[TE_OP_MAX_IO];
-    int n_in, n_out;
-    TE_BENCH_CHECK(te_op_build(ctx, op, params, in, &n_in, outs, &n_out) == TE_OK);
+    memset(k, 0, sizeof *k);
+    TE_BENCH_CHECK(te_op_build(ctx, op, params, k->in, &k->n_in, k->out, &k->n_out) == TE_OK);
     te_op_params kv;
-    char key[512];
     TE_BENCH_CHECK(te_op_params_parse(ctx, params, &kv) == TE_OK);
-    TE_BENCH_CHECK(te_op_workload_key(ctx, te_op_lookup(op), &kv, key, sizeof key) > 0);
+    TE_BENCH_CHECK(te_op_workload_key(ctx, te_op_lookup(op), &kv, k->key, sizeof k->key) > 0);
     te_target lookup;
-    if (!db_lookup_target(db, key, threads, &lookup)) {
-        fprintf(stderr, "  no record for %s in the database; skipped\n", key);
-        te_ctx_free(ctx);
+    if (!db_lookup_target(db, k->key, threads, &lookup)) {
+        fprintf(stderr, "  no record for %s in the database; skipped\n", k->key);
         return 1;
     }
     te_schedule *s = NULL;
     int from_db = 0;
     char why[512];
-    TE_BENCH_CHECK(te_tuner_best_schedule(ctx, db, key, n_out, outs, &lookup, &s, &from_db, why,
-                                          sizeof why) == TE_OK);
+    TE_BENCH_CHECK(te_tuner_best_schedule(ctx, db, k->key, k->n_out, k->out, &lookup, &s, &from_db,
+                                          why, sizeof why) == TE_OK);
     if (!from_db)
-        fprintf(stderr, "tessera: warning: %s: %s; using the default schedule\n", key, why);
+        fprintf(stderr, "tessera: warning: %s: %s; using the default schedule\n", k->key, why);
     te_target tgt = te_target_host();
     tgt.num_cores = threads;
-    te_module *m = NULL;
+    te_tensor *args[2 * TE_OP_MAX_IO];
+    for (int q = 0; q < k->n_in; q++)
+        args[q] = k->in[q];
+    for (int q = 0; q < k->n_out; q++)
+        args[k->n_in + q] = k->out[q];
+    TE_BENCH_CHECK(te_build(s, k->n_in + k->n_out, args, op, &tgt, &k->m) == TE_OK);
+    /* The tensor intrinsic the schedule calls, if any (the trace's last tensorize). */
+    const char *tr = te_schedule_trace(s), *t = tr, *last = NULL;
+    while (t && (t = strstr(t, "tensorize ")))
+        last = t, t += 10;
+    if (last) {
+        const char *e = strchr(last, '\n');
+        int len = e ? (int)(e - last) : (int)strlen(last);
+        const char *name = last + len;
+        while (name > last && name[-1] != ' ')
+            name--;
+        snprintf(k->intrin, sizeof k->intrin, "%.*s", (int)(last + len - name), name);
+    }
+    return 0;
+}
+
+/* Builds workload (op, params) from the database's best record and times it beside the
+ * workload's baseline. Returns 0, or 1 when the database has no record (row not filled). */
+static int bench_db(te_db *db, const char *op, const char *params, int threads, int reps, row *out)
+{
+    te_ctx *ctx = te_ctx_create();
+    te_bench_db_kernel dk;
+    if (te_bench_db_module(db, ctx, op, params, threads, &dk)) {
+        te_ctx_free(ctx);
+        return 1;
+    }
+    te_tensor **in = dk.in, **outs = dk.out;
+    int n_in = dk.n_in, n_out = dk.n_out;
+    te_module *m = dk.m;
     te_tensor *args[2 * TE_OP_MAX_IO];
     for (int q = 0; q < n_in; q++)
         args[q] = in[q];
     for (int q = 0; q < n_out; q++)
         args[n_in + q] = outs[q];
-    TE_BENCH_CHECK(te_build(s, n_in + n_out, args, op, &tgt, &m) == TE_OK);
+    te_op_params kv;
+    TE_BENCH_CHECK(te_op_params_parse(ctx, params, &kv) == TE_OK);
     void *bufs[2 * TE_OP_MAX_IO];
     for (int q = 0; q < n_in + n_out; q++)
         bufs[q] = rand_buf((size_t)te_tensor_numel(args[q]), 20u + (unsigned)q);
@@ -973,13 +1002,13 @@ int te_cmd_bench(int argc, char **argv)
             if (work[w].kind == 3) {
                 te_bench_attention(db, attn_seq ? attn_seq : work[w].m, work[w].n, work[w].k,
                                    threads[t], reps, &rows[n]);
-            } else if (db && work[w].kind >= 4) {
-                continue; /* gemv and low-precision rows: hand schedules only */
+            } else if (db && (work[w].kind == 4 || work[w].kind == 5 || work[w].kind == 8)) {
+                continue; /* gemv and the bf16 gate: hand schedules only */
             } else if (work[w].kind >= 6) {
                 static const te_bench_lowp_kind lk[] = {TE_BENCH_LOWP_BF16, TE_BENCH_LOWP_U8S8,
                                                         TE_BENCH_LOWP_GATE_BF16};
                 if (te_bench_lowp(lk[work[w].kind - 6], work[w].m, work[w].n, work[w].k, threads[t],
-                                  reps, &rows[n]) != 0)
+                                  reps, db, &rows[n]) != 0)
                     continue;
             } else if (db) {
                 char params[96];

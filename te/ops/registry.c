@@ -466,8 +466,15 @@ static int build_matmul_vnni(BUILD_ARGS)
                                 (long long)k, (long long)g);
     te_dtype da, db;
     vnni_dtypes_of(op, &r, &da, &db);
+    int64_t nb = I(op, &r, "nb");
+    if (nb < 0 || (nb && n % nb))
+        return te_ctx_set_error(ctx, TE_ERR_ARG,
+                                "matmul_vnni: nb = %lld does not divide n = %lld (0: unblocked "
+                                "weights)",
+                                (long long)nb, (long long)n);
     te_tensor *A = te_placeholder(ctx, "A", da, 2, (int64_t[]){m, k});
-    te_tensor *Bp = te_placeholder(ctx, "Bp", db, 3, (int64_t[]){k / g, n, g});
+    te_tensor *Bp = nb ? te_placeholder(ctx, "Bp", db, 4, (int64_t[]){n / nb, k / g, nb, g})
+                       : te_placeholder(ctx, "Bp", db, 3, (int64_t[]){k / g, n, g});
     te_tensor *ins[] = {A, Bp},
               *outs[] = {te_op_matmul_vnni(ctx, A, Bp, te_dtype_is_float(da) ? TE_F32 : TE_I32,
                                            "matmul_vnni")};
@@ -950,7 +957,10 @@ static const te_op_key keys_matmul_vnni[] = {
         "group", "4",
         "VNNI group g: Bp is [k / g, n, g] (the matrix instructions: 2 for bf16/f16, 4 for u8/i8)"),
     K_STR("a_dtype", "u8", "u8|i8|bf16|f16|f32"),
-    K_STR("b_dtype", "auto", "auto|i8|u8|bf16|f16|f32")};
+    K_STR("b_dtype", "auto", "auto|i8|u8|bf16|f16|f32"),
+    K_OPT("nb", "0",
+          "weights in column blocks of nb: Bp is [n / nb, k / g, nb, g] (te_op_pack_vnni_blocked; "
+          "nb = the tile's width keeps a tile's rows nb * g apart); 0: [k / g, n, g]")};
 static const te_op_key keys_conv2d_vnni[] = {
     K_REQ("n", "batch"),
     K_REQ("h", "input rows (padded)"),
