@@ -22,7 +22,7 @@ typedef struct te_bench_row {
      * computes (te_op_build's name and parameters; op "" when it is none). */
     double seconds;
     char op[24], params[96];
-    char note[160]; /* what else the row says ("tessera: amx_bf16_32x32"), "" when nothing */
+    char note[256]; /* what else the row says ("tessera: amx_bf16_32x32"), "" when nothing */
     bool lowp;      /* bf16/int8 on matrix instructions: the f32 FMA peak is no roof for it */
 } te_bench_row;
 
