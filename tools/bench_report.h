@@ -44,9 +44,10 @@ int te_bench_write_report(const char *path, const te_bench_row *rows, int n, con
 #include "tessera/ops.h"
 #include "tessera/tuning_db.h"
 typedef struct te_bench_db_kernel {
-    te_tensor *in[TE_OP_MAX_IO], *out[TE_OP_MAX_IO];
+    te_tensor *args[2 * TE_OP_MAX_IO]; /* the module's arguments: the inputs, then the outputs */
     int n_in, n_out;
-    te_module *m;    /* arguments: the inputs, then the outputs; te_module_free it */
+    te_op_params kv; /* the parsed parameters */
+    te_module *m;    /* te_module_free it */
     char key[512];   /* the workload key */
     char intrin[64]; /* the tensor intrinsic its schedule calls, "" when none */
 } te_bench_db_kernel;

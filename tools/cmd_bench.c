@@ -658,10 +658,12 @@ int te_bench_db_module(te_db *db, te_ctx *ctx, const char *op, const char *param
                        te_bench_db_kernel *k)
 {
     memset(k, 0, sizeof *k);
-    TE_BENCH_CHECK(te_op_build(ctx, op, params, k->in, &k->n_in, k->out, &k->n_out) == TE_OK);
-    te_op_params kv;
-    TE_BENCH_CHECK(te_op_params_parse(ctx, params, &kv) == TE_OK);
-    TE_BENCH_CHECK(te_op_workload_key(ctx, te_op_lookup(op), &kv, k->key, sizeof k->key) > 0);
+    te_tensor *outs[TE_OP_MAX_IO];
+    TE_BENCH_CHECK(te_op_build(ctx, op, params, k->args, &k->n_in, outs, &k->n_out) == TE_OK);
+    for (int q = 0; q < k->n_out; q++)
+        k->args[k->n_in + q] = outs[q];
+    TE_BENCH_CHECK(te_op_params_parse(ctx, params, &k->kv) == TE_OK);
+    TE_BENCH_CHECK(te_op_workload_key(ctx, te_op_lookup(op), &k->kv, k->key, sizeof k->key) > 0);
     te_target lookup;
     if (!db_lookup_target(db, k->key, threads, &lookup)) {
         fprintf(stderr, "  no record for %s in the database; skipped\n", k->key);
@@ -670,30 +672,19 @@ int te_bench_db_module(te_db *db, te_ctx *ctx, const char *op, const char *param
     te_schedule *s = NULL;
     int from_db = 0;
     char why[512];
-    TE_BENCH_CHECK(te_tuner_best_schedule(ctx, db, k->key, k->n_out, k->out, &lookup, &s, &from_db,
+    TE_BENCH_CHECK(te_tuner_best_schedule(ctx, db, k->key, k->n_out, outs, &lookup, &s, &from_db,
                                           why, sizeof why) == TE_OK);
     if (!from_db)
         fprintf(stderr, "tessera: warning: %s: %s; using the default schedule\n", k->key, why);
     te_target tgt = te_target_host();
     tgt.num_cores = threads;
-    te_tensor *args[2 * TE_OP_MAX_IO];
-    for (int q = 0; q < k->n_in; q++)
-        args[q] = k->in[q];
-    for (int q = 0; q < k->n_out; q++)
-        args[k->n_in + q] = k->out[q];
-    TE_BENCH_CHECK(te_build(s, k->n_in + k->n_out, args, op, &tgt, &k->m) == TE_OK);
-    /* The tensor intrinsic the schedule calls, if any (the trace's last tensorize). */
-    const char *tr = te_schedule_trace(s), *t = tr, *last = NULL;
-    while (t && (t = strstr(t, "tensorize ")))
-        last = t, t += 10;
-    if (last) {
-        const char *e = strchr(last, '\n');
-        int len = e ? (int)(e - last) : (int)strlen(last);
-        const char *name = last + len;
-        while (name > last && name[-1] != ' ')
-            name--;
-        snprintf(k->intrin, sizeof k->intrin, "%.*s", (int)(last + len - name), name);
-    }
+    TE_BENCH_CHECK(te_build(s, k->n_in + k->n_out, k->args, op, &tgt, &k->m) == TE_OK);
+    /* The tensor intrinsic the schedule calls, if any (its trace's tensorize line). */
+    char a[64], b[64], c[64];
+    for (const char *line = te_schedule_trace(s); line && *line;
+         line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+        if (sscanf(line, " tensorize %63s %63s %63s", a, b, c) == 3)
+            snprintf(k->intrin, sizeof k->intrin, "%s", c);
     return 0;
 }
 
@@ -707,27 +698,21 @@ static int bench_db(te_db *db, const char *op, const char *params, int threads, 
         te_ctx_free(ctx);
         return 1;
     }
-    te_tensor **in = dk.in, **outs = dk.out;
+    te_tensor **args = dk.args, **outs = dk.args + dk.n_in;
     int n_in = dk.n_in, n_out = dk.n_out;
     te_module *m = dk.m;
-    te_tensor *args[2 * TE_OP_MAX_IO];
-    for (int q = 0; q < n_in; q++)
-        args[q] = in[q];
-    for (int q = 0; q < n_out; q++)
-        args[n_in + q] = outs[q];
-    te_op_params kv;
-    TE_BENCH_CHECK(te_op_params_parse(ctx, params, &kv) == TE_OK);
+    const te_op_params *kv = &dk.kv;
     void *bufs[2 * TE_OP_MAX_IO];
     for (int q = 0; q < n_in + n_out; q++)
         bufs[q] = rand_buf((size_t)te_tensor_numel(args[q]), 20u + (unsigned)q);
     int64_t M = 0, N = 0, K = 0;
-    for (int i = 0; i < kv.n; i++) {
-        if (!strcmp(kv.p[i].key, "m"))
-            M = kv.p[i].ival;
-        else if (!strcmp(kv.p[i].key, "n"))
-            N = kv.p[i].ival;
-        else if (!strcmp(kv.p[i].key, "k"))
-            K = kv.p[i].ival;
+    for (int i = 0; i < kv->n; i++) {
+        if (!strcmp(kv->p[i].key, "m"))
+            M = kv->p[i].ival;
+        else if (!strcmp(kv->p[i].key, "n"))
+            N = kv->p[i].ival;
+        else if (!strcmp(kv->p[i].key, "k"))
+            K = kv->p[i].ival;
     }
     size_t mn = (size_t)te_tensor_numel(outs[0]);
     float *ref = rand_buf(mn, 40);
