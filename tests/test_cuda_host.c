@@ -745,6 +745,21 @@ static hrun run_handwritten(const char *src, int threads)
     return r;
 }
 
+/* Whether log holds one of the '|'-separated reports. */
+static bool has_report(const char *log, const char *reports)
+{
+    for (const char *r = reports; r && *r;) {
+        const char *bar = strchr(r, '|');
+        size_t len = bar ? (size_t)(bar - r) : strlen(r);
+        char one[128];
+        snprintf(one, sizeof one, "%.*s", (int)len, r);
+        if (strstr(log, one))
+            return true;
+        r = bar ? bar + 1 : NULL;
+    }
+    return false;
+}
+
 static void test_shim_reports_misaligned_vectors_and_bad_masks(void **state)
 {
     (void)state;
@@ -766,10 +781,12 @@ static void test_shim_reports_misaligned_vectors_and_bad_masks(void **state)
          "    if (threadIdx.x == 15 ? v == v : v != A[threadIdx.x + 1])\n"
          "        __builtin_trap();\n",
          16, NULL},
-        /* a thread that leaves the kernel while the others wait at __syncthreads */
+        /* a thread that leaves the kernel while the others wait at __syncthreads: the shim
+         * reports it at the barrier or at the thread's exit, whichever the threads' timing
+         * reaches first (cuda_shim.h; either report names the bug) */
         {"    if (threadIdx.x == 3)\n        return;\n    __syncthreads();\n"
          "    Y[threadIdx.x] = A[threadIdx.x];\n",
-         8, "__syncthreads() not reached by every thread"},
+         8, "__syncthreads() not reached by every thread|left the kernel while other threads"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char src[1024];
@@ -784,7 +801,7 @@ static void test_shim_reports_misaligned_vectors_and_bad_masks(void **state)
             fail_msg("case %zu does not compile:\n%s", i, r.log);
         if (!cases[i].report && r.ran != 0)
             fail_msg("case %zu failed:\n%s\n%s", i, src, r.log);
-        if (cases[i].report && (r.ran == 0 || !strstr(r.log, cases[i].report)))
+        if (cases[i].report && (r.ran == 0 || !has_report(r.log, cases[i].report)))
             fail_msg("case %zu: no '%s' report:\n%s\n%s", i, cases[i].report, src, r.log);
     }
 }
