@@ -314,8 +314,18 @@ int te_stage_nontemporal(te_stage *st, bool on)
 
 int te_prefetch(te_stage *st, te_iter *at, te_tensor *t, te_iter *ahead, int64_t dist)
 {
+    return te_prefetch_level(st, at, t, ahead, dist, 1);
+}
+
+int te_prefetch_level(te_stage *st, te_iter *at, te_tensor *t, te_iter *ahead, int64_t dist,
+                      int level)
+{
     if (!st || !at || !t || !ahead)
         return TE_ERR_ARG;
+    if (level < 1 || level > 3)
+        return TE__SERR(st->sched, TE_ERR_ARG,
+                        "te_prefetch: stage '%s': the cache level must be 1, 2 or 3, got %d",
+                        st->tensor->name, level);
     if (dist < 1 || dist > 1024)
         return TE__SERR(st->sched, TE_ERR_ARG,
                         "te_prefetch: stage '%s': the distance must be in [1, 1024], got %lld",
@@ -355,12 +365,15 @@ int te_prefetch(te_stage *st, te_iter *at, te_tensor *t, te_iter *ahead, int64_t
     te__prefetch *pf = te__alloc(st->sched->ctx, sizeof *pf);
     if (!pf)
         return TE_ERR_NOMEM;
-    *pf = (te__prefetch){at, ahead, t, dist};
+    *pf = (te__prefetch){at, ahead, t, dist, level};
     if (te__vec_push(st->sched->ctx, &st->prefetches, pf))
         return TE_ERR_NOMEM;
-    return te__trace_add(st->sched, "prefetch %s %s %s %s %s %lld", st->tensor->name, at->name,
-                         t->name, outer ? st->attach_stage->tensor->name : st->tensor->name,
-                         ahead->name, (long long)dist);
+    const char *as = outer ? st->attach_stage->tensor->name : st->tensor->name;
+    if (level == 1) /* level 1 keeps the line of traces recorded before levels existed */
+        return te__trace_add(st->sched, "prefetch %s %s %s %s %s %lld", st->tensor->name, at->name,
+                             t->name, as, ahead->name, (long long)dist);
+    return te__trace_add(st->sched, "prefetch %s %s %s %s %s %lld %d", st->tensor->name, at->name,
+                         t->name, as, ahead->name, (long long)dist, level);
 }
 
 int te_bind(te_stage *st, te_iter *x, te_thread_tag tag)

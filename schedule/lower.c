@@ -294,7 +294,7 @@ static te_stmt *with_prefetches(lower_ctx *L, lstage *l, int k, te_expr *value, 
             }
         }
         for (int i = nd - 1; i >= 0 && body; i--) {
-            te_expr *v = te__prefetch_var(ctx, "prefetch");
+            te_expr *v = te__prefetch_var(ctx, "prefetch", pf->level);
             body = v ? te__let(ctx, v, done[i], body) : NULL;
         }
     }

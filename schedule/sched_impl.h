@@ -65,11 +65,12 @@ struct te_stage {
 };
 
 /* te_prefetch: at the start of every iteration of the stage's leaf `at`, the elements of `t`
- * the stage reads there, `dist` iterations of `ahead` later, are prefetched. */
+ * the stage reads there, `dist` iterations of `ahead` later, are prefetched into cache `level`. */
 typedef struct te__prefetch {
     te_iter *at, *ahead;
     te_tensor *t;
     int64_t dist;
+    int level; /* te_prefetch_level: 1 L1, 2 L2, 3 last level */
 } te__prefetch;
 
 struct te_schedule {

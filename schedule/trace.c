@@ -12,7 +12,8 @@
  *   parallel S x             unroll_max S N             nontemporal S 0|1
  *   bind S x blockIdx.x|...|threadIdx.z                  rfactor S x
  *   storage_align S AXIS FACTOR OFFSET    double_buffer S     bind_reduce S x threadIdx.x|y|z
- *   prefetch S at T A ahead DIST  (A: S, or the stage S is computed in, whose loop is `ahead`)
+ *   prefetch S at T A ahead DIST [LEVEL]  (A: S, or the stage S is computed in, whose loop is
+ *                                `ahead`; LEVEL the cache level 2 or 3, absent for 1)
  *   tensorize S x INTRINSIC       (a registered tensor intrinsic, tessera/tensorize.h)
  *
  * S, P and R name stages (by the tensor they compute), T a tensor (a stage's or, for
@@ -261,7 +262,8 @@ static int apply_line(te_schedule *s, toks *tk)
         return op[0] == 'u' ? te_pragma_unroll_max(st, (int)a) : te_stage_nontemporal(st, a != 0);
     }
     if (!strcmp(op, "prefetch")) {
-        NEED(7);
+        if (n != 8)
+            NEED(7);
         te_stage *st = STAGE(1), *as = st ? STAGE(4) : NULL;
         te_iter *at = ITER(st, 2), *ahead = ITER(as, 5);
         if (rc)
@@ -274,7 +276,10 @@ static int apply_line(te_schedule *s, toks *tk)
                         tk->t[1], tk->t[3]);
         if (!parse_i64(tk->t[6], &a))
             return LERR(TE_ERR_ARG, "'prefetch': '%s' is not an integer", tk->t[6]);
-        return te_prefetch(st, at, t, ahead, a);
+        int64_t lv = 1;
+        if (n == 8 && (!parse_i64(tk->t[7], &lv) || lv < 1 || lv > 3))
+            return LERR(TE_ERR_ARG, "'prefetch': the cache level '%s' is not 1, 2 or 3", tk->t[7]);
+        return te_prefetch_level(st, at, t, ahead, a, (int)lv);
     }
     if (!strcmp(op, "tensorize")) {
         NEED(4);
@@ -651,17 +656,21 @@ char *te_trace_to_c(const char *trace, const char *sched_var)
             stage_var(tk.t[1], v, sizeof v);
             sb_printf(&b, "    if (rc == TE_OK) rc = te_stage_nontemporal(%s, %s);\n", v,
                       x ? "true" : "false");
-        } else if (!strcmp(op, "prefetch") && n == 7 && parse_i64(tk.t[6], &x)) {
+        } else if (!strcmp(op, "prefetch") && (n == 7 || n == 8) && parse_i64(tk.t[6], &x)) {
             use_stage(&b, d, sv, tk.t[1]);
             use_stage(&b, d, sv, tk.t[4]);
             char tv[160];
             tensor_ref(d, tk.t[3], tv, sizeof tv);
             stage_var(tk.t[1], v, sizeof v);
-            sb_printf(&b, "    if (rc == TE_OK) rc = te_prefetch(%s, ", v);
+            sb_printf(&b, "    if (rc == TE_OK) rc = te_prefetch%s(%s, ", n == 8 ? "_level" : "",
+                      v);
             iter_expr(&b, tk.t[1], tk.t[2]);
             sb_printf(&b, ", %s, ", tv);
             iter_expr(&b, tk.t[4], tk.t[5]);
-            sb_printf(&b, ", %lld);\n", (long long)x);
+            if (n == 8)
+                sb_printf(&b, ", %lld, %s);\n", (long long)x, tk.t[7]);
+            else
+                sb_printf(&b, ", %lld);\n", (long long)x);
         } else if (!strcmp(op, "tensorize") && n == 4) {
             use_stage(&b, d, sv, tk.t[1]);
             stage_var(tk.t[1], v, sizeof v);

@@ -126,9 +126,9 @@ te_expr *te__loop_var(te_ctx *ctx, const char *name, int64_t extent)
     return make_var(ctx, name, TE_I64, extent, TE_VAR_LOOP);
 }
 
-te_expr *te__prefetch_var(te_ctx *ctx, const char *name)
+te_expr *te__prefetch_var(te_ctx *ctx, const char *name, int level)
 {
-    return make_var(ctx, name, TE_I64, 0, TE_VAR_PREFETCH);
+    return make_var(ctx, name, TE_I64, level, TE_VAR_PREFETCH); /* the level in the extent */
 }
 
 te_expr *te_var(te_ctx *ctx, const char *name, te_dtype dtype)

@@ -221,8 +221,9 @@ static inline te_ctx *te__tensor_ctx(const te_tensor *t) { return t->home; }
 /* Expression helpers (te/expr.c). */
 te_expr *te__new_expr(te_ctx *ctx, te_expr_kind kind, te_dtype dtype);
 te_expr *te__loop_var(te_ctx *ctx, const char *name, int64_t extent);
-/* A TE_VAR_PREFETCH variable (the variable of a prefetch let). */
-te_expr *te__prefetch_var(te_ctx *ctx, const char *name);
+/* A TE_VAR_PREFETCH variable (the variable of a prefetch let) for cache level 1, 2 or 3 (kept in
+ * the variable's extent, which nothing else reads for such a variable). */
+te_expr *te__prefetch_var(te_ctx *ctx, const char *name, int level);
 te_expr *te__load(te_ctx *ctx, te_buf *buf, int n, te_expr *const *idx);
 te_expr *te__ramp(te_ctx *ctx, te_expr *base, int64_t stride, int lanes);
 te_expr *te__bcast(te_ctx *ctx, te_expr *v, int lanes);

@@ -215,7 +215,9 @@ void te__stmt_print(const te_stmt *s, FILE *f, int indent)
         fprintf(f, "%*sbarrier()\n", indent, "");
         break;
     case TE_S_LET:
-        if (s->u.let.var->u.var.vkind == TE_VAR_PREFETCH)
+        if (s->u.let.var->u.var.vkind == TE_VAR_PREFETCH && s->u.let.var->u.var.extent > 1)
+            fprintf(f, "%*sprefetch(L%lld) ", indent, "", (long long)s->u.let.var->u.var.extent);
+        else if (s->u.let.var->u.var.vkind == TE_VAR_PREFETCH)
             fprintf(f, "%*sprefetch ", indent, "");
         else
             fprintf(f, "%*slet %s = ", indent, "", s->u.let.var->u.var.name);

@@ -2,7 +2,8 @@
  * later iteration of the stage's own loop. The generated C issues __builtin_prefetch at the
  * chosen loop with the index clamped to the loop's last iteration; results are those of the
  * same schedule without it (and of the float64 reference); the trace replays and prints as C;
- * illegal requests are refused with the reason and leave the schedule as it was. */
+ * te_prefetch_level picks the cache level (the locality argument); illegal requests are refused
+ * with the reason and leave the schedule as it was. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -164,6 +165,58 @@ static void test_own_loop_distance(void **state)
     free(x), free(y), free(want);
 }
 
+/* te_prefetch_level: level 2 (L2) and 3 (last level) emit locality 2 and 1, the trace line gains
+ * the level as a last field (level 1 keeps the old 7-field line), replays and prints as C, and
+ * the results are those without the prefetch. */
+static void test_cache_level(void **state)
+{
+    (void)state;
+    tt_rng g;
+    tt_rng_seed(&g, tt_seed(7));
+    float *x = malloc(sizeof(float) * M * N), *y0 = malloc(sizeof(float) * M * N),
+          *y1 = malloc(sizeof(float) * M * N);
+    tt_fill_f32(&g, x, (size_t)M * N);
+    rowop plain;
+    build(&plain);
+    run(&plain, x, y0, NULL);
+    for (int level = 1; level <= 3; level++) {
+        rowop r;
+        build(&r);
+        assert_int_equal(te_prefetch_level(r.sexp, r.chunk, r.X, r.row, 1, level), TE_OK);
+        char *src = NULL, want[64];
+        run(&r, x, y1, &src);
+        snprintf(want, sizeof want, " * 96 + i1_o * 8], 0, %d);", 4 - level);
+        if (!strstr(src, want))
+            fail_msg("level %d: no '%s' in:\n%s", level, want, src);
+        assert_int_equal(memcmp(y0, y1, sizeof(float) * M * N), 0);
+        const char *line = strstr(te_schedule_trace(r.s), "prefetch ");
+        assert_non_null(line);
+        const char *end = strchr(line, '\n');
+        char text[160];
+        snprintf(text, sizeof text, "%.*s", end ? (int)(end - line) : (int)strlen(line), line);
+        char expect[160];
+        if (level == 1)
+            snprintf(expect, sizeof expect, "prefetch softmax_exp i1_o X softmax i0 1");
+        else
+            snprintf(expect, sizeof expect, "prefetch softmax_exp i1_o X softmax i0 1 %d", level);
+        assert_string_equal(text, expect);
+        rowop re;
+        build(&re);
+        assert_int_equal(te_schedule_apply_trace(re.s, line), TE_OK);
+        char *src2 = NULL;
+        run(&re, x, y1, &src2);
+        assert_string_equal(src, src2);
+        char *c = te_trace_to_c(te_schedule_trace(r.s), "s");
+        assert_non_null(c);
+        if (!strstr(c, level == 1 ? "te_prefetch(" : "te_prefetch_level("))
+            fail_msg("C translation of level %d:\n%s", level, c);
+        free(c), free(src), free(src2);
+        te_ctx_free(r.ctx), te_ctx_free(re.ctx);
+    }
+    te_ctx_free(plain.ctx);
+    free(x), free(y0), free(y1);
+}
+
 static void expect_refused(rowop *r, int rc, int code, const char *needle)
 {
     assert_int_equal(rc, code);
@@ -191,10 +244,20 @@ static void test_refusals(void **state)
     expect_refused(&r, te_prefetch(r.sexp, r.chunk, r.Y, r.row, 1), TE_ERR_SCHEDULE,
                    "does not read");
     assert_int_equal(te_prefetch(NULL, r.chunk, r.X, r.row, 1), TE_ERR_ARG);
+    expect_refused(&r, te_prefetch_level(r.sexp, r.chunk, r.X, r.row, 1, 4), TE_ERR_ARG,
+                   "cache level must be 1, 2 or 3");
+    expect_refused(&r, te_prefetch_level(r.sexp, r.chunk, r.X, r.row, 1, 0), TE_ERR_ARG,
+                   "cache level must be 1, 2 or 3");
     assert_string_equal(before, te_schedule_trace(r.s));
     /* A bad replay line names its fault. */
     assert_int_not_equal(te_schedule_apply_trace(r.s, "prefetch softmax_exp i1_o X softmax i0 x"),
                          TE_OK);
+    assert_int_not_equal(te_schedule_apply_trace(r.s, "prefetch softmax_exp i1_o X softmax i0 1 5"),
+                         TE_OK);
+    if (!strstr(te_ctx_errmsg(r.ctx), "cache level '5'"))
+        fail_msg("message: %s", te_ctx_errmsg(r.ctx));
+    te_ctx_clear_error(r.ctx);
+    assert_string_equal(before, te_schedule_trace(r.s));
     free(before);
     te_ctx_free(r.ctx);
 }
@@ -231,6 +294,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_next_row_prefetch_keeps_results),
         cmocka_unit_test(test_own_loop_distance),
+        cmocka_unit_test(test_cache_level),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_rowop_template_default),
     };

@@ -439,9 +439,12 @@ static void gen_let(emitter *em, const te_stmt *s)
 {
     const te_expr *var = s->u.let.var, *val = s->u.let.value;
     if (var->u.var.vkind == TE_VAR_PREFETCH) {
-        /* te_prefetch: the address of a scalar load, for reading, kept in every cache level. */
+        /* te_prefetch: the address of a scalar load, for reading, into cache level 1, 2 or 3
+         * (the variable's extent): locality 3, 2 or 1. */
+        int64_t lv = var->u.var.extent >= 1 && var->u.var.extent <= 3 ? var->u.var.extent : 1;
         if (val->kind == TE_E_LOAD && val->lanes == 1)
-            te__c_line(em, "__builtin_prefetch(&%s, 0, 3);", te__c_expr_text(em, val, 0));
+            te__c_line(em, "__builtin_prefetch(&%s, 0, %d);", te__c_expr_text(em, val, 0),
+                       (int)(4 - lv));
         te__c_gen_stmt(em, s->u.let.body);
         return;
     }
