@@ -26,7 +26,9 @@
  *   rowop    softmax, layer_norm, rms_norm: every producer computed inside the output's row
  *            loop (parallel). Knobs: vec (split of the last axis, vectorized), inline
  *            (elementwise producers inlined or kept as a row buffer), nt (streaming stores),
- *            rf (row reductions rfactored across the vector lanes, so they vectorize).
+ *            rf (row reductions rfactored into 1, 2 or 4 vectors of partial results, so
+ *            they vectorize and run that many dependency chains at once; 0 none), pf (the
+ *            next row prefetched into L2, L1, or not).
  *   eltwise  activations, broadcasting binaries, transpose, pad: producers inlined, rows
  *            fused, last axis split and vectorized. Knobs: vec, par (0 none, 1 rows, 2 rows
  *            and column blocks fused), unroll (unroll_max 0 or 16), nt.
@@ -594,22 +596,30 @@ static int row_init(te_space *sp)
     else
         knob(sp, "inline", 1, (int64_t[]){0});
     knob(sp, "nt", 2, (int64_t[]){0, 1});
-    bool rf = false;
+    /* rf: partial results of the row reductions in rf vectors of lanes (rfactor), 0 for none.
+     * More than one vector breaks the chain of dependent adds (4 cycles each): with one, the
+     * Kahan-compensated mean of layer norm is latency-bound, not memory-bound. */
+    int64_t rext = 0, rfs[4] = {0, 1, 2, 4};
     for (int q = 0; q < rd->nst; q++)
-        rf |= rd->rext[q] >= 2 * V;
-    knob(sp, "rf", rf ? 2 : 1, (int64_t[]){0, 1});
-    /* Prefetch of the next row (te_prefetch) from the last pass over a row before the output:
-     * first where the input is larger than a private L2 (it streams from memory), else last.
-     * Measured with the bench's schedule, 4096 x 4096 on one core: softmax 0.56 -> 0.72-0.79
-     * of memcpy, layer norm 0.58 -> 0.60-0.71. */
+        rext = rd->rext[q] > rext ? rd->rext[q] : rext;
+    int nrf = 1;
+    while (nrf < 4 && rext >= 2 * V * rfs[nrf])
+        nrf++;
+    knob(sp, "rf", nrf, rfs);
+    /* Prefetch of the next row (te_prefetch_level) from the last pass over a row before the
+     * output, into L2 (2) or L1 (1), or none (0): first where the input is larger than a private
+     * L2 (it streams from memory), else last. Measured with the bench's schedule, 4096 x 4096
+     * on one core: softmax 0.56 -> 0.72-0.79 of memcpy, layer norm 0.58 -> 0.60-0.71 (into L1);
+     * into L2, where it does not evict the row a pass works on, layer norm gained another
+     * 6-10% (Xeon with AMX, 48 KiB L1). */
     double in_bytes = 0;
     for (int i = 0; i < sp->n_in; i++)
         in_bytes += (double)te_tensor_numel(sp->ins[i]) * (double)te_dtype_size(sp->ins[i]->dtype);
     bool rows = O->shape[0] > 1;
     if (rows && in_bytes > 1024.0 * 1024.0)
-        knob(sp, "pf", 2, (int64_t[]){1, 0});
+        knob(sp, "pf", 3, (int64_t[]){2, 1, 0});
     else if (rows)
-        knob(sp, "pf", 2, (int64_t[]){0, 1});
+        knob(sp, "pf", 3, (int64_t[]){0, 2, 1});
     else
         knob(sp, "pf", 1, (int64_t[]){0});
     return TE_OK;
@@ -632,7 +642,7 @@ static te_iter *fuse_leading(te__gen *g, te_stage *T, int n)
  * innermost loop that is not vectorized (so the prefetches overlap that pass's compute);
  * T's own chunk loop when no other stage reads an input. A stage that cannot take it (a
  * loop too short, no input read) is passed over; nothing is prefetched when none can. */
-static void row_prefetch(te__gen *g, te_stage *T, te_iter *row)
+static void row_prefetch(te__gen *g, te_stage *T, te_iter *row, int level)
 {
     for (int q = te_schedule_nstages(g->s) - 1; q >= -1; q--) {
         te_stage *P = q >= 0 ? te_schedule_stage_at(g->s, q) : T;
@@ -641,7 +651,7 @@ static void row_prefetch(te__gen *g, te_stage *T, te_iter *row)
         int nl = te_stage_nleaves(P);
         te_iter *at = nl >= 2 ? te_stage_leaf(P, nl - 2) : NULL;
         for (int i = 0; at && at != row && i < g->sp->n_in; i++) {
-            if (te_prefetch(P, at, g->sp->ins[i], row, 1) == TE_OK)
+            if (te_prefetch_level(P, at, g->sp->ins[i], row, 1, level) == TE_OK)
                 return;
             te_ctx_clear_error(g->ctx);
         }
@@ -672,7 +682,10 @@ static int row_apply(te__gen *g)
             continue;
         te_stage *P = te_schedule_stage_by_name(g->s, rd->st[q]);
         te_iter *ko, *ki;
-        if (!TE__OK(g, te_split(P, te_stage_reduce_axis(P, 0), lanes, &ko, &ki)))
+        int64_t width = lanes * rf; /* at least two steps per partial result */
+        while (width > lanes && rd->rext[q] < 2 * width)
+            width /= 2;
+        if (!TE__OK(g, te_split(P, te_stage_reduce_axis(P, 0), width, &ko, &ki)))
             return g->err;
         te_tensor *R = te_rfactor(g->s, te_stage_tensor(P), ki);
         if (!R)
@@ -705,7 +718,7 @@ static int row_apply(te__gen *g)
         }
     }
     if (te__knob_val(g, 4))
-        row_prefetch(g, T, row);
+        row_prefetch(g, T, row, (int)te__knob_val(g, 4));
     return TE_OK;
 }
 

@@ -210,8 +210,10 @@ static te_reducer *make_kahan(te_ctx *ctx, te_dtype dt)
     te_expr *s1 = te_var(ctx, "s1", dt), *c1 = te_var(ctx, "c1", dt);
     te_expr *s2 = te_var(ctx, "s2", dt), *c2 = te_var(ctx, "c2", dt);
     /* The true sum of a state is s - c. Merging two states adds s2 - c1 - c2 to s1 with the
-     * classic compensated step; an element v is the state (v, 0). */
-    te_expr *yv = te_sub(ctx, s2, te_add(ctx, c1, c2));
+     * classic compensated step; an element v is the state (v, 0). Written (s2 - c1) - c2, so
+     * that for an element the compiler drops the "- 0" (exact in IEEE arithmetic; c1 + 0 is
+     * not, for c1 = -0) and the loop-carried chain is the classic four operations. */
+    te_expr *yv = te_sub(ctx, te_sub(ctx, s2, c1), c2);
     te_expr *t = te_add(ctx, s1, yv);
     te_expr *comb[2] = {t, te_sub(ctx, te_sub(ctx, t, s1), yv)};
     te_expr *id[2] = {te_const(ctx, dt, 0), te_const(ctx, dt, 0)};

@@ -64,6 +64,25 @@ static te_tensor *row_sum(te_ctx *ctx, const op_site *s, const char *suffix, int
     return op__tag(ctx, out[0], tag);
 }
 
+/* The row statistics of layer norm and RMS norm: the reductions sum (x, (x - mean)^2, x^2) and
+ * the division by the row length n is applied where the sum is read, `sum / n`, which the
+ * compiler computes once per row (loop-invariant) instead of once per element: a vector
+ * division costs 8-16 multiplications, and dividing every element (or multiplying by a
+ * rounded 1/n, which would move the operator's definition 3e-8 away from the exact mean) is
+ * what kept layer norm below memory speed. The stages keep their names (`_mean`, `_var`,
+ * `_ms`, which schedules and recorded traces refer to) and hold the row's sums. */
+static te_expr *per_n(te_ctx *ctx, te_expr *sum, te_dtype dt, int64_t n)
+{
+    return te_div(ctx, sum, te_const(ctx, dt, (double)n));
+}
+
+/* a / b for b constant along the row: a times 1/b, so the division is done once per row (the
+ * compiler hoists 1/b out of the row loop) instead of once per element; within one ulp of a / b. */
+static te_expr *div_row(te_ctx *ctx, te_expr *a, te_expr *b)
+{
+    return te_mul(ctx, a, te_div(ctx, te_const(ctx, b->dtype, 1), b));
+}
+
 te_tensor *te_op_softmax(te_ctx *ctx, te_tensor *X, int axis, const char *name)
 {
     if (!ctx)
@@ -88,7 +107,7 @@ te_tensor *te_op_softmax(te_ctx *ctx, te_tensor *X, int axis, const char *name)
         stage(ctx, &s, "sum", r, oa, te_sum(ctx, te_read(ctx, E, r, ia), 1, &k), "softmax_sum");
     if (!S || !elem_axes(ctx, X, axis, ax, i1))
         return NULL;
-    te_expr *y = te_div(ctx, te_read(ctx, E, r, ax), te_read(ctx, S, r, i1));
+    te_expr *y = div_row(ctx, te_read(ctx, E, r, ax), te_read(ctx, S, r, i1));
     return stage(ctx, &s, NULL, r, ax, y, "softmax");
 }
 
@@ -137,26 +156,28 @@ te_tensor *te_op_layer_norm(te_ctx *ctx, te_tensor *X, te_tensor *gamma, te_tens
         return NULL;
     int r = te_tensor_ndim(X);
     te_dtype dt = te_tensor_dtype(X);
-    te_expr *N = te_const(ctx, dt, (double)te_tensor_shape(X)[axis]);
+    int64_t n = te_tensor_shape(X)[axis];
     te_expr *oa[TE_MAX_DIMS], *ia[TE_MAX_DIMS], *k;
     if (!keep_axes(ctx, X, axis, oa, ia, &k))
         return NULL;
-    te_tensor *mean = row_sum(ctx, &s, "mean", r, oa, te_div(ctx, te_read(ctx, X, r, ia), N), k,
-                              "layer_norm_mean");
+    te_tensor *mean = row_sum(ctx, &s, "mean", r, oa, te_read(ctx, X, r, ia), k,
+                              "layer_norm_mean"); /* the row's sum: the mean is mean / n */
     te_expr *mi[TE_MAX_DIMS];
     if (!mean || !keep_axes(ctx, X, axis, oa, ia, &k))
         return NULL;
     for (int d = 0; d < r; d++)
         mi[d] = d == axis ? te_int(ctx, 0) : oa[d];
-    te_expr *dev = te_sub(ctx, te_read(ctx, X, r, ia), te_read(ctx, mean, r, mi));
-    te_tensor *var =
-        row_sum(ctx, &s, "var", r, oa, te_div(ctx, te_mul(ctx, dev, dev), N), k, "layer_norm_var");
+    te_expr *dev =
+        te_sub(ctx, te_read(ctx, X, r, ia), per_n(ctx, te_read(ctx, mean, r, mi), dt, n));
+    te_tensor *var = row_sum(ctx, &s, "var", r, oa, te_mul(ctx, dev, dev), k,
+                             "layer_norm_var"); /* the sum of squared deviations */
     te_expr *ax[TE_MAX_DIMS], *i1[TE_MAX_DIMS];
     if (!var || !elem_axes(ctx, X, axis, ax, i1))
         return NULL;
-    te_expr *y =
-        te_mul(ctx, te_sub(ctx, te_read(ctx, X, r, ax), te_read(ctx, mean, r, i1)),
-               te_rsqrt(ctx, te_add(ctx, te_read(ctx, var, r, i1), te_const(ctx, dt, eps))));
+    te_expr *y = te_mul(
+        ctx, te_sub(ctx, te_read(ctx, X, r, ax), per_n(ctx, te_read(ctx, mean, r, i1), dt, n)),
+        te_rsqrt(ctx,
+                 te_add(ctx, per_n(ctx, te_read(ctx, var, r, i1), dt, n), te_const(ctx, dt, eps))));
     if (gamma)
         y = te_mul(ctx, y, TE_AT(ctx, gamma, ax[axis]));
     if (beta)
@@ -177,19 +198,19 @@ te_tensor *te_op_rms_norm(te_ctx *ctx, te_tensor *X, te_tensor *gamma, double ep
         return op__fail(&s, TE_ERR_ARG, "eps %g must be >= 0", eps);
     int r = te_tensor_ndim(X);
     te_dtype dt = te_tensor_dtype(X);
-    te_expr *N = te_const(ctx, dt, (double)te_tensor_shape(X)[axis]);
+    int64_t n = te_tensor_shape(X)[axis];
     te_expr *oa[TE_MAX_DIMS], *ia[TE_MAX_DIMS], *k;
     if (!keep_axes(ctx, X, axis, oa, ia, &k))
         return NULL;
     te_expr *x = te_read(ctx, X, r, ia);
-    te_tensor *ms =
-        row_sum(ctx, &s, "ms", r, oa, te_div(ctx, te_mul(ctx, x, x), N), k, "rms_norm_ms");
+    te_tensor *ms = row_sum(ctx, &s, "ms", r, oa, te_mul(ctx, x, x), k,
+                            "rms_norm_ms"); /* the sum of squares: the mean square is ms / n */
     te_expr *ax[TE_MAX_DIMS], *i1[TE_MAX_DIMS];
     if (!ms || !elem_axes(ctx, X, axis, ax, i1))
         return NULL;
-    te_expr *y =
-        te_mul(ctx, te_read(ctx, X, r, ax),
-               te_rsqrt(ctx, te_add(ctx, te_read(ctx, ms, r, i1), te_const(ctx, dt, eps))));
+    te_expr *y = te_mul(ctx, te_read(ctx, X, r, ax),
+                        te_rsqrt(ctx, te_add(ctx, per_n(ctx, te_read(ctx, ms, r, i1), dt, n),
+                                             te_const(ctx, dt, eps))));
     if (gamma)
         y = te_mul(ctx, y, TE_AT(ctx, gamma, ax[axis]));
     return stage(ctx, &s, NULL, r, ax, y, "rms_norm");
@@ -424,8 +445,8 @@ te_tensor *te_op_softmax_online(te_ctx *ctx, te_tensor *X, int axis, const char 
     /* A fully masked row (every element -inf) has max -inf: its outputs are 0, not
      * exp(-inf - -inf) = NaN. */
     te_expr *m = te_read(ctx, st[0], r, i1);
-    te_expr *y = te_div(ctx, te_exp(ctx, te_sub(ctx, te_read(ctx, X, r, ax), m)),
-                        te_read(ctx, st[1], r, i1));
+    te_expr *y = div_row(ctx, te_exp(ctx, te_sub(ctx, te_read(ctx, X, r, ax), m)),
+                         te_read(ctx, st[1], r, i1));
     y = te_select(ctx, te_eq(ctx, m, te_const(ctx, dt, -INFINITY)), te_const(ctx, dt, 0), y);
     return stage(ctx, &s, NULL, r, ax, y, "softmax_online");
 }
