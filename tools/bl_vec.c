@@ -8,6 +8,7 @@
  */
 #include "tools/bl_vec.h"
 
+#include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
@@ -303,4 +304,70 @@ void te_bl_layer_norm_rows(const float *x, float *o, int64_t rows, int64_t n, do
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++)
         DISPATCH(layer_norm, (x + r * n, o + r * n, n, eps, g, b));
+}
+
+/* ---- Streaming copy ----------------------------------------------------------------------- */
+
+/* n bytes with non-temporal (streaming) stores: the destination's lines are written without
+ * being read first (a cached store reads each line before writing it, a third stream of
+ * traffic), which is what a kernel with streaming stores competes with. 64-byte blocks where
+ * both pointers are 64-byte aligned (AVX-512) or 32-byte blocks of 32-byte aligned ones
+ * (AVX), memcpy for the rest and on CPUs with neither. */
+__attribute__((target("avx512f"))) static size_t stream_avx512(char *d, const char *s, size_t n)
+{
+    size_t i = 0;
+    for (; i + 256 <= n; i += 256) {
+        __m512 a = _mm512_load_ps((const float *)(s + i)),
+               b = _mm512_load_ps((const float *)(s + i + 64));
+        __m512 c = _mm512_load_ps((const float *)(s + i + 128)),
+               e = _mm512_load_ps((const float *)(s + i + 192));
+        _mm512_stream_ps((float *)(d + i), a);
+        _mm512_stream_ps((float *)(d + i + 64), b);
+        _mm512_stream_ps((float *)(d + i + 128), c);
+        _mm512_stream_ps((float *)(d + i + 192), e);
+    }
+    _mm_sfence();
+    return i;
+}
+
+__attribute__((target("avx"))) static size_t stream_avx(char *d, const char *s, size_t n)
+{
+    size_t i = 0;
+    for (; i + 128 <= n; i += 128) {
+        __m256 a = _mm256_load_ps((const float *)(s + i)),
+               b = _mm256_load_ps((const float *)(s + i + 32));
+        __m256 c = _mm256_load_ps((const float *)(s + i + 64)),
+               e = _mm256_load_ps((const float *)(s + i + 96));
+        _mm256_stream_ps((float *)(d + i), a);
+        _mm256_stream_ps((float *)(d + i + 32), b);
+        _mm256_stream_ps((float *)(d + i + 64), c);
+        _mm256_stream_ps((float *)(d + i + 96), e);
+    }
+    _mm_sfence();
+    return i;
+}
+
+void te_bl_stream_copy(void *dst, const void *src, size_t n)
+{
+    char *d = dst;
+    const char *s = src;
+    size_t done = 0;
+    uintptr_t al = (uintptr_t)d | (uintptr_t)s;
+    if (isa() == 2 && al % 64 == 0)
+        done = stream_avx512(d, s, n);
+    else if (__builtin_cpu_supports("avx") && al % 32 == 0)
+        done = stream_avx(d, s, n);
+    memcpy(d + done, s + done, n - done);
+}
+
+void te_bl_stream_copy_par(void *dst, const void *src, size_t n)
+{
+    enum { BLOCK = 64 << 10 }; /* a multiple of 256, so every block start stays aligned */
+    long blocks = (long)((n + BLOCK - 1) / BLOCK);
+    (void)isa();
+#pragma omp parallel for schedule(static)
+    for (long b = 0; b < blocks; b++) {
+        size_t lo = (size_t)b * BLOCK, len = n - lo < BLOCK ? n - lo : BLOCK;
+        te_bl_stream_copy((char *)dst + lo, (const char *)src + lo, len);
+    }
 }

@@ -41,4 +41,14 @@ void te_bl_softmax_rows(const float *x, float *o, int64_t rows, int64_t n, float
 void te_bl_layer_norm_rows(const float *x, float *o, int64_t rows, int64_t n, double eps,
                            const float *g, const float *b);
 
+/* Copies n bytes with streaming (non-temporal) stores where the CPU has AVX-512 or AVX and both
+ * pointers are aligned to the vector, memcpy otherwise (and for the tail). The copy bandwidth
+ * the row operations and skinny products are compared with is the faster of this and memcpy:
+ * glibc's memcpy streams only above a threshold set from the last-level cache size, which a
+ * virtual machine may report as hundreds of MiB, and a cached copy then moves 1.5 times the
+ * bytes (every destination line is read before it is written). _par splits the bytes over the
+ * OpenMP threads in effect, in blocks of 64 KiB; te_bl_stream_copy runs in the calling thread. */
+void te_bl_stream_copy(void *dst, const void *src, size_t n);
+void te_bl_stream_copy_par(void *dst, const void *src, size_t n);
+
 #endif

@@ -12,6 +12,8 @@
 
 #include "tools/peak.h"
 
+#include "tools/bl_vec.h"
+
 #define DEFAULT_ITERS 20000000L
 
 static double now_s(void)
@@ -212,22 +214,29 @@ double te_peak_copy_gbps(int threads, size_t bytes, int runs)
         return -1;
     }
     /* Run 0 touches the pages (each thread its own share, as in the timed runs) and is not
-     * counted. */
-    for (int r = 0; r <= runs; r++) {
-        double t0 = now_s();
+     * counted. memcpy and the streaming copy alternate (copy 0 and 1); the faster median
+     * counts. */
+    double med = INFINITY;
+    for (int copy = 0; copy < 2; copy++) {
+        for (int r = 0; r <= runs; r++) {
+            double t0 = now_s();
 #pragma omp parallel num_threads(threads)
-        {
-            size_t off = share * (size_t)omp_get_thread_num();
-            if (r == 0)
-                memset(src + off, 1 + omp_get_thread_num(), share);
-            memcpy(dst + off, src + off, share);
+            {
+                size_t off = share * (size_t)omp_get_thread_num();
+                if (r == 0 && copy == 0)
+                    memset(src + off, 1 + omp_get_thread_num(), share);
+                if (copy)
+                    te_bl_stream_copy(dst + off, src + off, share);
+                else
+                    memcpy(dst + off, src + off, share);
+            }
+            t[r] = now_s() - t0;
         }
-        t[r] = now_s() - t0;
+        qsort(t + 1, (size_t)runs, sizeof t[0], cmp_double);
+        med = t[1 + runs / 2] < med ? t[1 + runs / 2] : med;
     }
     volatile char sink = dst[total - 1];
     (void)sink;
-    qsort(t + 1, (size_t)runs, sizeof t[0], cmp_double);
-    double med = t[1 + runs / 2];
     free(src);
     free(dst);
     free(t);

@@ -30,9 +30,10 @@ double te_peak_fma(int is_f64, te_peak_isa isa, int threads, long iters, int run
  * 0, 7). Takes about a second per run on a 2-core machine. */
 double te_peak_fma_gflops(int threads, int *lanes_out);
 
-/* Measured copy bandwidth in GB/s (bytes read plus bytes written, per second) of a memcpy of
+/* Measured copy bandwidth in GB/s (bytes read plus bytes written, per second) of a copy of
  * `bytes` bytes (rounded up to 4 KiB; 0 = 256 MiB, far beyond the caches) split evenly over
- * `threads` OpenMP threads, each copying its part: the median of `runs` runs (odd; 7 when <= 0)
+ * `threads` OpenMP threads, each copying its part: the faster of memcpy and the streaming copy
+ * (te_bl_stream_copy, non-temporal stores), each the median of `runs` runs (odd; 7 when <= 0),
  * after one untimed run that touches the pages. Returns a negative value when the buffers
  * cannot be allocated. */
 double te_peak_copy_gbps(int threads, size_t bytes, int runs);
