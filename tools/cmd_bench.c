@@ -470,6 +470,22 @@ static int bench_rowop(const char *op, int M, int N, int threads, int reps, row 
         TE_BENCH_CHECK(te_reorder(srf, 2, (te_iter *[]){te_stage_reduce_axis(srf, 0), lane}) ==
                        TE_OK);
         TE_BENCH_CHECK(te_vectorize(srf, lane) == TE_OK);
+        if (N >= 128) {
+            /* The four vectors fold into one lane-wise first (a second rfactor), then its 16
+             * lanes: a fold of all 64 partial results one after the other is a chain of 64
+             * dependent steps (4 operations each for the Kahan pairs of layer norm), which
+             * cost as much as the pass over the row. */
+            te_iter *fo, *fi;
+            TE_BENCH_CHECK(te_split(st, te_stage_reduce_axis(st, 0), 16, &fo, &fi) == TE_OK);
+            te_tensor *rf2 = te_rfactor(s, reds[q], fi);
+            TE_BENCH_CHECK(rf2);
+            te_stage *s2 = te_schedule_stage(s, rf2);
+            te_iter *l2 = te_stage_axis(s2, te_tensor_ndim(rf2) - 1);
+            TE_BENCH_CHECK(te_reorder(s2, 2, (te_iter *[]){te_stage_reduce_axis(s2, 0), l2}) ==
+                           TE_OK);
+            TE_BENCH_CHECK(te_vectorize(s2, l2) == TE_OK);
+            TE_BENCH_CHECK(te_unroll(s2, te_stage_reduce_axis(s2, 0)) == TE_OK);
+        }
         /* The partial results fold in straight-line code, so they stay in registers. */
         TE_BENCH_CHECK(te_unroll(st, te_stage_reduce_axis(st, 0)) == TE_OK);
     }
@@ -484,15 +500,17 @@ static int bench_rowop(const char *op, int M, int N, int threads, int reps, row 
             TE_BENCH_CHECK(te_vectorize(st, b) == TE_OK);
         }
     }
-    /* The next row's input, a cache line at a time, while this row is computed: issued from
-     * the last pass over the row before the output that reads the input (at its innermost
-     * loop that is not vectorized), so that the prefetches overlap compute (the exponentials
-     * of softmax, the variance of layer norm) and the next row's first pass finds the row in
-     * cache instead of waiting on DRAM. Issued from the first pass, which waits on memory
-     * itself, softmax gained 0.56 -> 0.61 of memcpy; from the exponentials, 0.79. */
+    /* The next row's input, a cache line at a time, into L2, while this row is computed:
+     * issued from the last pass over the row that reads the input (at its innermost loop that
+     * is not vectorized): the output pass where it reads the input (layer norm), so that the
+     * next row's reads overlap this row's streaming stores (which otherwise drain alone:
+     * 12.3 -> 13.7 GB/s on one core of a Xeon), else the last pass before it (softmax's
+     * exponentials), so that they overlap compute and the next row's first pass finds the
+     * row in cache instead of waiting on DRAM. Issued from the first pass, which waits on
+     * memory itself, softmax gained 0.56 -> 0.61 of memcpy; from the exponentials, 0.79. */
     bool prefetched = false;
-    for (int q = te_schedule_nstages(s) - 2; q >= -1 && !prefetched; q--) {
-        te_stage *st = q >= 0 ? te_schedule_stage_at(s, q) : sy;
+    for (int q = te_schedule_nstages(s) - 1; q >= 0 && !prefetched; q--) {
+        te_stage *st = te_schedule_stage_at(s, q);
         int nl = te_stage_nleaves(st);
         te_iter *at = nl >= 2 ? te_stage_leaf(st, nl - 2) : NULL;
         prefetched = at && at != row_it && te_prefetch_level(st, at, in[0], row_it, 1, 2) == TE_OK;
