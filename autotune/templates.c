@@ -704,6 +704,23 @@ static int row_apply(te__gen *g)
         if (!TE__OK(g, te_reorder(sr, 2, (te_iter *[]){te_stage_reduce_axis(sr, 0), lane})) ||
             !TE__OK(g, te_vectorize(sr, lane)))
             return g->err;
+        if (width == lanes)
+            continue;
+        /* Several vectors of partial results fold lane-wise first (a second rfactor), then the
+         * lanes of one: folding all of them one after the other is a chain of dependent steps
+         * as long as the pass (4 operations a step for the Kahan pairs of layer norm). */
+        te_iter *fo, *fi;
+        if (!TE__OK(g, te_split(P, te_stage_reduce_axis(P, 0), lanes, &fo, &fi)))
+            return g->err;
+        te_tensor *R2 = te_rfactor(g->s, te_stage_tensor(P), fi);
+        if (!R2)
+            return te__gen_fail(g, TE_ERR_SCHEDULE);
+        te_stage *s2 = te_schedule_stage(g->s, R2);
+        te_iter *l2 = te_stage_axis(s2, te_tensor_ndim(R2) - 1);
+        if (!TE__OK(g, te_reorder(s2, 2, (te_iter *[]){te_stage_reduce_axis(s2, 0), l2})) ||
+            !TE__OK(g, te_vectorize(s2, l2)) ||
+            !TE__OK(g, te_unroll(s2, te_stage_reduce_axis(s2, 0))))
+            return g->err;
     }
     /* Every producer inside the row loop, consumers first (rfactor stages included). */
     for (int q = te_schedule_nstages(g->s) - 1; q >= 0; q--) {
