@@ -28,8 +28,8 @@
  *            (elementwise producers inlined or kept as a row buffer), nt (streaming stores),
  *            rf (row reductions rfactored into 1, 2 or 4 vectors of partial results, so
  *            they vectorize and run that many dependency chains at once; 0 none), pf (the
- *            next row prefetched into L2, L1, or not), pfout (from the output pass or the
- *            last pass before it).
+ *            next row prefetched into L1 or L2 from the last pass before the output (1, 2)
+ *            or from the output pass (3, 4), or not (0)).
  *   eltwise  activations, broadcasting binaries, transpose, pad: producers inlined, rows
  *            fused, last axis split and vectorized. Knobs: vec, par (0 none, 1 rows, 2 rows
  *            and column blocks fused), unroll (unroll_max 0 or 16), nt.
@@ -616,16 +616,19 @@ static int row_init(te_space *sp)
     double in_bytes = 0;
     for (int i = 0; i < sp->n_in; i++)
         in_bytes += (double)te_tensor_numel(sp->ins[i]) * (double)te_dtype_size(sp->ins[i]->dtype);
-    bool rows = O->shape[0] > 1;
-    if (rows && in_bytes > 1024.0 * 1024.0)
+    /* 3 and 4: L1 and L2 from the output pass (row_prefetch's out_first), offered where the
+     * output pass reads an input (layer norm; softmax's reads only the exponentials). */
+    bool rows = O->shape[0] > 1, out_reads = false;
+    for (int i = 0; i < sp->n_in; i++)
+        out_reads |= O->body && te__expr_reads(O->body, sp->ins[i]);
+    if (rows && in_bytes > 1024.0 * 1024.0 && out_reads)
+        knob(sp, "pf", 5, (int64_t[]){4, 2, 1, 0, 3});
+    else if (rows && in_bytes > 1024.0 * 1024.0)
         knob(sp, "pf", 3, (int64_t[]){2, 1, 0});
     else if (rows)
-        knob(sp, "pf", 3, (int64_t[]){0, 2, 1});
+        knob(sp, "pf", out_reads ? 5 : 3, (int64_t[]){0, 2, 1, 4, 3});
     else
         knob(sp, "pf", 1, (int64_t[]){0});
-    /* pfout: the prefetch issued from the output pass first (1) or from the last pass before
-     * it (0); see row_prefetch. */
-    knob(sp, "pfout", rows ? 2 : 1, (int64_t[]){1, 0});
     return TE_OK;
 }
 
@@ -743,8 +746,9 @@ static int row_apply(te__gen *g)
                 return g->err;
         }
     }
-    if (te__knob_val(g, 4))
-        row_prefetch(g, T, row, (int)te__knob_val(g, 4), te__knob_val(g, 5) != 0);
+    int64_t pf = te__knob_val(g, 4);
+    if (pf)
+        row_prefetch(g, T, row, (int)(pf > 2 ? pf - 2 : pf), pf > 2);
     return TE_OK;
 }
 
