@@ -670,6 +670,26 @@ static void row_prefetch(te__gen *g, te_stage *T, te_iter *row, int level, bool 
     }
 }
 
+/* The reduction of P split by `width` and its inner part rfactored: a stage of `width` partial
+ * results (its last axis, vectorized), reduced over the outer part. NULL with g's error. */
+static te_stage *rf_lanes(te__gen *g, te_stage *P, int64_t width)
+{
+    te_iter *ko, *ki;
+    if (!TE__OK(g, te_split(P, te_stage_reduce_axis(P, 0), width, &ko, &ki)))
+        return NULL;
+    te_tensor *R = te_rfactor(g->s, te_stage_tensor(P), ki);
+    if (!R) {
+        te__gen_fail(g, TE_ERR_SCHEDULE);
+        return NULL;
+    }
+    te_stage *sr = te_schedule_stage(g->s, R);
+    te_iter *lane = te_stage_axis(sr, te_tensor_ndim(R) - 1);
+    if (!TE__OK(g, te_reorder(sr, 2, (te_iter *[]){te_stage_reduce_axis(sr, 0), lane})) ||
+        !TE__OK(g, te_vectorize(sr, lane)))
+        return NULL;
+    return sr;
+}
+
 static int row_apply(te__gen *g)
 {
     row_data *rd = g->sp->tdata;
@@ -693,37 +713,20 @@ static int row_apply(te__gen *g)
         if (!rd->red[q] || rd->rext[q] < 2 * lanes)
             continue;
         te_stage *P = te_schedule_stage_by_name(g->s, rd->st[q]);
-        te_iter *ko, *ki;
         int64_t width = lanes * rf; /* at least two steps per partial result */
         while (width > lanes && rd->rext[q] < 2 * width)
             width /= 2;
-        if (!TE__OK(g, te_split(P, te_stage_reduce_axis(P, 0), width, &ko, &ki)))
-            return g->err;
-        te_tensor *R = te_rfactor(g->s, te_stage_tensor(P), ki);
-        if (!R)
-            return te__gen_fail(g, TE_ERR_SCHEDULE);
-        te_stage *sr = te_schedule_stage(g->s, R);
-        te_iter *lane = te_stage_axis(sr, te_tensor_ndim(R) - 1);
-        if (!TE__OK(g, te_reorder(sr, 2, (te_iter *[]){te_stage_reduce_axis(sr, 0), lane})) ||
-            !TE__OK(g, te_vectorize(sr, lane)))
-            return g->err;
+        te_stage *sr = rf_lanes(g, P, width);
+        if (!sr)
+            return g->err ? g->err : te__gen_fail(g, TE_ERR_SCHEDULE);
         if (width == lanes)
             continue;
         /* Several vectors of partial results fold lane-wise first (a second rfactor), then the
          * lanes of one: folding all of them one after the other is a chain of dependent steps
          * as long as the pass (4 operations a step for the Kahan pairs of layer norm). */
-        te_iter *fo, *fi;
-        if (!TE__OK(g, te_split(P, te_stage_reduce_axis(P, 0), lanes, &fo, &fi)))
-            return g->err;
-        te_tensor *R2 = te_rfactor(g->s, te_stage_tensor(P), fi);
-        if (!R2)
-            return te__gen_fail(g, TE_ERR_SCHEDULE);
-        te_stage *s2 = te_schedule_stage(g->s, R2);
-        te_iter *l2 = te_stage_axis(s2, te_tensor_ndim(R2) - 1);
-        if (!TE__OK(g, te_reorder(s2, 2, (te_iter *[]){te_stage_reduce_axis(s2, 0), l2})) ||
-            !TE__OK(g, te_vectorize(s2, l2)) ||
-            !TE__OK(g, te_unroll(s2, te_stage_reduce_axis(s2, 0))))
-            return g->err;
+        te_stage *s2 = rf_lanes(g, P, lanes);
+        if (!s2 || !TE__OK(g, te_unroll(s2, te_stage_reduce_axis(s2, 0))))
+            return g->err ? g->err : te__gen_fail(g, TE_ERR_SCHEDULE);
     }
     /* Every producer inside the row loop, consumers first (rfactor stages included). */
     for (int q = te_schedule_nstages(g->s) - 1; q >= 0; q--) {

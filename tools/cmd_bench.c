@@ -432,6 +432,22 @@ static void time_copy3(tess_run *tr, copy_run *cr, int reps, double *ta, double 
     *ts = med[2];
 }
 
+/* The reduction of st split by `width` and its inner part rfactored: the stage of `width`
+ * partial results (its last axis, vectorized) reduced over the outer part; NULL on error. */
+static te_stage *rf_lanes(te_schedule *s, te_stage *st, int64_t width)
+{
+    te_iter *ko, *ki;
+    if (te_split(st, te_stage_reduce_axis(st, 0), width, &ko, &ki) != TE_OK)
+        return NULL;
+    te_tensor *rf = te_rfactor(s, te_stage_tensor(st), ki);
+    te_stage *srf = rf ? te_schedule_stage(s, rf) : NULL;
+    te_iter *lane = srf ? te_stage_axis(srf, te_tensor_ndim(rf) - 1) : NULL;
+    if (!lane || te_reorder(srf, 2, (te_iter *[]){te_stage_reduce_axis(srf, 0), lane}) != TE_OK ||
+        te_vectorize(srf, lane) != TE_OK)
+        return NULL;
+    return srf;
+}
+
 /* Row operations: every stage computed per row inside the output's (parallel) row loop. */
 static int bench_rowop(const char *op, int M, int N, int threads, int reps, row *out)
 {
@@ -460,31 +476,14 @@ static int bench_rowop(const char *op, int M, int N, int threads, int reps, row 
             reds[nred++] = te_stage_tensor(te_schedule_stage_at(s, q));
     for (int q = 0; q < nred; q++) {
         te_stage *st = te_schedule_stage(s, reds[q]);
-        te_iter *ko, *ki;
-        TE_BENCH_CHECK(te_split(st, te_stage_reduce_axis(st, 0), N >= 128 ? 64 : 16, &ko, &ki) ==
-                       TE_OK);
-        te_tensor *rf = te_rfactor(s, reds[q], ki);
-        TE_BENCH_CHECK(rf);
-        te_stage *srf = te_schedule_stage(s, rf);
-        te_iter *lane = te_stage_axis(srf, te_tensor_ndim(rf) - 1);
-        TE_BENCH_CHECK(te_reorder(srf, 2, (te_iter *[]){te_stage_reduce_axis(srf, 0), lane}) ==
-                       TE_OK);
-        TE_BENCH_CHECK(te_vectorize(srf, lane) == TE_OK);
+        TE_BENCH_CHECK(rf_lanes(s, st, N >= 128 ? 64 : 16));
         if (N >= 128) {
             /* The four vectors fold into one lane-wise first (a second rfactor), then its 16
              * lanes: a fold of all 64 partial results one after the other is a chain of 64
              * dependent steps (4 operations each for the Kahan pairs of layer norm), which
              * cost as much as the pass over the row. */
-            te_iter *fo, *fi;
-            TE_BENCH_CHECK(te_split(st, te_stage_reduce_axis(st, 0), 16, &fo, &fi) == TE_OK);
-            te_tensor *rf2 = te_rfactor(s, reds[q], fi);
-            TE_BENCH_CHECK(rf2);
-            te_stage *s2 = te_schedule_stage(s, rf2);
-            te_iter *l2 = te_stage_axis(s2, te_tensor_ndim(rf2) - 1);
-            TE_BENCH_CHECK(te_reorder(s2, 2, (te_iter *[]){te_stage_reduce_axis(s2, 0), l2}) ==
-                           TE_OK);
-            TE_BENCH_CHECK(te_vectorize(s2, l2) == TE_OK);
-            TE_BENCH_CHECK(te_unroll(s2, te_stage_reduce_axis(s2, 0)) == TE_OK);
+            te_stage *s2 = rf_lanes(s, st, 16);
+            TE_BENCH_CHECK(s2 && te_unroll(s2, te_stage_reduce_axis(s2, 0)) == TE_OK);
         }
         /* The partial results fold in straight-line code, so they stay in registers. */
         TE_BENCH_CHECK(te_unroll(st, te_stage_reduce_axis(st, 0)) == TE_OK);
