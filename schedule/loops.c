@@ -368,12 +368,12 @@ int te_prefetch_level(te_stage *st, te_iter *at, te_tensor *t, te_iter *ahead, i
     *pf = (te__prefetch){at, ahead, t, dist, level};
     if (te__vec_push(st->sched->ctx, &st->prefetches, pf))
         return TE_ERR_NOMEM;
-    const char *as = outer ? st->attach_stage->tensor->name : st->tensor->name;
-    if (level == 1) /* level 1 keeps the line of traces recorded before levels existed */
-        return te__trace_add(st->sched, "prefetch %s %s %s %s %s %lld", st->tensor->name, at->name,
-                             t->name, as, ahead->name, (long long)dist);
-    return te__trace_add(st->sched, "prefetch %s %s %s %s %s %lld %d", st->tensor->name, at->name,
-                         t->name, as, ahead->name, (long long)dist, level);
+    char lv[8] = ""; /* level 1 keeps the line of traces recorded before levels existed */
+    if (level != 1)
+        snprintf(lv, sizeof lv, " %d", level);
+    return te__trace_add(st->sched, "prefetch %s %s %s %s %s %lld%s", st->tensor->name, at->name,
+                         t->name, outer ? st->attach_stage->tensor->name : st->tensor->name,
+                         ahead->name, (long long)dist, lv);
 }
 
 int te_bind(te_stage *st, te_iter *x, te_thread_tag tag)
