@@ -353,6 +353,61 @@ static void test_lowered_for_the_target(void **state)
     }
 }
 
+/* A vector loop whose extent is a multiple of the register width but not a power of two (a
+ * register tile three vectors across) vectorizes on C targets and comes out register-wide;
+ * other extents, and every such extent on CUDA, stay scalar with a note. */
+static void test_multiple_of_the_width(void **state)
+{
+    (void)state;
+    const struct {
+        int bits, lanes;
+        bool vec;
+    } cases[] = {{512, 48, true},  {256, 48, true},  {256, 24, true},
+                 {512, 24, false}, {512, 96, false}, {256, 12, false}};
+    for (int q = 0; q < (int)(sizeof cases / sizeof cases[0]); q++) {
+        te_ctx *c = te_ctx_create();
+        te_tensor *in[TE_OP_MAX_IO], *out[TE_OP_MAX_IO];
+        int ni, no;
+        assert_int_equal(te_op_build(c, "relu", "m=4,n=96", in, &ni, out, &no), TE_OK);
+        te_schedule *s = te_schedule_create(c, 1, out);
+        te_stage *st = te_schedule_stage(s, out[0]);
+        te_iter *o, *i;
+        assert_int_equal(te_split(st, te_stage_axis(st, 1), cases[q].lanes, &o, &i), TE_OK);
+        assert_int_equal(te_vectorize(st, i), TE_OK);
+        te_target t = {.backend = TE_BACKEND_C, .vector_bits = cases[q].bits, .num_cores = 1};
+        te_lowered *f = te_lower(s, 2, (te_tensor *[]){in[0], out[0]}, "k", &t);
+        if (!f)
+            fail_msg("%s", te_ctx_errmsg(c));
+        const char *notes[2] = {NULL, NULL};
+        int nn = te_lowered_notes(f, notes, 2);
+        if (cases[q].vec) {
+            assert_int_equal(nn, 0);
+            assert_int_equal(max_store_lanes(f->body), cases[q].bits / 32);
+        } else {
+            assert_true(nn >= 1);
+            assert_non_null(strstr(notes[0], "or a multiple of the register width"));
+            assert_int_equal(max_store_lanes(f->body), 1);
+        }
+        te_ctx_free(c);
+    }
+    /* CUDA: no legalization runs, so 48 lanes are never made. */
+    te_ctx *c = te_ctx_create();
+    te_expr *v = te__loop_var(c, "v", 48);
+    int64_t n = 96;
+    te_buf *A = te__buf_new(c, "A", TE_F32, 1, &n, TE_SCOPE_GLOBAL);
+    te_buf *B = te__buf_new(c, "B", TE_F32, 1, &n, TE_SCOPE_GLOBAL);
+    te_stmt *body = te__store(c, B, 1, &v, te__load(c, A, 1, &v));
+    te_stmt *loop = te__for(c, v, I(0), I(48), TE_FOR_VECTORIZED, body);
+    te_target cuda = {.backend = TE_BACKEND_CUDA, .vector_bits = 512};
+    te_stmt *r = te__pass_vectorize(&(te__pass_ctx){.ctx = c, .target = &cuda}, loop);
+    assert_non_null(r);
+    assert_int_equal(max_store_lanes(r), 1);
+    te_target host = {.backend = TE_BACKEND_C, .vector_bits = 512};
+    r = te__pass_vectorize(&(te__pass_ctx){.ctx = c, .target = &host}, loop);
+    assert_int_equal(max_store_lanes(r), 48);
+    te_ctx_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -362,6 +417,7 @@ int main(void)
         cmocka_unit_test(test_narrow_and_odd_widths_unchanged),
         cmocka_unit_test(test_pipeline_runs_it_for_c_targets),
         cmocka_unit_test(test_lowered_for_the_target),
+        cmocka_unit_test(test_multiple_of_the_width),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

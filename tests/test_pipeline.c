@@ -323,7 +323,8 @@ static void test_cli_lower_notes_scalar_fallbacks_on_stderr(void **state)
         if (k == 0) {
             /* one line for the pieces loop partitioning made of the loop */
             assert_non_null(strstr(err, "note: vectorize i3_i: kept scalar: extent 6 is not a "
-                                        "power of two in [2, 64] (4 loops)\n"));
+                                        "power of two in [2, 64] or a multiple of the register "
+                                        "width (4 loops)\n"));
             assert_int_equal(count(err, "note:"), 1);
             assert_non_null(strstr(out, "// vectorize i3_i: kept scalar: extent 6"));
             assert_null(strstr(out, "note:"));

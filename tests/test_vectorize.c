@@ -376,8 +376,9 @@ static void test_fallback_reasons(void **state)
 {
     fx *f = *state;
     te_stmt *body = st(f, f->C, f->v, ld(f, f->A, f->v));
-    assert_string_equal(fallback_reason(run(f, I(f, 12), body)),
-                        "extent 12 is not a power of two in [2, 64]");
+    assert_string_equal(
+        fallback_reason(run(f, I(f, 12), body)),
+        "extent 12 is not a power of two in [2, 64] or a multiple of the register width");
     assert_string_equal(fallback_reason(run(f, f->o, body)), "the extent is not a constant");
     assert_string_equal(fallback_reason(run(f, I(f, 16), st(f, f->C, f->o, ld(f, f->A, idx(f))))),
                         "every lane stores to the same element (a reduction)");

@@ -131,8 +131,10 @@ te_tensor *te_rfactor(te_schedule *s, te_tensor *t, te_iter *x);
 /* ---- Annotations -------------------------------------------------------------------------
  * Vectorize the innermost leaf loop `x` (lanes = its extent after bound inference). Reads at
  * any constant stride become gathers; reads guarded by te_if_then_else (padding) become masked
- * gathers that never read out of bounds. Where the body cannot be vectorized, or the extent is
- * not a power of two up to 64, lowering keeps a scalar loop and says why (te_lowered_notes). */
+ * gathers that never read out of bounds. The extent is a power of two up to 64 or, on C
+ * targets, a multiple of the vector register's lanes up to 64 (48 = three AVX-512 registers:
+ * split into register-wide parts). Where the body cannot be vectorized, or the extent is
+ * neither, lowering keeps a scalar loop and says why (te_lowered_notes). */
 int te_vectorize(te_stage *st, te_iter *x);
 /* Fully unroll loop x. Loops longer than 1024 iterations after bound inference stay serial. */
 int te_unroll(te_stage *st, te_iter *x);

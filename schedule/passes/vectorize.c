@@ -657,6 +657,15 @@ static te_stmt *vec_stmt(vec_state *v, te_stmt *s)
 
 static bool is_pow2_lanes(int64_t n) { return n >= 2 && n <= 64 && (n & (n - 1)) == 0; }
 
+/* Lanes the C target can take: a power of two up to 64, or a multiple of the register width
+ * `width` (48 = 3 x 16 on AVX-512), which legalize_vectors splits into register-wide parts
+ * before any code is printed (a register tile of three vectors across). width is 0 where no
+ * such split runs (CUDA). */
+static bool lanes_ok(int64_t n, int width)
+{
+    return is_pow2_lanes(n) || (width > 1 && n > width && n <= 64 && n % width == 0);
+}
+
 /* The scalar fallback: the loop made serial, behind a comment that says why (what
  * te_lowered_notes reports and the C backend writes as a C comment). */
 static te_stmt *serial(te_ctx *ctx, te_stmt *s, const char *reason)
@@ -674,16 +683,18 @@ static te_stmt *serial(te_ctx *ctx, te_stmt *s, const char *reason)
 
 static te_stmt *vectorize_loop(te_ctx *ctx, te_stmt *s, void *user)
 {
-    (void)user;
+    int width = *(const int *)user;
     if (s->kind != TE_S_FOR || s->u.loop.fkind != TE_FOR_VECTORIZED)
         return s;
     int64_t lanes;
     if (!te__is_const_int(s->u.loop.extent, &lanes))
         return serial(ctx, s, "the extent is not a constant");
-    if (!is_pow2_lanes(lanes))
-        return serial(
-            ctx, s,
-            te__sprintf(ctx, "extent %lld is not a power of two in [2, 64]", (long long)lanes));
+    if (!lanes_ok(lanes, width))
+        return serial(ctx, s,
+                      te__sprintf(ctx,
+                                  "extent %lld is not a power of two in [2, 64] or a multiple of "
+                                  "the register width",
+                                  (long long)lanes));
     vec_state v;
     memset(&v, 0, sizeof v);
     v.ctx = ctx;
@@ -704,5 +715,7 @@ te_stmt *te__pass_vectorize(const te__pass_ctx *pc, te_stmt *s)
     /* Lanes come from the schedule; the C backend legalizes them to the target's width. */
     if (!s)
         return NULL;
-    return te__stmt_mutate(ctx, s, vectorize_loop, NULL, NULL);
+    bool cuda = pc->target && pc->target->backend == TE_BACKEND_CUDA;
+    int width = cuda ? 0 : te__vector_width_lanes(pc->target);
+    return te__stmt_mutate(ctx, s, vectorize_loop, NULL, &width);
 }
