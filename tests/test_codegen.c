@@ -484,9 +484,12 @@ static void check_math(te_intrin fn, double (*ref)(double), double tol, bool pos
 static void test_vector_exp(void **s)
 {
     (void)s;
+    /* 8.2e-8 (1.4 ulp) measured for the polynomial over [-87, 88]; 2e-7 leaves room for the
+     * portable body's separate roundings where the compiler does not contract a * b + c */
     check_math(TE_EXP, exp, 2e-7, false, 16);
     /* 8 lanes: the AVX2 + FMA body where the compiler targets it, else the portable one */
     check_math(TE_EXP, exp, 2e-7, false, 8);
+    check_math(TE_EXP, exp, 2e-7, false, 4); /* the portable body */
 }
 static void test_vector_log(void **s)
 {
