@@ -26,7 +26,7 @@ static te_expr *lane_of(te_ctx *c, lanes_map *m, te_expr *x, int l)
 {
     if (!x)
         return x;
-    for (int i = 0; i < m->n; i++)
+    for (int i = m->n - 1; i >= 0; i--) /* the innermost binding */
         if (m->var[i] == x)
             return m->lane[i][l];
     if (x->lanes == 1)
@@ -92,10 +92,13 @@ static te_stmt *scalarize(te_ctx *c, lanes_map *m, te_stmt *s)
         te_expr *v = s->u.let.var, *val = s->u.let.value;
         assert_true(m->n < 16 && val->lanes <= 64);
         int k = m->n++;
-        m->var[k] = v;
+        m->var[k] = NULL; /* the value is computed outside the new binding */
         for (int l = 0; l < 64; l++)
             m->lane[k][l] = l < val->lanes ? lane_of(c, m, val, l) : val;
-        return scalarize(c, m, s->u.let.body);
+        m->var[k] = v;
+        te_stmt *b = scalarize(c, m, s->u.let.body);
+        m->n = k; /* out of scope */
+        return b;
     }
     case TE_S_ALLOC:
         return te__alloc_stmt(c, s->u.alloc.buf, scalarize(c, m, s->u.alloc.body));
@@ -282,6 +285,37 @@ static void test_vector_let_split_into_parts(void **state)
     te_ctx_free(c);
 }
 
+/* One let variable bound twice, the second let inside the first one's body (what unrolling a
+ * loop whose body binds a vector let makes): each use takes the parts of the innermost
+ * binding. The first binding's parts used to win, so the second copy of an unrolled 128-wide
+ * rfactor read the first copy's values: silently wrong layer norms. */
+static void test_rebound_let_takes_its_own_parts(void **state)
+{
+    (void)state;
+    te_ctx *c = te_ctx_create();
+    te_buf *A = te__buf_new(c, "A", TE_F32, 1, (int64_t[]){32}, TE_SCOPE_GLOBAL);
+    te_buf *C = te__buf_new(c, "C", TE_F32, 1, (int64_t[]){32}, TE_SCOPE_GLOBAL);
+    te_expr *r0 = te__ramp(c, I(0), 1, 16), *r1 = te__ramp(c, I(16), 1, 16);
+    te_expr *v = te_var(c, "v", TE_F32);
+    v->lanes = 16;
+    te_expr *two = te__bcast(c, te_f32(c, 2), 16);
+    te_stmt *inner =
+        te__let(c, v, te__load(c, A, 1, &r1), te__store(c, C, 1, &r1, te_mul(c, v, two)));
+    te_stmt *prog = te__let(c, v, te__load(c, A, 1, &r0),
+                            te__seq2(c, te__store(c, C, 1, &r0, te_add(c, v, two)), inner));
+    te_target t = with_bits(256);
+    te__pass_ctx pc = {.ctx = c, .target = &t};
+    te_stmt *out = te__pass_legalize_vectors(&pc, prog);
+    assert_non_null(out);
+    char *txt = pt_print(out);
+    if (getenv("TESSERA_TEST_VERBOSE"))
+        fputs(txt, stderr);
+    assert_int_equal(pt_count(txt, "let v_0 "), 2);
+    free(txt);
+    check_same(c, prog, out, A, C, 32);
+    te_ctx_free(c);
+}
+
 static void test_narrow_and_odd_widths_unchanged(void **state)
 {
     (void)state;
@@ -414,6 +448,7 @@ int main(void)
         cmocka_unit_test(test_store_split_to_register_width),
         cmocka_unit_test(test_constant_and_offset_bases_fold),
         cmocka_unit_test(test_vector_let_split_into_parts),
+        cmocka_unit_test(test_rebound_let_takes_its_own_parts),
         cmocka_unit_test(test_narrow_and_odd_widths_unchanged),
         cmocka_unit_test(test_pipeline_runs_it_for_c_targets),
         cmocka_unit_test(test_lowered_for_the_target),

@@ -55,7 +55,9 @@ static te_expr *slice(legal *lg, te_expr *e, int lo, int n)
     case TE_E_BCAST:
         return te__bcast(ctx, e->u.un.a, n);
     case TE_E_VAR:
-        for (int i = 0; i < lg->nsplit; i++)
+        /* innermost binding first: an unrolled loop binds one let variable once per copy,
+         * each copy's let nested in the previous one's body */
+        for (int i = lg->nsplit - 1; i >= 0; i--)
             if (lg->from[i] == e)
                 return lg->parts[i][lo / n];
         fail(lg, "no parts for a split vector variable of lanes", e->lanes);
@@ -157,10 +159,12 @@ static te_stmt *legalize_let(legal *lg, te_stmt *s)
         pv->lanes = lg->width;
         parts[k] = pv;
     }
+    int mark = lg->nsplit;
     lg->from[lg->nsplit] = var;
     lg->parts[lg->nsplit] = parts;
     lg->nsplit++;
     te_stmt *b = legalize(lg, s->u.let.body);
+    lg->nsplit = mark; /* the parts are out of scope after the let's body */
     for (int k = np - 1; b && k >= 0; k--)
         b = te__let(ctx, parts[k], vals[k], b);
     return b;
