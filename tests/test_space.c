@@ -358,6 +358,36 @@ static void test_features(void **state)
     tcase_free(&c);
 }
 
+/* The rowop template's widest partial results: eight vectors (128 lanes with AVX-512, 64 with
+ * AVX2) of layer norm's Kahan pairs, in 64-lane parts where wider, fold and match the
+ * reference. (An unrolled 128-wide rfactor once computed wrong layer norms.) */
+static void test_rowop_eight_vectors(void **state)
+{
+    (void)state;
+    tt_rng r;
+    tt_rng_seed(&r, tt_seed(5));
+    tcase c;
+    tcase_op(&c, "layer_norm", "m=2,n=4096", &r); /* Kahan sums (TE_OP_KAHAN_MIN_ROW) */
+    te_space *sp = make(&c, "layer_norm", TE_SPACE_TEMPLATE);
+    int64_t size = te_space_size(sp);
+    int lanes = te_target_host().vector_bits >= 512 ? 16 : 8;
+    char want[64];
+    snprintf(want, sizeof want, "split layer_norm_mean k %d\n", 8 * lanes);
+    const char *tr[8];
+    int nt = 0;
+    for (int64_t i = 0; i < size && nt < 8; i++) {
+        const char *t = te_space_get(sp, i);
+        assert_non_null(t);
+        if (strstr(t, want))
+            tr[nt++] = t;
+    }
+    assert_true(nt > 0);
+    if (getenv("TESSERA_TEST_VERBOSE"))
+        fputs(tr[0], stderr);
+    check_traces(&c, sp, nt, tr, 1e-4);
+    tcase_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -366,6 +396,7 @@ int main(void)
         cmocka_unit_test(test_reproducible_and_mutate),
         cmocka_unit_test(test_features),
         cmocka_unit_test(test_templates),
+        cmocka_unit_test(test_rowop_eight_vectors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
