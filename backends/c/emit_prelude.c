@@ -1,7 +1,7 @@
 /*
  * backends/c/emit_prelude.c: what a C file has before its first kernel: the vector types and
  * the helper registry (each helper records the helpers, types and headers it uses), the
- * helpers' text (vector exp, log, tanh, erf, sigmoid as polynomials with about 1 ulp error,
+ * helpers' text (vector exp, log, tanh, erf, sigmoid as polynomials with 1-2 ulp error,
  * blends, min/max, floor division, loads, stores, streaming stores, gathers, scatters), and the
  * includes and loop-pragma macros.
  */
