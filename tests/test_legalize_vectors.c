@@ -168,6 +168,20 @@ static int max_store_lanes(const te_stmt *s)
     }
 }
 
+/* The pass run on prog for a target of `bits`-bit vectors; *txt its printed result (freed by
+ * the caller), shown with TESSERA_TEST_VERBOSE. */
+static te_stmt *legalized(te_ctx *c, te_stmt *prog, int bits, char **txt)
+{
+    te_target t = with_bits(bits);
+    te__pass_ctx pc = {.ctx = c, .target = &t};
+    te_stmt *out = te__pass_legalize_vectors(&pc, prog);
+    assert_non_null(out);
+    *txt = pt_print(out);
+    if (getenv("TESSERA_TEST_VERBOSE"))
+        fputs(*txt, stderr);
+    return out;
+}
+
 /* ---- Tests --------------------------------------------------------------------------------- */
 
 /* for i in 0..4: C[ramp(i * 32, 1, 32)] = A[ramp(i * 32, 1, 32)] * x32(2) + x32(1) */
@@ -190,13 +204,8 @@ static void test_store_split_to_register_width(void **state)
     te_buf *A = te__buf_new(c, "A", TE_F32, 1, (int64_t[]){128}, TE_SCOPE_GLOBAL);
     te_buf *C = te__buf_new(c, "C", TE_F32, 1, (int64_t[]){128}, TE_SCOPE_GLOBAL);
     te_stmt *prog = wide_add(c, A, C, te__loop_var(c, "i", 4), true);
-    te_target avx2 = with_bits(256);
-    te__pass_ctx pc = {.ctx = c, .target = &avx2};
-    te_stmt *out = te__pass_legalize_vectors(&pc, prog);
-    assert_non_null(out);
-    char *txt = pt_print(out);
-    if (getenv("TESSERA_TEST_VERBOSE"))
-        fputs(txt, stderr);
+    char *txt;
+    te_stmt *out = legalized(c, prog, 256, &txt);
     /* four 8-lane parts, bases offset by 8, the streaming flag kept, the loop kind kept */
     assert_int_equal(pt_count(txt, ", 1, 8)] = "), 4);
     assert_int_equal(pt_count(txt, "// streaming"), 4);
@@ -211,13 +220,13 @@ static void test_store_split_to_register_width(void **state)
     check_same(c, prog, out, A, C, 128);
 
     /* AVX-512: 16-lane parts; a NULL target means 512 bits too */
-    te_target avx512 = with_bits(512);
-    pc.target = &avx512;
-    te_stmt *out16 = te__pass_legalize_vectors(&pc, prog);
+    te_stmt *out16 = legalized(c, prog, 512, &txt);
+    free(txt);
     assert_int_equal(max_store_lanes(out16), 16);
     check_same(c, prog, out16, A, C, 128);
     assert_int_equal(max_store_lanes(te__pass_legalize_vectors(TE_PC(c), prog)), 16);
     assert_int_equal(te__vector_width_lanes(NULL), 16);
+    te_target avx2 = with_bits(256);
     assert_int_equal(te__vector_width_lanes(&avx2), 8);
     te_target none = with_bits(0);
     assert_int_equal(te__vector_width_lanes(&none), 16);
@@ -238,12 +247,8 @@ static void test_constant_and_offset_bases_fold(void **state)
     te_stmt *s0 = te__store(c, C, 1, (te_expr *[]){te__ramp(c, I(0), 1, 32)},
                             te__load(c, A, 1, (te_expr *[]){te__ramp(c, I(64), 1, 32)}));
     te_stmt *prog = te__seq2(c, te__for(c, j, I(0), I(1), TE_FOR_SERIAL, s1), s0);
-    te_target t = with_bits(512);
-    te__pass_ctx pc = {.ctx = c, .target = &t};
-    te_stmt *out = te__pass_legalize_vectors(&pc, prog);
-    char *txt = pt_print(out);
-    if (getenv("TESSERA_TEST_VERBOSE"))
-        fputs(txt, stderr);
+    char *txt;
+    te_stmt *out = legalized(c, prog, 512, &txt);
     assert_non_null(
         strstr(txt, "C[ramp(((j * 64) + 48), 1, 16)] = A[ramp(((j * 64) + 48), 1, 16)]"));
     assert_non_null(strstr(txt, "C[ramp(16, 1, 16)] = A[ramp(80, 1, 16)]"));
@@ -265,13 +270,8 @@ static void test_vector_let_split_into_parts(void **state)
     te_stmt *prog =
         te__let(c, v, val,
                 te__store(c, C, 1, &r, te_sub(c, te_add(c, v, v), te__bcast(c, te_f32(c, 1), 16))));
-    te_target t = with_bits(256);
-    te__pass_ctx pc = {.ctx = c, .target = &t};
-    te_stmt *out = te__pass_legalize_vectors(&pc, prog);
-    assert_non_null(out);
-    char *txt = pt_print(out);
-    if (getenv("TESSERA_TEST_VERBOSE"))
-        fputs(txt, stderr);
+    char *txt;
+    te_stmt *out = legalized(c, prog, 256, &txt);
     assert_non_null(strstr(txt, "let v_0 = (A[ramp(0, 1, 8)] * x8(3f)"));
     assert_non_null(strstr(txt, "let v_1 = (A[ramp(8, 1, 8)] * x8(3f)"));
     assert_non_null(strstr(txt, "C[ramp(8, 1, 8)] = ((v_1 + v_1) - x8(1f)"));
@@ -303,13 +303,8 @@ static void test_rebound_let_takes_its_own_parts(void **state)
         te__let(c, v, te__load(c, A, 1, &r1), te__store(c, C, 1, &r1, te_mul(c, v, two)));
     te_stmt *prog = te__let(c, v, te__load(c, A, 1, &r0),
                             te__seq2(c, te__store(c, C, 1, &r0, te_add(c, v, two)), inner));
-    te_target t = with_bits(256);
-    te__pass_ctx pc = {.ctx = c, .target = &t};
-    te_stmt *out = te__pass_legalize_vectors(&pc, prog);
-    assert_non_null(out);
-    char *txt = pt_print(out);
-    if (getenv("TESSERA_TEST_VERBOSE"))
-        fputs(txt, stderr);
+    char *txt;
+    te_stmt *out = legalized(c, prog, 256, &txt);
     assert_int_equal(pt_count(txt, "let v_0 "), 2);
     free(txt);
     check_same(c, prog, out, A, C, 32);
