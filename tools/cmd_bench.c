@@ -438,7 +438,9 @@ static void time_copy3(tess_run *tr, copy_run *cr, int reps, double *ta, double 
 }
 
 /* The reduction of st split by `width` and its inner part rfactored: the stage of `width`
- * partial results (its last axis, vectorized) reduced over the outer part; NULL on error. */
+ * partial results (its last axis, vectorized) reduced over the outer part; NULL on error.
+ * The rowop template's rf_lanes (autotune/templates.c) does the same through its generator's
+ * error handling; this one uses the public API only, as a user's hand schedule would. */
 static te_stage *rf_lanes(te_schedule *s, te_stage *st, int64_t width)
 {
     te_iter *ko, *ki;

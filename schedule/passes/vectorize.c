@@ -19,7 +19,8 @@
  *     the border iterations pay for the gathers.)
  *
  * The loop is left serial (TE_FOR_SERIAL: scalar fallback, gcc may still vectorize it) when the
- * extent is not a constant power of two in [2, 64], or the body holds something that has no
+ * extent is not a constant power of two in [2, 64] (nor, on C targets, a multiple of the
+ * register's lanes up to 64: see lanes_ok), or the body holds something that has no
  * straight-line vector form: a store whose index does not depend on the lane (a reduction into
  * an accumulator), an `if` statement whose condition depends on the lane, a nested loop, an
  * allocation, a barrier, a bool buffer accessed per lane. The fallback is never silent: a
