@@ -631,7 +631,10 @@ static void test_nontemporal_store(void **state)
     has(b.src, "_mm512_stream_ps((float *)p, (__m512)v);");
     has(b.src, "const int C_nt = ((uintptr_t)C & 63) == 0;");
     has(b.src, "te_stream_f32x16(C_nt, &C[i_o * 16], ");
-    has(b.src, "te_sfence();\n    }\n");
+    /* a parallel region whose threads each fence once, after their iterations */
+    has(b.src, "TE_OMP(parallel)\n    {\n        TE_OMP(for schedule(static) nowait)\n");
+    has(b.src, "        }\n        te_sfence(); /* this thread's streaming stores */\n    }\n");
+    assert_null(strstr(b.src, "TE_OMP(parallel for"));
     float *a = aligned_alloc(64, (n + 16) * 4), *c = aligned_alloc(64, (n + 16) * 4);
     for (int64_t i = 0; i < n; i++)
         a[i] = (float)i;

@@ -34,8 +34,9 @@
  *   - streaming stores (store.nontemporal) of 16/32/64-byte vectors at an index provably a
  *     multiple of the lane count into an argument buffer use the ISA's streaming store
  *     (_mm512_stream_ps, ...; gcc has no __builtin_nontemporal_store) when the buffer is 64-byte
- *     aligned, which is tested once at entry (<buf>_nt), and ordinary stores otherwise; an
- *     sfence ends every parallel iteration and the kernel that used them.
+ *     aligned, which is tested once at entry (<buf>_nt), and ordinary stores otherwise; a
+ *     parallel loop holding them becomes a parallel region with a `for nowait` whose threads
+ *     each sfence once after their iterations, and an sfence ends the kernel.
  */
 #ifndef TESSERA_BACKENDS_C_EMIT_IMPL_H
 #define TESSERA_BACKENDS_C_EMIT_IMPL_H

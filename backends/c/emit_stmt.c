@@ -133,6 +133,21 @@ static void push_range(emitter *em, int rc)
         te__c_fail(em, rc, "out of memory");
 }
 
+static bool nt_store_visit(const te_stmt *s, void *user)
+{
+    if (s->kind == TE_S_STORE && s->u.store.nontemporal && s->u.store.buf->arg_index >= 0)
+        *(bool *)user = true;
+    return true;
+}
+
+/* Whether s holds a streaming store into an argument buffer (one gen_store may emit as one). */
+static bool has_nt_store(const te_stmt *s)
+{
+    bool found = false;
+    te__stmt_visit(s, nt_store_visit, NULL, &found);
+    return found;
+}
+
 static void gen_for(emitter *em, const te_stmt *s)
 {
     const te_expr *var = s->u.loop.var;
@@ -150,9 +165,20 @@ static void gen_for(emitter *em, const te_stmt *s)
     else
         hi = te__sprintf(em->ctx, "%s + %s", te__c_expr_text(em, s->u.loop.min, P_ADD),
                          te__c_expr_text(em, s->u.loop.extent, P_ADD + 1));
+    /* A parallel loop with streaming stores runs as a parallel region whose threads each fence
+     * their stores once, after their iterations (an sfence per iteration waits for the write
+     * combining buffers every row: 5-10% of softmax 4096 x 4096 on a Xeon). */
+    bool fenced = s->u.loop.fkind == TE_FOR_PARALLEL && has_nt_store(s->u.loop.body);
     switch (s->u.loop.fkind) {
     case TE_FOR_PARALLEL:
-        te__c_line(em, "TE_OMP(parallel for schedule(static))");
+        if (fenced) {
+            te__c_line(em, "TE_OMP(parallel)");
+            te__c_line(em, "{");
+            te__c_block_open(em);
+            te__c_line(em, "TE_OMP(for schedule(static) nowait)");
+        } else {
+            te__c_line(em, "TE_OMP(parallel for schedule(static))");
+        }
         em->uses_omp = true;
         em->par_depth++;
         break;
@@ -182,14 +208,18 @@ static void gen_for(emitter *em, const te_stmt *s)
     int saved_ranges = em->ranges.n;
     push_range(
         em, te__emit_push_loop_range(em->ctx, &em->ranges, var, s->u.loop.min, s->u.loop.extent));
-    int nt_before = em->nt_stores;
     te__c_block_open(em);
     te__c_gen_stmt(em, s->u.loop.body);
-    if (s->u.loop.fkind == TE_FOR_PARALLEL && em->nt_stores > nt_before)
-        te__c_line(em, "%s();", te__c_helper_name(em, H_SFENCE, TE_F32, 1));
     te__c_block_close(em);
     te__c_line(em, "}");
     te__emit_ranges_restore(&em->ranges, saved_ranges);
+    if (fenced) {
+        te__c_use_helper(em, H_SFENCE, TE_F32, 1);
+        te__c_line(em, "%s(); /* this thread's streaming stores */",
+                   te__c_helper_name(em, H_SFENCE, TE_F32, 1));
+        te__c_block_close(em);
+        te__c_line(em, "}");
+    }
     if (s->u.loop.fkind == TE_FOR_PARALLEL)
         em->par_depth--;
 }
