@@ -467,6 +467,249 @@ static te_stmt *tensorized_nest(lower_ctx *L, lstage *l, te_expr *const *sidx,
     return plain ? te__if(ctx, cond, call, plain) : NULL;
 }
 
+/* ---- te_pipeline ---------------------------------------------------------------------- */
+
+typedef struct {
+    const te_buf *v[128];
+    int n;
+} buf_set;
+
+static void buf_add(buf_set *b, const te_buf *x)
+{
+    for (int i = 0; i < b->n; i++)
+        if (b->v[i] == x)
+            return;
+    if (b->n < 128)
+        b->v[b->n++] = x;
+}
+
+static bool buf_has(const buf_set *b, const te_buf *x)
+{
+    for (int i = 0; i < b->n; i++)
+        if (b->v[i] == x)
+            return true;
+    return false;
+}
+
+static bool loads_fn(const te_expr *e, void *user)
+{
+    if (e->kind == TE_E_LOAD)
+        buf_add(user, e->u.load.buf);
+    return true;
+}
+
+static bool stores_fn(const te_stmt *s, void *user)
+{
+    if (s->kind == TE_S_STORE)
+        buf_add(user, s->u.store.buf);
+    else if (s->kind == TE_S_INTRIN && s->u.intrin.nops > 0)
+        buf_add(user, s->u.intrin.addr[0]->u.load.buf);
+    return true;
+}
+
+typedef struct {
+    lower_ctx *L;
+    const te_stmt *behind; /* the pipelined stage's loop nest, one iteration behind */
+    const te_expr *var;    /* the variable of the loop to fuse into */
+    bool done;
+    int err;
+} pipe_fuse;
+
+/* s with loop pf->var (found through sequences, comments, allocations, lets and loops of
+ * extent 1) given pf->behind's loop body first, that loop's variable standing for
+ * pf->behind's. NULL on error. */
+static te_stmt *fuse_into(te_stmt *s, pipe_fuse *pf)
+{
+    lower_ctx *L = pf->L;
+    te_ctx *ctx = L->ctx;
+    if (!s || pf->done || pf->err)
+        return s;
+    switch (s->kind) {
+    case TE_S_SEQ: {
+        te_stmt **v = te__alloc(ctx, sizeof *v * (size_t)s->u.seq.n);
+        if (!v)
+            return NULL;
+        for (int i = 0; i < s->u.seq.n; i++)
+            if (!(v[i] = fuse_into(s->u.seq.v[i], pf)))
+                return NULL;
+        return te__seq(ctx, s->u.seq.n, v);
+    }
+    case TE_S_ALLOC: {
+        te_stmt *b = fuse_into(s->u.alloc.body, pf);
+        return b ? te__alloc_stmt(ctx, s->u.alloc.buf, b) : NULL;
+    }
+    case TE_S_LET: {
+        te_stmt *b = fuse_into(s->u.let.body, pf);
+        return b ? te__let(ctx, s->u.let.var, s->u.let.value, b) : NULL;
+    }
+    case TE_S_FOR: {
+        int64_t mn, ex, bmn, bex;
+        const te_stmt *n = pf->behind;
+        if (!te__arith_const_int(s->u.loop.min, &mn) || !te__arith_const_int(s->u.loop.extent, &ex))
+            return s;
+        if (s->u.loop.var != pf->var && ex != 1)
+            return s;
+        if (s->u.loop.var != pf->var) {
+            te_stmt *b = fuse_into(s->u.loop.body, pf);
+            if (!b)
+                return NULL;
+            te_stmt *f = te__for(ctx, s->u.loop.var, s->u.loop.min, s->u.loop.extent,
+                                 s->u.loop.fkind, b);
+            if (f)
+                f->u.loop.thread_tag = s->u.loop.thread_tag;
+            return f;
+        }
+        pf->done = true;
+        bool nconst = te__arith_const_int(n->u.loop.min, &bmn) &&
+                      te__arith_const_int(n->u.loop.extent, &bex);
+        if (!nconst || bmn != mn || bex != ex) {
+            pf->err = LERR(L, TE_ERR_SCHEDULE,
+                           "te_pipeline: loop '%s' (%lld iterations) cannot be fused with loop "
+                           "'%s' (%s iterations): split them alike",
+                           s->u.loop.var->u.var.name, (long long)ex, n->u.loop.var->u.var.name,
+                           nconst ? te__sprintf(ctx, "%lld", (long long)bex) : "a varying number of");
+            return NULL;
+        }
+        if (s->u.loop.fkind != TE_FOR_SERIAL || n->u.loop.fkind != TE_FOR_SERIAL) {
+            pf->err = LERR(L, TE_ERR_SCHEDULE,
+                           "te_pipeline: loops '%s' and '%s' must both be serial to be fused",
+                           s->u.loop.var->u.var.name, n->u.loop.var->u.var.name);
+            return NULL;
+        }
+        te__subst m = {1, (const te_expr *[]){n->u.loop.var}, (te_expr *[]){s->u.loop.var}};
+        te_stmt *nb = te__stmt_substitute(ctx, n->u.loop.body, &m);
+        char note[200];
+        snprintf(note, sizeof note, "one iteration behind (te_pipeline)");
+        te_stmt *b = nb ? te__seq2(ctx, te__seq2(ctx, te__comment(ctx, note), nb), s->u.loop.body)
+                        : NULL;
+        return b ? te__for(ctx, s->u.loop.var, s->u.loop.min, s->u.loop.extent, TE_FOR_SERIAL, b)
+                 : NULL;
+    }
+    default:
+        return s;
+    }
+}
+
+/* Loop k of l's stage pipelined (te_pipeline): the producers attached there for iteration 0,
+ * then for iterations 1.. the producers with `rest` (the stage's loops under k) of the
+ * iteration before fused into pipe_with's loop, then `rest` of the last iteration; the
+ * producers' buffers allocated around all three. NULL on error (message on the context). */
+static te_stmt *pipelined(lower_ctx *L, lstage *l, int k, te_expr *value, te_stmt *rest,
+                          bool unrolled)
+{
+    te_ctx *ctx = L->ctx;
+    te_stage *st = l->st;
+    te_iter *it = st->leaves.v[k];
+    const char *nm = st->tensor->name;
+    int64_t ext = l->ext[te__iter_index(st, it)];
+    if (for_kind(it) != TE_FOR_SERIAL || unrolled)
+        return LERR(L, TE_ERR_SCHEDULE,
+                    "te_pipeline: loop '%s' of '%s' is parallel, vectorized, unrolled or bound; "
+                    "a pipelined loop runs its iterations in order (split it and pipeline the "
+                    "inner part)",
+                    it->name, nm),
+               NULL;
+    te_stage *w = st->pipe_with;
+    if (w->attach != TE_ATTACH_AT || w->attach_stage != st || w->attach_iter != it)
+        return LERR(L, TE_ERR_SCHEDULE,
+                    "te_pipeline: stage '%s' is no longer computed at loop '%s' of '%s'",
+                    w->tensor->name, it->name, nm),
+               NULL;
+    if (rest->kind != TE_S_FOR)
+        return LERR(L, TE_ERR_SCHEDULE,
+                    "te_pipeline: stage '%s' has no loop under '%s' to fuse into '%s'", nm,
+                    it->name, w->tensor->name),
+               NULL;
+    te_stmt *prod[64];
+    te_buf *bufs[64];
+    int np = 0, nb = 0, wi = -1;
+    for (int i = 0; i < L->n && np < 64; i++) {
+        lstage *p = &L->ls[i];
+        if (p->st->attach != TE_ATTACH_AT || p->st->attach_iter != it)
+            continue;
+        if (!(prod[np] = make_stage(L, p)))
+            return NULL;
+        if (p->st == w)
+            wi = np;
+        np++;
+        for (int q = 0; q < (p->st->ntuple ? p->st->ntuple : 1); q++)
+            if (nb < 64)
+                bufs[nb++] = p->st->ntuple ? p->bufs[q] : p->buf;
+    }
+    /* Iteration i-1 of rest runs inside w's loop of iteration i: nothing it reads may be
+     * written by then in iteration i, and no producer may read what it writes. */
+    buf_set reads = {0}, writes = {0}, early = {0}, preads = {0};
+    te__stmt_visit(rest, NULL, loads_fn, &reads);
+    te__stmt_visit(rest, stores_fn, NULL, &writes);
+    for (int q = 0; q < np; q++) {
+        te__stmt_visit(prod[q], NULL, loads_fn, &preads);
+        if (q <= wi)
+            te__stmt_visit(prod[q], stores_fn, NULL, &early);
+    }
+    for (int i = 0; i < reads.n; i++)
+        if (buf_has(&early, reads.v[i]))
+            return LERR(L, TE_ERR_SCHEDULE,
+                        "te_pipeline: '%s' reads '%s', which is written before the loop of '%s' "
+                        "ends; one iteration behind, it would read the next iteration's values "
+                        "(fuse into a producer that runs before '%s' is written)",
+                        nm, reads.v[i]->name, w->tensor->name, reads.v[i]->name),
+                   NULL;
+    for (int i = 0; i < writes.n; i++)
+        if (buf_has(&preads, writes.v[i]))
+            return LERR(L, TE_ERR_SCHEDULE,
+                        "te_pipeline: a producer of '%s' reads '%s', which '%s' writes", nm,
+                        writes.v[i]->name, nm),
+                   NULL;
+    te_expr *x = it->var;
+    te__subst back = {1, (const te_expr *[]){x}, (te_expr *[]){te_sub(ctx, x, te_int(ctx, 1))}};
+    /* w's outermost loop of more than one iteration */
+    lstage *lw = te__find_lstage(L, w->tensor);
+    const te_expr *wvar = NULL;
+    for (int q = 0; lw && q < w->leaves.n && !wvar; q++)
+        if (lw->ext[te__iter_index(w, w->leaves.v[q])] > 1)
+            wvar = ((te_iter *)w->leaves.v[q])->var;
+    pipe_fuse pf = {L, te__stmt_substitute(ctx, rest, &back), wvar, false, 0};
+    if (!pf.behind)
+        return NULL;
+    te_stmt *fw = fuse_into(prod[wi], &pf);
+    if (!fw)
+        return NULL;
+    if (!pf.done)
+        return LERR(L, TE_ERR_SCHEDULE,
+                    "te_pipeline: stage '%s' has no loop of more than one iteration (outside "
+                    "conditions) for '%s' to fuse into",
+                    w->tensor->name, nm),
+               NULL;
+    te_stmt *first = NULL, *steady = NULL;
+    for (int q = 0; q < np; q++) {
+        first = te__seq2(ctx, first, prod[q]);
+        steady = te__seq2(ctx, steady, q == wi ? fw : prod[q]);
+    }
+    first = with_prefetches(L, l, k, value, first);
+    steady = with_prefetches(L, l, k, value, steady);
+    te__subst at0 = {1, (const te_expr *[]){x}, (te_expr *[]){te_int(ctx, 0)}};
+    te__subst atn = {1, (const te_expr *[]){x}, (te_expr *[]){te_int(ctx, ext - 1)}};
+    first = first ? te__stmt_substitute(ctx, first, &at0) : NULL;
+    te_stmt *last = te__stmt_substitute(ctx, rest, &atn);
+    te_stmt *loop = steady ? te__for(ctx, x, te_int(ctx, 1), te_int(ctx, ext - 1),
+                                     TE_FOR_SERIAL, steady)
+                           : NULL;
+    char n1[160], n2[160], n3[160];
+    snprintf(n1, sizeof n1, "pipeline prologue: %s = 0 without %s", it->name, nm);
+    snprintf(n2, sizeof n2, "pipeline: %s of %s - 1 inside %s's loop", nm, it->name,
+             w->tensor->name);
+    snprintf(n3, sizeof n3, "pipeline epilogue: %s of %s = %lld", nm, it->name,
+             (long long)(ext - 1));
+    te_stmt *body = te__seq2(ctx, te__comment(ctx, n1), first);
+    body = te__seq2(ctx, body, te__seq2(ctx, te__comment(ctx, n2), loop));
+    body = te__seq2(ctx, body, te__seq2(ctx, te__comment(ctx, n3), last));
+    if (!first || !loop || !last)
+        return NULL;
+    for (int b = nb - 1; b >= 0 && body; b--)
+        body = te__alloc_stmt(ctx, bufs[b], body);
+    return body;
+}
+
 static te_stmt *make_stage(lower_ctx *L, lstage *l)
 {
     te_ctx *ctx = L->ctx;
@@ -581,6 +824,11 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
 
     for (int k = top - 1; k >= 0; k--) {
         te_iter *it = st->leaves.v[k];
+        if (st->pipe_at == it && l->ext[te__iter_index(st, it)] > 1) {
+            if (!(inner = pipelined(L, l, k, value, inner, unroll[k < 64 ? k : 0] && k < 64)))
+                return NULL;
+            continue;
+        }
         te_stmt *body = inner;
         if (is_red && k + 1 == p)
             body = te__seq2(ctx, init, body);

@@ -104,6 +104,40 @@ int te_compute_at(te_stage *st, te_stage *parent, te_iter *at)
     return te__trace_add(s, "compute_at %s %s %s", nm, parent->tensor->name, at->name);
 }
 
+int te_pipeline(te_stage *st, te_iter *x, te_stage *with)
+{
+    if (!st || !with)
+        return st ? TE__SERR(st->sched, TE_ERR_ARG, "te_pipeline: stage `with` is NULL")
+                  : TE_ERR_ARG;
+    te_schedule *s = st->sched;
+    const char *nm = st->tensor->name;
+    int rc = te__check_leaf(st, x, "te_pipeline");
+    if (rc)
+        return rc;
+    if (with->sched != s || with == st)
+        return TE__SERR(s, TE_ERR_SCHEDULE,
+                        "te_pipeline: stage '%s' is not a producer of '%s' in this schedule",
+                        with->tensor->name, nm);
+    if (st->nred || st->ntuple)
+        return TE__SERR(s, TE_ERR_SCHEDULE,
+                        "te_pipeline: stage '%s' is a reduction; only an elementwise stage's "
+                        "loops can run one iteration behind",
+                        nm);
+    if (x->reduce)
+        return TE__SERR(s, TE_ERR_SCHEDULE, "te_pipeline: '%s' is a reduction loop", x->name);
+    if (with->attach != TE_ATTACH_AT || with->attach_stage != st || with->attach_iter != x)
+        return TE__SERR(s, TE_ERR_SCHEDULE,
+                        "te_pipeline: stage '%s' is not computed at loop '%s' of '%s' "
+                        "(te_compute_at it there first)",
+                        with->tensor->name, x->name, nm);
+    if (st->pipe_at)
+        return TE__SERR(s, TE_ERR_SCHEDULE, "te_pipeline: stage '%s' is already pipelined at '%s'",
+                        nm, st->pipe_at->name);
+    st->pipe_at = x;
+    st->pipe_with = with;
+    return te__trace_add(s, "pipeline %s %s %s", nm, x->name, with->tensor->name);
+}
+
 int te_compute_inline(te_stage *st)
 {
     if (!st)

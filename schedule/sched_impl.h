@@ -59,6 +59,10 @@ struct te_stage {
     bool nontemporal;
     int unroll_max;
     te__vec prefetches; /* te__prefetch*, te_prefetch in the order applied */
+    /* te_pipeline: loop pipe_at runs st's loops under it one iteration behind, fused into
+     * producer pipe_with's outermost loop (NULL: not pipelined). */
+    te_iter *pipe_at;
+    te_stage *pipe_with;
     /* te_tensorize: the loop nest at and under tz_at is one call of tz (NULL: none). */
     te_iter *tz_at;
     const struct te_tensor_intrin *tz;

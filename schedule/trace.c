@@ -15,6 +15,7 @@
  *   prefetch S at T A ahead DIST [LEVEL]  (A: S, or the stage S is computed in, whose loop is
  *                                `ahead`; LEVEL the cache level 2 or 3, absent for 1)
  *   tensorize S x INTRINSIC       (a registered tensor intrinsic, tessera/tensorize.h)
+ *   pipeline S x W                (W: the producer whose loop S's loops fuse into)
  *
  * S, P and R name stages (by the tensor they compute), T a tensor (a stage's or, for
  * cache_read, a placeholder that the reader stages read), x, y and `it` iterators of the stage
@@ -196,6 +197,12 @@ static int apply_line(te_schedule *s, toks *tk)
         te_stage *st = STAGE(1), *p = st ? STAGE(2) : NULL;
         te_iter *at = ITER(p, 3);
         return rc ? rc : te_compute_at(st, p, at);
+    }
+    if (!strcmp(op, "pipeline")) {
+        NEED(4);
+        te_stage *st = STAGE(1), *w = st ? STAGE(3) : NULL;
+        te_iter *x = ITER(st, 2);
+        return rc ? rc : te_pipeline(st, x, w);
     }
     if (!strcmp(op, "compute_inline") || !strcmp(op, "compute_root")) {
         NEED(2);
@@ -597,6 +604,14 @@ char *te_trace_to_c(const char *trace, const char *sched_var)
             sb_printf(&b, "    if (rc == TE_OK) rc = te_compute_at(%s, %s, ", v, v2);
             iter_expr(&b, tk.t[2], tk.t[3]);
             sb_printf(&b, ");\n");
+        } else if (!strcmp(op, "pipeline") && n == 4) {
+            use_stage(&b, d, sv, tk.t[1]);
+            use_stage(&b, d, sv, tk.t[3]);
+            stage_var(tk.t[1], v, sizeof v);
+            stage_var(tk.t[3], v2, sizeof v2);
+            sb_printf(&b, "    if (rc == TE_OK) rc = te_pipeline(%s, ", v);
+            iter_expr(&b, tk.t[1], tk.t[2]);
+            sb_printf(&b, ", %s);\n", v2);
         } else if ((!strcmp(op, "compute_inline") || !strcmp(op, "compute_root")) && n == 2) {
             use_stage(&b, d, sv, tk.t[1]);
             stage_var(tk.t[1], v, sizeof v);

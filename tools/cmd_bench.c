@@ -472,9 +472,21 @@ static int bench_rowop(const char *op, int M, int N, int threads, int reps, row 
     te_schedule *s = te_schedule_create(ctx, 1, &Y);
     TE_BENCH_CHECK(s);
     te_stage *sy = te_schedule_stage(s, Y);
-    te_iter *row_it = te_stage_axis(sy, 0), *jo, *ji;
-    TE_BENCH_CHECK(te_parallel(sy, row_it) == TE_OK);
-    TE_BENCH_CHECK(te_split(sy, te_stage_axis(sy, 1), 16, &jo, &ji) == TE_OK);
+    te_iter *row_it = te_stage_axis(sy, 0), *jo, *ji, *jm, *chunk;
+    /* Rows in chunks of 64, the chunks in parallel, each chunk's rows pipelined (below). */
+    const int64_t width = N >= 256 ? 128 : N >= 128 ? 64 : 16;
+    bool pipe = M % 64 == 0 && M >= 128 && N % width == 0 && width > 16;
+    if (pipe) {
+        TE_BENCH_CHECK(te_split(sy, row_it, 64, &chunk, &row_it) == TE_OK);
+        TE_BENCH_CHECK(te_parallel(sy, chunk) == TE_OK);
+        /* the output's loop in steps of `width`, as the partial sums' loop below runs */
+        TE_BENCH_CHECK(te_split(sy, te_stage_axis(sy, 1), width, &jo, &jm) == TE_OK);
+        TE_BENCH_CHECK(te_split(sy, jm, 16, &jm, &ji) == TE_OK);
+        TE_BENCH_CHECK(te_unroll(sy, jm) == TE_OK);
+    } else {
+        TE_BENCH_CHECK(te_parallel(sy, row_it) == TE_OK);
+        TE_BENCH_CHECK(te_split(sy, te_stage_axis(sy, 1), 16, &jo, &ji) == TE_OK);
+    }
     TE_BENCH_CHECK(te_vectorize(sy, ji) == TE_OK);
     TE_BENCH_CHECK(te_stage_nontemporal(sy, true) == TE_OK);
     /* Row reductions: 128 partial results per row (rfactor) in eight vectors, so that eight
@@ -486,9 +498,13 @@ static int bench_rowop(const char *op, int M, int N, int threads, int reps, row 
     for (int q = 0; q < te_schedule_nstages(s) && nred < 8; q++)
         if (te_stage_nreduce(te_schedule_stage_at(s, q)) > 0)
             reds[nred++] = te_stage_tensor(te_schedule_stage_at(s, q));
+    te_stage *first_rf = NULL;
     for (int q = 0; q < nred; q++) {
         te_stage *st = te_schedule_stage(s, reds[q]);
-        TE_BENCH_CHECK(rf_lanes(s, st, N >= 256 ? 128 : N >= 128 ? 64 : 16));
+        te_stage *srf = rf_lanes(s, st, width);
+        TE_BENCH_CHECK(srf);
+        if (!first_rf)
+            first_rf = srf;
         if (N >= 128) {
             /* The vectors fold into one lane-wise first (a second rfactor), then its 16
              * lanes: a fold of all the partial results one after the other is a chain of 128
@@ -511,6 +527,12 @@ static int bench_rowop(const char *op, int M, int N, int threads, int reps, row 
             TE_BENCH_CHECK(te_vectorize(st, b) == TE_OK);
         }
     }
+    /* Software pipelining: each row's output pass runs inside the next row's first pass
+     * (the first partial reduction, over the row in steps of `width`), so that the output's
+     * streaming stores overlap that row's computation instead of draining alone at the end of
+     * every row. Stand-alone on a Xeon: softmax 0.75-0.80 -> 0.84-0.89 of the streaming copy. */
+    if (pipe && first_rf)
+        TE_BENCH_CHECK(te_pipeline(sy, row_it, first_rf) == TE_OK);
     /* The next row's input, a cache line at a time, into L2, while this row is computed:
      * issued from the last pass over the row that reads the input (at its innermost loop that
      * is not vectorized): the output pass where it reads the input (layer norm), so that the

@@ -109,6 +109,17 @@ int te_reorder(te_stage *st, int n, te_iter *const *order);
  * Compute this stage inside loop `at` of stage `parent`, for just the region that one
  * iteration of `at` needs. parent must (transitively) consume this stage. */
 int te_compute_at(te_stage *st, te_stage *parent, te_iter *at);
+/* Software pipelining by one iteration (TVM's software_pipeline_stage, with the stages' loops
+ * fused as Halide's compute_with fuses them): serial loop x of stage st computes, in iteration
+ * i, its producers computed at x for iteration i and st's own loops under x for iteration i-1,
+ * the outermost of them fused into the outermost loop of extent > 1 of producer `with` (so
+ * one row's output stores overlap the next row's first pass). Iteration 0 runs only the
+ * producers, and st's last iteration follows the loop; the producers' buffers live across
+ * iterations. `with` must be computed at x (call te_compute_at first); st must not be a
+ * reduction. Lowering refuses, with the reason, when the fused loops differ in extent, or st
+ * reads a buffer computed at x that is written before `with`'s loop ends (it would see the
+ * next iteration's values), or x is parallel, vectorized or unrolled. */
+int te_pipeline(te_stage *st, te_iter *x, te_stage *with);
 /* Substitute this stage's expression into its consumers. Not for reductions or outputs. */
 int te_compute_inline(te_stage *st);
 /* Compute the whole tensor at the root, before its consumers (the default). */
