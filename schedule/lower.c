@@ -553,21 +553,22 @@ static te_stmt *fuse_into(te_stmt *s, pipe_fuse *pf)
             te_stmt *b = fuse_into(s->u.loop.body, pf);
             if (!b)
                 return NULL;
-            te_stmt *f = te__for(ctx, s->u.loop.var, s->u.loop.min, s->u.loop.extent,
-                                 s->u.loop.fkind, b);
+            te_stmt *f =
+                te__for(ctx, s->u.loop.var, s->u.loop.min, s->u.loop.extent, s->u.loop.fkind, b);
             if (f)
                 f->u.loop.thread_tag = s->u.loop.thread_tag;
             return f;
         }
         pf->done = true;
-        bool nconst = te__arith_const_int(n->u.loop.min, &bmn) &&
-                      te__arith_const_int(n->u.loop.extent, &bex);
+        bool nconst =
+            te__arith_const_int(n->u.loop.min, &bmn) && te__arith_const_int(n->u.loop.extent, &bex);
         if (!nconst || bmn != mn || bex != ex) {
-            pf->err = LERR(L, TE_ERR_SCHEDULE,
-                           "te_pipeline: loop '%s' (%lld iterations) cannot be fused with loop "
-                           "'%s' (%s iterations): split them alike",
-                           s->u.loop.var->u.var.name, (long long)ex, n->u.loop.var->u.var.name,
-                           nconst ? te__sprintf(ctx, "%lld", (long long)bex) : "a varying number of");
+            pf->err =
+                LERR(L, TE_ERR_SCHEDULE,
+                     "te_pipeline: loop '%s' (%lld iterations) cannot be fused with loop "
+                     "'%s' (%s iterations): split them alike",
+                     s->u.loop.var->u.var.name, (long long)ex, n->u.loop.var->u.var.name,
+                     nconst ? te__sprintf(ctx, "%lld", (long long)bex) : "a varying number of");
             return NULL;
         }
         if (s->u.loop.fkind != TE_FOR_SERIAL || n->u.loop.fkind != TE_FOR_SERIAL) {
@@ -580,8 +581,8 @@ static te_stmt *fuse_into(te_stmt *s, pipe_fuse *pf)
         te_stmt *nb = te__stmt_substitute(ctx, n->u.loop.body, &m);
         char note[200];
         snprintf(note, sizeof note, "one iteration behind (te_pipeline)");
-        te_stmt *b = nb ? te__seq2(ctx, te__seq2(ctx, te__comment(ctx, note), nb), s->u.loop.body)
-                        : NULL;
+        te_stmt *b =
+            nb ? te__seq2(ctx, te__seq2(ctx, te__comment(ctx, note), nb), s->u.loop.body) : NULL;
         return b ? te__for(ctx, s->u.loop.var, s->u.loop.min, s->u.loop.extent, TE_FOR_SERIAL, b)
                  : NULL;
     }
@@ -691,9 +692,9 @@ static te_stmt *pipelined(lower_ctx *L, lstage *l, int k, te_expr *value, te_stm
     te__subst atn = {1, (const te_expr *[]){x}, (te_expr *[]){te_int(ctx, ext - 1)}};
     first = first ? te__stmt_substitute(ctx, first, &at0) : NULL;
     te_stmt *last = te__stmt_substitute(ctx, rest, &atn);
-    te_stmt *loop = steady ? te__for(ctx, x, te_int(ctx, 1), te_int(ctx, ext - 1),
-                                     TE_FOR_SERIAL, steady)
-                           : NULL;
+    te_stmt *loop =
+        steady ? te__for(ctx, x, te_int(ctx, 1), te_int(ctx, ext - 1), TE_FOR_SERIAL, steady)
+               : NULL;
     char n1[160], n2[160], n3[160];
     snprintf(n1, sizeof n1, "pipeline prologue: %s = 0 without %s", it->name, nm);
     snprintf(n2, sizeof n2, "pipeline: %s of %s - 1 inside %s's loop", nm, it->name,
