@@ -388,6 +388,36 @@ static void test_rowop_eight_vectors(void **state)
     tcase_free(&c);
 }
 
+/* rowop with pipe: configurations that pipeline the output (te_pipeline) are offered where
+ * rows chunk and the reductions take two vectors or more, and compute the reference. */
+static void test_rowop_pipelined(void **state)
+{
+    (void)state;
+    tt_rng r;
+    tt_rng_seed(&r, tt_seed(6));
+    const char *ops[] = {"softmax", "layer_norm"};
+    for (int o = 0; o < 2; o++) {
+        tcase c;
+        tcase_op(&c, ops[o], "m=40,n=512", &r); /* 40 rows: chunks with a tail */
+        te_space *sp = make(&c, ops[o], TE_SPACE_TEMPLATE);
+        int64_t size = te_space_size(sp);
+        const char *tr[6];
+        int nt = 0;
+        for (int64_t i = 0; i < size && nt < 6; i += 7) {
+            const char *t = te_space_get(sp, i);
+            assert_non_null(t);
+            if (strstr(t, "\npipeline "))
+                tr[nt++] = t;
+        }
+        if (nt == 0)
+            fail_msg("%s: no pipelined configuration among %lld", ops[o], (long long)size);
+        if (getenv("TESSERA_TEST_VERBOSE"))
+            fputs(tr[0], stderr);
+        check_traces(&c, sp, nt, tr, 1e-5);
+        tcase_free(&c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -397,6 +427,7 @@ int main(void)
         cmocka_unit_test(test_features),
         cmocka_unit_test(test_templates),
         cmocka_unit_test(test_rowop_eight_vectors),
+        cmocka_unit_test(test_rowop_pipelined),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
