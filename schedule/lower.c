@@ -823,6 +823,11 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
         }
     }
 
+    if (st->pipe_at && te__leaf_pos(st, st->pipe_at) < 0)
+        return LERR(L, TE_ERR_SCHEDULE,
+                    "te_pipeline: loop '%s' of '%s' was split or fused after it was pipelined",
+                    st->pipe_at->name, st->tensor->name),
+               NULL;
     for (int k = top - 1; k >= 0; k--) {
         te_iter *it = st->leaves.v[k];
         if (st->pipe_at == it && l->ext[te__iter_index(st, it)] > 1) {

@@ -217,6 +217,13 @@ static void test_refusals(void **state)
     expect_build_error(&r, "is parallel, vectorized, unrolled or bound");
     te_ctx_free(r.ctx);
 
+    /* the pipelined loop cannot be split afterwards (stages are computed at it) */
+    build(&r, "softmax", W);
+    assert_int_equal(te_pipeline(r.sy, r.row, r.first_rf), TE_OK);
+    te_iter *ro, *ri;
+    assert_int_equal(te_split(r.sy, r.row, 4, &ro, &ri), TE_ERR_SCHEDULE);
+    te_ctx_free(r.ctx);
+
     /* refused by the primitive itself: a producer computed elsewhere, a reduction stage, a
      * reduction loop, a second pipeline */
     build(&r, "softmax", W);
