@@ -87,17 +87,23 @@ static void build(rowop *r, const char *op, int out_split)
     }
 }
 
-/* Builds and runs r on bufs (inputs, then the output, poisoned first); the source in *src
- * (caller frees) when src is set. Returns te_build's status. */
-static int run(rowop *r, void **bufs, char **src)
+/* te_build of r for the host (inputs, then the output); its status. */
+static int build_module(rowop *r, te_module **m)
 {
     te_target tgt = te_target_host();
-    te_module *m = NULL;
     te_tensor *args[TE_OP_MAX_IO + 1];
     for (int q = 0; q < r->n_in; q++)
         args[q] = r->in[q];
     args[r->n_in] = r->Y;
-    int rc = te_build(r->s, r->n_in + 1, args, "rowop_pipe", &tgt, &m);
+    return te_build(r->s, r->n_in + 1, args, "rowop_pipe", &tgt, m);
+}
+
+/* Builds and runs r on bufs (inputs, then the output, poisoned first); the source in *src
+ * (caller frees) when src is set. Returns te_build's status. */
+static int run(rowop *r, void **bufs, char **src)
+{
+    te_module *m = NULL;
+    int rc = build_module(r, &m);
     if (rc != TE_OK)
         return rc;
     if (src)
@@ -181,13 +187,8 @@ static void test_layer_norm(void **state)
 /* Builds r and expects te_build to fail with a message containing `want`. */
 static void expect_build_error(rowop *r, const char *want)
 {
-    te_target tgt = te_target_host();
     te_module *m = NULL;
-    te_tensor *args[TE_OP_MAX_IO + 1];
-    for (int q = 0; q < r->n_in; q++)
-        args[q] = r->in[q];
-    args[r->n_in] = r->Y;
-    assert_int_equal(te_build(r->s, r->n_in + 1, args, "rowop_pipe", &tgt, &m), TE_ERR_SCHEDULE);
+    assert_int_equal(build_module(r, &m), TE_ERR_SCHEDULE);
     if (!strstr(te_ctx_errmsg(r->ctx), want))
         fail_msg("error '%s' lacks '%s'", te_ctx_errmsg(r->ctx), want);
 }
