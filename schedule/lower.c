@@ -115,29 +115,50 @@ static te_expr *to_load_fn(te_ctx *ctx, te_expr *e, void *user)
 
 static te_stmt *make_stage(lower_ctx *L, lstage *l);
 
-/* Producers attached at leaf `pos` of stage S, wrapped around `rest`. */
-static te_stmt *with_attached(lower_ctx *L, te_stage *S, int pos, te_stmt *rest)
-{
-    te_iter *it = S->leaves.v[pos];
-    te_stmt *prod = NULL;
+/* The producers attached at loop `it`, in order (make_stage of each), and their buffers. */
+typedef struct {
+    te_stmt *prod[64];
+    const te_stage *st[64];
+    int np;
     te_buf *bufs[64];
-    int nb = 0;
-    for (int i = 0; i < L->n; i++) {
+    int nb;
+} attached;
+
+static int collect_attached(lower_ctx *L, const te_iter *it, attached *a)
+{
+    a->np = a->nb = 0;
+    for (int i = 0; i < L->n && a->np < 64; i++) {
         lstage *p = &L->ls[i];
         if (p->st->attach != TE_ATTACH_AT || p->st->attach_iter != it)
             continue;
-        te_stmt *ps = make_stage(L, p);
-        if (!ps)
-            return NULL;
-        prod = te__seq2(L->ctx, prod, ps);
+        if (!(a->prod[a->np] = make_stage(L, p)))
+            return -1;
+        a->st[a->np++] = p->st;
         for (int k = 0; k < (p->st->ntuple ? p->st->ntuple : 1); k++)
-            if (nb < 64)
-                bufs[nb++] = p->st->ntuple ? p->bufs[k] : p->buf;
+            if (a->nb < 64)
+                a->bufs[a->nb++] = p->st->ntuple ? p->bufs[k] : p->buf;
     }
-    te_stmt *body = te__seq2(L->ctx, prod, rest);
-    for (int b = nb - 1; b >= 0 && body; b--)
-        body = te__alloc_stmt(L->ctx, bufs[b], body);
+    return 0;
+}
+
+/* body inside the allocations of a's buffers. */
+static te_stmt *alloc_attached(lower_ctx *L, const attached *a, te_stmt *body)
+{
+    for (int b = a->nb - 1; b >= 0 && body; b--)
+        body = te__alloc_stmt(L->ctx, a->bufs[b], body);
     return body;
+}
+
+/* Producers attached at leaf `pos` of stage S, wrapped around `rest`. */
+static te_stmt *with_attached(lower_ctx *L, te_stage *S, int pos, te_stmt *rest)
+{
+    attached a;
+    if (collect_attached(L, S->leaves.v[pos], &a))
+        return NULL;
+    te_stmt *prod = NULL;
+    for (int q = 0; q < a.np; q++)
+        prod = te__seq2(L->ctx, prod, a.prod[q]);
+    return alloc_attached(L, &a, te__seq2(L->ctx, prod, rest));
 }
 
 static te_stmt *guard(te_ctx *ctx, te__vec *conds, te_stmt *s)
@@ -512,84 +533,69 @@ typedef struct {
     const te_stmt *behind; /* the pipelined stage's loop nest, one iteration behind */
     const te_expr *var;    /* the variable of the loop to fuse into */
     bool done;
-    int err;
+    bool failed; /* error (message on the context) */
 } pipe_fuse;
+
+static te_stmt *fuse_child(void *user, te_stmt *s);
 
 /* s with loop pf->var (found through sequences, comments, allocations, lets and loops of
  * extent 1) given pf->behind's loop body first, that loop's variable standing for
- * pf->behind's. NULL on error. */
+ * pf->behind's. NULL with pf->failed on error. */
 static te_stmt *fuse_into(te_stmt *s, pipe_fuse *pf)
 {
     lower_ctx *L = pf->L;
     te_ctx *ctx = L->ctx;
-    if (!s || pf->done || pf->err)
+    if (!s || pf->done || pf->failed)
         return s;
-    switch (s->kind) {
-    case TE_S_SEQ: {
-        te_stmt **v = te__alloc(ctx, sizeof *v * (size_t)s->u.seq.n);
-        if (!v)
-            return NULL;
-        for (int i = 0; i < s->u.seq.n; i++)
-            if (!(v[i] = fuse_into(s->u.seq.v[i], pf)))
-                return NULL;
-        return te__seq(ctx, s->u.seq.n, v);
-    }
-    case TE_S_ALLOC: {
-        te_stmt *b = fuse_into(s->u.alloc.body, pf);
-        return b ? te__alloc_stmt(ctx, s->u.alloc.buf, b) : NULL;
-    }
-    case TE_S_LET: {
-        te_stmt *b = fuse_into(s->u.let.body, pf);
-        return b ? te__let(ctx, s->u.let.var, s->u.let.value, b) : NULL;
-    }
-    case TE_S_FOR: {
-        int64_t mn, ex, bmn, bex;
-        const te_stmt *n = pf->behind;
-        if (!te__arith_const_int(s->u.loop.min, &mn) || !te__arith_const_int(s->u.loop.extent, &ex))
-            return s;
-        if (s->u.loop.var != pf->var && ex != 1)
-            return s;
-        if (s->u.loop.var != pf->var) {
-            te_stmt *b = fuse_into(s->u.loop.body, pf);
-            if (!b)
-                return NULL;
-            te_stmt *f =
-                te__for(ctx, s->u.loop.var, s->u.loop.min, s->u.loop.extent, s->u.loop.fkind, b);
-            if (f)
-                f->u.loop.thread_tag = s->u.loop.thread_tag;
-            return f;
-        }
-        pf->done = true;
-        bool nconst =
-            te__arith_const_int(n->u.loop.min, &bmn) && te__arith_const_int(n->u.loop.extent, &bex);
-        if (!nconst || bmn != mn || bex != ex) {
-            pf->err =
-                LERR(L, TE_ERR_SCHEDULE,
-                     "te_pipeline: loop '%s' (%lld iterations) cannot be fused with loop "
-                     "'%s' (%s iterations): split them alike",
-                     s->u.loop.var->u.var.name, (long long)ex, n->u.loop.var->u.var.name,
-                     nconst ? te__sprintf(ctx, "%lld", (long long)bex) : "a varying number of");
-            return NULL;
-        }
-        if (s->u.loop.fkind != TE_FOR_SERIAL || n->u.loop.fkind != TE_FOR_SERIAL) {
-            pf->err = LERR(L, TE_ERR_SCHEDULE,
-                           "te_pipeline: loops '%s' and '%s' must both be serial to be fused",
-                           s->u.loop.var->u.var.name, n->u.loop.var->u.var.name);
-            return NULL;
-        }
-        te__subst m = {1, (const te_expr *[]){n->u.loop.var}, (te_expr *[]){s->u.loop.var}};
-        te_stmt *nb = te__stmt_substitute(ctx, n->u.loop.body, &m);
-        char note[200];
-        snprintf(note, sizeof note, "one iteration behind (te_pipeline)");
-        te_stmt *b =
-            nb ? te__seq2(ctx, te__seq2(ctx, te__comment(ctx, note), nb), s->u.loop.body) : NULL;
-        return b ? te__for(ctx, s->u.loop.var, s->u.loop.min, s->u.loop.extent, TE_FOR_SERIAL, b)
-                 : NULL;
-    }
-    default:
+    if (s->kind == TE_S_SEQ || s->kind == TE_S_ALLOC || s->kind == TE_S_LET)
+        return te__stmt_map_children(ctx, s, fuse_child, pf, &pf->failed);
+    int64_t mn, ex, bmn, bex;
+    if (s->kind != TE_S_FOR || !te__arith_const_int(s->u.loop.min, &mn) ||
+        !te__arith_const_int(s->u.loop.extent, &ex))
         return s;
+    if (s->u.loop.var != pf->var && ex != 1)
+        return s;
+    if (s->u.loop.var != pf->var) {
+        te_stmt *b = fuse_into(s->u.loop.body, pf);
+        te_stmt *f =
+            b ? te__for(ctx, s->u.loop.var, s->u.loop.min, s->u.loop.extent, s->u.loop.fkind, b)
+              : NULL;
+        if (f)
+            f->u.loop.thread_tag = s->u.loop.thread_tag;
+        pf->failed |= !f;
+        return f;
     }
+    pf->done = true;
+    const te_stmt *n = pf->behind;
+    bool nconst =
+        te__arith_const_int(n->u.loop.min, &bmn) && te__arith_const_int(n->u.loop.extent, &bex);
+    pf->failed = true;
+    if (!nconst || bmn != mn || bex != ex)
+        return LERR(L, TE_ERR_SCHEDULE,
+                    "te_pipeline: loop '%s' (%lld iterations) cannot be fused with loop '%s' (%s "
+                    "iterations): split them alike",
+                    s->u.loop.var->u.var.name, (long long)ex, n->u.loop.var->u.var.name,
+                    nconst ? te__sprintf(ctx, "%lld", (long long)bex) : "a varying number of"),
+               NULL;
+    if (s->u.loop.fkind != TE_FOR_SERIAL || n->u.loop.fkind != TE_FOR_SERIAL)
+        return LERR(L, TE_ERR_SCHEDULE,
+                    "te_pipeline: loops '%s' and '%s' must both be serial to be fused",
+                    s->u.loop.var->u.var.name, n->u.loop.var->u.var.name),
+               NULL;
+    te__subst m = {1, (const te_expr *[]){n->u.loop.var}, (te_expr *[]){s->u.loop.var}};
+    te_stmt *nb = te__stmt_substitute(ctx, n->u.loop.body, &m);
+    te_stmt *b =
+        nb ? te__seq2(ctx,
+                      te__seq2(ctx, te__comment(ctx, "one iteration behind (te_pipeline)"), nb),
+                      s->u.loop.body)
+           : NULL;
+    te_stmt *f =
+        b ? te__for(ctx, s->u.loop.var, s->u.loop.min, s->u.loop.extent, TE_FOR_SERIAL, b) : NULL;
+    pf->failed = !f;
+    return f;
 }
+
+static te_stmt *fuse_child(void *user, te_stmt *s) { return fuse_into(s, user); }
 
 /* Loop k of l's stage pipelined (te_pipeline): the producers attached there for iteration 0,
  * then for iterations 1.. the producers with `rest` (the stage's loops under k) of the
@@ -621,22 +627,18 @@ static te_stmt *pipelined(lower_ctx *L, lstage *l, int k, te_expr *value, te_stm
                     "te_pipeline: stage '%s' has no loop under '%s' to fuse into '%s'", nm,
                     it->name, w->tensor->name),
                NULL;
-    te_stmt *prod[64];
-    te_buf *bufs[64];
-    int np = 0, nb = 0, wi = -1;
-    for (int i = 0; i < L->n && np < 64; i++) {
-        lstage *p = &L->ls[i];
-        if (p->st->attach != TE_ATTACH_AT || p->st->attach_iter != it)
-            continue;
-        if (!(prod[np] = make_stage(L, p)))
-            return NULL;
-        if (p->st == w)
-            wi = np;
-        np++;
-        for (int q = 0; q < (p->st->ntuple ? p->st->ntuple : 1); q++)
-            if (nb < 64)
-                bufs[nb++] = p->st->ntuple ? p->bufs[q] : p->buf;
-    }
+    attached a;
+    if (collect_attached(L, it, &a))
+        return NULL;
+    te_stmt **prod = a.prod;
+    int np = a.np, wi = -1;
+    for (int q = 0; q < np; q++)
+        if (a.st[q] == w)
+            wi = q;
+    if (wi < 0)
+        return LERR(L, TE_ERR_INTERNAL, "te_pipeline: stage '%s' not among the producers at '%s'",
+                    w->tensor->name, it->name),
+               NULL;
     /* Iteration i-1 of rest runs inside w's loop of iteration i: nothing it reads may be
      * written by then in iteration i, and no producer may read what it writes. */
     buf_set reads = {0}, writes = {0}, early = {0}, preads = {0};
@@ -669,11 +671,11 @@ static te_stmt *pipelined(lower_ctx *L, lstage *l, int k, te_expr *value, te_stm
     for (int q = 0; lw && q < w->leaves.n && !wvar; q++)
         if (lw->ext[te__iter_index(w, w->leaves.v[q])] > 1)
             wvar = ((te_iter *)w->leaves.v[q])->var;
-    pipe_fuse pf = {L, te__stmt_substitute(ctx, rest, &back), wvar, false, 0};
+    pipe_fuse pf = {L, te__stmt_substitute(ctx, rest, &back), wvar, false, false};
     if (!pf.behind)
         return NULL;
     te_stmt *fw = fuse_into(prod[wi], &pf);
-    if (!fw)
+    if (pf.failed || !fw)
         return NULL;
     if (!pf.done)
         return LERR(L, TE_ERR_SCHEDULE,
@@ -706,9 +708,7 @@ static te_stmt *pipelined(lower_ctx *L, lstage *l, int k, te_expr *value, te_stm
     body = te__seq2(ctx, body, te__seq2(ctx, te__comment(ctx, n3), last));
     if (!first || !loop || !last)
         return NULL;
-    for (int b = nb - 1; b >= 0 && body; b--)
-        body = te__alloc_stmt(ctx, bufs[b], body);
-    return body;
+    return alloc_attached(L, &a, body);
 }
 
 static te_stmt *make_stage(lower_ctx *L, lstage *l)
