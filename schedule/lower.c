@@ -113,6 +113,13 @@ static te_expr *to_load_fn(te_ctx *ctx, te_expr *e, void *user)
     return te__load(ctx, p->st->ntuple ? p->bufs[t->tuple_index] : p->buf, e->u.read.n, idx);
 }
 
+te_expr *te__to_loads(lower_ctx *L, te_expr *e)
+{
+    load_ctx lc = {L, 0};
+    te_expr *r = e ? te__expr_mutate(L->ctx, e, to_load_fn, &lc) : NULL;
+    return lc.err ? NULL : r;
+}
+
 static te_stmt *make_stage(lower_ctx *L, lstage *l);
 
 /* The producers attached at loop `it`, in order (make_stage of each), and their buffers. */
@@ -167,68 +174,6 @@ static te_stmt *guard(te_ctx *ctx, te__vec *conds, te_stmt *s)
     for (int i = 0; i < conds->n; i++)
         c = c ? te_and(ctx, c, conds->v[i]) : conds->v[i];
     return c ? te__if(ctx, c, s, NULL) : s;
-}
-
-/* The update and the initialization of a tuple stage: every accumulator advances together,
- *
- *     let v_j = source j;  let n_i = combine_i(acc, v);  out_i[idx] = n_i (every i)
- *
- * so every combine reads the accumulators before any is stored (the lets are the tuple of
- * locals; the promote_registers pass keeps local accumulators in variables). Constant sources
- * are substituted rather than bound, so the combine simplifies. */
-static int tuple_update(lower_ctx *L, lstage *l, const te__subst *map, te_expr *const *sidx,
-                        te_stmt **update, te_stmt **init)
-{
-    te_ctx *ctx = L->ctx;
-    te_stage *st = l->st;
-    const te_reducer *r = l->body->u.red.custom;
-    int n = r->n;
-    te_expr *val[TE_MAX_TUPLE], *acc[TE_MAX_TUPLE], *nv[TE_MAX_TUPLE], *comb[TE_MAX_TUPLE];
-    te_expr *lv[TE_MAX_TUPLE] = {NULL};
-    load_ctx lc = {L, 0};
-    for (int j = 0; j < n; j++) {
-        te_expr *v = te__substitute(ctx, l->body->u.red.srcs[j], map);
-        v = v ? te__expr_mutate(ctx, v, to_load_fn, &lc) : NULL;
-        if (!v || lc.err)
-            return lc.err ? lc.err : TE_ERR_NOMEM;
-        if (v->kind == TE_E_INT || v->kind == TE_E_FLOAT) {
-            val[j] = v;
-        } else {
-            char nm[80];
-            snprintf(nm, sizeof nm, "%s_in%d", st->tensor->name, j);
-            if (!(lv[j] = te_var(ctx, nm, v->dtype)))
-                return TE_ERR_NOMEM;
-            val[j] = lv[j];
-        }
-        comb[j] = v; /* the bound value, for the lets below */
-    }
-    for (int i = 0; i < n; i++)
-        if (!(acc[i] = te__load(ctx, l->bufs[i], st->ndim, sidx)))
-            return TE_ERR_NOMEM;
-    te_expr *out[TE_MAX_TUPLE];
-    int rc = te__reduce_combine_tuple(ctx, r, acc, val, out);
-    if (rc)
-        return rc;
-    te_stmt *stores = NULL, *inits = NULL;
-    for (int i = 0; i < n; i++) {
-        char nm[80];
-        snprintf(nm, sizeof nm, "%s_next%d", st->tensor->name, i);
-        if (!(nv[i] = te_var(ctx, nm, out[i]->dtype)))
-            return TE_ERR_NOMEM;
-        stores = te__seq2(ctx, stores, te__store(ctx, l->bufs[i], st->ndim, sidx, nv[i]));
-        inits = te__seq2(ctx, inits, te__store(ctx, l->bufs[i], st->ndim, sidx, r->identities[i]));
-    }
-    te_stmt *s = stores;
-    for (int i = n - 1; i >= 0 && s; i--)
-        s = te__let(ctx, nv[i], out[i], s);
-    for (int j = n - 1; j >= 0 && s; j--)
-        if (lv[j])
-            s = te__let(ctx, lv[j], comb[j], s);
-    if (!s || !inits)
-        return TE_ERR_NOMEM;
-    *update = s;
-    *init = inits;
-    return TE_OK;
 }
 
 typedef struct {
@@ -711,6 +656,33 @@ static te_stmt *pipelined(lower_ctx *L, lstage *l, int k, te_expr *value, te_stm
     return alloc_attached(L, &a, body);
 }
 
+/* The loop of leaf o->q inside the lets a tuple update computes outside it, under the
+ * stage's guards at the loop nest's first point (leaves q.. at 0): every guard is an upper
+ * bound of an index that grows with those loops, so when the first point is outside, all are,
+ * and the lets' loads stay in bounds. */
+static te_stmt *outer_lets(lower_ctx *L, const lstage *l, const te__tuple_outer *o,
+                           const te__vec *all, te_stmt *loop)
+{
+    te_ctx *ctx = L->ctx;
+    const te_stage *st = l->st;
+    const te_expr *from[64];
+    te_expr *to[64];
+    int n = 0;
+    for (int k = o->q; k < st->leaves.n && n < 64; k++) {
+        from[n] = ((te_iter *)st->leaves.v[k])->var;
+        if (!(to[n++] = te_int(ctx, 0)))
+            return NULL;
+    }
+    te__subst z = {n, from, to};
+    te__vec first = {0};
+    for (int i = 0; i < all->n; i++) {
+        te_expr *c = te__substitute(ctx, all->v[i], &z);
+        if (!c || te__vec_push(ctx, &first, c))
+            return NULL;
+    }
+    return guard(ctx, &first, te__tuple_outer_wrap(L, o, loop));
+}
+
 static te_stmt *make_stage(lower_ctx *L, lstage *l)
 {
     te_ctx *ctx = L->ctx;
@@ -761,8 +733,9 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
     if (!value || lc.err)
         return NULL;
     te_stmt *update, *init = NULL;
+    te__tuple_outer tout = {nl, 0, {NULL}, {NULL}};
     if (te__is_tuple_reduce(l->body)) {
-        if (tuple_update(L, l, &map, sidx, &update, &init))
+        if (te__tuple_update(L, l, &map, sidx, te__tuple_inner_from(L, l), &tout, &update, &init))
             return NULL;
         init = guard(ctx, &spatial, init);
     } else if (is_red) {
@@ -844,6 +817,8 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
         inner = te__for(ctx, it->var, te_int(ctx, 0), te_int(ctx, l->ext[te__iter_index(st, it)]),
                         fk, body);
         if (!inner)
+            return NULL;
+        if (k == tout.q && tout.n && !(inner = outer_lets(L, l, &tout, &all, inner)))
             return NULL;
         if (fk == TE_FOR_THREAD)
             inner->u.loop.thread_tag = (int)it->tag;

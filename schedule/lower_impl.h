@@ -1,7 +1,7 @@
 /*
  * schedule/lower_impl.h (private): the state te_lower keeps per stage while it builds loop
- * nests, shared by lower.c (inlining and loop nests), relations.c (split/fuse propagation) and
- * bound_infer.c (regions of compute_at stages).
+ * nests, shared by lower.c (inlining and loop nests), lower_tuple.c (tuple updates), relations.c
+ * (split/fuse propagation) and bound_infer.c (regions of compute_at stages).
  */
 #ifndef TESSERA_SCHEDULE_LOWER_IMPL_H
 #define TESSERA_SCHEDULE_LOWER_IMPL_H
@@ -39,6 +39,33 @@ typedef struct lower_ctx {
 int te__iter_index(const te_stage *st, const te_iter *it);
 /* The lowering state of the stage computing t, NULL when t is not computed by the schedule. */
 lstage *te__find_lstage(lower_ctx *L, const te_tensor *t);
+
+/* READ of tensors in e -> LOAD of their buffers (relative to each buffer's region); NULL with
+ * an error on L->ctx when a tensor has no buffer, or when e is NULL. */
+te_expr *te__to_loads(lower_ctx *L, te_expr *e);
+
+/* ---- lower_tuple.c: the update of a tuple stage ----
+ * What it computes outside the stage's innermost loops: lets, in order, wrapped around the
+ * loop of leaf q (nl, no lets, when nothing is). */
+#define TE__TUPLE_OUTER_MAX 64
+typedef struct te__tuple_outer {
+    int q;
+    int n;
+    te_expr *var[TE__TUPLE_OUTER_MAX];
+    te_expr *val[TE__TUPLE_OUTER_MAX];
+} te__tuple_outer;
+/* The first of l's innermost leaves that are spatial, serial, unrolled or vectorized, not
+ * pipelined and with no stage computed at them (st->leaves.n when the innermost is not). */
+int te__tuple_inner_from(lower_ctx *L, const lstage *l);
+/* The update (*update, at the innermost loop) and initialization (*init, one element) of tuple
+ * stage l at indices sidx, its sources substituted by map. Components that stay the same along
+ * leaves q.. are read and combined once outside them: o's lets, to be wrapped around the loop
+ * of leaf o->q (te__tuple_outer_wrap) under the stage's guards at that loop's first point.
+ * Returns TE_OK or an error code (the statements are then unset). */
+int te__tuple_update(lower_ctx *L, lstage *l, const te__subst *map, te_expr *const *sidx, int q,
+                     te__tuple_outer *o, te_stmt **update, te_stmt **init);
+/* inner inside o's lets (NULL on allocation failure). */
+te_stmt *te__tuple_outer_wrap(lower_ctx *L, const te__tuple_outer *o, te_stmt *inner);
 
 /* ---- relations.c: split/fuse propagation ----
  * Forward: the stage's root extents (its region, l->rext) through split/fuse to every

@@ -323,6 +323,135 @@ static void test_tuple_stage_computed_at_its_consumer_row_loop(void **state)
     te_ctx_free(ctx);
 }
 
+/* Components that stay the same along the innermost loops (schedule/lower_tuple.c): the
+ * online weighted softmax out[i][d] = (max_k X[i][k], sum_k exp(X[i][k] - max) V[k][d]),
+ * attention's state in small. The maximum's source does not depend on d, so it is read and
+ * combined once per row outside the d loops (split by 8 with a tail, vectorized or not, and
+ * after the rows' loop when reordered there); the sum is per (i, d). Rows and columns are
+ * not multiples of the splits, row 0 is all -inf (the maximum stays -inf, the sums 0). */
+enum { WR = 9, WK = 13, WD = 21 };
+
+static te_reducer *weighted_softmax_reducer(te_ctx *ctx)
+{
+    te_expr *m1 = te_var(ctx, "m1", TE_F32), *m2 = te_var(ctx, "m2", TE_F32);
+    te_expr *a1 = te_var(ctx, "a1", TE_F32), *a2 = te_var(ctx, "a2", TE_F32);
+    te_expr *e = te_select(ctx, te_eq(ctx, m1, m2), te_f32(ctx, 1),
+                           te_exp(ctx, te_sub(ctx, te_min(ctx, m1, m2), te_max(ctx, m1, m2))));
+    te_expr *c[2] = {te_max(ctx, m1, m2),
+                     te_select(ctx, te_ge(ctx, m1, m2), te_add(ctx, a1, te_mul(ctx, a2, e)),
+                               te_add(ctx, te_mul(ctx, a1, e), a2))};
+    return te_reducer_create_tuple(ctx, "wsm", 2, (te_expr *[]){m1, a1}, (te_expr *[]){m2, a2}, c,
+                                   (te_expr *[]){te_f32(ctx, -INFINITY), te_f32(ctx, 0)});
+}
+
+typedef enum { W_PLAIN, W_SPLIT, W_VECTOR, W_ROWS_INSIDE, W_COUNT } wsched;
+
+static void run_weighted(wsched ws)
+{
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *X = te_placeholder(ctx, "X", TE_F32, 2, (int64_t[]){WR, WK});
+    te_tensor *V = te_placeholder(ctx, "V", TE_F32, 2, (int64_t[]){WK, WD});
+    te_expr *i = te_axis(ctx, "i", WR), *d = te_axis(ctx, "d", WD);
+    te_expr *k = te_reduce_axis(ctx, "k", WK);
+    te_expr *red = te_reduce_tuple(ctx, weighted_softmax_reducer(ctx), 2,
+                                   (te_expr *[]){TE_AT(ctx, X, i, k), TE_AT(ctx, V, k, d)}, 1, &k);
+    te_tensor *out[2];
+    assert_int_equal(
+        te_compute_tuple(ctx, 2, (const char *[]){"wm", "wa"}, 2, (te_expr *[]){i, d}, red, out),
+        TE_OK);
+    te_schedule *s = te_schedule_create(ctx, 2, out);
+    te_stage *st = te_schedule_stage(s, out[0]);
+    te_iter *ri = te_stage_axis(st, 0), *rd = te_stage_axis(st, 1),
+            *rk = te_stage_reduce_axis(st, 0);
+    te_iter *dout, *din;
+    if (ws != W_PLAIN)
+        assert_int_equal(te_split(st, rd, 8, &dout, &din), TE_OK);
+    if (ws == W_PLAIN)
+        assert_int_equal(te_reorder(st, 3, (te_iter *[]){rk, ri, rd}), TE_OK);
+    else if (ws == W_ROWS_INSIDE) /* d's outer loop, then the rows: only the lanes are inside */
+        assert_int_equal(te_reorder(st, 4, (te_iter *[]){rk, dout, ri, din}), TE_OK);
+    else if (ws == W_VECTOR)
+        assert_int_equal(te_reorder(st, 4, (te_iter *[]){rk, ri, dout, din}), TE_OK);
+    if (ws == W_SPLIT) { /* rows in 3 blocks of 4 (the last guarded): the snapshot is too */
+        te_iter *io, *ii;
+        assert_int_equal(te_split(st, ri, 4, &io, &ii), TE_OK);
+        assert_int_equal(te_reorder(st, 5, (te_iter *[]){io, rk, ii, dout, din}), TE_OK);
+    }
+    if (ws == W_VECTOR || ws == W_ROWS_INSIDE)
+        assert_int_equal(te_vectorize(st, din), TE_OK);
+    te_tensor *args[4] = {X, V, out[0], out[1]};
+    te_target tgt = te_target_host();
+    te_lowered *f = te_lower(s, 4, args, "wsm", &tgt);
+    assert_non_null(f);
+    char *buf = calloc(1, 1 << 16);
+    FILE *fp = fmemopen(buf, 1 << 16, "w");
+    te_lowered_print(f, fp);
+    fclose(fp);
+    if (getenv("TESSERA_TEST_VERBOSE"))
+        fprintf(stderr, "%s\n", buf);
+    /* The maximum is read once outside the d loops, never per element. */
+    const char *old = strstr(buf, "wm_old0");
+    if (!old)
+        fail_msg("schedule %d: no snapshot of the maximum:\n%s", (int)ws, buf);
+    const char *inner = ws == W_PLAIN ? "for (d" : ws == W_ROWS_INSIDE ? "for (d_i" : "for (d_o";
+    if (!strstr(old, inner)) /* the loop comes after (inside) the snapshot */
+        fail_msg("schedule %d: the snapshot is not outside '%s':\n%s", (int)ws, inner, buf);
+    free(buf);
+
+    te_module *m = NULL;
+    if (te_build(s, 4, args, "wsm", &tgt, &m))
+        fail_msg("te_build: %s", te_ctx_errmsg(ctx));
+    float x[WR * WK], v[WK * WD], om[WR * WD], oa[WR * WD];
+    tt_rng g;
+    tt_rng_seed(&g, tt_seed(41));
+    tt_fill_f32(&g, x, WR * WK);
+    tt_fill_f32(&g, v, WK * WD);
+    for (int c = 0; c < WK; c++)
+        x[c] = -INFINITY;
+    tt_poison_f32(om, WR * WD);
+    tt_poison_f32(oa, WR * WD);
+    assert_int_equal(te_module_run(m, (void *[]){x, v, om, oa}), TE_OK);
+    double rm[WR * WD], ra[WR * WD];
+    assert_int_equal(te_reference_eval(ctx, 2, (te_tensor *[]){X, V}, (const void *[]){x, v}, 2,
+                                       out, (double *[]){rm, ra}),
+                     TE_OK);
+    for (int q = 0; q < WR * WD; q++) {
+        if (!(om[q] == rm[q]))
+            fail_msg("schedule %d: wm[%d] = %.9g, reference %.9g", (int)ws, q, om[q], rm[q]);
+        if (!(fabs(oa[q] - ra[q]) <= 1e-5 * fmax(1.0, fabs(ra[q]))))
+            fail_msg("schedule %d: wa[%d] = %.9g, reference %.9g", (int)ws, q, oa[q], ra[q]);
+    }
+    te_module_free(m);
+    te_ctx_free(ctx);
+}
+
+static void test_components_invariant_along_inner_loops_are_combined_outside(void **state)
+{
+    (void)state;
+    for (int w = 0; w < W_COUNT; w++)
+        run_weighted((wsched)w);
+}
+
+/* Nothing is hoisted when every component depends on the inner loop (argmax along k with the
+ * rows innermost reads X[i][k] per row). */
+static void test_no_snapshot_when_every_component_varies(void **state)
+{
+    (void)state;
+    prob p = make(P_ARGMAX, false);
+    te_schedule *s = te_schedule_create(p.ctx, p.n, p.out);
+    te_stage *st = te_schedule_stage(s, p.out[0]);
+    assert_int_equal(
+        te_reorder(st, 2, (te_iter *[]){te_stage_reduce_axis(st, 0), te_stage_axis(st, 0)}), TE_OK);
+    te_lowered *f = te_lower(s, 3, (te_tensor *[]){p.A, p.out[0], p.out[1]}, "am", NULL);
+    assert_non_null(f);
+    char buf[8192] = "";
+    FILE *fp = fmemopen(buf, sizeof buf, "w");
+    te_lowered_print(f, fp);
+    fclose(fp);
+    assert_null(strstr(buf, "_old"));
+    te_ctx_free(p.ctx);
+}
+
 /* A full reduction over two axes to rank-0 outputs: argmax of a whole matrix as a flat index,
  * with the inner axis split and rfactored. */
 static void test_rank0_tuple_over_two_axes_with_rfactor(void **state)
@@ -380,6 +509,8 @@ int main(void)
         cmocka_unit_test(test_one_loop_nest_writes_all_outputs),
         cmocka_unit_test(test_rank0_tuple_over_two_axes_with_rfactor),
         cmocka_unit_test(test_tuple_stage_computed_at_its_consumer_row_loop),
+        cmocka_unit_test(test_components_invariant_along_inner_loops_are_combined_outside),
+        cmocka_unit_test(test_no_snapshot_when_every_component_varies),
         cmocka_unit_test(test_schedule_primitives_that_cannot_apply_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
