@@ -335,6 +335,20 @@ static int vec_last(te__gen *g, te_stage *P, int64_t v)
     return TE_OK;
 }
 
+/* K transposed, [.., dh, lk]: vectorized along the keys (a gather of v rows of K, dh apart),
+ * with the key blocks outside the head dimension, so the v rows that one block gathers stay in
+ * L1 while every k reads its element of them (the other order reads all lk rows per k: 64 KiB
+ * of lines at lk 1024, more than L1, each line fetched dh / 16 times; measured at lk 1024,
+ * 12 heads, one thread: 1.04 ms -> 0.47 ms). */
+static int transpose_copy(te__gen *g, te_stage *P, int64_t v)
+{
+    if (vec_last(g, P, v))
+        return g->err;
+    int nl = te_stage_nleaves(P);
+    te_iter *k = te_stage_leaf(P, nl - 3), *jo = te_stage_leaf(P, nl - 2);
+    return TE__OK(g, te_reorder(P, 2, (te_iter *[]){jo, k})) ? TE_OK : g->err;
+}
+
 /* A shared-memory copy of `t` for reader R computed at R's loop `at`, copied cooperatively by
  * the block's nt threads (every axis fused, split by nt, bound to threadIdx.x). */
 static int shared_tile(te__gen *g, te_tensor *t, te_stage *R, te_stage *parent, te_iter *at,
@@ -471,7 +485,7 @@ static int attn_apply_one_pass(te__gen *g)
         if (par && (!TE__OK(g, te_fuse(P, te_stage_axis(P, 0), te_stage_axis(P, 1), &pf)) ||
                     !TE__OK(g, te_parallel(P, pf))))
             return g->err;
-        if (vec_last(g, P, lanes))
+        if (r == O_KT ? transpose_copy(g, P, lanes) : vec_last(g, P, lanes))
             return g->err;
     }
     return TE_OK;
@@ -609,7 +623,7 @@ static int attn_apply_core(te__gen *g)
         if (par && (!TE__OK(g, te_fuse(P, te_stage_axis(P, 0), te_stage_axis(P, 1), &pf)) ||
                     !TE__OK(g, te_parallel(P, pf))))
             return g->err;
-        if (r == A_KT && vec_last(g, P, lanes))
+        if (r == A_KT && transpose_copy(g, P, lanes))
             return g->err;
     }
     return TE_OK;
