@@ -51,30 +51,13 @@ int te__tuple_inner_from(lower_ctx *L, const lstage *l)
     return q;
 }
 
-typedef struct {
-    const te_expr *const *vars;
-    int n;
-    bool found;
-} uses_ctx;
-
-static bool uses_fn(const te_expr *e, void *user)
-{
-    uses_ctx *u = user;
-    if (u->found)
-        return false;
-    if (e->kind == TE_E_VAR)
-        for (int i = 0; i < u->n; i++)
-            if (e == u->vars[i])
-                u->found = true;
-    return !u->found;
-}
-
 /* Whether e mentions one of vars[0..n). */
 static bool uses_any(const te_expr *e, const te_expr *const *vars, int n)
 {
-    uses_ctx u = {vars, n, false};
-    te__expr_visit(e, uses_fn, &u);
-    return u.found;
+    for (int i = 0; i < n; i++)
+        if (te__expr_uses_var(e, vars[i]))
+            return true;
+    return false;
 }
 
 /* Whether e reads no memory and every variable in it is one of the outer lets. */
