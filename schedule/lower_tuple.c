@@ -94,6 +94,15 @@ static bool is_leaf(const te_expr *e)
     return e->kind == TE_E_VAR || e->kind == TE_E_INT || e->kind == TE_E_FLOAT;
 }
 
+/* The outer let whose value is e (structurally), -1 when none is. */
+static int bound_index(const te__tuple_outer *o, const te_expr *e)
+{
+    for (int i = 0; i < o->n; i++)
+        if (te__expr_equal(o->val[i], e))
+            return i;
+    return -1;
+}
+
 static int push_let(lower_ctx *L, te__tuple_outer *o, const char *stage, const char *what, int k,
                     te_expr *value)
 {
@@ -125,9 +134,8 @@ static bool hoist_fn(const te_expr *e, void *user)
         return !h->err;
     if (h->o->n >= TE__TUPLE_OUTER_MAX - TE_MAX_TUPLE)
         return false; /* room for the new values; the rest stays inside */
-    for (int i = 0; i < h->o->n; i++)
-        if (h->o->val[i] == e || te__expr_equal(h->o->val[i], e))
-            return false; /* already bound */
+    if (bound_index(h->o, e) >= 0)
+        return false; /* already bound */
     int rc = push_let(h->L, h->o, h->stage, "h", h->o->n, (te_expr *)e);
     if (rc == TE_ERR_NOMEM)
         h->err = rc;
@@ -149,15 +157,14 @@ static bool find_bound(const te_expr *e, void *user)
     bound_ctx *b = user;
     if (is_leaf(e))
         return false;
-    for (int i = 0; i < b->o->n; i++)
-        if (b->o->val[i] == e || te__expr_equal(b->o->val[i], e)) {
-            if (b->n < 64) {
-                b->hit[b->n] = e;
-                b->to[b->n++] = b->o->var[i];
-            }
-            return false;
-        }
-    return true;
+    int i = bound_index(b->o, e);
+    if (i < 0)
+        return true;
+    if (b->n < 64) {
+        b->hit[b->n] = e;
+        b->to[b->n++] = b->o->var[i];
+    }
+    return false;
 }
 
 static te_expr *put_bound(te_ctx *ctx, te_expr *e, void *user)
