@@ -723,6 +723,137 @@ static void test_removed_barriers_are_caught(void **state)
     hcase_free(&c);
 }
 
+/* ---- Warp-first cross-thread reductions (backends/cuda/emit_cuda_stmt.c) ------------------- */
+
+static int count_of(const char *s, const char *needle)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* The CUDA text of schedule s of case c (sm_80). */
+static const char *cuda_text(hcase *c, te_schedule *s, const char *name)
+{
+    te_target tgt = te_target_cuda(80);
+    te_lowered *f = te_lower(s, c->n_in + c->n_out, c->t, name, &tgt);
+    if (!f)
+        fail_msg("%s: lowering for sm_80: %s", name, te_ctx_errmsg(c->ctx));
+    const char *src = te_emit_cuda(c->ctx, f, &tgt);
+    if (!src)
+        fail_msg("%s: CUDA emission: %s", name, te_ctx_errmsg(c->ctx));
+    return src;
+}
+
+/* Y[i, j] = X[i, j] - max_k X[i, k] over X[6, 200], `rows` rows per block in a serial loop,
+ * the maximum of each row reduced by 64 threads (200 is not a multiple of 64: the last step of
+ * each thread is guarded) and computed at the row loop. */
+static void row_centre_case(hcase *c)
+{
+    c->ctx = te_ctx_create();
+    te_ctx *ctx = c->ctx;
+    c->t[0] = te_placeholder(ctx, "X", TE_F32, 2, (int64_t[]){6, 200});
+    te_tensor *M = te_op_reduce(ctx, c->t[0], TE_RMAX, 1, (int[]){1}, 0, "M");
+    te_expr *i = te_axis(ctx, "i", 6), *j = te_axis(ctx, "j", 200);
+    c->t[1] = te_compute(ctx, "Y", 2, (te_expr *[]){i, j},
+                         te_sub(ctx, TE_AT(ctx, c->t[0], i, j), TE_AT(ctx, M, i)));
+    assert_non_null(c->t[1]);
+    hcase_init(c, 1, 1, 55);
+}
+
+static te_schedule *row_centre_schedule(hcase *c, int rows)
+{
+    te_schedule *s = te_schedule_create(c->ctx, 1, &c->t[1]);
+    te_stage *O = te_schedule_stage(s, c->t[1]);
+    te_stage *M = te_schedule_stage_by_name(s, "M");
+    assert_non_null(M);
+    te_iter *io, *ii, *jo, *jt, *ko, *kt;
+    assert_int_equal(te_split(O, te_stage_axis(O, 0), rows, &io, &ii), TE_OK);
+    assert_int_equal(te_split(O, te_stage_axis(O, 1), 64, &jo, &jt), TE_OK);
+    assert_int_equal(te_bind(O, io, TE_BLOCK_X), TE_OK);
+    assert_int_equal(te_bind(O, jt, TE_THREAD_X), TE_OK);
+    assert_int_equal(te_compute_at(M, O, ii), TE_OK);
+    assert_int_equal(te_split(M, te_stage_reduce_axis(M, 0), 64, &ko, &kt), TE_OK);
+    assert_int_equal(te_reorder(M, 2, (te_iter *[]){kt, ko}), TE_OK);
+    assert_int_equal(te_bind_reduce(M, kt, TE_THREAD_X), TE_OK);
+    return s;
+}
+
+/* A reduction over 64..1024 threads of a one-dimensional block is written warp first: shuffles
+ * inside each warp, one barrier, a fold of the warps' results. A second barrier follows the
+ * fold only when the shared array is written again before any other barrier (rows in a loop),
+ * and deleting that one is a race ThreadSanitizer reports. */
+static void test_warp_first_reductions_use_one_barrier_each(void **state)
+{
+    (void)state;
+    /* softmax: max and sum, one barrier each (the tree had 1 + 7 + 1 per reduction) */
+    hcase c = {0};
+    c.ctx = te_ctx_create();
+    c.t[0] = te_placeholder(c.ctx, "X", TE_F32, 2, (int64_t[]){5, 300});
+    c.t[1] = te_op_softmax(c.ctx, c.t[0], -1, "Y");
+    hcase_init(&c, 1, 1, 79);
+    te_cuda_knobs k = te_cuda_knobs_default("softmax");
+    k.threads = 128;
+    te_schedule *s = te_schedule_create(c.ctx, 1, &c.t[1]);
+    assert_int_equal(te_cuda_schedule_softmax(s, c.t[1], &k), TE_OK);
+    const char *src = cuda_text(&c, s, "sm_wf");
+    if (count_of(src, "__syncthreads();") != 2 || count_of(src, "// warp first") != 2 ||
+        strstr(src, "_s64"))
+        fail_msg("softmax, 128 threads: want two warp-first reductions, one barrier each:\n%s",
+                 src);
+    check_template(&c, "softmax_warp_first_t128", sched_softmax, &k, 1e-5);
+    hcase_free(&c);
+
+    /* rows less their maximum: one row per block, then three rows per block in a serial loop
+     * (where the barrier pass puts one more at the top of the loop body: the next row's
+     * partial results must not overwrite this row's before every thread has folded them) */
+    for (int rows = 1; rows <= 3; rows += 2) {
+        row_centre_case(&c);
+        s = row_centre_schedule(&c, rows);
+        src = cuda_text(&c, s, "rowcentre");
+        if (count_of(src, "__syncthreads();") != (rows == 1 ? 1 : 2) ||
+            count_of(src, "// warp first") != 1 || strstr(src, "is written again")) {
+            fprintf(stderr, "%s\n", src);
+            fail_msg("rows less their maximum, %d rows per block: want %d barrier(s) (source "
+                     "above)",
+                     rows, rows == 1 ? 1 : 2);
+        }
+        char name[64];
+        snprintf(name, sizeof name, "row_centre_warp_first_r%d", rows);
+        check_run(&c, name, row_centre_schedule(&c, rows), 1e-5);
+        hcase_free(&c);
+    }
+
+    /* without its barriers, the fold reads the warps' slots while lane 0s write them */
+    row_centre_case(&c);
+    int dropped = 0;
+    hrun r =
+        run_schedule(&c, row_centre_schedule(&c, 3), "rowcentre_nobarrier", H_TSAN, true, &dropped);
+    if (g_jobs) {
+        run_schedule(&c, row_centre_schedule(&c, 3), "rowcentre_barrier", H_TSAN, false, &dropped);
+        hcase_free(&c);
+        return;
+    }
+    assert_int_equal(dropped, 2);
+    assert_int_equal(r.compiled, 0);
+    if (strstr(r.log, "FATAL: ThreadSanitizer")) {
+        printf("[  SKIP    ] ThreadSanitizer cannot run here:\n%.400s\n", r.log);
+        hcase_free(&c);
+        return;
+    }
+    bool race = strstr(r.log, "ThreadSanitizer: data race") != NULL;
+    printf("  without its 2 barriers: %s\n",
+           race ? "ThreadSanitizer reports a data race" : "no race report");
+    if (!race)
+        fail_msg("no race reported without the barriers:\n%s", r.log);
+    r = run_schedule(&c, row_centre_schedule(&c, 3), "rowcentre_barrier", H_TSAN, false, &dropped);
+    if (r.compiled || r.ran || !(r.err <= 1e-5))
+        fail_msg("with the barriers: compile %d run %d err %g\n%s", r.compiled, r.ran, r.err,
+                 r.log);
+    hcase_free(&c);
+}
+
 /* ---- The shim's own checks ------------------------------------------------------------------ */
 
 /* A hand-written kernel on A[64] -> Y[64] run in the harness; returns its outcome. */
@@ -866,6 +997,7 @@ int main(void)
         cmocka_unit_test(test_warp_reduction_mask_covers_only_the_blocks_lanes),
         cmocka_unit_test(test_shim_reports_misaligned_vectors_and_bad_masks),
         cmocka_unit_test(test_removed_barriers_are_caught),
+        cmocka_unit_test(test_warp_first_reductions_use_one_barrier_each),
         cmocka_unit_test(test_matmul_template_runs_in_the_harness),
         cmocka_unit_test(test_matmul_knob_space_samples_run_in_the_harness),
         cmocka_unit_test(test_softmax_template_runs_in_the_harness),

@@ -65,6 +65,21 @@ typedef struct cem {
     const struct te_tensor_intrin *intrins[16];
     int n_intrins;
     bool warp;
+    /* the current kernel's body inside its block loops, and how many serial (or unrolled)
+     * loops enclose the statement being emitted */
+    const te_stmt *kbody;
+    int serial_depth;
+    /* A warp-first cross-thread reduction being emitted (emit_cuda_stmt.c): the publishing
+     * store of its partial results to the shared array wf_R is written as a warp reduction
+     * with the combine wf_comb of the variables wf_a, wf_b. */
+    const te_stmt *wf_pub;
+    /* Where the statement being emitted sits: for each enclosing sequence its position, for
+     * each enclosing serial loop -1, for each enclosing if -2 (innermost last). */
+    const te_stmt *path_s[64];
+    int path_i[64];
+    int npath;
+    const te_buf *wf_R;
+    te_expr *wf_comb, *wf_a, *wf_b;
 } cem;
 
 /* ---- emit_cuda_expr.c ----

@@ -14,8 +14,14 @@
 
 /* ---- Statements --------------------------------------------------------------------------- */
 
+static void gen_warp_publish(cem *e, const te_stmt *s);
+
 static void gen_store(cem *e, const te_stmt *s)
 {
+    if (s == e->wf_pub) {
+        gen_warp_publish(e, s);
+        return;
+    }
     const te_buf *b = s->u.store.buf;
     te_expr *ix = s->u.store.idx[0], *val = s->u.store.value;
     if (s->u.store.n != 1) {
@@ -58,6 +64,18 @@ static void gen_store(cem *e, const te_stmt *s)
 }
 
 const char *const te__cem_dim_name[3] = {"x", "y", "z"};
+
+/* Enters statement s at position i of the path (a sequence's item, -1 a serial loop, -2 an if);
+ * false (nothing entered) when the path is full, which only makes the analyses that read it
+ * more careful. */
+static bool path_push(cem *e, const te_stmt *s, int i)
+{
+    if (e->npath >= 64)
+        return false;
+    e->path_s[e->npath] = s;
+    e->path_i[e->npath++] = i;
+    return true;
+}
 
 static void gen_for(cem *e, const te_stmt *s)
 {
@@ -118,7 +136,11 @@ static void gen_for(cem *e, const te_stmt *s)
     te__cem_check_push(
         e, te__emit_push_loop_range(e->ctx, &e->ranges, var, s->u.loop.min, s->u.loop.extent));
     e->indent++;
+    e->serial_depth++;
+    bool pushed = path_push(e, s, -1);
     te__cem_gen_stmt(e, s->u.loop.body);
+    e->npath -= pushed;
+    e->serial_depth--;
     e->indent--;
     te__emit_ranges_restore(&e->ranges, saved_ranges);
     te__cem_line(e, "}");
@@ -255,6 +277,240 @@ static int gen_warp_steps(cem *e, const te_stmt *seq, int i)
     return j;
 }
 
+/* ---- Warp-first cross-thread reductions ----------------------------------------------------
+ *
+ * allreduce.c reduces E partial results through a shared array R as a tree, one barrier per
+ * halving:
+ *
+ *     for k (threadIdx.x, E): { part = identity; ...; R[k] = part }     (the publishing loop)
+ *     barrier; for k (threadIdx.x, E/2): R[k] = comb(R[k], R[k + E/2]); barrier; ...; barrier
+ *     fin                                                                (reads R[0])
+ *
+ * That IR is what the C backend runs on the CPU. On the GPU, when E is a multiple of 32 above
+ * 32 and the block is one-dimensional, the same statements are written warp first: each warp
+ * combines its 32 partial results with shuffles and its lane 0 writes R[warp]; one barrier;
+ * every thread folds R[0 .. E/32) into a register, and fin reads that register instead of R[0].
+ * A second barrier follows the fold only where R is written again later in the kernel (the
+ * reduction sits in a loop, or a copy of it follows), so that no warp overwrites R[w] while
+ * another still reads it. Everything else (rows along threadIdx.y, other counts, tuples) keeps
+ * the tree, its last 32 steps as shuffles (gen_warp_steps above). */
+
+/* The store R[var] = ... that publishes the partial results: an unconditional statement of
+ * the publishing loop's body (through allocations and sequences), or NULL. */
+static const te_stmt *publish_store(const te_stmt *s, const te_buf *R, const te_expr *var)
+{
+    while (s && s->kind == TE_S_ALLOC)
+        s = s->u.alloc.body;
+    if (!s)
+        return NULL;
+    if (s->kind == TE_S_STORE)
+        return s->u.store.buf == R && s->u.store.n == 1 && s->u.store.idx[0] == var &&
+                       s->u.store.value->lanes == 1
+                   ? s
+                   : NULL;
+    if (s->kind != TE_S_SEQ)
+        return NULL;
+    for (int i = 0; i < s->u.seq.n; i++) {
+        const te_stmt *x = publish_store(s->u.seq.v[i], R, var);
+        if (x)
+            return x;
+    }
+    return NULL;
+}
+
+typedef struct {
+    const te_buf *R;
+    int stores, other_reads;
+} r_uses;
+
+static bool r_uses_stmt(const te_stmt *s, void *user)
+{
+    r_uses *u = user;
+    if (s->kind == TE_S_STORE && s->u.store.buf == u->R)
+        u->stores++;
+    return true;
+}
+
+static bool r_reads_expr(const te_expr *x, void *user)
+{
+    r_uses *u = user;
+    if (x->kind == TE_E_LOAD && x->u.load.buf == u->R) {
+        int64_t c;
+        if (x->u.load.n != 1 || !te__is_const_int(x->u.load.idx[0], &c) || c != 0)
+            u->other_reads++;
+    }
+    return true;
+}
+
+typedef struct {
+    const te_buf *R;
+    te_expr *v;
+} r0_ctx;
+
+static te_expr *r0_to_v(te_ctx *ctx, te_expr *x, void *user)
+{
+    r0_ctx *c = user;
+    (void)ctx;
+    return x->kind == TE_E_LOAD && x->u.load.buf == c->R ? c->v : x;
+}
+
+/* 1 when item s writes R, 2 when it is a barrier (every thread passes it), else 0. */
+static int write_or_barrier(const te_stmt *s, const te_buf *R)
+{
+    if (s->kind == TE_S_BARRIER)
+        return 2;
+    r_uses u = {R, 0, 0};
+    te__stmt_visit(s, r_uses_stmt, NULL, &u);
+    return u.stores ? 1 : 0;
+}
+
+/* Whether every thread passes a barrier after the current statement of the innermost sequence
+ * of the path (its items from `from` on) before R is written again: the rest of each enclosing
+ * sequence, outward, up to the innermost serial loop; then that loop's next iteration, from the
+ * start of its body down to the current statement. Only barriers that are items of those
+ * sequences count (one inside an if or a loop may be skipped); an if between the loop and the
+ * statement makes the next iteration's path unknown (false). With no serial loop around, R is
+ * not written again once the rest of the kernel has none of its stores. */
+static bool barrier_before_write(const cem *e, const te_buf *R, int from)
+{
+    int d = e->npath - 1;
+    for (; d >= 0; d--) {
+        const te_stmt *s = e->path_s[d];
+        int pos = e->path_i[d];
+        if (pos == -1)
+            break; /* the innermost serial loop: its next iteration below */
+        if (pos < 0)
+            continue; /* the rest of an if: nothing after the taken branch */
+        for (int k = d == e->npath - 1 ? from : pos + 1; k < s->u.seq.n; k++) {
+            int w = write_or_barrier(s->u.seq.v[k], R);
+            if (w)
+                return w == 2;
+        }
+    }
+    if (d < 0)
+        return true;
+    for (int l = d + 1; l < e->npath; l++) {
+        const te_stmt *s = e->path_s[l];
+        int pos = e->path_i[l];
+        if (pos < 0)
+            return false;
+        for (int k = 0; k < pos; k++) {
+            int w = write_or_barrier(s->u.seq.v[k], R);
+            if (w)
+                return w == 2;
+        }
+    }
+    return false; /* back at this reduction's own publishing store */
+}
+
+static void gen_warp_publish(cem *e, const te_stmt *s)
+{
+    te_dtype dt = e->wf_R->dtype;
+    const char *ct = te__cem_value_ctype(e, dt);
+    const char *a = te__cem_var_name(e, e->wf_a), *b = te__cem_var_name(e, e->wf_b);
+    te__cem_line(e, "{ // warp first: the warp's 32 partial results by shuffles, lane 0 writes");
+    e->indent++;
+    te__cem_line(e, "%s %s = %s;", ct, a, te__cem_text(e, s->u.store.value));
+    te__cem_line(e, "#pragma unroll");
+    te__cem_line(e, "for (int off = 16; off > 0; off >>= 1) {");
+    e->indent++;
+    te__cem_line(e, "const %s %s = __shfl_down_sync(0xffffffffu, %s, off);", ct, b, a);
+    te__cem_line(e, "%s = %s;", a, te__cem_text(e, e->wf_comb));
+    e->indent--;
+    te__cem_line(e, "}");
+    te__cem_line(e, "if ((threadIdx.x & 31) == 0)");
+    e->indent++;
+    te__cem_line(e, "%s[threadIdx.x >> 5] = %s;", te__cem_buf_name(e, e->wf_R), a);
+    e->indent -= 2;
+    te__cem_line(e, "}");
+}
+
+/* Emits seq items i.. as a warp-first reduction when they are one (see above). Returns the
+ * index of the first item not consumed, or i when the pattern does not apply. */
+static int gen_warp_first(cem *e, const te_stmt *seq, int i)
+{
+    if (e->warp || !e->kbody || e->dims[1] != 1 || e->dims[2] != 1 || i + 3 >= seq->u.seq.n)
+        return i;
+    const te_stmt *P = seq->u.seq.v[i];
+    int64_t mn, E;
+    if (P->kind != TE_S_FOR || P->u.loop.fkind != TE_FOR_THREAD ||
+        P->u.loop.thread_tag != TE_THREAD_X || !te__is_const_int(P->u.loop.min, &mn) || mn != 0 ||
+        !te__is_const_int(P->u.loop.extent, &E) || E <= 32 || E % 32 || E > e->dims[0] ||
+        seq->u.seq.v[i + 1]->kind != TE_S_BARRIER)
+        return i;
+    int64_t h, m;
+    const te_buf *R = tree_step(seq->u.seq.v[i + 2], &h, &m);
+    if (!R || h + m != E || te__buf_numel(R) < E / 32)
+        return i;
+    te_dtype dt = R->dtype;
+    if (dt != TE_F32 && dt != TE_F64 && dt != TE_I32 && dt != TE_I64)
+        return i;
+    const te_stmt *pub = publish_store(P->u.loop.body, R, P->u.loop.var);
+    if (!pub)
+        return i;
+    /* the rest of the tree, down to one element, then fin */
+    int j = i + 2, steps = 0;
+    int64_t n = E;
+    while (j < seq->u.seq.n) {
+        const te_stmt *x = seq->u.seq.v[j];
+        int64_t h2, m2;
+        if (x->kind == TE_S_BARRIER) {
+            j++;
+            continue;
+        }
+        if (tree_step(x, &h2, &m2) != R || h2 + m2 != n)
+            break;
+        n = m2;
+        steps++;
+        j++;
+    }
+    if (n != 1 || j >= seq->u.seq.n || seq->u.seq.v[j - 1]->kind != TE_S_BARRIER)
+        return i;
+    const te_stmt *fin = seq->u.seq.v[j];
+    r_uses fu = {R, 0, 0};
+    te__stmt_visit(fin, r_uses_stmt, r_reads_expr, &fu);
+    if (fu.stores || fu.other_reads)
+        return i;
+    bool again = !barrier_before_write(e, R, j + 1);
+
+    /* the combine of the first tree step, R[k] -> a and R[k + m] -> b */
+    te_ctx *ctx = e->ctx;
+    const te_stmt *first = seq->u.seq.v[i + 2];
+    te_expr *va = te_var(ctx, "v", dt), *vb = te_var(ctx, "o", dt);
+    comb_ctx cc = {R, first->u.loop.var, va, vb};
+    te_expr *comb =
+        va && vb ? te__expr_mutate(ctx, first->u.loop.body->u.store.value, comb_fn, &cc) : NULL;
+    te_expr *w = te_var(ctx, "w", TE_I32), *tot = te_var(ctx, "r", dt);
+    te_expr *rw = w ? te__load(ctx, (te_buf *)R, 1, &w) : NULL;
+    comb_ctx fc = {R, first->u.loop.var, tot, rw};
+    te_expr *fold = comb && tot && rw
+                        ? te__expr_mutate(ctx, first->u.loop.body->u.store.value, comb_fn, &fc)
+                        : NULL;
+    r0_ctx rc = {R, tot};
+    te_stmt *fin2 = fold ? te__stmt_mutate(ctx, (te_stmt *)fin, NULL, r0_to_v, &rc) : NULL;
+    if (!fin2) {
+        te__cem_fail(e, TE_ERR_NOMEM, "out of memory");
+        return j + 1;
+    }
+    e->wf_pub = pub, e->wf_R = R, e->wf_comb = comb, e->wf_a = va, e->wf_b = vb;
+    te__cem_gen_stmt(e, P);
+    e->wf_pub = NULL;
+    te__cem_line(e, "__syncthreads();");
+    const char *rn = te__cem_buf_name(e, R), *tn = te__cem_var_name(e, tot),
+               *wn = te__cem_var_name(e, w);
+    te__cem_line(e, "%s %s = %s[0]; // the %lld warps' results, folded in every thread",
+                 te__cem_value_ctype(e, dt), tn, rn, (long long)(E / 32));
+    te__cem_line(e, "for (int %s = 1; %s < %lld; ++%s)", wn, wn, (long long)(E / 32), wn);
+    e->indent++;
+    te__cem_line(e, "%s = %s;", tn, te__cem_text(e, fold));
+    e->indent--;
+    if (again)
+        te__cem_line(e, "__syncthreads(); // %s is written again before every thread has read it",
+                     rn);
+    te__cem_gen_stmt(e, fin2);
+    return j + 1;
+}
+
 void te__cem_gen_stmt(cem *e, const te_stmt *s)
 {
     if (!s || e->err)
@@ -272,9 +528,14 @@ void te__cem_gen_stmt(cem *e, const te_stmt *s)
     case TE_S_FOR:
         gen_for(e, s);
         return;
-    case TE_S_SEQ:
+    case TE_S_SEQ: {
+        bool pushed = path_push(e, s, 0);
         for (int i = 0; i < s->u.seq.n;) {
-            int j = gen_warp_steps(e, s, i); /* runs of tree steps as warp shuffles */
+            if (pushed)
+                e->path_i[e->npath - 1] = i;
+            int j = gen_warp_first(e, s, i); /* a whole reduction, warp first */
+            if (j == i)
+                j = gen_warp_steps(e, s, i); /* runs of tree steps as warp shuffles */
             if (j > i) {
                 i = j;
                 continue;
@@ -282,8 +543,11 @@ void te__cem_gen_stmt(cem *e, const te_stmt *s)
             te__cem_gen_stmt(e, s->u.seq.v[i]);
             i++;
         }
+        e->npath -= pushed;
         return;
-    case TE_S_IF:
+    }
+    case TE_S_IF: {
+        bool pushed = path_push(e, s, -2);
         te__cem_line(e, "if (%s) {", te__cem_text(e, s->u.cond.cond));
         e->indent++;
         te__cem_gen_stmt(e, s->u.cond.then_s);
@@ -295,7 +559,9 @@ void te__cem_gen_stmt(cem *e, const te_stmt *s)
             e->indent--;
         }
         te__cem_line(e, "}");
+        e->npath -= pushed;
         return;
+    }
     case TE_S_STORE:
         if (e->warp) { /* a warp-intrinsic kernel: 32 lanes per thread of the schedule */
             te__cem_line(e, "if (threadIdx.x == 0) {");
