@@ -380,6 +380,9 @@ static void test_barriers_exactly_where_needed(void **state)
         if (db)
             assert_non_null(strstr(src, "k_o % 2 * "));
         assert_non_null(strstr(src, "float4"));
+        /* a thread's rows of 4 results are stored as float4 */
+        if (count(src, "*(float4 *)&C[") != 4)
+            fail_msg("want the 4x4 register tile stored as 4 float4:\n%s", src);
         case_free(&c);
     }
 }

@@ -211,7 +211,12 @@ static int tile_output(te_stage *O, te_iter *ai, te_iter *aj, const te_cuda_knob
     CK(te_bind(O, tx, TE_THREAD_X));
     if (unroll) {
         CK(te_unroll(O, ri));
-        CK(te_unroll(O, rj));
+        /* a row of 2 or 4 of a thread's results is stored as one float2 / float4 (where the
+         * output's rows keep the alignment; the backend stores lane by lane otherwise) */
+        if (k->thread_n == 2 || k->thread_n == 4)
+            CK(te_vectorize(O, rj));
+        else
+            CK(te_unroll(O, rj));
     }
     *tx_out = tx;
     return TE_OK;
