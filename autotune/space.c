@@ -306,7 +306,11 @@ te_space *te_space_create(te_ctx *ctx, const char *op, int n_in, te_tensor *cons
     }
     te_ctx_free(scratch);
     if (kind != TE_SPACE_SKETCH && op) {
-        const te__template *t = te__template_for(op);
+        /* a CUDA target takes the operator's GPU template where it has one */
+        const te__template *t =
+            sp->target.backend == TE_BACKEND_CUDA ? te__cuda_template_for(op) : NULL;
+        if (!t)
+            t = te__template_for(op);
         if (t) {
             sp->tmpl = t;
             int rc = t->init(sp);

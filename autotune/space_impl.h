@@ -88,6 +88,9 @@ int te__parallel(te_stage *st, te_iter *x);
  * elementwise epilogue of such products; the gemm template hands such an output to te__t_gemv. */
 bool te__gemv_fits(te_tensor *out);
 extern const te__template te__t_gemv;
+/* The GPU template of operator op for a CUDA target (autotune/templates_cuda.c: the knobs of
+ * te_cuda_knob_space, schedules by te_cuda_schedule_*), or NULL when op has none. */
+const te__template *te__cuda_template_for(const char *op);
 
 /* Sketches (autotune/sketch.c). */
 int te__sketch_init(te_space *sp);

@@ -33,6 +33,7 @@
 #include "tools/baselines.h"
 #include "tools/cli.h"
 #include "tools/graph_cli.h"
+#include "tools/tune_cuda.h"
 #include "tools/tune_extras.h"
 
 static volatile sig_atomic_t g_stop;
@@ -80,7 +81,14 @@ static void usage(FILE *f)
             "                        as tessera run MODEL.onnx does), as for --graph\n"
             "  --shard I/N           tune only shard I of N (0 <= I < N): the tasks whose\n"
             "                        workload key hashes to I (FNV-1a 64 modulo N)\n"
-            "  --target cpu|cuda     where to measure (default cpu)\n"
+            "  --target cpu|cuda     where to measure (default cpu); cuda: one operator, its\n"
+            "                        GPU templates' knobs (measuring on a GPU is not written\n"
+            "                        yet: use --dry-run)\n"
+            "  --dry-run             with --target cuda: compile up to --trials distinct\n"
+            "                        candidates with NVRTC (no GPU needed) and print ptxas's\n"
+            "                        registers, spills and shared memory per SM and what the\n"
+            "                        resource check prunes; nothing measured or recorded\n"
+            "  --sm LIST             with --target cuda: SM versions to compile for (80,90)\n"
             "  --trials N            trial budget of the job (default 200 when no --time)\n"
             "  --time T              time budget of this run: 90, 90s, 15m, 8h\n"
             "  --early-stop N        stop a task after N trials without a 1%% improvement\n"
@@ -256,6 +264,8 @@ int te_cmd_tune(int argc, char **argv)
     te_cli_precision prec = TE_CLI_PRECISION_F32; /* --precision (--graph) */
     int prec_given = 0;
     int json = 0, quiet = 0, shard_i = 0, shard_n = 1;
+    int cuda = 0, dry_run = 0; /* --target cuda, --dry-run */
+    const char *sms = NULL;    /* --sm 80,90 */
     te_tune_options o = te_tune_options_default();
     o.max_trials = -1;
     char cmdline[4096];
@@ -288,7 +298,9 @@ int te_cmd_tune(int argc, char **argv)
         O_SPACE,
         O_SHARD,
         O_PRECISION,
-        O_NO_SELECT
+        O_NO_SELECT,
+        O_DRY_RUN,
+        O_SM
     };
     enum { O_PLUGIN = 1000 }; /* --plugin LIB.so (tools/cli.h) */
     te_cli_plugins plugins = {0};
@@ -312,6 +324,8 @@ int te_cmd_tune(int argc, char **argv)
                                       {"time", 0, TE_CLI_VALUE, O_TIME},
                                       {"early-stop", 0, TE_CLI_VALUE, O_EARLY_STOP},
                                       {"seed", 0, TE_CLI_VALUE, O_SEED},
+                                      {"dry-run", 0, TE_CLI_FLAG, O_DRY_RUN},
+                                      {"sm", 0, TE_CLI_VALUE, O_SM},
                                       {"batch", 0, TE_CLI_VALUE, O_BATCH},
                                       {"timeout", 0, TE_CLI_VALUE, O_TIMEOUT},
                                       {"compile-timeout", 0, TE_CLI_VALUE, O_COMPILE_TIMEOUT},
@@ -394,13 +408,15 @@ int te_cmd_tune(int argc, char **argv)
             curve = v;
             break;
         case O_TARGET:
-            if (!strcmp(v, "cuda") || !strcmp(v, "gpu")) {
-                fprintf(stderr, "tessera tune: the CUDA tuner is not available in this build "
-                                "(only --target cpu measures)\n");
-                return 1;
-            }
-            if (strcmp(v, "cpu") && strcmp(v, "c"))
+            cuda = !strcmp(v, "cuda") || !strcmp(v, "gpu");
+            if (!cuda && strcmp(v, "cpu") && strcmp(v, "c"))
                 return bad("--target must be cpu or cuda, not '%s'", v);
+            break;
+        case O_DRY_RUN:
+            dry_run = 1;
+            break;
+        case O_SM:
+            sms = v;
             break;
         case O_TRIALS:
             if (!parse_i64(v, 1, INT64_MAX / 2, &iv))
@@ -503,6 +519,15 @@ int te_cmd_tune(int argc, char **argv)
         return bad("%s", "--shard splits a task list; it needs --tasks");
     if (prec_given && !graph)
         return bad("%s", "--precision applies to --graph GRAPH and MODEL.onnx");
+    if ((dry_run || sms) && !cuda)
+        return bad("%s", "--dry-run and --sm apply to --target cuda");
+    if (cuda) {
+        if (!op || te_cli_is_model(op))
+            return bad("%s", "--target cuda tunes one operator (tessera tune matmul --shape ... "
+                             "--target cuda --dry-run)");
+        return te__tune_cuda(op, shape, o.max_trials > 0 ? o.max_trials : 200, sms, o.seed, dry_run,
+                             json);
+    }
     if (o.max_trials < 0)
         o.max_trials = o.max_seconds > 0 ? 0 : 200;
     if (!db_path) {

@@ -1,0 +1,126 @@
+/*
+ * autotune/templates_cuda.c: the GPU schedule templates of backends/cuda/templates.c as tuning
+ * templates for a CUDA target.
+ *
+ * A configuration is a te_cuda_knobs: the knobs are the template's own list
+ * (te_cuda_knob_space: block and register tiles, the reduction step, copy vector width,
+ * shared-memory padding, double buffering, unrolling for the matmul family; threads per block
+ * for row operations; threads and vector width for elementwise operators), and the schedule is
+ * what te_cuda_schedule_* makes of it. The templates call only public primitives, so the
+ * configuration leaves the space as a trace like any other and replays without this file.
+ * A combination the template refuses (a register tile that does not divide the block tile,
+ * more than 1024 threads) or the target cannot run (lowering's GPU check: shared memory and
+ * threads per block) is an invalid draw: sampling draws again, so every candidate the space
+ * proposes lowers for the target.
+ *
+ * The CPU templates (autotune/templates.c) stay the ones for C targets; attention handles both
+ * targets in its own template (autotune/templates_attention.c).
+ */
+#include <string.h>
+
+#include "autotune/space_impl.h"
+#include "tessera/cuda.h"
+
+typedef int (*cuda_sched_fn)(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k);
+
+static int sched_matmul(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k)
+{
+    return te_cuda_schedule_matmul(s, Y, NULL, k);
+}
+
+/* Operators with a GPU template, and the template's name in te_cuda_knob_space. */
+static const struct {
+    const char *op, *tmpl;
+    cuda_sched_fn fn;
+} table[] = {
+    {"matmul", "matmul", sched_matmul},
+    {"mlp_gate", "mlp_gate", te_cuda_schedule_mlp_gate},
+    {"conv2d", "conv2d", te_cuda_schedule_conv2d},
+    {"softmax", "softmax", te_cuda_schedule_softmax},
+    {"layer_norm", "layer_norm", te_cuda_schedule_layer_norm},
+    {"relu", "elementwise", te_cuda_schedule_elementwise},
+    {"gelu", "elementwise", te_cuda_schedule_elementwise},
+    {"gelu_tanh", "elementwise", te_cuda_schedule_elementwise},
+    {"silu", "elementwise", te_cuda_schedule_elementwise},
+    {"sigmoid", "elementwise", te_cuda_schedule_elementwise},
+    {"tanh", "elementwise", te_cuda_schedule_elementwise},
+    {"add", "elementwise", te_cuda_schedule_elementwise},
+    {"sub", "elementwise", te_cuda_schedule_elementwise},
+    {"mul", "elementwise", te_cuda_schedule_elementwise},
+    {"div", "elementwise", te_cuda_schedule_elementwise},
+};
+
+static int entry_of(const char *op)
+{
+    for (size_t i = 0; op && i < sizeof table / sizeof table[0]; i++)
+        if (!strcmp(table[i].op, op))
+            return (int)i;
+    return -1;
+}
+
+/* The knobs of the configuration being generated. */
+static te_cuda_knobs knobs_of(te__gen *g, const char *tmpl)
+{
+    te_cuda_knobs k = te_cuda_knobs_default(tmpl);
+    for (int i = 0; i < g->sp->nknobs; i++)
+        (void)te_cuda_knobs_set(&k, g->sp->knobs[i].name, (int)te__knob_val(g, i));
+    return k;
+}
+
+static int cuda_init(te_space *sp)
+{
+    int e = entry_of(sp->op);
+    if (e < 0 || sp->n_out != 1 || sp->target.backend != TE_BACKEND_CUDA)
+        return TE_ERR_UNSUPPORTED;
+    int n = 0;
+    const te_cuda_knob_def *defs = te_cuda_knob_space(table[e].tmpl, &n);
+    if (!defs || n > TE__MAX_KNOBS)
+        return TE_ERR_UNSUPPORTED;
+    for (int i = 0; i < n; i++) {
+        int64_t v[TE__MAX_KVALS];
+        int nv = defs[i].n < TE__MAX_KVALS ? defs[i].n : TE__MAX_KVALS;
+        for (int j = 0; j < nv; j++)
+            v[j] = defs[i].values[j];
+        te__knob_add(sp, defs[i].name, nv, v);
+    }
+    /* The template must take the expression at all: its default configuration. */
+    te_ctx *scratch = te_ctx_create_child(sp->ctx);
+    te_schedule *s = scratch ? te_schedule_create(scratch, 1, sp->outs) : NULL;
+    te_cuda_knobs k = te_cuda_knobs_default(table[e].tmpl);
+    int rc = s ? table[e].fn(s, sp->outs[0], &k) : TE_ERR_NOMEM;
+    if (rc != TE_OK && scratch)
+        te_ctx_set_error(sp->ctx, rc, "the CUDA '%s' template does not take this expression: %s",
+                         table[e].tmpl, te_ctx_errmsg(scratch));
+    te_ctx_free(scratch);
+    return rc == TE_OK ? TE_OK : TE_ERR_UNSUPPORTED;
+}
+
+static int cuda_apply(te__gen *g)
+{
+    int e = entry_of(g->sp->op);
+    if (e < 0)
+        return te__gen_fail(g, TE_ERR_UNSUPPORTED);
+    te_cuda_knobs k = knobs_of(g, table[e].tmpl);
+    int rc = table[e].fn(g->s, g->sp->outs[0], &k);
+    if (rc != TE_OK)
+        return te__gen_fail(g, rc);
+    /* The resource check: a configuration the target cannot run (shared memory or threads per
+     * block over its limits, lowering's GPU check) is an invalid draw, never a candidate. */
+    te_space *sp = g->sp;
+    te_tensor *args[32];
+    int na = 0;
+    for (int i = 0; i < sp->n_in && na < 32; i++)
+        args[na++] = sp->ins[i];
+    for (int i = 0; i < sp->n_out && na < 32; i++)
+        args[na++] = sp->outs[i];
+    if (!te_lower(g->s, na, args, "cand", &sp->target))
+        return te__gen_fail(g, te_ctx_errcode(g->ctx) ? te_ctx_errcode(g->ctx) : TE_ERR_SCHEDULE);
+    return TE_OK;
+}
+
+const te__template te__t_cuda = {"cuda", cuda_init, cuda_apply};
+
+const te__template *te__cuda_template_for(const char *op)
+{
+    return entry_of(op) >= 0 ? &te__t_cuda : NULL;
+}

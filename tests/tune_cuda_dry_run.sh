@@ -1,0 +1,49 @@
+#!/bin/sh
+# `tessera tune OP --target cuda --dry-run` (tools/tune_cuda.c): every candidate drawn from an
+# operator's GPU search space compiles through NVRTC for sm_80 and sm_90 (a ragged matmul, the
+# MLP gate, softmax, layer norm, an elementwise operator), the report names registers, spills
+# and the pruning; bad usage exits 2; without --dry-run the command says that measuring on a
+# GPU is not written and exits 1. Skipped (77) where NVRTC cannot be loaded.
+T=$1
+fail() {
+    printf '%s\n' "$out"
+    echo "FAIL: $*"
+    exit 1
+}
+
+out=$("$T" tune matmul --shape m=100,n=70,k=36 --target cuda --dry-run --trials 16 2>&1)
+rc=$?
+case $out in *"needs NVRTC"*)
+    echo "SKIP: $out"
+    exit 77
+    ;;
+esac
+[ $rc = 0 ] || fail "matmul dry run: exit $rc"
+for sm in 80 90; do
+    printf '%s\n' "$out" | grep -q "^sm_$sm: 16 of 16 compiled$" || fail "matmul: sm_$sm"
+done
+printf '%s\n' "$out" | grep -q "registers per thread: min [0-9]*, median" || fail "no registers"
+printf '%s\n' "$out" | grep -q "pruned before measurement: [0-9]* (" || fail "no pruning line"
+
+for case in "mlp_gate m=64,k=48,n=40" "softmax m=5,n=300" "layer_norm m=3,n=130" \
+    "gelu m=7,n=33"; do
+    set -- $case
+    out=$("$T" tune "$1" --shape "$2" --target cuda --dry-run --trials 8 --sm 80 2>&1) ||
+        fail "$1: exit $?"
+    printf '%s\n' "$out" | grep -q "^sm_80: \([0-9]*\) of \1 compiled$" || fail "$1"
+done
+
+out=$("$T" tune softmax --shape m=5,n=300 --target cuda --dry-run --json --sm 90 2>&1) ||
+    fail "--json: exit $?"
+printf '%s\n' "$out" | grep -q '"sms": \[{"sm": 90, "compiled": 6, "failed": 0,' || fail "--json"
+
+"$T" tune matmul --shape m=8,n=8,k=8 --target cuda --dry-run --sm 7x >/dev/null 2>&1
+[ $? = 2 ] || fail "--sm 7x must exit 2"
+"$T" tune matmul --shape m=8,n=8,k=8 --dry-run >/dev/null 2>&1
+[ $? = 2 ] || fail "--dry-run without --target cuda must exit 2"
+out=$("$T" tune matmul --shape m=8,n=8,k=8 --target cuda 2>&1)
+[ $? = 1 ] || fail "--target cuda without --dry-run must exit 1"
+printf '%s\n' "$out" | grep -q "not written yet" || fail "no message without --dry-run"
+out=$("$T" tune matmul --shape m=8,n=8,k=8 --target cuda --dry-run --trials 4 2>&1 |
+    head -1)
+echo "ok: $out"
