@@ -7,15 +7,19 @@
  * which candidates the resource check would prune before measurement: more registers x
  * threads than an SM's register file (64K), more static shared memory than a block may have
  * (48 KiB), or any spill. It prints the distribution of registers and spills per SM. Nothing
- * is measured or recorded.
+ * is measured or recorded. The compiles run in forked workers, one per core.
  *
  * Without --dry-run the candidates are to be measured on the GPU (in a forked child, checked
  * against the reference first); that part needs a device and is not written yet, so the
  * command says so and exits 1 (docs/GPU.md).
  */
+#define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tessera/autotune.h"
 #include "tessera/cuda.h"
@@ -71,10 +75,10 @@ static void build_one(te_ctx *parent, int n_in, te_tensor **ins, int n_out, te_t
         args[na++] = outs[i];
     te_target tgt = te_target_cuda(sm);
     te_cuda_module *m = NULL;
-    int rc = !s                                             ? TE_ERR_NOMEM
-             : te_schedule_apply_trace(s, trace) != TE_OK ? TE_ERR_SCHEDULE
-                                                            : te_cuda_build(s, na, args, "cand",
-                                                                            &tgt, &m);
+    int rc = !s ? TE_ERR_NOMEM
+             : te_schedule_apply_trace(s, trace) != TE_OK
+                 ? TE_ERR_SCHEDULE
+                 : te_cuda_build(s, na, args, "cand", &tgt, &m);
     if (rc != TE_OK) {
         snprintf(f->err, sizeof f->err, "%s", ctx ? te_ctx_errmsg(ctx) : "out of memory");
         te_cuda_module_free(m);
@@ -109,6 +113,54 @@ static void build_one(te_ctx *parent, int n_in, te_tensor **ins, int n_out, te_t
     te_ctx_free(ctx);
 }
 
+/* Compiles every (candidate, SM) pair into fig[i * nsm + j]: in one forked worker per core (at
+ * most 8), each taking every nw-th pair and writing its figures into a shared mapping, or here
+ * when there is one core or fork fails. */
+static void compile_all(te_ctx *ctx, int n_in, te_tensor **ins, int n_out, te_tensor **outs,
+                        const char **tr, int64_t n, const int *sms, int nsm, cand_fig *fig)
+{
+    int64_t pairs = n * nsm;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int nw = cores < 1 ? 1 : cores > 8 ? 8 : (int)cores;
+    if (nw > pairs)
+        nw = (int)pairs;
+    size_t bytes = sizeof *fig * (size_t)pairs;
+    cand_fig *sh =
+        nw > 1 ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)
+               : MAP_FAILED;
+    pid_t pid[8];
+    int started = 0;
+    if (sh != MAP_FAILED) {
+        memset(sh, 0, bytes);
+        fflush(stdout);
+        fflush(stderr);
+        for (; started < nw; started++) {
+            pid[started] = fork();
+            if (pid[started] < 0)
+                break;
+            if (pid[started] == 0) {
+                for (int64_t p = started; p < pairs; p += nw)
+                    build_one(ctx, n_in, ins, n_out, outs, tr[p / nsm], sms[p % nsm], &sh[p]);
+                _exit(0);
+            }
+        }
+        for (int w = 0; w < started; w++)
+            waitpid(pid[w], NULL, 0);
+    }
+    for (int64_t p = 0; p < pairs; p++) {
+        /* a pair no worker finished (none started, or one died) is compiled here */
+        int w = (int)(p % (nw > 0 ? nw : 1));
+        if (sh != MAP_FAILED && w < started && (sh[p].ok || sh[p].err[0])) {
+            fig[p] = sh[p];
+            /* the reason is a static string in the worker's image, the same here */
+            continue;
+        }
+        build_one(ctx, n_in, ins, n_out, outs, tr[p / nsm], sms[p % nsm], &fig[p]);
+    }
+    if (sh != MAP_FAILED)
+        munmap(sh, bytes);
+}
+
 /* min / median / p90 / max of v[0..n) (sorted in place) */
 static void quartiles(int *v, int n, int q[4])
 {
@@ -133,8 +185,7 @@ static int dry_run(const char *op, const char *shape, int64_t trials, const int 
     te_target t0 = te_target_cuda(sms[0]);
     te_space *sp = te_space_create(ctx, op, n_in, ins, n_out, outs, TE_SPACE_TEMPLATE, &t0);
     if (!sp) {
-        fprintf(stderr, "tessera tune: no GPU search space for '%s': %s\n", op,
-                te_ctx_errmsg(ctx));
+        fprintf(stderr, "tessera tune: no GPU search space for '%s': %s\n", op, te_ctx_errmsg(ctx));
         te_ctx_free(ctx);
         return 1;
     }
@@ -175,9 +226,7 @@ static int dry_run(const char *op, const char *shape, int64_t trials, const int 
                "(seed %llu), compiled with NVRTC %d.%d, nothing measured or recorded\n",
                op, shape, (long long)n, (long long)size, (unsigned long long)seed,
                te_nvrtc_version() / 1000, (te_nvrtc_version() % 1000) / 10);
-    for (int64_t i = 0; i < n; i++)
-        for (int j = 0; j < nsm; j++)
-            build_one(ctx, n_in, ins, n_out, outs, tr[i], sms[j], &fig[i * nsm + j]);
+    compile_all(ctx, n_in, ins, n_out, outs, tr, n, sms, nsm, fig);
     int rc = 0;
     if (json)
         printf("{\"op\": \"%s\", \"shape\": \"%s\", \"candidates\": %lld, \"space\": %lld, "
@@ -217,12 +266,13 @@ static int dry_run(const char *op, const char *shape, int64_t trials, const int 
         }
         int pruned = npr[0] + npr[1] + npr[2];
         if (json) {
-            printf("%s{\"sm\": %d, \"compiled\": %d, \"failed\": %lld, \"registers\": {\"min\": %d, "
-                   "\"median\": %d, \"p90\": %d, \"max\": %d}, \"spilling\": %d, "
-                   "\"max_spill_bytes\": %d, \"shared_bytes_max\": %d, \"pruned\": {\"registers\": "
-                   "%d, \"shared\": %d, \"spills\": %d}}",
-                   j ? ", " : "", sms[j], nok, (long long)(n - nok), q[0], q[1], q[2], q[3], nspill,
-                   maxspill, qs[3], npr[0], npr[1], npr[2]);
+            printf(
+                "%s{\"sm\": %d, \"compiled\": %d, \"failed\": %lld, \"registers\": {\"min\": %d, "
+                "\"median\": %d, \"p90\": %d, \"max\": %d}, \"spilling\": %d, "
+                "\"max_spill_bytes\": %d, \"shared_bytes_max\": %d, \"pruned\": {\"registers\": "
+                "%d, \"shared\": %d, \"spills\": %d}}",
+                j ? ", " : "", sms[j], nok, (long long)(n - nok), q[0], q[1], q[2], q[3], nspill,
+                maxspill, qs[3], npr[0], npr[1], npr[2]);
         } else {
             printf("\nsm_%d: %d of %lld compiled", sms[j], nok, (long long)n);
             if (first_err)
@@ -250,8 +300,8 @@ static int dry_run(const char *op, const char *shape, int64_t trials, const int 
     return rc;
 }
 
-int te__tune_cuda(const char *op, const char *shape, int64_t trials, const char *sms,
-                  uint64_t seed, int dry_run_only, int json)
+int te__tune_cuda(const char *op, const char *shape, int64_t trials, const char *sms, uint64_t seed,
+                  int dry_run_only, int json)
 {
     int sm[MAX_SMS];
     int nsm = parse_sms(sms ? sms : "80,90", sm);

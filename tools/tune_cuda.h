@@ -12,7 +12,7 @@
  * and shared memory ptxas reports and what the resource check would prune. Measuring on a GPU
  * is not written yet: without dry_run_only it says so. Returns the exit status: 0, 1 (a
  * candidate failed to compile, no NVRTC, no GPU search space for op) or 2 (bad arguments). */
-int te__tune_cuda(const char *op, const char *shape, int64_t trials, const char *sms,
-                  uint64_t seed, int dry_run_only, int json);
+int te__tune_cuda(const char *op, const char *shape, int64_t trials, const char *sms, uint64_t seed,
+                  int dry_run_only, int json);
 
 #endif
