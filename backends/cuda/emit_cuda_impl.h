@@ -65,10 +65,6 @@ typedef struct cem {
     const struct te_tensor_intrin *intrins[16];
     int n_intrins;
     bool warp;
-    /* the current kernel's body inside its block loops, and how many serial (or unrolled)
-     * loops enclose the statement being emitted */
-    const te_stmt *kbody;
-    int serial_depth;
     /* A warp-first cross-thread reduction being emitted (emit_cuda_stmt.c): the publishing
      * store of its partial results to the shared array wf_R is written as a warp reduction
      * with the combine wf_comb of the variables wf_a, wf_b. */

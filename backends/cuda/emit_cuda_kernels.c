@@ -187,11 +187,8 @@ static void emit_kernel(prog_ctx *pc, const te_stmt *s)
                          te__cem_dim_name[d]);
             te__cem_check_push(e, te__ranges_push(ctx, &e->ranges, bvars[d], 0, bhi[d]));
         }
-    e->kbody = b;
-    e->serial_depth = 0;
     e->npath = 0;
     te__cem_gen_stmt(e, b);
-    e->kbody = NULL;
     e->warp = false;
     te__sb_puts(o, "}\n\n");
     te__vec_push(ctx, &pc->kernels, k);

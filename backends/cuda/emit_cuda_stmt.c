@@ -136,11 +136,9 @@ static void gen_for(cem *e, const te_stmt *s)
     te__cem_check_push(
         e, te__emit_push_loop_range(e->ctx, &e->ranges, var, s->u.loop.min, s->u.loop.extent));
     e->indent++;
-    e->serial_depth++;
     bool pushed = path_push(e, s, -1);
     te__cem_gen_stmt(e, s->u.loop.body);
     e->npath -= pushed;
-    e->serial_depth--;
     e->indent--;
     te__emit_ranges_restore(&e->ranges, saved_ranges);
     te__cem_line(e, "}");
@@ -429,7 +427,8 @@ static void gen_warp_publish(cem *e, const te_stmt *s)
  * index of the first item not consumed, or i when the pattern does not apply. */
 static int gen_warp_first(cem *e, const te_stmt *seq, int i)
 {
-    if (e->warp || !e->kbody || e->dims[1] != 1 || e->dims[2] != 1 || i + 3 >= seq->u.seq.n)
+    if (e->warp || e->dims[1] != 1 || e->dims[2] != 1 || i + 3 >= seq->u.seq.n || !e->npath ||
+        e->path_s[e->npath - 1] != seq) /* (a path too deep to follow) */
         return i;
     const te_stmt *P = seq->u.seq.v[i];
     int64_t mn, E;
