@@ -14,3 +14,28 @@ endif()
 add_test(NAME tune_cuda_dry_run
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/tune_cuda_dry_run.sh $<TARGET_FILE:tessera_cli>)
 set_tests_properties(tune_cuda_dry_run PROPERTIES TIMEOUT 300 LABELS cuda SKIP_RETURN_CODE 77)
+
+# The emulated GPU (tests/cuda_emu/): a CUDA driver and an NVRTC wrapper that run the emitted
+# CUDA C++ as host code with tests/cuda_shim/ (TESSERA_LIBCUDA / TESSERA_NVRTC point Tessera at
+# them). Needs a host C++ compiler at test time (the driver compiles each module).
+find_program(TESSERA_EMU_CXX NAMES g++ c++ clang++)
+add_library(tessera_emu_cuda SHARED cuda_emu/emu_cuda.c)
+target_compile_definitions(tessera_emu_cuda PRIVATE
+  EMU_DEFAULT_SHIM_DIR="${CMAKE_CURRENT_SOURCE_DIR}/cuda_shim")
+target_link_libraries(tessera_emu_cuda PRIVATE ${CMAKE_DL_LIBS})
+add_library(tessera_emu_nvrtc SHARED cuda_emu/emu_nvrtc.c)
+target_link_libraries(tessera_emu_nvrtc PRIVATE ${CMAKE_DL_LIBS})
+# Sanitizer builds: the libraries are dlopen'ed by an instrumented process; keep them plain.
+# Their functions are the driver's and NVRTC's exported ABI, declared by no header of ours.
+foreach(t tessera_emu_cuda tessera_emu_nvrtc)
+  target_compile_options(${t} PRIVATE -fno-sanitize=all -Wno-missing-prototypes)
+  target_link_options(${t} PRIVATE -fno-sanitize=all)
+endforeach()
+# test_cuda's device half (every GPU template run and compared with the reference) on the
+# emulated GPU: the emitted kernels execute, launched through the driver API as on a GPU.
+if(TEST test_cuda AND TESSERA_EMU_CXX)
+  add_test(NAME test_cuda_emulated COMMAND test_cuda)
+  set_tests_properties(test_cuda_emulated PROPERTIES TIMEOUT 300 LABELS cuda
+    ENVIRONMENT "TESSERA_LIBCUDA=$<TARGET_FILE:tessera_emu_cuda>;TESSERA_NVRTC=$<TARGET_FILE:tessera_emu_nvrtc>;EMU_CXX=${TESSERA_EMU_CXX};EMU_CACHE=${CMAKE_BINARY_DIR}/emu-cache;OMP_NUM_THREADS=2;TESSERA_TEST_REQUIRE_DEVICE=1")
+  add_dependencies(test_cuda tessera_emu_cuda tessera_emu_nvrtc)
+endif()

@@ -34,6 +34,12 @@ static bool have_device(void)
 {
     if (g_dev < 0) {
         g_dev = te_cuda_probe() == TE_OK;
+        if (!g_dev && getenv("TESSERA_TEST_REQUIRE_DEVICE")) {
+            /* test_cuda_emulated: a device that does not come up is a failure, not a skip */
+            fprintf(stderr, "no device although TESSERA_TEST_REQUIRE_DEVICE is set: %s\n",
+                    te_cuda_errmsg());
+            exit(1);
+        }
         if (!g_dev)
             printf("[  SKIP    ] device runs: %s\n", te_cuda_errmsg());
     }

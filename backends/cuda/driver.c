@@ -83,15 +83,22 @@ static const char *cu_str(CUresult r)
 
 static void cu_load(void)
 {
+    /* TESSERA_LIBCUDA names another driver library (the tests' emulated GPU,
+     * tests/cuda_emu/); a name that cannot be loaded is an error, not a fallback. */
+    const char *env = getenv("TESSERA_LIBCUDA");
     const char *names[] = {"libcuda.so.1", "libcuda.so", NULL};
+    if (env && *env) {
+        names[0] = env;
+        names[1] = NULL;
+    }
     for (int i = 0; names[i] && !cu.lib; i++)
         cu.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (!cu.lib) {
         cu.status = TE_ERR_NO_CUDA;
         snprintf(cu.why, sizeof cu.why,
-                 "no CUDA driver: libcuda.so.1 cannot be loaded (%s); "
+                 "no CUDA driver: %s cannot be loaded (%s); "
                  "GPU kernels can still be generated and compiled with NVRTC, but not run",
-                 dlerror());
+                 names[0], dlerror());
         return;
     }
 #define SYM(field, name)                                                                           \
