@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "backends/backend_impl.h"
 #include "backends/cuda/cuda_impl.h"
@@ -103,12 +105,150 @@ static int device_target(te_ctx *ctx, const char *name, te_target *dev)
                             name, te_cuda_errmsg());
 }
 
-int te_cuda_build(te_schedule *s, int n_args, te_tensor *const *args, const char *name,
-                  const te_target *target, te_cuda_module **out)
+/* The on-disk cache of NVRTC's output (TESSERA_CACHE_DIR, else $XDG_CACHE_HOME/tessera, else
+ * ~/.cache/tessera, as the C backend's, in a "cuda" subdirectory): <hash>.cubin and <hash>.log,
+ * keyed by the source, the SM, the NVRTC version and the library Tessera loaded (TESSERA_NVRTC),
+ * so that candidates compiled by the tuner's workers are not compiled again by the process
+ * that measures them. Best effort: any failure only means a compile. */
+static int cache_path(const char *source, int sm, const char *ext, char *buf, size_t n)
+{
+    const char *z, *fmt = "%s/cuda";
+    if ((z = getenv("TESSERA_CACHE_DIR")) && *z)
+        ;
+    else if ((z = getenv("XDG_CACHE_HOME")) && *z)
+        fmt = "%s/tessera/cuda";
+    else if ((z = getenv("HOME")) && *z)
+        fmt = "%s/.cache/tessera/cuda";
+    else
+        return -1;
+    char dir[768];
+    snprintf(dir, sizeof dir, fmt, z);
+    uint64_t h = 1469598103934665603ull;
+    char extra[600];
+    const char *lib = getenv("TESSERA_NVRTC");
+    snprintf(extra, sizeof extra, "\nsm_%d nvrtc %d %s", sm, te_nvrtc_version(), lib ? lib : "");
+    for (const char *p = source; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    for (const char *p = extra; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    int k = snprintf(buf, n, "%s/%016llx.%s", dir, (unsigned long long)h, ext);
+    return k > 0 && (size_t)k < n ? 0 : -1;
+}
+
+static void *read_all(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (n > 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) != NULL &&
+        fread(buf, 1, (size_t)n, f) == (size_t)n) {
+        buf[n] = 0;
+        *size = (size_t)n;
+    } else {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    return buf;
+}
+
+static void write_atomic(const char *path, const void *data, size_t size)
+{
+    char dir[800], tmp[840];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        return;
+    *slash = 0;
+    char *p = dir + 1;
+    while ((p = strchr(p, '/')) != NULL) { /* mkdir -p */
+        *p = 0;
+        mkdir(dir, 0755);
+        *p++ = '/';
+    }
+    mkdir(dir, 0755);
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return;
+    int ok = fwrite(data, 1, size, f) == size;
+    if (fclose(f) == 0 && ok)
+        rename(tmp, path);
+    else
+        unlink(tmp);
+}
+
+/* NVRTC through the cache: *cubin and *log as te_nvrtc_compile's. */
+static int nvrtc_cached(const char *source, const char *name, int sm, void **cubin, size_t *size,
+                        char **log)
+{
+    char pc[900], pl[900];
+    size_t ln = 0;
+    if (cache_path(source, sm, "cubin", pc, sizeof pc) == 0 &&
+        cache_path(source, sm, "log", pl, sizeof pl) == 0 && (*cubin = read_all(pc, size))) {
+        *log = read_all(pl, &ln);
+        if (!*log)
+            *log = dupz("");
+        return TE_OK;
+    }
+    int rc = te_nvrtc_compile(source, name, sm, cubin, size, log);
+    if (rc == TE_OK && cache_path(source, sm, "cubin", pc, sizeof pc) == 0 &&
+        cache_path(source, sm, "log", pl, sizeof pl) == 0) {
+        write_atomic(pl, *log ? *log : "", *log ? strlen(*log) : 0);
+        write_atomic(pc, *cubin, *size);
+    }
+    return rc;
+}
+
+/* Loads m's cubin on device 0 and looks up its kernels; TE_OK or the failure (message in
+ * m->err). */
+static int load_module(te_cuda_module *m)
+{
+    char err[1024];
+    te_cuda_device_info di;
+    int rc = te__cu_init();
+    if (rc == TE_OK)
+        rc = te_cuda_device_info_get(0, &di);
+    if (rc != TE_OK) {
+        snprintf(m->err, sizeof m->err, "%s", te_cuda_errmsg());
+        return rc;
+    }
+    if (di.sm / 10 != m->sm / 10 || di.sm % 10 < m->sm % 10) {
+        /* SASS for sm_XY runs only on sm_XZ with Z >= Y */
+        snprintf(m->err, sizeof m->err, "built for sm_%d; the device is sm_%d", m->sm, di.sm);
+        return TE_ERR_NO_CUDA;
+    }
+    rc = te__cu_module_load(m->cubin, &m->mod, err, sizeof err);
+    if (rc != TE_OK) {
+        snprintf(m->err, sizeof m->err, "%s", err);
+        return rc;
+    }
+    for (int i = 0; rc == TE_OK && i < m->nkernels; i++)
+        rc = te__cu_function(m->mod, m->k[i].name, &m->fn[i], err, sizeof err);
+    if (rc != TE_OK) {
+        snprintf(m->err, sizeof m->err, "%s", err);
+        te__cu_module_unload(m->mod);
+        return rc;
+    }
+    m->loaded = 1;
+    return TE_OK;
+}
+
+int te_cuda_module_load(te_cuda_module *m)
+{
+    if (!m)
+        return TE_ERR_ARG;
+    return m->loaded ? TE_OK : load_module(m);
+}
+
+static int build(te_schedule *s, int n_args, te_tensor *const *args, const char *name,
+                 const te_target *target, bool load, te_cuda_module **out)
 {
     if (out)
         *out = NULL;
-    int rc = te__build_check_args(s, out != NULL, name, "te_cuda_build");
+    int rc = te__build_check_args(s, out != NULL, name, load ? "te_cuda_build" : "te_cuda_compile");
     if (rc != TE_OK)
         return rc;
     te_ctx *ctx = te_schedule_ctx(s);
@@ -158,7 +298,7 @@ int te_cuda_build(te_schedule *s, int n_args, te_tensor *const *args, const char
         memcpy(m->info[i].grid, p.kernels[i].grid, sizeof m->info[i].grid);
         memcpy(m->info[i].block, p.kernels[i].block, sizeof m->info[i].block);
     }
-    rc = te_nvrtc_compile(m->source, name, m->sm, &m->cubin, &m->cubin_size, &m->log);
+    rc = nvrtc_cached(m->source, name, m->sm, &m->cubin, &m->cubin_size, &m->log);
     if (rc != TE_OK) {
         te_ctx_set_error(ctx, rc, "te_cuda_build '%s': %s", name, te_cuda_errmsg());
         te_cuda_module_free(m);
@@ -166,30 +306,39 @@ int te_cuda_build(te_schedule *s, int n_args, te_tensor *const *args, const char
     }
     for (int i = 0; i < m->nkernels; i++)
         te__ptxas_parse(m->log, m->info[i].name, &m->info[i]);
-    /* Load when a device is present; otherwise the module is still useful without one. */
-    char err[1024];
-    te_cuda_device_info di;
-    bool fits = te__cu_init() == TE_OK && te_cuda_device_info_get(0, &di) == TE_OK;
-    if (fits && (di.sm / 10 != m->sm / 10 || di.sm % 10 < m->sm % 10)) {
-        /* SASS for sm_XY runs only on sm_XZ with Z >= Y */
-        fits = false;
-        snprintf(m->err, sizeof m->err, "built for sm_%d; the device is sm_%d", m->sm, di.sm);
-    } else if (!fits) {
-        snprintf(m->err, sizeof m->err, "%s", te_cuda_errmsg());
+    if (!load) {
+        snprintf(m->err, sizeof m->err, "compiled only (te_cuda_compile): not loaded");
+        *out = m;
+        return TE_OK;
     }
-    if (fits) {
-        rc = te__cu_module_load(m->cubin, &m->mod, err, sizeof err);
-        for (int i = 0; rc == TE_OK && i < m->nkernels; i++)
-            rc = te__cu_function(m->mod, m->k[i].name, &m->fn[i], err, sizeof err);
-        if (rc != TE_OK) {
-            te_ctx_set_error(ctx, rc, "te_cuda_build '%s': %s", name, err);
-            te_cuda_module_free(m);
-            return rc;
-        }
-        m->loaded = 1;
+    /* Load when a device is present; otherwise the module is still useful without one. A
+     * device that is there but refuses the module is an error. */
+    rc = load_module(m);
+    if (rc != TE_OK && rc != TE_ERR_NO_CUDA) {
+        te_ctx_set_error(ctx, rc, "te_cuda_build '%s': %s", name, m->err);
+        te_cuda_module_free(m);
+        return rc;
     }
     *out = m;
     return TE_OK;
+}
+
+int te_cuda_build(te_schedule *s, int n_args, te_tensor *const *args, const char *name,
+                  const te_target *target, te_cuda_module **out)
+{
+    return build(s, n_args, args, name, target, true, out);
+}
+
+int te_cuda_compile(te_schedule *s, int n_args, te_tensor *const *args, const char *name,
+                    const te_target *target, te_cuda_module **out)
+{
+    if (!target)
+        return s ? te_ctx_set_error(te_schedule_ctx(s), TE_ERR_ARG,
+                                    "te_cuda_compile '%s': a target is required (it never asks "
+                                    "a device)",
+                                    name ? name : "?")
+                 : TE_ERR_ARG;
+    return build(s, n_args, args, name, target, false, out);
 }
 
 const char *te_cuda_module_source(const te_cuda_module *m) { return m ? m->source : NULL; }

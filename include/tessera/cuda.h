@@ -115,6 +115,18 @@ typedef struct te_cuda_module te_cuda_module;
  * errors, TE_ERR_NO_CUDA when NVRTC cannot be loaded, TE_ERR_COMPILE with NVRTC's log. */
 int te_cuda_build(te_schedule *s, int n_args, te_tensor *const *args, const char *name,
                   const te_target *target, te_cuda_module **out);
+/* As te_cuda_build, but never touches the CUDA driver (a process that forks measuring children
+ * must not initialise CUDA itself): lowers, emits and compiles for target (required) and returns
+ * the module unloaded; te_cuda_module_load loads it later, in the process that runs it. NVRTC's
+ * output is cached on disk (TESSERA_CACHE_DIR or ~/.cache/tessera, subdirectory cuda/), keyed by
+ * the source, SM and NVRTC, for te_cuda_build and te_cuda_compile alike. Errors as
+ * te_cuda_build's; TE_ERR_ARG without a target. */
+int te_cuda_compile(te_schedule *s, int n_args, te_tensor *const *args, const char *name,
+                    const te_target *target, te_cuda_module **out);
+/* Loads a module (te_cuda_compile's, or te_cuda_build's made without a device) on device 0 in
+ * this process. TE_OK (also when already loaded), TE_ERR_NO_CUDA (no driver or device, or the
+ * device's SM cannot run the cubin), TE_ERR_LOAD; the message in te_cuda_module_errmsg. */
+int te_cuda_module_load(te_cuda_module *m);
 /* Compiles CUDA source with NVRTC for sm (e.g. 90). On success *cubin is a malloc'd image
  * (caller frees) and *log (may be NULL) a malloc'd ptxas/NVRTC log. On failure returns
  * TE_ERR_NO_CUDA or TE_ERR_COMPILE, with the log in *log. */
