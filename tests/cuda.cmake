@@ -39,3 +39,11 @@ if(TEST test_cuda AND TESSERA_EMU_CXX)
     ENVIRONMENT "TESSERA_LIBCUDA=$<TARGET_FILE:tessera_emu_cuda>;TESSERA_NVRTC=$<TARGET_FILE:tessera_emu_nvrtc>;EMU_CXX=${TESSERA_EMU_CXX};EMU_CACHE=${CMAKE_BINARY_DIR}/emu-cache;OMP_NUM_THREADS=2;TESSERA_TEST_REQUIRE_DEVICE=1")
   add_dependencies(test_cuda tessera_emu_cuda tessera_emu_nvrtc)
 endif()
+# `tessera tune --target cuda` measuring on the emulated GPU (children, checks, faults, records).
+if(TESSERA_EMU_CXX)
+  add_test(NAME tune_cuda_emulated
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/tune_cuda_emulated.sh $<TARGET_FILE:tessera_cli>
+                   $<TARGET_FILE:tessera_emu_cuda> $<TARGET_FILE:tessera_emu_nvrtc>)
+  set_tests_properties(tune_cuda_emulated PROPERTIES TIMEOUT 300 LABELS cuda SKIP_RETURN_CODE 77
+    ENVIRONMENT "EMU_CXX=${TESSERA_EMU_CXX};EMU_CACHE=${CMAKE_BINARY_DIR}/emu-cache")
+endif()

@@ -525,8 +525,12 @@ int te_cmd_tune(int argc, char **argv)
         if (!op || te_cli_is_model(op))
             return bad("%s", "--target cuda tunes one operator (tessera tune matmul --shape ... "
                              "--target cuda --dry-run)");
+        if (!dry_run && !db_path) {
+            const char *env = getenv("TESSERA_DB");
+            db_path = env && *env ? env : "tessera.db";
+        }
         return te__tune_cuda(op, shape, o.max_trials > 0 ? o.max_trials : 200, sms, o.seed, dry_run,
-                             json);
+                             json, dry_run ? NULL : db_path, o.measure.timeout_s);
     }
     if (o.max_trials < 0)
         o.max_trials = o.max_seconds > 0 ? 0 : 200;

@@ -17,7 +17,9 @@
  * tree's tests/cuda_shim, set at build time), EMU_CACHE (compiled modules; default
  * $TMPDIR/tessera-emu-<uid>), EMU_SM, and for fault injection EMU_CRASH_AT=FILE:N: the N-th
  * launch counted across processes in FILE aborts the process, as a GPU's sticky error
- * (an illegal address) leaves a context unusable and the tuner's measuring child must die.
+ * (an illegal address) leaves a context unusable and the tuner's measuring child must die;
+ * EMU_HANG_AT=FILE:N: that launch never returns; EMU_CORRUPT_DTOH: every copy to the host
+ * adds 1 to its first float (a wrong answer).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -390,10 +392,11 @@ CUresult cuModuleGetFunction(void **fn, void *mod, const char *name)
     return OK;
 }
 
-/* EMU_CRASH_AT=FILE:N: counts launches in FILE (across processes); the N-th aborts. */
-static void maybe_crash(void)
+/* EMU_CRASH_AT=FILE:N (or EMU_HANG_AT): counts launches in FILE (across processes); the N-th
+ * aborts (or never returns). */
+static void maybe_fail(const char *var, int hang)
 {
-    const char *spec = getenv("EMU_CRASH_AT");
+    const char *spec = getenv(var);
     const char *colon = spec ? strrchr(spec, ':') : NULL;
     if (!colon)
         return;
@@ -414,6 +417,11 @@ static void maybe_crash(void)
     }
     flock(fd, LOCK_UN);
     close(fd);
+    if (n == at && hang) {
+        fprintf(stderr, "emulated driver: launch %ld: injected hang\n", n);
+        for (;;)
+            pause();
+    }
     if (n == at) {
         fprintf(stderr, "emulated driver: launch %ld: injected illegal address, aborting\n", n);
         abort();
@@ -427,7 +435,8 @@ CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigne
     emu_function *f = fn;
     if (!f || !params)
         return ERR_INVALID_VALUE;
-    maybe_crash();
+    maybe_fail("EMU_CRASH_AT", 0);
+    maybe_fail("EMU_HANG_AT", 1);
     int grid[3] = {(int)gx, (int)gy, (int)gz}, block[3] = {(int)bx, (int)by, (int)bz};
     return f->mod->launch(f->name, grid, block, params) == 0 ? OK : ERR_NOT_FOUND;
 }
@@ -459,6 +468,8 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n)
 CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n)
 {
     memcpy(d, (const void *)(uintptr_t)s, n);
+    if (getenv("EMU_CORRUPT_DTOH") && n >= sizeof(float))
+        ((float *)d)[0] += 1.0f; /* a wrong result the caller must catch */
     return OK;
 }
 
