@@ -15,6 +15,7 @@
 #include "autotune/tune_impl.h"
 #include "backends/c/cc.h"
 #include "te/internal.h"
+#include "tessera/cuda.h"
 #include "tessera/ops.h"
 
 /* ---- Small helpers -------------------------------------------------------------------------- */
@@ -260,8 +261,17 @@ int te_tuner_db_target(const te_target *target, te_db_target *out, char *storage
         KEEP(out->device, target->cpu_model);
         KEEP(out->features, "");
         out->sm = target->sm;
-        KEEP(out->compiler, "nvrtc");
-        KEEP(out->driver, "");
+        char nv[32] = "nvrtc", drv[32] = "";
+        int v = te_nvrtc_version();
+        if (v > 0)
+            snprintf(nv, sizeof nv, "nvrtc %d.%d", v / 1000, (v % 1000) / 10);
+        if (target->cuda_driver > 0) {
+            out->cores = target->num_cores;
+            snprintf(drv, sizeof drv, "%d.%d", target->cuda_driver / 1000,
+                     (target->cuda_driver % 1000) / 10);
+        }
+        KEEP(out->compiler, nv);
+        KEEP(out->driver, drv);
         return TE_OK;
     }
     char cname[64], comp[160];

@@ -2,8 +2,9 @@
 # `tessera tune OP --target cuda` measuring on the emulated GPU (tests/cuda_emu/: the emitted
 # CUDA runs as host threads behind the driver API): candidates compiled with NVRTC, measured in
 # forked children against the float64 reference, every trial recorded under the device's full
-# target key; a child killed by a sticky error (an injected abort) costs only its candidate, a
-# hung launch is killed at --timeout, wrong results are caught, bad usage exits 2.
+# target key, which `tessera gen` on the same device finds; a child killed by a sticky error (an
+# injected abort) costs only its candidate, a hung launch is killed at --timeout, wrong results
+# are caught, bad usage exits 2.
 # Usage: tune_cuda_emulated.sh TESSERA LIBCUDA_EMU LIBNVRTC_EMU. Skipped (77) without NVRTC.
 T=$1
 export TESSERA_LIBCUDA=$2 TESSERA_NVRTC=$3
@@ -39,6 +40,19 @@ printf '%s\n' "$out" | grep -q "^best: .* ms" || fail "no best"
 [ "$(count ok)" = 5 ] || fail "the database does not hold 5 ok trials"
 "$T" db best --db "$W/t.db" --workload "$WK" | grep -q "cuda;sm_80;Tessera emulated GPU" ||
     fail "db best does not show the GPU record"
+
+# gen on the same device picks the record (exact target key); for a bare SM only with --fallback.
+out=$("$T" gen matmul --shape m=40,n=36,k=24 --target cuda --db "$W/t.db" -o "$W/g1" 2>&1) ||
+    fail "gen: exit $?"
+printf '%s\n' "$out" | grep -q "1 from database records" || fail "gen did not take the record"
+grep -q "target: *cuda;sm_80;Tessera emulated GPU;1 SMs;nvrtc [0-9.]*;driver 13.0" "$W/g1/matmul.cu" ||
+    fail "gen: no device target in the header"
+out=$("$T" gen matmul --shape m=40,n=36,k=24 --target cuda --sm 80 --db "$W/t.db" -o "$W/g2" 2>&1)
+printf '%s\n' "$out" | grep -q "0 from database records" || fail "gen --sm 80 took a device record"
+out=$("$T" gen matmul --shape m=40,n=36,k=24 --target cuda --sm 80 --fallback --db "$W/t.db" \
+    -o "$W/g3" 2>&1)
+printf '%s\n' "$out" | grep -q "record of the compatible target cuda;sm_80;Tessera emulated GPU" ||
+    fail "gen --fallback"
 
 # A sticky error: the 3rd launch (across processes) aborts its child; a fresh child goes on.
 rm -f "$W/t.db"

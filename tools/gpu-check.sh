@@ -187,5 +187,16 @@ if cc -std=gnu11 -O2 -fopenmp $INC "$B/bench_tz.c" "$LIB" -o "$B/bench_tz" -ldl 
 else
   echo "bench_tz build failed"
 fi
+step "tessera tune --target cuda (measured on the device, recorded in $B/gpu-tune.db)"
+# The CLI needs SQLite; where CMake built the library it usually builds too.
+if [ "$LIB" = "$B/libtessera.a" ] && [ "$(left)" -gt 90 ] &&
+   timeout 60 cmake --build "$B" -j "$JOBS" --target tessera_cli >"$B.cli.log" 2>&1; then
+  TESSERA_CACHE_DIR="$B/kcache" timeout $(( $(left) - 10 )) "$B/tessera" tune matmul \
+    --shape m=2048,n=2048,k=2048 --target cuda --trials 24 --db "$B/gpu-tune.db" 2>&1 |
+    tee "$B/gpu-tune.log" | grep -E "^(tune|  |measured|best|no candidate|tessera)"
+  echo "tune exit status: ${PIPESTATUS[0]}"
+else
+  echo "skipped: no CLI build (see $B.cli.log) or too little time left"
+fi
 step "done (exit $RC), log in $LOG"
 exit $RC

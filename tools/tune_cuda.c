@@ -35,6 +35,7 @@
 #include "tessera/autotune.h"
 #include "tessera/cuda.h"
 #include "tessera/ops.h"
+#include "tessera/tuner.h"
 #include "tessera/tuning_db.h"
 #include "tools/tune_cuda.h"
 
@@ -324,6 +325,7 @@ static int dry_run(const char *op, const char *shape, int64_t trials, const int 
 typedef struct {
     int ok;
     te_cuda_device_info di;
+    te_target target; /* te_cuda_target_device's */
     char err[512];
 } dev_probe;
 
@@ -348,7 +350,8 @@ static int probe_device(dev_probe *out)
     fflush(stderr);
     pid_t pid = fork();
     if (pid == 0) {
-        if (te_cuda_device_info_get(0, &sh->di) == TE_OK)
+        if (te_cuda_device_info_get(0, &sh->di) == TE_OK &&
+            te_cuda_target_device(0, &sh->target) == TE_OK)
             sh->ok = 1;
         else
             snprintf(sh->err, sizeof sh->err, "%s", te_cuda_errmsg());
@@ -599,7 +602,7 @@ static int measure(const char *op, const char *shape, int64_t trials, uint64_t s
         }
     }
     int sm = dp.di.sm;
-    te_target tgt = te_target_cuda(sm);
+    te_target tgt = dp.target;
     te_space *sp = te_space_create(ctx, op, n_in, ins, n_out, outs, TE_SPACE_TEMPLATE, &tgt);
     if (!sp) {
         fprintf(stderr, "tessera tune: no GPU search space for '%s': %s\n", op, te_ctx_errmsg(ctx));
@@ -689,24 +692,13 @@ static int measure(const char *op, const char *shape, int64_t trials, uint64_t s
     if (rc)
         goto out;
     memset(slot, 0, sizeof *slot * (size_t)n);
-    char nv[32], drv[32], dev_name[300];
-    snprintf(nv, sizeof nv, "nvrtc %d.%d", te_nvrtc_version() / 1000,
-             (te_nvrtc_version() % 1000) / 10);
-    snprintf(drv, sizeof drv, "%d.%d", dp.di.driver_version / 1000,
-             (dp.di.driver_version % 1000) / 10);
-    snprintf(dev_name, sizeof dev_name, "%s", dp.di.name);
-    te_db_target dbt = {.backend = "cuda",
-                        .device = dev_name,
-                        .sm = sm,
-                        .cores = dp.di.sm_count,
-                        .compiler = nv,
-                        .driver = drv};
-    char arch[16], tkey[512];
-    snprintf(arch, sizeof arch, "sm_%d", sm);
-    dbt.arch = arch;
+    /* the device's identity, as gen and te_tuner_best_record look it up */
+    te_db_target dbt;
+    char tstore[1024], tkey[512];
+    te_tuner_db_target(&tgt, &dbt, tstore, sizeof tstore);
     te_db_target_key(&dbt, tkey, sizeof tkey);
-    printf("tune --target cuda: %s %s on %s (sm_%d, %d SMs, driver %s, %s)\n", op, shape, dev_name,
-           sm, dp.di.sm_count, drv, nv);
+    printf("tune --target cuda: %s %s on %s (sm_%d, %d SMs, driver %s, %s)\n", op, shape,
+           dp.di.name, sm, dp.di.sm_count, dbt.driver, dbt.compiler);
     printf("  %lld distinct candidates of a space of %lld (seed %llu); tolerance %.2g; "
            "database %s\n",
            (long long)n, (long long)size, (unsigned long long)seed, j.tol,

@@ -62,6 +62,7 @@ int te_cuda_target_device(int ordinal, te_target *out)
         if (*p == ';')
             *p = ',';
     out->num_cores = di.sm_count;
+    out->cuda_driver = di.driver_version;
     return TE_OK;
 }
 

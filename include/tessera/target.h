@@ -29,6 +29,8 @@ typedef struct te_target {
     const char *cc;     /* C compiler; NULL: $CC or "cc" */
     const char *cflags; /* NULL: $TESSERA_CFLAGS or the default "-O3 -march=native ..." */
     int sm;             /* CUDA: compute capability x10 (90 for sm_90); 0 for the C target */
+    int cuda_driver;    /* CUDA: the driver's version (13000 for 13.0) when the target was read
+                           from a device (te_cuda_target_device), else 0 */
 } te_target;
 
 /* Detects the host CPU for the C backend: model and ISA features from /proc/cpuinfo (less those

@@ -240,9 +240,13 @@ int te_tuner_task_info(te_tuner *t, int i, te_tune_task_info *out);
 
 /* ---- Keys and helpers shared with the CLI and te_build users ------------------------------ */
 
-/* Fills *out with the database identity of a C target: backend "c", arch, device (CPU model),
- * ISA features, cores, compiler ("gcc 12.2.0"). Strings point into `storage` (at least 512
- * bytes). The key itself is left NULL (te_db_target_key derives it). */
+/* Fills *out with the database identity of a target. C: backend "c", arch, device (CPU model),
+ * ISA features, cores, compiler ("gcc 12.2.0"). CUDA: backend "cuda", arch "sm_XX", device (the
+ * GPU's name), SM, and when the target was read from a device (te_cuda_target_device: its
+ * cuda_driver is set) the multiprocessors and driver version; compiler "nvrtc X.Y" when NVRTC
+ * loads. So `tessera tune --target cuda` records, and gen or te_tuner_best_record on the same
+ * device and NVRTC look up, the same key. Strings point into `storage` (at least 512 bytes).
+ * The key itself is left NULL (te_db_target_key derives it). TE_ERR_ARG, TE_ERR_OVERFLOW. */
 int te_tuner_db_target(const te_target *target, te_db_target *out, char *storage, size_t size);
 
 /* The workload key of a user-defined expression: "<name>;<input shapes>;<dtype>;expr=<hash>",
