@@ -203,17 +203,33 @@ static int64_t draw(te_space *sp, int64_t want, uint64_t seed, const char **tr)
     return n;
 }
 
+/* A new context with operator op built in it (inputs and outputs: TE_OP_MAX_IO entries each);
+ * NULL after printing why (bad operator or shape, out of memory). */
+static te_ctx *build_op(const char *op, const char *shape, te_tensor **ins, int *n_in,
+                        te_tensor **outs, int *n_out)
+{
+    te_ctx *ctx = te_ctx_create();
+    if (!ctx || te_op_build(ctx, op, shape, ins, n_in, outs, n_out) != TE_OK) {
+        fprintf(stderr, "tessera tune: %s\n", ctx ? te_ctx_errmsg(ctx) : "out of memory");
+        te_ctx_free(ctx);
+        return NULL;
+    }
+    if (*n_in + *n_out > 16) {
+        fprintf(stderr, "tessera tune: --target cuda takes operators of at most 16 tensors\n");
+        te_ctx_free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
 static int dry_run(const char *op, const char *shape, int64_t trials, const int *sms, int nsm,
                    uint64_t seed, int json)
 {
-    te_ctx *ctx = te_ctx_create();
-    te_tensor *ins[16], *outs[4];
-    int n_in = 16, n_out = 4;
-    if (!ctx || te_op_build(ctx, op, shape, ins, &n_in, outs, &n_out) != TE_OK) {
-        fprintf(stderr, "tessera tune: %s\n", ctx ? te_ctx_errmsg(ctx) : "out of memory");
-        te_ctx_free(ctx);
+    te_tensor *ins[TE_OP_MAX_IO], *outs[TE_OP_MAX_IO];
+    int n_in = 0, n_out = 0;
+    te_ctx *ctx = build_op(op, shape, ins, &n_in, outs, &n_out);
+    if (!ctx)
         return 2;
-    }
     te_target t0 = te_target_cuda(sms[0]);
     te_space *sp = te_space_create(ctx, op, n_in, ins, n_out, outs, TE_SPACE_TEMPLATE, &t0);
     if (!sp) {
@@ -373,8 +389,8 @@ typedef struct {
     const int *skip; /* candidates not to measure (failed to compile, pruned) */
     int64_t n;
     int sm;
-    void *host[16]; /* inputs, then outputs (read back) */
-    double *ref[4]; /* float64 reference of each output */
+    void *host[16];            /* inputs, then outputs (read back) */
+    double *ref[TE_OP_MAX_IO]; /* float64 reference of each output */
     size_t bytes[16];
     double tol;
     te_cuda_timing timing;
@@ -584,14 +600,11 @@ static int measure(const char *op, const char *shape, int64_t trials, uint64_t s
                 dp.err);
         return 1;
     }
-    te_ctx *ctx = te_ctx_create();
-    te_tensor *ins[16], *outs[4];
-    int n_in = 16, n_out = 4;
-    if (!ctx || te_op_build(ctx, op, shape, ins, &n_in, outs, &n_out) != TE_OK) {
-        fprintf(stderr, "tessera tune: %s\n", ctx ? te_ctx_errmsg(ctx) : "out of memory");
-        te_ctx_free(ctx);
+    te_tensor *ins[TE_OP_MAX_IO], *outs[TE_OP_MAX_IO];
+    int n_in = 0, n_out = 0;
+    te_ctx *ctx = build_op(op, shape, ins, &n_in, outs, &n_out);
+    if (!ctx)
         return 2;
-    }
     for (int a = 0; a < n_in + n_out; a++) {
         te_tensor *t = a < n_in ? ins[a] : outs[a - n_in];
         if (te_tensor_dtype(t) != TE_F32) {
