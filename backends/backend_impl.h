@@ -88,6 +88,13 @@ typedef struct te__backend {
 /* The table of backend `kind` (backends/backend.c); NULL for an unknown kind. Static data. */
 const te__backend *te__backend_get(te_backend_kind kind);
 
+/* The kernel cache directory every backend shares: $TESSERA_CACHE_DIR, else
+ * $XDG_CACHE_HOME/tessera, else ~/.cache/tessera, else /tmp/tessera-cache-<uid>. malloc'ed
+ * (caller frees); NULL when out of memory. */
+char *te__cache_dir(void);
+/* Creates `dir` and its missing parents (mkdir -p). Returns 0 or -1 with errno set. */
+int te__mkdir_p(const char *dir);
+
 /* The argument checks te_build and te_cuda_build (`fn`) share: s, an out pointer (have_out) and
  * a name are required. Returns TE_OK, or TE_ERR_ARG with the message on s's context. */
 int te__build_check_args(te_schedule *s, bool have_out, const char *name, const char *fn);

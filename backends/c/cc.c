@@ -23,6 +23,7 @@
 #define _GNU_SOURCE
 
 #include "backends/c/cc.h"
+#include "backends/backend_impl.h"
 
 #include "tessera/status.h"
 
@@ -132,42 +133,6 @@ static const char *env_nonempty(const char *name)
 {
     const char *z = getenv(name);
     return z && *z ? z : NULL;
-}
-
-/* Creates `dir` and its missing parents (mkdir -p). Returns 0 or -1 with errno set. */
-static int mkdir_p(const char *dir)
-{
-    size_t n = strlen(dir);
-    char *path = malloc(n + 1);
-    if (!path) {
-        errno = ENOMEM;
-        return -1;
-    }
-    memcpy(path, dir, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (path[i] != '/' && path[i] != '\0')
-            continue;
-        if (path[i - 1] == '/')
-            continue; /* "a//b" */
-        char saved = path[i];
-        path[i] = '\0';
-        if (mkdir(path, 0777) != 0 && errno != EEXIST) {
-            int e = errno;
-            free(path);
-            errno = e;
-            return -1;
-        }
-        path[i] = saved;
-    }
-    free(path);
-    struct stat st;
-    if (stat(dir, &st) != 0)
-        return -1;
-    if (!S_ISDIR(st.st_mode)) {
-        errno = ENOTDIR;
-        return -1;
-    }
-    return 0;
 }
 
 static double now_s(void)
@@ -303,17 +268,7 @@ static int resolve_opts(const te__cc_opts *opts, resolved_opts *r)
     r->flags = opts && opts->flags ? opts->flags : env_nonempty("TESSERA_CFLAGS");
     if (!r->flags)
         r->flags = TE__CC_DEFAULT_FLAGS;
-    const char *z;
-    if (opts && opts->cache_dir)
-        r->cache_dir = str_fmt("%s", opts->cache_dir);
-    else if ((z = env_nonempty("TESSERA_CACHE_DIR")))
-        r->cache_dir = str_fmt("%s", z);
-    else if ((z = env_nonempty("XDG_CACHE_HOME")))
-        r->cache_dir = str_fmt("%s/tessera", z);
-    else if ((z = env_nonempty("HOME")))
-        r->cache_dir = str_fmt("%s/.cache/tessera", z);
-    else
-        r->cache_dir = str_fmt("/tmp/tessera-cache-%ld", (long)getuid());
+    r->cache_dir = opts && opts->cache_dir ? str_fmt("%s", opts->cache_dir) : te__cache_dir();
     r->timeout_s = compile_timeout_s();
     return r->cache_dir ? TE_OK : TE_ERR_NOMEM;
 }
@@ -676,7 +631,7 @@ int te__cc_build_many(int n, const char *const *sources, const te__cc_opts *opts
             continue;
         }
         if (dir_ok < 0) {
-            dir_ok = mkdir_p(o.cache_dir) == 0;
+            dir_ok = te__mkdir_p(o.cache_dir) == 0;
             dir_errno = errno;
             if (dir_ok) /* what killed jobs left */
                 te__cc_sweep_once(o.cache_dir);

@@ -106,24 +106,16 @@ static int device_target(te_ctx *ctx, const char *name, te_target *dev)
                             name, te_cuda_errmsg());
 }
 
-/* The on-disk cache of NVRTC's output (TESSERA_CACHE_DIR, else $XDG_CACHE_HOME/tessera, else
- * ~/.cache/tessera, as the C backend's, in a "cuda" subdirectory): <hash>.cubin and <hash>.log,
- * keyed by the source, the SM, the NVRTC version and the library Tessera loaded (TESSERA_NVRTC),
- * so that candidates compiled by the tuner's workers are not compiled again by the process
- * that measures them. Best effort: any failure only means a compile. */
+/* The on-disk cache of NVRTC's output (te__cache_dir(), the C backend's, subdirectory "cuda"):
+ * <hash>.cubin and <hash>.log, keyed by the source, the SM, the NVRTC version and the library
+ * Tessera loaded (TESSERA_NVRTC), so that candidates compiled by the tuner's workers are not
+ * compiled again by the process that measures them. Best effort: any failure only means a compile.
+ */
 static int cache_path(const char *source, int sm, const char *ext, char *buf, size_t n)
 {
-    const char *z, *fmt = "%s/cuda";
-    if ((z = getenv("TESSERA_CACHE_DIR")) && *z)
-        ;
-    else if ((z = getenv("XDG_CACHE_HOME")) && *z)
-        fmt = "%s/tessera/cuda";
-    else if ((z = getenv("HOME")) && *z)
-        fmt = "%s/.cache/tessera/cuda";
-    else
+    char *dir = te__cache_dir();
+    if (!dir)
         return -1;
-    char dir[768];
-    snprintf(dir, sizeof dir, fmt, z);
     uint64_t h = 1469598103934665603ull;
     char extra[600];
     const char *lib = getenv("TESSERA_NVRTC");
@@ -132,7 +124,8 @@ static int cache_path(const char *source, int sm, const char *ext, char *buf, si
         h = (h ^ (unsigned char)*p) * 1099511628211ull;
     for (const char *p = extra; *p; p++)
         h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    int k = snprintf(buf, n, "%s/%016llx.%s", dir, (unsigned long long)h, ext);
+    int k = snprintf(buf, n, "%s/cuda/%016llx.%s", dir, (unsigned long long)h, ext);
+    free(dir);
     return k > 0 && (size_t)k < n ? 0 : -1;
 }
 
@@ -163,13 +156,8 @@ static void write_atomic(const char *path, const void *data, size_t size)
     if (!slash)
         return;
     *slash = 0;
-    char *p = dir + 1;
-    while ((p = strchr(p, '/')) != NULL) { /* mkdir -p */
-        *p = 0;
-        mkdir(dir, 0755);
-        *p++ = '/';
-    }
-    mkdir(dir, 0755);
+    if (te__mkdir_p(dir) != 0)
+        return;
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f)
