@@ -54,15 +54,19 @@ enum {
     ERR_LAUNCH_FAILED = 719,
 };
 
+typedef struct emu_function emu_function;
+
 typedef struct {
     void *so;
     emu_launch_fn launch;
+    emu_function *fns; /* handed out by cuModuleGetFunction, freed with the module */
 } emu_module;
 
-typedef struct {
+struct emu_function {
     emu_module *mod;
+    emu_function *next;
     char name[256];
-} emu_function;
+};
 
 static int g_init;
 
@@ -375,6 +379,11 @@ CUresult cuModuleUnload(void *mod)
 {
     emu_module *m = mod;
     if (m) {
+        while (m->fns) {
+            emu_function *f = m->fns;
+            m->fns = f->next;
+            free(f);
+        }
         dlclose(m->so);
         free(m);
     }
@@ -386,9 +395,12 @@ CUresult cuModuleGetFunction(void **fn, void *mod, const char *name)
     emu_function *f = calloc(1, sizeof *f);
     if (!f)
         return ERR_OUT_OF_MEMORY;
-    f->mod = mod;
+    emu_module *m = mod;
+    f->mod = m;
+    f->next = m->fns;
+    m->fns = f;
     snprintf(f->name, sizeof f->name, "%s", name);
-    *fn = f; /* leaked with the module: a test process loads few */
+    *fn = f;
     return OK;
 }
 
