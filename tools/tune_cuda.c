@@ -545,7 +545,7 @@ static void measure_all(const meas_job *j, meas_slot *slot, double limit_s)
             if (c != cur) {
                 cur = c;
                 since = now_s();
-            } else if (c >= 0 && now_s() - since > limit_s) {
+            } else if (now_s() - since > limit_s) { /* also a child stuck before its first */
                 kill(pid, SIGKILL);
                 waitpid(pid, &st, 0);
                 timed_out = 1;
@@ -553,27 +553,25 @@ static void measure_all(const meas_job *j, meas_slot *slot, double limit_s)
             }
             usleep(20000);
         }
-        /* The candidate the child was on when it ended, if any, failed with it. */
-        for (int64_t i = start; i < j->n; i++) {
-            if (j->skip[i] || slot[i].state == 2)
-                continue;
-            if (slot[i].state == 1) {
-                slot[i].status = timed_out ? TE_TRIAL_TIMEOUT : TE_TRIAL_RUNTIME_ERROR;
-                if (timed_out)
-                    snprintf(slot[i].msg, sizeof slot[i].msg,
-                             "no result after %.0f s: the measuring process was killed", limit_s);
-                else if (WIFSIGNALED(st))
-                    snprintf(slot[i].msg, sizeof slot[i].msg,
-                             "the measuring process died (signal %d: %s)", WTERMSIG(st),
-                             strsignal(WTERMSIG(st)));
-                else
-                    snprintf(slot[i].msg, sizeof slot[i].msg,
-                             "the measuring process exited with status %d",
-                             WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-                slot[i].state = 2;
-            }
-            break;
-        }
+        /* The candidate the child was on when it ended failed with it; so did the one it was
+         * about to start when it finished none (every child makes progress). */
+        int64_t i = start;
+        while (i < j->n && (j->skip[i] || slot[i].state == 2))
+            i++;
+        if (i == j->n || (slot[i].state == 0 && i > start))
+            continue;
+        meas_slot *sl = &slot[i];
+        sl->status = timed_out ? TE_TRIAL_TIMEOUT : TE_TRIAL_RUNTIME_ERROR;
+        if (timed_out)
+            snprintf(sl->msg, sizeof sl->msg,
+                     "no result after %.0f s: the measuring process was killed", limit_s);
+        else if (WIFSIGNALED(st))
+            snprintf(sl->msg, sizeof sl->msg, "the measuring process died (signal %d: %s)",
+                     WTERMSIG(st), strsignal(WTERMSIG(st)));
+        else
+            snprintf(sl->msg, sizeof sl->msg, "the measuring process exited with status %d",
+                     WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+        sl->state = 2;
     }
 }
 
