@@ -13,6 +13,16 @@
 #include "backends/backend_impl.h"
 #include "backends/cuda/cuda_impl.h"
 
+unsigned long long te__hash_bytes(unsigned long long h, const void *p, size_t n)
+{
+    const unsigned char *z = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= z[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
 char *te__cache_dir(void)
 {
     const char *z, *fmt = "%s";

@@ -88,6 +88,11 @@ typedef struct te__backend {
 /* The table of backend `kind` (backends/backend.c); NULL for an unknown kind. Static data. */
 const te__backend *te__backend_get(te_backend_kind kind);
 
+/* The kernel caches' keys: 64-bit FNV-1a hash of n bytes continuing from h (start with
+ * TE__HASH_INIT). */
+#define TE__HASH_INIT 0xcbf29ce484222325ull
+unsigned long long te__hash_bytes(unsigned long long h, const void *p, size_t n);
+
 /* The kernel cache directory every backend shares: $TESSERA_CACHE_DIR, else
  * $XDG_CACHE_HOME/tessera, else ~/.cache/tessera, else /tmp/tessera-cache-<uid>. malloc'ed
  * (caller frees); NULL when out of memory. */

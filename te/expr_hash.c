@@ -26,7 +26,7 @@ int te__collect_stages(int n_out, te_tensor *const *outs, te_tensor **st, int ca
     return n;
 }
 
-/* 64-bit FNV-1a, as backends/c/cc.c's te__hash_bytes (the same values). */
+/* 64-bit FNV-1a, as backends/backend.c's te__hash_bytes (the same values). */
 static uint64_t h_bytes(uint64_t h, const void *p, size_t n)
 {
     const unsigned char *z = p;

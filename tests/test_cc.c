@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include "backends/backend_impl.h"
 #include "backends/c/cc.h"
 #include "tessera/status.h"
 

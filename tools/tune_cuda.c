@@ -575,12 +575,11 @@ static void measure_all(const meas_job *j, meas_slot *slot, double limit_s)
     }
 }
 
-static void fill_random(float *p, size_t n, uint64_t *state)
+/* Uniform floats in [-1, 1) from the tuner's generator. */
+static void fill_random(float *p, size_t n, te_rng *rng)
 {
-    for (size_t i = 0; i < n; i++) {
-        *state = *state * 6364136223846793005ull + 1442695040888963407ull;
-        p[i] = (float)((double)(*state >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
-    }
+    for (size_t i = 0; i < n; i++)
+        p[i] = (float)((double)(te_rng_next(rng) >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
 }
 
 static int measure(const char *op, const char *shape, int64_t trials, uint64_t seed,
@@ -655,7 +654,8 @@ static int measure(const char *op, const char *shape, int64_t trials, uint64_t s
     j.outs = outs;
     j.sm = sm;
     int64_t longest = 1;
-    uint64_t rs = seed * 2654435761u + 12345;
+    te_rng rs;
+    te_rng_seed(&rs, seed ^ 0x5eed);
     int rc = 0;
     for (int a = 0; a < n_in + n_out; a++) {
         te_tensor *t = args[a];

@@ -58,16 +58,6 @@ struct te__cc_lib {
     char *so_path;
 };
 
-unsigned long long te__hash_bytes(unsigned long long h, const void *p, size_t n)
-{
-    const unsigned char *z = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= z[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 /* ---------------------------------------------------------------------------------------------
  * Small helpers: messages, strings, paths.
  */

@@ -60,8 +60,6 @@ int te__cc_sweep_tmp(const char *dir);
 /* te__cc_sweep_tmp(dir), at most once a minute per directory and process. */
 void te__cc_sweep_once(const char *dir);
 
-/* 64-bit FNV-1a hash of n bytes continuing from h (start with TE__HASH_INIT). */
-#define TE__HASH_INIT 0xcbf29ce484222325ull
-unsigned long long te__hash_bytes(unsigned long long h, const void *p, size_t n);
+/* te__hash_bytes (the cache keys): backends/backend_impl.h. */
 
 #endif

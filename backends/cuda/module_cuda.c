@@ -116,14 +116,11 @@ static int cache_path(const char *source, int sm, const char *ext, char *buf, si
     char *dir = te__cache_dir();
     if (!dir)
         return -1;
-    uint64_t h = 1469598103934665603ull;
     char extra[600];
     const char *lib = getenv("TESSERA_NVRTC");
     snprintf(extra, sizeof extra, "\nsm_%d nvrtc %d %s", sm, te_nvrtc_version(), lib ? lib : "");
-    for (const char *p = source; *p; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    for (const char *p = extra; *p; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    unsigned long long h = te__hash_bytes(TE__HASH_INIT, source, strlen(source));
+    h = te__hash_bytes(h, extra, strlen(extra));
     int k = snprintf(buf, n, "%s/cuda/%016llx.%s", dir, (unsigned long long)h, ext);
     free(dir);
     return k > 0 && (size_t)k < n ? 0 : -1;
