@@ -58,13 +58,14 @@ int te__infer_region(lower_ctx *L, lstage *p)
             return LERR(L, TE_ERR_UNSUPPORTED, "bound inference: too many loops");
     }
     /* GPU: a shared buffer serves the whole block, so its region is the union over the
-     * threads: every loop bound to threadIdx ranges over its extent. */
+     * threads: every loop bound to threadIdx or to a virtual thread ranges over its extent. */
     if (st->scope == TE_SCOPE_SHARED) {
         for (int i = 0; i < L->n; i++) {
             lstage *o = &L->ls[i];
             for (int k = 0; o->ext && k < o->st->leaves.n; k++) {
                 te_iter *it = o->st->leaves.v[k];
-                if (it->ann == TE_ANN_BIND && it->tag >= TE_THREAD_X &&
+                if (((it->ann == TE_ANN_BIND && it->tag >= TE_THREAD_X) ||
+                     it->ann == TE_ANN_VTHREAD) &&
                     !te__relax_add(&base, it->var, te_int(ctx, 0),
                                    te_int(ctx, o->ext[te__iter_index(o->st, it)] - 1)))
                     return LERR(L, TE_ERR_UNSUPPORTED, "bound inference: too many loops");

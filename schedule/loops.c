@@ -383,16 +383,16 @@ int te_bind(te_stage *st, te_iter *x, te_thread_tag tag)
     int rc = te__check_leaf(st, x, "te_bind");
     if (rc)
         return rc;
-    if ((unsigned)tag > TE_THREAD_Z)
+    if ((unsigned)tag > TE_VTHREAD)
         return TE__SERR(st->sched, TE_ERR_ARG, "te_bind: invalid thread tag %d", (int)tag);
     if (x->reduce)
         return TE__SERR(st->sched, TE_ERR_SCHEDULE,
                         "te_bind: loop '%s' of stage '%s' is a reduction "
                         "loop (use rfactor for cross-thread reductions)",
                         x->name, st->tensor->name);
-    x->ann = TE_ANN_BIND;
+    x->ann = tag == TE_VTHREAD ? TE_ANN_VTHREAD : TE_ANN_BIND;
     x->tag = tag;
-    static const char *tags[] = {"blockIdx.x",  "blockIdx.y",  "blockIdx.z",
-                                 "threadIdx.x", "threadIdx.y", "threadIdx.z"};
+    static const char *tags[] = {"blockIdx.x",  "blockIdx.y",  "blockIdx.z", "threadIdx.x",
+                                 "threadIdx.y", "threadIdx.z", "vthread"};
     return te__trace_add(st->sched, "bind %s %s %s", st->tensor->name, x->name, tags[tag]);
 }

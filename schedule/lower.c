@@ -78,6 +78,8 @@ static te_for_kind for_kind(const te_iter *it)
         return TE_FOR_PARALLEL;
     case TE_ANN_BIND:
         return TE_FOR_THREAD;
+    case TE_ANN_VTHREAD:
+        return TE_FOR_VTHREAD;
     default:
         return TE_FOR_SERIAL;
     }

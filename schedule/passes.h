@@ -89,6 +89,16 @@ te_stmt *te__simplify_stmt_in(te_ctx *ctx, te_stmt *s, te__range_map *ranges, bo
  * is provably true (and removed) and a tail part that keeps it, so hot loops carry no guard. */
 te_stmt *te__pass_loop_partition(const te__pass_ctx *pc, te_stmt *s);
 
+/* ---- inject_vthread.c ----
+ * Virtual threads (te_bind TE_VTHREAD): each TE_FOR_VTHREAD loop is moved inward statement by
+ * statement. Buffers allocated inside it whose contents depend on its variable gain a leading
+ * dimension of its extent; statements that do not mention the variable stay once; the rest are
+ * wrapped in an unrolled loop over it. Where keeping a statement once could change the results
+ * (it writes a buffer allocated outside the loop, or touches what the per-iteration statements
+ * write), or the loop holds a tensor-intrinsic call, the loop becomes a serial loop. No
+ * TE_FOR_VTHREAD loop remains. */
+te_stmt *te__pass_inject_vthread(const te__pass_ctx *pc, te_stmt *s);
+
 /* ---- storage_flatten.c ----
  * Rewrites every multi-dimensional LOAD/STORE into one flat index (row-major over the
  * buffer's shape), so backends see n == 1. */

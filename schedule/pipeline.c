@@ -20,6 +20,8 @@ const te__pass te__pipeline[] = {
      "reductions bound to threadIdx become a shared-memory tree"},
     {"simplify", te__pass_simplify, TE_PASS_ALWAYS,
      "arithmetic, trivial loops and provable conditions"},
+    {"inject_vthread", te__pass_inject_vthread, TE_PASS_ALWAYS,
+     "virtual-thread loops interleaved inward; their register tiles get a copy each"},
     {"loop_partition", te__pass_loop_partition, TE_PASS_ALWAYS,
      "split loops at tail guards: main part unguarded"},
     {"simplify", te__pass_simplify, TE_PASS_ALWAYS, "again, on the partitioned loops"},

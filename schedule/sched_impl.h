@@ -13,6 +13,7 @@ typedef enum te_iter_ann {
     TE_ANN_UNROLL,
     TE_ANN_PARALLEL,
     TE_ANN_BIND,
+    TE_ANN_VTHREAD, /* te_bind(.., TE_VTHREAD); tag is TE_VTHREAD */
 } te_iter_ann;
 
 struct te_iter {

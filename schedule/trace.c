@@ -10,7 +10,7 @@
  *   compute_inline S         compute_root S             cache_read T scope R...
  *   cache_write T scope      vectorize S x              unroll S x
  *   parallel S x             unroll_max S N             nontemporal S 0|1
- *   bind S x blockIdx.x|...|threadIdx.z                  rfactor S x
+ *   bind S x blockIdx.x|...|threadIdx.z|vthread          rfactor S x
  *   storage_align S AXIS FACTOR OFFSET    double_buffer S     bind_reduce S x threadIdx.x|y|z
  *   prefetch S at T A ahead DIST [LEVEL]  (A: S, or the stage S is computed in, whose loop is
  *                                `ahead`; LEVEL the cache level 2 or 3, absent for 1)
@@ -86,12 +86,12 @@ static bool parse_scope(const char *s, te_scope *out)
     return true;
 }
 
-static const char *const thread_tags[] = {"blockIdx.x",  "blockIdx.y",  "blockIdx.z",
-                                          "threadIdx.x", "threadIdx.y", "threadIdx.z"};
+static const char *const thread_tags[] = {"blockIdx.x",  "blockIdx.y",  "blockIdx.z", "threadIdx.x",
+                                          "threadIdx.y", "threadIdx.z", "vthread"};
 
 static bool parse_tag(const char *s, te_thread_tag *out)
 {
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 7; i++)
         if (!strcmp(s, thread_tags[i])) {
             *out = (te_thread_tag)i;
             return true;
@@ -719,7 +719,8 @@ char *te_trace_to_c(const char *trace, const char *sched_var)
                 break;
             }
             static const char *const tagc[] = {"TE_BLOCK_X",  "TE_BLOCK_Y",  "TE_BLOCK_Z",
-                                               "TE_THREAD_X", "TE_THREAD_Y", "TE_THREAD_Z"};
+                                               "TE_THREAD_X", "TE_THREAD_Y", "TE_THREAD_Z",
+                                               "TE_VTHREAD"};
             use_stage(&b, d, sv, tk.t[1]);
             stage_var(tk.t[1], v, sizeof v);
             sb_printf(&b, "    if (rc == TE_OK) rc = te_%s(%s, ", op, v);

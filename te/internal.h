@@ -301,7 +301,8 @@ typedef enum te_for_kind {
     TE_FOR_PARALLEL,
     TE_FOR_VECTORIZED,
     TE_FOR_UNROLLED,
-    TE_FOR_THREAD, /* bound to a GPU thread/block index (thread_tag) */
+    TE_FOR_THREAD,  /* bound to a GPU thread/block index (thread_tag) */
+    TE_FOR_VTHREAD, /* a virtual thread (te_bind TE_VTHREAD); inject_vthread replaces it */
 } te_for_kind;
 
 /* A reduction loop bound to a GPU thread index (te_bind_reduce), as the loop nests are built:

@@ -143,7 +143,7 @@ void te_tensor_print(const te_tensor *t, FILE *f)
 
 static const char *for_kind_name(te_for_kind k)
 {
-    static const char *names[] = {"for", "parallel", "vectorized", "unrolled", "thread"};
+    static const char *names[] = {"for", "parallel", "vectorized", "unrolled", "thread", "vthread"};
     return names[k];
 }
 

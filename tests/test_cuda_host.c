@@ -298,11 +298,14 @@ static int sched_matmul(te_schedule *s, hcase *c, const te_cuda_knobs *k)
 }
 
 static const te_cuda_knobs mm_cfgs[] = {
-    /* tile_m tile_n tile_k thread_m thread_n threads vec pad dbuf unroll */
-    {64, 64, 8, 4, 4, 0, 4, 0, 0, 1},
-    {32, 64, 16, 2, 4, 0, 4, 1, 1, 1},
-    {16, 16, 4, 1, 1, 0, 1, 0, 0, 0},
-    {64, 32, 8, 8, 2, 0, 2, 4, 1, 1},
+    /* tile_m tile_n tile_k thread_m thread_n threads vec pad dbuf unroll vthread_m vthread_n */
+    {64, 64, 8, 4, 4, 0, 4, 0, 0, 1, 0, 0},
+    {32, 64, 16, 2, 4, 0, 4, 1, 1, 1, 0, 0},
+    {16, 16, 4, 1, 1, 0, 1, 0, 0, 0, 0, 0},
+    {64, 32, 8, 8, 2, 0, 2, 4, 1, 1, 0, 0},
+    /* virtual threads: 2 x 2 strided runs of 2 x 4, 1 x 2 runs of 4 x 2, double-buffered */
+    {64, 64, 8, 4, 8, 0, 4, 0, 0, 1, 2, 2},
+    {32, 64, 16, 4, 4, 0, 4, 1, 1, 1, 1, 2},
 };
 
 static void test_matmul_template_runs_in_the_harness(void **state)
@@ -466,8 +469,8 @@ static void test_mlp_gate_template_runs_in_the_harness(void **state)
 {
     (void)state;
     static const te_cuda_knobs cfgs[] = {
-        {32, 32, 8, 2, 2, 0, 4, 0, 0, 1},
-        {64, 32, 16, 4, 4, 0, 4, 1, 1, 1},
+        {32, 32, 8, 2, 2, 0, 4, 0, 0, 1, 0, 0},
+        {64, 32, 16, 4, 4, 0, 4, 1, 1, 1, 0, 0},
     };
     static const int64_t rows[] = {64, 40};
     for (int i = 0; i < 2; i++) {
@@ -495,8 +498,8 @@ static void test_conv2d_template_runs_in_the_harness(void **state)
 {
     (void)state;
     static const te_cuda_knobs cfgs[] = {
-        {16, 8, 4, 2, 2, 0, 1, 0, 0, 1},
-        {32, 16, 8, 4, 1, 0, 1, 0, 0, 0},
+        {16, 8, 4, 2, 2, 0, 1, 0, 0, 1, 0, 0},
+        {32, 16, 8, 4, 1, 0, 1, 0, 0, 0, 0, 0},
     };
     static const int64_t hw[] = {8, 7};
     for (int i = 0; i < 2; i++) {
@@ -688,7 +691,7 @@ static void test_removed_barriers_are_caught(void **state)
     /* the matmul's tiles in shared memory, single-buffered: two barriers per k step */
     hcase c = {0};
     matmul_case(&c, 32, 32, 64);
-    te_cuda_knobs k = {32, 32, 8, 2, 2, 0, 1, 0, 0, 0};
+    te_cuda_knobs k = {32, 32, 8, 2, 2, 0, 1, 0, 0, 0, 0, 0};
     te_schedule *s = te_schedule_create(c.ctx, 1, &c.t[2]);
     assert_int_equal(sched_matmul(s, &c, &k), TE_OK);
     int dropped = 0;

@@ -195,6 +195,7 @@ static void gen_for(emitter *em, const te_stmt *s)
                    s->u.loop.thread_tag);
         break;
     case TE_FOR_SERIAL:
+    case TE_FOR_VTHREAD: /* inject_vthread leaves none; serial is its meaning */
         break;
     }
     char acc[200];

@@ -92,15 +92,17 @@ static const int v_vec[] = {1, 2, 4};
 static const int v_pad[] = {0, 1, 4};
 static const int v_bool[] = {0, 1};
 static const int v_threads[] = {32, 64, 128, 256, 512, 1024};
+static const int v_vthread[] = {1, 2};
 
 #define KNOB(n, v)                                                                                 \
     {                                                                                              \
         n, (int)(sizeof v / sizeof v[0]), v                                                        \
     }
 static const te_cuda_knob_def space_matmul[] = {
-    KNOB("tile_m", v_tile_mn),  KNOB("tile_n", v_tile_mn),     KNOB("tile_k", v_tile_k),
-    KNOB("thread_m", v_thread), KNOB("thread_n", v_thread),    KNOB("vec", v_vec),
-    KNOB("pad", v_pad),         KNOB("double_buffer", v_bool), KNOB("unroll", v_bool),
+    KNOB("tile_m", v_tile_mn),    KNOB("tile_n", v_tile_mn),     KNOB("tile_k", v_tile_k),
+    KNOB("thread_m", v_thread),   KNOB("thread_n", v_thread),    KNOB("vec", v_vec),
+    KNOB("pad", v_pad),           KNOB("double_buffer", v_bool), KNOB("unroll", v_bool),
+    KNOB("vthread_m", v_vthread), KNOB("vthread_n", v_vthread),
 };
 static const te_cuda_knob_def space_conv[] = {
     KNOB("tile_m", v_tile_mn),  KNOB("tile_n", v_tile_mn),  KNOB("tile_k", v_tile_k),
@@ -150,7 +152,9 @@ int te_cuda_knobs_set(te_cuda_knobs *k, const char *name, int value)
              {"vec", &k->vec},
              {"pad", &k->pad},
              {"double_buffer", &k->double_buffer},
-             {"unroll", &k->unroll}};
+             {"unroll", &k->unroll},
+             {"vthread_m", &k->vthread_m},
+             {"vthread_n", &k->vthread_n}};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (!strcmp(f[i].n, name)) {
             *f[i].p = value;
@@ -194,26 +198,61 @@ static int coop_copy(te_schedule *s, te_tensor *t, int ny, int nx, int vec, int 
     return TE_OK;
 }
 
+/* The virtual threads along an output axis of extent n: none when the axis is smaller than the
+ * block tile (the tile shrinks to it) or the knob is 0 or 1. */
+static int vthreads_along(int64_t n, int tile, int v) { return v > 1 && n >= tile ? v : 1; }
+
+/* One output axis a of O tiled as block / [virtual threads] / threads / register run: the block
+ * loop, the vthread loop (NULL without one), the thread loop and the register loop. */
+static int tile_axis(te_stage *O, te_iter *a, int tile, int per, int vt, te_iter **b, te_iter **v,
+                     te_iter **t, te_iter **r)
+{
+    te_iter *in;
+    CK(te_split(O, a, tile, b, &in));
+    *v = NULL;
+    if (vt > 1)
+        CK(te_split(O, in, tile / vt, v, &in));
+    return te_split(O, in, per / vt, t, r);
+}
+
 /* The tile shape of a matmul-like output stage O over axes (ai, aj): binds blocks and threads
- * and returns the thread loop tx to compute accumulators at. */
+ * and returns the thread loop tx to compute accumulators at. With virtual threads a thread's
+ * register tile is vthread_m x vthread_n runs strided by the block tile's share of each. */
 static int tile_output(te_stage *O, te_iter *ai, te_iter *aj, const te_cuda_knobs *k, bool unroll,
                        te_iter **tx_out)
 {
-    te_iter *bi, *ii, *ty, *ri, *bj, *jj, *tx, *rj;
-    CK(te_split(O, ai, k->tile_m, &bi, &ii));
-    CK(te_split(O, ii, k->thread_m, &ty, &ri));
-    CK(te_split(O, aj, k->tile_n, &bj, &jj));
-    CK(te_split(O, jj, k->thread_n, &tx, &rj));
-    CK(te_reorder(O, 6, (te_iter *[]){bi, bj, ty, tx, ri, rj}));
+    te_iter *bi, *vi, *ty, *ri, *bj, *vj, *tx, *rj;
+    int vm = vthreads_along(te_iter_extent(ai), k->tile_m, k->vthread_m),
+        vn = vthreads_along(te_iter_extent(aj), k->tile_n, k->vthread_n);
+    CK(tile_axis(O, ai, k->tile_m, k->thread_m, vm, &bi, &vi, &ty, &ri));
+    CK(tile_axis(O, aj, k->tile_n, k->thread_n, vn, &bj, &vj, &tx, &rj));
+    te_iter *order[8];
+    int n = 0;
+    order[n++] = bi;
+    order[n++] = bj;
+    if (vi)
+        order[n++] = vi;
+    if (vj)
+        order[n++] = vj;
+    order[n++] = ty;
+    order[n++] = tx;
+    order[n++] = ri;
+    order[n++] = rj;
+    CK(te_reorder(O, n, order));
     CK(te_bind(O, bi, TE_BLOCK_Y));
     CK(te_bind(O, bj, TE_BLOCK_X));
+    if (vi)
+        CK(te_bind(O, vi, TE_VTHREAD));
+    if (vj)
+        CK(te_bind(O, vj, TE_VTHREAD));
     CK(te_bind(O, ty, TE_THREAD_Y));
     CK(te_bind(O, tx, TE_THREAD_X));
     if (unroll) {
         CK(te_unroll(O, ri));
         /* a row of 2 or 4 of a thread's results is stored as one float2 / float4 (where the
          * output's rows keep the alignment; the backend stores lane by lane otherwise) */
-        if (k->thread_n == 2 || k->thread_n == 4)
+        int run = k->thread_n / vn;
+        if (run == 2 || run == 4)
             CK(te_vectorize(O, rj));
         else
             CK(te_unroll(O, rj));
@@ -233,6 +272,10 @@ static int check_mm_knobs(te_ctx *ctx, const char *op, const te_cuda_knobs *k)
         return bad_knobs(ctx, op, "(tile_m / thread_m) * (tile_n / thread_n) threads exceed 1024");
     if (k->vec != 0 && k->vec != 1 && k->vec != 2 && k->vec != 4)
         return bad_knobs(ctx, op, "vec must be 1, 2 or 4");
+    if (k->vthread_m < 0 || k->vthread_n < 0 || (k->vthread_m > 1 && k->thread_m % k->vthread_m) ||
+        (k->vthread_n > 1 && k->thread_n % k->vthread_n))
+        return bad_knobs(ctx, op,
+                         "vthread_m must divide thread_m and vthread_n must divide thread_n");
     return TE_OK;
 }
 

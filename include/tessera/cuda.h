@@ -197,6 +197,11 @@ typedef struct te_cuda_knobs {
     int pad;                    /* storage_align padding of shared tiles (0: none) */
     int double_buffer;          /* 1: double-buffer the shared tiles */
     int unroll;                 /* 1: unroll the inner register loops */
+    /* Virtual threads over the register tile (matmul family; 0 or 1: none): a thread's
+     * thread_m x thread_n results are vthread_m x vthread_n pieces of (thread_m / vthread_m) x
+     * (thread_n / vthread_n), strided by the block's threads (TE_VTHREAD), so a warp reads
+     * consecutive shared-memory words and stores whole rows (CUTLASS's thread map). */
+    int vthread_m, vthread_n;
 } te_cuda_knobs;
 
 /* Sensible defaults for a template ("matmul", "mlp_gate", "conv2d", "softmax", "layer_norm",

@@ -46,7 +46,13 @@ typedef enum te_thread_tag {
     TE_BLOCK_Z,
     TE_THREAD_X,
     TE_THREAD_Y,
-    TE_THREAD_Z
+    TE_THREAD_Z,
+    /* A virtual thread (TVM's "vthread"): the loop stays a loop of every real thread, but lowering
+     * interleaves its iterations (schedule/passes/inject_vthread.c). Bind the outer part of a split
+     * of an output axis to it, above the threadIdx loops, and each thread's register tile becomes
+     * V pieces strided by the threads' span: neighbouring threads read neighbouring shared-memory
+     * words (no bank conflicts) while the shared-memory tiles staged inside stay one per block. */
+    TE_VTHREAD
 } te_thread_tag;
 
 /* Creates a schedule computing `outs` (each a computed tensor). Every compute the outputs
@@ -180,7 +186,15 @@ int te_prefetch_level(te_stage *st, te_iter *at, te_tensor *t, te_iter *ahead, i
                       int level);
 /* te_tensorize (a loop nest replaced by a tensor intrinsic: AMX, AVX-512 BF16 / VNNI, user
  * intrinsics) is declared in tessera/tensorize.h. */
-/* Bind loop x to a GPU block or thread index (CUDA backend). */
+/* Bind loop x to a GPU block or thread index (CUDA backend), or to a virtual thread (TE_VTHREAD):
+ * a spatial loop of constant extent whose iterations lowering interleaves statement by statement
+ * inside the loops below it. Buffers allocated inside whose contents differ between its
+ * iterations (register tiles) get one copy per iteration; statements that do not depend on it
+ * (cooperative copies into shared memory) run once instead of once per iteration. When that
+ * reordering cannot be shown to keep the results (a statement run once would read or write what
+ * the per-iteration statements write), the loop is kept as an ordinary serial loop, which is
+ * always correct. Trace line: `bind S x vthread`. Returns TE_ERR_ARG for an unknown tag,
+ * TE_ERR_SCHEDULE for a reduction loop (message on the schedule's context). */
 int te_bind(te_stage *st, te_iter *x, te_thread_tag tag);
 
 /* ---- GPU scheduling (schedule/gpu.c) -------------------------------------------------------

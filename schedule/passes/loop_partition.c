@@ -231,8 +231,8 @@ static te_stmt *part_for(lp *p, te_stmt *s)
     te_for_kind k = s->u.loop.fkind;
     bool const_bounds =
         te__is_const_int(s->u.loop.min, NULL) && te__is_const_int(s->u.loop.extent, NULL);
-    if (known && const_bounds && k != TE_FOR_THREAD && k != TE_FOR_VECTORIZED &&
-        p->splits < MAX_SPLITS) {
+    if (known && const_bounds && k != TE_FOR_THREAD && k != TE_FOR_VTHREAD &&
+        k != TE_FOR_VECTORIZED && p->splits < MAX_SPLITS) {
         int64_t tlo = INT64_MIN, thi = INT64_MAX;
         bool found = false;
         guards(p, s->u.loop.body, s->u.loop.var, &tlo, &thi, &found);
