@@ -273,6 +273,10 @@ struct te_buf {
     int arg_index;     /* position in the kernel's argument list, -1 for allocations */
     te_tensor *tensor; /* the tensor it stores (NULL for scratch) */
     int id;
+    /* A double-buffered shared tile whose next half is filled while the current one is read
+     * (the double_buffer pass placed its barriers; the barrier pass leaves its accesses alone,
+     * and CUDA on sm_80+ fills it with cp.async). */
+    bool prefetched;
 };
 
 /* Elements of buffer b (the product of its shape). */

@@ -178,6 +178,7 @@ te_buf *te__buf_new(te_ctx *ctx, const char *name, te_dtype dtype, int ndim, con
     b->scope = scope;
     b->arg_index = -1;
     b->id = te__next_id(ctx);
+    b->prefetched = false;
     return b;
 }
 

@@ -65,6 +65,9 @@ typedef struct cem {
     const struct te_tensor_intrin *intrins[16];
     int n_intrins;
     bool warp;
+    /* The current kernel fills prefetched shared tiles (te_buf.prefetched) with cp.async
+     * (sm_80+): every barrier waits for the thread's copies first. */
+    bool cp_async;
     /* A warp-first cross-thread reduction being emitted (emit_cuda_stmt.c): the publishing
      * store of its partial results to the shared array wf_R is written as a warp reduction
      * with the combine wf_comb of the variables wf_a, wf_b. */
@@ -111,6 +114,9 @@ te_expr *te__cem_lane(cem *e, te_expr *x, int l);
 /* ---- emit_cuda_intrin.c ----
  * Whether kernel body s calls a tensor intrinsic (TE_S_INTRIN). */
 bool te__cem_has_intrin(const te_stmt *s);
+/* Whether kernel body s, emitted for e's target, fills a prefetched shared tile with cp.async
+ * (sm_80+ and a store to a te_buf.prefetched shared buffer). */
+bool te__cem_uses_cp_async(const cem *e, const te_stmt *s);
 /* Emits a TE_S_INTRIN call (inside a kernel with e->warp set), recording the intrinsic; fails
  * for a C intrinsic, a target without its features (sm), a local operand, or operands WMMA
  * cannot load (misaligned origin, row stride not a multiple of 16 bytes). */

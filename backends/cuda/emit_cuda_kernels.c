@@ -126,6 +126,7 @@ static void emit_kernel(prog_ctx *pc, const te_stmt *s)
     }
     /* Warp-collective intrinsics: one warp per thread of the schedule along x. */
     e->warp = te__cem_has_intrin(b);
+    e->cp_async = te__cem_uses_cp_async(e, b);
     if (e->warp) {
         if (e->dims[0] != 1) {
             te__cem_fail(e, TE_ERR_SCHEDULE,
@@ -190,6 +191,7 @@ static void emit_kernel(prog_ctx *pc, const te_stmt *s)
     e->npath = 0;
     te__cem_gen_stmt(e, b);
     e->warp = false;
+    e->cp_async = false;
     te__sb_puts(o, "}\n\n");
     te__vec_push(ctx, &pc->kernels, k);
 }
@@ -283,7 +285,29 @@ const char te__cuda_prelude[] =
     "template <typename T> __device__ __forceinline__ T te_floordiv(T a, T b)\n"
     "{\n    T q = a / b;\n    return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;\n}\n"
     "template <typename T> __device__ __forceinline__ T te_floormod(T a, T b)\n"
-    "{\n    T r = a % b;\n    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}\n\n";
+    "{\n    T r = a % b;\n    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;\n}\n\n"
+    "// global -> shared copies of 4, 8 or 16 bytes that complete asynchronously on sm_80+\n"
+    "// (cp.async: the thread goes on; te_cp_async_wait waits for all of its copies)\n"
+    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+    "__device__ __forceinline__ unsigned te_smem(const void *p)\n"
+    "{\n    return (unsigned)__cvta_generic_to_shared(p);\n}\n"
+    "__device__ __forceinline__ void te_cp_async4(float *d, const float *s)\n"
+    "{\n    asm volatile(\"cp.async.ca.shared.global [%0], [%1], 4;\\n\" ::\"r\"(te_smem(d)), "
+    "\"l\"(s));\n}\n"
+    "__device__ __forceinline__ void te_cp_async8(float2 *d, const float2 *s)\n"
+    "{\n    asm volatile(\"cp.async.ca.shared.global [%0], [%1], 8;\\n\" ::\"r\"(te_smem(d)), "
+    "\"l\"(s));\n}\n"
+    "__device__ __forceinline__ void te_cp_async16(float4 *d, const float4 *s)\n"
+    "{\n    asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\\n\" ::\"r\"(te_smem(d)), "
+    "\"l\"(s));\n}\n"
+    "__device__ __forceinline__ void te_cp_async_wait()\n"
+    "{\n    asm volatile(\"cp.async.wait_all;\\n\" ::: \"memory\");\n}\n"
+    "#else\n"
+    "__device__ __forceinline__ void te_cp_async4(float *d, const float *s) { *d = *s; }\n"
+    "__device__ __forceinline__ void te_cp_async8(float2 *d, const float2 *s) { *d = *s; }\n"
+    "__device__ __forceinline__ void te_cp_async16(float4 *d, const float4 *s) { *d = *s; }\n"
+    "__device__ __forceinline__ void te_cp_async_wait() {}\n"
+    "#endif\n\n";
 
 static int emit_program(te_ctx *ctx, const te_lowered *f, const te_target *target,
                         te__cuda_program *out, bool kernels_only);

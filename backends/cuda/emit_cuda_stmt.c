@@ -16,6 +16,42 @@
 
 static void gen_warp_publish(cem *e, const te_stmt *s);
 
+static bool cp_async_store_fn(const te_stmt *s, void *user)
+{
+    bool *any = user;
+    if (s->kind == TE_S_STORE && s->u.store.buf->prefetched &&
+        s->u.store.buf->scope == TE_SCOPE_SHARED)
+        *any = true;
+    return !*any;
+}
+
+bool te__cem_uses_cp_async(const cem *e, const te_stmt *s)
+{
+    bool any = false;
+    if (e->target && e->target->sm >= 80)
+        te__stmt_visit(s, cp_async_store_fn, NULL, &any);
+    return any;
+}
+
+/* A prefetched shared tile filled from global memory with cp.async: a copy of one f32, or of
+ * an aligned float2 / float4 (vt non-NULL, then ix and iv are the vectors' first elements). */
+static bool gen_cp_async(cem *e, const te_buf *b, const te_expr *val, const char *vt,
+                         const te_expr *ix, const te_expr *iv)
+{
+    if (!e->cp_async || !b->prefetched || b->scope != TE_SCOPE_SHARED || b->dtype != TE_F32 ||
+        val->kind != TE_E_LOAD || val->u.load.buf->scope != TE_SCOPE_GLOBAL || val->dtype != TE_F32)
+        return false;
+    const char *d = te__cem_buf_name(e, b), *g = te__cem_buf_name(e, val->u.load.buf);
+    if (!vt)
+        te__cem_line(e, "te_cp_async4(&%s[%s], &%s[%s]);", d, te__cem_text(e, ix), g,
+                     te__cem_text(e, iv));
+    else
+        te__cem_line(e, "te_cp_async%d((%s *)&%s[%s], (const %s *)&%s[%s]);",
+                     strcmp(vt, "float4") == 0 ? 16 : 8, vt, d, te__cem_text(e, ix), vt, g,
+                     te__cem_text(e, iv));
+    return true;
+}
+
 static void gen_store(cem *e, const te_stmt *s)
 {
     if (s == e->wf_pub) {
@@ -34,6 +70,8 @@ static void gen_store(cem *e, const te_stmt *s)
     if (cv)
         e->uses_half = true;
     if (lanes == 1) {
+        if (val->kind == TE_E_LOAD && gen_cp_async(e, b, val, NULL, ix, val->u.load.idx[0]))
+            return;
         te__cem_line(e, "%s[%s] = %s%s%s%s;", te__cem_buf_name(e, b), te__cem_text(e, ix),
                      cv ? cv : "", cv ? "(" : "", te__cem_text(e, val), cv ? ")" : "");
         return;
@@ -47,6 +85,8 @@ static void gen_store(cem *e, const te_stmt *s)
         te__arith_multiple_of(val->u.load.idx[0]->u.ramp.base, lanes)) {
         const char *vt = b->dtype == TE_F32 ? (lanes == 4 ? "float4" : "float2")
                                             : (lanes == 4 ? "int4" : "int2");
+        if (gen_cp_async(e, b, val, vt, ix->u.ramp.base, val->u.load.idx[0]->u.ramp.base))
+            return;
         te__cem_line(e, "*(%s *)&%s[%s] = *(const %s *)&%s[%s];", vt, te__cem_buf_name(e, b),
                      te__cem_text(e, ix->u.ramp.base), vt, te__cem_buf_name(e, val->u.load.buf),
                      te__cem_text(e, val->u.load.idx[0]->u.ramp.base));
@@ -58,6 +98,9 @@ static void gen_store(cem *e, const te_stmt *s)
             te__cem_fail(e, TE_ERR_NOMEM, "out of memory");
             return;
         }
+        if (vl->kind == TE_E_LOAD && vl->lanes == 1 &&
+            gen_cp_async(e, b, vl, NULL, il, vl->u.load.idx[0]))
+            continue;
         te__cem_line(e, "%s[%s] = %s%s%s%s;", te__cem_buf_name(e, b), te__cem_text(e, il),
                      cv ? cv : "", cv ? "(" : "", te__cem_text(e, vl), cv ? ")" : "");
     }
@@ -516,6 +559,8 @@ void te__cem_gen_stmt(cem *e, const te_stmt *s)
         return;
     switch (s->kind) {
     case TE_S_BARRIER:
+        if (e->cp_async)
+            te__cem_line(e, "te_cp_async_wait();");
         te__cem_line(e, "__syncthreads();");
         return;
     case TE_S_COMMENT:

@@ -6,7 +6,9 @@
  * so it runs once, not once per iteration of an inner loop. A serial loop is analysed with the
  * state at its end carried into its start until nothing changes, which places the barrier a
  * next iteration needs (the classic one before refilling a shared tile). A double-buffered
- * buffer alternates halves between iterations, so its reads are not carried.
+ * buffer alternates halves between iterations, so its reads are not carried; one whose next half
+ * is prefetched (te_buf.prefetched) comes with its barriers from the double_buffer pass and is
+ * left out here.
  *
  * Barriers may only be placed where every thread of the block arrives: not under a condition
  * that depends on the thread, nor inside a thread loop narrower than the block. Needing one
@@ -76,7 +78,8 @@ static const te_buf *conflict(const bset *st, const bset *acc)
 static bool sum_expr(const te_expr *e, void *user)
 {
     bset *b = user;
-    if (e->kind == TE_E_LOAD && e->u.load.buf->scope == TE_SCOPE_SHARED)
+    if (e->kind == TE_E_LOAD && e->u.load.buf->scope == TE_SCOPE_SHARED &&
+        !e->u.load.buf->prefetched)
         add(b->r, &b->nr, e->u.load.buf);
     return true;
 }
@@ -104,7 +107,7 @@ static void summary(const te_stmt *s, bset *b)
         te__expr_visit(s->u.store.value, sum_expr, b);
         for (int i = 0; i < s->u.store.n; i++)
             te__expr_visit(s->u.store.idx[i], sum_expr, b);
-        if (s->u.store.buf->scope == TE_SCOPE_SHARED)
+        if (s->u.store.buf->scope == TE_SCOPE_SHARED && !s->u.store.buf->prefetched)
             add(b->w, &b->nw, s->u.store.buf);
         break;
     case TE_S_ALLOC:
@@ -247,7 +250,17 @@ static te_stmt *insert(bctx *b, te_stmt *s, bset *st, const char *div)
     switch (s->kind) {
     case TE_S_SEQ:
         return insert_seq(b, s, st, div);
-    case TE_S_BARRIER:
+    case TE_S_BARRIER: /* placed by an earlier pass (double_buffer) */
+        if (div) {
+            if (!b->failed)
+                te_ctx_set_error(
+                    ctx, TE_ERR_SCHEDULE,
+                    "barrier insertion: a barrier (__syncthreads) of a double-buffered "
+                    "loop is %s, where not every thread of the block arrives",
+                    div);
+            b->failed = true;
+            return NULL;
+        }
         st->nw = st->nr = 0;
         return s;
     case TE_S_COMMENT:
