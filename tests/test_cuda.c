@@ -198,10 +198,11 @@ static void test_matmul_template(void **state)
 {
     (void)state;
     static const te_cuda_knobs cfgs[] = {
-        /* tile_m tile_n tile_k thread_m thread_n threads vec pad dbuf unroll vthread_m vthread_n */
-        {64, 64, 8, 4, 4, 0, 4, 0, 0, 1, 0, 0}, {32, 64, 16, 2, 4, 0, 4, 1, 1, 1, 0, 0},
-        {16, 16, 4, 1, 1, 0, 1, 0, 0, 0, 0, 0}, {64, 32, 8, 8, 2, 0, 2, 4, 1, 1, 0, 0},
-        {64, 64, 8, 4, 8, 0, 4, 0, 1, 1, 2, 2}, /* 2 x 2 virtual threads */
+        /* tile_m tile_n tile_k thread_m thread_n threads vec pad dbuf unroll vthread_m vthread_n
+           stage_input */
+        {64, 64, 8, 4, 4, 0, 4, 0, 0, 1, 0, 0, 0}, {32, 64, 16, 2, 4, 0, 4, 1, 1, 1, 0, 0, 0},
+        {16, 16, 4, 1, 1, 0, 1, 0, 0, 0, 0, 0, 0}, {64, 32, 8, 8, 2, 0, 2, 4, 1, 1, 0, 0, 0},
+        {64, 64, 8, 4, 8, 0, 4, 0, 1, 1, 2, 2, 0}, /* 2 x 2 virtual threads */
     };
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
         opcase c = {0};
@@ -279,8 +280,8 @@ static void test_mlp_gate_template(void **state)
 {
     (void)state;
     static const te_cuda_knobs cfgs[] = {
-        {32, 32, 8, 2, 2, 0, 4, 0, 0, 1, 0, 0},
-        {64, 32, 16, 4, 4, 0, 4, 1, 1, 1, 0, 0},
+        {32, 32, 8, 2, 2, 0, 4, 0, 0, 1, 0, 0, 0},
+        {64, 32, 16, 4, 4, 0, 4, 1, 1, 1, 0, 0, 0},
     };
     for (int i = 0; i < 2; i++) {
         opcase c = {0};
@@ -307,8 +308,8 @@ static void test_conv2d_template(void **state)
 {
     (void)state;
     static const te_cuda_knobs cfgs[] = {
-        {16, 8, 4, 2, 2, 0, 1, 0, 0, 1, 0, 0},
-        {32, 16, 8, 4, 1, 0, 1, 0, 0, 0, 0, 0},
+        {16, 8, 4, 2, 2, 0, 1, 0, 0, 1, 0, 0, 1}, /* the input tile staged too */
+        {32, 16, 8, 4, 1, 0, 1, 0, 0, 0, 0, 0, 0},
     };
     for (int i = 0; i < 2; i++) {
         opcase c = {0};

@@ -298,14 +298,15 @@ static int sched_matmul(te_schedule *s, hcase *c, const te_cuda_knobs *k)
 }
 
 static const te_cuda_knobs mm_cfgs[] = {
-    /* tile_m tile_n tile_k thread_m thread_n threads vec pad dbuf unroll vthread_m vthread_n */
-    {64, 64, 8, 4, 4, 0, 4, 0, 0, 1, 0, 0},
-    {32, 64, 16, 2, 4, 0, 4, 1, 1, 1, 0, 0},
-    {16, 16, 4, 1, 1, 0, 1, 0, 0, 0, 0, 0},
-    {64, 32, 8, 8, 2, 0, 2, 4, 1, 1, 0, 0},
+    /* tile_m tile_n tile_k thread_m thread_n threads vec pad dbuf unroll vthread_m vthread_n
+       stage_input */
+    {64, 64, 8, 4, 4, 0, 4, 0, 0, 1, 0, 0, 0},
+    {32, 64, 16, 2, 4, 0, 4, 1, 1, 1, 0, 0, 0},
+    {16, 16, 4, 1, 1, 0, 1, 0, 0, 0, 0, 0, 0},
+    {64, 32, 8, 8, 2, 0, 2, 4, 1, 1, 0, 0, 0},
     /* virtual threads: 2 x 2 strided runs of 2 x 4, 1 x 2 runs of 4 x 2, double-buffered */
-    {64, 64, 8, 4, 8, 0, 4, 0, 0, 1, 2, 2},
-    {32, 64, 16, 4, 4, 0, 4, 1, 1, 1, 1, 2},
+    {64, 64, 8, 4, 8, 0, 4, 0, 0, 1, 2, 2, 0},
+    {32, 64, 16, 4, 4, 0, 4, 1, 1, 1, 1, 2, 0},
 };
 
 static void test_matmul_template_runs_in_the_harness(void **state)
@@ -469,8 +470,8 @@ static void test_mlp_gate_template_runs_in_the_harness(void **state)
 {
     (void)state;
     static const te_cuda_knobs cfgs[] = {
-        {32, 32, 8, 2, 2, 0, 4, 0, 0, 1, 0, 0},
-        {64, 32, 16, 4, 4, 0, 4, 1, 1, 1, 0, 0},
+        {32, 32, 8, 2, 2, 0, 4, 0, 0, 1, 0, 0, 0},
+        {64, 32, 16, 4, 4, 0, 4, 1, 1, 1, 0, 0, 0},
     };
     static const int64_t rows[] = {64, 40};
     for (int i = 0; i < 2; i++) {
@@ -497,18 +498,22 @@ static int sched_conv(te_schedule *s, hcase *c, const te_cuda_knobs *k)
 static void test_conv2d_template_runs_in_the_harness(void **state)
 {
     (void)state;
+    /* the input tile staged with its halo (stage_input) or read from global memory */
     static const te_cuda_knobs cfgs[] = {
-        {16, 8, 4, 2, 2, 0, 1, 0, 0, 1, 0, 0},
-        {32, 16, 8, 4, 1, 0, 1, 0, 0, 0, 0, 0},
+        {16, 8, 4, 2, 2, 0, 1, 0, 0, 1, 0, 0, 1},
+        {32, 16, 8, 4, 1, 0, 1, 0, 0, 0, 0, 0, 0},
+        {8, 4, 4, 2, 2, 0, 1, 0, 0, 1, 0, 0, 1},
     };
-    static const int64_t hw[] = {8, 7};
-    for (int i = 0; i < 2; i++) {
+    static const int64_t hw[] = {8, 7, 9};
+    for (int i = 0; i < 3; i++) {
         hcase c = {0};
         c.ctx = te_ctx_create();
         c.t[0] = te_placeholder(c.ctx, "X", TE_F32, 4, (int64_t[]){1, 8, hw[i], hw[i]});
         c.t[1] = te_placeholder(c.ctx, "W", TE_F32, 4, (int64_t[]){24, 8, 3, 3});
         te_conv2d_params cp = te_conv2d_params_default();
         cp.pad_h = cp.pad_w = 1;
+        if (i == 2) /* strided and dilated: the halo is (tile_n - 1) * 2 + 2 * 2 + 1 wide */
+            cp.stride_h = cp.stride_w = 2, cp.dilation_h = cp.dilation_w = 2;
         c.t[2] = te_op_conv2d(c.ctx, c.t[0], c.t[1], &cp, "Y");
         assert_non_null(c.t[2]);
         hcase_init(&c, 2, 1, 13);
@@ -691,7 +696,7 @@ static void test_removed_barriers_are_caught(void **state)
     /* the matmul's tiles in shared memory, single-buffered: two barriers per k step */
     hcase c = {0};
     matmul_case(&c, 32, 32, 64);
-    te_cuda_knobs k = {32, 32, 8, 2, 2, 0, 1, 0, 0, 0, 0, 0};
+    te_cuda_knobs k = {32, 32, 8, 2, 2, 0, 1, 0, 0, 0, 0, 0, 0};
     te_schedule *s = te_schedule_create(c.ctx, 1, &c.t[2]);
     assert_int_equal(sched_matmul(s, &c, &k), TE_OK);
     int dropped = 0;

@@ -76,7 +76,7 @@ te_cuda_knobs te_cuda_knobs_default(const char *op)
         k.pad = 0, k.double_buffer = 0, k.unroll = 1;
     } else if (!strcmp(op, "conv2d")) {
         k.tile_m = 32, k.tile_n = 32, k.tile_k = 4, k.thread_m = 2, k.thread_n = 2, k.vec = 1;
-        k.unroll = 1;
+        k.unroll = 1, k.stage_input = 1;
     } else if (!strcmp(op, "softmax") || !strcmp(op, "layer_norm")) {
         k.threads = 256, k.vec = 1;
     } else if (!strcmp(op, "elementwise")) {
@@ -105,8 +105,9 @@ static const te_cuda_knob_def space_matmul[] = {
     KNOB("vthread_m", v_vthread), KNOB("vthread_n", v_vthread),
 };
 static const te_cuda_knob_def space_conv[] = {
-    KNOB("tile_m", v_tile_mn),  KNOB("tile_n", v_tile_mn),  KNOB("tile_k", v_tile_k),
-    KNOB("thread_m", v_thread), KNOB("thread_n", v_thread), KNOB("unroll", v_bool),
+    KNOB("tile_m", v_tile_mn),   KNOB("tile_n", v_tile_mn),  KNOB("tile_k", v_tile_k),
+    KNOB("thread_m", v_thread),  KNOB("thread_n", v_thread), KNOB("unroll", v_bool),
+    KNOB("stage_input", v_bool),
 };
 static const te_cuda_knob_def space_rows[] = {KNOB("threads", v_threads)};
 static const te_cuda_knob_def space_elem[] = {KNOB("threads", v_threads), KNOB("vec", v_vec)};
@@ -154,7 +155,8 @@ int te_cuda_knobs_set(te_cuda_knobs *k, const char *name, int value)
              {"double_buffer", &k->double_buffer},
              {"unroll", &k->unroll},
              {"vthread_m", &k->vthread_m},
-             {"vthread_n", &k->vthread_n}};
+             {"vthread_n", &k->vthread_n},
+             {"stage_input", &k->stage_input}};
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (!strcmp(f[i].n, name)) {
             *f[i].p = value;
@@ -422,21 +424,15 @@ int te_cuda_schedule_conv2d(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k
     CKP(O);
     if (te_tensor_ndim(Y) != 4 || te_stage_nreduce(O) != 3)
         return bad_knobs(ctx, "conv2d", "Y must be te_op_conv2d's output (NCHW, 3 reduction axes)");
-    /* inline the padding stage */
-    for (int i = 0; i < te_schedule_nstages(s); i++) {
-        te_stage *p = te_schedule_stage_at(s, i);
-        if (p != O && te_stage_nreduce(p) == 0)
-            CK(te_compute_inline(p));
-    }
+    /* what Y reads: the input (te_op_conv2d's padding stage <Y>_pad, or X itself when there is
+     * no padding) and the weights, in that order */
     te_tensor *ins[2];
     if (inputs_of(Y, ins, 2) != 2)
         return bad_knobs(ctx, "conv2d", "Y must read an input and a weight");
-    te_tensor *W = ins[1];
-    if (te_tensor_ndim(W) != 4) {
-        te_tensor *t = ins[0];
-        ins[0] = ins[1];
-        ins[1] = t;
-        W = ins[1];
+    te_tensor *Xin = ins[0], *W = ins[1];
+    if (W->kind != TE_T_PLACEHOLDER) {
+        Xin = ins[1];
+        W = ins[0];
     }
     te_tensor *YL = te_cache_write(s, Y, TE_SCOPE_LOCAL);
     CKP(YL);
@@ -472,14 +468,35 @@ int te_cuda_schedule_conv2d(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k
         CK(te_unroll(R, te_stage_axis(R, 1)));
         CK(te_unroll(R, te_stage_axis(R, 3)));
     }
-    /* the weights tile in shared memory */
+    /* The weights tile in shared memory, and the input tile the block's output row needs: the
+     * padded input's tile_k channels x KH rows x (tile_n - 1) * stride + (KW - 1) * dilation + 1
+     * columns (the halo), staged from the padding stage, which is then inlined into the copy
+     * (zeros outside the image). */
     te_tensor *WS = te_cache_read(s, W, TE_SCOPE_SHARED, 1, &R);
     CKP(WS);
+    te_tensor *XS = NULL;
+    if (k->stage_input) {
+        XS = te_cache_read(s, Xin, TE_SCOPE_SHARED, 1, &R);
+        CKP(XS);
+    }
+    for (int i = 0; i < te_schedule_nstages(s); i++) {
+        te_stage *p = te_schedule_stage_at(s, i);
+        te_tensor *t = te_stage_tensor(p);
+        if (p != O && t != WS && t != XS && te_stage_nreduce(p) == 0)
+            CK(te_compute_inline(p));
+    }
+    const int64_t *shp = te_tensor_shape(Y);
+    int ny = threads_along(shp[1], k->tile_m, k->thread_m),
+        nx = threads_along(shp[3], k->tile_n, k->thread_n);
     te_stage *ws = te_schedule_stage(s, WS);
     CK(te_compute_at(ws, R, ico));
-    const int64_t *shp = te_tensor_shape(Y);
-    return coop_copy(s, WS, threads_along(shp[1], k->tile_m, k->thread_m),
-                     threads_along(shp[3], k->tile_n, k->thread_n), 1, 0, 0);
+    CK(coop_copy(s, WS, ny, nx, 1, 0, 0));
+    if (XS) {
+        te_stage *xs = te_schedule_stage(s, XS);
+        CK(te_compute_at(xs, R, ico));
+        CK(coop_copy(s, XS, ny, nx, 1, 0, 0));
+    }
+    return TE_OK;
 }
 
 /* ---- Row reductions ----------------------------------------------------------------------------

@@ -202,6 +202,8 @@ typedef struct te_cuda_knobs {
      * (thread_n / vthread_n), strided by the block's threads (TE_VTHREAD), so a warp reads
      * consecutive shared-memory words and stores whole rows (CUTLASS's thread map). */
     int vthread_m, vthread_n;
+    /* conv2d: 1 stages the input tile (with its halo) in shared memory beside the weights */
+    int stage_input;
 } te_cuda_knobs;
 
 /* Sensible defaults for a template ("matmul", "mlp_gate", "conv2d", "softmax", "layer_norm",
@@ -217,8 +219,10 @@ int te_cuda_schedule_matmul(te_schedule *s, te_tensor *C, te_tensor *out, const 
  * (each with its own shared-memory tiles of X and its weight), and the gate is applied to the
  * registers before the one store of Y. */
 int te_cuda_schedule_mlp_gate(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k);
-/* Direct conv2d (te_op_conv2d, NCHW, groups 1): output channels x pixels tiled like a matmul,
- * input padding inlined. */
+/* Direct conv2d (te_op_conv2d, NCHW, groups 1): output channels x pixels tiled like a matmul; the
+ * weights tile staged in shared memory and, with stage_input, the input tile too (tile_k channels
+ * x KH rows x the columns the block's outputs read, halo included, zeros of the padding filled
+ * by the copy); otherwise the padding is inlined into the reads. */
 int te_cuda_schedule_conv2d(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k);
 /* Softmax over the last axis (te_op_softmax): one block per row, cross-thread max and sum. */
 int te_cuda_schedule_softmax(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k);
