@@ -21,43 +21,6 @@
 #include "autotune/space_impl.h"
 #include "tessera/cuda.h"
 
-typedef int (*cuda_sched_fn)(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k);
-
-static int sched_matmul(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k)
-{
-    return te_cuda_schedule_matmul(s, Y, NULL, k);
-}
-
-/* Operators with a GPU template, and the template's name in te_cuda_knob_space. */
-static const struct {
-    const char *op, *tmpl;
-    cuda_sched_fn fn;
-} table[] = {
-    {"matmul", "matmul", sched_matmul},
-    {"mlp_gate", "mlp_gate", te_cuda_schedule_mlp_gate},
-    {"conv2d", "conv2d", te_cuda_schedule_conv2d},
-    {"softmax", "softmax", te_cuda_schedule_softmax},
-    {"layer_norm", "layer_norm", te_cuda_schedule_layer_norm},
-    {"relu", "elementwise", te_cuda_schedule_elementwise},
-    {"gelu", "elementwise", te_cuda_schedule_elementwise},
-    {"gelu_tanh", "elementwise", te_cuda_schedule_elementwise},
-    {"silu", "elementwise", te_cuda_schedule_elementwise},
-    {"sigmoid", "elementwise", te_cuda_schedule_elementwise},
-    {"tanh", "elementwise", te_cuda_schedule_elementwise},
-    {"add", "elementwise", te_cuda_schedule_elementwise},
-    {"sub", "elementwise", te_cuda_schedule_elementwise},
-    {"mul", "elementwise", te_cuda_schedule_elementwise},
-    {"div", "elementwise", te_cuda_schedule_elementwise},
-};
-
-static int entry_of(const char *op)
-{
-    for (size_t i = 0; op && i < sizeof table / sizeof table[0]; i++)
-        if (!strcmp(table[i].op, op))
-            return (int)i;
-    return -1;
-}
-
 /* The knobs of the configuration being generated. */
 static te_cuda_knobs knobs_of(te__gen *g, const char *tmpl)
 {
@@ -69,11 +32,12 @@ static te_cuda_knobs knobs_of(te__gen *g, const char *tmpl)
 
 static int cuda_init(te_space *sp)
 {
-    int e = entry_of(sp->op);
-    if (e < 0 || sp->n_out != 1 || sp->target.backend != TE_BACKEND_CUDA)
+    int n_out = 0;
+    const char *tmpl = te_cuda_template_for(sp->op, &n_out);
+    if (!tmpl || sp->n_out != n_out || sp->target.backend != TE_BACKEND_CUDA)
         return TE_ERR_UNSUPPORTED;
     int n = 0;
-    const te_cuda_knob_def *defs = te_cuda_knob_space(table[e].tmpl, &n);
+    const te_cuda_knob_def *defs = te_cuda_knob_space(tmpl, &n);
     if (!defs || n > TE__MAX_KNOBS)
         return TE_ERR_UNSUPPORTED;
     for (int i = 0; i < n; i++) {
@@ -85,23 +49,23 @@ static int cuda_init(te_space *sp)
     }
     /* The template must take the expression at all: its default configuration. */
     te_ctx *scratch = te_ctx_create_child(sp->ctx);
-    te_schedule *s = scratch ? te_schedule_create(scratch, 1, sp->outs) : NULL;
-    te_cuda_knobs k = te_cuda_knobs_default(table[e].tmpl);
-    int rc = s ? table[e].fn(s, sp->outs[0], &k) : TE_ERR_NOMEM;
+    te_schedule *s = scratch ? te_schedule_create(scratch, sp->n_out, sp->outs) : NULL;
+    te_cuda_knobs k = te_cuda_knobs_default(tmpl);
+    int rc = s ? te_cuda_schedule_op(s, sp->op, sp->n_out, sp->outs, &k) : TE_ERR_NOMEM;
     if (rc != TE_OK && scratch)
         te_ctx_set_error(sp->ctx, rc, "the CUDA '%s' template does not take this expression: %s",
-                         table[e].tmpl, te_ctx_errmsg(scratch));
+                         tmpl, te_ctx_errmsg(scratch));
     te_ctx_free(scratch);
     return rc == TE_OK ? TE_OK : TE_ERR_UNSUPPORTED;
 }
 
 static int cuda_apply(te__gen *g)
 {
-    int e = entry_of(g->sp->op);
-    if (e < 0)
+    const char *tmpl = te_cuda_template_for(g->sp->op, NULL);
+    if (!tmpl)
         return te__gen_fail(g, TE_ERR_UNSUPPORTED);
-    te_cuda_knobs k = knobs_of(g, table[e].tmpl);
-    int rc = table[e].fn(g->s, g->sp->outs[0], &k);
+    te_cuda_knobs k = knobs_of(g, tmpl);
+    int rc = te_cuda_schedule_op(g->s, g->sp->op, g->sp->n_out, g->sp->outs, &k);
     if (rc != TE_OK)
         return te__gen_fail(g, rc);
     /* The resource check: a configuration the target cannot run (shared memory or threads per
@@ -122,5 +86,5 @@ const te__template te__t_cuda = {"cuda", cuda_init, cuda_apply};
 
 const te__template *te__cuda_template_for(const char *op)
 {
-    return entry_of(op) >= 0 ? &te__t_cuda : NULL;
+    return te_cuda_template_for(op, NULL) ? &te__t_cuda : NULL;
 }

@@ -43,41 +43,26 @@ int te__gen_cuda_default_schedule(te_ctx *ctx, const char *op, int n_out, te_ten
                  "shared tiles of K and V; untuned)");
         return TE_OK;
     }
-    const char *tpl = "elementwise";
-    if (op && (!strcmp(op, "matmul") || !strcmp(op, "dense_bias") || !strcmp(op, "dense") ||
-               !strcmp(op, "matmul_bias_act")))
-        tpl = "matmul";
-    else if (op && (!strcmp(op, "mlp_gate") || !strcmp(op, "conv2d") || !strcmp(op, "softmax") ||
-                    !strcmp(op, "layer_norm")))
-        tpl = op;
+    /* the operator's GPU template (backends/cuda/templates.c), else the elementwise one */
+    int want = 0;
+    const char *tpl = te_cuda_template_for(op, &want);
+    if (!tpl || want != n_out)
+        tpl = "elementwise";
     for (int attempt = 0; attempt < 2; attempt++) {
         te_schedule *s = te_schedule_create(ctx, n_out, outs);
         if (!s)
             return te_ctx_errcode(ctx) != TE_OK ? te_ctx_errcode(ctx) : TE_ERR_SCHEDULE;
         te_cuda_knobs k = te_cuda_knobs_default(tpl);
         int rc;
-        if (n_out != 1) {
+        if (strcmp(tpl, "elementwise") != 0)
+            rc = te_cuda_schedule_op(s, op, n_out, outs, &k);
+        else if (n_out != 1)
             rc = te_ctx_set_error(ctx, TE_ERR_UNSUPPORTED, "%d outputs", n_out);
-        } else if (!strcmp(tpl, "matmul")) {
-            char nm[128];
-            snprintf(nm, sizeof nm, "%s_mm", te_tensor_name(Y));
-            te_tensor *mm = te_op_find(Y, nm);
-            rc = mm ? te_cuda_schedule_matmul(s, mm, Y, &k)
-                    : te_cuda_schedule_matmul(s, Y, NULL, &k);
-        } else if (!strcmp(tpl, "mlp_gate")) {
-            rc = te_cuda_schedule_mlp_gate(s, Y, &k);
-        } else if (!strcmp(tpl, "conv2d")) {
-            rc = te_cuda_schedule_conv2d(s, Y, &k);
-        } else if (!strcmp(tpl, "softmax")) {
-            rc = te_cuda_schedule_softmax(s, Y, &k);
-        } else if (!strcmp(tpl, "layer_norm")) {
-            rc = te_cuda_schedule_layer_norm(s, Y, &k);
-        } else {
+        else
             rc = te_cuda_schedule_elementwise(s, Y, &k);
-        }
         if (rc == TE_OK) {
             *out = s;
-            if (!strcmp(tpl, "matmul") || !strcmp(tpl, "mlp_gate") || !strcmp(tpl, "conv2d"))
+            if (k.tile_m)
                 snprintf(what, what_size,
                          "the CUDA template '%s' with its default knobs (block tile %dx%dx%d, "
                          "thread tile %dx%d, vec %d; untuned)",

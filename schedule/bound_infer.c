@@ -176,8 +176,11 @@ int te__infer_region(lower_ctx *L, lstage *p)
             te_expr *lo = te__simplify_expr(ctx, uni[d].lo, NULL);
             te_expr *n = te__simplify_expr(
                 ctx, te_add(ctx, te_sub(ctx, uni[d].hi, lo), te_int(ctx, 1)), NULL);
+            /* a region smaller than the tensor, or one element of an axis of extent 1 (whose
+             * first element then cancels from the index: a register tile indexed by constants
+             * even where the axis comes from a fused loop such as blockIdx.z = n * blocks) */
             if (lo && n && (te__is_const_int(n, &ext) || te__max_over_vars(n, &ve, &ext)) &&
-                ext < shape) {
+                (ext < shape || ext == 1)) {
                 p->rmin[d] = lo;
                 p->rext[d] = ext < 1 ? 1 : ext;
                 continue;

@@ -328,6 +328,87 @@ static void test_conv2d_template(void **state)
     }
 }
 
+/* Every operator with a GPU template at its default knobs, through te_cuda_schedule_op: on the
+ * CPU, through NVRTC for sm_80 and sm_90 (registers, spills), and on the device. */
+static const char *g_op;
+
+static int sched_op(te_schedule *s, opcase *c, const te_cuda_knobs *k)
+{
+    return te_cuda_schedule_op(s, g_op, c->n_out, c->t + c->n_in, k);
+}
+
+static void check_op(opcase *c, const char *op)
+{
+    g_op = op;
+    te_cuda_knobs k = te_cuda_knobs_default(te_cuda_template_for(op, NULL));
+    check_gpu_schedule(c, op, sched_op, &k, 1e-4);
+}
+
+static void test_operator_templates(void **state)
+{
+    (void)state;
+    opcase c = {0};
+    c.ctx = te_ctx_create();
+    c.t[0] = te_placeholder(c.ctx, "A", TE_F32, 3, (int64_t[]){4, 72, 40});
+    c.t[1] = te_placeholder(c.ctx, "B", TE_F32, 3, (int64_t[]){4, 40, 96});
+    c.t[2] = te_op_batch_matmul(c.ctx, c.t[0], c.t[1], 0, 0, "C");
+    case_init(&c, 2, 1);
+    check_op(&c, "batch_matmul");
+    case_free(&c);
+
+    c = (opcase){0};
+    c.ctx = te_ctx_create();
+    c.t[0] = te_placeholder(c.ctx, "X", TE_F32, 2, (int64_t[]){64, 48});
+    c.t[1] = te_placeholder(c.ctx, "Wq", TE_F32, 2, (int64_t[]){48, 64});
+    c.t[2] = te_placeholder(c.ctx, "Wk", TE_F32, 2, (int64_t[]){48, 32});
+    c.t[3] = te_placeholder(c.ctx, "Wv", TE_F32, 2, (int64_t[]){48, 32});
+    assert_int_equal(te_op_qkv_projection(c.ctx, c.t[0], c.t[1], c.t[2], c.t[3], c.t + 4, NULL),
+                     TE_OK);
+    case_init(&c, 4, 3);
+    check_op(&c, "qkv_projection");
+    case_free(&c);
+
+    c = (opcase){0};
+    c.ctx = te_ctx_create();
+    c.t[0] = te_placeholder(c.ctx, "X", TE_F32, 4, (int64_t[]){1, 8, 12, 12});
+    c.t[1] = te_placeholder(c.ctx, "W", TE_F32, 4, (int64_t[]){16, 8, 3, 3});
+    c.t[2] = te_placeholder(c.ctx, "scale", TE_F32, 1, (int64_t[]){16});
+    c.t[3] = te_placeholder(c.ctx, "shift", TE_F32, 1, (int64_t[]){16});
+    te_conv2d_params cp = te_conv2d_params_default();
+    cp.pad_h = cp.pad_w = 1;
+    c.t[4] = te_op_conv2d_bn_relu(c.ctx, c.t[0], c.t[1], c.t[2], c.t[3], &cp, "Y");
+    case_init(&c, 4, 1);
+    check_op(&c, "conv2d_bn_relu");
+    case_free(&c);
+
+    for (int v = 0; v < 3; v++) {
+        c = (opcase){0};
+        c.ctx = te_ctx_create();
+        c.t[0] = te_placeholder(c.ctx, "X", TE_F32, 4, (int64_t[]){2, 6, 15, 15});
+        te_pool2d_params pp = {3, 3, 2, 2, 1, 1, 0};
+        int n_in = 1;
+        if (v < 2) {
+            c.t[1] = te_op_pool2d(c.ctx, c.t[0], v ? TE_POOL_AVG : TE_POOL_MAX, &pp, "P");
+        } else {
+            c.t[1] = te_placeholder(c.ctx, "W", TE_F32, 4, (int64_t[]){6, 1, 3, 3});
+            c.t[2] = te_op_depthwise_conv2d(c.ctx, c.t[0], c.t[1], &cp, "D");
+            n_in = 2;
+        }
+        case_init(&c, n_in, 1);
+        check_op(&c, v == 0 ? "max_pool2d" : v == 1 ? "avg_pool2d" : "depthwise_conv2d");
+        case_free(&c);
+    }
+
+    c = (opcase){0};
+    c.ctx = te_ctx_create();
+    c.t[0] = te_placeholder(c.ctx, "X", TE_F32, 2, (int64_t[]){12, 500});
+    c.t[1] = te_placeholder(c.ctx, "g", TE_F32, 1, (int64_t[]){500});
+    c.t[2] = te_op_rms_norm(c.ctx, c.t[0], c.t[1], 1e-5, "R");
+    case_init(&c, 2, 1);
+    check_op(&c, "rms_norm");
+    case_free(&c);
+}
+
 static int sched_elem(te_schedule *s, opcase *c, const te_cuda_knobs *k)
 {
     return te_cuda_schedule_elementwise(s, c->t[2], k);
@@ -505,6 +586,7 @@ int main(void)
         cmocka_unit_test(test_mlp_gate_template),
         cmocka_unit_test(test_conv2d_template),
         cmocka_unit_test(test_elementwise_template),
+        cmocka_unit_test(test_operator_templates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

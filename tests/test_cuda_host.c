@@ -524,6 +524,135 @@ static void test_conv2d_template_runs_in_the_harness(void **state)
     }
 }
 
+/* ---- Every operator with a GPU template, through te_cuda_schedule_op -------------------- */
+
+static const char *g_op; /* the operator check_op schedules */
+
+static int sched_op(te_schedule *s, hcase *c, const te_cuda_knobs *k)
+{
+    return te_cuda_schedule_op(s, g_op, c->n_out, c->t + c->n_in, k);
+}
+
+/* The operator's template at its default knobs and at `alt` (knob name, value pairs). */
+static void check_op(hcase *c, const char *name, const char *op, const char *alt_knob, int alt)
+{
+    g_op = op;
+    const char *tmpl = te_cuda_template_for(op, NULL);
+    assert_non_null(tmpl);
+    te_cuda_knobs k = te_cuda_knobs_default(tmpl);
+    check_template(c, name, sched_op, &k, 1e-5);
+    if (alt_knob) {
+        char nm[96];
+        snprintf(nm, sizeof nm, "%s_%s%d", name, alt_knob, alt);
+        assert_int_equal(te_cuda_knobs_set(&k, alt_knob, alt), TE_OK);
+        check_template(c, nm, sched_op, &k, 1e-5);
+    }
+}
+
+static void test_every_operator_template_runs_in_the_harness(void **state)
+{
+    (void)state;
+    /* batch matmul: transposes, a broadcast batch, ragged tiles */
+    for (int v = 0; v < 3; v++) {
+        hcase c = {0};
+        c.ctx = te_ctx_create();
+        int ta = v == 1, tb = v == 2;
+        int64_t b = 3, m = 37, n = 50, kk = 20;
+        c.t[0] = te_placeholder(c.ctx, "A", TE_F32, 3,
+                                ta ? (int64_t[]){b, kk, m} : (int64_t[]){b, m, kk});
+        c.t[1] = te_placeholder(c.ctx, "B", TE_F32, 3,
+                                tb ? (int64_t[]){1, n, kk} : (int64_t[]){v == 0 ? 1 : b, kk, n});
+        c.t[2] = te_op_batch_matmul(c.ctx, c.t[0], c.t[1], ta, tb, "C");
+        assert_non_null(c.t[2]);
+        hcase_init(&c, 2, 1, 21 + (uint64_t)v);
+        char name[64];
+        snprintf(name, sizeof name, "batch_matmul_v%d", v);
+        check_op(&c, name, "batch_matmul", v == 0 ? "vthread_n" : NULL, 2);
+        hcase_free(&c);
+    }
+    /* dense + bias and matmul + bias + GELU: the reduction in registers under the epilogue */
+    for (int v = 0; v < 2; v++) {
+        hcase c = {0};
+        c.ctx = te_ctx_create();
+        c.t[0] = te_placeholder(c.ctx, "X", TE_F32, 2, (int64_t[]){45, 24});
+        c.t[1] = te_placeholder(c.ctx, "W", TE_F32, 2, (int64_t[]){24, 70});
+        c.t[2] = te_placeholder(c.ctx, "bias", TE_F32, 1, (int64_t[]){70});
+        c.t[3] = v ? te_op_matmul_bias_act(c.ctx, c.t[0], c.t[1], c.t[2], TE_ACT_GELU, "Y")
+                   : te_op_dense_bias(c.ctx, c.t[0], c.t[1], c.t[2], "Y");
+        assert_non_null(c.t[3]);
+        hcase_init(&c, 3, 1, 31 + (uint64_t)v);
+        check_op(&c, v ? "matmul_bias_gelu" : "dense_bias", v ? "matmul_bias_act" : "dense_bias",
+                 "double_buffer", 1);
+        hcase_free(&c);
+    }
+    /* QKV: three outputs of different widths from one input */
+    {
+        hcase c = {0};
+        c.ctx = te_ctx_create();
+        c.t[0] = te_placeholder(c.ctx, "X", TE_F32, 2, (int64_t[]){40, 32});
+        c.t[1] = te_placeholder(c.ctx, "Wq", TE_F32, 2, (int64_t[]){32, 48});
+        c.t[2] = te_placeholder(c.ctx, "Wk", TE_F32, 2, (int64_t[]){32, 16});
+        c.t[3] = te_placeholder(c.ctx, "Wv", TE_F32, 2, (int64_t[]){32, 16});
+        assert_int_equal(te_op_qkv_projection(c.ctx, c.t[0], c.t[1], c.t[2], c.t[3], c.t + 4, NULL),
+                         TE_OK);
+        hcase_init(&c, 4, 3, 41);
+        check_op(&c, "qkv", "qkv_projection", "tile_n", 16);
+        hcase_free(&c);
+    }
+    /* conv + BN + ReLU, padded, the input tile staged */
+    {
+        hcase c = {0};
+        c.ctx = te_ctx_create();
+        c.t[0] = te_placeholder(c.ctx, "X", TE_F32, 4, (int64_t[]){2, 6, 9, 9});
+        c.t[1] = te_placeholder(c.ctx, "W", TE_F32, 4, (int64_t[]){12, 6, 3, 3});
+        c.t[2] = te_placeholder(c.ctx, "scale", TE_F32, 1, (int64_t[]){12});
+        c.t[3] = te_placeholder(c.ctx, "shift", TE_F32, 1, (int64_t[]){12});
+        te_conv2d_params cp = te_conv2d_params_default();
+        cp.pad_h = cp.pad_w = 1;
+        c.t[4] = te_op_conv2d_bn_relu(c.ctx, c.t[0], c.t[1], c.t[2], c.t[3], &cp, "Y");
+        assert_non_null(c.t[4]);
+        hcase_init(&c, 4, 1, 51);
+        check_op(&c, "conv_bn_relu", "conv2d_bn_relu", "stage_input", 0);
+        hcase_free(&c);
+    }
+    /* window reductions: max and average pooling (padded, strided), depthwise convolution */
+    for (int v = 0; v < 3; v++) {
+        hcase c = {0};
+        c.ctx = te_ctx_create();
+        c.t[0] = te_placeholder(c.ctx, "X", TE_F32, 4, (int64_t[]){2, 5, 11, 13});
+        int n_in = 1;
+        const char *op;
+        if (v < 2) {
+            te_pool2d_params pp = {3, 3, 2, 2, 1, 1, 0};
+            c.t[1] = te_op_pool2d(c.ctx, c.t[0], v ? TE_POOL_AVG : TE_POOL_MAX, &pp, "P");
+            op = v ? "avg_pool2d" : "max_pool2d";
+        } else {
+            c.t[1] = te_placeholder(c.ctx, "W", TE_F32, 4, (int64_t[]){5, 2, 3, 3});
+            te_conv2d_params cp = te_conv2d_params_default();
+            cp.pad_h = cp.pad_w = 1;
+            c.t[2] = te_op_depthwise_conv2d(c.ctx, c.t[0], c.t[1], &cp, "D");
+            n_in = 2;
+            op = "depthwise_conv2d";
+        }
+        assert_non_null(c.t[n_in]);
+        hcase_init(&c, n_in, 1, 61 + (uint64_t)v);
+        check_op(&c, op, op, "threads", 32);
+        hcase_free(&c);
+    }
+    /* RMS norm over rows that are not a multiple of the threads */
+    {
+        hcase c = {0};
+        c.ctx = te_ctx_create();
+        c.t[0] = te_placeholder(c.ctx, "X", TE_F32, 2, (int64_t[]){9, 300});
+        c.t[1] = te_placeholder(c.ctx, "g", TE_F32, 1, (int64_t[]){300});
+        c.t[2] = te_op_rms_norm(c.ctx, c.t[0], c.t[1], 1e-5, "R");
+        assert_non_null(c.t[2]);
+        hcase_init(&c, 2, 1, 71);
+        check_op(&c, "rms_norm", "rms_norm", "threads", 64);
+        hcase_free(&c);
+    }
+}
+
 static int sched_elem(te_schedule *s, hcase *c, const te_cuda_knobs *k)
 {
     return te_cuda_schedule_elementwise(s, c->t[2], k);
@@ -1014,6 +1143,7 @@ int main(void)
         cmocka_unit_test(test_mlp_gate_template_runs_in_the_harness),
         cmocka_unit_test(test_conv2d_template_runs_in_the_harness),
         cmocka_unit_test(test_elementwise_template_runs_in_the_harness),
+        cmocka_unit_test(test_every_operator_template_runs_in_the_harness),
         cmocka_unit_test(test_tuple_reductions_run_in_the_harness),
         cmocka_unit_test(test_attention_template_runs_in_the_harness),
         cmocka_unit_test(test_half_storage_runs_in_the_harness),

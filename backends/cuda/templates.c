@@ -71,14 +71,16 @@ te_cuda_knobs te_cuda_knobs_default(const char *op)
     if (!op)
         return k;
     if (!strcmp(op, "matmul") || !strcmp(op, "mlp_gate") || !strcmp(op, "dense") ||
-        !strcmp(op, "matmul_bias_act")) {
+        !strcmp(op, "matmul_bias_act") || !strcmp(op, "batch_matmul") || !strcmp(op, "qkv")) {
         k.tile_m = 64, k.tile_n = 64, k.tile_k = 8, k.thread_m = 4, k.thread_n = 4, k.vec = 4;
         k.pad = 0, k.double_buffer = 0, k.unroll = 1;
-    } else if (!strcmp(op, "conv2d")) {
+    } else if (!strcmp(op, "conv2d") || !strcmp(op, "conv2d_bn_relu")) {
         k.tile_m = 32, k.tile_n = 32, k.tile_k = 4, k.thread_m = 2, k.thread_n = 2, k.vec = 1;
         k.unroll = 1, k.stage_input = 1;
-    } else if (!strcmp(op, "softmax") || !strcmp(op, "layer_norm")) {
+    } else if (!strcmp(op, "softmax") || !strcmp(op, "layer_norm") || !strcmp(op, "rms_norm")) {
         k.threads = 256, k.vec = 1;
+    } else if (!strcmp(op, "window")) {
+        k.threads = 128, k.unroll = 1;
     } else if (!strcmp(op, "elementwise")) {
         k.threads = 256, k.vec = 1;
     }
@@ -110,6 +112,7 @@ static const te_cuda_knob_def space_conv[] = {
     KNOB("stage_input", v_bool),
 };
 static const te_cuda_knob_def space_rows[] = {KNOB("threads", v_threads)};
+static const te_cuda_knob_def space_window[] = {KNOB("threads", v_threads), KNOB("unroll", v_bool)};
 static const te_cuda_knob_def space_elem[] = {KNOB("threads", v_threads), KNOB("vec", v_vec)};
 
 const te_cuda_knob_def *te_cuda_knob_space(const char *op, int *n)
@@ -123,12 +126,14 @@ const te_cuda_knob_def *te_cuda_knob_space(const char *op, int *n)
     if (!op)
         return NULL;
     if (!strcmp(op, "matmul") || !strcmp(op, "mlp_gate") || !strcmp(op, "dense") ||
-        !strcmp(op, "matmul_bias_act"))
+        !strcmp(op, "matmul_bias_act") || !strcmp(op, "batch_matmul") || !strcmp(op, "qkv"))
         RET(space_matmul);
-    if (!strcmp(op, "conv2d"))
+    if (!strcmp(op, "conv2d") || !strcmp(op, "conv2d_bn_relu"))
         RET(space_conv);
-    if (!strcmp(op, "softmax") || !strcmp(op, "layer_norm"))
+    if (!strcmp(op, "softmax") || !strcmp(op, "layer_norm") || !strcmp(op, "rms_norm"))
         RET(space_rows);
+    if (!strcmp(op, "window"))
+        RET(space_window);
     if (!strcmp(op, "elementwise"))
         RET(space_elem);
     if (n)
@@ -292,7 +297,8 @@ static int schedule_accumulator(te_schedule *s, te_stage *O, te_iter *tx, te_ten
     CK(te_compute_at(R, O, tx));
     te_iter *ko, *ki;
     CK(te_split(R, te_stage_reduce_axis(R, 0), k->tile_k, &ko, &ki));
-    te_iter *ri = te_stage_axis(R, 0), *rj = te_stage_axis(R, 1);
+    int nd = te_tensor_ndim(Rt); /* the last two axes: rows and columns (after a batch axis) */
+    te_iter *ri = te_stage_axis(R, nd - 2), *rj = te_stage_axis(R, nd - 1);
     CK(te_reorder(R, 4, (te_iter *[]){ko, ki, ri, rj}));
     if (k->unroll) {
         CK(te_unroll(R, ri));
@@ -349,6 +355,8 @@ static int stage_operands(te_schedule *s, te_tensor *Rt, te_tensor *const *opsv,
 /* ---- Matmul ------------------------------------------------------------------------------------
  */
 
+static int matmul_like(te_schedule *s, te_tensor *C, te_tensor *out, const te_cuda_knobs *k);
+
 int te_cuda_schedule_matmul(te_schedule *s, te_tensor *C, te_tensor *out, const te_cuda_knobs *k)
 {
     if (!s || !C)
@@ -359,6 +367,39 @@ int te_cuda_schedule_matmul(te_schedule *s, te_tensor *C, te_tensor *out, const 
     CKP(sc);
     if (te_tensor_ndim(C) != 2 || te_stage_nreduce(sc) != 1)
         return bad_knobs(ctx, "matmul", "C must be a 2-D reduction over one axis");
+    return matmul_like(s, C, out, k);
+}
+
+int te_cuda_schedule_batch_matmul(te_schedule *s, te_tensor *C, const te_cuda_knobs *k)
+{
+    if (!s || !C)
+        return TE_ERR_ARG;
+    te_ctx *ctx = te_schedule_ctx(s);
+    CK(check_mm_knobs(ctx, "batch_matmul", k));
+    te_stage *sc = te_schedule_stage(s, C);
+    CKP(sc);
+    if (te_tensor_ndim(C) != 3 || te_stage_nreduce(sc) != 1)
+        return bad_knobs(ctx, "batch_matmul", "C must be a 3-D reduction over one axis");
+    return matmul_like(s, C, NULL, k);
+}
+
+int te_cuda_schedule_qkv(te_schedule *s, te_tensor *const outs[3], const te_cuda_knobs *k)
+{
+    if (!s || !outs)
+        return TE_ERR_ARG;
+    for (int i = 0; i < 3; i++)
+        CK(te_cuda_schedule_matmul(s, outs[i], NULL, k));
+    return TE_OK;
+}
+
+/* The matmul family's body: C a reduction with rows and columns as its last two axes (after an
+ * optional batch axis, bound to blockIdx.z), out its epilogue or NULL. */
+static int matmul_like(te_schedule *s, te_tensor *C, te_tensor *out, const te_cuda_knobs *k)
+{
+    te_ctx *ctx = te_schedule_ctx(s);
+    te_stage *sc = te_schedule_stage(s, C);
+    CKP(sc);
+    int nd = te_tensor_ndim(C);
     te_tensor *ins[2];
     if (inputs_of(C, ins, 2) != 2)
         return bad_knobs(ctx, "matmul", "C must read exactly two input tensors (A and B)");
@@ -376,10 +417,12 @@ int te_cuda_schedule_matmul(te_schedule *s, te_tensor *C, te_tensor *out, const 
     }
     /* inline anything else between (bias reads are placeholders) */
     te_iter *tx;
-    CK(tile_output(O, te_stage_axis(O, 0), te_stage_axis(O, 1), k, k->unroll != 0, &tx));
+    CK(tile_output(O, te_stage_axis(O, nd - 2), te_stage_axis(O, nd - 1), k, k->unroll != 0, &tx));
+    if (nd == 3)
+        CK(te_bind(O, te_stage_axis(O, 0), TE_BLOCK_Z));
     CK(schedule_accumulator(s, O, tx, acc, k));
     const int64_t *shp = te_tensor_shape(C);
-    return stage_operands(s, acc, ins, 2, k, shp[0], shp[1]);
+    return stage_operands(s, acc, ins, 2, k, shp[nd - 2], shp[nd - 1]);
 }
 
 int te_cuda_schedule_mlp_gate(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k)
@@ -414,6 +457,8 @@ int te_cuda_schedule_mlp_gate(te_schedule *s, te_tensor *Y, const te_cuda_knobs 
 /* ---- Conv2d ------------------------------------------------------------------------------------
  */
 
+static int conv_like(te_schedule *s, te_tensor *Y, te_tensor *conv, const te_cuda_knobs *k);
+
 int te_cuda_schedule_conv2d(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k)
 {
     if (!s || !Y)
@@ -424,19 +469,49 @@ int te_cuda_schedule_conv2d(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k
     CKP(O);
     if (te_tensor_ndim(Y) != 4 || te_stage_nreduce(O) != 3)
         return bad_knobs(ctx, "conv2d", "Y must be te_op_conv2d's output (NCHW, 3 reduction axes)");
-    /* what Y reads: the input (te_op_conv2d's padding stage <Y>_pad, or X itself when there is
-     * no padding) and the weights, in that order */
+    return conv_like(s, Y, Y, k);
+}
+
+int te_cuda_schedule_conv2d_bn_relu(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k)
+{
+    if (!s || !Y)
+        return TE_ERR_ARG;
+    te_ctx *ctx = te_schedule_ctx(s);
+    CK(check_mm_knobs(ctx, "conv2d_bn_relu", k));
+    char name[160];
+    snprintf(name, sizeof name, "%s_conv", te_tensor_name(Y));
+    te_tensor *conv = te_op_find(Y, name);
+    te_stage *R = conv ? te_schedule_stage(s, conv) : NULL;
+    if (!R || te_tensor_ndim(Y) != 4 || te_stage_nreduce(R) != 3)
+        return bad_knobs(ctx, "conv2d_bn_relu",
+                         "Y must come from te_op_conv2d_bn_relu (NCHW, stage <Y>_conv)");
+    return conv_like(s, Y, conv, k);
+}
+
+/* Direct convolution: output stage Y tiled like a matmul (output channels x columns), the
+ * reduction `conv` (Y itself, accumulated in a local copy, or the producer of Y's epilogue,
+ * computed in registers at Y's thread loop) over channel steps of tile_k with the weights and
+ * (stage_input) the input tile in shared memory. */
+static int conv_like(te_schedule *s, te_tensor *Y, te_tensor *conv, const te_cuda_knobs *k)
+{
+    te_ctx *ctx = te_schedule_ctx(s);
+    /* what the convolution reads: the input (te_op_conv2d's padding stage, or X itself when
+     * there is no padding) and the weights, in that order */
     te_tensor *ins[2];
-    if (inputs_of(Y, ins, 2) != 2)
-        return bad_knobs(ctx, "conv2d", "Y must read an input and a weight");
+    if (inputs_of(conv, ins, 2) != 2)
+        return bad_knobs(ctx, "conv2d", "the convolution must read an input and a weight");
     te_tensor *Xin = ins[0], *W = ins[1];
     if (W->kind != TE_T_PLACEHOLDER) {
         Xin = ins[1];
         W = ins[0];
     }
-    te_tensor *YL = te_cache_write(s, Y, TE_SCOPE_LOCAL);
-    CKP(YL);
-    O = te_schedule_stage(s, Y);
+    te_tensor *YL = conv;
+    if (conv == Y) {
+        YL = te_cache_write(s, Y, TE_SCOPE_LOCAL);
+        CKP(YL);
+    }
+    te_stage *O = te_schedule_stage(s, Y);
+    CKP(O);
     te_iter *n = te_stage_axis(O, 0), *oc = te_stage_axis(O, 1), *oh = te_stage_axis(O, 2),
             *ow = te_stage_axis(O, 3);
     te_iter *boc, *oci, *toc, *roc, *bow, *owi, *tow, *row, *bz;
@@ -483,7 +558,7 @@ int te_cuda_schedule_conv2d(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k
         te_stage *p = te_schedule_stage_at(s, i);
         te_tensor *t = te_stage_tensor(p);
         if (p != O && t != WS && t != XS && te_stage_nreduce(p) == 0)
-            CK(te_compute_inline(p));
+            CK(te_compute_inline(p)); /* the padding; bias / scale / shift reads are inputs */
     }
     const int64_t *shp = te_tensor_shape(Y);
     int ny = threads_along(shp[1], k->tile_m, k->thread_m),
@@ -594,6 +669,80 @@ int te_cuda_schedule_layer_norm(te_schedule *s, te_tensor *Y, const te_cuda_knob
     return row_reduction(s, O, row, mean, k->threads);
 }
 
+int te_cuda_schedule_rms_norm(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k)
+{
+    if (!s || !Y)
+        return TE_ERR_ARG;
+    te_ctx *ctx = te_schedule_ctx(s);
+    CK(check_rows(ctx, "rms_norm", k));
+    te_stage *O = te_schedule_stage(s, Y);
+    CKP(O);
+    char name[160];
+    snprintf(name, sizeof name, "%s_ms", te_tensor_name(Y));
+    te_tensor *ms = te_op_find(Y, name);
+    if (!ms)
+        return bad_knobs(ctx, "rms_norm", "Y must come from te_op_rms_norm (stage <Y>_ms)");
+    for (int i = 0; i < te_schedule_nstages(s); i++) {
+        te_stage *p = te_schedule_stage_at(s, i);
+        te_tensor *t = te_stage_tensor(p);
+        if (t != Y && t != ms && te_stage_nreduce(p) == 0)
+            CK(te_compute_inline(p));
+    }
+    te_iter *row;
+    CK(bind_rows(O, k->threads, &row));
+    return row_reduction(s, O, row, ms, k->threads);
+}
+
+/* ---- Window reductions -------------------------------------------------------------------
+ */
+
+int te_cuda_schedule_window(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k)
+{
+    if (!s || !Y)
+        return TE_ERR_ARG;
+    te_ctx *ctx = te_schedule_ctx(s);
+    CK(check_rows(ctx, "window", k));
+    te_stage *O = te_schedule_stage(s, Y);
+    CKP(O);
+    /* the reduction: Y itself (accumulated in a register copy) or the one stage Y divides
+     * (average pooling's <Y>_sum) */
+    te_tensor *R = NULL;
+    if (te_stage_nreduce(O) > 0) {
+        R = te_cache_write(s, Y, TE_SCOPE_LOCAL);
+        CKP(R);
+        O = te_schedule_stage(s, Y);
+    } else {
+        for (int i = 0; i < te_schedule_nstages(s); i++) {
+            te_stage *p = te_schedule_stage_at(s, i);
+            if (te_stage_nreduce(p) == 0)
+                continue;
+            if (R)
+                return bad_knobs(ctx, "window", "Y depends on more than one reduction");
+            R = te_stage_tensor(p);
+        }
+        if (!R)
+            return bad_knobs(ctx, "window", "Y is not a reduction and reads none");
+    }
+    for (int i = 0; i < te_schedule_nstages(s); i++) {
+        te_stage *p = te_schedule_stage_at(s, i);
+        if (p != O && te_stage_nreduce(p) == 0)
+            CK(te_compute_inline(p)); /* padding */
+    }
+    te_iter *f = te_stage_axis(O, 0), *bo, *t;
+    for (int d = 1; d < te_tensor_ndim(Y); d++)
+        CK(te_fuse(O, f, te_stage_leaf(O, 1), &f));
+    CK(te_split(O, f, k->threads, &bo, &t));
+    CK(te_bind(O, bo, TE_BLOCK_X));
+    CK(te_bind(O, t, TE_THREAD_X));
+    te_stage *rs = te_schedule_stage(s, R);
+    CKP(rs);
+    CK(te_compute_at(rs, O, t));
+    if (k->unroll)
+        for (int r = 0; r < te_stage_nreduce(rs); r++)
+            CK(te_unroll(rs, te_stage_reduce_axis(rs, r)));
+    return TE_OK;
+}
+
 int te_cuda_schedule_elementwise(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k)
 {
     if (!s || !Y)
@@ -621,4 +770,110 @@ int te_cuda_schedule_elementwise(te_schedule *s, te_tensor *Y, const te_cuda_kno
     if (v)
         CK(te_unroll(O, v));
     return TE_OK;
+}
+
+/* ---- Operators and their templates ---------------------------------------------------------
+ */
+
+typedef int (*op_sched_fn)(te_schedule *s, te_tensor *const *outs, const te_cuda_knobs *k);
+
+#define ONE(fn)                                                                                    \
+    static int one_##fn(te_schedule *s, te_tensor *const *outs, const te_cuda_knobs *k)            \
+    {                                                                                              \
+        return te_cuda_schedule_##fn(s, outs[0], k);                                               \
+    }
+ONE(mlp_gate)
+ONE(conv2d)
+ONE(conv2d_bn_relu)
+ONE(batch_matmul)
+ONE(softmax)
+ONE(layer_norm)
+ONE(rms_norm)
+ONE(window)
+ONE(elementwise)
+#undef ONE
+
+/* matmul; dense_bias and matmul_bias_act: the reduction <Y>_mm in registers under the
+ * epilogue */
+static int sched_matmul(te_schedule *s, te_tensor *const *outs, const te_cuda_knobs *k)
+{
+    char name[160];
+    snprintf(name, sizeof name, "%s_mm", te_tensor_name(outs[0]));
+    te_tensor *mm = te_op_find(outs[0], name);
+    return mm ? te_cuda_schedule_matmul(s, mm, outs[0], k)
+              : te_cuda_schedule_matmul(s, outs[0], NULL, k);
+}
+
+static int sched_qkv(te_schedule *s, te_tensor *const *outs, const te_cuda_knobs *k)
+{
+    return te_cuda_schedule_qkv(s, outs, k);
+}
+
+/* Library operators (registry names, and tags where they differ) with a GPU template. */
+static const struct {
+    const char *op, *tmpl;
+    op_sched_fn fn;
+    int n_out;
+} op_table[] = {
+    {"matmul", "matmul", sched_matmul, 1},
+    {"batch_matmul", "batch_matmul", one_batch_matmul, 1},
+    {"dense_bias", "dense", sched_matmul, 1},
+    {"dense", "dense", sched_matmul, 1},
+    {"matmul_bias_act", "matmul_bias_act", sched_matmul, 1},
+    {"mlp_gate", "mlp_gate", one_mlp_gate, 1},
+    {"qkv_projection", "qkv", sched_qkv, 3},
+    {"conv2d", "conv2d", one_conv2d, 1},
+    {"conv2d_bn_relu", "conv2d_bn_relu", one_conv2d_bn_relu, 1},
+    {"depthwise_conv2d", "window", one_window, 1},
+    {"max_pool2d", "window", one_window, 1},
+    {"avg_pool2d", "window", one_window, 1},
+    {"softmax", "softmax", one_softmax, 1},
+    {"layer_norm", "layer_norm", one_layer_norm, 1},
+    {"rms_norm", "rms_norm", one_rms_norm, 1},
+    {"relu", "elementwise", one_elementwise, 1},
+    {"gelu", "elementwise", one_elementwise, 1},
+    {"gelu_tanh", "elementwise", one_elementwise, 1},
+    {"silu", "elementwise", one_elementwise, 1},
+    {"sigmoid", "elementwise", one_elementwise, 1},
+    {"tanh", "elementwise", one_elementwise, 1},
+    {"add", "elementwise", one_elementwise, 1},
+    {"sub", "elementwise", one_elementwise, 1},
+    {"mul", "elementwise", one_elementwise, 1},
+    {"div", "elementwise", one_elementwise, 1},
+};
+
+static int op_entry(const char *op)
+{
+    for (size_t i = 0; op && i < sizeof op_table / sizeof op_table[0]; i++)
+        if (!strcmp(op_table[i].op, op))
+            return (int)i;
+    return -1;
+}
+
+const char *te_cuda_template_for(const char *op, int *n_out)
+{
+    int e = op_entry(op);
+    if (n_out)
+        *n_out = e < 0 ? 0 : op_table[e].n_out;
+    return e < 0 ? NULL : op_table[e].tmpl;
+}
+
+int te_cuda_schedule_op(te_schedule *s, const char *op, int n_out, te_tensor *const *outs,
+                        const te_cuda_knobs *k)
+{
+    if (!s || !outs || n_out < 1)
+        return TE_ERR_ARG;
+    te_ctx *ctx = te_schedule_ctx(s);
+    int e = op_entry(op);
+    if (e < 0)
+        return te_ctx_set_error(ctx, TE_ERR_UNSUPPORTED, "no GPU template for operator '%s'",
+                                op ? op : "(null)");
+    if (n_out != op_table[e].n_out)
+        return te_ctx_set_error(ctx, TE_ERR_UNSUPPORTED,
+                                "the GPU template of '%s' takes %d output(s), not %d", op,
+                                op_table[e].n_out, n_out);
+    for (int i = 0; i < n_out; i++)
+        if (!outs[i])
+            return TE_ERR_ARG;
+    return op_table[e].fn(s, outs, k);
 }

@@ -206,7 +206,8 @@ typedef struct te_cuda_knobs {
     int stage_input;
 } te_cuda_knobs;
 
-/* Sensible defaults for a template ("matmul", "mlp_gate", "conv2d", "softmax", "layer_norm",
+/* Sensible defaults for a template ("matmul", "batch_matmul", "dense", "matmul_bias_act",
+ * "mlp_gate", "qkv", "conv2d", "conv2d_bn_relu", "softmax", "layer_norm", "rms_norm", "window",
  * "elementwise"); zeroes for an unknown name. */
 te_cuda_knobs te_cuda_knobs_default(const char *op);
 
@@ -215,6 +216,14 @@ te_cuda_knobs te_cuda_knobs_default(const char *op);
  * block tile tile_m x tile_n, register tile thread_m x thread_n per thread, A and B staged in
  * shared memory tile_k at a time with cooperative (vectorized) copies. */
 int te_cuda_schedule_matmul(te_schedule *s, te_tensor *C, te_tensor *out, const te_cuda_knobs *k);
+/* Batched matmul (te_op_batch_matmul, any transposes or broadcast batch): the matmul template per
+ * batch element, the batch on blockIdx.z. TE_ERR_ARG when C is not a 3-D reduction over one
+ * axis or a knob is out of range (message on the context). */
+int te_cuda_schedule_batch_matmul(te_schedule *s, te_tensor *C, const te_cuda_knobs *k);
+/* The Q, K and V projections of te_op_qkv_projection (outs as it returns them): the matmul
+ * template for each, three kernels with the same knobs. Returns the first failing call's
+ * status. */
+int te_cuda_schedule_qkv(te_schedule *s, te_tensor *const outs[3], const te_cuda_knobs *k);
 /* The gated MLP (te_op_mlp_gate): both products accumulate in registers at the same thread loop
  * (each with its own shared-memory tiles of X and its weight), and the gate is applied to the
  * registers before the one store of Y. */
@@ -224,14 +233,38 @@ int te_cuda_schedule_mlp_gate(te_schedule *s, te_tensor *Y, const te_cuda_knobs 
  * x KH rows x the columns the block's outputs read, halo included, zeros of the padding filled
  * by the copy); otherwise the padding is inlined into the reads. */
 int te_cuda_schedule_conv2d(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k);
+/* Conv + folded batch norm + ReLU (te_op_conv2d_bn_relu, NCHW): the conv2d template with the
+ * convolution (<Y>_conv) accumulated in registers at the output's thread loop and the scale,
+ * shift and ReLU applied to the registers before the one store of Y. */
+int te_cuda_schedule_conv2d_bn_relu(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k);
 /* Softmax over the last axis (te_op_softmax): one block per row, cross-thread max and sum. */
 int te_cuda_schedule_softmax(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k);
 /* Layer norm over the last axis (te_op_layer_norm): one block per row, cross-thread mean and
  * variance. */
 int te_cuda_schedule_layer_norm(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k);
+/* RMS norm over the last axis (te_op_rms_norm): one block per row, a cross-thread mean of
+ * squares. */
+int te_cuda_schedule_rms_norm(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k);
+/* Window reductions, where every output element reduces a small window of the input (max and
+ * average pooling, depthwise convolution): one thread per output element (`threads` per block),
+ * the reduction (Y itself, accumulated in a register, or the one reduction Y reads, as average
+ * pooling's sum) computed in the thread, its loops unrolled with `unroll`, padding inlined.
+ * TE_ERR_ARG when Y neither is nor reads exactly one reduction. */
+int te_cuda_schedule_window(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k);
 /* Any elementwise/injective stage: flattened, split by threads * vec, bound to blocks/threads;
  * its inlinable producers inlined. */
 int te_cuda_schedule_elementwise(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k);
+
+/* The GPU template of library operator `op` (its registry name as `tessera ops` lists it, or its
+ * tag): the template's name for te_cuda_knobs_default and te_cuda_knob_space; *n_out (may be
+ * NULL) receives how many outputs the operator has. NULL (and 0) for an operator without one. */
+const char *te_cuda_template_for(const char *op, int *n_out);
+/* Schedules the n_out outputs of operator `op` (as the operator returns them) with its GPU
+ * template and knobs k. TE_ERR_UNSUPPORTED (message on the context) for an operator without a
+ * template or another number of outputs, TE_ERR_ARG for NULL arguments, else what the template
+ * returns. */
+int te_cuda_schedule_op(te_schedule *s, const char *op, int n_out, te_tensor *const *outs,
+                        const te_cuda_knobs *k);
 
 /* One knob of a template's search space. */
 typedef struct te_cuda_knob_def {
