@@ -52,27 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autotune/space_impl.h"
-
-#define SK_MAX 64
-
-typedef struct sk_stage {
-    const char *name;
-    te_tensor *t;
-    bool out, red, mlt, expensive;
-    int ncons;
-    int cons[SK_MAX];
-    int nd, nr;
-    int64_t ext[TE_MAX_DIMS], rext[TE_MAX_DIMS];
-    int npack;
-    te_tensor *pack[2]; /* inputs worth packing in panels (read without some spatial axis, last
-                         * index exactly the last axis) */
-} sk_stage;
-
-typedef struct sk_data {
-    int n;
-    sk_stage st[SK_MAX];
-} sk_data;
+#include "autotune/sketch_impl.h"
 
 /* ---- Analysis ------------------------------------------------------------------------------ */
 
@@ -230,21 +210,13 @@ int te__sketch_init(te_space *sp)
 
 /* ---- Generation helpers ------------------------------------------------------------------- */
 
-typedef struct sk_run {
-    te__gen *g;
-    sk_data *sd;
-    bool done[SK_MAX];
-    te_iter *row[SK_MAX]; /* the row loop of a stage under rule 5 */
-    int lanes, cores;
-} sk_run;
-
-static te_stage *stage_of(sk_run *r, int i)
+te_stage *te__sk_stage_of(sk_run *r, int i)
 {
     return te_schedule_stage_by_name(r->g->s, r->sd->st[i].name);
 }
 
 /* An optional primitive: a refusal is forgotten. */
-static bool try_ok(sk_run *r, int rc)
+bool te__sk_try_ok(sk_run *r, int rc)
 {
     if (rc != TE_OK)
         te_ctx_clear_error(r->g->ctx);
@@ -423,7 +395,7 @@ static int mlt_root(sk_run *r, te_stage *st, const sk_stage *R)
             return g->err;
     }
     if (nl && R->ext[R->nd - 1] > 1)
-        try_ok(r, te_vectorize(st, lv[3][nl - 1]));
+        te__sk_try_ok(r, te_vectorize(st, lv[3][nl - 1]));
     int u = pick_unroll(r);
     if (u && !TE__OK(g, te_pragma_unroll_max(st, u)))
         return g->err;
@@ -499,7 +471,7 @@ static int mlt_fused(sk_run *r, te_stage *C, te_stage **prods, const sk_stage **
         te_iter *a, *b;
         if (!TE__OK(g, te_split(C, in[last_in], t.f[nd - 1][3], &a, &b)))
             return g->err;
-        try_ok(r, te_vectorize(C, b));
+        te__sk_try_ok(r, te_vectorize(C, b));
     }
     /* Packing: inputs read without one of the spatial axes are copied, per iteration of the
      * parallel S0 loop, into a contiguous buffer that the S1 iterations reuse (a decision;
@@ -522,7 +494,7 @@ static int mlt_fused(sk_run *r, te_stage *C, te_stage **prods, const sk_stage **
             if (!TE__OK(g, te_compute_at(ps, C, f)) ||
                 !TE__OK(g, te_split(ps, te_stage_axis(ps, pd - 1), r->lanes, &a, &b)))
                 return g->err;
-            try_ok(r, te_vectorize(ps, b));
+            te__sk_try_ok(r, te_vectorize(ps, b));
         }
         te_iter *l1[TE_MAX_DIMS], *l2[TE_MAX_DIMS], *l3[TE_MAX_DIMS], *tv[TE_MAX_DIMS];
         int m = 0, mt = 0;
@@ -563,7 +535,7 @@ static int mlt_fused(sk_run *r, te_stage *C, te_stage **prods, const sk_stage **
         if (n > 1 && !TE__OK(g, te_reorder(st, n, ord)))
             return g->err;
         if (m && R->ext[nd - 1] > 1)
-            try_ok(r, te_vectorize(st, l3[m - 1]));
+            te__sk_try_ok(r, te_vectorize(st, l3[m - 1]));
         int u = pick_unroll(r);
         if (u && !TE__OK(g, te_pragma_unroll_max(st, u)))
             return g->err;
@@ -597,7 +569,7 @@ static int row_rule(sk_run *r, int idx, te_stage *st, bool attached)
         } else {
             ji = te_stage_axis(st, nd - 1);
         }
-        try_ok(r, te_vectorize(st, ji));
+        te__sk_try_ok(r, te_vectorize(st, ji));
     }
     if (!attached) {
         te_iter *p = row ? row : jo;
@@ -629,7 +601,7 @@ static te_stage *maybe_rfactor(sk_run *r, te_stage *st, const sk_stage *X)
     te_iter *lane = te_stage_axis(sr, te_tensor_ndim(R) - 1);
     if (!TE__OK(r->g, te_reorder(sr, 2, (te_iter *[]){te_stage_reduce_axis(sr, 0), lane})))
         return NULL;
-    try_ok(r, te_vectorize(sr, lane));
+    te__sk_try_ok(r, te_vectorize(sr, lane));
     return sr;
 }
 
@@ -662,7 +634,7 @@ static int red_rule(sk_run *r, te_stage *st, const sk_stage *X)
         ord[n++] = vi;
         if (!TE__OK(g, te_reorder(st, n, ord)))
             return g->err;
-        try_ok(r, te_vectorize(st, vi));
+        te__sk_try_ok(r, te_vectorize(st, vi));
     }
     te_iter *f = ns ? fuse_run(r, st, sp, ns) : NULL;
     if (ns && !f)
@@ -682,14 +654,14 @@ static int red_rule(sk_run *r, te_stage *st, const sk_stage *X)
 }
 
 /* Stages that use st's values, looking through inlined stages. */
-static int eff_consumers(te_schedule *s, te_stage *st, te_stage **out, int max, int n)
+int te__sk_eff_consumers(te_schedule *s, te_stage *st, te_stage **out, int max, int n)
 {
     for (int i = 0; i < s->stages.n; i++) {
         te_stage *c = s->stages.v[i];
         if (c == st || !te__expr_reads(c->body, st->tensor))
             continue;
         if (c->attach == TE_ATTACH_INLINE)
-            n = eff_consumers(s, c, out, max, n);
+            n = te__sk_eff_consumers(s, c, out, max, n);
         else if (n < max)
             out[n++] = c;
     }
@@ -697,10 +669,10 @@ static int eff_consumers(te_schedule *s, te_stage *st, te_stage **out, int max, 
 }
 
 /* Rule 6: the consumer with a row loop that can host st, or -1. */
-static int row_host(sk_run *r, te_stage *st)
+int te__sk_row_host(sk_run *r, te_stage *st)
 {
     te_stage *cs[SK_MAX];
-    int n = eff_consumers(r->g->s, st, cs, SK_MAX, 0);
+    int n = te__sk_eff_consumers(r->g->s, st, cs, SK_MAX, 0);
     if (n <= 0 || n > SK_MAX)
         return -1;
     int host = -1;
@@ -724,6 +696,34 @@ static int row_host(sk_run *r, te_stage *st)
     return host;
 }
 
+int te__sk_epilogue_producers(sk_run *r, int i, te_stage **prods, const sk_stage **pinfo)
+{
+    sk_data *sd = r->sd;
+    const sk_stage *X = &sd->st[i];
+    int np = 0;
+    for (int q = 0; q < i && np < 8; q++) {
+        sk_stage *P = &sd->st[q];
+        if (r->done[q] || !P->red || !P->mlt || P->out || P->ncons != 1 || P->cons[0] != i ||
+            P->nd != X->nd)
+            continue;
+        bool same = true;
+        for (int d = 0; d < X->nd; d++)
+            same &= P->ext[d] == X->ext[d];
+        ident_ctx ic = {P->t, X->t, true};
+        te__expr_visit(X->t->body, ident_fn, &ic);
+        if (!same || !ic.ok)
+            continue;
+        /* All products share the first one's tiling: same reduction extents. */
+        if (np && (P->nr != pinfo[0]->nr ||
+                   memcmp(P->rext, pinfo[0]->rext, sizeof(int64_t) * (size_t)P->nr)))
+            continue;
+        prods[np] = te__sk_stage_of(r, q);
+        pinfo[np++] = P;
+        r->done[q] = true;
+    }
+    return np;
+}
+
 int te__sketch_apply(te__gen *g)
 {
     sk_run *r = calloc(1, sizeof *r);
@@ -733,13 +733,18 @@ int te__sketch_apply(te__gen *g)
     r->sd = g->sp->sdata;
     r->lanes = g->sp->lanes;
     r->cores = g->sp->target.num_cores;
+    if (g->sp->target.backend == TE_BACKEND_CUDA) {
+        int rc = te__sketch_apply_gpu(r);
+        free(r);
+        return rc ? rc : g->err;
+    }
     sk_data *sd = r->sd;
     int rc = TE_OK;
     for (int i = sd->n - 1; i >= 0 && !rc && !g->err; i--) {
         if (r->done[i])
             continue;
         sk_stage *X = &sd->st[i];
-        te_stage *st = stage_of(r, i);
+        te_stage *st = te__sk_stage_of(r, i);
         if (!st) {
             rc = te__gen_fail(g, TE_ERR_INTERNAL);
             break;
@@ -747,20 +752,20 @@ int te__sketch_apply(te__gen *g)
         /* Rule 1. */
         if (!X->out && !X->red) {
             bool keep = X->expensive && X->ncons > 1 && te__decide(g, 2);
-            if (!keep && try_ok(r, te_compute_inline(st)))
+            if (!keep && te__sk_try_ok(r, te_compute_inline(st)))
                 continue;
         }
         /* Rule 6. */
         if (!X->out && !(X->red && X->mlt)) {
-            int h = row_host(r, st);
+            int h = te__sk_row_host(r, st);
             if (h >= 0 && te__decide(g, 2) &&
-                try_ok(r, te_compute_at(st, stage_of(r, h), r->row[h]))) {
+                te__sk_try_ok(r, te_compute_at(st, te__sk_stage_of(r, h), r->row[h]))) {
                 if (!X->red) {
                     rc = row_rule(r, i, st, true);
                 } else {
                     te_stage *rf = maybe_rfactor(r, st, X);
                     if (rf)
-                        rc = te__gen_fail(g, te_compute_at(rf, stage_of(r, h), r->row[h]));
+                        rc = te__gen_fail(g, te_compute_at(rf, te__sk_stage_of(r, h), r->row[h]));
                 }
                 continue;
             }
@@ -769,27 +774,7 @@ int te__sketch_apply(te__gen *g)
             /* Rule 2: products only this stage reads, with its shape and axes. */
             te_stage *prods[8];
             const sk_stage *pinfo[8];
-            int np = 0;
-            for (int q = 0; q < i && np < 8; q++) {
-                sk_stage *P = &sd->st[q];
-                if (r->done[q] || !P->red || !P->mlt || P->out || P->ncons != 1 ||
-                    P->cons[0] != i || P->nd != X->nd)
-                    continue;
-                bool same = true;
-                for (int d = 0; d < X->nd; d++)
-                    same &= P->ext[d] == X->ext[d];
-                ident_ctx ic = {P->t, X->t, true};
-                te__expr_visit(X->t->body, ident_fn, &ic);
-                if (!same || !ic.ok)
-                    continue;
-                /* All products share the first one's tiling: same reduction extents. */
-                if (np && (P->nr != pinfo[0]->nr ||
-                           memcmp(P->rext, pinfo[0]->rext, sizeof(int64_t) * (size_t)P->nr)))
-                    continue;
-                prods[np] = stage_of(r, q);
-                pinfo[np++] = P;
-                r->done[q] = true;
-            }
+            int np = te__sk_epilogue_producers(r, i, prods, pinfo);
             if (np) {
                 rc = mlt_fused(r, st, prods, pinfo, np);
                 int u = pick_unroll(r);

@@ -307,10 +307,12 @@ te_space *te_space_create(te_ctx *ctx, const char *op, int n_in, te_tensor *cons
     te_ctx_free(scratch);
     if (kind != TE_SPACE_SKETCH && op) {
         /* a CUDA target takes the operator's GPU template where it has one */
-        const te__template *t =
-            sp->target.backend == TE_BACKEND_CUDA ? te__cuda_template_for(op) : NULL;
+        bool cuda = sp->target.backend == TE_BACKEND_CUDA;
+        const te__template *t = cuda ? te__cuda_template_for(op) : NULL;
         if (!t)
             t = te__template_for(op);
+        if (t && cuda && !t->cuda)
+            t = NULL; /* a C target's template: the GPU sketches instead */
         if (t) {
             sp->tmpl = t;
             int rc = t->init(sp);

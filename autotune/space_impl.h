@@ -63,6 +63,9 @@ typedef struct te__template {
     int (*init)(te_space *sp);
     /* Schedules g->s; the value of knob k is te__knob_val(g, k). */
     int (*apply)(te__gen *g);
+    /* It schedules CUDA targets too (the GPU templates, attention); the others are for C
+     * targets only, and a CUDA space without a template that does takes the GPU sketches. */
+    bool cuda;
 } te__template;
 
 int64_t te__knob_val(te__gen *g, int k);

@@ -899,9 +899,9 @@ int te__filter_le(const int64_t *cand, int n, int64_t limit, int64_t fallback, i
 
 /* ---- Registry ----------------------------------------------------------------------------- */
 
-static const te__template t_gemm = {"gemm", gemm_init, gemm_apply};
-static const te__template t_row = {"rowop", row_init, row_apply};
-static const te__template t_elt = {"eltwise", elt_init, elt_apply};
+static const te__template t_gemm = {"gemm", gemm_init, gemm_apply, false};
+static const te__template t_row = {"rowop", row_init, row_apply, false};
+static const te__template t_elt = {"eltwise", elt_init, elt_apply, false};
 extern const te__template te__t_conv;
 extern const te__template te__t_attention;
 extern const te__template te__t_tensorize;

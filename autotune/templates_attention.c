@@ -649,4 +649,4 @@ static int attn_apply_core(te__gen *g)
     return TE_OK;
 }
 
-const te__template te__t_attention = {"attention", attn_init, attn_apply};
+const te__template te__t_attention = {"attention", attn_init, attn_apply, true};

@@ -239,4 +239,4 @@ static int conv_apply(te__gen *g)
     return TE_OK;
 }
 
-const te__template te__t_conv = {"conv2d", conv_init, conv_apply};
+const te__template te__t_conv = {"conv2d", conv_init, conv_apply, false};

@@ -82,7 +82,7 @@ static int cuda_apply(te__gen *g)
     return TE_OK;
 }
 
-const te__template te__t_cuda = {"cuda", cuda_init, cuda_apply};
+const te__template te__t_cuda = {"cuda", cuda_init, cuda_apply, true};
 
 const te__template *te__cuda_template_for(const char *op)
 {

@@ -202,4 +202,4 @@ static int gemv_apply(te__gen *g)
     return TE_OK;
 }
 
-const te__template te__t_gemv = {"gemv", gemv_init, gemv_apply};
+const te__template te__t_gemv = {"gemv", gemv_init, gemv_apply, false};

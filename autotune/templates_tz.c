@@ -424,4 +424,4 @@ static int tz_apply(te__gen *g)
     return TE_OK;
 }
 
-const te__template te__t_tensorize = {"tensorize", tz_init, tz_apply};
+const te__template te__t_tensorize = {"tensorize", tz_init, tz_apply, false};

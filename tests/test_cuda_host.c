@@ -653,6 +653,111 @@ static void test_every_operator_template_runs_in_the_harness(void **state)
     }
 }
 
+/* ---- GPU sketches (autotune/sketch_gpu.c) on expressions with no template ----------------- */
+
+/* Up to `want` distinct sketch configurations of the case's expression for sm_80 (a space
+ * without an operator name: the expression alone), each run in the harness. */
+static void check_sketches(hcase *c, const char *name, int want)
+{
+    te_target tgt = te_target_cuda(80);
+    te_space *sp = te_space_create(c->ctx, NULL, c->n_in, c->t, c->n_out, c->t + c->n_in,
+                                   TE_SPACE_SKETCH, &tgt);
+    if (!sp)
+        fail_msg("%s: sketch space: %s", name, te_ctx_errmsg(c->ctx));
+    if (getenv("TSH_SAMPLES"))
+        want = atoi(getenv("TSH_SAMPLES"));
+    te_rng rng;
+    te_rng_seed(&rng, tt_seed(7));
+    const char *seen[64];
+    int n = 0;
+    for (int tries = 0; n < want && n < 64 && tries < 40 * want; tries++) {
+        const char *tr = te_space_sample(sp, &rng);
+        if (!tr)
+            fail_msg("%s: no valid sketch configuration: %s", name, te_ctx_errmsg(c->ctx));
+        bool dup = false;
+        for (int i = 0; i < n && !dup; i++)
+            dup = !strcmp(seen[i], tr);
+        if (dup)
+            continue;
+        seen[n++] = tr;
+        te_schedule *s = te_space_instantiate(sp, tr);
+        if (!s)
+            fail_msg("%s: the sampled trace does not replay: %s\n%s", name, te_ctx_errmsg(c->ctx),
+                     tr);
+        char nm[96];
+        snprintf(nm, sizeof nm, "%s_sketch%d", name, n);
+        check_run(c, nm, s, 1e-5);
+    }
+    assert_true(n > 0);
+}
+
+static void test_gpu_sketches_run_in_the_harness(void **state)
+{
+    (void)state;
+    /* a product with a bias + ReLU epilogue written by hand (no operator name), ragged */
+    {
+        hcase c = {0};
+        c.ctx = te_ctx_create();
+        te_ctx *x = c.ctx;
+        c.t[0] = te_placeholder(x, "A", TE_F32, 2, (int64_t[]){45, 28});
+        c.t[1] = te_placeholder(x, "B", TE_F32, 2, (int64_t[]){28, 70});
+        c.t[2] = te_placeholder(x, "bias", TE_F32, 1, (int64_t[]){70});
+        te_expr *i = te_axis(x, "i", 45), *j = te_axis(x, "j", 70), *k = te_reduce_axis(x, "k", 28);
+        te_tensor *P =
+            te_compute(x, "P", 2, (te_expr *[]){i, j},
+                       te_sum(x, te_mul(x, TE_AT(x, c.t[0], i, k), TE_AT(x, c.t[1], k, j)), 1, &k));
+        te_expr *i2 = te_axis(x, "i", 45), *j2 = te_axis(x, "j", 70);
+        c.t[3] = te_compute(
+            x, "Y", 2, (te_expr *[]){i2, j2},
+            te_max(x, te_add(x, TE_AT(x, P, i2, j2), te_read(x, c.t[2], 1, &j2)), te_f32(x, 0.0)));
+        assert_non_null(c.t[3]);
+        hcase_init(&c, 3, 1, 81);
+        check_sketches(&c, "user_gemm_relu", 6);
+        hcase_free(&c);
+    }
+    /* a batched product as an output (cached to a local accumulator) */
+    {
+        hcase c = {0};
+        c.ctx = te_ctx_create();
+        c.t[0] = te_placeholder(c.ctx, "A", TE_F32, 3, (int64_t[]){3, 20, 24});
+        c.t[1] = te_placeholder(c.ctx, "B", TE_F32, 3, (int64_t[]){3, 24, 36});
+        c.t[2] = te_op_batch_matmul(c.ctx, c.t[0], c.t[1], 0, 0, "C");
+        hcase_init(&c, 2, 1, 82);
+        check_sketches(&c, "bmm", 4);
+        hcase_free(&c);
+    }
+    /* rows: softmax (cross-thread reductions at the row loop) */
+    {
+        hcase c = {0};
+        c.ctx = te_ctx_create();
+        c.t[0] = te_placeholder(c.ctx, "X", TE_F32, 2, (int64_t[]){7, 300});
+        c.t[1] = te_op_softmax(c.ctx, c.t[0], 1, "S");
+        hcase_init(&c, 1, 1, 83);
+        check_sketches(&c, "softmax", 3);
+        hcase_free(&c);
+    }
+    /* reductions: average pooling (a sum read by an elementwise division) and a row sum */
+    {
+        hcase c = {0};
+        c.ctx = te_ctx_create();
+        c.t[0] = te_placeholder(c.ctx, "X", TE_F32, 4, (int64_t[]){1, 3, 9, 9});
+        te_pool2d_params pp = {3, 3, 2, 2, 1, 1, 0};
+        c.t[1] = te_op_pool2d(c.ctx, c.t[0], TE_POOL_AVG, &pp, "P");
+        hcase_init(&c, 1, 1, 84);
+        check_sketches(&c, "avg_pool", 3);
+        hcase_free(&c);
+    }
+    {
+        hcase c = {0};
+        c.ctx = te_ctx_create();
+        c.t[0] = te_placeholder(c.ctx, "X", TE_F32, 2, (int64_t[]){33, 200});
+        c.t[1] = te_op_reduce(c.ctx, c.t[0], TE_RSUM, 1, (int[]){1}, 0, "R");
+        hcase_init(&c, 1, 1, 85);
+        check_sketches(&c, "row_sum", 4);
+        hcase_free(&c);
+    }
+}
+
 static int sched_elem(te_schedule *s, hcase *c, const te_cuda_knobs *k)
 {
     return te_cuda_schedule_elementwise(s, c->t[2], k);
@@ -1144,6 +1249,7 @@ int main(void)
         cmocka_unit_test(test_conv2d_template_runs_in_the_harness),
         cmocka_unit_test(test_elementwise_template_runs_in_the_harness),
         cmocka_unit_test(test_every_operator_template_runs_in_the_harness),
+        cmocka_unit_test(test_gpu_sketches_run_in_the_harness),
         cmocka_unit_test(test_tuple_reductions_run_in_the_harness),
         cmocka_unit_test(test_attention_template_runs_in_the_harness),
         cmocka_unit_test(test_half_storage_runs_in_the_harness),

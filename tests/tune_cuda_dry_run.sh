@@ -1,7 +1,8 @@
 #!/bin/sh
 # `tessera tune OP --target cuda --dry-run` (tools/tune_cuda.c): every candidate drawn from an
 # operator's GPU search space compiles through NVRTC for sm_80 and sm_90 (a ragged matmul, the
-# MLP gate, softmax, layer norm, an elementwise operator), the report names registers, spills
+# MLP gate, softmax, layer norm, an elementwise operator; GPU sketches for an operator without a
+# template and for --space sketch), the report names registers, spills
 # and the pruning; bad usage exits 2; without --dry-run on a machine without a device the
 # command says so and exits 1 (tests/tune_cuda_emulated.sh measures on the emulated GPU).
 # Skipped (77) where NVRTC cannot be loaded.
@@ -32,6 +33,17 @@ for case in "mlp_gate m=64,k=48,n=40" "softmax m=5,n=300" "layer_norm m=3,n=130"
     out=$("$T" tune "$1" --shape "$2" --target cuda --dry-run --trials 8 --sm 80 2>&1) ||
         fail "$1: exit $?"
     printf '%s\n' "$out" | grep -q "^sm_80: \([0-9]*\) of \1 compiled$" || fail "$1"
+done
+
+# the GPU sketches: an operator without a GPU template, and a matmul asked for sketches
+for case in "transpose m=40,n=72" "matmul m=48,n=40,k=24 --space sketch"; do
+    set -- $case
+    op=$1 shp=$2
+    shift 2
+    out=$("$T" tune "$op" --shape "$shp" "$@" --target cuda --dry-run --trials 6 --sm 80 2>&1) ||
+        fail "$op sketches: exit $?"
+    printf '%s\n' "$out" | grep -q "of the GPU sketch space" || fail "$op: not the sketch space"
+    printf '%s\n' "$out" | grep -q "^sm_80: \([0-9]*\) of \1 compiled$" || fail "$op sketches"
 done
 
 out=$("$T" tune softmax --shape m=5,n=300 --target cuda --dry-run --json --sm 90 2>&1) ||

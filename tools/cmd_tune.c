@@ -530,7 +530,7 @@ int te_cmd_tune(int argc, char **argv)
             db_path = env && *env ? env : "tessera.db";
         }
         return te__tune_cuda(op, shape, o.max_trials > 0 ? o.max_trials : 200, sms, o.seed, dry_run,
-                             json, dry_run ? NULL : db_path, o.measure.timeout_s);
+                             json, dry_run ? NULL : db_path, o.measure.timeout_s, o.space);
     }
     if (o.max_trials < 0)
         o.max_trials = o.max_seconds > 0 ? 0 : 200;

@@ -184,6 +184,16 @@ static void quartiles(int *v, int n, int q[4])
     q[3] = n ? v[n - 1] : 0;
 }
 
+/* "a template space of N" or "the GPU sketch space" (te_space_size: -1), for the headers. */
+static const char *space_words(int64_t size)
+{
+    static char buf[64];
+    if (size < 0)
+        return "the GPU sketch space";
+    snprintf(buf, sizeof buf, "a template space of %lld", (long long)size);
+    return buf;
+}
+
 /* Up to `want` distinct candidates of sp into tr, as the search would draw them; the count. */
 static int64_t draw(te_space *sp, int64_t want, uint64_t seed, const char **tr)
 {
@@ -223,7 +233,7 @@ static te_ctx *build_op(const char *op, const char *shape, te_tensor **ins, int 
 }
 
 static int dry_run(const char *op, const char *shape, int64_t trials, const int *sms, int nsm,
-                   uint64_t seed, int json)
+                   uint64_t seed, int json, te_space_kind space)
 {
     te_tensor *ins[TE_OP_MAX_IO], *outs[TE_OP_MAX_IO];
     int n_in = 0, n_out = 0;
@@ -231,7 +241,7 @@ static int dry_run(const char *op, const char *shape, int64_t trials, const int 
     if (!ctx)
         return 2;
     te_target t0 = te_target_cuda(sms[0]);
-    te_space *sp = te_space_create(ctx, op, n_in, ins, n_out, outs, TE_SPACE_TEMPLATE, &t0);
+    te_space *sp = te_space_create(ctx, op, n_in, ins, n_out, outs, space, &t0);
     if (!sp) {
         fprintf(stderr, "tessera tune: no GPU search space for '%s': %s\n", op, te_ctx_errmsg(ctx));
         te_ctx_free(ctx);
@@ -257,9 +267,9 @@ static int dry_run(const char *op, const char *shape, int64_t trials, const int 
         return 1;
     }
     if (!json)
-        printf("tune --target cuda --dry-run: %s %s, %lld distinct candidates of a space of %lld "
-               "(seed %llu), compiled with NVRTC %d.%d, nothing measured or recorded\n",
-               op, shape, (long long)n, (long long)size, (unsigned long long)seed,
+        printf("tune --target cuda --dry-run: %s %s, %lld distinct candidates of %s (seed %llu), "
+               "compiled with NVRTC %d.%d, nothing measured or recorded\n",
+               op, shape, (long long)n, space_words(size), (unsigned long long)seed,
                te_nvrtc_version() / 1000, (te_nvrtc_version() % 1000) / 10);
     compile_all(ctx, n_in, ins, n_out, outs, tr, n, sms, nsm, fig);
     int rc = 0;
@@ -583,7 +593,7 @@ static void fill_random(float *p, size_t n, te_rng *rng)
 }
 
 static int measure(const char *op, const char *shape, int64_t trials, uint64_t seed,
-                   const char *db_path, double timeout_s)
+                   const char *db_path, double timeout_s, te_space_kind space)
 {
     if (!te_nvrtc_available()) {
         fprintf(stderr, "tessera tune: --target cuda needs NVRTC: %s\n", te_cuda_errmsg());
@@ -613,7 +623,7 @@ static int measure(const char *op, const char *shape, int64_t trials, uint64_t s
     }
     int sm = dp.di.sm;
     te_target tgt = dp.target;
-    te_space *sp = te_space_create(ctx, op, n_in, ins, n_out, outs, TE_SPACE_TEMPLATE, &tgt);
+    te_space *sp = te_space_create(ctx, op, n_in, ins, n_out, outs, space, &tgt);
     if (!sp) {
         fprintf(stderr, "tessera tune: no GPU search space for '%s': %s\n", op, te_ctx_errmsg(ctx));
         te_ctx_free(ctx);
@@ -710,9 +720,8 @@ static int measure(const char *op, const char *shape, int64_t trials, uint64_t s
     te_db_target_key(&dbt, tkey, sizeof tkey);
     printf("tune --target cuda: %s %s on %s (sm_%d, %d SMs, driver %s, %s)\n", op, shape,
            dp.di.name, sm, dp.di.sm_count, dbt.driver, dbt.compiler);
-    printf("  %lld distinct candidates of a space of %lld (seed %llu); tolerance %.2g; "
-           "database %s\n",
-           (long long)n, (long long)size, (unsigned long long)seed, j.tol,
+    printf("  %lld distinct candidates of %s (seed %llu); tolerance %.2g; database %s\n",
+           (long long)n, space_words(size), (unsigned long long)seed, j.tol,
            db_path ? db_path : "none (give --db FILE to record)");
     printf("  target key: %s\n", tkey);
     double t0 = now_s();
@@ -815,7 +824,8 @@ out:
 }
 
 int te__tune_cuda(const char *op, const char *shape, int64_t trials, const char *sms, uint64_t seed,
-                  int dry_run_only, int json, const char *db_path, double timeout_s)
+                  int dry_run_only, int json, const char *db_path, double timeout_s,
+                  te_space_kind space)
 {
     int sm[MAX_SMS];
     int nsm = parse_sms(sms ? sms : "80,90", sm);
@@ -836,11 +846,11 @@ int te__tune_cuda(const char *op, const char *shape, int64_t trials, const char 
             fprintf(stderr, "tessera tune: --json applies to --dry-run with --target cuda\n");
             return 2;
         }
-        return measure(op, shape, trials, seed, db_path, timeout_s);
+        return measure(op, shape, trials, seed, db_path, timeout_s, space);
     }
     if (!te_nvrtc_available()) {
         fprintf(stderr, "tessera tune: --dry-run needs NVRTC: %s\n", te_cuda_errmsg());
         return 1;
     }
-    return dry_run(op, shape, trials, sm, nsm, seed, json);
+    return dry_run(op, shape, trials, sm, nsm, seed, json, space);
 }
