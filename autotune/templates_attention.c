@@ -515,6 +515,17 @@ static int attn_apply_one_pass(te__gen *g)
  * each thread's online state (m, l, a) and its block's scores, weights, sums and P V in local
  * memory; the key block of K^T and of V (the block size is the expression's) shared tiles
  * loaded cooperatively at the key-block loop. */
+/* Static shared memory per block that every CUDA device allows (lowering's GPU check). */
+#define GPU_SHARED_BYTES (48 * 1024)
+
+/* Bytes of one key block's tile of K^T or of V (a [batch, heads, ...] stage over nblk blocks). */
+static int64_t tile_bytes(te_tensor *t, int64_t nblk)
+{
+    const int64_t *sh = te_tensor_shape(t);
+    int64_t per = te_tensor_numel(t) / (sh[0] * sh[1]);
+    return (per + nblk - 1) / (nblk > 0 ? nblk : 1) * (int64_t)te_dtype_size(te_tensor_dtype(t));
+}
+
 static int attn_apply_one_pass_gpu(te__gen *g)
 {
     attn_data *ad = g->sp->tdata;
@@ -544,7 +555,15 @@ static int attn_apply_one_pass_gpu(te__gen *g)
         !TE__OK(g, te_compute_at(st[O_P], T, tjo)) ||
         !TE__OK(g, te_compute_at(st[O_BMAX], T, tjo)) || !TE__OK(g, te_compute_at(st[O_S], T, tjo)))
         return g->err;
-    if (shared_tile(g, te_stage_tensor(st[O_KT]), st[O_S], T, tjo, qt) ||
+    /* The key block's tiles of K^T and of V, as long as they fit the 48 KiB of static shared
+     * memory (at head dimension 64 the operator's default 128-key block needs 32 KiB each): V's
+     * is read from global memory (through L1) when both do not fit, K^T's too when it alone
+     * does not. */
+    int64_t nblk = te_iter_extent(tjo), kt_b = tile_bytes(te_stage_tensor(st[O_KT]), nblk),
+            vp_b = tile_bytes(te_stage_tensor(st[O_VP]), nblk);
+    if (kt_b <= GPU_SHARED_BYTES && shared_tile(g, te_stage_tensor(st[O_KT]), st[O_S], T, tjo, qt))
+        return g->err;
+    if (kt_b + vp_b <= GPU_SHARED_BYTES &&
         shared_tile(g, te_stage_tensor(st[O_VP]), st[O_BPV], T, tjo, qt))
         return g->err;
     return TE_OK;
