@@ -293,22 +293,6 @@ static int gpu_reduction_root(sk_run *r, te_stage *st, const sk_stage *X)
     return TE_OK;
 }
 
-/* The lowering check of the finished schedule: a configuration the target cannot run is an
- * invalid draw. */
-static int check_lowers(te__gen *g)
-{
-    te_space *sp = g->sp;
-    te_tensor *args[32];
-    int na = 0;
-    for (int i = 0; i < sp->n_in && na < 32; i++)
-        args[na++] = sp->ins[i];
-    for (int i = 0; i < sp->n_out && na < 32; i++)
-        args[na++] = sp->outs[i];
-    if (!te_lower(g->s, na, args, "cand", &sp->target))
-        return te__gen_fail(g, te_ctx_errcode(g->ctx) ? te_ctx_errcode(g->ctx) : TE_ERR_SCHEDULE);
-    return TE_OK;
-}
-
 int te__sketch_apply_gpu(sk_run *r)
 {
     te__gen *g = r->g;
@@ -360,6 +344,6 @@ int te__sketch_apply_gpu(sk_run *r)
         rc = gpu_reduction_root(r, st, X);
     }
     if (!rc && !g->err)
-        rc = check_lowers(g);
+        rc = te__gen_lowers(g); /* the GPU check: an invalid draw otherwise */
     return rc ? rc : g->err;
 }

@@ -94,6 +94,20 @@ int te__gen_fail(te__gen *g, int rc)
     return rc;
 }
 
+int te__gen_lowers(te__gen *g)
+{
+    te_space *sp = g->sp;
+    te_tensor *args[32];
+    int na = 0;
+    for (int i = 0; i < sp->n_in && na < 32; i++)
+        args[na++] = sp->ins[i];
+    for (int i = 0; i < sp->n_out && na < 32; i++)
+        args[na++] = sp->outs[i];
+    if (!te_lower(g->s, na, args, "cand", &sp->target))
+        return te__gen_fail(g, te_ctx_errcode(g->ctx) ? te_ctx_errcode(g->ctx) : TE_ERR_SCHEDULE);
+    return TE_OK;
+}
+
 int te__decide(te__gen *g, int ncand)
 {
     if (ncand <= 1)

@@ -51,6 +51,10 @@ typedef struct te__gen {
 /* Index in [0, ncand) for the next decision: the recorded one (clamped) when replaying, else
  * drawn from the generator's stream. ncand <= 1 returns 0 without recording anything. */
 int te__decide(te__gen *g, int ncand);
+/* The resource check of a generated schedule: g->s lowered for the space's target (for CUDA,
+ * lowering's GPU check: threads and shared memory within the limits). TE_OK, or the lowering
+ * error recorded as the generation's failure (an invalid draw). */
+int te__gen_lowers(te__gen *g);
 /* Records a failing status (keeps the first). Returns rc. */
 int te__gen_fail(te__gen *g, int rc);
 /* Checks a primitive's status: false (and g->err set) on failure. */

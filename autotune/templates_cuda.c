@@ -70,16 +70,7 @@ static int cuda_apply(te__gen *g)
         return te__gen_fail(g, rc);
     /* The resource check: a configuration the target cannot run (shared memory or threads per
      * block over its limits, lowering's GPU check) is an invalid draw, never a candidate. */
-    te_space *sp = g->sp;
-    te_tensor *args[32];
-    int na = 0;
-    for (int i = 0; i < sp->n_in && na < 32; i++)
-        args[na++] = sp->ins[i];
-    for (int i = 0; i < sp->n_out && na < 32; i++)
-        args[na++] = sp->outs[i];
-    if (!te_lower(g->s, na, args, "cand", &sp->target))
-        return te__gen_fail(g, te_ctx_errcode(g->ctx) ? te_ctx_errcode(g->ctx) : TE_ERR_SCHEDULE);
-    return TE_OK;
+    return te__gen_lowers(g);
 }
 
 const te__template te__t_cuda = {"cuda", cuda_init, cuda_apply, true};

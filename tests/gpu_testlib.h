@@ -10,6 +10,7 @@
 
 #include "passes_testlib.h"
 #include "tessera/backend.h"
+#include "testutil.h"
 
 /* A loop bound to a GPU index: for (var, 0, extent) bound to tag. */
 static PT_UNUSED te_stmt *gt_bound(te_ctx *c, te_expr *var, int64_t extent, te_thread_tag tag,
@@ -103,5 +104,42 @@ static PT_UNUSED gt_lowering gt_lower_until(te_schedule *s, int n_args, te_tenso
     assert_true(found);
     return L;
 }
+
+#ifdef cmocka_unit_test
+/* Builds schedule s of C = A B (A [M, K], B [K, N], f32) for the host C target (GPU code run on
+ * the CPU), runs it on random A and B (seed) with C poisoned first, and returns the largest
+ * relative error against te_reference_eval. A failed build or run fails the test. (Defined where
+ * cmocka.h comes before this header.) */
+static PT_UNUSED double gt_matmul_cpu_error(te_ctx *ctx, te_schedule *s, te_tensor *A, te_tensor *B,
+                                            te_tensor *C, uint64_t seed)
+{
+    te_target host = te_target_host();
+    te_module *mod = NULL;
+    te_tensor *args[] = {A, B, C};
+    if (te_build(s, 3, args, "gt_mm", &host, &mod) != TE_OK)
+        fail_msg("build: %s", te_ctx_errmsg(ctx));
+    size_t na = (size_t)te_tensor_numel(A), nb = (size_t)te_tensor_numel(B),
+           nc = (size_t)te_tensor_numel(C);
+    float *a = malloc(na * sizeof(float)), *b = malloc(nb * sizeof(float)),
+          *c = malloc(nc * sizeof(float));
+    double *ref = malloc(nc * sizeof(double));
+    tt_rng r;
+    tt_rng_seed(&r, tt_seed(seed));
+    tt_fill_f32(&r, a, na);
+    tt_fill_f32(&r, b, nb);
+    tt_poison_f32(c, nc);
+    assert_int_equal(te_module_run(mod, (void *[]){a, b, c}), TE_OK);
+    assert_int_equal(
+        te_reference_eval(ctx, 2, args, (const void *const[]){a, b}, 1, &C, (double *[]){ref}),
+        TE_OK);
+    double err = tt_max_rel_err_f32(c, ref, nc);
+    te_module_free(mod);
+    free(a);
+    free(b);
+    free(c);
+    free(ref);
+    return err;
+}
+#endif
 
 #endif

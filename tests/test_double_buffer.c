@@ -211,33 +211,10 @@ static void test_double_buffer_leaves_unmarked_tiles_and_programs_alone(void **s
 static void check_cpu_build(int64_t M, int64_t N, int64_t K, int db)
 {
     mm m = mm_make(M, N, K, db);
-    te_target host = te_target_host();
-    te_module *mod = NULL;
-    te_tensor *args[] = {m.A, m.B, m.C};
-    if (te_build(m.s, 3, args, "mm_db", &host, &mod) != TE_OK)
-        fail_msg("build: %s", te_ctx_errmsg(m.c));
-    size_t na = (size_t)(M * K), nb = (size_t)(K * N), nc = (size_t)(M * N);
-    float *a = malloc(na * sizeof(float)), *b = malloc(nb * sizeof(float)),
-          *c = malloc(nc * sizeof(float));
-    double *ref = malloc(nc * sizeof(double));
-    tt_rng r;
-    tt_rng_seed(&r, tt_seed(40 + (uint64_t)db));
-    tt_fill_f32(&r, a, na);
-    tt_fill_f32(&r, b, nb);
-    tt_poison_f32(c, nc);
-    assert_int_equal(te_module_run(mod, (void *[]){a, b, c}), TE_OK);
-    assert_int_equal(
-        te_reference_eval(m.c, 2, args, (const void *const[]){a, b}, 1, &m.C, (double *[]){ref}),
-        TE_OK);
-    double err = tt_max_rel_err_f32(c, ref, nc);
+    double err = gt_matmul_cpu_error(m.c, m.s, m.A, m.B, m.C, 40 + (uint64_t)db);
     if (!(err <= 1e-4))
         fail_msg("%lldx%lldx%lld db=%d: max rel err %g", (long long)M, (long long)N, (long long)K,
                  db, err);
-    te_module_free(mod);
-    free(a);
-    free(b);
-    free(c);
-    free(ref);
     te_ctx_free(m.c);
 }
 

@@ -103,33 +103,10 @@ static void test_vthreads_share_the_k_loop_and_the_shared_tiles(void **state)
 static void check_cpu_build(int64_t M, int64_t N, int64_t K, int vm, int vn, int dbuf)
 {
     mm m = mm_make(M, N, K, vm, vn, dbuf);
-    te_target host = te_target_host();
-    te_module *mod = NULL;
-    te_tensor *args[] = {m.A, m.B, m.C};
-    if (te_build(m.s, 3, args, "mm_vt", &host, &mod) != TE_OK)
-        fail_msg("build: %s", te_ctx_errmsg(m.c));
-    size_t na = (size_t)(M * K), nb = (size_t)(K * N), nc = (size_t)(M * N);
-    float *a = malloc(na * sizeof(float)), *b = malloc(nb * sizeof(float)),
-          *c = malloc(nc * sizeof(float));
-    double *ref = malloc(nc * sizeof(double));
-    tt_rng r;
-    tt_rng_seed(&r, tt_seed(70 + (uint64_t)(vm * 4 + vn)));
-    tt_fill_f32(&r, a, na);
-    tt_fill_f32(&r, b, nb);
-    tt_poison_f32(c, nc);
-    assert_int_equal(te_module_run(mod, (void *[]){a, b, c}), TE_OK);
-    assert_int_equal(
-        te_reference_eval(m.c, 2, args, (const void *const[]){a, b}, 1, &m.C, (double *[]){ref}),
-        TE_OK);
-    double err = tt_max_rel_err_f32(c, ref, nc);
+    double err = gt_matmul_cpu_error(m.c, m.s, m.A, m.B, m.C, 70 + (uint64_t)(vm * 4 + vn));
     if (!(err <= 1e-5))
         fail_msg("%lldx%lldx%lld vthreads %dx%d: max rel err %g", (long long)M, (long long)N,
                  (long long)K, vm, vn, err);
-    te_module_free(mod);
-    free(a);
-    free(b);
-    free(c);
-    free(ref);
     te_ctx_free(m.c);
 }
 
