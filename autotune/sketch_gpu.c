@@ -36,24 +36,6 @@
 
 #define G_MAX_THREADS 1024
 
-typedef struct {
-    te_tensor *v[8];
-    int n;
-} tensors;
-
-static bool reads_fn(const te_expr *e, void *user)
-{
-    tensors *t = user;
-    if (e->kind != TE_E_READ)
-        return true;
-    for (int i = 0; i < t->n; i++)
-        if (t->v[i] == e->u.read.t)
-            return true;
-    if (t->n < 8)
-        t->v[t->n++] = e->u.read.t;
-    return true;
-}
-
 /* A power of two in [lo, hi] (a decision); lo when the range is empty. */
 static int64_t pick_pow2_in(sk_run *r, int64_t lo, int64_t hi)
 {
@@ -179,12 +161,12 @@ static int gpu_tiling(sk_run *r, te_stage *O, te_stage **R, const sk_stage **Ri,
         for (int d = 0; d < nd; d++)
             if (!TE__OK(g, te_unroll(A, te_stage_axis(A, d))))
                 return g->err;
-        tensors in_t = {.n = 0};
-        te__expr_visit(A->body, reads_fn, &in_t);
-        for (int q = 0; q < in_t.n; q++) {
+        te_tensor *in_t[8];
+        int nin = te__expr_tensors_read(A->body, in_t, 8);
+        for (int q = 0; q < nin && q < 8; q++) {
             if (!te__decide(g, 2))
                 continue; /* read from global memory (through L1) */
-            te_tensor *sh = te_cache_read(g->s, in_t.v[q], TE_SCOPE_SHARED, 1, &A);
+            te_tensor *sh = te_cache_read(g->s, in_t[q], TE_SCOPE_SHARED, 1, &A);
             if (!sh)
                 return te__gen_fail(g, TE_ERR_SCHEDULE);
             te_stage *ss = te_schedule_stage(g->s, sh);

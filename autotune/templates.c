@@ -58,24 +58,13 @@ typedef struct {
     int n;
 } tlist;
 
-static bool direct_fn(const te_expr *e, void *user)
-{
-    tlist *l = user;
-    if (e->kind == TE_E_READ) {
-        for (int i = 0; i < l->n; i++)
-            if (l->v[i] == e->u.read.t)
-                return true;
-        if (l->n < 16)
-            l->v[l->n++] = e->u.read.t;
-    }
-    return true;
-}
-
 static tlist reads_of(const te_tensor *t)
 {
     tlist l = {{0}, 0};
     if (t->kind == TE_T_COMPUTE)
-        te__expr_visit(t->body, direct_fn, &l);
+        l.n = te__expr_tensors_read(t->body, l.v, 16);
+    if (l.n > 16)
+        l.n = 16;
     return l;
 }
 

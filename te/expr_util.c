@@ -272,6 +272,32 @@ bool te__expr_uses_var(const te_expr *e, const te_expr *v)
     return u.found;
 }
 
+typedef struct {
+    te_tensor **out;
+    int n, max;
+} tensors_ctx;
+
+static bool tensors_fn(const te_expr *e, void *user)
+{
+    tensors_ctx *c = user;
+    if (e->kind != TE_E_READ)
+        return true;
+    for (int i = 0; i < c->n && i < c->max; i++)
+        if (c->out[i] == e->u.read.t)
+            return true;
+    if (c->n < c->max)
+        c->out[c->n] = e->u.read.t;
+    c->n++;
+    return true;
+}
+
+int te__expr_tensors_read(const te_expr *e, te_tensor **out, int max)
+{
+    tensors_ctx c = {out, 0, max};
+    te__expr_visit(e, tensors_fn, &c);
+    return c.n;
+}
+
 bool te__expr_equal(const te_expr *a, const te_expr *b)
 {
     if (a == b)

@@ -24,32 +24,10 @@
 #include "tessera/cuda.h"
 #include "tessera/ops.h"
 
-typedef struct {
-    te_tensor **out;
-    int n, max;
-} inputs_ctx;
-
-static bool inputs_fn(const te_expr *e, void *user)
-{
-    inputs_ctx *c = user;
-    if (e->kind != TE_E_READ)
-        return true;
-    for (int i = 0; i < c->n; i++)
-        if (c->out[i] == e->u.read.t)
-            return true;
-    if (c->n < c->max)
-        c->out[c->n] = e->u.read.t;
-    c->n++;
-    return true;
-}
-
 /* The tensors t's definition reads, in order of first appearance; returns their number. */
 static int inputs_of(te_tensor *t, te_tensor **out, int max)
 {
-    inputs_ctx c = {out, 0, max};
-    if (t && t->kind == TE_T_COMPUTE)
-        te__expr_visit(t->body, inputs_fn, &c);
-    return c.n;
+    return t && t->kind == TE_T_COMPUTE ? te__expr_tensors_read(t->body, out, max) : 0;
 }
 
 #define CK(x)                                                                                      \
