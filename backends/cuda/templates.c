@@ -155,6 +155,22 @@ static int bad_knobs(te_ctx *ctx, const char *op, const char *why)
 
 /* ---- Shared helpers ------------------------------------------------------------------------- */
 
+/* Inlines every stage without a reduction except those computing keep[0..n) (NULL entries
+ * ignored): the padding and elementwise producers of a template's stages. */
+static int inline_elementwise(te_schedule *s, te_tensor *const *keep, int n)
+{
+    for (int i = 0; i < te_schedule_nstages(s); i++) {
+        te_stage *p = te_schedule_stage_at(s, i);
+        te_tensor *t = te_stage_tensor(p);
+        bool kept = te_stage_nreduce(p) > 0;
+        for (int k = 0; k < n && !kept; k++)
+            kept = keep[k] == t;
+        if (!kept)
+            CK(te_compute_inline(p));
+    }
+    return TE_OK;
+}
+
 /* Cooperative copy of a cached stage: every loop fused, split by vec and by the block's
  * threads (ty extent ny, tx extent nx), bound to threadIdx.y/x. */
 static int coop_copy(te_schedule *s, te_tensor *t, int ny, int nx, int vec, int pad, int dbuf)
@@ -532,12 +548,8 @@ static int conv_like(te_schedule *s, te_tensor *Y, te_tensor *conv, const te_cud
         XS = te_cache_read(s, Xin, TE_SCOPE_SHARED, 1, &R);
         CKP(XS);
     }
-    for (int i = 0; i < te_schedule_nstages(s); i++) {
-        te_stage *p = te_schedule_stage_at(s, i);
-        te_tensor *t = te_stage_tensor(p);
-        if (p != O && t != WS && t != XS && te_stage_nreduce(p) == 0)
-            CK(te_compute_inline(p)); /* the padding; bias / scale / shift reads are inputs */
-    }
+    /* the padding (bias / scale / shift reads are inputs) */
+    CK(inline_elementwise(s, (te_tensor *[]){Y, WS, XS}, 3));
     const int64_t *shp = te_tensor_shape(Y);
     int ny = threads_along(shp[1], k->tile_m, k->thread_m),
         nx = threads_along(shp[3], k->tile_n, k->thread_n);
@@ -635,12 +647,7 @@ int te_cuda_schedule_layer_norm(te_schedule *s, te_tensor *Y, const te_cuda_knob
     if (!mean || !var)
         return bad_knobs(ctx, "layer_norm", "Y must come from te_op_layer_norm over the last axis");
     /* anything else elementwise (none in the library today) is inlined */
-    for (int i = 0; i < te_schedule_nstages(s); i++) {
-        te_stage *p = te_schedule_stage_at(s, i);
-        te_tensor *t = te_stage_tensor(p);
-        if (t != Y && t != mean && t != var && te_stage_nreduce(p) == 0)
-            CK(te_compute_inline(p));
-    }
+    CK(inline_elementwise(s, &Y, 1));
     te_iter *row;
     CK(bind_rows(O, k->threads, &row));
     CK(row_reduction(s, O, row, var, k->threads)); /* consumers first: var reads mean */
@@ -660,12 +667,7 @@ int te_cuda_schedule_rms_norm(te_schedule *s, te_tensor *Y, const te_cuda_knobs 
     te_tensor *ms = te_op_find(Y, name);
     if (!ms)
         return bad_knobs(ctx, "rms_norm", "Y must come from te_op_rms_norm (stage <Y>_ms)");
-    for (int i = 0; i < te_schedule_nstages(s); i++) {
-        te_stage *p = te_schedule_stage_at(s, i);
-        te_tensor *t = te_stage_tensor(p);
-        if (t != Y && t != ms && te_stage_nreduce(p) == 0)
-            CK(te_compute_inline(p));
-    }
+    CK(inline_elementwise(s, &Y, 1));
     te_iter *row;
     CK(bind_rows(O, k->threads, &row));
     return row_reduction(s, O, row, ms, k->threads);
@@ -701,11 +703,7 @@ int te_cuda_schedule_window(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k
         if (!R)
             return bad_knobs(ctx, "window", "Y is not a reduction and reads none");
     }
-    for (int i = 0; i < te_schedule_nstages(s); i++) {
-        te_stage *p = te_schedule_stage_at(s, i);
-        if (p != O && te_stage_nreduce(p) == 0)
-            CK(te_compute_inline(p)); /* padding */
-    }
+    CK(inline_elementwise(s, &Y, 1)); /* padding */
     te_iter *f = te_stage_axis(O, 0), *bo, *t;
     for (int d = 1; d < te_tensor_ndim(Y); d++)
         CK(te_fuse(O, f, te_stage_leaf(O, 1), &f));
@@ -731,11 +729,7 @@ int te_cuda_schedule_elementwise(te_schedule *s, te_tensor *Y, const te_cuda_kno
     CKP(O);
     if (te_stage_nreduce(O))
         return bad_knobs(ctx, "elementwise", "Y is a reduction");
-    for (int i = 0; i < te_schedule_nstages(s); i++) {
-        te_stage *p = te_schedule_stage_at(s, i);
-        if (p != O && te_stage_nreduce(p) == 0)
-            CK(te_compute_inline(p));
-    }
+    CK(inline_elementwise(s, &Y, 1));
     te_iter *f = te_stage_axis(O, 0);
     for (int d = 1; d < te_tensor_ndim(Y); d++)
         CK(te_fuse(O, f, te_stage_leaf(O, 1), &f));
