@@ -434,31 +434,90 @@ static void test_layer_norm_template_runs_in_the_harness(void **state)
     }
 }
 
-static void mk_softmax(hcase *c)
+static void mk_softmax_cols(hcase *c, int64_t n)
 {
     c->ctx = te_ctx_create();
-    c->t[0] = te_placeholder(c->ctx, "X", TE_F32, 2, (int64_t[]){3, 333});
+    c->t[0] = te_placeholder(c->ctx, "X", TE_F32, 2, (int64_t[]){3, n});
     c->t[1] = te_op_softmax(c->ctx, c->t[0], -1, "Y");
     assert_non_null(c->t[1]);
     hcase_init(c, 1, 1, 78);
 }
 
-static void mk_layer_norm(hcase *c)
+static void mk_softmax(hcase *c) { mk_softmax_cols(c, 333); }
+
+static void mk_layer_norm_cols(hcase *c, int64_t n)
 {
     c->ctx = te_ctx_create();
-    c->t[0] = te_placeholder(c->ctx, "X", TE_F32, 2, (int64_t[]){3, 333});
-    c->t[1] = te_placeholder(c->ctx, "gamma", TE_F32, 1, (int64_t[]){333});
-    c->t[2] = te_placeholder(c->ctx, "beta", TE_F32, 1, (int64_t[]){333});
+    c->t[0] = te_placeholder(c->ctx, "X", TE_F32, 2, (int64_t[]){3, n});
+    c->t[1] = te_placeholder(c->ctx, "gamma", TE_F32, 1, (int64_t[]){n});
+    c->t[2] = te_placeholder(c->ctx, "beta", TE_F32, 1, (int64_t[]){n});
     c->t[3] = te_op_layer_norm(c->ctx, c->t[0], c->t[1], c->t[2], 1e-5, -1, "Y");
     assert_non_null(c->t[3]);
     hcase_init(c, 3, 1, 92);
 }
+
+static void mk_layer_norm(hcase *c) { mk_layer_norm_cols(c, 333); }
 
 static void test_row_op_knob_space_samples_run_in_the_harness(void **state)
 {
     (void)state;
     sample_knob_space("softmax", mk_softmax, sched_softmax, 1);
     sample_knob_space("layer_norm", mk_layer_norm, sched_layer_norm, 1);
+}
+
+static int count_of(const char *s, const char *needle);
+static const char *cuda_text(hcase *c, te_schedule *s, const char *name);
+
+/* Row operations read and write their rows as float4 (float2) when the row length allows:
+ * each thread's partial reductions load a whole vector once and combine its lanes, the output
+ * is one wide load and one wide store per vector; a width that does not divide the row falls
+ * back to the next that does. Every configuration runs in the harness (alignment checked). */
+static void test_row_ops_use_wide_accesses(void **state)
+{
+    (void)state;
+    static const struct {
+        int64_t cols;
+        int vec, threads;
+        const char *load, *store; /* NULL: must not appear */
+    } cases[] = {
+        {256, 4, 32, "const float4 X_v4", "*(float4 *)&Y["},
+        {300, 4, 64, "const float4 X_v4", "*(float4 *)&Y["}, /* 75 vectors: a guarded tail */
+        {130, 4, 32, "const float2 X_v2", "*(float2 *)&Y["}, /* 130 = 2 x 65 */
+        {256, 1, 32, NULL, NULL},
+        {333, 4, 32, NULL, NULL}, /* odd: scalar */
+    };
+    for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+        for (int op = 0; op < 2; op++) {
+            hcase c = {0};
+            int64_t n = cases[q].cols;
+            if (op == 0)
+                mk_softmax_cols(&c, n);
+            else
+                mk_layer_norm_cols(&c, n);
+            te_cuda_knobs k = te_cuda_knobs_default(op == 0 ? "softmax" : "layer_norm");
+            k.threads = cases[q].threads;
+            k.vec = cases[q].vec;
+            hsched_fn fn = op == 0 ? sched_softmax : sched_layer_norm;
+            char name[64];
+            snprintf(name, sizeof name, "%s_c%lld_v%d", op == 0 ? "softmax" : "layer_norm",
+                     (long long)n, cases[q].vec);
+            te_schedule *s = te_schedule_create(c.ctx, c.n_out, c.t + c.n_in);
+            assert_int_equal(fn(s, &c, &k), TE_OK);
+            const char *src = cuda_text(&c, s, name);
+            const char *ld = cases[q].load, *stv = cases[q].store;
+            if (ld) {
+                /* max (or mean), sum (or var) and the output each read X as vectors */
+                if (count_of(src, ld) < 3)
+                    fail_msg("%s: expected 3 or more '%s' in\n%s", name, ld, src);
+                if (!strstr(src, stv))
+                    fail_msg("%s: expected '%s' in\n%s", name, stv, src);
+            } else if (strstr(src, "float4") && strstr(src, "X_v")) {
+                fail_msg("%s: no wide loads expected in\n%s", name, src);
+            }
+            check_template(&c, name, fn, &k, 1e-5);
+            hcase_free(&c);
+        }
+    }
 }
 
 static int sched_mlp(te_schedule *s, hcase *c, const te_cuda_knobs *k)
@@ -1037,6 +1096,7 @@ static void test_warp_first_reductions_use_one_barrier_each(void **state)
     hcase_init(&c, 1, 1, 79);
     te_cuda_knobs k = te_cuda_knobs_default("softmax");
     k.threads = 128;
+    k.vec = 1; /* 300 scalars over 128 threads (with float4, 75 vectors: a block of 75) */
     te_schedule *s = te_schedule_create(c.ctx, 1, &c.t[1]);
     assert_int_equal(te_cuda_schedule_softmax(s, c.t[1], &k), TE_OK);
     const char *src = cuda_text(&c, s, "sm_wf");
@@ -1244,6 +1304,7 @@ int main(void)
         cmocka_unit_test(test_matmul_knob_space_samples_run_in_the_harness),
         cmocka_unit_test(test_softmax_template_runs_in_the_harness),
         cmocka_unit_test(test_layer_norm_template_runs_in_the_harness),
+        cmocka_unit_test(test_row_ops_use_wide_accesses),
         cmocka_unit_test(test_row_op_knob_space_samples_run_in_the_harness),
         cmocka_unit_test(test_mlp_gate_template_runs_in_the_harness),
         cmocka_unit_test(test_conv2d_template_runs_in_the_harness),

@@ -292,7 +292,12 @@ static void put(cem *e, te__sb *o, const te_expr *x, int minp)
         te__sb_puts(o, ")");
         return;
     }
-    case TE_E_LOAD:
+    case TE_E_LOAD: {
+        const char *wide = te__cem_vload_lane(e, x);
+        if (wide) { /* a component of a wide load emitted ahead */
+            te__sb_puts(o, wide);
+            return;
+        }
         if (x->u.load.n != 1) {
             te__cem_fail(e, TE_ERR_INTERNAL, "load of '%s' with an index that is not flat",
                          x->u.load.buf->name);
@@ -306,6 +311,7 @@ static void put(cem *e, te__sb *o, const te_expr *x, int minp)
         put(e, o, x->u.load.idx[0], 0);
         te__sb_puts(o, te_dtype_is_half(x->u.load.buf->dtype) ? "])" : "]");
         return;
+    }
     default:
         te__cem_fail(e, TE_ERR_UNSUPPORTED, "expression kind %d in CUDA code", (int)x->kind);
         return;

@@ -6,6 +6,7 @@
  *   emit_cuda_kernels.c  kernels of a program (block loops, parameters, launch dimensions),
  *                        the file, te__cuda_emit_program / te__cuda_emit_kernels / te_emit_cuda
  *   emit_cuda_intrin.c   tensor intrinsic calls (te_tensorize) and their __device__ functions
+ *   emit_cuda_vec.c      wide (float4/float2) loads and stores of code that is not a copy
  * Shared with the C emitter: backends/emit_common.h.
  *
  * The file has the C backend's provenance header, a short prelude (index type, floor division
@@ -21,7 +22,10 @@
  *     holds i64 data), else `long long`;
  *   - a vector store whose value is a contiguous load (a cooperative copy after vectorize) is one
  *     float4/float2 (int4/int2) load and store when both indices are provably multiples of the
- *     lane count; other vector statements are written lane by lane;
+ *     lane count; in other vector stores and in runs of scalar stores (unrolled loops),
+ *     contiguous aligned loads are read once as float4/float2 temporaries and a contiguous
+ *     aligned vector store is one float4 store of its lanes (emit_cuda_vec.c); the rest lane
+ *     by lane;
  *   - the steps of a cross-thread reduction tree (schedule/passes/allreduce.c) over 32 partial
  *     results or fewer become warp shuffles when the block is one-dimensional;
  *   - a kernel that calls a warp-collective tensor intrinsic (te_tensorize with a CUDA
@@ -79,6 +83,15 @@ typedef struct cem {
     int npath;
     const te_buf *wf_R;
     te_expr *wf_comb, *wf_a, *wf_b;
+    /* Wide loads emitted ahead of the statements that read their lanes (emit_cuda_vec.c): a
+     * scalar load of buf at base + l (0 <= l < lanes) is written as component l of name. */
+    struct {
+        const te_buf *buf;
+        te_expr *base;
+        int lanes;
+        const char *name;
+    } vld[16];
+    int nvld;
 } cem;
 
 /* ---- emit_cuda_expr.c ----
@@ -125,6 +138,19 @@ void te__cem_gen_intrin(cem *e, const te_stmt *s);
  * when none), each function under an include guard so that files joining several programs'
  * kernels define it once. */
 void te__cem_emit_intrins(cem *e, te__sb *o);
+
+/* ---- emit_cuda_vec.c ----
+ * The component of a wide load emitted ahead that scalar load `load` reads ("X_v4.z"; arena
+ * string), or NULL when none covers it. */
+const char *te__cem_vload_lane(cem *e, const te_expr *load);
+/* A vector store (not a plain copy) with its contiguous, aligned loads as float4/float2
+ * temporaries and, when contiguous and aligned itself, written as one wide store. False (nothing
+ * emitted) when nothing in it can be widened, or for cp.async fills and f16/bf16 stores. */
+bool te__cem_gen_vector_store(cem *e, const te_stmt *s);
+/* At position i of sequence seq: a run of scalar stores whose values read all the lanes of
+ * aligned vectors of buffers the run does not write gets those vectors loaded once ahead, then
+ * the run is emitted. Returns the position after the run, or i (nothing emitted). */
+int te__cem_widen_run(cem *e, const te_stmt *seq, int i);
 
 /* ---- emit_cuda_stmt.c ----
  * Emits statement s (inside a kernel: block loops already taken off). */

@@ -92,6 +92,8 @@ static void gen_store(cem *e, const te_stmt *s)
                      te__cem_text(e, val->u.load.idx[0]->u.ramp.base));
         return;
     }
+    if (te__cem_gen_vector_store(e, s))
+        return;
     for (int l = 0; l < lanes; l++) {
         te_expr *il = te__cem_lane(e, ix, l), *vl = te__cem_lane(e, val, l);
         if (!il || !vl) {
@@ -580,6 +582,8 @@ void te__cem_gen_stmt(cem *e, const te_stmt *s)
             int j = gen_warp_first(e, s, i); /* a whole reduction, warp first */
             if (j == i)
                 j = gen_warp_steps(e, s, i); /* runs of tree steps as warp shuffles */
+            if (j == i)
+                j = te__cem_widen_run(e, s, i); /* scalar stores reading whole vectors */
             if (j > i) {
                 i = j;
                 continue;

@@ -56,7 +56,7 @@ te_cuda_knobs te_cuda_knobs_default(const char *op)
         k.tile_m = 32, k.tile_n = 32, k.tile_k = 4, k.thread_m = 2, k.thread_n = 2, k.vec = 1;
         k.unroll = 1, k.stage_input = 1;
     } else if (!strcmp(op, "softmax") || !strcmp(op, "layer_norm") || !strcmp(op, "rms_norm")) {
-        k.threads = 256, k.vec = 1;
+        k.threads = 256, k.vec = 4;
     } else if (!strcmp(op, "window")) {
         k.threads = 128, k.unroll = 1;
     } else if (!strcmp(op, "elementwise")) {
@@ -89,7 +89,7 @@ static const te_cuda_knob_def space_conv[] = {
     KNOB("thread_m", v_thread),  KNOB("thread_n", v_thread), KNOB("unroll", v_bool),
     KNOB("stage_input", v_bool),
 };
-static const te_cuda_knob_def space_rows[] = {KNOB("threads", v_threads)};
+static const te_cuda_knob_def space_rows[] = {KNOB("threads", v_threads), KNOB("vec", v_vec)};
 static const te_cuda_knob_def space_window[] = {KNOB("threads", v_threads), KNOB("unroll", v_bool)};
 static const te_cuda_knob_def space_elem[] = {KNOB("threads", v_threads), KNOB("vec", v_vec)};
 
@@ -567,34 +567,54 @@ static int conv_like(te_schedule *s, te_tensor *Y, te_tensor *conv, const te_cud
 /* ---- Row reductions ----------------------------------------------------------------------------
  */
 
-/* Output stage Y over rows: leading axes fused and bound to blocks, the last axis split by the
- * thread count. Returns the row loop. */
-static int bind_rows(te_stage *O, int threads, te_iter **row)
+/* The vector width of a row of n elements: the widest of vec, 2 and 1 that divides n. */
+static int row_vec(int64_t n, int vec)
+{
+    while (vec > 1 && n % vec)
+        vec /= 2;
+    return vec > 1 ? vec : 1;
+}
+
+/* Output stage Y over rows: leading axes fused and bound to blocks, the last axis split by
+ * `vec` (vectorized: contiguous, aligned float4/float2 accesses, emit_cuda_vec.c) and then by
+ * the thread count, so that a warp's threads touch adjacent vectors. Returns the row loop. */
+static int bind_rows(te_stage *O, int threads, int vec, te_iter **row)
 {
     int nd = te_stage_nleaves(O);
     te_iter *r = te_stage_leaf(O, 0);
     for (int d = 1; d < nd - 1; d++)
         CK(te_fuse(O, r, te_stage_leaf(O, 1), &r));
-    te_iter *last = te_stage_leaf(O, nd == 1 ? 0 : 1), *jo, *jt;
+    te_iter *last = te_stage_leaf(O, nd == 1 ? 0 : 1), *jo, *jt, *jv = NULL;
     if (nd == 1)
         return TE_ERR_SCHEDULE;
+    if (vec > 1)
+        CK(te_split(O, last, vec, &last, &jv));
     CK(te_split(O, last, threads, &jo, &jt));
     CK(te_bind(O, r, TE_BLOCK_X));
     CK(te_bind(O, jt, TE_THREAD_X));
+    if (jv)
+        CK(te_vectorize(O, jv));
     *row = r;
     return TE_OK;
 }
 
-/* A row reduction stage computed at the row loop with a cross-thread reduction. */
-static int row_reduction(te_schedule *s, te_stage *O, te_iter *row, te_tensor *t, int threads)
+/* A row reduction stage computed at the row loop with a cross-thread reduction; each thread
+ * reduces `vec` adjacent elements per step (unrolled, so that they are one wide load), the
+ * threads' vectors adjacent as in the output's loop. */
+static int row_reduction(te_schedule *s, te_stage *O, te_iter *row, te_tensor *t, int threads,
+                         int vec)
 {
     te_ctx *ctx = te_schedule_ctx(s);
     te_stage *st = te_schedule_stage(s, t);
     CKP(st);
     CK(te_compute_at(st, O, row));
-    te_iter *ko, *kt;
-    CK(te_split(st, te_stage_reduce_axis(st, 0), threads, &ko, &kt));
-    CK(te_reorder(st, 2, (te_iter *[]){kt, ko}));
+    te_iter *k = te_stage_reduce_axis(st, 0), *ko, *kt, *kv = NULL;
+    if (vec > 1)
+        CK(te_split(st, k, vec, &k, &kv));
+    CK(te_split(st, k, threads, &ko, &kt));
+    CK(te_reorder(st, kv ? 3 : 2, (te_iter *[]){kt, ko, kv}));
+    if (kv)
+        CK(te_unroll(st, kv));
     return te_bind_reduce(st, kt, TE_THREAD_X);
 }
 
@@ -602,8 +622,13 @@ static int check_rows(te_ctx *ctx, const char *op, const te_cuda_knobs *k)
 {
     if (!k || k->threads <= 0 || k->threads > 1024)
         return bad_knobs(ctx, op, "threads must be in 1..1024");
+    if (k->vec != 0 && k->vec != 1 && k->vec != 2 && k->vec != 4)
+        return bad_knobs(ctx, op, "vec must be 1, 2 or 4");
     return TE_OK;
 }
+
+/* The length of Y's rows (its last axis). */
+static int64_t row_len(te_tensor *Y) { return te_tensor_shape(Y)[te_tensor_ndim(Y) - 1]; }
 
 int te_cuda_schedule_softmax(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k)
 {
@@ -625,9 +650,10 @@ int te_cuda_schedule_softmax(te_schedule *s, te_tensor *Y, const te_cuda_knobs *
         return bad_knobs(ctx, "softmax", "Y must come from te_op_softmax over the last axis");
     CK(te_compute_inline(te_schedule_stage(s, ex)));
     te_iter *row;
-    CK(bind_rows(O, k->threads, &row));
-    CK(row_reduction(s, O, row, sm, k->threads)); /* consumers first: sum reads max */
-    return row_reduction(s, O, row, mx, k->threads);
+    int vec = row_vec(row_len(Y), k->vec);
+    CK(bind_rows(O, k->threads, vec, &row));
+    CK(row_reduction(s, O, row, sm, k->threads, vec)); /* consumers first: sum reads max */
+    return row_reduction(s, O, row, mx, k->threads, vec);
 }
 
 int te_cuda_schedule_layer_norm(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k)
@@ -649,9 +675,10 @@ int te_cuda_schedule_layer_norm(te_schedule *s, te_tensor *Y, const te_cuda_knob
     /* anything else elementwise (none in the library today) is inlined */
     CK(inline_elementwise(s, &Y, 1));
     te_iter *row;
-    CK(bind_rows(O, k->threads, &row));
-    CK(row_reduction(s, O, row, var, k->threads)); /* consumers first: var reads mean */
-    return row_reduction(s, O, row, mean, k->threads);
+    int vec = row_vec(row_len(Y), k->vec);
+    CK(bind_rows(O, k->threads, vec, &row));
+    CK(row_reduction(s, O, row, var, k->threads, vec)); /* consumers first: var reads mean */
+    return row_reduction(s, O, row, mean, k->threads, vec);
 }
 
 int te_cuda_schedule_rms_norm(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k)
@@ -669,8 +696,9 @@ int te_cuda_schedule_rms_norm(te_schedule *s, te_tensor *Y, const te_cuda_knobs 
         return bad_knobs(ctx, "rms_norm", "Y must come from te_op_rms_norm (stage <Y>_ms)");
     CK(inline_elementwise(s, &Y, 1));
     te_iter *row;
-    CK(bind_rows(O, k->threads, &row));
-    return row_reduction(s, O, row, ms, k->threads);
+    int vec = row_vec(row_len(Y), k->vec);
+    CK(bind_rows(O, k->threads, vec, &row));
+    return row_reduction(s, O, row, ms, k->threads, vec);
 }
 
 /* ---- Window reductions -------------------------------------------------------------------

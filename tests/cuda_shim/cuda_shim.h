@@ -56,6 +56,10 @@ struct int2 {
 struct int4 {
     int x, y, z, w;
 } __attribute__((aligned(16)));
+static inline float2 make_float2(float x, float y) { return float2{x, y}; }
+static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+static inline int2 make_int2(int x, int y) { return int2{x, y}; }
+static inline int4 make_int4(int x, int y, int z, int w) { return int4{x, y, z, w}; }
 
 static thread_local tsh_uint3 threadIdx, blockIdx;
 static tsh_uint3 blockDim, gridDim;
