@@ -62,7 +62,8 @@ bool te__expr_const_bounds(const te_expr *e, const te__range_map *ranges, int64_
 bool te__arith_nonneg(const te_expr *e, const te__range_map *ranges);
 
 /* Whether integer expression e is provably a multiple of m (m > 0): constants, and sums,
- * differences, negations and products built from them (a product when either factor is). */
+ * differences, negations and products built from them (a product when either factor is), and
+ * remainders (truncated or floored) of two such multiples. */
 bool te__arith_multiple_of(const te_expr *e, int64_t m);
 
 /* Value of a scalar integer expression made of constants only (negation, + - * / % floordiv

@@ -303,6 +303,9 @@ bool te__arith_multiple_of(const te_expr *e, int64_t m)
             return te__arith_multiple_of(e->u.bin.a, m) && te__arith_multiple_of(e->u.bin.b, m);
         case TE_MUL:
             return te__arith_multiple_of(e->u.bin.a, m) || te__arith_multiple_of(e->u.bin.b, m);
+        case TE_MOD:
+        case TE_FLOORMOD: /* a - q b, truncated or floored q: a multiple when a and b are */
+            return te__arith_multiple_of(e->u.bin.a, m) && te__arith_multiple_of(e->u.bin.b, m);
         default:
             return false;
         }

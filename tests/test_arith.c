@@ -63,6 +63,13 @@ static void test_nonneg_multiple_const(void **state)
     assert_true(te__arith_multiple_of(te_neg(c, te_mul(c, k, te_int(c, 6))), 3));
     assert_false(te__arith_multiple_of(te_add(c, te_mul(c, k, te_int(c, 8)), te_int(c, 4)), 8));
     assert_false(te__arith_multiple_of(k, 2));
+    /* remainders of multiples (a broadcast row's index in a fused loop: 4 t % 64) */
+    assert_true(
+        te__arith_multiple_of(te_floormod(c, te_mul(c, k, te_int(c, 4)), te_int(c, 64)), 4));
+    assert_true(te__arith_multiple_of(te_mod(c, te_mul(c, k, te_int(c, 8)), te_int(c, 24)), 8));
+    assert_false(
+        te__arith_multiple_of(te_floormod(c, te_mul(c, k, te_int(c, 4)), te_int(c, 66)), 4));
+    assert_false(te__arith_multiple_of(te_floormod(c, k, te_int(c, 64)), 4));
 
     int64_t v;
     assert_true(te__arith_const_int(te_mul(c, te_add(c, te_int(c, 3), te_int(c, 4)), I4), &v));

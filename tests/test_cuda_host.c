@@ -837,8 +837,28 @@ static void test_elementwise_template_runs_in_the_harness(void **state)
     check_template(&c, "add_gelu", sched_elem, &k, 1e-5);
     k.threads = 64;
     k.vec = 4;
-    check_template(&c, "add_gelu_v4", sched_elem, &k, 1e-5);
+    check_template(&c, "add_gelu_v4", sched_elem, &k, 1e-5); /* 2310 elements: unrolled */
     hcase_free(&c);
+
+    /* 32 x 64: the vectors tile the tensor, so the loop stays vectorized: float4 loads of A
+     * and of the broadcast B, one float4 store */
+    hcase d = {0};
+    d.ctx = te_ctx_create();
+    d.t[0] = te_placeholder(d.ctx, "A", TE_F32, 2, (int64_t[]){32, 64});
+    d.t[1] = te_placeholder(d.ctx, "B", TE_F32, 1, (int64_t[]){64});
+    d.t[2] = te_op_gelu(d.ctx, te_op_binary(d.ctx, TE_ADD, d.t[0], d.t[1], "S"), "Y");
+    assert_non_null(d.t[2]);
+    hcase_init(&d, 2, 1, 4);
+    te_schedule *s = te_schedule_create(d.ctx, 1, &d.t[2]);
+    assert_int_equal(sched_elem(s, &d, &k), TE_OK);
+    const char *src = cuda_text(&d, s, "add_gelu_f4");
+    if (!strstr(src, "const float4 A_v4") || !strstr(src, "const float4 B_v4") ||
+        !strstr(src, "*(float4 *)&Y["))
+        fail_msg("add + GELU over 32 x 64, vec 4: want float4 loads of A and B and a float4 "
+                 "store:\n%s",
+                 src);
+    check_template(&d, "add_gelu_f4", sched_elem, &k, 1e-5);
+    hcase_free(&d);
 }
 
 /* ---- Cross-thread tuple reductions (tests/test_tuple_reduce_gpu.c's schedules) ------------ */

@@ -767,7 +767,11 @@ int te_cuda_schedule_elementwise(te_schedule *s, te_tensor *Y, const te_cuda_kno
     CK(te_split(O, f, k->threads, &bo, &t));
     CK(te_bind(O, bo, TE_BLOCK_X));
     CK(te_bind(O, t, TE_THREAD_X));
-    if (v)
+    /* vectorized when the vectors tile the tensor (float4 loads and stores, emit_cuda_vec.c),
+     * else unrolled (the last vector's lanes guarded) */
+    if (v && te_tensor_numel(Y) % k->vec == 0)
+        CK(te_vectorize(O, v));
+    else if (v)
         CK(te_unroll(O, v));
     return TE_OK;
 }
