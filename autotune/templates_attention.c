@@ -547,10 +547,13 @@ static int attn_apply_one_pass_gpu(te__gen *g)
     te_stage *T = st[O_ONLINE];
     if (!TE__OK(g, te_compute_at(T, O, ii)))
         return g->err;
-    te_iter *tjo = te_stage_reduce_axis(T, 0);
-    if (!TE__OK(g, te_reorder(T, 2, (te_iter *[]){tjo, te_stage_axis(T, 3)})))
+    te_iter *tjo = te_stage_reduce_axis(T, 0), *td = te_stage_axis(T, 3);
+    if (!TE__OK(g, te_reorder(T, 2, (te_iter *[]){tjo, td})))
         return g->err;
-    if (!TE__OK(g, te_compute_at(st[O_BPV], T, tjo)) ||
+    /* The block's P V per element of d, inside T's d loop: one running sum in a register
+     * instead of a dh-long local array beside the accumulator (at dh 128 the two did not fit
+     * 255 registers); the maximum and sum are still combined once per block (lower_tuple.c). */
+    if (!TE__OK(g, te_compute_at(st[O_BPV], T, td)) ||
         !TE__OK(g, te_compute_at(st[O_BSUM], T, tjo)) ||
         !TE__OK(g, te_compute_at(st[O_P], T, tjo)) ||
         !TE__OK(g, te_compute_at(st[O_BMAX], T, tjo)) || !TE__OK(g, te_compute_at(st[O_S], T, tjo)))

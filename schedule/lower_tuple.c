@@ -11,7 +11,8 @@
  *
  * Components that stay the same along the innermost loops. When the stage's innermost loops
  * (leaves q..nl, te__tuple_inner_from) are spatial and a component's source does not depend on
- * them, and its combine reads only such components, the component has the same value at every
+ * them (neither on their variables nor on a stage computed inside them), and its combine reads
+ * only such components, the component has the same value at every
  * point of those loops (the same identity, the same incoming values in the same order). The
  * online-softmax state of attention is the example: the running maximum and sum are per query
  * row, the accumulator per (row, d), all three stored at every d. Such a component is read
@@ -25,30 +26,68 @@
 
 #include "schedule/lower_impl.h"
 
-/* Whether a stage other than l's own is computed at loop `it`. */
-static bool has_attached(const lower_ctx *L, const te_iter *it)
+/* Whether stage `other` is computed inside loop `it` of stage st: attached at it, or at a loop
+ * of a stage that is (the chain of attach points passes through it). */
+static bool computed_inside(const te_stage *other, const te_stage *st, const te_iter *it)
 {
-    for (int i = 0; i < L->n; i++)
-        if (L->ls[i].st->attach == TE_ATTACH_AT && L->ls[i].st->attach_iter == it)
+    for (int depth = 0; other && other->attach == TE_ATTACH_AT && depth < 64; depth++) {
+        if (other->attach_stage == st && other->attach_iter == it)
             return true;
+        other = other->attach_stage;
+    }
     return false;
 }
 
 int te__tuple_inner_from(lower_ctx *L, const lstage *l)
 {
+    (void)L;
     const te_stage *st = l->st;
     int nl = st->leaves.n, q = nl;
     if (st->tz)
         return nl;
+    /* Stages computed at these loops are allowed: te__tuple_update keeps a component whose
+     * source reads one of them inside the loops. */
     for (int k = nl - 1; k >= 0; k--) {
         const te_iter *it = st->leaves.v[k];
         bool plain =
             it->ann == TE_ANN_NONE || it->ann == TE_ANN_VECTORIZE || it->ann == TE_ANN_UNROLL;
-        if (it->reduce || !plain || it == st->pipe_at || has_attached(L, it))
+        if (it->reduce || !plain || it == st->pipe_at)
             break;
         q = k;
     }
     return q;
+}
+
+/* Whether expression e loads a buffer of a stage computed inside one of the loops
+ * leaves[q..nl) of stage st (its value changes along them, whatever e's indices). */
+typedef struct {
+    const lower_ctx *L;
+    const te_stage *st;
+    int q;
+    bool hit;
+} inside_ctx;
+
+static bool inside_fn(const te_expr *e, void *user)
+{
+    inside_ctx *c = user;
+    if (c->hit || e->kind != TE_E_LOAD)
+        return !c->hit;
+    for (int i = 0; i < c->L->n && !c->hit; i++) {
+        const lstage *o = &c->L->ls[i];
+        bool mine = o->buf == e->u.load.buf;
+        for (int t = 0; t < TE_MAX_TUPLE && !mine; t++)
+            mine = o->bufs[t] && o->bufs[t] == e->u.load.buf;
+        for (int k = c->q; mine && k < c->st->leaves.n && !c->hit; k++)
+            c->hit = computed_inside(o->st, c->st, c->st->leaves.v[k]);
+    }
+    return !c->hit;
+}
+
+static bool reads_inner_stage(const lower_ctx *L, const te_stage *st, int q, const te_expr *e)
+{
+    inside_ctx c = {L, st, q, false};
+    te__expr_visit(e, inside_fn, &c);
+    return c.hit;
 }
 
 /* Whether e mentions one of vars[0..n). */
@@ -224,7 +263,8 @@ int te__tuple_update(lower_ctx *L, lstage *l, const te__subst *map, te_expr *con
         for (int k = q; k < nl; k++)
             ivar[ni++] = ((te_iter *)st->leaves.v[k])->var;
         for (int j = 0; j < n; j++)
-            ninv += inv[j] = src_out[j] = !bound[j] || !uses_any(bound[j], ivar, ni);
+            ninv += inv[j] = src_out[j] = !bound[j] || (!uses_any(bound[j], ivar, ni) &&
+                                                        !reads_inner_stage(L, st, q, bound[j]));
         for (bool changed = true; changed && ninv;) {
             changed = false;
             for (int i = 0; i < n; i++)

@@ -344,7 +344,10 @@ static te_reducer *weighted_softmax_reducer(te_ctx *ctx)
                                    (te_expr *[]){te_f32(ctx, -INFINITY), te_f32(ctx, 0)});
 }
 
-typedef enum { W_PLAIN, W_SPLIT, W_VECTOR, W_ROWS_INSIDE, W_COUNT } wsched;
+/* W_VPROD: the sum's source reads a stage (V scaled) computed inside the d loop: the maximum
+ * is still combined outside it. W_XPROD: the maximum's source reads a stage computed inside the
+ * d loop (X plus 0): its value is only there, so nothing is read ahead. */
+typedef enum { W_PLAIN, W_SPLIT, W_VECTOR, W_ROWS_INSIDE, W_VPROD, W_XPROD, W_COUNT } wsched;
 
 static void run_weighted(wsched ws)
 {
@@ -353,8 +356,20 @@ static void run_weighted(wsched ws)
     te_tensor *V = te_placeholder(ctx, "V", TE_F32, 2, (int64_t[]){WK, WD});
     te_expr *i = te_axis(ctx, "i", WR), *d = te_axis(ctx, "d", WD);
     te_expr *k = te_reduce_axis(ctx, "k", WK);
-    te_expr *red = te_reduce_tuple(ctx, weighted_softmax_reducer(ctx), 2,
-                                   (te_expr *[]){TE_AT(ctx, X, i, k), TE_AT(ctx, V, k, d)}, 1, &k);
+    te_tensor *P = NULL; /* W_VPROD / W_XPROD: the producer computed inside the d loop */
+    if (ws == W_VPROD) {
+        te_expr *pk = te_axis(ctx, "pk", WK), *pd = te_axis(ctx, "pd", WD);
+        P = te_compute(ctx, "VS", 2, (te_expr *[]){pk, pd},
+                       te_mul(ctx, TE_AT(ctx, V, pk, pd), te_f32(ctx, 1.5f)));
+    } else if (ws == W_XPROD) {
+        te_expr *pi = te_axis(ctx, "pi", WR), *pk = te_axis(ctx, "pk", WK);
+        P = te_compute(ctx, "XS", 2, (te_expr *[]){pi, pk},
+                       te_add(ctx, TE_AT(ctx, X, pi, pk), te_f32(ctx, 0)));
+    }
+    te_expr *xs = ws == W_XPROD ? TE_AT(ctx, P, i, k) : TE_AT(ctx, X, i, k);
+    te_expr *vs = ws == W_VPROD ? TE_AT(ctx, P, k, d) : TE_AT(ctx, V, k, d);
+    te_expr *red =
+        te_reduce_tuple(ctx, weighted_softmax_reducer(ctx), 2, (te_expr *[]){xs, vs}, 1, &k);
     te_tensor *out[2];
     assert_int_equal(
         te_compute_tuple(ctx, 2, (const char *[]){"wm", "wa"}, 2, (te_expr *[]){i, d}, red, out),
@@ -364,10 +379,13 @@ static void run_weighted(wsched ws)
     te_iter *ri = te_stage_axis(st, 0), *rd = te_stage_axis(st, 1),
             *rk = te_stage_reduce_axis(st, 0);
     te_iter *dout, *din;
-    if (ws != W_PLAIN)
+    bool plain = ws == W_PLAIN || ws == W_VPROD || ws == W_XPROD;
+    if (!plain)
         assert_int_equal(te_split(st, rd, 8, &dout, &din), TE_OK);
-    if (ws == W_PLAIN)
+    if (plain)
         assert_int_equal(te_reorder(st, 3, (te_iter *[]){rk, ri, rd}), TE_OK);
+    if (P)
+        assert_int_equal(te_compute_at(te_schedule_stage(s, P), st, rd), TE_OK);
     else if (ws == W_ROWS_INSIDE) /* d's outer loop, then the rows: only the lanes are inside */
         assert_int_equal(te_reorder(st, 4, (te_iter *[]){rk, dout, ri, din}), TE_OK);
     else if (ws == W_VECTOR)
@@ -391,11 +409,18 @@ static void run_weighted(wsched ws)
         fprintf(stderr, "%s\n", buf);
     /* The maximum is read once outside the d loops, never per element. */
     const char *old = strstr(buf, "wm_old0");
-    if (!old)
-        fail_msg("schedule %d: no snapshot of the maximum:\n%s", (int)ws, buf);
-    const char *inner = ws == W_PLAIN ? "for (d" : ws == W_ROWS_INSIDE ? "for (d_i" : "for (d_o";
-    if (!strstr(old, inner)) /* the loop comes after (inside) the snapshot */
-        fail_msg("schedule %d: the snapshot is not outside '%s':\n%s", (int)ws, inner, buf);
+    if (ws == W_XPROD) {
+        if (old)
+            fail_msg("schedule %d: the maximum's source is computed inside the d loop, yet it "
+                     "is read ahead:\n%s",
+                     (int)ws, buf);
+    } else {
+        if (!old)
+            fail_msg("schedule %d: no snapshot of the maximum:\n%s", (int)ws, buf);
+        const char *inner = plain ? "for (d" : ws == W_ROWS_INSIDE ? "for (d_i" : "for (d_o";
+        if (!strstr(old, inner)) /* the loop comes after (inside) the snapshot */
+            fail_msg("schedule %d: the snapshot is not outside '%s':\n%s", (int)ws, inner, buf);
+    }
     free(buf);
 
     te_module *m = NULL;

@@ -37,6 +37,13 @@ for case in "mlp_gate m=64,k=48,n=40" "softmax m=5,n=300" "layer_norm m=3,n=130"
     printf '%s\n' "$out" | grep -q "^sm_80: \([0-9]*\) of \1 compiled$" || fail "$1"
 done
 
+# attention at head dimension 128: the block's P V is summed per element of d inside the
+# accumulator's loop, so no candidate spills (each spilled and was pruned when P V was a
+# dh-long local array beside the accumulator)
+out=$("$T" tune attention --shape batch=1,heads=2,lq=256,lk=256,dh=128 --target cuda --dry-run \
+    --sm 80 2>&1) || fail "attention dh 128: exit $?"
+printf '%s\n' "$out" | grep -q "spills: 0 candidates spill" || fail "attention dh 128 spills"
+
 # the GPU sketches: an operator without a GPU template, and a matmul asked for sketches
 for case in "transpose m=40,n=72" "matmul m=48,n=40,k=24 --space sketch"; do
     set -- $case
