@@ -520,6 +520,68 @@ static void test_row_ops_use_wide_accesses(void **state)
     }
 }
 
+static int sched_rows_last(te_schedule *s, hcase *c, const te_cuda_knobs *k)
+{
+    return te_cuda_schedule_rows(s, c->t[c->n_in], k);
+}
+
+/* The generic row template ("rows") on the one-pass operators built on tuple reducers: the
+ * online softmax (max, rescaled sum) and Welford's layer norm (count, mean, M2), cross-thread
+ * tuple reductions; rows read as float4 where the length allows (tuple updates included),
+ * ragged and odd lengths, thread counts that are not multiples of 32. An expression that is
+ * not a row operation is refused with a message. */
+static void test_rows_template_runs_tuple_row_ops(void **state)
+{
+    (void)state;
+    static const struct {
+        int64_t cols;
+        int threads, vec;
+    } cfg[] = {{256, 64, 4}, {300, 32, 4}, {130, 48, 4}, {333, 100, 2}, {64, 16, 1}};
+    for (size_t q = 0; q < sizeof cfg / sizeof cfg[0]; q++)
+        for (int op = 0; op < 2; op++) {
+            hcase c = {0};
+            int64_t n = cfg[q].cols;
+            c.ctx = te_ctx_create();
+            c.t[0] = te_placeholder(c.ctx, "X", TE_F32, 2, (int64_t[]){3, n});
+            if (op == 0) {
+                c.t[1] = te_op_softmax_online(c.ctx, c.t[0], -1, "Y");
+                assert_non_null(c.t[1]);
+                hcase_init(&c, 1, 1, 81);
+            } else {
+                c.t[1] = te_placeholder(c.ctx, "gamma", TE_F32, 1, (int64_t[]){n});
+                c.t[2] = te_placeholder(c.ctx, "beta", TE_F32, 1, (int64_t[]){n});
+                c.t[3] = te_op_layer_norm_welford(c.ctx, c.t[0], c.t[1], c.t[2], 1e-5, -1, "Y");
+                assert_non_null(c.t[3]);
+                hcase_init(&c, 3, 1, 82);
+            }
+            te_cuda_knobs k = te_cuda_knobs_default("rows");
+            k.threads = cfg[q].threads;
+            k.vec = cfg[q].vec;
+            char name[64];
+            snprintf(name, sizeof name, "%s_c%lld_t%d_v%d", op ? "ln_welford" : "softmax_online",
+                     (long long)n, k.threads, k.vec);
+            if (n % 4 == 0 && k.vec == 4) {
+                te_schedule *s = te_schedule_create(c.ctx, c.n_out, c.t + c.n_in);
+                assert_int_equal(sched_rows_last(s, &c, &k), TE_OK);
+                const char *src = cuda_text(&c, s, name);
+                if (count_of(src, "const float4 X_v4") < 2)
+                    fail_msg("%s: want the tuple reduction and the output to read float4:\n%s",
+                             name, src);
+            }
+            check_template(&c, name, sched_rows_last, &k, 1e-5);
+            hcase_free(&c);
+        }
+
+    /* not a row operation: a matmul */
+    hcase c = {0};
+    matmul_case(&c, 8, 8, 8);
+    te_schedule *s = te_schedule_create(c.ctx, 1, &c.t[2]);
+    te_cuda_knobs k = te_cuda_knobs_default("rows");
+    assert_int_equal(te_cuda_schedule_rows(s, c.t[2], &k), TE_ERR_ARG);
+    assert_non_null(strstr(te_ctx_errmsg(c.ctx), "rows"));
+    hcase_free(&c);
+}
+
 static int sched_mlp(te_schedule *s, hcase *c, const te_cuda_knobs *k)
 {
     return te_cuda_schedule_mlp_gate(s, c->t[3], k);
@@ -1325,6 +1387,7 @@ int main(void)
         cmocka_unit_test(test_softmax_template_runs_in_the_harness),
         cmocka_unit_test(test_layer_norm_template_runs_in_the_harness),
         cmocka_unit_test(test_row_ops_use_wide_accesses),
+        cmocka_unit_test(test_rows_template_runs_tuple_row_ops),
         cmocka_unit_test(test_row_op_knob_space_samples_run_in_the_harness),
         cmocka_unit_test(test_mlp_gate_template_runs_in_the_harness),
         cmocka_unit_test(test_conv2d_template_runs_in_the_harness),

@@ -30,7 +30,8 @@ printf '%s\n' "$out" | grep -q "pruned before measurement: [0-9]* (" || fail "no
 # (attention at head dimension 64 with its default 128-key block: the K^T and V tiles would
 # take 64 KiB of shared memory; V is read from global memory instead)
 for case in "mlp_gate m=64,k=48,n=40" "softmax m=5,n=300" "layer_norm m=3,n=130" \
-    "gelu m=7,n=33" "attention batch=1,heads=1,lq=32,lk=128,dh=64"; do
+    "gelu m=7,n=33" "attention batch=1,heads=1,lq=32,lk=128,dh=64" \
+    "softmax_online m=5,n=300" "layer_norm_welford m=3,n=256"; do
     set -- $case
     out=$("$T" tune "$1" --shape "$2" --target cuda --dry-run --trials 8 --sm 80 2>&1) ||
         fail "$1: exit $?"

@@ -147,14 +147,18 @@ const char *te__cem_vload_lane(cem *e, const te_expr *load);
  * temporaries and, when contiguous and aligned itself, written as one wide store. False (nothing
  * emitted) when nothing in it can be widened, or for cp.async fills and f16/bf16 stores. */
 bool te__cem_gen_vector_store(cem *e, const te_stmt *s);
-/* At position i of sequence seq: a run of scalar stores whose values read all the lanes of
- * aligned vectors of buffers the run does not write gets those vectors loaded once ahead, then
- * the run is emitted. Returns the position after the run, or i (nothing emitted). */
+/* At position i of sequence seq: a run of straight-line scalar statements (lets and stores)
+ * that reads all the lanes of aligned vectors of buffers the run does not write gets those
+ * vectors loaded once ahead, then the run is emitted. Returns the position after the run, or i
+ * (nothing emitted). */
 int te__cem_widen_run(cem *e, const te_stmt *seq, int i);
 
 /* ---- emit_cuda_stmt.c ----
  * Emits statement s (inside a kernel: block loops already taken off). */
 void te__cem_gen_stmt(cem *e, const te_stmt *s);
+/* Emits item i of sequence seq: a chain of lets that declares a variable an earlier item of the
+ * sequence declared too (the copies of an unrolled body) goes into a block of its own. */
+void te__cem_gen_seq_item(cem *e, const te_stmt *seq, int i);
 /* "x", "y", "z". */
 extern const char *const te__cem_dim_name[3];
 

@@ -555,6 +555,34 @@ static int gen_warp_first(cem *e, const te_stmt *seq, int i)
     return j + 1;
 }
 
+/* Whether the chain of lets that starts at s declares var. */
+static bool chain_declares(const te_stmt *s, const te_expr *var)
+{
+    for (; s && s->kind == TE_S_LET; s = s->u.let.body)
+        if (s->u.let.var == var)
+            return true;
+    return false;
+}
+
+void te__cem_gen_seq_item(cem *e, const te_stmt *seq, int i)
+{
+    const te_stmt *s = seq->u.seq.v[i];
+    /* The copies of an unrolled body declare the same lets: a later copy gets a block */
+    bool wrap = false;
+    for (const te_stmt *l = s; l && l->kind == TE_S_LET && !wrap; l = l->u.let.body)
+        for (int j = 0; j < i && !wrap; j++)
+            wrap = chain_declares(seq->u.seq.v[j], l->u.let.var);
+    if (wrap) {
+        te__cem_line(e, "{");
+        e->indent++;
+    }
+    te__cem_gen_stmt(e, s);
+    if (wrap) {
+        e->indent--;
+        te__cem_line(e, "}");
+    }
+}
+
 void te__cem_gen_stmt(cem *e, const te_stmt *s)
 {
     if (!s || e->err)
@@ -588,7 +616,7 @@ void te__cem_gen_stmt(cem *e, const te_stmt *s)
                 i = j;
                 continue;
             }
-            te__cem_gen_stmt(e, s->u.seq.v[i]);
+            te__cem_gen_seq_item(e, s, i);
             i++;
         }
         e->npath -= pushed;

@@ -11,9 +11,10 @@
  *     contiguous, aligned vectors: each is loaded once as a float4 temporary and the lanes
  *     read its components; when the store itself is contiguous and aligned in global or
  *     shared memory, the lanes are computed into a float4 temporary stored at once;
- *   - a run of scalar stores (the copies of an unrolled loop, e.g. a thread's partial
- *     reduction over the vector lanes of its elements) whose values read all the lanes of
- *     such a vector between them: the vector is loaded once before the run.
+ *   - a run of straight-line scalar statements (lets and stores: the copies of an unrolled
+ *     loop, e.g. a thread's partial reduction over the vector lanes of its elements, a tuple
+ *     reduction's update included) that reads all the lanes of such a vector between them:
+ *     the vector is loaded once before the run.
  *
  * A buffer that the run (or the store) writes is never read ahead; local arrays are left
  * alone (a reinterpreted local array would move to local memory). Alignment: a buffer's
@@ -163,18 +164,19 @@ bool te__cem_gen_vector_store(cem *e, const te_stmt *s)
     return true;
 }
 
-/* ---- Runs of scalar stores --------------------------------------------------------------------
+/* ---- Runs of straight-line statements ---------------------------------------------------------
  */
 
 typedef struct {
     cem *e;
-    const te_stmt *const *run;
-    int n;
     const te_expr *loads[64];
     int nloads;
+    const te_buf *written[32];
+    int nwritten;
+    bool ok; /* straight-line scalar code only */
 } run_walk;
 
-static bool run_collect_fn(const te_expr *x, void *user)
+static bool run_load_fn(const te_expr *x, void *user)
 {
     run_walk *w = user;
     if (x->kind == TE_E_LOAD && x->lanes == 1 && x->u.load.n == 1 && wide_scope(x->u.load.buf) &&
@@ -183,10 +185,31 @@ static bool run_collect_fn(const te_expr *x, void *user)
     return true;
 }
 
+static bool run_stmt_fn(const te_stmt *s, void *user)
+{
+    run_walk *w = user;
+    switch (s->kind) {
+    case TE_S_SEQ:
+        return w->ok;
+    case TE_S_LET:
+        w->ok &= s->u.let.value->lanes == 1 && s->u.let.var->u.var.vkind != TE_VAR_PREFETCH;
+        return w->ok;
+    case TE_S_STORE:
+        w->ok &= s != w->e->wf_pub && s->u.store.n == 1 && s->u.store.value->lanes == 1 &&
+                 s->u.store.idx[0]->lanes == 1 && w->nwritten < 32;
+        if (w->ok)
+            w->written[w->nwritten++] = s->u.store.buf;
+        return w->ok;
+    default: /* loops, conditions, barriers, allocations, intrinsics end the run */
+        w->ok = false;
+        return false;
+    }
+}
+
 static bool run_writes(const run_walk *w, const te_buf *b)
 {
-    for (int q = 0; q < w->n; q++)
-        if (w->run[q]->u.store.buf == b)
+    for (int q = 0; q < w->nwritten; q++)
+        if (w->written[q] == b)
             return true;
     return false;
 }
@@ -212,15 +235,16 @@ int te__cem_widen_run(cem *e, const te_stmt *seq, int i)
     if (e->warp || e->nvld)
         return i;
     int n = seq->u.seq.n, j = i;
-    while (j < n && seq->u.seq.v[j]->kind == TE_S_STORE && seq->u.seq.v[j] != e->wf_pub &&
-           seq->u.seq.v[j]->u.store.n == 1 && seq->u.seq.v[j]->u.store.value->lanes == 1 &&
-           seq->u.seq.v[j]->u.store.idx[0]->lanes == 1)
-        j++;
+    run_walk w = {e, {0}, 0, {0}, 0, true};
+    for (; j < n; j++) { /* the run: straight-line scalar statements */
+        run_walk t = w;
+        te__stmt_visit(seq->u.seq.v[j], run_stmt_fn, run_load_fn, &t);
+        if (!t.ok)
+            break;
+        w = t;
+    }
     if (j - i < 2)
         return i;
-    run_walk w = {e, (const te_stmt *const *)seq->u.seq.v + i, j - i, {0}, 0};
-    for (int q = i; q < j; q++)
-        te__expr_visit(seq->u.seq.v[q]->u.store.value, run_collect_fn, &w);
     for (int q = 0; q < w.nloads; q++) {
         const te_expr *x = w.loads[q];
         const te_buf *b = x->u.load.buf;
@@ -236,7 +260,7 @@ int te__cem_widen_run(cem *e, const te_stmt *seq, int i)
     if (!e->nvld)
         return i;
     for (int q = i; q < j; q++)
-        te__cem_gen_stmt(e, seq->u.seq.v[q]);
+        te__cem_gen_seq_item(e, seq, q);
     e->nvld = 0;
     return j;
 }

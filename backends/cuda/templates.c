@@ -55,7 +55,8 @@ te_cuda_knobs te_cuda_knobs_default(const char *op)
     } else if (!strcmp(op, "conv2d") || !strcmp(op, "conv2d_bn_relu")) {
         k.tile_m = 32, k.tile_n = 32, k.tile_k = 4, k.thread_m = 2, k.thread_n = 2, k.vec = 1;
         k.unroll = 1, k.stage_input = 1;
-    } else if (!strcmp(op, "softmax") || !strcmp(op, "layer_norm") || !strcmp(op, "rms_norm")) {
+    } else if (!strcmp(op, "softmax") || !strcmp(op, "layer_norm") || !strcmp(op, "rms_norm") ||
+               !strcmp(op, "rows")) {
         k.threads = 256, k.vec = 4;
     } else if (!strcmp(op, "window")) {
         k.threads = 128, k.unroll = 1;
@@ -108,7 +109,8 @@ const te_cuda_knob_def *te_cuda_knob_space(const char *op, int *n)
         RET(space_matmul);
     if (!strcmp(op, "conv2d") || !strcmp(op, "conv2d_bn_relu"))
         RET(space_conv);
-    if (!strcmp(op, "softmax") || !strcmp(op, "layer_norm") || !strcmp(op, "rms_norm"))
+    if (!strcmp(op, "softmax") || !strcmp(op, "layer_norm") || !strcmp(op, "rms_norm") ||
+        !strcmp(op, "rows"))
         RET(space_rows);
     if (!strcmp(op, "window"))
         RET(space_window);
@@ -701,6 +703,50 @@ int te_cuda_schedule_rms_norm(te_schedule *s, te_tensor *Y, const te_cuda_knobs 
     return row_reduction(s, O, row, ms, k->threads, vec);
 }
 
+/* Any row operation: Y elementwise over rows whose stages reduce over the rows' last axis (one
+ * axis each, plain or tuple reducers: the one-pass softmax, Welford's layer norm, ...). Every
+ * reduction is a cross-thread reduction at the row loop, consumers first; the rest inlined. */
+int te_cuda_schedule_rows(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k)
+{
+    if (!s || !Y)
+        return TE_ERR_ARG;
+    te_ctx *ctx = te_schedule_ctx(s);
+    CK(check_rows(ctx, "rows", k));
+    te_stage *O = te_schedule_stage(s, Y);
+    CKP(O);
+    int nd = te_tensor_ndim(Y);
+    if (te_stage_nreduce(O) > 0 || nd < 2)
+        return bad_knobs(ctx, "rows", "Y must be elementwise over rows (two or more axes)");
+    const int64_t *ys = te_tensor_shape(Y);
+    te_tensor *reds[16];
+    int nred = 0;
+    for (int i = te_schedule_nstages(s) - 1; i >= 0; i--) { /* consumers first */
+        te_stage *st = te_schedule_stage_at(s, i);
+        if (st == O || te_stage_nreduce(st) == 0)
+            continue;
+        te_tensor *t = te_stage_tensor(st);
+        const int64_t *ts = te_tensor_shape(t);
+        int tn = te_tensor_ndim(t);
+        bool rowwise = te_stage_nreduce(st) == 1 && nred < 16 &&
+                       te_iter_extent(te_stage_reduce_axis(st, 0)) == ys[nd - 1] &&
+                       (tn == nd - 1 || (tn == nd && ts[nd - 1] == 1));
+        for (int d = 0; rowwise && d < nd - 1; d++)
+            rowwise = ts[d] == ys[d];
+        if (!rowwise)
+            return bad_knobs(ctx, "rows", "a reduction that is not over the rows' last axis");
+        reds[nred++] = t;
+    }
+    if (!nred)
+        return bad_knobs(ctx, "rows", "Y reads no reduction over its rows");
+    CK(inline_elementwise(s, &Y, 1));
+    te_iter *row;
+    int vec = row_vec(row_len(Y), k->vec);
+    CK(bind_rows(O, k->threads, vec, &row));
+    for (int q = 0; q < nred; q++)
+        CK(row_reduction(s, O, row, reds[q], k->threads, vec));
+    return TE_OK;
+}
+
 /* ---- Window reductions -------------------------------------------------------------------
  */
 
@@ -787,6 +833,7 @@ typedef int (*op_sched_fn)(te_schedule *s, te_tensor *const *outs, const te_cuda
         return te_cuda_schedule_##fn(s, outs[0], k);                                               \
     }
 ONE(mlp_gate)
+ONE(rows)
 ONE(conv2d)
 ONE(conv2d_bn_relu)
 ONE(batch_matmul)
@@ -834,6 +881,8 @@ static const struct {
     {"softmax", "softmax", one_softmax, 1},
     {"layer_norm", "layer_norm", one_layer_norm, 1},
     {"rms_norm", "rms_norm", one_rms_norm, 1},
+    {"softmax_online", "rows", one_rows, 1},
+    {"layer_norm_welford", "rows", one_rows, 1},
     {"relu", "elementwise", one_elementwise, 1},
     {"gelu", "elementwise", one_elementwise, 1},
     {"gelu_tanh", "elementwise", one_elementwise, 1},

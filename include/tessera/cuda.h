@@ -207,8 +207,8 @@ typedef struct te_cuda_knobs {
 } te_cuda_knobs;
 
 /* Sensible defaults for a template ("matmul", "batch_matmul", "dense", "matmul_bias_act",
- * "mlp_gate", "qkv", "conv2d", "conv2d_bn_relu", "softmax", "layer_norm", "rms_norm", "window",
- * "elementwise"); zeroes for an unknown name. */
+ * "mlp_gate", "qkv", "conv2d", "conv2d_bn_relu", "softmax", "layer_norm", "rms_norm", "rows",
+ * "window", "elementwise"); zeroes for an unknown name. */
 te_cuda_knobs te_cuda_knobs_default(const char *op);
 
 /* C[m, n] = A[m, k] B[k, n] (te_op_matmul with no transposes, or te_op_dense_bias /
@@ -245,6 +245,14 @@ int te_cuda_schedule_layer_norm(te_schedule *s, te_tensor *Y, const te_cuda_knob
 /* RMS norm over the last axis (te_op_rms_norm): one block per row, a cross-thread mean of
  * squares. */
 int te_cuda_schedule_rms_norm(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k);
+/* Any row operation (template "rows"; te_op_softmax_online, te_op_layer_norm_welford, or a
+ * user's expression): Y elementwise over rows (two or more axes) whose reductions are each over
+ * one axis of the rows' length with Y's leading shape (tuple reducers included). One block per
+ * row, `threads` threads, rows read and written `vec` elements at a time (the widest of vec, 2,
+ * 1 dividing the row); every reduction a cross-thread reduction at the row loop, the other
+ * stages inlined. TE_ERR_ARG (message on the context) for knobs out of range or an expression
+ * that is not such a row operation. */
+int te_cuda_schedule_rows(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k);
 /* Window reductions, where every output element reduces a small window of the input (max and
  * average pooling, depthwise convolution): one thread per output element (`threads` per block),
  * the reduction (Y itself, accumulated in a register, or the one reduction Y reads, as average
