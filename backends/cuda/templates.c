@@ -650,12 +650,7 @@ int te_cuda_schedule_softmax(te_schedule *s, te_tensor *Y, const te_cuda_knobs *
     te_tensor *sm = te_op_find(Y, name);
     if (!mx || !ex || !sm)
         return bad_knobs(ctx, "softmax", "Y must come from te_op_softmax over the last axis");
-    CK(te_compute_inline(te_schedule_stage(s, ex)));
-    te_iter *row;
-    int vec = row_vec(row_len(Y), k->vec);
-    CK(bind_rows(O, k->threads, vec, &row));
-    CK(row_reduction(s, O, row, sm, k->threads, vec)); /* consumers first: sum reads max */
-    return row_reduction(s, O, row, mx, k->threads, vec);
+    return te_cuda_schedule_rows(s, Y, k); /* exp inlined; sum, then max */
 }
 
 int te_cuda_schedule_layer_norm(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k)
@@ -674,13 +669,7 @@ int te_cuda_schedule_layer_norm(te_schedule *s, te_tensor *Y, const te_cuda_knob
     te_tensor *var = te_op_find(Y, name);
     if (!mean || !var)
         return bad_knobs(ctx, "layer_norm", "Y must come from te_op_layer_norm over the last axis");
-    /* anything else elementwise (none in the library today) is inlined */
-    CK(inline_elementwise(s, &Y, 1));
-    te_iter *row;
-    int vec = row_vec(row_len(Y), k->vec);
-    CK(bind_rows(O, k->threads, vec, &row));
-    CK(row_reduction(s, O, row, var, k->threads, vec)); /* consumers first: var reads mean */
-    return row_reduction(s, O, row, mean, k->threads, vec);
+    return te_cuda_schedule_rows(s, Y, k); /* var, then mean */
 }
 
 int te_cuda_schedule_rms_norm(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k)
@@ -696,11 +685,7 @@ int te_cuda_schedule_rms_norm(te_schedule *s, te_tensor *Y, const te_cuda_knobs 
     te_tensor *ms = te_op_find(Y, name);
     if (!ms)
         return bad_knobs(ctx, "rms_norm", "Y must come from te_op_rms_norm (stage <Y>_ms)");
-    CK(inline_elementwise(s, &Y, 1));
-    te_iter *row;
-    int vec = row_vec(row_len(Y), k->vec);
-    CK(bind_rows(O, k->threads, vec, &row));
-    return row_reduction(s, O, row, ms, k->threads, vec);
+    return te_cuda_schedule_rows(s, Y, k);
 }
 
 /* Any row operation: Y elementwise over rows whose stages reduce over the rows' last axis (one
