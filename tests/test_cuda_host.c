@@ -923,6 +923,51 @@ static void test_elementwise_template_runs_in_the_harness(void **state)
     hcase_free(&d);
 }
 
+/* Loads under a lazy condition are never read ahead as wide loads: Y[i, j] = i < 7 ? A[i + 1,
+ * j] : 0 would read past A's end in its last row (the lowering also clamps such a load's index,
+ * and the emitter skips the branches of te_if_then_else); the store is still one float4, and
+ * the run under AddressSanitizer is exact. Concat (indices clamped by selects) likewise. */
+static void test_guarded_loads_are_not_read_ahead(void **state)
+{
+    (void)state;
+    hcase c = {0};
+    te_ctx *ctx = c.ctx = te_ctx_create();
+    c.t[0] = te_placeholder(ctx, "A", TE_F32, 2, (int64_t[]){8, 16});
+    te_expr *i = te_axis(ctx, "i", 8), *j = te_axis(ctx, "j", 16);
+    te_expr *next = TE_AT(ctx, c.t[0], te_add(ctx, i, te_int(ctx, 1)), j);
+    c.t[1] = te_compute(ctx, "Y", 2, (te_expr *[]){i, j},
+                        te_if_then_else(ctx, te_lt(ctx, i, te_int(ctx, 7)), next, te_f32(ctx, 0)));
+    assert_non_null(c.t[1]);
+    hcase_init(&c, 1, 1, 5);
+    te_cuda_knobs k = te_cuda_knobs_default("elementwise");
+    k.threads = 32;
+    k.vec = 4;
+    te_schedule *s = te_schedule_create(ctx, 1, &c.t[1]);
+    assert_int_equal(te_cuda_schedule_elementwise(s, c.t[1], &k), TE_OK);
+    const char *src = cuda_text(&c, s, "shift_f4");
+    if (strstr(src, "A_v4") || !strstr(src, "*(float4 *)&Y["))
+        fail_msg("shifted rows, vec 4: want no wide load of the guarded A and a float4 store:\n%s",
+                 src);
+    s = te_schedule_create(ctx, 1, &c.t[1]);
+    assert_int_equal(te_cuda_schedule_elementwise(s, c.t[1], &k), TE_OK);
+    check_run(&c, "shift_f4", s, 0);
+    hcase_free(&c);
+
+    hcase d = {0};
+    d.ctx = te_ctx_create();
+    d.t[0] = te_placeholder(d.ctx, "A", TE_F32, 2, (int64_t[]){8, 8});
+    d.t[1] = te_placeholder(d.ctx, "B", TE_F32, 2, (int64_t[]){8, 8});
+    d.t[2] = te_op_concat(d.ctx, 2, d.t, 1, "Y");
+    assert_non_null(d.t[2]);
+    hcase_init(&d, 2, 1, 6);
+    s = te_schedule_create(d.ctx, 1, &d.t[2]);
+    assert_int_equal(sched_elem(s, &d, &k), TE_OK);
+    if (!strstr(cuda_text(&d, s, "concat_f4"), "*(float4 *)&Y["))
+        fail_msg("concat, vec 4: want a float4 store");
+    check_template(&d, "concat_f4", sched_elem, &k, 0);
+    hcase_free(&d);
+}
+
 /* ---- Cross-thread tuple reductions (tests/test_tuple_reduce_gpu.c's schedules) ------------ */
 
 static void tuple_case(hcase *c, int which, int64_t M, int64_t K)
@@ -1388,6 +1433,7 @@ int main(void)
         cmocka_unit_test(test_layer_norm_template_runs_in_the_harness),
         cmocka_unit_test(test_row_ops_use_wide_accesses),
         cmocka_unit_test(test_rows_template_runs_tuple_row_ops),
+        cmocka_unit_test(test_guarded_loads_are_not_read_ahead),
         cmocka_unit_test(test_row_op_knob_space_samples_run_in_the_harness),
         cmocka_unit_test(test_mlp_gate_template_runs_in_the_harness),
         cmocka_unit_test(test_conv2d_template_runs_in_the_harness),

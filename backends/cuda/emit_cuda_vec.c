@@ -16,11 +16,12 @@
  *     reduction's update included) that reads all the lanes of such a vector between them:
  *     the vector is loaded once before the run.
  *
- * A buffer that the run (or the store) writes is never read ahead; local arrays are left
- * alone (a reinterpreted local array would move to local memory). Alignment: a buffer's
- * first element is 16-byte aligned (device allocations are 256-byte aligned; shared arrays
- * are declared __align__(16)), so a multiple-of-four index is 16-byte aligned; the host
- * harness (tests/cuda_shim) checks every wide access under -fsanitize=alignment.
+ * A buffer that the run (or the store) writes is never read ahead, nor a load under a lazy
+ * conditional (te_if_then_else); local arrays are left alone (a reinterpreted local array would
+ * move to local memory). Alignment: a buffer's first element is 16-byte aligned (device allocations
+ * are 256-byte aligned; shared arrays are declared __align__(16)), so a multiple-of-four index is
+ * 16-byte aligned; the host harness (tests/cuda_shim) checks every wide access under
+ * -fsanitize=alignment.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +93,20 @@ static bool add_vload(cem *e, const te_buf *b, te_expr *base, int lanes)
     return true;
 }
 
+/* Loads under a lazy conditional (te_if_then_else, whose untaken branch may index outside its
+ * buffer) are never read ahead: only its condition is visited. A select's operands and both
+ * sides of && and || are valid loads by the IR's rule (both are evaluated), so they count even
+ * though C++ evaluates them lazily. True when the visitor should descend into x's children
+ * itself. */
+static bool always_evaluated(const te_expr *x, te__expr_visitor fn, void *user)
+{
+    if (x->kind == TE_E_IF) {
+        te__expr_visit(x->u.sel.c, fn, user);
+        return false;
+    }
+    return true;
+}
+
 /* ---- Vector stores -------------------------------------------------------------------------- */
 
 typedef struct {
@@ -105,6 +120,8 @@ typedef struct {
 static bool vs_load_fn(const te_expr *x, void *user)
 {
     vs_walk *w = user;
+    if (!always_evaluated(x, vs_load_fn, user))
+        return false;
     if (x->kind != TE_E_LOAD || x->lanes != w->lanes || x->u.load.n != 1)
         return true;
     const te_buf *b = x->u.load.buf;
@@ -179,6 +196,8 @@ typedef struct {
 static bool run_load_fn(const te_expr *x, void *user)
 {
     run_walk *w = user;
+    if (!always_evaluated(x, run_load_fn, user))
+        return false;
     if (x->kind == TE_E_LOAD && x->lanes == 1 && x->u.load.n == 1 && wide_scope(x->u.load.buf) &&
         vec_type(x->u.load.buf->dtype, 4) && w->nloads < 64)
         w->loads[w->nloads++] = x;
