@@ -632,60 +632,50 @@ static int check_rows(te_ctx *ctx, const char *op, const te_cuda_knobs *k)
 /* The length of Y's rows (its last axis). */
 static int64_t row_len(te_tensor *Y) { return te_tensor_shape(Y)[te_tensor_ndim(Y) - 1]; }
 
-int te_cuda_schedule_softmax(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k)
+/* Whether Y's expression has the stages <Y>_<suffix> for every suffix (the named row
+ * templates' check that Y comes from their operator). */
+static bool has_stages(te_tensor *Y, int n, const char *const *suffix)
+{
+    for (int i = 0; i < n; i++) {
+        char name[160];
+        snprintf(name, sizeof name, "%s_%s", te_tensor_name(Y), suffix[i]);
+        if (!te_op_find(Y, name))
+            return false;
+    }
+    return true;
+}
+
+/* A library row operator: its stages checked, then the rows template (below). */
+static int named_rows(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k, const char *op, int n,
+                      const char *const *suffix, const char *why)
 {
     if (!s || !Y)
         return TE_ERR_ARG;
     te_ctx *ctx = te_schedule_ctx(s);
-    CK(check_rows(ctx, "softmax", k));
-    te_stage *O = te_schedule_stage(s, Y);
-    CKP(O);
-    char name[160];
-    const char *nm = te_tensor_name(Y);
-    snprintf(name, sizeof name, "%s_max", nm);
-    te_tensor *mx = te_op_find(Y, name);
-    snprintf(name, sizeof name, "%s_exp", nm);
-    te_tensor *ex = te_op_find(Y, name);
-    snprintf(name, sizeof name, "%s_sum", nm);
-    te_tensor *sm = te_op_find(Y, name);
-    if (!mx || !ex || !sm)
-        return bad_knobs(ctx, "softmax", "Y must come from te_op_softmax over the last axis");
-    return te_cuda_schedule_rows(s, Y, k); /* exp inlined; sum, then max */
+    CK(check_rows(ctx, op, k));
+    if (!has_stages(Y, n, suffix))
+        return bad_knobs(ctx, op, why);
+    return te_cuda_schedule_rows(s, Y, k);
+}
+
+int te_cuda_schedule_softmax(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k)
+{
+    /* exp inlined; sum, then max, across the threads */
+    return named_rows(s, Y, k, "softmax", 3, (const char *[]){"max", "exp", "sum"},
+                      "Y must come from te_op_softmax over the last axis");
 }
 
 int te_cuda_schedule_layer_norm(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k)
 {
-    if (!s || !Y)
-        return TE_ERR_ARG;
-    te_ctx *ctx = te_schedule_ctx(s);
-    CK(check_rows(ctx, "layer_norm", k));
-    te_stage *O = te_schedule_stage(s, Y);
-    CKP(O);
-    char name[160];
-    const char *nm = te_tensor_name(Y);
-    snprintf(name, sizeof name, "%s_mean", nm);
-    te_tensor *mean = te_op_find(Y, name);
-    snprintf(name, sizeof name, "%s_var", nm);
-    te_tensor *var = te_op_find(Y, name);
-    if (!mean || !var)
-        return bad_knobs(ctx, "layer_norm", "Y must come from te_op_layer_norm over the last axis");
-    return te_cuda_schedule_rows(s, Y, k); /* var, then mean */
+    /* var, then mean */
+    return named_rows(s, Y, k, "layer_norm", 2, (const char *[]){"mean", "var"},
+                      "Y must come from te_op_layer_norm over the last axis");
 }
 
 int te_cuda_schedule_rms_norm(te_schedule *s, te_tensor *Y, const te_cuda_knobs *k)
 {
-    if (!s || !Y)
-        return TE_ERR_ARG;
-    te_ctx *ctx = te_schedule_ctx(s);
-    CK(check_rows(ctx, "rms_norm", k));
-    te_stage *O = te_schedule_stage(s, Y);
-    CKP(O);
-    char name[160];
-    snprintf(name, sizeof name, "%s_ms", te_tensor_name(Y));
-    te_tensor *ms = te_op_find(Y, name);
-    if (!ms)
-        return bad_knobs(ctx, "rms_norm", "Y must come from te_op_rms_norm (stage <Y>_ms)");
-    return te_cuda_schedule_rows(s, Y, k);
+    return named_rows(s, Y, k, "rms_norm", 1, (const char *[]){"ms"},
+                      "Y must come from te_op_rms_norm (stage <Y>_ms)");
 }
 
 /* Any row operation: Y elementwise over rows whose stages reduce over the rows' last axis (one
