@@ -147,7 +147,7 @@ static int collect_attached(lower_ctx *L, const te_iter *it, attached *a)
             if (a->nb < 64)
                 a->bufs[a->nb++] = p->st->ntuple ? p->bufs[k] : p->buf;
     }
-    return 0;
+    return te__fuse_siblings(L, a->prod, a->st, a->np);
 }
 
 /* body inside the allocations of a's buffers. */
@@ -965,21 +965,27 @@ static te_stmt *build_body(lower_ctx *L)
         }
         l->buf = l->bufs[0];
     }
-    te_stmt *body = NULL;
+    te_stmt *body = NULL, **prod = te__alloc(ctx, sizeof(te_stmt *) * (size_t)(L->n ? L->n : 1));
+    const te_stage **pst = te__alloc(ctx, sizeof(te_stage *) * (size_t)(L->n ? L->n : 1));
     te_buf *root_bufs[256];
-    int nroot = 0;
+    int nroot = 0, np = 0;
+    if (!prod || !pst)
+        return NULL;
     for (int i = 0; i < L->n; i++) {
         lstage *l = &L->ls[i];
         if (l->st->attach != TE_ATTACH_ROOT)
             continue;
-        te_stmt *s = make_stage(L, l);
-        if (!s)
+        if (!(prod[np] = make_stage(L, l)))
             return NULL;
-        body = te__seq2(ctx, body, s);
+        pst[np++] = l->st;
         for (int k = 0; k < (l->st->ntuple ? l->st->ntuple : 1); k++)
             if (l->bufs[k]->arg_index < 0 && nroot < 256)
                 root_bufs[nroot++] = l->bufs[k];
     }
+    if (te__fuse_siblings(L, prod, pst, np))
+        return NULL;
+    for (int q = 0; q < np; q++)
+        body = te__seq2(ctx, body, prod[q]);
     for (int b = nroot - 1; b >= 0 && body; b--)
         body = te__alloc_stmt(ctx, root_bufs[b], body);
     return body;

@@ -67,6 +67,18 @@ int te__tuple_update(lower_ctx *L, lstage *l, const te__subst *map, te_expr *con
 /* inner inside o's lets (NULL on allocation failure). */
 te_stmt *te__tuple_outer_wrap(lower_ctx *L, const te__tuple_outer *o, te_stmt *inner);
 
+/* ---- lower_with.c: te_compute_with ----
+ * Stage st's statement s (make_stage) fused into the statement w of st->cw_with, which runs
+ * before it at the same place; between: the nbetween statements of the stages computed between
+ * the two (NULL entries skipped). Returns the fused statement, or NULL with the reason on
+ * L->ctx (TE_ERR_SCHEDULE: the fusion would change what a stage reads). */
+te_stmt *te__compute_with_fuse(lower_ctx *L, const te_stage *st, te_stmt *s, te_stmt *w,
+                               te_stmt *const *between, int nbetween);
+/* The siblings prod[0..np) (stages st[]) with every stage computed with another fused into its
+ * statement (whose slot it keeps; the fused stage's slot becomes NULL). 0, or -1 with the reason
+ * on L->ctx. */
+int te__fuse_siblings(lower_ctx *L, te_stmt **prod, const te_stage *const *st, int np);
+
 /* ---- relations.c: split/fuse propagation ----
  * Forward: the stage's root extents (its region, l->rext) through split/fuse to every
  * iterator's extent (l->ext). */

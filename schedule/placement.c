@@ -138,6 +138,50 @@ int te_pipeline(te_stage *st, te_iter *x, te_stage *with)
     return te__trace_add(s, "pipeline %s %s %s", nm, x->name, with->tensor->name);
 }
 
+int te_compute_with(te_stage *st, te_stage *with, te_iter *x)
+{
+    if (!st || !with)
+        return st ? TE__SERR(st->sched, TE_ERR_ARG, "te_compute_with: stage `with` is NULL")
+                  : TE_ERR_ARG;
+    te_schedule *s = st->sched;
+    const char *nm = st->tensor->name;
+    if (with->sched != s || with == st)
+        return TE__SERR(s, TE_ERR_SCHEDULE,
+                        "te_compute_with: stage '%s' is not another stage of this schedule",
+                        with->tensor->name);
+    int rc = te__check_leaf(with, x, "te_compute_with");
+    if (rc)
+        return rc;
+    if (with->nred || with->ntuple)
+        return TE__SERR(s, TE_ERR_SCHEDULE,
+                        "te_compute_with: '%s' is a reduction; a stage is fused after an "
+                        "elementwise stage (mid-way through a reduction it would read partial "
+                        "results)",
+                        with->tensor->name);
+    if (st->attach == TE_ATTACH_INLINE || with->attach == TE_ATTACH_INLINE)
+        return TE__SERR(s, TE_ERR_SCHEDULE, "te_compute_with: '%s' is inlined",
+                        st->attach == TE_ATTACH_INLINE ? nm : with->tensor->name);
+    bool same = st->attach == with->attach &&
+                (st->attach == TE_ATTACH_ROOT ||
+                 (st->attach_stage == with->attach_stage && st->attach_iter == with->attach_iter));
+    if (!same)
+        return TE__SERR(s, TE_ERR_SCHEDULE,
+                        "te_compute_with: '%s' and '%s' are not computed at the same place "
+                        "(te_compute_at both at the same loop, or keep both at the root)",
+                        nm, with->tensor->name);
+    if (st->cw_with)
+        return TE__SERR(s, TE_ERR_SCHEDULE, "te_compute_with: '%s' is already computed with '%s'",
+                        nm, st->cw_with->tensor->name);
+    for (te_stage *w = with; w; w = w->cw_with)
+        if (w == st)
+            return TE__SERR(s, TE_ERR_SCHEDULE,
+                            "te_compute_with: '%s' is computed with '%s'; this would make a cycle",
+                            with->tensor->name, nm);
+    st->cw_with = with;
+    st->cw_at = x;
+    return te__trace_add(s, "compute_with %s %s %s", nm, with->tensor->name, x->name);
+}
+
 int te_compute_inline(te_stage *st)
 {
     if (!st)

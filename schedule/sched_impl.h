@@ -64,6 +64,9 @@ struct te_stage {
      * producer pipe_with's outermost loop (NULL: not pipelined). */
     te_iter *pipe_at;
     te_stage *pipe_with;
+    /* te_compute_with: st's loops down to the depth of cw_at fused with cw_with's (NULL: none). */
+    te_stage *cw_with;
+    te_iter *cw_at;
     /* te_tensorize: the loop nest at and under tz_at is one call of tz (NULL: none). */
     te_iter *tz_at;
     const struct te_tensor_intrin *tz;

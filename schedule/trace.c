@@ -204,6 +204,12 @@ static int apply_line(te_schedule *s, toks *tk)
         te_iter *x = ITER(st, 2);
         return rc ? rc : te_pipeline(st, x, w);
     }
+    if (!strcmp(op, "compute_with")) {
+        NEED(4);
+        te_stage *st = STAGE(1), *w = st ? STAGE(2) : NULL;
+        te_iter *x = ITER(w, 3);
+        return rc ? rc : te_compute_with(st, w, x);
+    }
     if (!strcmp(op, "compute_inline") || !strcmp(op, "compute_root")) {
         NEED(2);
         te_stage *st = STAGE(1);
@@ -612,6 +618,14 @@ char *te_trace_to_c(const char *trace, const char *sched_var)
             sb_printf(&b, "    if (rc == TE_OK) rc = te_pipeline(%s, ", v);
             iter_expr(&b, tk.t[1], tk.t[2]);
             sb_printf(&b, ", %s);\n", v2);
+        } else if (!strcmp(op, "compute_with") && n == 4) {
+            use_stage(&b, d, sv, tk.t[1]);
+            use_stage(&b, d, sv, tk.t[2]);
+            stage_var(tk.t[1], v, sizeof v);
+            stage_var(tk.t[2], v2, sizeof v2);
+            sb_printf(&b, "    if (rc == TE_OK) rc = te_compute_with(%s, %s, ", v, v2);
+            iter_expr(&b, tk.t[2], tk.t[3]);
+            sb_printf(&b, ");\n");
         } else if ((!strcmp(op, "compute_inline") || !strcmp(op, "compute_root")) && n == 2) {
             use_stage(&b, d, sv, tk.t[1]);
             stage_var(tk.t[1], v, sizeof v);

@@ -126,6 +126,22 @@ int te_compute_at(te_stage *st, te_stage *parent, te_iter *at);
  * reads a buffer computed at x that is written before `with`'s loop ends (it would see the
  * next iteration's values), or x is parallel, vectorized or unrolled. */
 int te_pipeline(te_stage *st, te_iter *x, te_stage *with);
+/* Loop fusion of sibling stages (Halide's compute_with): st's loops from its outermost down to
+ * the depth of `with`'s leaf loop x are fused with `with`'s loops down to x, level by level, and
+ * in every iteration of the fused loops st's body runs after `with`'s. So a reduction over what
+ * `with` just computed (the sum of softmax's exponentials, an attention block's row sums) reads
+ * it while it is in registers instead of in a pass of its own. Both stages must be computed at
+ * the same place (both at the root, or te_compute_at the same loop of the same stage), st after
+ * `with` in the schedule, x one of `with`'s leaves. Checked when lowering, refused with the
+ * reason (TE_ERR_SCHEDULE from te_lower / te_build): the fused loops must have the same extents
+ * and be serial or unrolled in both (split them alike); `with`'s loops down to x must hold
+ * nothing else; every element st reads of a buffer `with` writes must be one `with` writes in the
+ * same iteration, at the same place of its loops under x (same extents there too), not under a
+ * condition; st must write nothing `with` reads or writes; what st runs before its fused loops
+ * (a reduction's initialization) must not read what `with` writes; stages computed between the
+ * two must not write what st reads nor touch what it writes. Returns TE_OK, TE_ERR_ARG (NULL)
+ * or TE_ERR_SCHEDULE (not the same place, x not a leaf of `with`, st already fused). */
+int te_compute_with(te_stage *st, te_stage *with, te_iter *x);
 /* Substitute this stage's expression into its consumers. Not for reductions or outputs. */
 int te_compute_inline(te_stage *st);
 /* Compute the whole tensor at the root, before its consumers (the default). */
