@@ -438,44 +438,6 @@ static te_stmt *tensorized_nest(lower_ctx *L, lstage *l, te_expr *const *sidx,
 /* ---- te_pipeline ---------------------------------------------------------------------- */
 
 typedef struct {
-    const te_buf *v[128];
-    int n;
-} buf_set;
-
-static void buf_add(buf_set *b, const te_buf *x)
-{
-    for (int i = 0; i < b->n; i++)
-        if (b->v[i] == x)
-            return;
-    if (b->n < 128)
-        b->v[b->n++] = x;
-}
-
-static bool buf_has(const buf_set *b, const te_buf *x)
-{
-    for (int i = 0; i < b->n; i++)
-        if (b->v[i] == x)
-            return true;
-    return false;
-}
-
-static bool loads_fn(const te_expr *e, void *user)
-{
-    if (e->kind == TE_E_LOAD)
-        buf_add(user, e->u.load.buf);
-    return true;
-}
-
-static bool stores_fn(const te_stmt *s, void *user)
-{
-    if (s->kind == TE_S_STORE)
-        buf_add(user, s->u.store.buf);
-    else if (s->kind == TE_S_INTRIN && s->u.intrin.nops > 0)
-        buf_add(user, s->u.intrin.addr[0]->u.load.buf);
-    return true;
-}
-
-typedef struct {
     lower_ctx *L;
     const te_stmt *behind; /* the pipelined stage's loop nest, one iteration behind */
     const te_expr *var;    /* the variable of the loop to fuse into */
@@ -588,16 +550,22 @@ static te_stmt *pipelined(lower_ctx *L, lstage *l, int k, te_expr *value, te_stm
                NULL;
     /* Iteration i-1 of rest runs inside w's loop of iteration i: nothing it reads may be
      * written by then in iteration i, and no producer may read what it writes. */
-    buf_set reads = {0}, writes = {0}, early = {0}, preads = {0};
-    te__stmt_visit(rest, NULL, loads_fn, &reads);
-    te__stmt_visit(rest, stores_fn, NULL, &writes);
+    te__bufs reads = {0}, writes = {0}, early = {0}, preads = {0};
+    te__bufs_reads(rest, &reads);
+    te__bufs_writes(rest, &writes);
     for (int q = 0; q < np; q++) {
-        te__stmt_visit(prod[q], NULL, loads_fn, &preads);
+        te__bufs_reads(prod[q], &preads);
         if (q <= wi)
-            te__stmt_visit(prod[q], stores_fn, NULL, &early);
+            te__bufs_writes(prod[q], &early);
     }
+    if (reads.full || writes.full || early.full || preads.full)
+        return LERR(L, TE_ERR_SCHEDULE,
+                    "te_pipeline: '%s' and its producers use more than 128 buffers; their order "
+                    "cannot be checked",
+                    nm),
+               NULL;
     for (int i = 0; i < reads.n; i++)
-        if (buf_has(&early, reads.v[i]))
+        if (te__bufs_has(&early, reads.v[i]))
             return LERR(L, TE_ERR_SCHEDULE,
                         "te_pipeline: '%s' reads '%s', which is written before the loop of '%s' "
                         "ends; one iteration behind, it would read the next iteration's values "
@@ -605,7 +573,7 @@ static te_stmt *pipelined(lower_ctx *L, lstage *l, int k, te_expr *value, te_stm
                         nm, reads.v[i]->name, w->tensor->name, reads.v[i]->name),
                    NULL;
     for (int i = 0; i < writes.n; i++)
-        if (buf_has(&preads, writes.v[i]))
+        if (te__bufs_has(&preads, writes.v[i]))
             return LERR(L, TE_ERR_SCHEDULE,
                         "te_pipeline: a producer of '%s' reads '%s', which '%s' writes", nm,
                         writes.v[i]->name, nm),

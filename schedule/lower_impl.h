@@ -67,6 +67,19 @@ int te__tuple_update(lower_ctx *L, lstage *l, const te__subst *map, te_expr *con
 /* inner inside o's lets (NULL on allocation failure). */
 te_stmt *te__tuple_outer_wrap(lower_ctx *L, const te__tuple_outer *o, te_stmt *inner);
 
+/* ---- lower_with.c: sets of buffers, for the order checks of te_pipeline and te_compute_with */
+typedef struct te__bufs {
+    const te_buf *v[128];
+    int n;
+    bool full; /* more than 128 were added: a check on the set cannot be trusted */
+} te__bufs;
+/* Adds to b every buffer statement s (may be NULL) loads / stores (a tensor intrinsic's
+ * output included). */
+void te__bufs_reads(const te_stmt *s, te__bufs *b);
+void te__bufs_writes(const te_stmt *s, te__bufs *b);
+/* Whether x is in b. */
+bool te__bufs_has(const te__bufs *b, const te_buf *x);
+
 /* ---- lower_with.c: te_compute_with ----
  * Stage st's statement s (make_stage) fused into the statement w of st->cw_with, which runs
  * before it at the same place; between: the nbetween statements of the stages computed between

@@ -21,24 +21,17 @@
 #include "schedule/lower_impl.h"
 #include "te/arith.h"
 
-typedef struct {
-    const te_buf *v[128];
-    int n;
-    bool full;
-} bset;
-
-static void bset_add(bset *b, const te_buf *x)
+static void bufs_add(te__bufs *b, const te_buf *x)
 {
-    for (int i = 0; i < b->n; i++)
-        if (b->v[i] == x)
-            return;
+    if (te__bufs_has(b, x))
+        return;
     if (b->n < 128)
         b->v[b->n++] = x;
     else
-        b->full = true; /* too many buffers to track: callers refuse */
+        b->full = true;
 }
 
-static bool bset_has(const bset *b, const te_buf *x)
+bool te__bufs_has(const te__bufs *b, const te_buf *x)
 {
     for (int i = 0; i < b->n; i++)
         if (b->v[i] == x)
@@ -49,29 +42,39 @@ static bool bset_has(const bset *b, const te_buf *x)
 static bool reads_fn(const te_expr *e, void *user)
 {
     if (e->kind == TE_E_LOAD)
-        bset_add(user, e->u.load.buf);
+        bufs_add(user, e->u.load.buf);
     return true;
 }
 
 static bool writes_fn(const te_stmt *s, void *user)
 {
     if (s->kind == TE_S_STORE)
-        bset_add(user, s->u.store.buf);
+        bufs_add(user, s->u.store.buf);
     else if (s->kind == TE_S_INTRIN && s->u.intrin.nops > 0)
-        bset_add(user, s->u.intrin.addr[0]->u.load.buf);
+        bufs_add(user, s->u.intrin.addr[0]->u.load.buf);
     return true;
 }
 
-static void reads_of(const te_stmt *s, bset *b) { te__stmt_visit(s, NULL, reads_fn, b); }
-static void writes_of(const te_stmt *s, bset *b) { te__stmt_visit(s, writes_fn, NULL, b); }
+void te__bufs_reads(const te_stmt *s, te__bufs *b)
+{
+    if (s)
+        te__stmt_visit(s, NULL, reads_fn, b);
+}
 
-/* The first buffer in both sets, NULL when none (or one set overflowed: "?" is returned). */
-static const char *common(const bset *a, const bset *b)
+void te__bufs_writes(const te_stmt *s, te__bufs *b)
+{
+    if (s)
+        te__stmt_visit(s, writes_fn, NULL, b);
+}
+
+/* The name of the first buffer in both sets; NULL when none; a note when a set overflowed (the
+ * caller refuses either way). */
+static const char *common(const te__bufs *a, const te__bufs *b)
 {
     if (a->full || b->full)
         return "(too many buffers to check)";
     for (int i = 0; i < a->n; i++)
-        if (bset_has(b, a->v[i]))
+        if (te__bufs_has(b, a->v[i]))
             return a->v[i]->name;
     return NULL;
 }
@@ -110,8 +113,8 @@ static bool loops_fn(const te_stmt *s, void *user)
 
 typedef struct {
     lower_ctx *L;
-    const char *st, *with; /* names, for the messages */
-    bset wreads, wwrites;  /* of the whole of W's nest */
+    const char *st, *with;    /* names, for the messages */
+    te__bufs wreads, wwrites; /* of the whole of W's nest */
     const te_expr *from[2 * MAX_LOOPS];
     te_expr *to[2 * MAX_LOOPS];
     int nmap;
@@ -187,7 +190,7 @@ static bool check_load_fn(const te_expr *e, void *user)
 {
     load_check *k = user;
     cw_ctx *c = k->c;
-    if (c->failed || e->kind != TE_E_LOAD || !bset_has(&c->wwrites, e->u.load.buf))
+    if (c->failed || e->kind != TE_E_LOAD || !te__bufs_has(&c->wwrites, e->u.load.buf))
         return true;
     te_ctx *ctx = c->L->ctx;
     store_list l = {e->u.load.buf, {NULL}, 0, false};
@@ -293,9 +296,9 @@ static te_stmt *fuse_level(cw_ctx *c, const te_stmt *W, te_stmt *S, int left)
                NULL;
     }
     /* What S runs beside its loop moves: before W's loop, or after the fused one. */
-    bset pre_r = {0}, pre_w = {0};
+    te__bufs pre_r = {0}, pre_w = {0};
     for (int i = 0; i < sl; i++)
-        reads_of(si[i], &pre_r), writes_of(si[i], &pre_w);
+        te__bufs_reads(si[i], &pre_r), te__bufs_writes(si[i], &pre_w);
     const char *b1 = common(&pre_r, &c->wwrites), *b2 = common(&pre_w, &c->wreads),
                *b3 = common(&pre_w, &c->wwrites);
     if (b1 || b2 || b3) {
@@ -387,11 +390,11 @@ te_stmt *te__compute_with_fuse(lower_ctx *L, const te_stage *st, te_stmt *s, te_
                     "computed with it",
                     st->cw_at->name, with->tensor->name, st->tensor->name),
                NULL;
-    reads_of(w, &c.wreads);
-    writes_of(w, &c.wwrites);
-    bset sr = {0}, sw = {0};
-    reads_of(s, &sr);
-    writes_of(s, &sw);
+    te__bufs_reads(w, &c.wreads);
+    te__bufs_writes(w, &c.wwrites);
+    te__bufs sr = {0}, sw = {0};
+    te__bufs_reads(s, &sr);
+    te__bufs_writes(s, &sw);
     const char *b = common(&sw, &c.wreads);
     if (!b)
         b = common(&sw, &c.wwrites);
@@ -404,9 +407,9 @@ te_stmt *te__compute_with_fuse(lower_ctx *L, const te_stage *st, te_stmt *s, te_
     for (int q = 0; q < nbetween; q++) {
         if (!between[q])
             continue;
-        bset br = {0}, bw = {0};
-        reads_of(between[q], &br);
-        writes_of(between[q], &bw);
+        te__bufs br = {0}, bw = {0};
+        te__bufs_reads(between[q], &br);
+        te__bufs_writes(between[q], &bw);
         const char *x = common(&bw, &sr), *y = common(&br, &sw), *z = common(&bw, &sw);
         if (x || y || z)
             return LERR(L, TE_ERR_SCHEDULE,
