@@ -223,12 +223,15 @@ static te_stmt *fuse_level(cw_ctx *c, const te_stmt *W, te_stmt *S, int left)
     const te_stmt *wi[MAX_ITEMS], *si[MAX_ITEMS];
     int nw = flatten(W, wi, 0, MAX_ITEMS), ns = flatten(S, si, 0, MAX_ITEMS);
     int wl = -1, sl = -1;
+    bool wbad = false; /* W has more than its loop and comments at this level */
     for (int i = 0; i < nw && i < MAX_ITEMS; i++) {
         if (wi[i]->kind == TE_S_FOR && wl < 0)
             wl = i;
         else if (wi[i]->kind != TE_S_COMMENT)
-            wl = -2;
+            wbad = true;
     }
+    if (wbad)
+        wl = -2;
     /* S's own loop is its last: what make_stage puts before it (a reduction's
      * initialization, stages computed at this level) is its prefix. */
     for (int i = 0; i < ns && i < MAX_ITEMS; i++)
@@ -295,10 +298,22 @@ static te_stmt *fuse_level(cw_ctx *c, const te_stmt *W, te_stmt *S, int left)
                     wf->u.loop.var->u.var.name, c->with),
                NULL;
     }
-    /* What S runs beside its loop moves: before W's loop, or after the fused one. */
-    te__bufs pre_r = {0}, pre_w = {0};
+    /* What S runs beside its loop moves: before W's loop, or after the fused one (where W's
+     * iterations of the loops outside have not all run). */
+    te__bufs pre_r = {0}, pre_w = {0}, post_r = {0};
     for (int i = 0; i < sl; i++)
         te__bufs_reads(si[i], &pre_r), te__bufs_writes(si[i], &pre_w);
+    for (int i = sl + 1; i < ns; i++)
+        te__bufs_reads(si[i], &post_r);
+    const char *b0 = common(&post_r, &c->wwrites);
+    if (b0) {
+        c->failed = true;
+        return LERR(c->L, TE_ERR_SCHEDULE,
+                    "te_compute_with: what '%s' computes after its fused loops reads '%s', which "
+                    "'%s' writes",
+                    c->st, b0, c->with),
+               NULL;
+    }
     const char *b1 = common(&pre_r, &c->wwrites), *b2 = common(&pre_w, &c->wreads),
                *b3 = common(&pre_w, &c->wwrites);
     if (b1 || b2 || b3) {
