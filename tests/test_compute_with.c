@@ -41,17 +41,11 @@ typedef struct {
     te_iter *row, *exp_o;
 } smx;
 
-/* The reduction of st split by W and its inner part rfactored, lanes vectorized. */
+/* The reduction of st rfactored W wide (tt_rf_lanes). */
 static te_stage *rf_lanes(te_schedule *s, te_stage *st)
 {
-    te_iter *ko, *ki;
-    assert_int_equal(te_split(st, te_stage_reduce_axis(st, 0), W, &ko, &ki), TE_OK);
-    te_tensor *rf = te_rfactor(s, te_stage_tensor(st), ki);
-    assert_non_null(rf);
-    te_stage *srf = te_schedule_stage(s, rf);
-    te_iter *lane = te_stage_axis(srf, te_tensor_ndim(rf) - 1);
-    assert_int_equal(te_reorder(srf, 2, (te_iter *[]){te_stage_reduce_axis(srf, 0), lane}), TE_OK);
-    assert_int_equal(te_vectorize(srf, lane), TE_OK);
+    te_stage *srf = tt_rf_lanes(s, st, W);
+    assert_non_null(srf);
     return srf;
 }
 

@@ -143,3 +143,17 @@ te_fuse_target tt_fuse_target(size_t l2)
     t.launch_us = 2;
     return t;
 }
+
+te_stage *tt_rf_lanes(te_schedule *s, te_stage *st, int64_t width)
+{
+    te_iter *ko, *ki;
+    if (te_split(st, te_stage_reduce_axis(st, 0), width, &ko, &ki) != TE_OK)
+        return NULL;
+    te_tensor *rf = te_rfactor(s, te_stage_tensor(st), ki);
+    te_stage *srf = rf ? te_schedule_stage(s, rf) : NULL;
+    te_iter *lane = srf ? te_stage_axis(srf, te_tensor_ndim(rf) - 1) : NULL;
+    if (!lane || te_reorder(srf, 2, (te_iter *[]){te_stage_reduce_axis(srf, 0), lane}) != TE_OK ||
+        te_vectorize(srf, lane) != TE_OK)
+        return NULL;
+    return srf;
+}

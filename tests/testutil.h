@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tessera/schedule.h"
+
 /* A small deterministic PRNG (splitmix64) so failures reproduce from a printed seed. */
 typedef struct {
     uint64_t s;
@@ -61,5 +63,11 @@ const char *tt_path_in(const char *dir, const char *name);
  * L2, 100 GFLOP/s, 20 GB/s and 2 us per kernel launch (fixed facts, so plans do not depend on
  * the machine running the test). */
 struct te_fuse_target tt_fuse_target(size_t l2);
+
+/* The one reduction axis of stage st split by `width` and its inner part factored (te_rfactor)
+ * into a stage of `width` partial results per output element, their reduction loop outside
+ * the lanes and the lanes vectorized: that stage, or NULL when a primitive fails (the message
+ * is on the schedule's context). */
+te_stage *tt_rf_lanes(te_schedule *s, te_stage *st, int64_t width);
 
 #endif
