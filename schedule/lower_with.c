@@ -131,48 +131,47 @@ static bool same_loop(const te_stmt *a, const te_stmt *b)
            a->u.loop.thread_tag == b->u.loop.thread_tag;
 }
 
-/* The stores of buffer b in s not under a condition. */
+/* The stores of buffer b in s (under conditions too). */
 typedef struct {
     const te_buf *b;
     const te_stmt *v[64];
     int n;
-    bool guarded; /* a store of b under a condition */
+    bool by_intrin; /* a tensor intrinsic writes b */
 } store_list;
 
-static void stores_of(const te_stmt *s, store_list *l, bool under_if)
+static void stores_of(const te_stmt *s, store_list *l)
 {
     if (!s)
         return;
     switch (s->kind) {
     case TE_S_SEQ:
         for (int i = 0; i < s->u.seq.n; i++)
-            stores_of(s->u.seq.v[i], l, under_if);
+            stores_of(s->u.seq.v[i], l);
         return;
     case TE_S_FOR:
-        stores_of(s->u.loop.body, l, under_if);
+        stores_of(s->u.loop.body, l);
         return;
     case TE_S_IF:
-        stores_of(s->u.cond.then_s, l, true);
-        stores_of(s->u.cond.else_s, l, true);
+        stores_of(s->u.cond.then_s, l);
+        stores_of(s->u.cond.else_s, l);
         return;
     case TE_S_ALLOC:
-        stores_of(s->u.alloc.body, l, under_if);
+        stores_of(s->u.alloc.body, l);
         return;
     case TE_S_LET:
-        stores_of(s->u.let.body, l, under_if);
+        stores_of(s->u.let.body, l);
         return;
     case TE_S_STORE:
         /* A store under a condition (a guard of a region or of a split's tail) matches too:
          * `with` computes each element once per instance of its nest (it is no reduction), so
          * where the condition is false it never writes that element, and S reads there what it
          * read unfused. */
-        (void)under_if;
         if (s->u.store.buf == l->b && l->n < 64)
             l->v[l->n++] = s;
         return;
     case TE_S_INTRIN:
         if (s->u.intrin.nops > 0 && s->u.intrin.addr[0]->u.load.buf == l->b)
-            l->guarded = true; /* an intrinsic's output region is not compared */
+            l->by_intrin = true; /* an intrinsic's output region is not compared */
         return;
     default:
         return;
@@ -194,7 +193,7 @@ static bool check_load_fn(const te_expr *e, void *user)
         return true;
     te_ctx *ctx = c->L->ctx;
     store_list l = {e->u.load.buf, {NULL}, 0, false};
-    stores_of(k->wbody, &l, false);
+    stores_of(k->wbody, &l);
     for (int i = 0; i < l.n; i++) {
         const te_stmt *st = l.v[i];
         bool eq = st->u.store.n == e->u.load.n;
@@ -211,7 +210,7 @@ static bool check_load_fn(const te_expr *e, void *user)
          "te_compute_with: '%s' reads '%s' where '%s' does not write it in the same iteration%s "
          "(split and order the two stages' loops alike, so that each element is read where it "
          "is written)",
-         c->st, e->u.load.buf->name, c->with, l.guarded ? " (a tensor intrinsic writes it)" : "");
+         c->st, e->u.load.buf->name, c->with, l.by_intrin ? " (a tensor intrinsic writes it)" : "");
     return false;
 }
 
