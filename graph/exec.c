@@ -181,14 +181,7 @@ static int64_t numel(const te__gvalue *v)
 
 int te_graph_pack_panels(const float *w, int64_t k, int64_t n, int trans, int64_t nb, float *dst)
 {
-    if (!w || !dst || k < 1 || n < 1 || nb < 1 || n % nb)
-        return TE_ERR_ARG;
-    for (int64_t jb = 0; jb < n / nb; jb++)
-        for (int64_t kk = 0; kk < k; kk++)
-            for (int64_t j = 0; j < nb; j++)
-                dst[(jb * k + kk) * nb + j] =
-                    trans ? w[(jb * nb + j) * k + kk] : w[kk * n + jb * nb + j];
-    return TE_OK;
+    return te_op_pack_panels(w, k, n, trans, nb, dst);
 }
 
 /* Whether input slot `slot` of node nd is the right operand of a product that reads it in
@@ -251,27 +244,6 @@ static int64_t panel_width(const te_graph *g, const te_fuse_plan *p, int gi, int
     return n % 64 == 0 ? 64 : n % 32 == 0 ? 32 : n % 16 == 0 ? 16 : 0;
 }
 
-/* The packed placeholder [n / nb, k, nb] named `name` and the view of it with W's shape
- * (tagged "packed_view"); NULL on error (message in ctx). */
-static te_tensor *packed_view(te_ctx *ctx, const char *name, const te__gvalue *w, int trans,
-                              int64_t nb, te_tensor **placeholder)
-{
-    int64_t k = w->shape[trans ? 1 : 0], n = w->shape[trans ? 0 : 1];
-    te_tensor *P = te_placeholder(ctx, name, TE_F32, 3, (int64_t[]){n / nb, k, nb});
-    if (!P)
-        return NULL;
-    *placeholder = P;
-    te_expr *a0 = te_axis(ctx, "i0", w->shape[0]), *a1 = te_axis(ctx, "i1", w->shape[1]);
-    te_expr *kk = trans ? a1 : a0, *j = trans ? a0 : a1, *c = te_int(ctx, nb);
-    te_expr *rd = TE_AT(ctx, P, te_floordiv(ctx, j, c), kk, te_floormod(ctx, j, c));
-    char vn[24];
-    snprintf(vn, sizeof vn, "%s_v", name);
-    te_tensor *V = te_compute(ctx, vn, 2, (te_expr *[]){a0, a1}, rd);
-    if (V)
-        te_tensor_set_tag(ctx, V, "packed_view");
-    return V;
-}
-
 int te_graph_group_expr_build(te_graph *g, const te_fuse_plan *p, int gi, te_ctx *ctx,
                               te_graph_group_expr *out)
 {
@@ -305,7 +277,10 @@ int te_graph_group_expr_build(te_graph *g, const te_fuse_plan *p, int gi, te_ctx
             int64_t nb = panel_width(g, p, gi, v, ctx, &trans);
             te_tensor *ph = NULL;
             if (nb) {
-                t[v] = packed_view(ctx, nm, val, trans, nb, &ph);
+                char vn[24];
+                snprintf(vn, sizeof vn, "%s_v", nm);
+                t[v] = te_op_packed_view(ctx, vn, nm, TE_F32, val->shape[trans ? 1 : 0],
+                                         val->shape[trans ? 0 : 1], trans, nb, &ph);
                 out->packed_nb[out->n_in] = (int)nb;
                 out->packed_trans[out->n_in] = (unsigned char)trans;
             } else {

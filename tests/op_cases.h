@@ -7,6 +7,11 @@ static const struct {
 } cases[] = {
     {"matmul", "m=9,n=13,k=7"},
     {"matmul", "m=8,n=16,k=12,trans_a=1,trans_b=1"},
+    {"matmul", "m=9,n=48,k=7,nb=16"},
+    {"matmul", "m=7,n=32,k=5,trans_b=1,nb=32"},
+    {"dense_bias", "m=6,n=32,k=5,nb=16"},
+    {"matmul_bias_act", "m=6,n=32,k=5,act=silu,nb=32"},
+    {"mlp_gate", "m=5,n=32,k=6,trans_b=1,nb=16"},
     {"batch_matmul", "b=2,m=5,n=6,k=4"},
     {"matmul_integer", "m=5,n=7,k=9,a_zero=3,b_zero=-2"},
     {"qlinear_matmul", "m=6,n=5,k=8,a_zero=128,b_zero=1,y_zero=7,shift=6"},

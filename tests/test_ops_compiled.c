@@ -125,6 +125,51 @@ static void test_matmul_against_openblas(void **state)
     te_ctx_free(ctx);
 }
 
+/* Weights packed once (key nb): the kernel reads panels packed by te_op_pack_panels and
+ * computes what the plain layout computes, against OpenBLAS, for both layouts of B. */
+static void test_packed_weights_against_openblas(void **state)
+{
+    (void)state;
+    enum { M = 21, N = 64, K = 24 };
+    tt_rng r;
+    tt_rng_seed(&r, 9);
+    float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N);
+    float *bp = malloc(sizeof(float) * K * N), *c = malloc(sizeof(float) * M * N);
+    tt_fill_f32(&r, a, M * K);
+    tt_fill_f32(&r, b, K * N);
+    for (int tb = 0; tb < 2; tb++) {
+        te_ctx *ctx = te_ctx_create();
+        te_tensor *in[2], *out[1];
+        int ni, no;
+        char params[64];
+        snprintf(params, sizeof params, "m=%d,n=%d,k=%d,trans_b=%d,nb=16", M, N, K, tb);
+        assert_int_equal(te_op_build(ctx, "matmul", params, in, &ni, out, &no), TE_OK);
+        /* The argument is the panels [n / nb, k, nb]. */
+        assert_string_equal(te_tensor_name(in[1]), "B_panels");
+        assert_int_equal(te_tensor_ndim(in[1]), 3);
+        assert_int_equal(te_tensor_shape(in[1])[0], N / 16);
+        assert_int_equal(te_op_pack_panels(b, K, N, tb, 16, bp), TE_OK);
+        float **got = run_default(ctx, in, 2, out, 1, (void *[]){a, bp});
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, a,
+                    K, b, tb ? K : N, 0.0f, c, N);
+        double worst = 0;
+        for (int q = 0; q < M * N; q++)
+            worst = fmax(worst, fabs((double)got[0][q] - c[q]) / fmax(1.0, fabs((double)c[q])));
+        if (!(worst < 1e-5))
+            fail_msg("trans_b %d: max relative error %g against cblas_sgemm", tb, worst);
+        free(got[0]);
+        free(got);
+        te_ctx_free(ctx);
+    }
+    /* Bad sizes are refused, never packed halfway. */
+    assert_int_equal(te_op_pack_panels(b, K, N, 0, 24, bp), TE_ERR_ARG);
+    assert_int_equal(te_op_pack_panels(NULL, K, N, 0, 16, bp), TE_ERR_ARG);
+    free(a);
+    free(b);
+    free(bp);
+    free(c);
+}
+
 static void test_conv2d_against_openblas(void **state)
 {
     (void)state;
@@ -174,6 +219,7 @@ int main(void)
         cmocka_unit_test(test_cases_cover_registry),
         cmocka_unit_test(test_every_operator_default_schedule),
         cmocka_unit_test(test_matmul_against_openblas),
+        cmocka_unit_test(test_packed_weights_against_openblas),
         cmocka_unit_test(test_conv2d_against_openblas),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

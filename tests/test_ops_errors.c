@@ -357,6 +357,8 @@ static void test_build_errors(void **state)
         {"conv2d", "n=1,c=3,h=8,w=8,oc=4,kh=3,kw=3,groups=2", "groups 2 does not divide",
          TE_ERR_ARG},
         {"matmul", "m=0,n=4,k=4", "non-positive extent", TE_ERR_SHAPE},
+        {"matmul", "m=4,n=24,k=4,nb=16", "nb = 16 does not divide n = 24", TE_ERR_SHAPE},
+        {"mlp_gate", "m=4,n=24,k=4,nb=-8", "nb = -8 does not divide n = 24", TE_ERR_SHAPE},
         {"nope", "m=1", "unknown operator 'nope'", TE_ERR_NOT_FOUND},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -218,7 +218,11 @@ static int64_t host_lanes(bool *regs32)
     return lanes;
 }
 
-static int bench_matmul(int M, int N, int K, int threads, int reps, row *out)
+/* matmul M x N x K with the hand schedule. packed 0: B is an input the kernel copies into
+ * column panels in every call (as OpenBLAS packs in every call); 1: B is packed once, untimed,
+ * into panels the kernel reads (te_op_pack_panels; the contract of oneDNN's packed weights,
+ * which the baseline row uses either way). */
+static int bench_matmul(int M, int N, int K, int packed, int threads, int reps, row *out)
 {
     te_ctx *ctx = te_ctx_create();
     bool regs32;
@@ -226,15 +230,18 @@ static int bench_matmul(int M, int N, int K, int threads, int reps, row *out)
      * and a broadcast (the tile the tuner finds there: 142 -> 160 GFLOP/s on one core of a
      * Xeon); 6 x 2 with 16 registers: 12 accumulators, a broadcast and two loads. */
     const int64_t lanes = host_lanes(&regs32), nr = (regs32 ? 4 : 2) * lanes, mr = 6;
+    packed = packed && N % nr == 0;
     te_tensor *A = te_placeholder(ctx, "A", TE_F32, 2, (int64_t[]){M, K});
-    te_tensor *B = te_placeholder(ctx, "B", TE_F32, 2, (int64_t[]){K, N});
-    te_tensor *Bp = pack_panels(ctx, B, nr, "B_packed");
+    te_tensor *B = packed ? NULL : te_placeholder(ctx, "B", TE_F32, 2, (int64_t[]){K, N});
+    te_tensor *Bp = packed ? te_placeholder(ctx, "B_panels", TE_F32, 3, (int64_t[]){N / nr, K, nr})
+                           : pack_panels(ctx, B, nr, "B_packed");
     te_tensor *C = matmul_packed(ctx, A, Bp, N, "C");
     TE_BENCH_CHECK(C);
     te_tensor_set_tag(ctx, C, "matmul");
     te_schedule *s = te_schedule_create(ctx, 1, &C);
     TE_BENCH_CHECK(s);
-    sched_pack(ctx, s, Bp);
+    if (!packed)
+        sched_pack(ctx, s, Bp);
     te_stage *sc = te_schedule_stage(s, C);
     te_tensor *acc = te_cache_write(s, C, TE_SCOPE_LOCAL);
     TE_BENCH_CHECK(acc);
@@ -251,17 +258,22 @@ static int bench_matmul(int M, int N, int K, int threads, int reps, row *out)
     te_target tgt = te_target_host();
     tgt.num_cores = threads;
     te_module *m = NULL;
-    TE_BENCH_CHECK(te_build(s, 3, (te_tensor *[]){A, B, C}, "matmul", &tgt, &m) == TE_OK);
+    TE_BENCH_CHECK(te_build(s, 3, (te_tensor *[]){A, packed ? Bp : B, C}, "matmul", &tgt, &m) ==
+                   TE_OK);
     float *a = rand_buf((size_t)M * K, 1), *b = rand_buf((size_t)K * N, 2);
-    float *c = rand_buf((size_t)M * N, 3);
-    void *args[] = {a, b, c};
+    float *c = rand_buf((size_t)M * N, 3), *bp = packed ? rand_buf((size_t)K * N, 5) : NULL;
+    if (packed)
+        TE_BENCH_CHECK(te_op_pack_panels(b, K, N, 0, nr, bp) == TE_OK);
+    void *args[] = {a, packed ? bp : b, c};
     tess_run tr = {te_module_entry(m), args};
     te_bl_shape sh = {M, N, K, 0, 0, 0};
     measure_products(&tr, c, &sh, a, b, NULL, te_bl_shape_flops(&sh), threads, reps, out);
-    snprintf(out->workload, sizeof out->workload, "matmul %dx%dx%d", M, N, K);
+    snprintf(out->workload, sizeof out->workload, "matmul %dx%dx%d%s", M, N, K,
+             packed ? " packed" : "");
     free(a);
     free(b);
     free(c);
+    free(bp);
     te_module_free(m);
     te_ctx_free(ctx);
     return 0;
@@ -795,7 +807,7 @@ static int bench_db(te_db *db, const char *op, const char *params, int threads, 
     void *bufs[2 * TE_OP_MAX_IO];
     for (int q = 0; q < n_in + n_out; q++)
         bufs[q] = rand_buf((size_t)te_tensor_numel(args[q]), 20u + (unsigned)q);
-    int64_t M = 0, N = 0, K = 0;
+    int64_t M = 0, N = 0, K = 0, NB = 0, TB = 0;
     for (int i = 0; i < kv->n; i++) {
         if (!strcmp(kv->p[i].key, "m"))
             M = kv->p[i].ival;
@@ -803,15 +815,28 @@ static int bench_db(te_db *db, const char *op, const char *params, int threads, 
             N = kv->p[i].ival;
         else if (!strcmp(kv->p[i].key, "k"))
             K = kv->p[i].ival;
+        else if (!strcmp(kv->p[i].key, "nb"))
+            NB = kv->p[i].ival;
+        else if (!strcmp(kv->p[i].key, "trans_b"))
+            TB = kv->p[i].ival;
     }
     size_t mn = (size_t)te_tensor_numel(outs[0]);
     float *ref = rand_buf(mn, 40);
     tess_run tr = {te_module_entry(m), bufs};
     int is_mm = !strcmp(op, "matmul"), is_gate = !strcmp(op, "mlp_gate");
     if (is_mm || is_gate) {
-        te_bl_shape sh = {(int)M, (int)N, (int)K, 0, 0, is_gate};
-        measure_products(&tr, bufs[n_in], &sh, bufs[0], bufs[1], is_gate ? bufs[2] : NULL,
-                         te_tuner_flops(n_out, outs), threads, reps, out);
+        /* Weights packed once (nb): the kernel reads the panels, the baselines the weights
+         * they were packed from. */
+        float *w[2] = {bufs[1], is_gate ? bufs[2] : NULL};
+        for (int q = 0; NB && q < 1 + is_gate; q++) {
+            w[q] = rand_buf((size_t)K * N, 50u + (unsigned)q);
+            TE_BENCH_CHECK(te_op_pack_panels(w[q], K, N, (int)TB, NB, bufs[1 + q]) == TE_OK);
+        }
+        te_bl_shape sh = {(int)M, (int)N, (int)K, 0, (int)TB, is_gate};
+        measure_products(&tr, bufs[n_in], &sh, bufs[0], w[0], w[1], te_tuner_flops(n_out, outs),
+                         threads, reps, out);
+        for (int q = 0; NB && q < 1 + is_gate; q++)
+            free(w[q]);
     } else {
         float *sdst = rand_buf(mn, 41);
         copy_run cr = {ref, sdst, bufs[0], mn * sizeof(float)};
@@ -830,9 +855,11 @@ static int bench_db(te_db *db, const char *op, const char *params, int threads, 
         free(sdst);
     }
     if (is_mm)
-        snprintf(out->workload, sizeof out->workload, "matmul %dx%dx%d", (int)M, (int)N, (int)K);
+        snprintf(out->workload, sizeof out->workload, "matmul %dx%dx%d%s", (int)M, (int)N, (int)K,
+                 NB ? " packed" : "");
     else if (is_gate)
-        snprintf(out->workload, sizeof out->workload, "mlp_gate %dx%dx%d", (int)M, (int)K, (int)N);
+        snprintf(out->workload, sizeof out->workload, "mlp_gate %dx%dx%d%s", (int)M, (int)K, (int)N,
+                 NB ? " packed" : "");
     else
         snprintf(out->workload, sizeof out->workload, "%.30s %dx%d", op,
                  (int)te_tensor_shape(outs[0])[0], (int)te_tensor_shape(outs[0])[1]);
@@ -845,7 +872,7 @@ static int bench_db(te_db *db, const char *op, const char *params, int threads, 
 }
 
 /* The library operator a row of work kind `kind` computes, for --roofline. */
-static void row_op(row *r, const char *name, int kind, int m, int n, int k)
+static void row_op(row *r, const char *name, int kind, int m, int n, int k, int nb)
 {
     if (kind >= 6) { /* low precision: no library operator with this packed layout */
         r->op[0] = 0;
@@ -859,6 +886,8 @@ static void row_op(row *r, const char *name, int kind, int m, int n, int k)
         snprintf(r->op, sizeof r->op, "%s", name);
         if (kind == 2)
             snprintf(r->params, sizeof r->params, "m=%d,n=%d", m, n);
+        else if (nb)
+            snprintf(r->params, sizeof r->params, "m=%d,n=%d,k=%d,nb=%d", m, n, k, nb);
         else
             snprintf(r->params, sizeof r->params, "m=%d,n=%d,k=%d", m, n, k);
     }
@@ -1027,34 +1056,40 @@ int te_cmd_bench(int argc, char **argv)
             return 1;
         }
     }
+    /* nb: the products' weights packed once in column panels of nb (the rows named
+     * "packed"; oneDNN's packed weights are the baseline of every product row). The hand
+     * MLP gate is always packed; with --db its rows are the records of nb 0 and 64. */
     static const struct {
         const char *name;
-        int kind, m, n, k;
+        int kind, m, n, k, nb;
     } work[] = {
-        {"matmul", 0, 1024, 1024, 1024},
-        {"matmul", 0, 512, 3072, 768},
-        {"mlp_gate", 1, 256, 2816, 1024},
-        {"softmax", 2, 4096, 4096, 0},
-        {"layer_norm", 2, 4096, 4096, 0},
-        {"layer_norm_welford", 2, 4096, 4096, 0},
+        {"matmul", 0, 1024, 1024, 1024, 0},
+        {"matmul", 0, 1024, 1024, 1024, 64},
+        {"matmul", 0, 512, 3072, 768, 0},
+        {"matmul", 0, 512, 3072, 768, 64},
+        {"mlp_gate", 1, 256, 2816, 1024, 0},
+        {"mlp_gate", 1, 256, 2816, 1024, 64},
+        {"softmax", 2, 4096, 4096, 0, 0},
+        {"layer_norm", 2, 4096, 4096, 0, 0},
+        {"layer_norm_welford", 2, 4096, 4096, 0, 0},
         /* Self-attention, 12 heads of 64, batch 1: m is the sequence length. */
-        {"attention", 3, 512, 12, 64},
-        {"attention", 3, 1024, 12, 64},
-        {"attention", 3, 2048, 12, 64},
+        {"attention", 3, 512, 12, 64, 0},
+        {"attention", 3, 1024, 12, 64, 0},
+        {"attention", 3, 2048, 12, 64, 0},
         /* gemv (m = 1): kind 4 stores the weights [n][k], kind 5 [k][n]. */
-        {"gemv", 4, 1, 768, 768},
-        {"gemv", 4, 1, 2048, 768},
-        {"gemv", 4, 1, 768, 2048},
-        {"gemv", 4, 1, 32000, 768},
-        {"gemv", 5, 1, 768, 768},
-        {"gemv", 5, 1, 2048, 768},
-        {"gemv", 5, 1, 768, 2048},
-        {"gemv", 5, 1, 32000, 768},
+        {"gemv", 4, 1, 768, 768, 0},
+        {"gemv", 4, 1, 2048, 768, 0},
+        {"gemv", 4, 1, 768, 2048, 0},
+        {"gemv", 4, 1, 32000, 768, 0},
+        {"gemv", 5, 1, 768, 768, 0},
+        {"gemv", 5, 1, 2048, 768, 0},
+        {"gemv", 5, 1, 768, 2048, 0},
+        {"gemv", 5, 1, 32000, 768, 0},
         /* Low precision on the CPU's matrix instructions (tools/bench_lowp.c). */
-        {"matmul_bf16", 6, 1024, 1024, 1024},
-        {"matmul_bf16", 6, 512, 3072, 768},
-        {"matmul_u8s8", 7, 1024, 1024, 1024},
-        {"mlp_gate_bf16", 8, 256, 2816, 1024},
+        {"matmul_bf16", 6, 1024, 1024, 1024, 0},
+        {"matmul_bf16", 6, 512, 3072, 768, 0},
+        {"matmul_u8s8", 7, 1024, 1024, 1024, 0},
+        {"mlp_gate_bf16", 8, 256, 2816, 1024, 0},
     };
     bool any = !only;
     for (size_t w = 0; w < sizeof work / sizeof work[0] && !any; w++)
@@ -1093,13 +1128,19 @@ int te_cmd_bench(int argc, char **argv)
                 else
                     snprintf(params, sizeof params, "m=%d,n=%d,k=%d", work[w].m, work[w].n,
                              work[w].k);
+                if (work[w].nb)
+                    snprintf(params + strlen(params), sizeof params - strlen(params), ",nb=%d",
+                             work[w].nb);
                 if (bench_db(db, work[w].name, params, threads[t], reps, &rows[n]) != 0)
                     continue;
-            } else if (work[w].kind == 0)
-                bench_matmul(work[w].m, work[w].n, work[w].k, threads[t], reps, &rows[n]);
-            else if (work[w].kind == 1)
+            } else if (work[w].kind == 0) {
+                bench_matmul(work[w].m, work[w].n, work[w].k, work[w].nb > 0, threads[t], reps,
+                             &rows[n]);
+            } else if (work[w].kind == 1) {
+                if (!work[w].nb)
+                    continue; /* the hand gate is packed: one row */
                 bench_mlp_gate(work[w].m, work[w].n, work[w].k, threads[t], reps, &rows[n]);
-            else if (work[w].kind >= 4)
+            } else if (work[w].kind >= 4)
                 bench_gemv(quick ? work[w].n / 8 : work[w].n, work[w].k, work[w].kind == 4,
                            threads[t], reps, &rows[n]);
             else
@@ -1108,7 +1149,8 @@ int te_cmd_bench(int argc, char **argv)
                 fprintf(stderr, "  measured %s, %d thread(s)\n", rows[n].workload, threads[t]);
             row_op(&rows[n], work[w].name, work[w].kind,
                    work[w].kind == 3 && attn_seq ? attn_seq : work[w].m,
-                   quick && work[w].kind >= 4 ? work[w].n / 8 : work[w].n, work[w].k);
+                   quick && work[w].kind >= 4 ? work[w].n / 8 : work[w].n, work[w].k,
+                   work[w].kind == 0 || work[w].kind == 1 ? work[w].nb : 0);
             n++;
         }
     }

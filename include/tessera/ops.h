@@ -421,6 +421,23 @@ te_tensor *te_op_transpose(te_ctx *ctx, te_tensor *X, const int *perm, const cha
 te_tensor *te_op_reshape(te_ctx *ctx, te_tensor *X, int ndim, const int64_t *shape,
                          const char *name);
 
+/* Weights packed once in column panels (Ansor's layout rewrite; what oneDNN calls packed
+ * weights): a placeholder P `[n / nb, k, nb]` of dtype dt named `panels_name` (NULL:
+ * "<name>_panels"), and a view of it named `name` with the weight's logical shape, `[k, n]` (trans
+ * 0) or `[n, k]` (trans 1): W[kk, j] = P[j / nb, kk, j % nb]. A product that reads the view reads
+ * contiguous K x nb panels; the gemm template inlines such a view (tag "packed_view") and never
+ * copies the operand again. Data for P comes from te_op_pack_panels. Returns the view and sets
+ * *panels to P (both owned by ctx); NULL when k, n or nb is not positive or nb does not
+ * divide n (TE_ERR_SHAPE, the message in ctx). */
+te_tensor *te_op_packed_view(te_ctx *ctx, const char *name, const char *panels_name, te_dtype dt,
+                             int64_t k, int64_t n, int trans, int64_t nb, te_tensor **panels);
+
+/* Packs an f32 matrix for te_op_packed_view: dst[jb][kk][j] = W[kk][jb * nb + j] for W
+ * [k, n] (trans 0), = W[jb * nb + j][kk] for W [n, k] (trans 1). dst holds n * k floats
+ * (caller-owned); n must be a multiple of nb. TE_OK, or TE_ERR_ARG for NULL pointers or bad
+ * sizes. */
+int te_op_pack_panels(const float *w, int64_t k, int64_t n, int trans, int64_t nb, float *dst);
+
 /* ---- Indexing (te/ops/index.c) -------------------------------------------------------- */
 /* Each of these is one stage whose element reads one input element at an index computed from
  * the output's axes, so they fuse as injective (broadcast for where and expand) operators. They

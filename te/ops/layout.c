@@ -1,4 +1,5 @@
 /* Layout operators: constant padding, transpose and reshape. */
+#include <stdio.h>
 #include <string.h>
 
 #include "te/ops/ops_internal.h"
@@ -153,4 +154,48 @@ te_tensor *te_op_reshape(te_ctx *ctx, te_tensor *X, int ndim, const int64_t *sha
         stride *= xs[d];
     }
     return op__tag(ctx, te_compute(ctx, s.name, ndim, axes, te_read(ctx, X, r, idx)), "reshape");
+}
+
+te_tensor *te_op_packed_view(te_ctx *ctx, const char *name, const char *panels_name, te_dtype dt,
+                             int64_t k, int64_t n, int trans, int64_t nb, te_tensor **panels)
+{
+    if (!ctx)
+        return NULL;
+    op_site s = {ctx, "packed_view", name ? name : "W"};
+    if (!panels)
+        return op__fail(&s, TE_ERR_ARG, "no place for the panels placeholder");
+    *panels = NULL;
+    if (k < 1 || n < 1 || nb < 1 || n % nb)
+        return op__fail(&s, TE_ERR_SHAPE,
+                        "weight '%s' [k %lld, n %lld]: panels of nb = %lld columns must "
+                        "divide n (nb > 0)",
+                        s.name, (long long)k, (long long)n, (long long)nb);
+    char pn[96];
+    if (panels_name)
+        snprintf(pn, sizeof pn, "%s", panels_name);
+    else
+        snprintf(pn, sizeof pn, "%s_panels", s.name);
+    te_tensor *P = te_placeholder(ctx, pn, dt, 3, (int64_t[]){n / nb, k, nb});
+    if (!P)
+        return NULL;
+    te_expr *a0 = te_axis(ctx, "i0", trans ? n : k), *a1 = te_axis(ctx, "i1", trans ? k : n);
+    te_expr *kk = trans ? a1 : a0, *j = trans ? a0 : a1, *c = te_int(ctx, nb);
+    te_expr *rd = TE_AT(ctx, P, te_floordiv(ctx, j, c), kk, te_floormod(ctx, j, c));
+    te_tensor *V =
+        op__tag(ctx, te_compute(ctx, s.name, 2, (te_expr *[]){a0, a1}, rd), "packed_view");
+    if (V)
+        *panels = P;
+    return V;
+}
+
+int te_op_pack_panels(const float *w, int64_t k, int64_t n, int trans, int64_t nb, float *dst)
+{
+    if (!w || !dst || k < 1 || n < 1 || nb < 1 || n % nb)
+        return TE_ERR_ARG;
+    for (int64_t jb = 0; jb < n / nb; jb++)
+        for (int64_t kk = 0; kk < k; kk++)
+            for (int64_t j = 0; j < nb; j++)
+                dst[(jb * k + kk) * nb + j] =
+                    trans ? w[(jb * nb + j) * k + kk] : w[kk * n + jb * nb + j];
+    return TE_OK;
 }

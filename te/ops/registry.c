@@ -245,14 +245,37 @@ static int finish(te_ctx *ctx, te_tensor **inputs, int *n_in, te_tensor *const *
     finish(ctx, inputs, n_in, ins, (int)(sizeof ins / sizeof ins[0]), outputs, n_out, outs,        \
            (int)(sizeof outs / sizeof outs[0]))
 
+/* A product's weight operand `nm`: a placeholder of its plain layout ([k, n], or [n, k] with
+ * trans), or with key nb > 0 the view of weights packed once in column panels
+ * (te_op_packed_view), whose placeholder "<nm>_panels" [n / nb, k, nb] is what the caller
+ * passes (*arg). NULL with the error in ctx when nb does not divide n. */
+static te_tensor *weight(te_ctx *ctx, const te_op_params *kv, const te_op_info *op,
+                         const resolved *r, const char *nm, int64_t k, int64_t n, int trans,
+                         te_tensor **arg)
+{
+    int64_t nb = I(op, r, "nb");
+    if (nb < 0 || (nb && n % nb)) {
+        te_ctx_set_error(ctx, TE_ERR_SHAPE,
+                         "%s: nb = %lld does not divide n = %lld (nb: the width of the column "
+                         "panels %s is packed in, a divisor of n; 0: %s in its plain layout)",
+                         op->name, (long long)nb, (long long)n, nm, nm);
+        return NULL;
+    }
+    if (nb)
+        return te_op_packed_view(ctx, nm, NULL, kv->dtype, k, n, trans, nb, arg);
+    return *arg = trans ? PH(nm, n, k) : PH(nm, k, n);
+}
+
 static int build_matmul(BUILD_ARGS)
 {
     BUILD_BEGIN("matmul")
     int64_t m = I(op, &r, "m"), n = I(op, &r, "n"), k = I(op, &r, "k");
     int ta = I(op, &r, "trans_a") != 0, tb = I(op, &r, "trans_b") != 0;
-    te_tensor *A = ta ? PH("A", k, m) : PH("A", m, k);
-    te_tensor *B = tb ? PH("B", n, k) : PH("B", k, n);
-    te_tensor *ins[] = {A, B}, *outs[] = {te_op_matmul(ctx, A, B, ta, tb, "matmul")};
+    te_tensor *A = ta ? PH("A", k, m) : PH("A", m, k), *Barg = NULL;
+    te_tensor *B = weight(ctx, kv, op, &r, "B", k, n, tb, &Barg);
+    if (!B)
+        return te_ctx_errcode(ctx);
+    te_tensor *ins[] = {A, Barg}, *outs[] = {te_op_matmul(ctx, A, B, ta, tb, "matmul")};
     return FINISH(ins, outs);
 }
 
@@ -520,8 +543,11 @@ static int build_dense_bias(BUILD_ARGS)
 {
     BUILD_BEGIN("dense_bias")
     int64_t m = I(op, &r, "m"), n = I(op, &r, "n"), k = I(op, &r, "k");
-    te_tensor *X = PH("X", m, k), *W = PH("W", k, n), *b = PH("bias", n);
-    te_tensor *ins[] = {X, W, b}, *outs[] = {te_op_dense_bias(ctx, X, W, b, "dense")};
+    te_tensor *X = PH("X", m, k), *Warg = NULL, *W = weight(ctx, kv, op, &r, "W", k, n, 0, &Warg);
+    if (!W)
+        return te_ctx_errcode(ctx);
+    te_tensor *b = PH("bias", n);
+    te_tensor *ins[] = {X, Warg, b}, *outs[] = {te_op_dense_bias(ctx, X, W, b, "dense")};
     return FINISH(ins, outs);
 }
 
@@ -736,8 +762,11 @@ static int build_matmul_bias_act(BUILD_ARGS)
     int64_t m = I(op, &r, "m"), n = I(op, &r, "n"), k = I(op, &r, "k");
     te_op_act act = TE_ACT_NONE;
     te_op_act_parse(S(op, &r, "act"), &act);
-    te_tensor *X = PH("X", m, k), *W = PH("W", k, n), *b = PH("bias", n);
-    te_tensor *ins[] = {X, W, b},
+    te_tensor *X = PH("X", m, k), *Warg = NULL, *W = weight(ctx, kv, op, &r, "W", k, n, 0, &Warg);
+    if (!W)
+        return te_ctx_errcode(ctx);
+    te_tensor *b = PH("bias", n);
+    te_tensor *ins[] = {X, Warg, b},
               *outs[] = {te_op_matmul_bias_act(ctx, X, W, b, act, "matmul_bias_act")};
     return FINISH(ins, outs);
 }
@@ -747,10 +776,13 @@ static int build_mlp_gate(BUILD_ARGS)
     BUILD_BEGIN("mlp_gate")
     int64_t m = I(op, &r, "m"), n = I(op, &r, "n"), k = I(op, &r, "k");
     int tb = I(op, &r, "trans_b") != 0;
-    te_tensor *X = PH("X", m, k);
-    te_tensor *W1 = tb ? PH("W1", n, k) : PH("W1", k, n),
-              *W3 = tb ? PH("W3", n, k) : PH("W3", k, n);
-    te_tensor *ins[] = {X, W1, W3}, *outs[] = {te_op_mlp_gate_tb(ctx, X, W1, W3, tb, "mlp_gate")};
+    te_tensor *X = PH("X", m, k), *W1arg = NULL, *W3arg = NULL;
+    te_tensor *W1 = weight(ctx, kv, op, &r, "W1", k, n, tb, &W1arg),
+              *W3 = W1 ? weight(ctx, kv, op, &r, "W3", k, n, tb, &W3arg) : NULL;
+    if (!W3)
+        return te_ctx_errcode(ctx);
+    te_tensor *ins[] = {X, W1arg, W3arg},
+              *outs[] = {te_op_mlp_gate_tb(ctx, X, W1, W3, tb, "mlp_gate")};
     return FINISH(ins, outs);
 }
 
@@ -902,8 +934,14 @@ static int build_attention(BUILD_ARGS)
     }
 
 static const te_op_key keys_matmul[] = {
-    K_REQ("m", "rows of C"), K_REQ("n", "columns of C"), K_REQ("k", "reduction extent"),
-    K_BOOL("trans_a", "0", "1: A is [k, m]"), K_BOOL("trans_b", "0", "1: B is [n, k]")};
+    K_REQ("m", "rows of C"),
+    K_REQ("n", "columns of C"),
+    K_REQ("k", "reduction extent"),
+    K_BOOL("trans_a", "0", "1: A is [k, m]"),
+    K_BOOL("trans_b", "0", "1: B is [n, k]"),
+    K_OPT("nb", "0",
+          "weights packed once in column panels of nb (a divisor of n): pass <W>_panels [n/nb, k, "
+          "nb] (te_op_pack_panels); 0: plain layout")};
 static const te_op_key keys_matmul_integer[] = {K_REQ("m", "rows of Y"),
                                                 K_REQ("n", "columns of Y"),
                                                 K_REQ("k", "reduction extent"),
@@ -981,9 +1019,17 @@ static const te_op_key keys_batch_matmul[] = {K_REQ("b", "batch"),
                                               K_BOOL("trans_b", "0", "1: B is [b, n, k]")};
 static const te_op_key keys_mnk[] = {K_REQ("m", "rows"), K_REQ("n", "output features"),
                                      K_REQ("k", "input features")};
+static const te_op_key keys_dense[] = {
+    K_REQ("m", "rows"), K_REQ("n", "output features"), K_REQ("k", "input features"),
+    K_OPT("nb", "0",
+          "weights packed once in column panels of nb (a divisor of n): pass <W>_panels [n/nb, k, "
+          "nb] (te_op_pack_panels); 0: plain layout")};
 static const te_op_key keys_mlp_gate[] = {
     K_REQ("m", "rows"), K_REQ("n", "output features"), K_REQ("k", "input features"),
-    K_BOOL("trans_b", "0", "1: W1 and W3 are [n, k] ([out][in])")};
+    K_BOOL("trans_b", "0", "1: W1 and W3 are [n, k] ([out][in])"),
+    K_OPT("nb", "0",
+          "weights packed once in column panels of nb (a divisor of n): pass <W>_panels [n/nb, k, "
+          "nb] (te_op_pack_panels); 0: plain layout")};
 static const te_op_key keys_conv[] = {K_REQ("n", "batch"),
                                       K_REQ("c", "input channels"),
                                       K_REQ("h", "input height"),
@@ -1032,7 +1078,10 @@ static const te_op_key keys_bin[] = {K_REQ("m", "rows"), K_REQ("n", "columns"),
                                      K_BOOL("bcast", "0", "1: B is [n], broadcast over rows")};
 static const te_op_key keys_mba[] = {
     K_REQ("m", "rows"), K_REQ("n", "output features"), K_REQ("k", "input features"),
-    K_STR("act", "relu", "none|relu|gelu|gelu_tanh|silu|sigmoid|tanh")};
+    K_STR("act", "relu", "none|relu|gelu|gelu_tanh|silu|sigmoid|tanh"),
+    K_OPT("nb", "0",
+          "weights packed once in column panels of nb (a divisor of n): pass <W>_panels [n/nb, k, "
+          "nb] (te_op_pack_panels); 0: plain layout")};
 
 static const te_op_key keys_concat[] = {K_REQ("m", "rows"), K_REQ("n", "columns of A"),
                                         K_REQ("k", "columns of B")};
@@ -1063,7 +1112,8 @@ static const te_op_info op_table[] = {
      build_matmul},
     {"batch_matmul", "C[b, m, n] = op(A[b]) op(B[b])", NK(keys_batch_matmul), keys_batch_matmul,
      build_batch_matmul},
-    {"dense_bias", "Y[m, n] = X[m, k] W[k, n] + bias[n]", NK(keys_mnk), keys_mnk, build_dense_bias},
+    {"dense_bias", "Y[m, n] = X[m, k] W[k, n] + bias[n]", NK(keys_dense), keys_dense,
+     build_dense_bias},
     {"conv2d", "2-D convolution, NCHW or NHWC, with stride/pad/dilation/groups", NK(keys_conv),
      keys_conv, build_conv2d},
     {"depthwise_conv2d", "depthwise 2-D convolution (NCHW), W[c, mult, kh, kw]", NK(keys_depthwise),
