@@ -15,6 +15,7 @@
 #include "backends/backend_impl.h"
 #include "backends/c/c_backend.h"
 #include "gen/gen_impl.h"
+#include "tessera/ops.h"
 
 /* ---- Prototypes ------------------------------------------------------------------------- */
 
@@ -33,6 +34,106 @@ static void c_prototype(te__sb *b, const te_gen_kernel *k, const char *name,
                       te_dtype_ctype(te_tensor_dtype(k->args[a])), restrict_ ? "restrict " : "",
                       info->params[a]);
     te__sb_puts(b, ")");
+}
+
+/* ---- Weights packed once (te_op_packed_view) -------------------------------------------- */
+
+/* A kernel input that is the panels of a weight read through te_op_packed_view. */
+typedef struct {
+    const char *weight; /* the view: the weight's name and logical shape */
+    int64_t k, n, nb;
+    bool trans; /* the weight is [n, k] */
+} packed_arg;
+
+/* Whether input P of kernel k is read only through a packed_view stage; fills *pa. */
+static bool packed_input(const te__gen_plan *p, const te_gen_kernel *k, const te_tensor *P,
+                         packed_arg *pa)
+{
+    if (P->kind != TE_T_PLACEHOLDER || P->ndim != 3)
+        return false;
+    for (int o = k->n_args - p->n_out; o < k->n_args; o++) {
+        te_tensor *st[256];
+        int ns = te_op_stages(k->args[o], st, 256);
+        for (int q = 0; q < ns && q < 256; q++) {
+            const te_tensor *V = st[q];
+            if (!V->tag || strcmp(V->tag, "packed_view") || V->ndim != 2 ||
+                V->body->kind != TE_E_READ || V->body->u.read.t != P || V->body->u.read.n != 3)
+                continue;
+            const te_expr *jb = V->body->u.read.idx[0];
+            if (jb->kind != TE_E_BINARY || jb->u.bin.op != TE_FLOORDIV)
+                return false;
+            pa->weight = V->name;
+            pa->trans = jb->u.bin.a == V->axes[0];
+            pa->nb = P->shape[2];
+            pa->k = P->shape[1];
+            pa->n = P->shape[0] * P->shape[2];
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The packing function of input a of kernel i: "<kernel>_pack_<weight>". */
+static void pack_name(char *buf, size_t n, const te__c_kernel_info *info, const packed_arg *pa)
+{
+    char w[128];
+    te__c_ident(pa->weight, w, sizeof w);
+    snprintf(buf, n, "%s_pack_%s", info->ident, w);
+}
+
+static void pack_prototype(te__sb *b, const char *fn, const char *ctype, const char *w,
+                           const char *panels, bool restrict_)
+{
+    te__sb_printf(b, "void %s(const %s *%s%s, %s *%s%s)", fn, ctype, restrict_ ? "restrict " : "",
+                  w, ctype, restrict_ ? "restrict " : "", panels);
+}
+
+/* Appends the packing functions of kernel i to the source (src) or their documentation and
+ * prototypes to the header (hdr). */
+static void pack_functions(const te__gen_plan *p, int i, const te__c_kernel_info *info, te__sb *src,
+                           te__sb *hdr)
+{
+    const te_gen_kernel *k = &p->k[i];
+    for (int a = 0; a < k->n_args - p->n_out; a++) {
+        packed_arg pa;
+        if (!packed_input(p, k, k->args[a], &pa))
+            continue;
+        char fn[320], w[128];
+        pack_name(fn, sizeof fn, info, &pa);
+        te__c_ident(pa.weight, w, sizeof w);
+        const char *ct = te_dtype_ctype(te_tensor_dtype(k->args[a])), *pn = info->params[a];
+        long long K = (long long)pa.k, N = (long long)pa.n, NB = (long long)pa.nb;
+        if (hdr) {
+            te__sb_printf(hdr,
+                          "/*\n * %s: packs the weight %s, %s [%lld][%lld] (row-major), into "
+                          "the column\n * panels of nb = %lld columns that %s() reads as %s "
+                          "[%lld][%lld][%lld]:\n"
+                          " *     %s[jb][kk][j] = %s%s\n"
+                          " * Call it once per weight (when the weights are loaded); the kernel "
+                          "then reads\n * the panels in every call. The arrays must not "
+                          "overlap.\n */\n",
+                          fn, w, ct, pa.trans ? N : K, pa.trans ? K : N, NB, info->ident, pn,
+                          N / NB, K, NB, pn, w,
+                          pa.trans ? "[jb * nb + j][kk]" : "[kk][jb * nb + j]");
+            pack_prototype(hdr, fn, ct, w, pn, false);
+            te__sb_puts(hdr, ";\n\n");
+            continue;
+        }
+        te__sb_printf(src, "\n/* Packs %s into the panels %s() reads (see the header). */\n", w,
+                      info->ident);
+        pack_prototype(src, fn, ct, w, pn, true);
+        te__sb_printf(src,
+                      "\n{\n"
+                      "    for (long jb = 0; jb < %lldL; ++jb)\n"
+                      "        for (long kk = 0; kk < %lldL; ++kk)\n"
+                      "            for (long j = 0; j < %lldL; ++j)\n"
+                      "                %s[(jb * %lldL + kk) * %lldL + j] = %s[",
+                      N / NB, K, NB, pn, K, NB, w);
+        if (pa.trans)
+            te__sb_printf(src, "(jb * %lldL + j) * %lldL + kk];\n}\n", NB, K);
+        else
+            te__sb_printf(src, "kk * %lldL + jb * %lldL + j];\n}\n", N, NB);
+    }
 }
 
 int te__gen_c(te_ctx *ctx, te__gen_plan *p, te_gen_output *out)
@@ -80,9 +181,11 @@ int te__gen_c(te_ctx *ctx, te__gen_plan *p, te_gen_output *out)
         any_nt |= info[i].n_nt > 0;
     }
 
-    /* ---- the source: the unit, then the dispatcher */
+    /* ---- the source: the unit, the packing functions, then the dispatcher */
     te__sb src = {0};
     te__sb_puts(&src, units);
+    for (int i = 0; i < n; i++)
+        pack_functions(p, i, &info[i], &src, NULL);
     if (dispatch) {
         te__sb_printf(&src, "\n/* Calls the kernel generated for these parameter values; -2 when "
                             "there is none. */\n");
@@ -161,6 +264,7 @@ int te__gen_c(te_ctx *ctx, te__gen_plan *p, te_gen_output *out)
                       info[i].uses_omp ? " Parallel (OpenMP) when compiled with -fopenmp." : "");
         c_prototype(&h, k, info[i].ident, &info[i], p, false, false);
         te__sb_puts(&h, ";\n\n");
+        pack_functions(p, i, &info[i], NULL, &h);
     }
     if (dispatch) {
         te__sb_printf(&h,

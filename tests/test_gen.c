@@ -702,6 +702,68 @@ static void test_cli_exit_codes(void **state)
 
 /* ---- CUDA files --------------------------------------------------------------------------- */
 
+/* ---- Weights packed once (key nb): the generated packing function ------------------------ */
+
+typedef int (*mm_fn)(const float *, const float *, float *);
+typedef void (*pack_fn)(const float *, float *);
+
+/* `tessera gen matmul ... nb=16` writes matmul_pack_B beside the kernel; a caller packs B with
+ * it, passes the panels, and gets A B (both layouts of B), built with the ABI's strict flags. */
+static void test_packed_weights_pack_function(void **state)
+{
+    (void)state;
+    enum { M = 10, N = 48, K = 12 };
+    for (int tb = 0; tb < 2; tb++) {
+        char args[256], *out = NULL, *err = NULL;
+        snprintf(args, sizeof args, "gen matmul --shape m=%d,n=%d,k=%d,nb=16,trans_b=%d -o pk%d", M,
+                 N, K, tb, tb);
+        if (cli(args, &out, &err) != 0)
+            fail_msg("tessera %s: %s", args, err ? err : "");
+        char path[512], so[512];
+        snprintf(path, sizeof path, "%s/pk%d/matmul.h", g_dir, tb);
+        char *hdr = slurp(path);
+        assert_non_null(hdr);
+        assert_contains(hdr, "void matmul_pack_B(const float *B, float *B_panels);");
+        assert_contains(hdr, tb ? "B_panels[jb][kk][j] = B[jb * nb + j][kk]"
+                                : "B_panels[jb][kk][j] = B[kk][jb * nb + j]");
+        snprintf(path, sizeof path, "%s/pk%d/matmul.c", g_dir, tb);
+        snprintf(so, sizeof so, "%s/pk%d/matmul.so", g_dir, tb);
+        compile_so(path, so, 1);
+        void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE /* OpenMP threads */);
+        assert_non_null(h);
+        void *pm = dlsym(h, "matmul"), *pp = dlsym(h, "matmul_pack_B");
+        assert_non_null(pm);
+        assert_non_null(pp);
+        mm_fn mm;
+        pack_fn pack;
+        memcpy(&mm, &pm, sizeof pm);
+        memcpy(&pack, &pp, sizeof pp);
+        tt_rng r;
+        tt_rng_seed(&r, 17);
+        float a[M * K], b[K * N], bp[K * N], c[M * N];
+        tt_fill_f32(&r, a, M * K);
+        tt_fill_f32(&r, b, K * N);
+        tt_poison_f32(bp, K * N);
+        tt_poison_f32(c, M * N);
+        pack(b, bp);
+        assert_int_equal(mm(a, bp, c), 0);
+        double worst = 0;
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double ref = 0;
+                for (int q = 0; q < K; q++)
+                    ref += (double)a[i * K + q] * (tb ? b[j * K + q] : b[q * N + j]);
+                worst = fmax(worst, fabs(c[i * N + j] - ref) / fmax(1.0, fabs(ref)));
+            }
+        if (!(worst < 1e-5))
+            fail_msg("trans_b %d: max relative error %g", tb, worst);
+        dlclose(h);
+        free(hdr);
+        free(out);
+        free(err);
+    }
+}
+
 static void test_cuda_files(void **state)
 {
     (void)state;
@@ -815,9 +877,13 @@ static void test_cuda_files(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_user_expression), cmocka_unit_test(test_db_provenance),
-        cmocka_unit_test(test_dispatcher),      cmocka_unit_test(test_cli_exit_codes),
-        cmocka_unit_test(test_cuda_files),      cmocka_unit_test(test_fallback_record_is_announced),
+        cmocka_unit_test(test_user_expression),
+        cmocka_unit_test(test_db_provenance),
+        cmocka_unit_test(test_dispatcher),
+        cmocka_unit_test(test_cli_exit_codes),
+        cmocka_unit_test(test_cuda_files),
+        cmocka_unit_test(test_fallback_record_is_announced),
+        cmocka_unit_test(test_packed_weights_pack_function),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
