@@ -933,15 +933,18 @@ static int build_attention(BUILD_ARGS)
         nm, dflt, 1, choices, 0                                                                    \
     }
 
-static const te_op_key keys_matmul[] = {
-    K_REQ("m", "rows of C"),
-    K_REQ("n", "columns of C"),
-    K_REQ("k", "reduction extent"),
-    K_BOOL("trans_a", "0", "1: A is [k, m]"),
-    K_BOOL("trans_b", "0", "1: B is [n, k]"),
-    K_OPT("nb", "0",
-          "weights packed once in column panels of nb (a divisor of n): pass <W>_panels [n/nb, k, "
-          "nb] (te_op_pack_panels); 0: plain layout")};
+/* The products' weight layout (weight() above). */
+#define K_NB                                                                                       \
+    K_OPT("nb", "0",                                                                               \
+          "weights packed once in column panels of nb (a divisor of n): pass <W>_panels [n/nb, "   \
+          "k, nb] (te_op_pack_panels); 0: plain layout")
+
+static const te_op_key keys_matmul[] = {K_REQ("m", "rows of C"),
+                                        K_REQ("n", "columns of C"),
+                                        K_REQ("k", "reduction extent"),
+                                        K_BOOL("trans_a", "0", "1: A is [k, m]"),
+                                        K_BOOL("trans_b", "0", "1: B is [n, k]"),
+                                        K_NB};
 static const te_op_key keys_matmul_integer[] = {K_REQ("m", "rows of Y"),
                                                 K_REQ("n", "columns of Y"),
                                                 K_REQ("k", "reduction extent"),
@@ -1019,17 +1022,11 @@ static const te_op_key keys_batch_matmul[] = {K_REQ("b", "batch"),
                                               K_BOOL("trans_b", "0", "1: B is [b, n, k]")};
 static const te_op_key keys_mnk[] = {K_REQ("m", "rows"), K_REQ("n", "output features"),
                                      K_REQ("k", "input features")};
-static const te_op_key keys_dense[] = {
-    K_REQ("m", "rows"), K_REQ("n", "output features"), K_REQ("k", "input features"),
-    K_OPT("nb", "0",
-          "weights packed once in column panels of nb (a divisor of n): pass <W>_panels [n/nb, k, "
-          "nb] (te_op_pack_panels); 0: plain layout")};
+static const te_op_key keys_dense[] = {K_REQ("m", "rows"), K_REQ("n", "output features"),
+                                       K_REQ("k", "input features"), K_NB};
 static const te_op_key keys_mlp_gate[] = {
     K_REQ("m", "rows"), K_REQ("n", "output features"), K_REQ("k", "input features"),
-    K_BOOL("trans_b", "0", "1: W1 and W3 are [n, k] ([out][in])"),
-    K_OPT("nb", "0",
-          "weights packed once in column panels of nb (a divisor of n): pass <W>_panels [n/nb, k, "
-          "nb] (te_op_pack_panels); 0: plain layout")};
+    K_BOOL("trans_b", "0", "1: W1 and W3 are [n, k] ([out][in])"), K_NB};
 static const te_op_key keys_conv[] = {K_REQ("n", "batch"),
                                       K_REQ("c", "input channels"),
                                       K_REQ("h", "input height"),
@@ -1078,10 +1075,7 @@ static const te_op_key keys_bin[] = {K_REQ("m", "rows"), K_REQ("n", "columns"),
                                      K_BOOL("bcast", "0", "1: B is [n], broadcast over rows")};
 static const te_op_key keys_mba[] = {
     K_REQ("m", "rows"), K_REQ("n", "output features"), K_REQ("k", "input features"),
-    K_STR("act", "relu", "none|relu|gelu|gelu_tanh|silu|sigmoid|tanh"),
-    K_OPT("nb", "0",
-          "weights packed once in column panels of nb (a divisor of n): pass <W>_panels [n/nb, k, "
-          "nb] (te_op_pack_panels); 0: plain layout")};
+    K_STR("act", "relu", "none|relu|gelu|gelu_tanh|silu|sigmoid|tanh"), K_NB};
 
 static const te_op_key keys_concat[] = {K_REQ("m", "rows"), K_REQ("n", "columns of A"),
                                         K_REQ("k", "columns of B")};
