@@ -27,7 +27,8 @@
  *            loop (parallel). Knobs: vec (split of the last axis, vectorized), inline
  *            (elementwise producers inlined or kept as a row buffer), nt (streaming stores),
  *            rf (row reductions rfactored into 1, 2 or 4 vectors of partial results, so
- *            they vectorize and run that many dependency chains at once; 0 none), pf (the
+ *            they vectorize and run that many dependency chains at once, the vectors and
+ *            then the lanes folded as trees, te_reduce_tree; 0 none), pf (the
  *            next row prefetched into L1 or L2 from the last pass before the output (1, 2)
  *            or from the output pass (3, 4), or not (0)), pipe (1: rows in chunks, the
  *            chunks parallel, each row's output pass one row behind inside the next row's
@@ -763,14 +764,18 @@ static int row_apply(te__gen *g)
         if (!sr)
             return g->err ? g->err : te__gen_fail(g, TE_ERR_SCHEDULE);
         first_rf = first_rf ? first_rf : sr;
-        if (width == lanes)
-            continue;
-        /* Several vectors of partial results fold lane-wise first (a second rfactor), then the
-         * lanes of one: folding all of them one after the other is a chain of dependent steps
-         * as long as the pass (4 operations a step for the Kahan pairs of layer norm). */
-        te_stage *s2 = rf_lanes(g, P, lanes);
-        if (!s2 || !TE__OK(g, te_unroll(s2, te_stage_reduce_axis(s2, 0))))
-            return g->err ? g->err : te__gen_fail(g, TE_ERR_SCHEDULE);
+        if (width != lanes) {
+            /* Several vectors of partial results fold lane-wise first (a second rfactor), then
+             * the lanes of one: folding all of them one after the other is a chain of
+             * dependent steps as long as the pass (4 operations a step for the Kahan pairs of
+             * layer norm). */
+            te_stage *s2 = rf_lanes(g, P, lanes);
+            if (!s2 || !TE__OK(g, te_reduce_tree(s2, te_stage_reduce_axis(s2, 0))))
+                return g->err ? g->err : te__gen_fail(g, TE_ERR_SCHEDULE);
+        }
+        /* The lanes fold as a tree: log2(lanes) + 1 dependent steps instead of lanes. */
+        if (!TE__OK(g, te_reduce_tree(P, te_stage_reduce_axis(P, 0))))
+            return g->err;
     }
     /* Every producer inside the row loop, consumers first (rfactor stages included). */
     for (int q = te_schedule_nstages(g->s) - 1; q >= 0; q--) {

@@ -265,6 +265,35 @@ int te_unroll(te_stage *st, te_iter *x)
     return rc ? rc : annotate(st, x, TE_ANN_UNROLL, "unroll");
 }
 
+int te_reduce_tree(te_stage *st, te_iter *x)
+{
+    int rc = check_annotatable(st, x, "te_reduce_tree");
+    if (rc)
+        return rc;
+    const char *nm = st->tensor->name;
+    if (!x->reduce)
+        return TE__SERR(st->sched, TE_ERR_SCHEDULE,
+                        "te_reduce_tree: loop '%s' of stage '%s' is not a reduction loop", x->name,
+                        nm);
+    if (x->extent < 2 || x->extent > TE_REDUCE_TREE_MAX)
+        return TE__SERR(st->sched, TE_ERR_SCHEDULE,
+                        "te_reduce_tree: loop '%s' of stage '%s' has %lld iterations; a tree "
+                        "fold unrolls 2 to %d",
+                        x->name, nm, (long long)x->extent, TE_REDUCE_TREE_MAX);
+    if (st->tree_at)
+        return TE__SERR(st->sched, TE_ERR_SCHEDULE,
+                        "te_reduce_tree: stage '%s' already folds loop '%s' as a tree", nm,
+                        st->tree_at->name);
+    for (int k = te__leaf_pos(st, x) + 1; k < st->leaves.n; k++)
+        if (((te_iter *)st->leaves.v[k])->reduce)
+            return TE__SERR(st->sched, TE_ERR_SCHEDULE,
+                            "te_reduce_tree: reduction loop '%s' of stage '%s' is inside '%s'; "
+                            "only spatial loops may be (reorder first)",
+                            ((te_iter *)st->leaves.v[k])->name, nm, x->name);
+    st->tree_at = x;
+    return annotate(st, x, TE_ANN_UNROLL, "reduce_tree");
+}
+
 int te_parallel(te_stage *st, te_iter *x)
 {
     int rc = check_annotatable(st, x, "te_parallel");

@@ -704,7 +704,14 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
         return NULL;
     te_stmt *update, *init = NULL;
     te__tuple_outer tout = {nl, 0, {NULL}, {NULL}};
-    if (te__is_tuple_reduce(l->body)) {
+    int tpos = -1; /* te_reduce_tree: the leaf folded as a tree, no loop of its own */
+    if (is_red && te__tree_check(L, l, &tpos))
+        return NULL;
+    if (tpos >= 0) {
+        if (te__tree_update(L, l, &map, sidx, tpos, &update, &init))
+            return NULL;
+        init = guard(ctx, &spatial, init);
+    } else if (te__is_tuple_reduce(l->body)) {
         if (te__tuple_update(L, l, &map, sidx, te__tuple_inner_from(L, l), &tout, &update, &init))
             return NULL;
         init = guard(ctx, &spatial, init);
@@ -773,6 +780,9 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
                NULL;
     for (int k = top - 1; k >= 0; k--) {
         te_iter *it = st->leaves.v[k];
+        if (k == tpos)
+            continue; /* folded inside the update (a reduction leaf: the initialization is
+                       * outside it, at leaf p - 1 or after the loops) */
         if (st->pipe_at == it && l->ext[te__iter_index(st, it)] > 1) {
             if (!(inner = pipelined(L, l, k, value, inner, unroll[k < 64 ? k : 0] && k < 64)))
                 return NULL;

@@ -67,6 +67,16 @@ int te__tuple_update(lower_ctx *L, lstage *l, const te__subst *map, te_expr *con
 /* inner inside o's lets (NULL on allocation failure). */
 te_stmt *te__tuple_outer_wrap(lower_ctx *L, const te__tuple_outer *o, te_stmt *inner);
 
+/* ---- lower_tree.c: reductions folded as a balanced tree (te_reduce_tree) ----
+ * Checks l's tree fold against the schedule as lowered: *tpos is the folded leaf's position,
+ * -1 when the stage folds none. TE_OK, or TE_ERR_SCHEDULE with the reason on L->ctx. */
+int te__tree_check(lower_ctx *L, const lstage *l, int *tpos);
+/* The update (*update, at the innermost loop, which leaf tpos no longer encloses) and
+ * initialization (*init, one element) of reduction stage l at indices sidx, its sources
+ * substituted by map and folded over leaf tpos as a tree. TE_OK or an error code. */
+int te__tree_update(lower_ctx *L, lstage *l, const te__subst *map, te_expr *const *sidx, int tpos,
+                    te_stmt **update, te_stmt **init);
+
 /* ---- lower_with.c: sets of buffers, for the order checks of te_pipeline and te_compute_with */
 typedef struct te__bufs {
     const te_buf *v[128];

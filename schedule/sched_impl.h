@@ -64,6 +64,8 @@ struct te_stage {
      * producer pipe_with's outermost loop (NULL: not pipelined). */
     te_iter *pipe_at;
     te_stage *pipe_with;
+    /* te_reduce_tree: reduction loop tree_at is folded as a balanced tree (NULL: none). */
+    te_iter *tree_at;
     /* te_compute_with: st's loops down to the depth of cw_at fused with cw_with's (NULL: none). */
     te_stage *cw_with;
     te_iter *cw_at;

@@ -253,7 +253,8 @@ static int apply_line(te_schedule *s, toks *tk)
                : te_ctx_errcode(ctx)                      ? te_ctx_errcode(ctx)
                                                           : TE_ERR_SCHEDULE;
     }
-    if (!strcmp(op, "vectorize") || !strcmp(op, "unroll") || !strcmp(op, "parallel")) {
+    if (!strcmp(op, "vectorize") || !strcmp(op, "unroll") || !strcmp(op, "parallel") ||
+        !strcmp(op, "reduce_tree")) {
         NEED(3);
         te_stage *st = STAGE(1);
         te_iter *x = ITER(st, 2);
@@ -261,6 +262,7 @@ static int apply_line(te_schedule *s, toks *tk)
             return rc;
         return op[0] == 'v'   ? te_vectorize(st, x)
                : op[0] == 'u' ? te_unroll(st, x)
+               : op[0] == 'r' ? te_reduce_tree(st, x)
                               : te_parallel(st, x);
     }
     if (!strcmp(op, "unroll_max") || !strcmp(op, "nontemporal")) {
@@ -668,7 +670,8 @@ char *te_trace_to_c(const char *trace, const char *sched_var)
                       sc == TE_SCOPE_LOCAL    ? "LOCAL"
                       : sc == TE_SCOPE_SHARED ? "SHARED"
                                               : "GLOBAL");
-        } else if ((!strcmp(op, "vectorize") || !strcmp(op, "unroll") || !strcmp(op, "parallel")) &&
+        } else if ((!strcmp(op, "vectorize") || !strcmp(op, "unroll") || !strcmp(op, "parallel") ||
+                    !strcmp(op, "reduce_tree")) &&
                    n == 3) {
             use_stage(&b, d, sv, tk.t[1]);
             stage_var(tk.t[1], v, sizeof v);

@@ -526,6 +526,190 @@ static void test_rank0_tuple_over_two_axes_with_rfactor(void **state)
     te_ctx_free(ctx);
 }
 
+/* ---- te_reduce_tree --------------------------------------------------------------------
+ * The row-reduction shape of the row operations: the row of KT split by 128 and rfactored
+ * (128 partial results over 2 steps), those split by 16 and rfactored again (16 lanes, the 8
+ * vector parts folded as a tree, the lanes vectorized inside the fold), then the 16 lanes folded
+ * as a tree; and the whole row of a short reduction (37 values, odd levels) folded as one tree.
+ * Every reducer, scalar and tuple, against the float64 reference. */
+enum { KT = 256 };
+
+static te_tensor *tree_problem(te_ctx *ctx, int which, int64_t k_len, te_tensor **A, int *n,
+                               te_tensor **out)
+{
+    *A = te_placeholder(ctx, "A", TE_F32, 2, (int64_t[]){M, k_len});
+    te_expr *i = te_axis(ctx, "i", M), *k = te_reduce_axis(ctx, "k", k_len);
+    te_expr *v = TE_AT(ctx, *A, i, k);
+    if (which == 0 || which == 1) { /* sum, max: one-value reducers */
+        *n = 1;
+        out[0] = te_compute(ctx, "r", 1, &i,
+                            which == 0 ? te_sum(ctx, v, 1, &k) : te_rmax(ctx, v, 1, &k));
+        return out[0];
+    }
+    static const problem tp[] = {P_KAHAN, P_WELFORD, P_ARGMAX, P_SOFTMAX};
+    problem pk = tp[which - 2];
+    te_reducer *red = pk == P_KAHAN     ? te_reducer_kahan(ctx, TE_F32)
+                      : pk == P_WELFORD ? te_reducer_welford(ctx, TE_F32)
+                      : pk == P_ARGMAX  ? te_reducer_argmax(ctx, TE_F32, TE_I64)
+                                        : te_reducer_online_softmax(ctx, TE_F32);
+    te_expr *srcs[3] = {v, te_f32(ctx, 0), NULL};
+    const char *names[3] = {"a", "b", "c"};
+    *n = 2;
+    if (pk == P_WELFORD)
+        srcs[0] = te_f32(ctx, 1), srcs[1] = v, srcs[2] = te_f32(ctx, 0), *n = 3;
+    if (pk == P_ARGMAX)
+        srcs[1] = k;
+    if (pk == P_SOFTMAX)
+        srcs[1] = te_f32(ctx, 1);
+    te_expr *body = te_reduce_tuple(ctx, red, *n, srcs, 1, &k);
+    assert_int_equal(te_compute_tuple(ctx, *n, names, 1, &i, body, out), TE_OK);
+    return out[0];
+}
+
+static void check_tree_case(int which, bool lanes)
+{
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *A, *out[TE_MAX_TUPLE];
+    int n = 0;
+    int64_t k_len = lanes ? KT : K;
+    tree_problem(ctx, which, k_len, &A, &n, out);
+    te_schedule *s = te_schedule_create(ctx, n, out);
+    te_stage *st = te_schedule_stage(s, out[0]);
+    if (lanes) {
+        for (int64_t width = 128; width >= 16; width /= 8) {
+            te_iter *ko, *ki;
+            assert_int_equal(te_split(st, te_stage_reduce_axis(st, 0), width, &ko, &ki), TE_OK);
+            te_tensor *rf = te_rfactor(s, out[0], ki);
+            if (!rf)
+                fail_msg("rfactor: %s", te_ctx_errmsg(ctx));
+            te_stage *rs = te_schedule_stage(s, rf);
+            te_iter *lane = te_stage_axis(rs, 1), *rko = te_stage_reduce_axis(rs, 0);
+            assert_int_equal(te_reorder(rs, 3, (te_iter *[]){te_stage_axis(rs, 0), rko, lane}),
+                             TE_OK);
+            if (width == 16) { /* 8 vector parts of 16 lanes: vector code inside the tree */
+                te_iter *lo, *li;
+                assert_int_equal(te_split(rs, lane, 16, &lo, &li), TE_OK);
+                assert_int_equal(te_reduce_tree(rs, rko), TE_OK);
+                lane = li;
+            }
+            assert_int_equal(te_vectorize(rs, lane), TE_OK);
+        }
+    }
+    /* the last fold: 16 lanes, or the whole row of 37 */
+    if (te_reduce_tree(st, te_stage_reduce_axis(st, 0)))
+        fail_msg("te_reduce_tree: %s", te_ctx_errmsg(ctx));
+    assert_non_null(strstr(te_schedule_trace(s), "reduce_tree"));
+    te_tensor *args[1 + TE_MAX_TUPLE] = {A};
+    memcpy(args + 1, out, sizeof(te_tensor *) * (size_t)n);
+    te_target tgt = te_target_host();
+    te_module *m = NULL;
+    if (te_build(s, 1 + n, args, "tree", &tgt, &m))
+        fail_msg("reducer %d: te_build: %s", which, te_ctx_errmsg(ctx));
+    const char *src = te_module_source(m);
+    assert_non_null(strstr(src, "_u0_")); /* the first level of a tree */
+    float *a = malloc(sizeof(float) * M * (size_t)k_len);
+    tt_rng g;
+    tt_rng_seed(&g, tt_seed(77 + (uint64_t)which));
+    tt_fill_f32(&g, a, M * (int)k_len);
+    if (which == 4) /* argmax: ties in different lanes and parts */
+        for (int r = 0; r < M; r++)
+            a[r * k_len + 3] = a[r * k_len + k_len - 5] = 4.0f;
+    void *data[1 + TE_MAX_TUPLE] = {a};
+    double *ref[TE_MAX_TUPLE];
+    for (int o = 0; o < n; o++) {
+        data[1 + o] = malloc(8 * M);
+        tt_poison_f32(data[1 + o], 2 * M);
+        ref[o] = malloc(sizeof(double) * M);
+    }
+    assert_int_equal(te_module_run(m, data), TE_OK);
+    assert_int_equal(te_reference_eval(ctx, 1, &A, (const void *[]){a}, n, out, ref), TE_OK);
+    for (int o = 0; o < n; o++) {
+        bool i64 = te_tensor_dtype(out[o]) == TE_I64;
+        for (int r = 0; r < M; r++) {
+            double got = i64 ? (double)((int64_t *)data[1 + o])[r] : ((float *)data[1 + o])[r];
+            double want = ref[o][r];
+            bool ok = got == want || fabs(got - want) / fmax(1.0, fabs(want)) < 1e-5;
+            if (which == 2 && o == 1)
+                ok = fabs(got - want) < 1e-5; /* the Kahan compensation */
+            if (!ok)
+                fail_msg("reducer %d%s: %s[%d] = %.9g, reference %.9g", which,
+                         lanes ? " (lanes)" : " (whole row)", te_tensor_name(out[o]), r, got, want);
+        }
+        free(data[1 + o]);
+        free(ref[o]);
+    }
+    free(a);
+    te_module_free(m);
+    te_ctx_free(ctx);
+}
+
+static void test_reduce_tree_every_reducer_matches_reference(void **state)
+{
+    (void)state;
+    for (int which = 0; which < 6; which++) {
+        check_tree_case(which, true);
+        check_tree_case(which, false);
+    }
+}
+
+static void test_reduce_tree_refusals(void **state)
+{
+    (void)state;
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *A, *out[TE_MAX_TUPLE];
+    int n = 0;
+    tree_problem(ctx, 2, KT, &A, &n, out);
+    te_schedule *s = te_schedule_create(ctx, n, out);
+    te_stage *st = te_schedule_stage(s, out[0]);
+    /* a spatial loop; a loop of 256 iterations; a reduction loop inside */
+    assert_int_equal(te_reduce_tree(st, te_stage_axis(st, 0)), TE_ERR_SCHEDULE);
+    assert_non_null(strstr(te_ctx_errmsg(ctx), "not a reduction loop"));
+    te_ctx_clear_error(ctx);
+    assert_int_equal(te_reduce_tree(st, te_stage_reduce_axis(st, 0)), TE_ERR_SCHEDULE);
+    assert_non_null(strstr(te_ctx_errmsg(ctx), "256 iterations"));
+    te_ctx_clear_error(ctx);
+    te_iter *ko, *ki;
+    assert_int_equal(te_split(st, te_stage_reduce_axis(st, 0), 64, &ko, &ki), TE_OK);
+    assert_int_equal(te_reduce_tree(st, ko), TE_ERR_SCHEDULE);
+    assert_non_null(strstr(te_ctx_errmsg(ctx), "is inside"));
+    te_ctx_clear_error(ctx);
+    /* a fold of 64 is accepted, once per stage */
+    assert_int_equal(te_reduce_tree(st, ki), TE_OK);
+    assert_int_equal(te_reduce_tree(st, ko), TE_ERR_SCHEDULE);
+    te_ctx_clear_error(ctx);
+    /* replayed from its trace onto a fresh schedule, and translated to C */
+    const char *trace = te_schedule_trace(s);
+    te_schedule *s2 = te_schedule_create(ctx, n, out);
+    assert_int_equal(te_schedule_apply_trace(s2, trace), TE_OK);
+    assert_string_equal(te_schedule_trace(s2), trace);
+    char *c = te_trace_to_c(trace, "s");
+    assert_non_null(c);
+    assert_non_null(strstr(c, "te_reduce_tree("));
+    free(c);
+    te_ctx_free(ctx);
+
+    /* lowering: a fold whose split leaves a guarded tail (37 by 8), and a reorder that puts a
+     * reduction loop inside the fold after it was declared */
+    ctx = te_ctx_create();
+    tree_problem(ctx, 0, K, &A, &n, out);
+    s = te_schedule_create(ctx, n, out);
+    st = te_schedule_stage(s, out[0]);
+    assert_int_equal(te_split(st, te_stage_reduce_axis(st, 0), 8, &ko, &ki), TE_OK);
+    assert_int_equal(te_reduce_tree(st, ki), TE_OK);
+    te_tensor *args[2] = {A, out[0]};
+    assert_null(te_lower(s, 2, args, "t", NULL));
+    assert_non_null(strstr(te_ctx_errmsg(ctx), "guarded tail"));
+    te_ctx_clear_error(ctx);
+    s = te_schedule_create(ctx, n, out);
+    st = te_schedule_stage(s, out[0]);
+    assert_int_equal(te_split(st, te_stage_reduce_axis(st, 0), 37, &ko, &ki), TE_OK);
+    assert_int_equal(te_reduce_tree(st, ki), TE_OK);
+    assert_int_equal(te_reorder(st, 2, (te_iter *[]){ki, ko}), TE_OK);
+    assert_null(te_lower(s, 2, args, "t", NULL));
+    assert_non_null(strstr(te_ctx_errmsg(ctx), "only plain spatial loops"));
+    te_ctx_free(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -537,6 +721,8 @@ int main(void)
         cmocka_unit_test(test_components_invariant_along_inner_loops_are_combined_outside),
         cmocka_unit_test(test_no_snapshot_when_every_component_varies),
         cmocka_unit_test(test_schedule_primitives_that_cannot_apply_are_refused),
+        cmocka_unit_test(test_reduce_tree_every_reducer_matches_reference),
+        cmocka_unit_test(test_reduce_tree_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -526,10 +526,13 @@ static int bench_rowop(const char *op, int M, int N, int threads, int reps, row 
              * dependent steps (4 operations each for the Kahan pairs of layer norm), which
              * cost as much as the pass over the row. */
             te_stage *s2 = rf_lanes(s, st, 16);
-            TE_BENCH_CHECK(s2 && te_unroll(s2, te_stage_reduce_axis(s2, 0)) == TE_OK);
+            TE_BENCH_CHECK(s2 && te_reduce_tree(s2, te_stage_reduce_axis(s2, 0)) == TE_OK);
         }
-        /* The partial results fold in straight-line code, so they stay in registers. */
-        TE_BENCH_CHECK(te_unroll(st, te_stage_reduce_axis(st, 0)) == TE_OK);
+        /* The partial results fold in straight-line code, so they stay in registers, as a
+         * tree (te_reduce_tree): 16 lanes in 4 + 1 dependent steps instead of 16 (layer norm on
+         * a Xeon: 0.72-0.77 -> 0.83-0.88 of the streaming copy on one core, with the fold of
+         * the vectors above a tree too). */
+        TE_BENCH_CHECK(te_reduce_tree(st, te_stage_reduce_axis(st, 0)) == TE_OK);
     }
     /* Every other stage per row, consumers first; elementwise stages vectorized. */
     for (int q = te_schedule_nstages(s) - 2; q >= 0; q--) {

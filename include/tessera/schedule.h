@@ -171,6 +171,19 @@ te_tensor *te_rfactor(te_schedule *s, te_tensor *t, te_iter *x);
 int te_vectorize(te_stage *st, te_iter *x);
 /* Fully unroll loop x. Loops longer than 1024 iterations after bound inference stay serial. */
 int te_unroll(te_stage *st, te_iter *x);
+/* Fold reduction loop x of stage st as a balanced tree: its iterations' values are bound to
+ * locals, combined pairwise with the reducer's own combine (every component of a tuple
+ * reducer), level by level, and the result once into the accumulator; x is unrolled away. A
+ * fold of E values then waits on ceil(log2 E) + 1 dependent combines instead of E: the lane
+ * folds of a row reduction (16 lanes, a Kahan step of four dependent adds each) shrink from a
+ * chain as long as the row's pass to a few steps. The reduction is reassociated, as rfactor
+ * reassociates it. x must be a reduction leaf of 2 to TE_REDUCE_TREE_MAX iterations with only
+ * spatial loops inside it, one per stage. Lowering refuses, with the reason, when x was split
+ * or reordered away from that since, has a guarded tail (its split does not divide), or has a
+ * stage computed or a prefetch issued at or inside it. Trace line: `reduce_tree S x`. Returns
+ * TE_OK, TE_ERR_ARG or TE_ERR_SCHEDULE (message on the schedule's context). */
+#define TE_REDUCE_TREE_MAX 64
+int te_reduce_tree(te_stage *st, te_iter *x);
 /* Run the iterations of x in parallel (OpenMP). Not for reduction loops or loops nested in a
  * parallel loop. */
 int te_parallel(te_stage *st, te_iter *x);
