@@ -59,6 +59,8 @@ te__measurer *te__measurer_create(int n_in, te_tensor *const *ins, int n_out,
         m->o.max_repeats = m->o.min_repeats;
     if (m->o.slow_factor == 0)
         m->o.slow_factor = 20;
+    if (m->o.max_stmts == 0)
+        m->o.max_stmts = 3000;
     m->n_in = n_in;
     m->n_out = n_out;
     for (int i = 0; i < n_in + n_out; i++) {
@@ -240,6 +242,21 @@ static void compile_units(te__measurer *m, const te__backend *be, te__cand *c, c
     free(errmem);
 }
 
+static bool count_stmt(const te_stmt *s, void *user)
+{
+    if (s->kind != TE_S_SEQ && s->kind != TE_S_COMMENT)
+        ++*(int64_t *)user;
+    return true;
+}
+
+int64_t te__lowered_stmts(const te_lowered *f)
+{
+    int64_t n = 0;
+    if (f)
+        te__stmt_visit(f->body, count_stmt, NULL, &n);
+    return n;
+}
+
 static const char *const cand_name[] = {"cand"};
 
 /* The unit of members order[first .. first + n): a candidate's own source, or the backend's
@@ -279,6 +296,46 @@ static void make_unit(te_ctx *ctx, const te__backend *be, const te_target *targe
     }
 }
 
+/* Reorders order[0 .. nl) so that its consecutive runs of `per` (the compiler units) have
+ * about equal code sizes: the largest candidate first into the unit with the fewest statements
+ * that has room (a unit compiles as long as its largest members take, and the units of a batch
+ * compile side by side, so one unit holding all the large candidates leaves the other
+ * compilers idle). Orders by size alone when memory is short. */
+static void balance_units(const te__cand *c, const int *which, int *order, int nl, int per)
+{
+    if (nl <= per || per <= 1)
+        return;
+    int nunits = (nl + per - 1) / per;
+    int *sorted = malloc(sizeof *sorted * (size_t)nl), *fill = calloc((size_t)nunits, sizeof *fill);
+    int64_t *load = calloc((size_t)nunits, sizeof *load);
+    if (!sorted || !fill || !load) {
+        free(sorted);
+        free(fill);
+        free(load);
+        return;
+    }
+    memcpy(sorted, order, sizeof *sorted * (size_t)nl);
+    for (int a = 1; a < nl; a++) /* insertion sort, largest first (a batch is small) */
+        for (int b = a; b > 0 && c[which[sorted[b]]].stmts > c[which[sorted[b - 1]]].stmts; b--) {
+            int t = sorted[b];
+            sorted[b] = sorted[b - 1];
+            sorted[b - 1] = t;
+        }
+    for (int a = 0; a < nl; a++) {
+        int best = -1;
+        for (int u = 0; u < nunits; u++) {
+            int cap = u + 1 < nunits ? per : nl - per * (nunits - 1);
+            if (fill[u] < cap && (best < 0 || load[u] < load[best]))
+                best = u;
+        }
+        order[best * per + fill[best]++] = sorted[a];
+        load[best] += c[which[sorted[a]]].stmts + 1;
+    }
+    free(sorted);
+    free(fill);
+    free(load);
+}
+
 /* Builds candidates c[which[0 .. k)]: kern[i] and fns[i] for the ones that built, status and
  * err (done = 1) for the others. */
 static void build_batch(te__measurer *m, te__cand *c, const int *which, int k, te__kernel **kern,
@@ -306,22 +363,39 @@ static void build_batch(te__measurer *m, te__cand *c, const int *which, int k, t
     int jobs = m->o.build_jobs > 0 ? m->o.build_jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (jobs < 1)
         jobs = 1;
-    /* Order: the lowered candidates first, in chunks of `per` (one unit per compiler, at most 8
-     * candidates each: measured on 2 cores, 10% faster than two units of 4 per compiler, 30%
-     * faster than one per candidate), then the sources, one unit each. */
+    /* Over the code budget: not compiled (see te_measure_options.max_stmts). */
+    for (int q = 0; q < k; q++) {
+        te__cand *x = &c[which[q]];
+        if (x->source || !x->lowered)
+            continue;
+        x->stmts = te__lowered_stmts(x->lowered);
+        if (m->o.max_stmts > 0 && x->stmts > m->o.max_stmts) {
+            char e[256];
+            snprintf(e, sizeof e,
+                     "not compiled: %lld statements after lowering, over the code budget of %d "
+                     "(compile time grows with code size; te_measure_options.max_stmts, "
+                     "tessera tune --max-stmts)",
+                     (long long)x->stmts, m->o.max_stmts);
+            build_failed(x, TE_ERR_COMPILE, e);
+        }
+    }
+    /* Order: the lowered candidates first, in units of at most `per` (one unit per compiler, at
+     * most 8 candidates each: measured on 2 cores, 10% faster than two units of 4 per
+     * compiler, 30% faster than one per candidate), then the sources, one unit each. */
     int no = 0, nl = 0, nu = 0;
     for (int q = 0; q < k; q++)
-        if (!c[which[q]].source)
+        if (!c[which[q]].source && !c[which[q]].done)
             order[no++] = q;
     nl = no;
     for (int q = 0; q < k; q++)
-        if (c[which[q]].source)
+        if (c[which[q]].source && !c[which[q]].done)
             order[no++] = q;
     int per = (nl + jobs - 1) / jobs;
     if (per > 8)
         per = 8;
     if (per < 1 || !be->emit_unit)
         per = 1;
+    balance_units(c, which, order, nl, per);
     for (int f = 0; f < no; nu++) {
         units[nu].first = f;
         units[nu].n = f < nl ? (nl - f < per ? nl - f : per) : 1;

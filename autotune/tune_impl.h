@@ -36,11 +36,17 @@ typedef struct te__cand {
     double bytes; /* bytes one run moves, counted from the lowered IR (te_kernel_count) when
                      it was lowered; 0 = unknown. Recorded as te_db_trial.bytes */
     int repeats;
+    int64_t stmts;      /* statements of the lowered program (te__lowered_stmts), 0 = unknown */
     double limit_scale; /* > 1: a retry of an environmental failure; its compile and run
                            limits are multiplied by this (0 or 1: the configured limits) */
 } te__cand;
 
 void te__cand_clear(te__cand *c);
+
+/* Statements of a lowered program (loops, stores, lets, conditions, intrinsic calls; after the
+ * unroll pass, so unrolled copies count): about the lines of C it becomes, which is what a
+ * compiler's time grows with. */
+int64_t te__lowered_stmts(const te_lowered *f);
 
 /* ---- Measurer: reference, builder and runner ------------------------------------------------ */
 

@@ -251,6 +251,61 @@ static void test_lowered_candidates_share_units(void **state)
     te_ctx_free(ctx);
 }
 
+/* The code budget: a candidate whose lowered program is over max_stmts is a compile_error that
+ * says so, not compiled, not retried; the others of its batch are measured (units balanced by
+ * size around it). The same candidates with no limit all run. */
+static void test_candidates_over_the_code_budget_are_not_compiled(void **state)
+{
+    (void)state;
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *ins[8], *outs[8];
+    int n_in, n_out;
+    assert_int_equal(te_op_build(ctx, "matmul", "m=32,n=48,k=24", ins, &n_in, outs, &n_out), TE_OK);
+    te_target tgt = te_target_host();
+    te_tensor *args[3] = {ins[0], ins[1], outs[0]};
+    te__cand c[6];
+    int64_t small = 0, big = 0;
+    for (int limit = 0; limit < 2; limit++) {
+        memset(c, 0, sizeof c);
+        for (int v = 0; v < 6; v++) {
+            te_schedule *s = te_schedule_create(ctx, 1, outs);
+            te_stage *st = te_schedule_stage(s, outs[0]);
+            te_iter *jo, *ji;
+            assert_int_equal(te_split(st, te_stage_axis(st, 1), v % 2 ? 8 : 4, &jo, &ji), TE_OK);
+            if (v % 2) /* 8 x 32 copies of the update */
+                assert_int_equal(te_pragma_unroll_max(st, 256), TE_OK);
+            c[v].lowered = te_lower(s, 3, args, "cand", &tgt);
+            assert_non_null(c[v].lowered);
+            int64_t n = te__lowered_stmts(c[v].lowered);
+            if (v % 2)
+                big = n;
+            else
+                small = n;
+        }
+        assert_true(big > 4 * small);
+        te_measure_options mo = {0};
+        mo.max_stmts = limit ? (int)(small + big) / 2 : -1;
+        char err[512];
+        te__measurer *m = te__measurer_create(n_in, ins, n_out, outs, NULL, &mo, err, sizeof err);
+        assert_non_null(m);
+        assert_int_equal(te__measurer_reference(m, ctx, 0, err, sizeof err), TE_OK);
+        te__measure_batch(m, c, 6);
+        for (int v = 0; v < 6; v++) {
+            assert_true(c[v].done);
+            if (limit && v % 2) {
+                assert_int_equal(c[v].status, TE_TRIAL_COMPILE_ERROR);
+                assert_non_null(strstr(c[v].err, "over the code budget"));
+                assert_false(te__cand_transient(&c[v]));
+            } else {
+                if (c[v].status != TE_TRIAL_OK)
+                    fail_msg("cand %d: %s", v, c[v].err);
+            }
+        }
+        te__measurer_free(m);
+    }
+    te_ctx_free(ctx);
+}
+
 static void test_flops_and_keys(void **state)
 {
     (void)state;
@@ -361,6 +416,7 @@ int main(void)
         cmocka_unit_test(test_cold_inputs),
         cmocka_unit_test(test_merged_units_attribute_errors),
         cmocka_unit_test(test_lowered_candidates_share_units),
+        cmocka_unit_test(test_candidates_over_the_code_budget_are_not_compiled),
         cmocka_unit_test(test_flops_and_keys),
         cmocka_unit_test(test_durations_and_targets),
         cmocka_unit_test(test_cost_model_ranks),

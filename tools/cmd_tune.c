@@ -102,6 +102,9 @@ static void usage(FILE *f)
             "  --compile-timeout S   a compiler run longer than S seconds is a compile error "
             "(20,\n"
             "                        times the load per core when above 1)\n"
+            "  --max-stmts N         candidates whose lowered program has more than N\n"
+            "                        statements are not compiled (a compile_error; default\n"
+            "                        3000, 0 = no limit): such code takes 20 s and more\n"
             "  --min-time S          timed runs of a candidate add up to at least S (0.01)\n"
             "  --flush-cache         overwrite the caches before every timed run\n"
             "  --no-warm-start       do not seed the search from the database's records\n"
@@ -295,6 +298,7 @@ int te_cmd_tune(int argc, char **argv)
         O_BATCH,
         O_TIMEOUT,
         O_COMPILE_TIMEOUT,
+        O_MAX_STMTS,
         O_MIN_TIME,
         O_STRATEGY,
         O_SPACE,
@@ -331,6 +335,7 @@ int te_cmd_tune(int argc, char **argv)
                                       {"batch", 0, TE_CLI_VALUE, O_BATCH},
                                       {"timeout", 0, TE_CLI_VALUE, O_TIMEOUT},
                                       {"compile-timeout", 0, TE_CLI_VALUE, O_COMPILE_TIMEOUT},
+                                      {"max-stmts", 0, TE_CLI_VALUE, O_MAX_STMTS},
                                       {"min-time", 0, TE_CLI_VALUE, O_MIN_TIME},
                                       {"strategy", 0, TE_CLI_VALUE, O_STRATEGY},
                                       {"space", 0, TE_CLI_VALUE, O_SPACE},
@@ -455,6 +460,12 @@ int te_cmd_tune(int argc, char **argv)
             if (!parse_pos_double(v, &dv))
                 return bad("--compile-timeout takes a positive number of seconds, not '%s'", v);
             o.measure.compile_timeout_s = dv;
+            break;
+        case O_MAX_STMTS:
+            if (!parse_i64(v, 0, 10000000, &iv))
+                return bad("--max-stmts takes an integer in [0, 10000000] (0: no limit), not '%s'",
+                           v);
+            o.measure.max_stmts = iv ? (int)iv : -1;
             break;
         case O_MIN_TIME:
             if (!parse_pos_double(v, &dv))

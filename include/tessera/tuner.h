@@ -84,6 +84,10 @@ typedef struct te_measure_options {
                                  compile_error (environmental: retried by a later job); 0 =
                                  $TESSERA_CC_TIMEOUT when set, else 20 s times the machine's
                                  load per core (getloadavg) when above 1, at most 200 s */
+    int max_stmts; /* a candidate whose lowered program has more statements than this is not
+                      compiled: a compile_error "over the code budget", not retried (compile
+                      time grows with code size: about 30 s for 4,500 lines of C, and one such
+                      candidate holds up the 7 compiled with it); 0 = 3000, < 0 = no limit */
 } te_measure_options;
 
 /* Progress report, passed to te_tune_options.on_progress after every batch. */
