@@ -341,6 +341,10 @@ static int lane_partials(te__gen *g, te_stage *R, te_stage *parent, te_iter *at,
     te_iter *lane = te_stage_axis(sr, te_tensor_ndim(rf) - 1), *k = te_stage_reduce_axis(sr, 0);
     if (!TE__OK(g, te_reorder(sr, 2, (te_iter *[]){k, lane})) || !TE__OK(g, te_vectorize(sr, lane)))
         return g->err;
+    /* The lanes fold as a tree (log2(lanes) dependent steps instead of lanes), where R's lane
+     * loop has only spatial loops inside it; else as a chain. */
+    if (te_reduce_tree(R, te_stage_reduce_axis(R, 0)))
+        te_ctx_clear_error(g->ctx);
     return TE_OK;
 }
 
