@@ -163,17 +163,31 @@ static void test_cold_inputs(void **state)
     te_ctx_free(ctx);
 }
 
+/* The small matmul the tests below lower candidates of: its inputs, outputs and the kernel's
+ * arguments (A, B, C). */
+typedef struct {
+    te_tensor *ins[8], *outs[8], *args[3];
+    int n_in, n_out;
+} small_mm;
+
+static void small_matmul(te_ctx *ctx, small_mm *p)
+{
+    assert_int_equal(
+        te_op_build(ctx, "matmul", "m=32,n=48,k=24", p->ins, &p->n_in, p->outs, &p->n_out), TE_OK);
+    p->args[0] = p->ins[0], p->args[1] = p->ins[1], p->args[2] = p->outs[0];
+}
+
 /* Candidates with the generated shape are compiled several per unit; a unit with one bad
  * member is rebuilt member by member so only that one is a compile error. */
 static void test_merged_units_attribute_errors(void **state)
 {
     (void)state;
     te_ctx *ctx = te_ctx_create();
-    te_tensor *ins[8], *outs[8];
-    int n_in, n_out;
-    assert_int_equal(te_op_build(ctx, "matmul", "m=32,n=48,k=24", ins, &n_in, outs, &n_out), TE_OK);
+    small_mm p;
+    small_matmul(ctx, &p);
+    te_tensor **ins = p.ins, **outs = p.outs, **args = p.args;
+    int n_in = p.n_in, n_out = p.n_out;
     te_target tgt = te_target_host();
-    te_tensor *args[3] = {ins[0], ins[1], outs[0]};
     const char *src[6];
     for (int v = 0; v < 6; v++) {
         te_schedule *s = te_schedule_create(ctx, 1, outs);
@@ -222,11 +236,11 @@ static void test_lowered_candidates_share_units(void **state)
 {
     (void)state;
     te_ctx *ctx = te_ctx_create();
-    te_tensor *ins[8], *outs[8];
-    int n_in, n_out;
-    assert_int_equal(te_op_build(ctx, "matmul", "m=32,n=48,k=24", ins, &n_in, outs, &n_out), TE_OK);
+    small_mm p;
+    small_matmul(ctx, &p);
+    te_tensor **ins = p.ins, **outs = p.outs, **args = p.args;
+    int n_in = p.n_in, n_out = p.n_out;
     te_target tgt = te_target_host();
-    te_tensor *args[3] = {ins[0], ins[1], outs[0]};
     char err[512];
     te__measurer *m = te__measurer_create(n_in, ins, n_out, outs, NULL, NULL, err, sizeof err);
     assert_non_null(m);
@@ -258,11 +272,11 @@ static void test_candidates_over_the_code_budget_are_not_compiled(void **state)
 {
     (void)state;
     te_ctx *ctx = te_ctx_create();
-    te_tensor *ins[8], *outs[8];
-    int n_in, n_out;
-    assert_int_equal(te_op_build(ctx, "matmul", "m=32,n=48,k=24", ins, &n_in, outs, &n_out), TE_OK);
+    small_mm p;
+    small_matmul(ctx, &p);
+    te_tensor **ins = p.ins, **outs = p.outs, **args = p.args;
+    int n_in = p.n_in, n_out = p.n_out;
     te_target tgt = te_target_host();
-    te_tensor *args[3] = {ins[0], ins[1], outs[0]};
     te__cand c[6];
     int64_t small = 0, big = 0;
     for (int limit = 0; limit < 2; limit++) {
