@@ -182,14 +182,14 @@ int te__tree_update(lower_ctx *L, lstage *l, const te__subst *map, te_expr *cons
     for (int k = 0; k < st->leaves.n && only; k++)
         only = k == tpos || !((te_iter *)st->leaves.v[k])->reduce;
     te_expr *acc[TE_MAX_TUPLE], *out[TE_MAX_TUPLE], *nv[TE_MAX_TUPLE];
-    for (int i = 0; i < n; i++)
-        if (!(acc[i] = te__load(ctx, bufs[i], st->ndim, sidx)))
+    for (int i = 0; i < n; i++) {
+        out[i] = node[0][i];
+        if (!only && !(acc[i] = te__load(ctx, bufs[i], st->ndim, sidx)))
             return TE_ERR_NOMEM;
+    }
     int rc = only ? TE_OK : combine(ctx, l, n, acc, node[0], out);
     if (rc)
         return rc;
-    for (int i = 0; i < n && only; i++)
-        out[i] = node[0][i];
     te_stmt *stores = NULL, *inits = NULL;
     for (int i = 0; i < n; i++) {
         char vn[96];
