@@ -200,6 +200,9 @@ static int attn_init(te_space *sp)
             if (others[q] != qblks[0])
                 qblks[nq++] = others[q];
         te__knob_add(sp, "qblk", te__filter_le(qblks, nq, ad->lq, ad->lq, v), v);
+        /* fold: the block's P V computed per row tile of the combine (pv_in_combine), or
+         * stored and combined in a second pass over the rows. */
+        te__knob_add(sp, "fold", 2, (int64_t[]){1, 0});
         return TE_OK;
     }
     for (int q = 0; q < ns; q++) {
@@ -348,6 +351,41 @@ static int lane_partials(te__gen *g, te_stage *R, te_stage *parent, te_iter *at,
     return TE_OK;
 }
 
+/* The block's P V folded into the online combine: the online stage T's update (at its
+ * key-block loop tjo) runs over row tiles of qb rows and column chunks of nv vectors, and the
+ * P V stage B is computed per tile, at the chunk loop, as a register tile (the block's keys
+ * outside, rows and vectors unrolled). B's buffer is then the tile itself, indexed by
+ * constants once unrolled, so it stays in registers and the combine (a' = a e1 + P V e2)
+ * is the tile's epilogue: the block's qb x dh products never go through memory and there
+ * is no second pass over the rows (FlashAttention-2's rescale-then-accumulate, with the
+ * block's maximum as the reference). Sets *done, or leaves everything as it was where the
+ * tile's chunks do not divide the head dimension. */
+static int pv_in_combine(te__gen *g, te_stage *B, te_stage *T, te_iter *tjo, int lanes, int64_t qb,
+                         int64_t dh, bool *done)
+{
+    int64_t nv = 1, budget = lanes >= 16 ? 24 : 12;
+    while (nv * 2 * qb <= budget && nv < 8 && lanes * nv * 2 <= dh)
+        nv *= 2;
+    if (dh % (lanes * nv))
+        return TE_OK;
+    te_iter *tio, *tii, *tdc, *tdr, *tdo, *tdi, *bdo, *bdi;
+    if (!TE__OK(g, te_split(T, te_stage_axis(T, 2), qb, &tio, &tii)) ||
+        !TE__OK(g, te_split(T, te_stage_axis(T, 3), lanes * nv, &tdc, &tdr)) ||
+        !TE__OK(g, te_split(T, tdr, lanes, &tdo, &tdi)) ||
+        !TE__OK(g, te_reorder(T, 6, (te_iter *[]){tjo, tio, tdc, tii, tdo, tdi})) ||
+        !TE__OK(g, te_unroll(T, tii)) || !TE__OK(g, te_unroll(T, tdo)) ||
+        !TE__OK(g, te_vectorize(T, tdi)) || !TE__OK(g, te_compute_at(B, T, tdc)) ||
+        !TE__OK(g, te_split(B, te_stage_axis(B, 4), lanes, &bdo, &bdi)) ||
+        !TE__OK(g, te_reorder(
+                       B, 4,
+                       (te_iter *[]){te_stage_reduce_axis(B, 0), te_stage_axis(B, 2), bdo, bdi})) ||
+        !TE__OK(g, te_unroll(B, te_stage_axis(B, 2))) || !TE__OK(g, te_unroll(B, bdo)) ||
+        !TE__OK(g, te_vectorize(B, bdi)))
+        return g->err;
+    *done = true;
+    return TE_OK;
+}
+
 /* Last axis of an elementwise stage split by v and vectorized. */
 static int vec_last(te__gen *g, te_stage *P, int64_t v)
 {
@@ -465,7 +503,7 @@ static int attn_apply_one_pass(te__gen *g)
 {
     attn_data *ad = g->sp->tdata;
     int64_t qb = te__knob_val(g, 0), vec = te__knob_val(g, 1), par = te__knob_val(g, 2);
-    int64_t qblk = te__knob_val(g, 3);
+    int64_t qblk = te__knob_val(g, 3), fold = te__knob_val(g, 4);
     int lanes = g->sp->lanes;
     te_stage *st[O_NROLES];
     for (int r = 0; r < O_NROLES; r++)
@@ -484,15 +522,20 @@ static int attn_apply_one_pass(te__gen *g)
     if (!TE__OK(g, te_compute_at(T, O, f)))
         return g->err;
     te_iter *tjo = te_stage_reduce_axis(T, 0), *tdo, *tdi;
-    if (!TE__OK(g, te_split(T, te_stage_axis(T, 3), vec, &tdo, &tdi)) ||
-        !TE__OK(g, te_reorder(T, 4, (te_iter *[]){tjo, te_stage_axis(T, 2), tdo, tdi})) ||
-        !TE__OK(g, te_vectorize(T, tdi)))
+    bool folded = false;
+    if (fold && vec == lanes && qb > 1 &&
+        pv_in_combine(g, st[O_BPV], T, tjo, lanes, qb, ad->dh, &folded))
         return g->err;
-    /* P V of the block: weight rows times the block of V, vectorized over the head dim. */
-    /* P V of the block: a register tile (rows x vectors of the head dim) accumulated along
-     * the block's keys. */
-    if (reg_tile(g, st[O_BPV], T, tjo, lanes, 4, ad->dh))
-        return g->err;
+    if (!folded) {
+        if (!TE__OK(g, te_split(T, te_stage_axis(T, 3), vec, &tdo, &tdi)) ||
+            !TE__OK(g, te_reorder(T, 4, (te_iter *[]){tjo, te_stage_axis(T, 2), tdo, tdi})) ||
+            !TE__OK(g, te_vectorize(T, tdi)))
+            return g->err;
+        /* P V of the block: a register tile (rows x vectors of the head dim) accumulated
+         * along the block's keys, stored, then combined row by row. */
+        if (reg_tile(g, st[O_BPV], T, tjo, lanes, 4, ad->dh))
+            return g->err;
+    }
     if (!TE__OK(g, te_compute_at(st[O_BSUM], T, tjo)) ||
         lane_partials(g, st[O_BSUM], T, tjo, lanes) || !TE__OK(g, te_compute_at(st[O_P], T, tjo)) ||
         vec_last(g, st[O_P], lanes) || !TE__OK(g, te_compute_at(st[O_BMAX], T, tjo)) ||

@@ -223,6 +223,53 @@ static te_expr *use_bound(te_ctx *ctx, te_expr *e, const te__tuple_outer *o)
     return b.n ? te__expr_mutate(ctx, e, put_bound, &b) : e;
 }
 
+/* The invariant components' buffers, one element along every dimension whose index moves
+ * only with the inner loops (leaves q..; the outer leaves of one iteration count as
+ * constants): every point of those loops stores the same value there, and the update reads
+ * the snapshot taken before them, so one element holds what the whole extent held (its
+ * readers, at any index, read that value). Attention's running maximum and sum, which have
+ * the output's head dimension, become one value per query row: 2 dh - 2 fewer stores a row
+ * and block, and their buffers 1/dh of the size. Arguments (the kernel's outputs) and GPU
+ * shared buffers keep their shape. */
+static int collapse_invariant(lower_ctx *L, lstage *l, te_expr *const *sidx, int q, const bool *inv)
+{
+    te_ctx *ctx = L->ctx;
+    const te_stage *st = l->st;
+    const te_expr *var[64];
+    te_expr *zero[64];
+    int nv = 0;
+    for (int k = 0; k < st->leaves.n && nv < 64; k++) {
+        const te_iter *it = st->leaves.v[k];
+        if (k < q && l->ext[te__iter_index(st, it)] != 1)
+            continue;
+        var[nv] = it->var;
+        if (!(zero[nv++] = te_int(ctx, 0)))
+            return TE_ERR_NOMEM;
+    }
+    te__subst z = {nv, var, zero};
+    uint32_t dims = 0;
+    for (int d = 0; d < st->ndim && d < 32; d++) {
+        te_expr *at0 = te__substitute(ctx, sidx[d], &z);
+        int64_t c;
+        if (!at0)
+            return TE_ERR_NOMEM;
+        /* Only leaves q.. move it (the rest are constants), and it moves. */
+        if (te__is_const_int(te__simplify_expr(ctx, at0, NULL), &c) &&
+            !te__is_const_int(sidx[d], &c))
+            dims |= 1u << d;
+    }
+    for (int i = 0; i < l->st->ntuple && dims; i++) {
+        te_buf *b = l->bufs[i];
+        if (!inv[i] || b->arg_index >= 0 || b->scope == TE_SCOPE_SHARED)
+            continue;
+        for (int d = 0; d < b->ndim && d < 32; d++)
+            if (dims >> d & 1)
+                b->shape[d] = 1;
+        b->bcast_dims |= dims;
+    }
+    return TE_OK;
+}
+
 int te__tuple_update(lower_ctx *L, lstage *l, const te__subst *map, te_expr *const *sidx, int q,
                      te__tuple_outer *o, te_stmt **update, te_stmt **init)
 {
@@ -305,6 +352,9 @@ int te__tuple_update(lower_ctx *L, lstage *l, const te__subst *map, te_expr *con
                     return TE_ERR_NOMEM;
                 acc[i] = o->var[o->n - 1];
             }
+        int rc = collapse_invariant(L, l, sidx, q, inv);
+        if (rc)
+            return rc;
     } else {
         o->q = nl;
     }

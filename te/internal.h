@@ -280,6 +280,10 @@ struct te_buf {
      * (the double_buffer pass placed its barriers; the barrier pass leaves its accesses alone,
      * and CUDA on sm_80+ fills it with cp.async). */
     bool prefetched;
+    /* Dimensions whose index is ignored (extent 1): the buffer holds one element for every
+     * position along them. Set for a tuple reduction's component that is the same along the
+     * dimension (schedule/lower_tuple.c); storage flattening drops their indices. */
+    uint32_t bcast_dims;
 };
 
 /* Elements of buffer b (the product of its shape). */

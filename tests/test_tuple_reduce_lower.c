@@ -349,7 +349,11 @@ static te_reducer *weighted_softmax_reducer(te_ctx *ctx)
  * d loop (X plus 0): its value is only there, so nothing is read ahead. */
 typedef enum { W_PLAIN, W_SPLIT, W_VECTOR, W_ROWS_INSIDE, W_VPROD, W_XPROD, W_COUNT } wsched;
 
-static void run_weighted(wsched ws)
+/* consumer: the tuple is an intermediate that a stage O = select(wm == -inf, 0, wa / 2 + wm)
+ * reads (its buffers are allocations, not arguments): the maximum, the same along d, is then
+ * one element per row where only inner loops move d (schedule/lower_tuple.c,
+ * collapse_invariant), and O reads that element at every d. */
+static void run_weighted(wsched ws, bool consumer)
 {
     te_ctx *ctx = te_ctx_create();
     te_tensor *X = te_placeholder(ctx, "X", TE_F32, 2, (int64_t[]){WR, WK});
@@ -374,7 +378,17 @@ static void run_weighted(wsched ws)
     assert_int_equal(
         te_compute_tuple(ctx, 2, (const char *[]){"wm", "wa"}, 2, (te_expr *[]){i, d}, red, out),
         TE_OK);
-    te_schedule *s = te_schedule_create(ctx, 2, out);
+    te_tensor *O = NULL;
+    if (consumer) {
+        te_expr *oi = te_axis(ctx, "oi", WR), *od = te_axis(ctx, "od", WD);
+        te_expr *wm = TE_AT(ctx, out[0], oi, od);
+        O = te_compute(
+            ctx, "O", 2, (te_expr *[]){oi, od},
+            te_select(ctx, te_eq(ctx, wm, te_f32(ctx, -INFINITY)), te_f32(ctx, 0),
+                      te_add(ctx, te_mul(ctx, TE_AT(ctx, out[1], oi, od), te_f32(ctx, 0.5f)), wm)));
+        assert_non_null(O);
+    }
+    te_schedule *s = consumer ? te_schedule_create(ctx, 1, &O) : te_schedule_create(ctx, 2, out);
     te_stage *st = te_schedule_stage(s, out[0]);
     te_iter *ri = te_stage_axis(st, 0), *rd = te_stage_axis(st, 1),
             *rk = te_stage_reduce_axis(st, 0);
@@ -397,9 +411,10 @@ static void run_weighted(wsched ws)
     }
     if (ws == W_VECTOR || ws == W_ROWS_INSIDE)
         assert_int_equal(te_vectorize(st, din), TE_OK);
-    te_tensor *args[4] = {X, V, out[0], out[1]};
+    te_tensor *args[4] = {X, V, consumer ? O : out[0], out[1]};
+    int nargs = consumer ? 3 : 4;
     te_target tgt = te_target_host();
-    te_lowered *f = te_lower(s, 4, args, "wsm", &tgt);
+    te_lowered *f = te_lower(s, nargs, args, "wsm", &tgt);
     assert_non_null(f);
     char *buf = calloc(1, 1 << 16);
     FILE *fp = fmemopen(buf, 1 << 16, "w");
@@ -421,10 +436,21 @@ static void run_weighted(wsched ws)
         if (!strstr(old, inner)) /* the loop comes after (inside) the snapshot */
             fail_msg("schedule %d: the snapshot is not outside '%s':\n%s", (int)ws, inner, buf);
     }
+    if (consumer) {
+        /* One element per row where only the inner loops move d; else the whole extent. */
+        bool one = ws != W_XPROD && ws != W_ROWS_INSIDE;
+        char want[64];
+        snprintf(want, sizeof want, "allocate wm[f32 x %d x %d]", WR, one ? 1 : WD);
+        if (!strstr(buf, want))
+            fail_msg("schedule %d: no '%s':\n%s", (int)ws, want, buf);
+        snprintf(want, sizeof want, "allocate wa[f32 x %d x %d]", WR, WD);
+        if (!strstr(buf, want))
+            fail_msg("schedule %d: no '%s':\n%s", (int)ws, want, buf);
+    }
     free(buf);
 
     te_module *m = NULL;
-    if (te_build(s, 4, args, "wsm", &tgt, &m))
+    if (te_build(s, nargs, args, "wsm", &tgt, &m))
         fail_msg("te_build: %s", te_ctx_errmsg(ctx));
     float x[WR * WK], v[WK * WD], om[WR * WD], oa[WR * WD];
     tt_rng g;
@@ -435,6 +461,19 @@ static void run_weighted(wsched ws)
         x[c] = -INFINITY;
     tt_poison_f32(om, WR * WD);
     tt_poison_f32(oa, WR * WD);
+    if (consumer) {
+        assert_int_equal(te_module_run(m, (void *[]){x, v, om}), TE_OK);
+        double ro[WR * WD];
+        assert_int_equal(te_reference_eval(ctx, 2, (te_tensor *[]){X, V}, (const void *[]){x, v}, 1,
+                                           &O, (double *[]){ro}),
+                         TE_OK);
+        for (int q = 0; q < WR * WD; q++)
+            if (!(fabs(om[q] - ro[q]) <= 1e-5 * fmax(1.0, fabs(ro[q]))))
+                fail_msg("schedule %d: O[%d] = %.9g, reference %.9g", (int)ws, q, om[q], ro[q]);
+        te_module_free(m);
+        te_ctx_free(ctx);
+        return;
+    }
     assert_int_equal(te_module_run(m, (void *[]){x, v, om, oa}), TE_OK);
     double rm[WR * WD], ra[WR * WD];
     assert_int_equal(te_reference_eval(ctx, 2, (te_tensor *[]){X, V}, (const void *[]){x, v}, 2,
@@ -454,7 +493,14 @@ static void test_components_invariant_along_inner_loops_are_combined_outside(voi
 {
     (void)state;
     for (int w = 0; w < W_COUNT; w++)
-        run_weighted((wsched)w);
+        run_weighted((wsched)w, false);
+}
+
+static void test_invariant_component_is_one_element_per_row(void **state)
+{
+    (void)state;
+    for (int w = 0; w < W_COUNT; w++)
+        run_weighted((wsched)w, true);
 }
 
 /* Nothing is hoisted when every component depends on the inner loop (argmax along k with the
@@ -719,6 +765,7 @@ int main(void)
         cmocka_unit_test(test_rank0_tuple_over_two_axes_with_rfactor),
         cmocka_unit_test(test_tuple_stage_computed_at_its_consumer_row_loop),
         cmocka_unit_test(test_components_invariant_along_inner_loops_are_combined_outside),
+        cmocka_unit_test(test_invariant_component_is_one_element_per_row),
         cmocka_unit_test(test_no_snapshot_when_every_component_varies),
         cmocka_unit_test(test_schedule_primitives_that_cannot_apply_are_refused),
         cmocka_unit_test(test_reduce_tree_every_reducer_matches_reference),

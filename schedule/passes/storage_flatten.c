@@ -4,7 +4,8 @@
  * canonical (simplified) form. Vector indices (RAMP/BCAST lanes, in any dimension) stay
  * vectors: their bases flatten like scalars and their strides scale by the dimension's
  * stride, so `A[i, ramp(j, 1, 8)]` becomes `A[ramp(i*s1 + j, 1, 8)]`. Buffers keep their shape;
- * backends size allocations from it.
+ * backends size allocations from it. The indices of a buffer's bcast_dims (extent 1) are
+ * dropped: every position along them is the one element.
  */
 #include "schedule/passes.h"
 
@@ -85,28 +86,40 @@ static te_expr *flat_index(te_ctx *ctx, const te_buf *buf, int n, te_expr *const
     for (int d = 0; d < n; d++) {
         int64_t s, t;
         lanes = idx[d]->lanes > lanes ? idx[d]->lanes : lanes;
+        if (buf->bcast_dims >> d & 1) {
+            bases[d] = NULL; /* index ignored: the dimension holds one element */
+            continue;
+        }
         if (!split_lanes(idx[d], &bases[d], &s) || __builtin_mul_overflow(s, strides[d], &t) ||
             __builtin_add_overflow(lane_stride, t, &lane_stride))
             vec_ok = false;
     }
     te_expr *flat = NULL;
     for (int d = 0; d < n; d++) {
+        if (buf->bcast_dims >> d & 1)
+            continue;
         te_expr *x = vec_ok ? bases[d] : idx[d];
         if (x->dtype != TE_I64)
             x = te_cast(ctx, TE_I64, x);
         te_expr *term = strides[d] == 1 ? x : te_mul(ctx, x, te_int(ctx, strides[d]));
         flat = flat ? te_add(ctx, flat, term) : term;
     }
+    if (!flat)
+        flat = te_int(ctx, 0);
     flat = te__simplify_expr(ctx, flat, ranges);
     if (!flat || lanes == 1 || !vec_ok)
         return flat;
     return lane_stride == 0 ? te__bcast(ctx, flat, lanes) : te__ramp(ctx, flat, lane_stride, lanes);
 }
 
+/* Whether a one-index access of b still needs flattening: b is one-dimensional and that
+ * dimension's index is ignored. */
+static bool flat_1d(const te_buf *b) { return b->ndim == 1 && (b->bcast_dims & 1); }
+
 static te_expr *flatten_expr(te_ctx *ctx, te_expr *e, void *user)
 {
     fl *f = user;
-    if (e->kind != TE_E_LOAD || e->u.load.n == 1)
+    if (e->kind != TE_E_LOAD || (e->u.load.n == 1 && !flat_1d(e->u.load.buf)))
         return e;
     te_expr *ix = flat_index(ctx, e->u.load.buf, e->u.load.n, e->u.load.idx, &f->ranges);
     te_expr *r = ix ? te__load(ctx, e->u.load.buf, 1, &ix) : NULL;
@@ -118,7 +131,7 @@ static te_expr *flatten_expr(te_ctx *ctx, te_expr *e, void *user)
 static te_stmt *flatten_stmt(te_ctx *ctx, te_stmt *s, void *user)
 {
     fl *f = user;
-    if (s->kind != TE_S_STORE || s->u.store.n == 1)
+    if (s->kind != TE_S_STORE || (s->u.store.n == 1 && !flat_1d(s->u.store.buf)))
         return s;
     te_expr *ix = flat_index(ctx, s->u.store.buf, s->u.store.n, s->u.store.idx, &f->ranges);
     te_stmt *r = ix ? te__store(ctx, s->u.store.buf, 1, &ix, s->u.store.value) : NULL;

@@ -23,7 +23,10 @@
  * register's lanes up to 64: see lanes_ok), or the body holds something that has no
  * straight-line vector form: a store whose index does not depend on the lane (a reduction into
  * an accumulator), an `if` statement whose condition depends on the lane, a nested loop, an
- * allocation, a barrier, a bool buffer accessed per lane. The fallback is never silent: a
+ * allocation, a barrier, a bool buffer accessed per lane. (A store of a lane-invariant value to
+ * a lane-invariant element that the loop never loads stays one scalar store: every lane
+ * would write the same.) The
+ * fallback is never silent: a
  * comment "vectorize <var>: kept scalar: <reason>" goes in front of the loop (te_lowered_notes
  * lists them; the C backend writes them as C comments).
  *
@@ -50,10 +53,32 @@ typedef struct vec_state {
     /* Inside a branch of an if_then_else whose condition depends on the lane: the lanes for
      * which the branch is taken (NULL outside any). Loads under a mask read only there. */
     te_expr *mask;
-    bool fail;          /* cannot vectorize: fall back to a serial loop */
-    const char *reason; /* why, for the note in front of the loop */
-    bool nomem;         /* allocation failure: the pass fails */
+    bool fail;           /* cannot vectorize: fall back to a serial loop */
+    const char *reason;  /* why, for the note in front of the loop */
+    bool nomem;          /* allocation failure: the pass fails */
+    const te_stmt *body; /* the loop's body */
 } vec_state;
+
+/* Whether statement s loads buffer b anywhere (in an expression of any of its statements). */
+typedef struct {
+    const te_buf *b;
+    bool hit;
+} loads_ctx;
+
+static bool loads_fn(const te_expr *e, void *user)
+{
+    loads_ctx *c = user;
+    if (e->kind == TE_E_LOAD && e->u.load.buf == c->b)
+        c->hit = true;
+    return !c->hit;
+}
+
+static bool stmt_loads(const te_stmt *s, const te_buf *b)
+{
+    loads_ctx c = {b, false};
+    te__stmt_visit(s, NULL, loads_fn, &c);
+    return c.hit;
+}
 
 /* Gives up on the loop (scalar fallback), remembering the first reason. */
 static void give_up(vec_state *v, const char *reason)
@@ -561,6 +586,10 @@ static te_stmt *vec_stmt(vec_state *v, te_stmt *s)
             return NULL;
         }
         te_expr *idx = s->u.store.idx[0];
+        if (!lane_dependent(v, idx) && !lane_dependent(v, s->u.store.value) && !v->mask &&
+            !stmt_loads(v->body, s->u.store.buf))
+            return s; /* every lane stores the same value to an element the loop never
+                         reads: once */
         if (!lane_dependent(v, idx)) {
             /* Every lane writes one element: a reduction into an accumulator. */
             give_up(v, "every lane stores to the same element (a reduction)");
@@ -702,6 +731,7 @@ static te_stmt *vectorize_loop(te_ctx *ctx, te_stmt *s, void *user)
     v.var = s->u.loop.var;
     v.min = s->u.loop.min;
     v.lanes = (int)lanes;
+    v.body = s->u.loop.body;
     te_stmt *body = vec_stmt(&v, s->u.loop.body);
     if (v.nomem)
         return NULL;
