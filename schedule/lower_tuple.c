@@ -231,7 +231,8 @@ static te_expr *use_bound(te_ctx *ctx, te_expr *e, const te__tuple_outer *o)
  * the output's head dimension, become one value per query row: 2 dh - 2 fewer stores a row
  * and block, and their buffers 1/dh of the size. Arguments (the kernel's outputs) and GPU
  * shared buffers keep their shape. */
-static int collapse_invariant(lower_ctx *L, lstage *l, te_expr *const *sidx, int q, const bool *inv)
+static int collapse_invariant(lower_ctx *L, lstage *l, te_expr *const *sidx, int q, const bool *inv,
+                              bool *collapsed, te_expr **first)
 {
     te_ctx *ctx = L->ctx;
     const te_stage *st = l->st;
@@ -266,6 +267,23 @@ static int collapse_invariant(lower_ctx *L, lstage *l, te_expr *const *sidx, int
             if (dims >> d & 1)
                 b->shape[d] = 1;
         b->bcast_dims |= dims;
+        collapsed[i] = true;
+    }
+    /* The point that stores the element: the first of every inner loop that moves a collapsed
+     * index, except a vectorized one (its lanes store one scalar: passes/vectorize.c). After
+     * unrolling the condition folds, so one store a row remains instead of one per copy. */
+    *first = NULL;
+    for (int k = q; k < st->leaves.n && dims; k++) {
+        const te_iter *it = st->leaves.v[k];
+        bool moves = false;
+        for (int d = 0; d < st->ndim && d < 32 && !moves; d++)
+            moves = (dims >> d & 1) && te__expr_uses_var(sidx[d], it->var);
+        if (!moves || it->ann == TE_ANN_VECTORIZE)
+            continue;
+        te_expr *c = te_eq(ctx, it->var, te_int(ctx, 0));
+        if (!c || (*first && !(c = te_and(ctx, *first, c))))
+            return TE_ERR_NOMEM;
+        *first = c;
     }
     return TE_OK;
 }
@@ -281,6 +299,8 @@ int te__tuple_update(lower_ctx *L, lstage *l, const te__subst *map, te_expr *con
     te_expr *val[TE_MAX_TUPLE], *acc[TE_MAX_TUPLE], *nv[TE_MAX_TUPLE], *out[TE_MAX_TUPLE];
     te_expr *lv[TE_MAX_TUPLE] = {NULL}, *bound[TE_MAX_TUPLE] = {NULL};
     bool src_out[TE_MAX_TUPLE] = {false}, inv[TE_MAX_TUPLE] = {false};
+    bool collapsed[TE_MAX_TUPLE] = {false};
+    te_expr *first = NULL; /* where a collapsed component is stored (collapse_invariant) */
     memset(o, 0, sizeof *o);
 
     for (int j = 0; j < n; j++) {
@@ -352,7 +372,7 @@ int te__tuple_update(lower_ctx *L, lstage *l, const te__subst *map, te_expr *con
                     return TE_ERR_NOMEM;
                 acc[i] = o->var[o->n - 1];
             }
-        int rc = collapse_invariant(L, l, sidx, q, inv);
+        int rc = collapse_invariant(L, l, sidx, q, inv, collapsed, &first);
         if (rc)
             return rc;
     } else {
@@ -391,8 +411,12 @@ int te__tuple_update(lower_ctx *L, lstage *l, const te__subst *map, te_expr *con
             if (!(nv[i] = te_var(ctx, vn, out[i]->dtype)))
                 return TE_ERR_NOMEM;
         }
-        stores = te__seq2(ctx, stores, te__store(ctx, l->bufs[i], st->ndim, sidx, nv[i]));
-        inits = te__seq2(ctx, inits, te__store(ctx, l->bufs[i], st->ndim, sidx, r->identities[i]));
+        te_stmt *put = te__store(ctx, l->bufs[i], st->ndim, sidx, nv[i]),
+                *put0 = te__store(ctx, l->bufs[i], st->ndim, sidx, r->identities[i]);
+        if (collapsed[i] && first)
+            put = te__if(ctx, first, put, NULL), put0 = te__if(ctx, first, put0, NULL);
+        stores = te__seq2(ctx, stores, put);
+        inits = te__seq2(ctx, inits, put0);
     }
     te_stmt *s = stores;
     for (int i = n - 1; i >= 0 && s; i--)
