@@ -446,6 +446,9 @@ static void run_weighted(wsched ws, bool consumer)
         snprintf(want, sizeof want, "allocate wa[f32 x %d x %d]", WR, WD);
         if (!strstr(buf, want))
             fail_msg("schedule %d: no '%s':\n%s", (int)ws, want, buf);
+        /* Stored once per row: at the first point of the serial d loop. */
+        if (ws == W_PLAIN && !strstr(buf, "if ((d == 0)) {\n          wm[i] = wm_next0"))
+            fail_msg("schedule %d: the maximum is not stored once per row:\n%s", (int)ws, buf);
     }
     free(buf);
 
