@@ -76,6 +76,7 @@ typedef struct attn_data {
     bool one_pass;
     const char *st[8]; /* A_NROLES or O_NROLES roles */
     int64_t lq, lk, dh;
+    bool vp_copy; /* one-pass: V padded to whole key blocks (lk is not a multiple of them) */
 } attn_data;
 
 /* Recognises the one-pass form's stages (the online tuple stage named after its first
@@ -100,6 +101,11 @@ static bool init_one_pass(attn_data *ad, te_tensor *const *st, int ns, const te_
         if (!t0)
             return false;
         ad->st[role] = t0->name;
+        if (role == O_VP) { /* padded when its key axis is longer than V's */
+            te_tensor *v[2];
+            ad->vp_copy = te__expr_tensors_read(st[q]->body, v, 2) != 1 || v[0]->ndim != 4 ||
+                          v[0]->shape[2] != st[q]->shape[2];
+        }
     }
     for (int r = 0; r < O_NROLES; r++)
         if (!ad->st[r])
@@ -112,7 +118,10 @@ static void attn_init_gpu(te_space *sp, const attn_data *ad)
 {
     int64_t v[TE__MAX_KVALS];
     static const int64_t qts[] = {64, 32, 128};
-    te__knob_add(sp, "qt", te__filter_le(qts, 3, ad->lq < 32 ? 32 : ad->lq, 32, v), v);
+    if (ad->lq < 32) /* one block of lq threads: a wider one would leave threads out of the */
+        te__knob_add(sp, "qt", 1, (int64_t[]){ad->lq}); /* barriers (lowering refuses it) */
+    else
+        te__knob_add(sp, "qt", te__filter_le(qts, 3, ad->lq, 32, v), v);
     static const int64_t kbs[] = {32, 16, 64};
     te__knob_add(sp, "kb", te__filter_le(kbs, 3, ad->lk < 16 ? 16 : ad->lk, 16, v), v);
 }
@@ -175,7 +184,10 @@ static int attn_init(te_space *sp)
         if (sp->target.backend == TE_BACKEND_CUDA) {
             int64_t v[TE__MAX_KVALS];
             static const int64_t qts[] = {64, 32, 128};
-            te__knob_add(sp, "qt", te__filter_le(qts, 3, ad->lq < 32 ? 32 : ad->lq, 32, v), v);
+            if (ad->lq < 32) /* one block of lq threads (see attn_init_gpu) */
+                te__knob_add(sp, "qt", 1, (int64_t[]){ad->lq});
+            else
+                te__knob_add(sp, "qt", te__filter_le(qts, 3, ad->lq, 32, v), v);
             return TE_OK;
         }
         int V = sp->lanes;
@@ -549,6 +561,12 @@ static int attn_apply_one_pass(te__gen *g)
     for (int r = O_KT; r <= O_VP; r++) {
         te_stage *P = st[r];
         te_iter *pf;
+        if (r == O_VP && !ad->vp_copy) {
+            /* V needs no padding (whole key blocks): P V reads V itself, no copy. */
+            if (!TE__OK(g, te_compute_inline(P)))
+                return g->err;
+            continue;
+        }
         if (par && (!TE__OK(g, te_fuse(P, te_stage_axis(P, 0), te_stage_axis(P, 1), &pf)) ||
                     !TE__OK(g, te_parallel(P, pf))))
             return g->err;

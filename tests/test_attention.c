@@ -243,6 +243,8 @@ static const acase cases_tiled[] = {
     {"explicit, masked rows 2x1x33x70x16", 2, 1, 33, 70, 16, TE_ATTN_MASK_EXPLICIT, 1, 1, 0, 0, 0},
     /* A key block that is not a multiple of the vector width (lane-wise block maxima). */
     {"logits 1e4, block 12 1x2x40x29x16", 1, 2, 40, 29, 16, TE_ATTN_MASK_NONE, 0, 0, 1, 100, 12},
+    /* Keys in whole blocks (64): no padded copy of V, P V reads V itself. */
+    {"causal, whole key blocks 1x2x20x64x32", 1, 2, 20, 64, 32, TE_ATTN_MASK_CAUSAL, 0, 0, 0, 0, 0},
 };
 #define NTILED ((int)(sizeof cases_tiled / sizeof cases_tiled[0]))
 

@@ -9,8 +9,9 @@
  * vectorized softmax over every row of S (te_bl_softmax_rows, tools/bl_vec.c: row maximum, exp
  * by a Cody-Waite polynomial, sum, scale, on the CPU's widest vectors), then the same
  * library for O = P V. The row's baseline is the faster library (OpenBLAS only when its kernels
- * fit the CPU). Its extra memory is the score buffer; the fused kernel's is K transposed and V
- * with a ones column (its score blocks live on the stack, qb x kb floats per thread).
+ * fit the CPU). Its extra memory is the score buffer; the fused kernel's is K transposed, and
+ * V padded to whole key blocks where lk is not a multiple of them (its score blocks live on
+ * the stack, qblk x block floats per thread).
  */
 #include <cblas.h>
 #include <math.h>
@@ -151,14 +152,15 @@ int te_bench_attention(te_db *db, int seq, int heads, int dh, int threads, int r
         if (have_dn)
             err_dn = fmax(err_dn, fabs((double)Od[q] - Ou[q]) / r);
     }
-    /* Memory beyond inputs and output: the unfused scores; the fused K^T and V with ones. */
+    /* Memory beyond inputs and output: the unfused scores; the fused K^T (and padded V). */
     double mib = 1.0 / (1024.0 * 1024.0);
     double mem_unfused = (double)ss * sizeof(float) * mib;
     /* The registry's default form is the one-pass form with key blocks of 128 (64 where that
-     * pads less): K^T and V padded to whole blocks. */
+     * pads less): K^T padded to whole blocks (rows 16 longer), and V copied only where it is
+     * padded (the template reads V itself when the keys are whole blocks). */
     int64_t p128 = ((int64_t)seq + 127) / 128 * 128, p64 = ((int64_t)seq + 63) / 64 * 64;
     double lp = (double)(p64 < p128 ? p64 : p128);
-    double mem_fused = (double)heads * (2.0 * lp + 16) * dh * sizeof(float) * mib; /* K^T + 16 */
+    double mem_fused = (double)heads * ((lp + 16) + (lp > seq ? lp : 0)) * dh * sizeof(float) * mib;
     memset(out, 0, sizeof *out);
     snprintf(out->workload, sizeof out->workload, "attention %dx%dx%d", heads, seq, dh);
     out->threads = threads;
