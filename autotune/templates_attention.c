@@ -269,6 +269,17 @@ static te_stage *stage_of(te__gen *g, const char *name)
     return te_schedule_stage_by_name(g->s, name);
 }
 
+/* Vectors per row of a qb-row register tile over at most `cols` columns: the largest power of
+ * two (at most 8) that keeps the tile within about 24 accumulators of 32 vector registers (12
+ * of 16). */
+static int64_t tile_vectors(int lanes, int64_t qb, int64_t cols)
+{
+    int64_t nv = 1, budget = lanes >= 16 ? 24 : 12;
+    while (nv * 2 * qb <= budget && nv < 8 && lanes * nv * 2 <= cols)
+        nv *= 2;
+    return nv;
+}
+
 /* A register-tiled block product at loop `at` of `parent`: rows (axis 2) times columns (axis
  * jax) reducing over reduction axis 0; the columns in chunks of nv vectors, and per chunk the
  * reduction outside, the rows unrolled and the chunk's vectors unrolled, so the qb x nv vector
@@ -290,7 +301,7 @@ static int reg_tile(te__gen *g, te_stage *S, te_stage *parent, te_iter *at, int 
     if (!TE__OK(g, te_compute_at(S, parent, at)))
         return g->err;
     te_iter *i = te_stage_axis(S, 2), *j = te_stage_axis(S, jax);
-    int64_t qb = 1, qblk = 0, budget = lanes >= 16 ? 24 : 12;
+    int64_t qb = 1, qblk = 0;
     for (const te__knob *kn = g->sp->knobs; kn < g->sp->knobs + g->sp->nknobs; kn++) {
         if (!strcmp(kn->name, "qb"))
             qb = te__knob_val(g, (int)(kn - g->sp->knobs));
@@ -299,9 +310,7 @@ static int reg_tile(te__gen *g, te_stage *S, te_stage *parent, te_iter *at, int 
     }
     if (qblk > 0)
         qblk = query_block(qb, qblk);
-    int64_t nv = 1;
-    while (nv * 2 * qb <= budget && nv < 8 && lanes * nv * 2 <= cols)
-        nv *= 2;
+    int64_t nv = tile_vectors(lanes, qb, cols);
     te_stage *A = te_schedule_stage(g->s, L);
     te_iter *jc, *jr, *jo, *ji;
     if (!TE__OK(g, te_split(S, j, lanes * nv, &jc, &jr)) ||
@@ -375,9 +384,7 @@ static int lane_partials(te__gen *g, te_stage *R, te_stage *parent, te_iter *at,
 static int pv_in_combine(te__gen *g, te_stage *B, te_stage *T, te_iter *tjo, int lanes, int64_t qb,
                          int64_t dh, bool *done)
 {
-    int64_t nv = 1, budget = lanes >= 16 ? 24 : 12;
-    while (nv * 2 * qb <= budget && nv < 8 && lanes * nv * 2 <= dh)
-        nv *= 2;
+    int64_t nv = tile_vectors(lanes, qb, dh);
     if (dh % (lanes * nv))
         return TE_OK;
     te_iter *tio, *tii, *tdc, *tdr, *tdo, *tdi, *bdo, *bdi;

@@ -177,6 +177,34 @@ static void small_matmul(te_ctx *ctx, small_mm *p)
     p->args[0] = p->ins[0], p->args[1] = p->ins[1], p->args[2] = p->outs[0];
 }
 
+/* A candidate of p: its axis `axis` split by `factor` (and unrolled up to unroll_max
+ * statements when that is positive), lowered for the host. */
+static te_lowered *split_candidate(te_ctx *ctx, small_mm *p, int axis, int64_t factor,
+                                   int unroll_max)
+{
+    te_target tgt = te_target_host();
+    te_schedule *s = te_schedule_create(ctx, 1, p->outs);
+    te_stage *st = te_schedule_stage(s, p->outs[0]);
+    te_iter *o, *i;
+    assert_int_equal(te_split(st, te_stage_axis(st, axis), factor, &o, &i), TE_OK);
+    if (unroll_max > 0)
+        assert_int_equal(te_pragma_unroll_max(st, unroll_max), TE_OK);
+    te_lowered *f = te_lower(s, 3, p->args, "cand", &tgt);
+    assert_non_null(f);
+    return f;
+}
+
+/* A measurer of p's candidates (options mo, may be NULL) with its reference computed. */
+static te__measurer *small_measurer(te_ctx *ctx, small_mm *p, const te_measure_options *mo)
+{
+    char err[512];
+    te__measurer *m =
+        te__measurer_create(p->n_in, p->ins, p->n_out, p->outs, NULL, mo, err, sizeof err);
+    assert_non_null(m);
+    assert_int_equal(te__measurer_reference(m, ctx, 0, err, sizeof err), TE_OK);
+    return m;
+}
+
 /* Candidates with the generated shape are compiled several per unit; a unit with one bad
  * member is rebuilt member by member so only that one is a compile error. */
 static void test_merged_units_attribute_errors(void **state)
@@ -185,19 +213,10 @@ static void test_merged_units_attribute_errors(void **state)
     te_ctx *ctx = te_ctx_create();
     small_mm p;
     small_matmul(ctx, &p);
-    te_tensor **ins = p.ins, **outs = p.outs, **args = p.args;
-    int n_in = p.n_in, n_out = p.n_out;
     te_target tgt = te_target_host();
     const char *src[6];
-    for (int v = 0; v < 6; v++) {
-        te_schedule *s = te_schedule_create(ctx, 1, outs);
-        te_stage *st = te_schedule_stage(s, outs[0]);
-        te_iter *io, *ii;
-        /* Distinct schedules: split i by 1 .. 6. */
-        assert_int_equal(te_split(st, te_stage_axis(st, 0), v + 1, &io, &ii), TE_OK);
-        te_lowered *f = te_lower(s, 3, args, "cand", &tgt);
-        assert_non_null(f);
-        src[v] = te_emit_c(ctx, f, &tgt);
+    for (int v = 0; v < 6; v++) { /* distinct schedules: split i by 1 .. 6 */
+        src[v] = te_emit_c(ctx, split_candidate(ctx, &p, 0, v + 1, 0), &tgt);
         assert_non_null(src[v]);
     }
     /* Break the body of candidate 3 (after its prelude), keeping the generated shape. */
@@ -209,16 +228,11 @@ static void test_merged_units_attribute_errors(void **state)
     strcpy(bad + at, "static int broken = ;\n");
     strcat(bad, src[3] + at);
     src[3] = bad;
-    char err[512];
-    te__measurer *m = te__measurer_create(n_in, ins, n_out, outs, NULL, NULL, err, sizeof err);
-    assert_non_null(m);
-    assert_int_equal(te__measurer_reference(m, ctx, 0, err, sizeof err), TE_OK);
+    te__measurer *m = small_measurer(ctx, &p, NULL);
     te__cand c[6];
     memset(c, 0, sizeof c);
     for (int v = 0; v < 6; v++)
         c[v].source = src[v];
-    te_measure_options mo = {0};
-    (void)mo;
     te__measure_batch(m, c, 6);
     for (int v = 0; v < 6; v++) {
         printf("  cand %d: %s\n", v, te_trial_status_str(c[v].status));
@@ -238,23 +252,11 @@ static void test_lowered_candidates_share_units(void **state)
     te_ctx *ctx = te_ctx_create();
     small_mm p;
     small_matmul(ctx, &p);
-    te_tensor **ins = p.ins, **outs = p.outs, **args = p.args;
-    int n_in = p.n_in, n_out = p.n_out;
-    te_target tgt = te_target_host();
-    char err[512];
-    te__measurer *m = te__measurer_create(n_in, ins, n_out, outs, NULL, NULL, err, sizeof err);
-    assert_non_null(m);
-    assert_int_equal(te__measurer_reference(m, ctx, 0, err, sizeof err), TE_OK);
+    te__measurer *m = small_measurer(ctx, &p, NULL);
     te__cand c[5];
     memset(c, 0, sizeof c);
-    for (int v = 0; v < 5; v++) {
-        te_schedule *s = te_schedule_create(ctx, 1, outs);
-        te_stage *st = te_schedule_stage(s, outs[0]);
-        te_iter *io, *ii;
-        assert_int_equal(te_split(st, te_stage_axis(st, 0), v + 2, &io, &ii), TE_OK);
-        c[v].lowered = te_lower(s, 3, args, "cand", &tgt);
-        assert_non_null(c[v].lowered);
-    }
+    for (int v = 0; v < 5; v++)
+        c[v].lowered = split_candidate(ctx, &p, 0, v + 2, 0);
     te__measure_batch(m, c, 5);
     for (int v = 0; v < 5; v++) {
         printf("  cand %d: %s %s\n", v, te_trial_status_str(c[v].status), c[v].err);
@@ -274,22 +276,13 @@ static void test_candidates_over_the_code_budget_are_not_compiled(void **state)
     te_ctx *ctx = te_ctx_create();
     small_mm p;
     small_matmul(ctx, &p);
-    te_tensor **ins = p.ins, **outs = p.outs, **args = p.args;
-    int n_in = p.n_in, n_out = p.n_out;
-    te_target tgt = te_target_host();
     te__cand c[6];
     int64_t small = 0, big = 0;
     for (int limit = 0; limit < 2; limit++) {
         memset(c, 0, sizeof c);
         for (int v = 0; v < 6; v++) {
-            te_schedule *s = te_schedule_create(ctx, 1, outs);
-            te_stage *st = te_schedule_stage(s, outs[0]);
-            te_iter *jo, *ji;
-            assert_int_equal(te_split(st, te_stage_axis(st, 1), v % 2 ? 8 : 4, &jo, &ji), TE_OK);
-            if (v % 2) /* 8 x 32 copies of the update */
-                assert_int_equal(te_pragma_unroll_max(st, 256), TE_OK);
-            c[v].lowered = te_lower(s, 3, args, "cand", &tgt);
-            assert_non_null(c[v].lowered);
+            /* odd: 8 x 32 copies of the update */
+            c[v].lowered = split_candidate(ctx, &p, 1, v % 2 ? 8 : 4, v % 2 ? 256 : 0);
             int64_t n = te__lowered_stmts(c[v].lowered);
             if (v % 2)
                 big = n;
@@ -299,10 +292,7 @@ static void test_candidates_over_the_code_budget_are_not_compiled(void **state)
         assert_true(big > 4 * small);
         te_measure_options mo = {0};
         mo.max_stmts = limit ? (int)(small + big) / 2 : -1;
-        char err[512];
-        te__measurer *m = te__measurer_create(n_in, ins, n_out, outs, NULL, &mo, err, sizeof err);
-        assert_non_null(m);
-        assert_int_equal(te__measurer_reference(m, ctx, 0, err, sizeof err), TE_OK);
+        te__measurer *m = small_measurer(ctx, &p, &mo);
         te__measure_batch(m, c, 6);
         for (int v = 0; v < 6; v++) {
             assert_true(c[v].done);

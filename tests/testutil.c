@@ -157,3 +157,16 @@ te_stage *tt_rf_lanes(te_schedule *s, te_stage *st, int64_t width)
         return NULL;
     return srf;
 }
+
+bool tt_trace_replays(te_schedule *s, int n_out, te_tensor *const *out, const char *c_needle)
+{
+    const char *trace = te_schedule_trace(s);
+    te_schedule *s2 = trace ? te_schedule_create(te_schedule_ctx(s), n_out, out) : NULL;
+    if (!s2 || te_schedule_apply_trace(s2, trace) != TE_OK ||
+        strcmp(te_schedule_trace(s2), trace) != 0)
+        return false;
+    char *c = te_trace_to_c(trace, "s");
+    bool ok = c && strstr(c, c_needle);
+    free(c);
+    return ok;
+}

@@ -70,4 +70,8 @@ struct te_fuse_target tt_fuse_target(size_t l2);
  * is on the schedule's context). */
 te_stage *tt_rf_lanes(te_schedule *s, te_stage *st, int64_t width);
 
+/* Whether schedule s's trace replays onto a fresh schedule of the n_out outputs out (same
+ * context) to the same trace, and its C translation (te_trace_to_c) contains c_needle. */
+bool tt_trace_replays(te_schedule *s, int n_out, te_tensor *const *out, const char *c_needle);
+
 #endif
