@@ -135,6 +135,13 @@ te_stmt *te__pass_legalize_vectors(const te__pass_ctx *pc, te_stmt *s);
  * NULL target or one that gives no width. */
 int te__vector_width_lanes(const te_target *target);
 
+/* ---- merge_guards.c ----
+ * Adjacent ifs without else on equal conditions become one if, and a serial (or leftover
+ * vectorized) loop whose whole body is such an if on a condition it does not move runs inside
+ * it; only for conditions that read no buffer. What loop partitioning and unrolling leave: one
+ * test per statement of a guarded tail. */
+te_stmt *te__pass_merge_guards(const te__pass_ctx *pc, te_stmt *s);
+
 /* ---- promote_registers.c (C target) ----
  * Largest buffer (elements) promoted to registers. */
 #define TE__PROMOTE_MAX 1024
