@@ -65,12 +65,10 @@ static void test_adjacent_guards_and_an_invariant_loop_merge(void **state)
     te_expr *cond = te_lt(c, te_floormod(c, b, I(3)), I(2));
     te_stmt *prog = te__seq(
         c, 4,
-        (te_stmt *[]){
-            put(c, B, I(0), 1),
-            te__if(c, cond, put(c, B, I(1), 2), NULL),
-            te__if(c, te_lt(c, te_floormod(c, b, I(3)), I(2)), put(c, B, I(2), 3), NULL),
-            te__for(c, k, I(0), I(4), TE_FOR_SERIAL,
-                    te__if(c, cond, put(c, B, te_add(c, k, I(4)), 4), NULL))});
+        (te_stmt *[]){put(c, B, I(0), 1), te__if(c, cond, put(c, B, I(1), 2), NULL),
+                      te__if(c, te_lt(c, te_floormod(c, b, I(3)), I(2)), put(c, B, I(2), 3), NULL),
+                      te__for(c, k, I(0), I(4), TE_FOR_SERIAL,
+                              te__if(c, cond, put(c, B, te_add(c, k, I(4)), 4), NULL))});
     te_stmt *out = te__pass_merge_guards(TE_PC(c), prog);
     assert_non_null(out);
     expect(out, "B[0] = 1f\n"
@@ -96,16 +94,14 @@ static void test_what_stays_apart(void **state)
     te_expr *c1 = te_lt(c, b, I(2)), *c2 = te_lt(c, b, I(3));
     te_stmt *prog = te__seq(
         c, 7,
-        (te_stmt *[]){
-            te__if(c, c1, put(c, B, I(0), 1), NULL),
-            te__if(c, c2, put(c, B, I(1), 2), NULL),
-            te__if(c, c2, put(c, B, I(2), 3), put(c, B, I(2), 4)),
-            te__for(c, k, I(0), I(4), TE_FOR_SERIAL,
-                    te__if(c, te_lt(c, k, b), put(c, B, te_add(c, k, I(4)), 5), NULL)),
-            te__for(c, k, I(0), I(4), TE_FOR_PARALLEL,
-                    te__if(c, c1, put(c, B, te_add(c, k, I(8)), 6), NULL)),
-            put(c, B, I(12), 7),
-            te__if(c, c1, put(c, B, I(13), 8), NULL)});
+        (te_stmt *[]){te__if(c, c1, put(c, B, I(0), 1), NULL),
+                      te__if(c, c2, put(c, B, I(1), 2), NULL),
+                      te__if(c, c2, put(c, B, I(2), 3), put(c, B, I(2), 4)),
+                      te__for(c, k, I(0), I(4), TE_FOR_SERIAL,
+                              te__if(c, te_lt(c, k, b), put(c, B, te_add(c, k, I(4)), 5), NULL)),
+                      te__for(c, k, I(0), I(4), TE_FOR_PARALLEL,
+                              te__if(c, c1, put(c, B, te_add(c, k, I(8)), 6), NULL)),
+                      put(c, B, I(12), 7), te__if(c, c1, put(c, B, I(13), 8), NULL)});
     te_stmt *out = te__pass_merge_guards(TE_PC(c), prog);
     assert_ptr_equal(out, prog); /* nothing to do: the input comes back as it was */
     check_same(prog, out, b, 4, B, 16, NULL);
@@ -120,12 +116,11 @@ static void test_guards_reading_memory_stay_apart(void **state)
     te_ctx *c = te_ctx_create();
     te_buf *B = te__buf_new(c, "B", TE_F32, 1, (int64_t[]){4}, TE_SCOPE_GLOBAL);
     te_expr *flag = te_eq(c, te__load(c, B, 1, (te_expr *[]){I(0)}), te_f32(c, 0));
-    te_stmt *prog =
-        te__seq(c, 2,
-                (te_stmt *[]){te__if(c, flag, put(c, B, I(0), 1), NULL),
-                              te__if(c, te_eq(c, te__load(c, B, 1, (te_expr *[]){I(0)}),
-                                              te_f32(c, 0)),
-                                     put(c, B, I(1), 2), NULL)});
+    te_stmt *prog = te__seq(
+        c, 2,
+        (te_stmt *[]){te__if(c, flag, put(c, B, I(0), 1), NULL),
+                      te__if(c, te_eq(c, te__load(c, B, 1, (te_expr *[]){I(0)}), te_f32(c, 0)),
+                             put(c, B, I(1), 2), NULL)});
     te_stmt *out = te__pass_merge_guards(TE_PC(c), prog);
     assert_ptr_equal(out, prog);
     double init[4] = {0, 0, 0, 0};
@@ -146,14 +141,14 @@ static void test_nested_tail_rows(void **state)
     te_expr *cond = te_lt(c, row, I(5));
     te_stmt *prog = te__for(
         c, i, I(0), I(2), TE_FOR_SERIAL,
-        te__seq(c, 2,
-                (te_stmt *[]){
-                    te__if(c, cond, put(c, B, te_mul(c, row, I(9)), -1), NULL),
-                    te__for(c, j, I(0), I(8), TE_FOR_SERIAL,
-                            te__if(c, cond,
-                                   put(c, B, te_add(c, te_add(c, te_mul(c, row, I(9)), j), I(1)),
-                                       2),
-                                   NULL))}));
+        te__seq(
+            c, 2,
+            (te_stmt *[]){
+                te__if(c, cond, put(c, B, te_mul(c, row, I(9)), -1), NULL),
+                te__for(c, j, I(0), I(8), TE_FOR_SERIAL,
+                        te__if(c, cond,
+                               put(c, B, te_add(c, te_add(c, te_mul(c, row, I(9)), j), I(1)), 2),
+                               NULL))}));
     te_stmt *out = te__pass_merge_guards(TE_PC(c), prog);
     assert_non_null(out);
     expect(out, "for (i, 0, 2) {\n"

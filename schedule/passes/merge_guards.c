@@ -78,11 +78,10 @@ static te_stmt *unswitch(te_ctx *ctx, te_stmt *s)
 {
     te_stmt *b = s->u.loop.body;
     if ((s->u.loop.fkind != TE_FOR_SERIAL && s->u.loop.fkind != TE_FOR_VECTORIZED) ||
-        s->u.loop.xreduce || !plain_guard(b) ||
-        te__expr_uses_var(b->u.cond.cond, s->u.loop.var))
+        s->u.loop.xreduce || !plain_guard(b) || te__expr_uses_var(b->u.cond.cond, s->u.loop.var))
         return s;
-    te_stmt *loop =
-        te__for(ctx, s->u.loop.var, s->u.loop.min, s->u.loop.extent, s->u.loop.fkind, b->u.cond.then_s);
+    te_stmt *loop = te__for(ctx, s->u.loop.var, s->u.loop.min, s->u.loop.extent, s->u.loop.fkind,
+                            b->u.cond.then_s);
     if (!loop)
         return NULL;
     loop->u.loop.thread_tag = s->u.loop.thread_tag;
