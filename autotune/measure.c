@@ -58,7 +58,7 @@ te__measurer *te__measurer_create(int n_in, te_tensor *const *ins, int n_out,
     if (m->o.max_repeats < m->o.min_repeats)
         m->o.max_repeats = m->o.min_repeats;
     if (m->o.slow_factor == 0)
-        m->o.slow_factor = 20;
+        m->o.slow_factor = 3;
     if (m->o.max_stmts == 0)
         m->o.max_stmts = 3000;
     m->n_in = n_in;

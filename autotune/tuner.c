@@ -483,6 +483,13 @@ static int run_batch(te__task *k, int n)
         te__measurer_times(k->meas, &cs, &rs);
         te__tuner_warn(t, "profile: propose %.3f s, lower+emit %.3f s, compile %.3f s, run %.3f s",
                        tp1 - tp0, tp2 - tp1, cs, rs);
+        char line[1024];
+        int len = 0;
+        for (int i = 0; i < m && len < (int)sizeof line - 40; i++)
+            len +=
+                snprintf(line + len, sizeof line - (size_t)len, " %lld:%.1f", (long long)c[i].stmts,
+                         c[i].status == TE_TRIAL_OK ? c[i].median_s * 1e3 : -1.0);
+        te__tuner_warn(t, "profile: statements:ms%s", line);
     }
     /* Record the batch in one transaction. */
     int ok = 0;

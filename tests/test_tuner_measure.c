@@ -130,6 +130,69 @@ static void test_reference_from_default_schedule(void **state)
     measure_default_matmul(0);
 }
 
+/* A candidate far slower than the best so far is timed by its probe alone (repeats 1): the
+ * best of the batch's earlier candidates counts, as does the one the tuner passes in; with
+ * slow_factor < 0 every candidate is timed in full. "slow" is the right kernel plus a 3 ms
+ * spin, so it passes the check. */
+static void test_far_slower_candidates_are_timed_once(void **state)
+{
+    (void)state;
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *ins[8], *outs[8];
+    int n_in, n_out;
+    const char *good = matmul_source(ctx, ins, outs, &n_in, &n_out, "m=24,n=40,k=16");
+    char ident[64];
+    te__c_kernel_ident("cand", ident, sizeof ident);
+    size_t size = strlen(good) + 1024;
+    char *slow = malloc(size);
+    assert_non_null(slow);
+    snprintf(slow, size,
+             "#include <time.h>\n#define %s_packed %s_inner_packed\n%s\n#undef %s_packed\n"
+             "int %s_packed(void **a) {\n"
+             "    int r = %s_inner_packed(a);\n"
+             "    struct timespec t0, t;\n"
+             "    clock_gettime(CLOCK_MONOTONIC, &t0);\n"
+             "    do clock_gettime(CLOCK_MONOTONIC, &t);\n"
+             "    while ((t.tv_sec - t0.tv_sec) * 1e9 + (t.tv_nsec - t0.tv_nsec) < 3e6);\n"
+             "    return r;\n}\n",
+             ident, ident, good, ident, ident, ident);
+    for (int full = 0; full < 2; full++) {
+        te_measure_options mo = {0};
+        mo.slow_factor = full ? -1 : 0;
+        char err[512];
+        te__measurer *m = te__measurer_create(n_in, ins, n_out, outs, NULL, &mo, err, sizeof err);
+        assert_non_null(m);
+        assert_int_equal(te__measurer_reference(m, ctx, 0, err, sizeof err), TE_OK);
+        /* slow before any best: timed in full; after good: once (unless full). */
+        const char *srcs[3] = {slow, good, slow};
+        te__cand c[3];
+        memset(c, 0, sizeof c);
+        for (int i = 0; i < 3; i++)
+            c[i].source = srcs[i];
+        te__measure_batch(m, c, 3);
+        for (int i = 0; i < 3; i++) {
+            printf("  %s cand %d: %s, %d runs, median %.3g ms\n", full ? "full" : "cut", i,
+                   te_trial_status_str(c[i].status), c[i].repeats, c[i].median_s * 1e3);
+            assert_int_equal(c[i].status, TE_TRIAL_OK);
+        }
+        assert_true(c[0].repeats >= 3 && c[1].repeats >= 3);
+        assert_true(c[0].median_s >= 3e-3 && c[2].median_s >= 3e-3);
+        assert_int_equal(c[2].repeats, full ? c[0].repeats : 1);
+        /* The best from earlier batches counts too. */
+        if (!full) {
+            te__measurer_set_best(m, c[1].median_s);
+            memset(c, 0, sizeof c);
+            c[0].source = slow;
+            te__measure_batch(m, c, 1);
+            assert_int_equal(c[0].status, TE_TRIAL_OK);
+            assert_int_equal(c[0].repeats, 1);
+        }
+        te__measurer_free(m);
+    }
+    free(slow);
+    te_ctx_free(ctx);
+}
+
 /* Inputs marked cold are evicted before every timed run and still give right answers; the
  * tuner's key says which inputs were cold, so records measured hot and cold never mix, and a
  * mask naming an input the task lacks is refused. */
@@ -417,6 +480,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_faulty_candidates_are_recorded),
         cmocka_unit_test(test_reference_from_default_schedule),
+        cmocka_unit_test(test_far_slower_candidates_are_timed_once),
         cmocka_unit_test(test_cold_inputs),
         cmocka_unit_test(test_merged_units_attribute_errors),
         cmocka_unit_test(test_lowered_candidates_share_units),

@@ -78,8 +78,10 @@ typedef struct te_measure_options {
     int max_repeats;    /* at most this many; 0 = 200 */
     int flush_cache;    /* overwrite a buffer larger than the last-level cache before each run */
     double tolerance;   /* max |got - ref| / max(1, |ref|); 0 = automatic (docs/TUNING.md) */
-    double slow_factor; /* a candidate whose check run is this many times slower than the best
-                           so far is timed by that run alone; 0 = 20, < 0 = never */
+    double slow_factor; /* a candidate whose probe (the check run, or the warm-up run after a
+                           check run under 5 ms) is this many times slower than the best so far
+                           (earlier batches and the batch's earlier candidates) is timed by that
+                           run alone; 0 = 3, < 0 = never */
     double compile_timeout_s; /* a compiler run (one or several candidates) past this is a
                                  compile_error (environmental: retried by a later job); 0 =
                                  $TESSERA_CC_TIMEOUT when set, else 20 s times the machine's
