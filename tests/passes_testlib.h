@@ -333,4 +333,53 @@ static PT_UNUSED int pt_count(const char *hay, const char *needle)
     return n;
 }
 
+/* What pt_same_effect runs the two programs over: one output buffer (each program writes its
+ * own copy, starting from init, or NaN where init is NULL), optionally one input buffer both
+ * read, and optionally one variable bound to a value. */
+typedef struct pt_run {
+    const te_buf *out;
+    int64_t n;
+    const double *init;
+    const te_buf *in;
+    double *in_data;
+    int64_t in_n;
+    const te_expr *var;
+    int64_t val;
+} pt_run;
+
+/* Runs a and b as r says. Returns 1 when both ran without error, stored as many times and left
+ * the same values (NaN where both left NaN), else 0 with the difference on stderr. */
+static PT_UNUSED int pt_same_effect(const te_stmt *a, const te_stmt *b, const pt_run *r)
+{
+    double *ra = malloc(sizeof(double) * (size_t)r->n), *rb = malloc(sizeof(double) * (size_t)r->n);
+    int same = ra && rb;
+    for (int64_t i = 0; same && i < r->n; i++)
+        ra[i] = rb[i] = r->init ? r->init[i] : NAN;
+    pt_env ea = {0}, eb = {0};
+    pt_env *env[2] = {&ea, &eb};
+    double *res[2] = {ra, rb};
+    const te_stmt *prog[2] = {a, b};
+    for (int k = 0; same && k < 2; k++) {
+        if (r->var)
+            pt_bind(env[k], r->var, r->val);
+        if (r->in)
+            pt_add_buf(env[k], r->in, r->in_data, r->in_n);
+        pt_add_buf(env[k], r->out, res[k], r->n);
+        pt_exec(env[k], prog[k]);
+    }
+    if (same && (ea.err || eb.err || ea.stores != eb.stores)) {
+        fprintf(stderr, "pt_same_effect: errors %d / %d, stores %ld / %ld\n", ea.err, eb.err,
+                ea.stores, eb.stores);
+        same = 0;
+    }
+    for (int64_t i = 0; same && i < r->n; i++)
+        if (!((isnan(ra[i]) && isnan(rb[i])) || ra[i] == rb[i])) {
+            fprintf(stderr, "pt_same_effect: element %lld: %g / %g\n", (long long)i, ra[i], rb[i]);
+            same = 0;
+        }
+    free(ra);
+    free(rb);
+    return same;
+}
+
 #endif

@@ -60,21 +60,7 @@ static const te__promotion *promotion_of(const te_stmt *s, const te_buf *b)
 /* Runs a and b with output C (n elements) and compares it. */
 static void check_same(const te_stmt *a, const te_stmt *b, te_buf *C, int64_t n)
 {
-    double *ra = malloc(sizeof(double) * (size_t)n), *rb = malloc(sizeof(double) * (size_t)n);
-    for (int64_t i = 0; i < n; i++)
-        ra[i] = rb[i] = NAN;
-    pt_env ea = {0}, eb = {0};
-    pt_add_buf(&ea, C, ra, n);
-    pt_add_buf(&eb, C, rb, n);
-    pt_exec(&ea, a);
-    pt_exec(&eb, b);
-    assert_int_equal(ea.err, 0);
-    assert_int_equal(eb.err, 0);
-    assert_int_equal(ea.stores, eb.stores);
-    for (int64_t i = 0; i < n; i++)
-        assert_true((isnan(ra[i]) && isnan(rb[i])) || ra[i] == rb[i]);
-    free(ra);
-    free(rb);
+    assert_true(pt_same_effect(a, b, &(pt_run){.out = C, .n = n}));
 }
 
 /* An unrolled scalar accumulator: T[0..3] = 0; for k: T[j] += k * (j + 1); C[j] = T[j]. */

@@ -12,21 +12,7 @@
 
 static void check_same(te_stmt *a, te_stmt *b, te_buf *buf, int64_t n)
 {
-    double *ra = malloc(sizeof(double) * (size_t)n), *rb = malloc(sizeof(double) * (size_t)n);
-    for (int64_t i = 0; i < n; i++)
-        ra[i] = rb[i] = NAN;
-    pt_env ea = {0}, eb = {0};
-    pt_add_buf(&ea, buf, ra, n);
-    pt_add_buf(&eb, buf, rb, n);
-    pt_exec(&ea, a);
-    pt_exec(&eb, b);
-    assert_int_equal(ea.err, 0);
-    assert_int_equal(eb.err, 0);
-    assert_int_equal(ea.stores, eb.stores);
-    for (int64_t i = 0; i < n; i++)
-        assert_true((isnan(ra[i]) && isnan(rb[i])) || ra[i] == rb[i]);
-    free(ra);
-    free(rb);
+    assert_true(pt_same_effect(a, b, &(pt_run){.out = buf, .n = n}));
 }
 
 static void test_unroll_extent_4_inside_serial_loop(void **state)
