@@ -40,15 +40,23 @@ static const char *matmul_source(te_ctx *ctx, te_tensor **ins, te_tensor **outs,
     return src;
 }
 
+/* The default schedule of matmul 24x40x16 as kernel "cand"; ident (64 bytes) receives the C
+ * identifier its source defines (<ident>_packed is the entry), for hand-written variants. */
+static const char *cand_matmul(te_ctx *ctx, te_tensor **ins, te_tensor **outs, int *n_in,
+                               int *n_out, char *ident)
+{
+    te__c_kernel_ident("cand", ident, 64);
+    return matmul_source(ctx, ins, outs, n_in, n_out, "m=24,n=40,k=16");
+}
+
 static void test_faulty_candidates_are_recorded(void **state)
 {
     (void)state;
     te_ctx *ctx = te_ctx_create();
     te_tensor *ins[8], *outs[8];
     int n_in, n_out;
-    const char *good = matmul_source(ctx, ins, outs, &n_in, &n_out, "m=24,n=40,k=16");
     char ident[64];
-    te__c_kernel_ident("cand", ident, sizeof ident);
+    const char *good = cand_matmul(ctx, ins, outs, &n_in, &n_out, ident);
     char segv[256], hang[256], wrong[512], bad[256], good2[64];
     snprintf(segv, sizeof segv,
              "/* segv %p */ int %s_packed(void **a) { (void)a; volatile int *p = 0; *p = 1; "
@@ -140,9 +148,8 @@ static void test_far_slower_candidates_are_timed_once(void **state)
     te_ctx *ctx = te_ctx_create();
     te_tensor *ins[8], *outs[8];
     int n_in, n_out;
-    const char *good = matmul_source(ctx, ins, outs, &n_in, &n_out, "m=24,n=40,k=16");
     char ident[64];
-    te__c_kernel_ident("cand", ident, sizeof ident);
+    const char *good = cand_matmul(ctx, ins, outs, &n_in, &n_out, ident);
     size_t size = strlen(good) + 1024;
     char *slow = malloc(size);
     assert_non_null(slow);
