@@ -272,6 +272,21 @@ bool te__expr_uses_var(const te_expr *e, const te_expr *v)
     return u.found;
 }
 
+static bool load_fn(const te_expr *e, void *user)
+{
+    bool *found = user;
+    if (e->kind == TE_E_LOAD)
+        *found = true;
+    return !*found;
+}
+
+bool te__expr_has_load(const te_expr *e)
+{
+    bool found = false;
+    te__expr_visit(e, load_fn, &found);
+    return found;
+}
+
 typedef struct {
     te_tensor **out;
     int n, max;

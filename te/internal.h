@@ -261,6 +261,8 @@ typedef bool (*te__expr_visitor)(const te_expr *e, void *user);
 void te__expr_visit(const te_expr *e, te__expr_visitor fn, void *user);
 /* Whether e mentions variable v. */
 bool te__expr_uses_var(const te_expr *e, const te_expr *v);
+/* Whether e reads memory: a LOAD of any buffer anywhere in it. */
+bool te__expr_has_load(const te_expr *e);
 /* The distinct tensors e reads, in order of first appearance: up to max of them into out.
  * Returns how many there are (more than max when out was too small: the rest are not stored). */
 int te__expr_tensors_read(const te_expr *e, te_tensor **out, int max);

@@ -20,22 +20,10 @@
  */
 #include "schedule/passes.h"
 
-static bool load_fn(const te_expr *e, void *user)
-{
-    bool *found = user;
-    if (e->kind == TE_E_LOAD)
-        *found = true;
-    return !*found;
-}
-
 /* An if without else whose condition no store can change. */
 static bool plain_guard(const te_stmt *s)
 {
-    if (!s || s->kind != TE_S_IF || s->u.cond.else_s)
-        return false;
-    bool load = false;
-    te__expr_visit(s->u.cond.cond, load_fn, &load);
-    return !load;
+    return s && s->kind == TE_S_IF && !s->u.cond.else_s && !te__expr_has_load(s->u.cond.cond);
 }
 
 static te_stmt *merge_seq(te_ctx *ctx, te_stmt *s)

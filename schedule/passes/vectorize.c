@@ -367,25 +367,6 @@ static te_expr *widen(vec_state *v, te_expr *e)
     return r;
 }
 
-typedef struct has_load_ctx {
-    bool found;
-} has_load_ctx;
-
-static bool has_load_visit(const te_expr *e, void *user)
-{
-    has_load_ctx *h = user;
-    if (e->kind == TE_E_LOAD)
-        h->found = true;
-    return !h->found;
-}
-
-static bool has_load(const te_expr *e)
-{
-    has_load_ctx h = {false};
-    te__expr_visit(e, has_load_visit, &h);
-    return h.found;
-}
-
 /* Vector form of a flat index: a ramp when linear, else an index vector (gather/scatter).
  * Returns NULL with v->fail when the index does not depend on the lane (callers decide). */
 static te_expr *vec_index(vec_state *v, te_expr *idx)
@@ -459,7 +440,7 @@ static te_expr *vec_expr(vec_state *v, te_expr *e)
 {
     if (v->fail || v->nomem || !e)
         return NULL;
-    if (!lane_dependent(v, e) && !(v->mask && has_load(e)))
+    if (!lane_dependent(v, e) && !(v->mask && te__expr_has_load(e)))
         return e; /* invariant: stays scalar (an invariant load under a mask is not safe) */
     te_expr *r;
     switch (e->kind) {
@@ -502,7 +483,7 @@ static te_expr *vec_expr(vec_state *v, te_expr *e)
          * the lanes that take it (its loads become gathers that read nothing for the others)
          * and the results are blended. */
         if ((v->mask || lane_dependent(v, e->u.sel.c)) &&
-            (has_load(e->u.sel.t) || has_load(e->u.sel.f)))
+            (te__expr_has_load(e->u.sel.t) || te__expr_has_load(e->u.sel.f)))
             return vec_guarded(v, e);
         /* no loads to protect: a blend is exact */
         __attribute__((fallthrough));
