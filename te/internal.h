@@ -447,6 +447,8 @@ te_stmt *te__stmt_mutate(te_ctx *ctx, te_stmt *s, te__stmt_mutator fs, te__expr_
  * rules). Either callback may be NULL. */
 typedef bool (*te__stmt_visitor)(const te_stmt *s, void *user);
 void te__stmt_visit(const te_stmt *s, te__stmt_visitor fs, te__expr_visitor fe, void *user);
+/* Whether statement s loads buffer b anywhere (in an expression of any of its statements). */
+bool te__stmt_loads(const te_stmt *s, const te_buf *b);
 /* Rebuilds a SEQ, IF, LET or ALLOC with every child statement replaced by fn(user, child),
  * for passes that recurse themselves (they handle FOR, where they track loop ranges). A child
  * fn returns as NULL is dropped; an IF left with only its else branch is negated; a statement

@@ -382,6 +382,26 @@ void te__stmt_visit(const te_stmt *s, te__stmt_visitor fs, te__expr_visitor fe, 
     }
 }
 
+typedef struct {
+    const te_buf *b;
+    bool hit;
+} loads_ctx;
+
+static bool loads_fn(const te_expr *e, void *user)
+{
+    loads_ctx *c = user;
+    if (e->kind == TE_E_LOAD && e->u.load.buf == c->b)
+        c->hit = true;
+    return !c->hit;
+}
+
+bool te__stmt_loads(const te_stmt *s, const te_buf *b)
+{
+    loads_ctx c = {b, false};
+    te__stmt_visit(s, NULL, loads_fn, &c);
+    return c.hit;
+}
+
 te_stmt *te__stmt_map_children(te_ctx *ctx, te_stmt *s, te__stmt_child_fn fn, void *user,
                                bool *failed)
 {

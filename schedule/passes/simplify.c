@@ -399,14 +399,6 @@ typedef struct {
     bool found;
 } buf_use;
 
-static bool buf_use_expr(const te_expr *e, void *user)
-{
-    buf_use *u = user;
-    if (e->kind == TE_E_LOAD && e->u.load.buf == u->buf)
-        u->found = true;
-    return !u->found;
-}
-
 static bool buf_use_stmt(const te_stmt *s, void *user)
 {
     buf_use *u = user;
@@ -419,8 +411,8 @@ static bool buf_use_stmt(const te_stmt *s, void *user)
 static bool uses_buf(const te_stmt *s, const te_buf *b)
 {
     buf_use u = {b, false};
-    te__stmt_visit(s, buf_use_stmt, buf_use_expr, &u);
-    return u.found;
+    te__stmt_visit(s, buf_use_stmt, NULL, &u);
+    return u.found || te__stmt_loads(s, b);
 }
 
 /* Dead code: loops, allocations and branches that store nothing (what is left when loop

@@ -59,27 +59,6 @@ typedef struct vec_state {
     const te_stmt *body; /* the loop's body */
 } vec_state;
 
-/* Whether statement s loads buffer b anywhere (in an expression of any of its statements). */
-typedef struct {
-    const te_buf *b;
-    bool hit;
-} loads_ctx;
-
-static bool loads_fn(const te_expr *e, void *user)
-{
-    loads_ctx *c = user;
-    if (e->kind == TE_E_LOAD && e->u.load.buf == c->b)
-        c->hit = true;
-    return !c->hit;
-}
-
-static bool stmt_loads(const te_stmt *s, const te_buf *b)
-{
-    loads_ctx c = {b, false};
-    te__stmt_visit(s, NULL, loads_fn, &c);
-    return c.hit;
-}
-
 /* Gives up on the loop (scalar fallback), remembering the first reason. */
 static void give_up(vec_state *v, const char *reason)
 {
@@ -568,7 +547,7 @@ static te_stmt *vec_stmt(vec_state *v, te_stmt *s)
         }
         te_expr *idx = s->u.store.idx[0];
         if (!lane_dependent(v, idx) && !lane_dependent(v, s->u.store.value) && !v->mask &&
-            !stmt_loads(v->body, s->u.store.buf))
+            !te__stmt_loads(v->body, s->u.store.buf))
             return s; /* every lane stores the same value to an element the loop never
                          reads: once */
         if (!lane_dependent(v, idx)) {
