@@ -99,7 +99,7 @@ typedef struct fstate {
     double bld_l1, bld_l2, bld_big;
     double flops_par, flops_vec, flops_unroll;
     double stores_w, stores_if_w, stores_nt_w;
-    double par_outer_ext;
+    double par_outer_ext, par_width; /* the first / the largest outermost parallel extent */
     int npar, nunroll, nloops, maxdepth, nstores, nallocs, nifs, nlets, nbarriers;
     double unroll_steps, loop_iters, loop_iters_dyn;
     double local_bytes, local_max, global_bytes;
@@ -276,6 +276,9 @@ static void stmt_walk(fstate *F, const te_stmt *s)
             F->npar++;
             if (!F->in_par && F->par_outer_ext == 0)
                 F->par_outer_ext = ext;
+            double width = te__is_const_int(s->u.loop.extent, &c) ? ext : INFINITY; /* unknown */
+            if (!F->in_par && width > F->par_width)
+                F->par_width = width;
             if (!F->in_par)
                 F->par_trips = 1;
             F->in_par = true;
@@ -510,6 +513,7 @@ int te_kernel_count(const te_lowered *f, te_kernel_counts *out)
     for (int i = 0; i < f->n_args; i++)
         out->bytes += buf_bytes(f->args[i]);
     out->intensity = out->bytes > 0 ? out->flops / out->bytes : 0;
+    out->parallel_width = F->npar ? F->par_width : 1;
     free(F);
     return TE_OK;
 }

@@ -4,6 +4,7 @@
  * one pool planned by graph/memplan.c; the graph runs group by group in plan order. A view
  * group (a reshape, te_fuse_group.view) compiles and runs nothing: its output's buffer is its
  * root's (te_graph_memplan_alias). */
+#include <math.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include <time.h>
 
 #include "graph/fuse_internal.h"
+#include "tessera/autotune.h"
 #include "tessera/backend.h"
 #include "tessera/schedule.h"
 #include "tessera/tuner.h"
@@ -30,6 +32,7 @@ typedef struct gkernel {
     int from_db;
     double seconds;
     double flops;
+    double width;      /* the kernel's parallel width (te_kernel_counts.parallel_width) */
     int wave, threads; /* the schedule: its wave and the OpenMP threads its kernel uses */
     int rc;            /* the last run's status */
     int view;          /* a view group: no module, never run, 0 threads */
@@ -608,12 +611,19 @@ static int compile_group(te_graph *g, const te_fuse_plan *p, int gi, const te_ta
     }
     if (!rc && !(k->trace = strdup(te_schedule_trace(s))))
         rc = TE_ERR_NOMEM;
+    char name[64];
+    snprintf(name, sizeof name, "group%d_%.40s", gi, g->v[g->n[p->gr[gi].nodes[0]].out[0]].name);
     if (!rc) {
-        char name[64];
-        snprintf(name, sizeof name, "group%d_%.40s", gi,
-                 g->v[g->n[p->gr[gi].nodes[0]].out[0]].name);
-        rc = te_build(s, na, args, name, tgt, &k->mod);
+        /* How many threads the kernel's parallel loops can use, for the run's waves. */
+        te_kernel_counts kc;
+        te_lowered *f = te_lower(s, na, args, name, tgt);
+        if (!f)
+            rc = te_ctx_errcode(k->ctx) ? te_ctx_errcode(k->ctx) : TE_ERR_LOWER;
+        else if ((rc = te_kernel_count(f, &kc)) == TE_OK)
+            k->width = kc.parallel_width;
     }
+    if (!rc)
+        rc = te_build(s, na, args, name, tgt, &k->mod);
     if (rc)
         te__graph_error(g, rc, "compile: group %d (%s, first node '%s'): %s", gi, p->gr[gi].rule,
                         g->v[g->n[p->gr[gi].nodes[0]].out[0]].name,
@@ -621,18 +631,28 @@ static int compile_group(te_graph *g, const te_fuse_plan *p, int gi, const te_ta
     return rc;
 }
 
-/* The schedule of the groups (pure: the plan, the groups' FLOPs and the options). Groups run
- * in plan order, one wave after another; a wave is one group with every thread, or consecutive
- * groups that are all small (fewer FLOPs than threads x min_flops_per_thread: a kernel that
- * size gains little from more threads) and independent (none reads another's output), at
- * most one per thread, with the threads split among them in proportion to their FLOPs (at
- * least one each, the sum equal to the budget: no oversubscription). A view runs nothing: it
- * joins the wave before it (or starts the first) with no threads and no share of the wave's
- * width, and a group reading a view depends on the view's root's writer. */
+/* The threads group k's kernel can use: its parallel width, the budget when that is unknown. */
+static int thread_cap(const gkernel *k, int threads)
+{
+    return k->width >= 1 && k->width < threads ? (int)k->width : threads;
+}
+
+/* The schedule of the groups (pure: the plan, the groups' FLOPs, their kernels' parallel
+ * widths and the options). Groups run in plan order, one wave after another. A wave is
+ * consecutive independent groups (none reads another's output), at most one per thread, whose
+ * needs fit the budget together: a small group (fewer FLOPs than threads x min_flops_per_thread:
+ * a kernel that size gains little from more threads) needs one thread, a larger one as many as
+ * its kernel's parallel loops can use (te_kernel_counts.parallel_width), so a large group whose
+ * parallel loop is narrower than the budget shares its wave, and one as wide runs alone. The
+ * threads are split among a wave's groups in proportion to their FLOPs, at least one each and
+ * never more than a group's kernel can use, the shares summing to at most the budget (no
+ * oversubscription). A view runs nothing: it joins the wave before it (or starts the first)
+ * with no threads and no share of the wave's width, and a group reading a view depends on the
+ * view's root's writer. */
 static int plan_waves(const te_graph *g, const te_fuse_plan *p, gkernel *k, int threads,
                       double grain, int concurrent, int *wave_start)
 {
-    int nw = 0, start = 0, nreal = 0; /* the current wave: its first group, its kernels */
+    int nw = 0, start = 0, nreal = 0, need = 0; /* the current wave: first group, kernels, need */
     for (int gi = 0; gi < p->ng; gi++) {
         k[gi].threads = 0;
         if (k[gi].view) {
@@ -641,13 +661,12 @@ static int plan_waves(const te_graph *g, const te_fuse_plan *p, gkernel *k, int 
             k[gi].wave = nw - 1;
             continue;
         }
-        /* A wave of views only takes any group; else the group must be small and independent. */
+        int mine = k[gi].flops < (double)threads * grain ? 1 : thread_cap(&k[gi], threads);
+        /* A wave of views only takes any group; else the group must fit and be independent. */
         int join = nw > 0 && (nreal == 0 || (concurrent && threads > 1 && nreal < threads &&
-                                             nreal < TE_GRAPH_MAX_WAVE));
-        for (int j = start; join && nreal > 0 && j <= gi; j++)
-            join = k[j].view || k[j].flops < (double)threads * grain;
+                                             nreal < TE_GRAPH_MAX_WAVE && need + mine <= threads));
         const fgroup *gr = &p->gr[gi];
-        for (int i = 0; join && i < gr->n; i++) {
+        for (int i = 0; join && nreal > 0 && i < gr->n; i++) {
             const te__gnode *nd = &g->n[gr->nodes[i]];
             for (int a = 0; join && a < nd->n_in; a++) {
                 int prod = g->v[te__fuse_view_root(p, nd->in[a])].node;
@@ -658,9 +677,10 @@ static int plan_waves(const te_graph *g, const te_fuse_plan *p, gkernel *k, int 
         if (!join) {
             start = gi;
             wave_start[nw++] = gi;
-            nreal = 0;
+            nreal = need = 0;
         }
         nreal++;
+        need += mine;
         k[gi].wave = nw - 1;
     }
     wave_start[nw] = p->ng;
@@ -676,12 +696,19 @@ static int plan_waves(const te_graph *g, const te_fuse_plan *p, gkernel *k, int 
                 continue;
             int extra = m == 1 || total <= 0 ? (m == 1 ? left : 0)
                                              : (int)((double)(threads - m) * k[gi].flops / total);
+            int cap = thread_cap(&k[gi], threads);
+            if (1 + extra > cap)
+                extra = cap - 1;
             k[gi].threads = 1 + extra;
             left -= extra;
         }
-        for (int gi = a; m > 0 && left > 0; gi = gi + 1 < b ? gi + 1 : a) /* the remainder */
-            if (!k[gi].view)
-                k[gi].threads++, left--;
+        /* The remainder, one thread at a time, to the groups that can still use one. */
+        for (int more = 1; left > 0 && more;) {
+            more = 0;
+            for (int gi = a; gi < b && left > 0; gi++)
+                if (!k[gi].view && k[gi].threads < thread_cap(&k[gi], threads))
+                    k[gi].threads++, left--, more = 1;
+        }
     }
     return nw;
 }
@@ -719,33 +746,61 @@ int te_graph_compile_ex(te_graph *g, const te_fuse_plan *p, const te_graph_compi
     e->wave_start = calloc((size_t)p->ng + 2, sizeof *e->wave_start);
     e->run = calloc((size_t)p->ng + 1, sizeof *e->run);
     e->run_start = calloc((size_t)p->ng + 2, sizeof *e->run_start);
-    int *step = calloc((size_t)p->ng + 1, sizeof *step);
-    int rc = !e->buf || !e->k || !e->wave_start || !e->run || !e->run_start || !step ? TE_ERR_NOMEM
-                                                                                     : TE_OK;
+    int rc = !e->buf || !e->k || !e->wave_start || !e->run || !e->run_start ? TE_ERR_NOMEM : TE_OK;
+    if (rc) {
+        te_graph_exec_free(e);
+        return te__graph_error(g, rc, "out of memory");
+    }
+    /* The kernels first: the waves need their parallel widths. */
     for (int gi = 0; !rc && gi < p->ng; gi++) {
         e->k[gi].view = p->gr[gi].view;
         e->nkernels += !e->k[gi].view;
         for (int i = 0; !e->k[gi].view && i < p->gr[gi].n; i++)
             e->k[gi].flops += te_graph_node_flops(g, p->gr[gi].nodes[i]);
+        if (!e->k[gi].view)
+            rc = build_group_expr(g, p, gi, &e->k[gi]);
+        e->ng = gi + 1;
     }
-    if (!rc) {
-        e->nwaves = plan_waves(g, p, e->k, threads,
-                               o->min_flops_per_thread > 0 ? o->min_flops_per_thread
-                                                           : TE_GRAPH_MIN_FLOPS_PER_THREAD,
-                               !o->no_concurrency, e->wave_start);
-        /* The kernels each wave runs (its groups less its views). */
-        int nr = 0;
-        for (int w = 0; w < e->nwaves; w++) {
-            e->run_start[w] = nr;
-            for (int gi = e->wave_start[w]; gi < e->wave_start[w + 1]; gi++)
-                if (!e->k[gi].view)
-                    e->run[nr++] = gi;
+    if (!rc && (rc = set_context_keys(e)) != TE_OK)
+        te__graph_error(g, rc, "compile: the run's context keys: %s", te_status_str(rc));
+    /* The fastest whole run of this model recorded for the target (in-model selection), whose
+     * schedules come before every per-kernel record. */
+    te_db_trial_list *whole = NULL;
+    if (!rc && o->db && o->pick == TE_GRAPH_PICK_BEST) {
+        te_db_target dbt;
+        char storage[1024];
+        if (te_tuner_db_target(&tgt, &dbt, storage, sizeof storage) != TE_OK ||
+            te_db_best(o->db, e->model_key, &dbt, 0, &whole) != TE_OK || !whole->n) {
+            te_db_trial_list_free(whole);
+            whole = NULL;
         }
-        e->run_start[e->nwaves] = nr;
-        for (int gi = 0; gi < p->ng; gi++)
-            step[gi] = e->k[gi].wave;
-        rc = te_graph_memplan_create_steps(p, step, &e->mp);
     }
+    for (int i = 0; !rc && i < p->ng; i++)
+        if (!e->k[i].view)
+            rc = compile_group(g, p, i, &tgt, o->db, o->pick, whole ? &whole->items[0] : NULL,
+                               &e->k[i]);
+    te_db_trial_list_free(whole);
+    if (rc) {
+        te_graph_exec_free(e);
+        return rc;
+    }
+    /* The schedule of the run, its memory plan, the buffers. */
+    e->nwaves = plan_waves(g, p, e->k, threads,
+                           o->min_flops_per_thread > 0 ? o->min_flops_per_thread
+                                                       : TE_GRAPH_MIN_FLOPS_PER_THREAD,
+                           !o->no_concurrency, e->wave_start);
+    int nr = 0; /* the kernels each wave runs (its groups less its views) */
+    for (int w = 0; w < e->nwaves; w++) {
+        e->run_start[w] = nr;
+        for (int gi = e->wave_start[w]; gi < e->wave_start[w + 1]; gi++)
+            if (!e->k[gi].view)
+                e->run[nr++] = gi;
+    }
+    e->run_start[e->nwaves] = nr;
+    int *step = calloc((size_t)p->ng + 1, sizeof *step);
+    for (int gi = 0; step && gi < p->ng; gi++)
+        step[gi] = e->k[gi].wave;
+    rc = step ? te_graph_memplan_create_steps(p, step, &e->mp) : TE_ERR_NOMEM;
     free(step);
     te_graph_mem_stats ms;
     te_graph_memplan_stats(e->mp, &ms);
@@ -788,31 +843,9 @@ int te_graph_compile_ex(te_graph *g, const te_fuse_plan *p, const te_graph_compi
             set_note(&e->k[i], "view of '%s' (reshape, no copy)",
                      g->v[te_graph_memplan_alias(e->mp, v)].name);
         } else {
-            rc = build_group_expr(g, p, i, &e->k[i]);
-            if (!rc)
-                rc = pack_constants(g, e, &e->k[i]);
-        }
-        e->ng = i + 1;
-    }
-    if (!rc && (rc = set_context_keys(e)) != TE_OK)
-        te__graph_error(g, rc, "compile: the run's context keys: %s", te_status_str(rc));
-    /* The fastest whole run of this model recorded for the target (in-model selection), whose
-     * schedules come before every per-kernel record. */
-    te_db_trial_list *whole = NULL;
-    if (!rc && o->db && o->pick == TE_GRAPH_PICK_BEST) {
-        te_db_target dbt;
-        char storage[1024];
-        if (te_tuner_db_target(&tgt, &dbt, storage, sizeof storage) != TE_OK ||
-            te_db_best(o->db, e->model_key, &dbt, 0, &whole) != TE_OK || !whole->n) {
-            te_db_trial_list_free(whole);
-            whole = NULL;
+            rc = pack_constants(g, e, &e->k[i]);
         }
     }
-    for (int i = 0; !rc && i < p->ng; i++)
-        if (!e->k[i].view)
-            rc = compile_group(g, p, i, &tgt, o->db, o->pick, whole ? &whole->items[0] : NULL,
-                               &e->k[i]);
-    te_db_trial_list_free(whole);
     if (rc) {
         te_graph_exec_free(e);
         return rc;
@@ -991,4 +1024,9 @@ int te_graph_exec_group_wave(const te_graph_exec *e, int gi)
 int te_graph_exec_group_threads(const te_graph_exec *e, int gi)
 {
     return e && gi >= 0 && gi < e->ng ? e->k[gi].threads : -1;
+}
+
+double te_graph_exec_group_width(const te_graph_exec *e, int gi)
+{
+    return e && gi >= 0 && gi < e->ng && !e->k[gi].view ? e->k[gi].width : 0;
 }

@@ -407,13 +407,21 @@ static te_graph_exec *compile_with(te_graph *g, te_fuse_plan *p, int threads, do
     if (te_graph_compile_ex(g, p, &o, &e))
         fail_msg("%s", te_graph_errmsg(g));
     assert_int_equal(te_graph_exec_threads(e), threads);
-    /* Never more threads than the budget in any wave. */
+    /* Never more threads than the budget in any wave, nor than a kernel's parallel loops can
+     * use; and every thread used where the kernels can use them. */
     for (int w = 0; w < te_graph_exec_wave_count(e); w++) {
         int sum = 0;
-        for (int gi = 0; gi < te_fuse_plan_group_count(p); gi++) /* views: 0 threads */
-            if (te_graph_exec_group_wave(e, gi) == w)
-                sum += te_graph_exec_group_threads(e, gi);
-        assert_int_equal(sum, threads);
+        double width = 0;
+        for (int gi = 0; gi < te_fuse_plan_group_count(p); gi++) { /* views: 0 threads */
+            if (te_graph_exec_group_wave(e, gi) != w)
+                continue;
+            int t = te_graph_exec_group_threads(e, gi);
+            double wd = te_graph_exec_group_width(e, gi);
+            assert_true(wd == 0 ? t == 0 : t >= 1 && t <= wd);
+            sum += t;
+            width += wd;
+        }
+        assert_int_equal(sum, width < threads ? (int)width : threads);
     }
     return e;
 }
@@ -475,6 +483,53 @@ static void test_independent_small_groups_share_a_wave_and_the_threads(void **st
     te_graph_exec_free(e2);
     te_graph_exec_free(en);
     te_graph_exec_free(eb);
+    te_fuse_plan_free(p);
+    te_graph_free(g);
+}
+
+/* Two large reductions to one value each: their kernels' parallel loops have one iteration,
+ * so each can use one thread, and at 2 threads they run side by side however many FLOPs they
+ * have; a wide group runs alone. */
+static void test_narrow_kernels_share_a_wave_whatever_their_size(void **state)
+{
+    (void)state;
+    te_graph *g = te_graph_create();
+    if (te_graph_parse(g,
+                       "input x f32[1,4096]\n"
+                       "input z f32[1,4096]\n"
+                       "sx = sum(x)\n"
+                       "sz = sum(z)\n"
+                       "input r f32[64,256]\n"
+                       "sr = sum(r)\n"
+                       "output sx, sz, sr\n",
+                       "narrow.graph"))
+        fail_msg("%s", te_graph_errmsg(g));
+    te_fuse_target t = target();
+    te_fuse_plan *p = te_graph_fuse(g, g_rules, &t);
+    assert_non_null(p);
+    assert_int_equal(te_fuse_plan_group_count(p), 3);
+    int gx = te_fuse_plan_group_of(p, te_graph_value_producer(g, te_graph_find(g, "sx")));
+    int gz = te_fuse_plan_group_of(p, te_graph_value_producer(g, te_graph_find(g, "sz")));
+    int gr = te_fuse_plan_group_of(p, te_graph_value_producer(g, te_graph_find(g, "sr")));
+    /* Every group is large (a grain of 1e-3 FLOP per thread). */
+    te_graph_exec *e = compile_with(g, p, 2, 1e-3, 0);
+    assert_true(te_graph_exec_group_width(e, gx) == 1);
+    assert_true(te_graph_exec_group_width(e, gz) == 1);
+    assert_true(te_graph_exec_group_width(e, gr) >= 2);
+    assert_int_equal(te_graph_exec_group_wave(e, gx), te_graph_exec_group_wave(e, gz));
+    assert_int_equal(te_graph_exec_group_threads(e, gx), 1);
+    assert_int_equal(te_graph_exec_group_threads(e, gz), 1);
+    assert_int_not_equal(te_graph_exec_group_wave(e, gr), te_graph_exec_group_wave(e, gx));
+    assert_int_equal(te_graph_exec_group_threads(e, gr), 2);
+    assert_int_equal(te_graph_exec_wave_count(e), 2);
+    /* Without concurrency each runs alone, a narrow one still on the one thread it can use. */
+    te_graph_exec *en = compile_with(g, p, 2, 1e-3, 1);
+    assert_int_equal(te_graph_exec_wave_count(en), 3);
+    assert_int_equal(te_graph_exec_group_threads(en, gx), 1);
+    free(run_and_check(g, e, 5, 1e-5));
+    free(run_and_check(g, en, 5, 1e-5));
+    te_graph_exec_free(e);
+    te_graph_exec_free(en);
     te_fuse_plan_free(p);
     te_graph_free(g);
 }
@@ -555,6 +610,7 @@ int main(void)
         cmocka_unit_test(test_user_node_prints_and_parses_back),
         cmocka_unit_test(test_memplan_steps_refuse_decreasing_steps),
         cmocka_unit_test(test_independent_small_groups_share_a_wave_and_the_threads),
+        cmocka_unit_test(test_narrow_kernels_share_a_wave_whatever_their_size),
         cmocka_unit_test(test_encoder_results_identical_for_1_and_2_threads),
         cmocka_unit_test(test_compile_ex_refuses_negative_threads),
     };

@@ -68,6 +68,14 @@ static void test_matmul_counts_two_flops_per_product_and_its_three_matrices(void
     k = count("matmul", "m=8,n=12,k=16", "split matmul i 4\n");
     assert_true(k.flops == 3072.0);
     assert_true(k.bytes == 1664.0);
+    /* The parallel width: 1 without a parallel loop, else the widest outermost one. */
+    assert_true(k.parallel_width == 1.0);
+    k = count("matmul", "m=8,n=12,k=16", "split matmul i 4\nparallel matmul i_o\n");
+    assert_true(k.parallel_width == 2.0);
+    k = count("matmul", "m=8,n=12,k=16", "parallel matmul i\n");
+    assert_true(k.parallel_width == 8.0);
+    k = count("matmul", "m=8,n=12,k=16", "fuse matmul i j\nparallel matmul i_j_f\n");
+    assert_true(k.parallel_width == 96.0);
 }
 
 static void test_elementwise_and_reduction_counts(void **state)

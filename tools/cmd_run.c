@@ -648,7 +648,10 @@ int te_cmd_run(int argc, char **argv)
             printf(", \"view\": %s, \"from_db\": %s, \"note\": ", gr.view ? "true" : "false",
                    db_k == 1 ? "true" : "false");
             json_str(note);
-            printf(", \"ms\": %.6g", g_med[k] * 1e3);
+            printf(", \"ms\": %.6g, \"wave\": %d, \"threads\": %d, \"parallel_width\": %.17g",
+                   g_med[k] * 1e3, te_graph_exec_group_wave(e, k),
+                   te_graph_exec_group_threads(e, k),
+                   te_graph_exec_group_width(e, k) < 1e18 ? te_graph_exec_group_width(e, k) : -1.0);
             if (check)
                 printf(", \"max_rel_err\": %.3g, \"tolerance\": %.3g, \"ok\": %s", worst[k], tol[k],
                        worst[k] <= tol[k] ? "true" : "false");
@@ -686,6 +689,10 @@ int te_cmd_run(int argc, char **argv)
             te_fuse_plan_group(f.plan, k, &gr);
             printf("group %2d %-32s %-14.14s %10.4f ms", k, gr.rule,
                    te_graph_node_name(g, gr.nodes[0]), g_med[k] * 1e3);
+            if (!gr.view)
+                printf("  wave %2d, %d thread%s", te_graph_exec_group_wave(e, k),
+                       te_graph_exec_group_threads(e, k),
+                       te_graph_exec_group_threads(e, k) == 1 ? " " : "s");
             if (check && tol[k] != TE_RUN_F32_TOL)
                 printf("  err %.1e %s (bf16 bound %.1e)", worst[k],
                        worst[k] <= tol[k] ? "ok" : "MISMATCH", tol[k]);

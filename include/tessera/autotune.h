@@ -83,6 +83,10 @@ typedef struct te_kernel_counts {
     double flops;
     double bytes;
     double intensity;
+    /* The most iterations one outermost parallel loop hands the threads (1 when the kernel
+     * has no parallel loop, INFINITY when such a loop's extent is not a constant): more threads
+     * than this idle in every parallel loop of the kernel. */
+    double parallel_width;
 } te_kernel_counts;
 
 /* Counts f's flops and compulsory bytes into *out (zeroed first). Returns TE_OK, TE_ERR_ARG

@@ -692,11 +692,15 @@ typedef struct te_graph_compile_opts {
 #define TE_GRAPH_MIN_FLOPS_PER_THREAD (1 << 21)
 #define TE_GRAPH_MAX_WAVE 16 /* groups that may run at once */
 
-/* Compiles like te_graph_compile_db, with the options above, and plans the run's schedule:
- * groups in plan order, grouped into WAVES. A wave is one group using every thread of the
- * budget (its kernel's parallel loops), or up to min(threads, TE_GRAPH_MAX_WAVE) consecutive
- * small, independent groups that run concurrently, the threads split among them in proportion
- * to their FLOPs (at least one each, the shares summing to the budget: never more threads
+/* Compiles like te_graph_compile_db, with the options above, and then plans the run's
+ * schedule: groups in plan order, grouped into WAVES of up to min(threads, TE_GRAPH_MAX_WAVE)
+ * consecutive independent groups that run concurrently. Each group needs one thread when it is
+ * small (fewer FLOPs than threads x min_flops_per_thread), else as many as its kernel's
+ * parallel loops can use (its parallel width, te_graph_exec_group_width); a wave holds groups
+ * whose needs add up to at most the budget, so a group as wide as the budget runs alone and
+ * large groups with narrow parallel loops (a reduction to one row, say) run side by side.
+ * The threads are split among a wave's groups in proportion to their FLOPs, at least one each
+ * and at most a group's width, the shares summing to at most the budget (never more threads
  * than the budget; a view joins the wave before it with 0 threads and takes no share). The
  * memory plan's liveness is over waves (te_graph_memplan_create_steps),
  * so concurrent groups never share pool bytes. Inspect the schedule with
@@ -822,6 +826,10 @@ int te_graph_exec_wave_count(const te_graph_exec *e);
  * OpenMP threads its kernel gets (0 for a view). -1 for a bad index. */
 int te_graph_exec_group_wave(const te_graph_exec *e, int gi);
 int te_graph_exec_group_threads(const te_graph_exec *e, int gi);
+/* The most threads group gi's kernel can keep busy: the largest trip count of its outermost
+ * parallel loops (1 when it has none; te_kernel_counts.parallel_width), which caps its share
+ * of a wave. 0 for a view or a bad index. */
+double te_graph_exec_group_width(const te_graph_exec *e, int gi);
 /* The pool's plan (owned by e). */
 const te_graph_memplan *te_graph_exec_memplan(const te_graph_exec *e);
 void te_graph_exec_free(te_graph_exec *e);
