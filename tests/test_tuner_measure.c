@@ -184,7 +184,12 @@ static void test_far_slower_candidates_are_timed_once(void **state)
         }
         assert_true(c[0].repeats >= 3 && c[1].repeats >= 3);
         assert_true(c[0].median_s >= 3e-3 && c[2].median_s >= 3e-3);
-        assert_int_equal(c[2].repeats, full ? c[0].repeats : 1);
+        /* Timed in full: at least 3 runs, more while they add up to less than min_time (a
+         * 3.0-3.4 ms run takes 3 or 4, depending on the machine's load). */
+        if (full)
+            assert_true(c[2].repeats >= 3);
+        else
+            assert_int_equal(c[2].repeats, 1);
         /* The best from earlier batches counts too. */
         if (!full) {
             te__measurer_set_best(m, c[1].median_s);
