@@ -40,7 +40,11 @@
  *                 Welford): spatial axes fused and parallel, and
  *                 optionally (a decision) the last spatial axis split by the vector width with
  *                 its inner part moved inside the reduction loops and vectorized, or else
- *                 (a decision) an rfactor across the lanes computed at the fused loop.
+ *                 (a decision) an rfactor across the lanes computed at the fused loop. With
+ *                 fewer output elements than cores and one long reduction axis, the threads
+ *                 split the reduction instead: the axis in cores x 1/4/16 parts (a decision),
+ *                 an rfactor over the parts (a parallel partial stage, its lanes rfactored
+ *                 as above), the stage folding the parts.
  *
  * A tuple compute (te_compute_tuple) is one stage, named after its first output, and its
  * consumers are the stages that read any of its outputs; rfactor gives it a tuple partial
@@ -605,10 +609,57 @@ static te_stage *maybe_rfactor(sk_run *r, te_stage *st, const sk_stage *X)
     return sr;
 }
 
+/* Rule 7 when the spatial axes give the threads too little work (fewer output elements than
+ * cores: a sum of a whole vector) and the one reduction axis is long: the threads split the
+ * reduction (Ansor's rfactor rule). The axis is split into P parts (P = cores x 1, 4 or 16:
+ * a decision) and factored over them: the partial stage, its P x outputs parallel, each
+ * reducing its part (vectorized through a lane rfactor, a decision), and the stage itself
+ * folding the P partial results. Returns whether it applied (false: nothing changed). */
+static bool thread_rfactor(sk_run *r, te_stage *st, const sk_stage *X)
+{
+    te__gen *g = r->g;
+    int64_t spatial = 1;
+    for (int d = 0; d < X->nd; d++)
+        spatial *= X->ext[d];
+    if (r->cores < 2 || X->nr != 1 || spatial >= r->cores ||
+        X->rext[0] < (int64_t)r->cores * r->lanes * 64)
+        return false;
+    static const int per_core[] = {1, 4, 16};
+    int64_t parts = (int64_t)r->cores * per_core[te__decide(g, 3)];
+    te_iter *ko, *ki;
+    if (!TE__OK(g, te_split(st, te_stage_reduce_axis(st, 0), (X->rext[0] + parts - 1) / parts, &ko,
+                            &ki)))
+        return false;
+    te_tensor *R = te_rfactor(g->s, te_stage_tensor(st), ko);
+    if (!R) {
+        te__gen_fail(g, TE_ERR_SCHEDULE);
+        return false;
+    }
+    te_stage *sr = te_schedule_stage(g->s, R);
+    te_iter *sp[TE_MAX_DIMS + 1];
+    int ns = 0, nd = te_tensor_ndim(R);
+    sp[ns++] = te_stage_axis(sr, nd - 1); /* the part outermost, then the output's axes */
+    for (int d = 0; d < nd - 1; d++)
+        sp[ns++] = te_stage_axis(sr, d);
+    if (ns > 1 && !TE__OK(g, te_reorder(sr, ns, sp)))
+        return false;
+    te_iter *f = fuse_run(r, sr, sp, ns);
+    if (!f || !TE__OK(g, te_parallel(sr, f)))
+        return false;
+    sk_stage part = *X; /* the partial stage reduces one part of the axis */
+    part.rext[0] = (X->rext[0] + parts - 1) / parts;
+    te_stage *lanes = maybe_rfactor(r, sr, &part);
+    if (lanes)
+        te__gen_fail(g, te_compute_at(lanes, sr, f));
+    return !g->err;
+}
+
 /* Rule 7: a reduction at the root without reuse. */
 static int red_rule(sk_run *r, te_stage *st, const sk_stage *X)
 {
     te__gen *g = r->g;
+    if (thread_rfactor(r, st, X) || g->err)
+        return g->err;
     int nd = X->nd;
     te_iter *sp[TE_MAX_DIMS + 1];
     int ns = 0;

@@ -487,16 +487,17 @@ static void test_independent_small_groups_share_a_wave_and_the_threads(void **st
     te_graph_free(g);
 }
 
-/* Two large reductions to one value each: their kernels' parallel loops have one iteration,
- * so each can use one thread, and at 2 threads they run side by side however many FLOPs they
- * have; a wide group runs alone. */
+/* Two reductions to one value each, large for the grain given: their kernels' parallel loops
+ * have one iteration (rows too short for the sketch rule that splits a reduction among the
+ * threads), so each can use one thread, and at 2 threads they run side by side however many
+ * FLOPs they have; a wide group runs alone. */
 static void test_narrow_kernels_share_a_wave_whatever_their_size(void **state)
 {
     (void)state;
     te_graph *g = te_graph_create();
     if (te_graph_parse(g,
-                       "input x f32[1,4096]\n"
-                       "input z f32[1,4096]\n"
+                       "input x f32[1,1024]\n"
+                       "input z f32[1,1024]\n"
                        "sx = sum(x)\n"
                        "sz = sum(z)\n"
                        "input r f32[64,256]\n"

@@ -240,6 +240,47 @@ static void test_library_ops(void **state)
     }
 }
 
+/* A reduction to fewer values than cores (a whole vector's sum; a length that the parts do
+ * not divide): the threads split the reduction. Every sample factors it over parallel parts,
+ * the part count a decision, and is correct; with enough outputs for the cores, none does. */
+static void test_threads_split_a_short_output_reduction(void **state)
+{
+    (void)state;
+    tt_rng r;
+    tt_rng_seed(&r, tt_seed(5) + 3);
+    te_target tgt = te_target_host();
+    tgt.num_cores = 2;
+    tcase c;
+    tcase_op(&c, "sum", "m=1,n=4100", &r);
+    te_space *sp =
+        te_space_create(c.ctx, NULL, c.n_in, c.in, c.n_out, c.out, TE_SPACE_SKETCH, &tgt);
+    assert_non_null(sp);
+    const char *tr[24];
+    te_rng rr;
+    te_rng_seed(&rr, 4);
+    int parts[3] = {0};
+    for (int i = 0; i < 24; i++) {
+        tr[i] = te_space_sample(sp, &rr);
+        assert_non_null(tr[i]);
+        assert_true(trace_has(tr[i], "rfactor sum k0_o") &&
+                    trace_has(tr[i], "parallel sum_rf k0_o_i0_f"));
+        parts[0] += trace_has(tr[i], "split sum k0 2050\n"); /* 2 parts */
+        parts[1] += trace_has(tr[i], "split sum k0 513\n");  /* 8 */
+        parts[2] += trace_has(tr[i], "split sum k0 129\n");  /* 32 */
+    }
+    assert_true(parts[0] > 0 && parts[1] > 0 && parts[2] > 0);
+    assert_int_equal(parts[0] + parts[1] + parts[2], 24);
+    check_traces(&c, sp, 8, tr, 1e-4);
+    tcase_free(&c);
+    /* Two rows on two cores: the rows are the parallel work. */
+    tcase_op(&c, "sum", "m=2,n=4100", &r);
+    sp = te_space_create(c.ctx, NULL, c.n_in, c.in, c.n_out, c.out, TE_SPACE_SKETCH, &tgt);
+    assert_non_null(sp);
+    for (int i = 0; i < 8; i++)
+        assert_false(trace_has(te_space_sample(sp, &rr), "rfactor sum k0_o"));
+    tcase_free(&c);
+}
+
 /* Same seed, same samples, in another context; mutation gives a valid neighbour. */
 static void test_reproducible(void **state)
 {
@@ -280,6 +321,7 @@ static void test_reproducible(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_threads_split_a_short_output_reduction),
         cmocka_unit_test(test_reproducible),
         cmocka_unit_test(test_user_mlp_gate),
         cmocka_unit_test(test_user_expressions),
