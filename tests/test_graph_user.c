@@ -398,6 +398,24 @@ static const char *branches = "input x f32[8,16]\n"
                               "y = matmul(c, w)\n"
                               "output y\n";
 
+/* Parses `text` (fail on error) and fuses it with the shipped rules into *p. */
+static te_graph *parse_fused(const char *text, const char *name, te_fuse_plan **p)
+{
+    te_graph *g = te_graph_create();
+    if (te_graph_parse(g, text, name))
+        fail_msg("%s", te_graph_errmsg(g));
+    te_fuse_target t = target();
+    *p = te_graph_fuse(g, g_rules, &t);
+    assert_non_null(*p);
+    return g;
+}
+
+/* The group that computes value `name`. */
+static int group_of(const te_graph *g, const te_fuse_plan *p, const char *name)
+{
+    return te_fuse_plan_group_of(p, te_graph_value_producer(g, te_graph_find(g, name)));
+}
+
 static te_graph_exec *compile_with(te_graph *g, te_fuse_plan *p, int threads, double grain,
                                    int no_concurrency)
 {
@@ -430,16 +448,9 @@ static void test_independent_small_groups_share_a_wave_and_the_threads(void **st
 {
     (void)state;
     register_ops();
-    te_graph *g = te_graph_create();
-    if (te_graph_parse(g, branches, "branches.graph"))
-        fail_msg("%s", te_graph_errmsg(g));
-    te_fuse_target t = target();
-    te_fuse_plan *p = te_graph_fuse(g, g_rules, &t);
-    assert_non_null(p);
-    int na = te_graph_value_producer(g, te_graph_find(g, "a")),
-        nb = te_graph_value_producer(g, te_graph_find(g, "b"));
-    int ga = te_fuse_plan_group_of(p, na), gb = te_fuse_plan_group_of(p, nb);
-    int gy = te_fuse_plan_group_of(p, te_graph_value_producer(g, te_graph_find(g, "y")));
+    te_fuse_plan *p;
+    te_graph *g = parse_fused(branches, "branches.graph", &p);
+    int ga = group_of(g, p, "a"), gb = group_of(g, p, "b"), gy = group_of(g, p, "y");
     assert_int_not_equal(ga, gb);
     assert_int_equal(te_fuse_plan_group_count(p), 4); /* a, b, add, matmul */
 
@@ -494,24 +505,17 @@ static void test_independent_small_groups_share_a_wave_and_the_threads(void **st
 static void test_narrow_kernels_share_a_wave_whatever_their_size(void **state)
 {
     (void)state;
-    te_graph *g = te_graph_create();
-    if (te_graph_parse(g,
-                       "input x f32[1,1024]\n"
-                       "input z f32[1,1024]\n"
-                       "sx = sum(x)\n"
-                       "sz = sum(z)\n"
-                       "input r f32[64,256]\n"
-                       "sr = sum(r)\n"
-                       "output sx, sz, sr\n",
-                       "narrow.graph"))
-        fail_msg("%s", te_graph_errmsg(g));
-    te_fuse_target t = target();
-    te_fuse_plan *p = te_graph_fuse(g, g_rules, &t);
-    assert_non_null(p);
+    te_fuse_plan *p;
+    te_graph *g = parse_fused("input x f32[1,1024]\n"
+                              "input z f32[1,1024]\n"
+                              "sx = sum(x)\n"
+                              "sz = sum(z)\n"
+                              "input r f32[64,256]\n"
+                              "sr = sum(r)\n"
+                              "output sx, sz, sr\n",
+                              "narrow.graph", &p);
     assert_int_equal(te_fuse_plan_group_count(p), 3);
-    int gx = te_fuse_plan_group_of(p, te_graph_value_producer(g, te_graph_find(g, "sx")));
-    int gz = te_fuse_plan_group_of(p, te_graph_value_producer(g, te_graph_find(g, "sz")));
-    int gr = te_fuse_plan_group_of(p, te_graph_value_producer(g, te_graph_find(g, "sr")));
+    int gx = group_of(g, p, "sx"), gz = group_of(g, p, "sz"), gr = group_of(g, p, "sr");
     /* Every group is large (a grain of 1e-3 FLOP per thread). */
     te_graph_exec *e = compile_with(g, p, 2, 1e-3, 0);
     assert_true(te_graph_exec_group_width(e, gx) == 1);
