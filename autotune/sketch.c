@@ -593,16 +593,10 @@ static te_stage *maybe_rfactor(sk_run *r, te_stage *st, const sk_stage *X)
 {
     if (X->nr != 1 || X->rext[0] < 2 * r->lanes || !te__decide(r->g, 2))
         return NULL;
-    te_iter *ko, *ki;
-    if (!TE__OK(r->g, te_split(st, te_stage_reduce_axis(st, 0), r->lanes, &ko, &ki)))
+    te_stage *sr = te__split_rfactor(r->g, st, r->lanes, false);
+    if (!sr)
         return NULL;
-    te_tensor *R = te_rfactor(r->g->s, te_stage_tensor(st), ki);
-    if (!R) {
-        te__gen_fail(r->g, TE_ERR_SCHEDULE);
-        return NULL;
-    }
-    te_stage *sr = te_schedule_stage(r->g->s, R);
-    te_iter *lane = te_stage_axis(sr, te_tensor_ndim(R) - 1);
+    te_iter *lane = te_stage_axis(sr, te_tensor_ndim(te_stage_tensor(sr)) - 1);
     if (!TE__OK(r->g, te_reorder(sr, 2, (te_iter *[]){te_stage_reduce_axis(sr, 0), lane})))
         return NULL;
     te__sk_try_ok(r, te_vectorize(sr, lane));
@@ -626,18 +620,11 @@ static bool thread_rfactor(sk_run *r, te_stage *st, const sk_stage *X)
         return false;
     static const int per_core[] = {1, 4, 16};
     int64_t parts = (int64_t)r->cores * per_core[te__decide(g, 3)];
-    te_iter *ko, *ki;
-    if (!TE__OK(g, te_split(st, te_stage_reduce_axis(st, 0), (X->rext[0] + parts - 1) / parts, &ko,
-                            &ki)))
+    te_stage *sr = te__split_rfactor(g, st, (X->rext[0] + parts - 1) / parts, true);
+    if (!sr)
         return false;
-    te_tensor *R = te_rfactor(g->s, te_stage_tensor(st), ko);
-    if (!R) {
-        te__gen_fail(g, TE_ERR_SCHEDULE);
-        return false;
-    }
-    te_stage *sr = te_schedule_stage(g->s, R);
     te_iter *sp[TE_MAX_DIMS + 1];
-    int ns = 0, nd = te_tensor_ndim(R);
+    int ns = 0, nd = te_tensor_ndim(te_stage_tensor(sr));
     sp[ns++] = te_stage_axis(sr, nd - 1); /* the part outermost, then the output's axes */
     for (int d = 0; d < nd - 1; d++)
         sp[ns++] = te_stage_axis(sr, d);

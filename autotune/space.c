@@ -108,6 +108,19 @@ int te__gen_lowers(te__gen *g)
     return TE_OK;
 }
 
+te_stage *te__split_rfactor(te__gen *g, te_stage *st, int64_t factor, bool outer)
+{
+    te_iter *ko, *ki;
+    if (!TE__OK(g, te_split(st, te_stage_reduce_axis(st, 0), factor, &ko, &ki)))
+        return NULL;
+    te_tensor *R = te_rfactor(g->s, te_stage_tensor(st), outer ? ko : ki);
+    if (!R) {
+        te__gen_fail(g, TE_ERR_SCHEDULE);
+        return NULL;
+    }
+    return te_schedule_stage(g->s, R);
+}
+
 int te__decide(te__gen *g, int ncand)
 {
     if (ncand <= 1)

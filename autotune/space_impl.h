@@ -59,6 +59,11 @@ int te__gen_lowers(te__gen *g);
 int te__gen_fail(te__gen *g, int rc);
 /* Checks a primitive's status: false (and g->err set) on failure. */
 #define TE__OK(g, call) (te__gen_fail((g), (call)) == TE_OK)
+/* Splits st's first reduction axis by `factor` and rfactors st over one part: the inner one
+ * (outer false: a stage of `factor` partial results, its last axis; the lane rfactor of
+ * vectorized reductions) or the outer one (outer true: one partial result per part, the parts
+ * the threads share). Returns the partial stage, NULL with g's error. */
+te_stage *te__split_rfactor(te__gen *g, te_stage *st, int64_t factor, bool outer);
 
 typedef struct te__template {
     const char *name;

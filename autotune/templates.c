@@ -678,16 +678,10 @@ static void row_prefetch(te__gen *g, te_stage *T, te_iter *row, int level, bool 
  * results (its last axis, vectorized), reduced over the outer part. NULL with g's error. */
 static te_stage *rf_lanes(te__gen *g, te_stage *P, int64_t width)
 {
-    te_iter *ko, *ki;
-    if (!TE__OK(g, te_split(P, te_stage_reduce_axis(P, 0), width, &ko, &ki)))
+    te_stage *sr = te__split_rfactor(g, P, width, false);
+    if (!sr)
         return NULL;
-    te_tensor *R = te_rfactor(g->s, te_stage_tensor(P), ki);
-    if (!R) {
-        te__gen_fail(g, TE_ERR_SCHEDULE);
-        return NULL;
-    }
-    te_stage *sr = te_schedule_stage(g->s, R);
-    te_iter *lane = te_stage_axis(sr, te_tensor_ndim(R) - 1);
+    te_iter *lane = te_stage_axis(sr, te_tensor_ndim(te_stage_tensor(sr)) - 1);
     if (!TE__OK(g, te_reorder(sr, 2, (te_iter *[]){te_stage_reduce_axis(sr, 0), lane})))
         return NULL;
     if (width > 64) {
