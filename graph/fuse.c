@@ -78,6 +78,14 @@ static int where_ok(fctx *f, const te__rule *r, mstate *st)
         snprintf(why, sizeof why, "rank %d, the rule wants %d", o->ndim, r->rank);
     else if (r->min_rank > 0 && o->ndim < r->min_rank)
         snprintf(why, sizeof why, "rank %d, the rule wants >= %d", o->ndim, r->min_rank);
+    else if (r->min_sm && f->t->sm <= 0)
+        snprintf(why, sizeof why,
+                 "the target's compute capability is not known (te_fuse_target.sm), the rule "
+                 "wants sm_%d or newer",
+                 r->min_sm);
+    else if (r->min_sm && f->t->sm < r->min_sm)
+        snprintf(why, sizeof why, "the target is sm_%d, the rule wants sm_%d or newer", f->t->sm,
+                 r->min_sm);
     else if (r->max_numel &&
              te_graph_value_numel(f->g, NODE(f, st->nodes[0])->out[0]) > r->max_numel)
         snprintf(why, sizeof why, "%lld elements, the rule allows %lld",
@@ -132,6 +140,8 @@ static void apply_rule(fctx *f, const te__rule *r)
     if (r->target[0] && strcmp(r->target, f->t->name))
         return;
     if (r->isa[0] && !strstr(f->t->isa, r->isa))
+        return;
+    if (r->min_sm && strcmp(f->t->name, "cuda")) /* a GPU rule: skipped on a CPU */
         return;
     int sib_first = r->items[0].type == TE__ITEM_SIBLINGS;
     int n_anchor = sib_first ? f->g->nv : f->g->nn;

@@ -55,6 +55,7 @@ typedef struct te__rule {
     int kernel_h, kernel_w; /* 0: any */
     int same_shape, escape;
     int64_t max_numel; /* 0: any */
+    int min_sm;        /* 0: any; else a CUDA target of this compute capability x10 or newer */
 } te__rule;
 
 struct te_fuse_rules {

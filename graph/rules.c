@@ -395,10 +395,13 @@ static int parse_where(rparser *ps, const char *text, te__rule *r)
             r->escape = (int)iv;
         } else if (!strcmp(k, "max_numel") && parse_int_word(v, 1, INT64_MAX, &iv)) {
             r->max_numel = iv;
+        } else if (!strcmp(k, "min_sm") && parse_int_word(v, 10, 1000, &iv)) {
+            r->min_sm = (int)iv;
         } else {
             return rerr(ps,
                         "constraint '%s=%s' is unknown or has a bad value (dtype, rank, "
-                        "min_rank, target, isa, kernel, same_shape, escape, max_numel)",
+                        "min_rank, target, isa, kernel, same_shape, escape, max_numel, "
+                        "min_sm 10..1000)",
                         k, v);
         }
     }

@@ -395,6 +395,55 @@ static void test_cycle_through_the_rest_of_the_graph_is_rejected(void **state)
     te_fuse_rules_free(r);
 }
 
+/* A rule for new GPUs only (min_sm): skipped on a CPU, refused with the reason where the
+ * target's compute capability is unknown or too old, applied where it is new enough. */
+static void test_compute_capability_constraint(void **state)
+{
+    (void)state;
+    char err[256];
+    te_fuse_rules *r = te_fuse_rules_parse("rule attention_sm90\n  class vertical\n"
+                                           "  pattern batch_matmul softmax batch_matmul\n"
+                                           "  where target=cuda min_sm=90\n  priority 5\nend\n",
+                                           "gpu.rules", err, sizeof err);
+    if (!r)
+        fail_msg("%s", err);
+    te_graph *g = parse("input q f32[2,16,8]\ninput k f32[2,16,8]\ninput v f32[2,16,8]\n"
+                        "s = batch_matmul(q, k) trans_b=1\np = softmax(s)\n"
+                        "o = batch_matmul(p, v)\noutput o\n");
+    te_fuse_target t = target(1 << 20);
+    struct {
+        const char *name;
+        int sm;
+        const char *why; /* NULL: the rule forms the group */
+    } cases[] = {
+        {"cpu", 0, ""}, /* skipped: no decision at all */
+        {"cuda", 0,
+         "the target's compute capability is not known (te_fuse_target.sm), the rule "
+         "wants sm_90 or newer"},
+        {"cuda", 80, "the target is sm_80, the rule wants sm_90 or newer"},
+        {"cuda", 90, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(t.name, sizeof t.name, "%s", cases[i].name);
+        t.sm = cases[i].sm;
+        te_fuse_plan *p = te_graph_fuse(g, r, &t);
+        assert_non_null(p);
+        const char *why = rejected(p, "constraint", "attention_sm90");
+        if (cases[i].why && cases[i].why[0]) {
+            if (!why || strcmp(why, cases[i].why))
+                fail_msg("%s sm %d: '%s'", cases[i].name, cases[i].sm, why ? why : "(none)");
+        } else {
+            assert_null(why);
+        }
+        assert_true(!strcmp(group_of(g, p, "o").rule, "attention_sm90") == !cases[i].why);
+        te_fuse_plan_free(p);
+    }
+    te_graph_free(g);
+    te_fuse_rules_free(r);
+    expect_rule_error("rule a\n  class vertical\n  pattern matmul add\n  where min_sm=8\nend\n",
+                      "constraint 'min_sm=8' is unknown or has a bad value");
+}
+
 static void test_escape_needs_the_rule_to_allow_extra_outputs(void **state)
 {
     (void)state;
@@ -776,6 +825,7 @@ int main(void)
         cmocka_unit_test(test_branch_residual_add_layer_norm_keeps_the_sum_as_output),
         cmocka_unit_test(test_composite_layer_norm_qkv_and_its_l2_limit),
         cmocka_unit_test(test_cycle_through_the_rest_of_the_graph_is_rejected),
+        cmocka_unit_test(test_compute_capability_constraint),
         cmocka_unit_test(test_escape_needs_the_rule_to_allow_extra_outputs),
         cmocka_unit_test(test_roofline_rejects_recomputing_a_producer_inside_a_matmul),
         cmocka_unit_test(test_generic_kind_based_fusion_without_rules),

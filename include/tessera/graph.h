@@ -417,7 +417,9 @@ double te_graph_value_bf16_tolerance(const te_graph *g, int v, double ref_rms);
  * in graph order unless noted): dtype=D[|D], rank=N, min_rank=N, target=cpu|cuda, isa=FEATURE,
  * kernel=KHxKW (convolution weights of every conv in the group), same_shape=1 (siblings' outputs),
  * escape=1 (intermediates may be read outside the group: they become extra group outputs),
- * max_numel=N. `priority` is an integer (higher first; ties: more specific pattern first,
+ * max_numel=N, min_sm=N (a CUDA target of compute capability N/10 or newer: sm_80 is 80;
+the rule is skipped on a CPU target, and refused with a reason where the target's capability is
+unknown or lower). `priority` is an integer (higher first; ties: more specific pattern first,
  * then file order). `produces` names a library operator (and attributes: `produces
  * matmul_bias_act act=gelu`) that the group equals when every element of the pattern matched
  * exactly one node (siblings: as many as the quantifier's maximum); otherwise the group is
@@ -455,6 +457,7 @@ typedef struct te_fuse_target {
     double peak_gflops; /* cores x GHz x FP32 lanes x 2 (FMA) x 2 (ports) */
     double mem_gbps;    /* DRAM bandwidth estimate ($TESSERA_MEM_GBPS, else 8 GB/s x cores) */
     double launch_us;   /* fixed cost of one kernel (parallel region or launch) */
+    int sm;             /* cuda: compute capability x10 (80 for sm_80); 0: unknown (and cpu) */
     char source[160];   /* where l2_bytes and the clock came from, for the plan's header */
 } te_fuse_target;
 
