@@ -613,17 +613,15 @@ static int compile_group(te_graph *g, const te_fuse_plan *p, int gi, const te_ta
         rc = TE_ERR_NOMEM;
     char name[64];
     snprintf(name, sizeof name, "group%d_%.40s", gi, g->v[g->n[p->gr[gi].nodes[0]].out[0]].name);
-    if (!rc) {
-        /* How many threads the kernel's parallel loops can use, for the run's waves. */
-        te_kernel_counts kc;
-        te_lowered *f = te_lower(s, na, args, name, tgt);
-        if (!f)
-            rc = te_ctx_errcode(k->ctx) ? te_ctx_errcode(k->ctx) : TE_ERR_LOWER;
-        else if ((rc = te_kernel_count(f, &kc)) == TE_OK)
-            k->width = kc.parallel_width;
-    }
+    te_lowered *f = NULL;
+    if (!rc && !(f = te_lower(s, na, args, name, tgt)))
+        rc = te_ctx_errcode(k->ctx) ? te_ctx_errcode(k->ctx) : TE_ERR_LOWER;
+    /* How many threads the kernel's parallel loops can use, for the run's waves. */
+    te_kernel_counts kc;
+    if (!rc && (rc = te_kernel_count(f, &kc)) == TE_OK)
+        k->width = kc.parallel_width;
     if (!rc)
-        rc = te_build(s, na, args, name, tgt, &k->mod);
+        rc = te_build_lowered(k->ctx, f, name, tgt, &k->mod);
     if (rc)
         te__graph_error(g, rc, "compile: group %d (%s, first node '%s'): %s", gi, p->gr[gi].rule,
                         g->v[g->n[p->gr[gi].nodes[0]].out[0]].name,

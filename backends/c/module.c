@@ -99,14 +99,34 @@ int te_build(te_schedule *s, int n_args, te_tensor *const *args, const char *nam
     te_lowered *f = te_lower(s, n_args, args, name, target);
     if (!f)
         return te_ctx_errcode(ctx) != TE_OK ? te_ctx_errcode(ctx) : TE_ERR_LOWER;
+    return te_build_lowered(ctx, f, name, target, out);
+}
+
+int te_build_lowered(te_ctx *ctx, const te_lowered *f, const char *name, const te_target *target,
+                     te_module **out)
+{
+    if (out)
+        *out = NULL;
+    if (!ctx || !f || !name || !out)
+        return ctx ? te_ctx_set_error(ctx, TE_ERR_ARG, "te_build_lowered: bad arguments")
+                   : TE_ERR_ARG;
+    te_target host;
+    if (!target) {
+        host = te_target_host();
+        target = &host;
+    }
+    const te__backend *be = te__backend_get(target->backend);
+    if (!be || be->kind != TE_BACKEND_C)
+        return te_ctx_set_error(ctx, TE_ERR_UNSUPPORTED,
+                                "te_build_lowered: the target is not a C target");
     const char *src = be->emit(ctx, f, target);
     if (!src)
         return te_ctx_errcode(ctx) != TE_OK ? te_ctx_errcode(ctx) : TE_ERR_INTERNAL;
     char *err = malloc(16384);
     te__kernel *k = NULL;
     int st = TE_OK;
-    rc = be->compile_many(1, &src, (const int[]){1}, (const char *const *const[]){&name}, target, 1,
-                          &k, &st, err ? &err : NULL, err ? 16384 : 0);
+    int rc = be->compile_many(1, &src, (const int[]){1}, (const char *const *const[]){&name},
+                              target, 1, &k, &st, err ? &err : NULL, err ? 16384 : 0);
     if (rc == TE_OK)
         *out = (te_module *)k;
     else

@@ -35,6 +35,13 @@ typedef struct te_module te_module;
  * the path of the source file. */
 int te_build(te_schedule *s, int n_args, te_tensor *const *args, const char *name,
              const te_target *target, te_module **out);
+/* The second half of te_build, for a caller that has lowered s itself (te_lower with the same
+ * target and name, to inspect the IR first): emits, compiles and loads f. ctx is the
+ * schedule's context (errors go there). Stores a new module in *out (te_module_free) and
+ * returns TE_OK, or TE_ERR_ARG (a NULL argument), TE_ERR_UNSUPPORTED (not a C target) or
+ * te_build's compile errors, with *out NULL. */
+int te_build_lowered(te_ctx *ctx, const te_lowered *f, const char *name, const te_target *target,
+                     te_module **out);
 /* Emits C source for a lowered function without compiling it. The string is owned by the
  * context's arena. Returns NULL on error. */
 const char *te_emit_c(te_ctx *ctx, const te_lowered *f, const te_target *target);
