@@ -142,6 +142,14 @@ int te__vector_width_lanes(const te_target *target);
  * test per statement of a guarded tail. */
 te_stmt *te__pass_merge_guards(const te__pass_ctx *pc, te_stmt *s);
 
+/* ---- hoist_invariants.c (C target) ----
+ * The largest scalar float subexpressions of stored values that call a math function and
+ * that enclosing loops do not move become lets before the outermost such loop (equal ones
+ * share a let): C compilers leave sqrtf, expf and logf in the loop under -fmath-errno.
+ * Reads move only out of loops that write nothing they read and only where no if, branch or
+ * loop of unknown extent guards them; GPU thread loops are never moved out of. */
+te_stmt *te__pass_hoist_invariants(const te__pass_ctx *pc, te_stmt *s);
+
 /* ---- promote_registers.c (C target) ----
  * Largest buffer (elements) promoted to registers. */
 #define TE__PROMOTE_MAX 1024

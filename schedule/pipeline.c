@@ -45,6 +45,8 @@ const te__pass te__pipeline[] = {
     {"simplify", te__pass_simplify, TE_PASS_GPU_ON_C, "again, on the thread loops"},
     {"merge_guards", te__pass_merge_guards, TE_PASS_ALWAYS,
      "ifs of one condition merged; invariant guards moved out of serial loops"},
+    {"hoist_invariants", te__pass_hoist_invariants, TE_PASS_C,
+     "math calls a loop does not move computed once before it"},
     {"legalize_vectors", te__pass_legalize_vectors, TE_PASS_C,
      "vectors wider than a register split into register-wide parts"},
     {"promote_registers", te__pass_promote_registers, TE_PASS_C,

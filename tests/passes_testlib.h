@@ -2,7 +2,8 @@
  * A tiny interpreter for lowered statements, shared by the pass tests (header-only, static
  * functions). It runs a statement over buffers held as double arrays and evaluates integer
  * expressions exactly in int64, so a pass can be checked by running the program before and
- * after it. Scalars only (no RAMP/BCAST lanes).
+ * after it. Scalars only (no RAMP/BCAST lanes); float lets and the calls sqrt, exp and log
+ * (rounded to f32 for f32 values).
  */
 #ifndef TESSERA_TESTS_PASSES_TESTLIB_H
 #define TESSERA_TESTS_PASSES_TESTLIB_H
@@ -21,6 +22,7 @@
 typedef struct pt_env {
     const te_expr *vars[PT_MAX_VARS];
     int64_t vals[PT_MAX_VARS];
+    double fvals[PT_MAX_VARS]; /* the value of a float variable (a float let) */
     int nvars;
     const te_buf *bufs[PT_MAX_BUFS];
     double *data[PT_MAX_BUFS];
@@ -34,10 +36,18 @@ static PT_UNUSED void pt_bind(pt_env *env, const te_expr *v, int64_t val)
 {
     if (env->nvars < PT_MAX_VARS) {
         env->vars[env->nvars] = v;
+        env->fvals[env->nvars] = (double)val;
         env->vals[env->nvars++] = val;
     } else {
         env->err = 1;
     }
+}
+
+static PT_UNUSED void pt_bind_f(pt_env *env, const te_expr *v, double val)
+{
+    pt_bind(env, v, (int64_t)val);
+    if (!env->err)
+        env->fvals[env->nvars - 1] = val;
 }
 
 static PT_UNUSED void pt_add_buf(pt_env *env, const te_buf *b, double *data, int64_t n)
@@ -201,6 +211,30 @@ static PT_UNUSED double pt_eval_f(pt_env *env, const te_expr *e)
     switch (e->kind) {
     case TE_E_FLOAT:
         return e->u.f;
+    case TE_E_VAR:
+        for (int i = env->nvars - 1; i >= 0; i--)
+            if (env->vars[i] == e)
+                return env->fvals[i];
+        env->err = 1;
+        return 0;
+    case TE_E_CALL: {
+        double a = pt_eval_f(env, e->u.call.args[0]), r;
+        switch (e->u.call.fn) {
+        case TE_SQRT:
+            r = sqrt(a);
+            break;
+        case TE_EXP:
+            r = exp(a);
+            break;
+        case TE_LOG:
+            r = log(a);
+            break;
+        default:
+            env->err = 1;
+            return 0;
+        }
+        return f32 ? (double)(float)r : r;
+    }
     case TE_E_BINARY: {
         double a = pt_eval_f(env, e->u.bin.a), b = pt_eval_f(env, e->u.bin.b), r;
         switch (e->u.bin.op) {
@@ -294,7 +328,10 @@ static PT_UNUSED void pt_exec(pt_env *env, const te_stmt *s)
         break;
     }
     case TE_S_LET:
-        pt_bind(env, s->u.let.var, pt_eval_i(env, s->u.let.value));
+        if (te_dtype_is_float(s->u.let.var->dtype))
+            pt_bind_f(env, s->u.let.var, pt_eval_f(env, s->u.let.value));
+        else
+            pt_bind(env, s->u.let.var, pt_eval_i(env, s->u.let.value));
         pt_exec(env, s->u.let.body);
         env->nvars--;
         break;
