@@ -633,6 +633,11 @@ static int row_init(te_space *sp)
         R *= O->shape[d];
     bool pipe = R >= 8 && nrf >= 3 && N % (2 * V) == 0;
     knob(sp, "pipe", pipe ? 2 : 1, (int64_t[]){0, 1});
+    /* pfr: the reductions' passes prefetch too (stats_prefetch), where rows stream from memory
+     * and a row prefetch is offered. Without it, memory idles while a row's statistics are
+     * computed from the cache: the Welford layer norm over 4096 x 4096 on one core of a Xeon
+     * went from 0.92-0.93 to 0.97-0.98 of the streaming copy (generated kernels, A/B). */
+    knob(sp, "pfr", rows && in_bytes > 1024.0 * 1024.0 ? 2 : 1, (int64_t[]){0, 1});
     return TE_OK;
 }
 
@@ -669,6 +674,34 @@ static void row_prefetch(te__gen *g, te_stage *T, te_iter *row, int level, bool 
         for (int i = 0; at && at != row && i < g->sp->n_in; i++) {
             if (te_prefetch_level(P, at, g->sp->ins[i], row, 1, level) == TE_OK)
                 return;
+            te_ctx_clear_error(g->ctx);
+        }
+    }
+}
+
+/* A share of the next rows prefetched into L2 from the row reductions' passes over the input:
+ * one cache line per step of the outer reduction loop of each stage of partial results at least
+ * a line wide (a reduction rfactored into vectors: each step covers several lines), the first
+ * such stage's from the next row, the second's from the row after, and so on, so that no two passes
+ * fetch the same lines. The output pass prefetches the rest (row_prefetch); between them memory
+ * stays busy while a row's statistics are computed from the cache, which otherwise is time the
+ * memory idles. */
+static void stats_prefetch(te__gen *g, te_iter *row)
+{
+    int64_t dist = 1;
+    for (int q = 0; q < te_schedule_nstages(g->s); q++) {
+        te_stage *P = te_schedule_stage_at(g->s, q);
+        const te_tensor *pt = te_stage_tensor(P);
+        int nd = te_tensor_ndim(pt);
+        if (P->attach != TE_ATTACH_AT || P->attach_iter != row || te_stage_nreduce(P) == 0 ||
+            te_tensor_shape(pt)[nd - 1] * (int64_t)te_dtype_size(te_tensor_dtype(pt)) < 64)
+            continue; /* not a stage of partial results a cache line wide or more */
+        for (int i = 0; i < g->sp->n_in; i++) {
+            if (te_prefetch_lines(P, te_stage_reduce_axis(P, 0), g->sp->ins[i], row, dist, 2, 1) ==
+                TE_OK) {
+                dist++;
+                break;
+            }
             te_ctx_clear_error(g->ctx);
         }
     }
@@ -797,6 +830,8 @@ static int row_apply(te__gen *g)
     int64_t pf = te__knob_val(g, 4);
     if (pf)
         row_prefetch(g, T, row, (int)(pf > 2 ? pf - 2 : pf), pf > 2);
+    if (pf && te__knob_val(g, 6))
+        stats_prefetch(g, row);
     return TE_OK;
 }
 

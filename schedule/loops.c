@@ -349,8 +349,19 @@ int te_prefetch(te_stage *st, te_iter *at, te_tensor *t, te_iter *ahead, int64_t
 int te_prefetch_level(te_stage *st, te_iter *at, te_tensor *t, te_iter *ahead, int64_t dist,
                       int level)
 {
+    return te_prefetch_lines(st, at, t, ahead, dist, level, TE__PREFETCH_MAX_LINES);
+}
+
+int te_prefetch_lines(te_stage *st, te_iter *at, te_tensor *t, te_iter *ahead, int64_t dist,
+                      int level, int lines)
+{
     if (!st || !at || !t || !ahead)
         return TE_ERR_ARG;
+    if (lines < 1 || lines > TE__PREFETCH_MAX_LINES)
+        return TE__SERR(st->sched, TE_ERR_ARG,
+                        "te_prefetch: stage '%s': the lines per iteration must be in [1, %d], got "
+                        "%d",
+                        st->tensor->name, TE__PREFETCH_MAX_LINES, lines);
     if (level < 1 || level > 3)
         return TE__SERR(st->sched, TE_ERR_ARG,
                         "te_prefetch: stage '%s': the cache level must be 1, 2 or 3, got %d",
@@ -394,11 +405,13 @@ int te_prefetch_level(te_stage *st, te_iter *at, te_tensor *t, te_iter *ahead, i
     te__prefetch *pf = te__alloc(st->sched->ctx, sizeof *pf);
     if (!pf)
         return TE_ERR_NOMEM;
-    *pf = (te__prefetch){at, ahead, t, dist, level};
+    *pf = (te__prefetch){at, ahead, t, dist, level, lines};
     if (te__vec_push(st->sched->ctx, &st->prefetches, pf))
         return TE_ERR_NOMEM;
-    char lv[8] = ""; /* level 1 keeps the line of traces recorded before levels existed */
-    if (level != 1)
+    char lv[16] = ""; /* level 1 keeps the line of traces recorded before levels existed */
+    if (lines != TE__PREFETCH_MAX_LINES)
+        snprintf(lv, sizeof lv, " %d %d", level, lines);
+    else if (level != 1)
         snprintf(lv, sizeof lv, " %d", level);
     return te__trace_add(st->sched, "prefetch %s %s %s %s %s %lld%s", st->tensor->name, at->name,
                          t->name, outer ? st->attach_stage->tensor->name : st->tensor->name,

@@ -202,6 +202,15 @@ static bool pf_find(const te_expr *e, void *user)
  * (clamped to its last), becomes a prefetch let around the loop's body. */
 static te_stmt *with_prefetches(lower_ctx *L, lstage *l, int k, te_expr *value, te_stmt *body)
 {
+    if (!l->st->prefetches.n)
+        return body;
+    /* A tuple reduction reads through its sources (value is the first alone). */
+    te_expr *const *vals = &value;
+    int nvals = 1;
+    if (l->pf_nsrc > 0) {
+        vals = l->pf_srcs;
+        nvals = l->pf_nsrc;
+    }
     te_ctx *ctx = L->ctx;
     te_stage *st = l->st;
     for (int q = 0; body && q < st->prefetches.n; q++) {
@@ -238,16 +247,18 @@ static te_stmt *with_prefetches(lower_ctx *L, lstage *l, int k, te_expr *value, 
                           te_int(ctx, ahead_ext - 1));
         te__subst map = {nm, from, to};
         pf_loads f = {buf, {0}, 0};
-        te__expr_visit(value, pf_find, &f);
+        for (int i = 0; i < nvals; i++)
+            te__expr_visit(vals[i], pf_find, &f);
         /* One prefetch per cache line the innermost loop covers (its first iteration, then
-         * every 64 bytes of it, at most 8), each distinct address once. */
+         * every 64 bytes of it, at most pf->lines), each distinct address once. */
         int64_t in_ext =
             inner >= 0 ? l->ext[te__iter_index(st, st->leaves.v[st->leaves.n - 1])] : 1;
         int64_t step = 64 / (int64_t)te_dtype_size(pf->t->dtype);
         te_expr *done[64];
         int nd = 0;
         for (int i = 0; i < f.n && body; i++) {
-            for (int64_t c = 0; c < in_ext && c < 8 * step && body; c += step > 0 ? step : 1) {
+            for (int64_t c = 0; c < in_ext && c < pf->lines * step && body;
+                 c += step > 0 ? step : 1) {
                 if (inner >= 0)
                     to[inner] = te_int(ctx, c);
                 te_expr *ld = te__substitute(ctx, (te_expr *)f.found[i], &map);
@@ -702,6 +713,20 @@ static te_stmt *make_stage(lower_ctx *L, lstage *l)
     value = te__expr_mutate(ctx, te__substitute(ctx, value, &map), to_load_fn, &lc);
     if (!value || lc.err)
         return NULL;
+    l->pf_nsrc = 0;
+    if (st->prefetches.n && te__is_tuple_reduce(l->body)) {
+        /* what te_prefetch finds the prefetched tensor's loads in: every source */
+        int ns = l->body->u.red.nsrc;
+        if (!(l->pf_srcs = te__alloc(ctx, sizeof(te_expr *) * (size_t)ns)))
+            return NULL;
+        for (int i = 0; i < ns; i++) {
+            l->pf_srcs[i] = te__expr_mutate(ctx, te__substitute(ctx, l->body->u.red.srcs[i], &map),
+                                            to_load_fn, &lc);
+            if (!l->pf_srcs[i] || lc.err)
+                return NULL;
+        }
+        l->pf_nsrc = ns;
+    }
     te_stmt *update, *init = NULL;
     te__tuple_outer tout = {nl, 0, {NULL}, {NULL}};
     int tpos = -1; /* te_reduce_tree: the leaf folded as a tree, no loop of its own */

@@ -20,6 +20,10 @@ typedef struct lstage {
     int64_t rext[TE_MAX_DIMS];  /* region extent */
     int64_t *ext;               /* lowered extent of st->iters[i] */
     te_expr **val;              /* value of st->iters[i] in terms of the leaf loop variables */
+    /* A tuple reduction with prefetches: its pf_nsrc sources, lowered, where te_prefetch finds
+     * the prefetched tensor's loads (0 otherwise). */
+    te_expr **pf_srcs;
+    int pf_nsrc;
 } lstage;
 
 /* te_lower's state: the schedule, its stages, the kernel arguments and their buffers. */

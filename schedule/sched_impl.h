@@ -76,11 +76,15 @@ struct te_stage {
 
 /* te_prefetch: at the start of every iteration of the stage's leaf `at`, the elements of `t`
  * the stage reads there, `dist` iterations of `ahead` later, are prefetched into cache `level`. */
+/* The most prefetches (cache lines) a te_prefetch issues per iteration of its loop. */
+#define TE__PREFETCH_MAX_LINES 8
+
 typedef struct te__prefetch {
     te_iter *at, *ahead;
     te_tensor *t;
     int64_t dist;
     int level; /* te_prefetch_level: 1 L1, 2 L2, 3 last level */
+    int lines; /* te_prefetch_lines: at most this many prefetches per iteration of `at` */
 } te__prefetch;
 
 struct te_schedule {

@@ -277,7 +277,7 @@ static int apply_line(te_schedule *s, toks *tk)
         return op[0] == 'u' ? te_pragma_unroll_max(st, (int)a) : te_stage_nontemporal(st, a != 0);
     }
     if (!strcmp(op, "prefetch")) {
-        if (n != 8)
+        if (n != 8 && n != 9)
             NEED(7);
         te_stage *st = STAGE(1), *as = st ? STAGE(4) : NULL;
         te_iter *at = ITER(st, 2), *ahead = ITER(as, 5);
@@ -291,10 +291,13 @@ static int apply_line(te_schedule *s, toks *tk)
                         tk->t[1], tk->t[3]);
         if (!parse_i64(tk->t[6], &a))
             return LERR(TE_ERR_ARG, "'prefetch': '%s' is not an integer", tk->t[6]);
-        int64_t lv = 1;
-        if (n == 8 && (!parse_i64(tk->t[7], &lv) || lv < 1 || lv > 3))
+        int64_t lv = 1, lines = TE__PREFETCH_MAX_LINES;
+        if (n >= 8 && (!parse_i64(tk->t[7], &lv) || lv < 1 || lv > 3))
             return LERR(TE_ERR_ARG, "'prefetch': the cache level '%s' is not 1, 2 or 3", tk->t[7]);
-        return te_prefetch_level(st, at, t, ahead, a, (int)lv);
+        if (n == 9 && (!parse_i64(tk->t[8], &lines) || lines < 1 || lines > TE__PREFETCH_MAX_LINES))
+            return LERR(TE_ERR_ARG, "'prefetch': the lines per iteration '%s' are not in [1, %d]",
+                        tk->t[8], TE__PREFETCH_MAX_LINES);
+        return te_prefetch_lines(st, at, t, ahead, a, (int)lv, (int)lines);
     }
     if (!strcmp(op, "tensorize")) {
         NEED(4);
@@ -688,18 +691,23 @@ char *te_trace_to_c(const char *trace, const char *sched_var)
             stage_var(tk.t[1], v, sizeof v);
             sb_printf(&b, "    if (rc == TE_OK) rc = te_stage_nontemporal(%s, %s);\n", v,
                       x ? "true" : "false");
-        } else if (!strcmp(op, "prefetch") && (n == 7 || n == 8) && parse_i64(tk.t[6], &x)) {
+        } else if (!strcmp(op, "prefetch") && n >= 7 && n <= 9 && parse_i64(tk.t[6], &x)) {
             use_stage(&b, d, sv, tk.t[1]);
             use_stage(&b, d, sv, tk.t[4]);
             char tv[160];
             tensor_ref(d, tk.t[3], tv, sizeof tv);
             stage_var(tk.t[1], v, sizeof v);
-            sb_printf(&b, "    if (rc == TE_OK) rc = te_prefetch%s(%s, ", n == 8 ? "_level" : "",
+            sb_printf(&b, "    if (rc == TE_OK) rc = te_prefetch%s(%s, ",
+                      n == 9   ? "_lines"
+                      : n == 8 ? "_level"
+                               : "",
                       v);
             iter_expr(&b, tk.t[1], tk.t[2]);
             sb_printf(&b, ", %s, ", tv);
             iter_expr(&b, tk.t[4], tk.t[5]);
-            if (n == 8)
+            if (n == 9)
+                sb_printf(&b, ", %lld, %s, %s);\n", (long long)x, tk.t[7], tk.t[8]);
+            else if (n == 8)
                 sb_printf(&b, ", %lld, %s);\n", (long long)x, tk.t[7]);
             else
                 sb_printf(&b, ", %lld);\n", (long long)x);

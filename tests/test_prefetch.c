@@ -33,8 +33,8 @@ typedef struct {
 } rowop;
 
 /* softmax over rows; every stage at the output's row loop, the exp stage vectorized in chunks
- * of 8 (its loop `chunk`). */
-static void build(rowop *r)
+ * of `width` (its loop `chunk`). */
+static void build_w(rowop *r, int64_t width)
 {
     r->ctx = te_ctx_create();
     te_tensor *in[TE_OP_MAX_IO], *out[TE_OP_MAX_IO];
@@ -57,10 +57,12 @@ static void build(rowop *r)
     }
     assert_non_null(r->sexp);
     te_iter *a, *b;
-    assert_int_equal(te_split(r->sexp, te_stage_axis(r->sexp, 1), 8, &a, &b), TE_OK);
+    assert_int_equal(te_split(r->sexp, te_stage_axis(r->sexp, 1), width, &a, &b), TE_OK);
     assert_int_equal(te_vectorize(r->sexp, b), TE_OK);
     r->chunk = a;
 }
+
+static void build(rowop *r) { build_w(r, 8); }
 
 static void run(rowop *r, const float *x, float *y, char **src)
 {
@@ -262,6 +264,92 @@ static void test_refusals(void **state)
     te_ctx_free(r.ctx);
 }
 
+/* te_prefetch_lines: chunks of 32 floats cover two cache lines, and a prefetch per line is
+ * issued by default; with one line per iteration only the first. The results do not change;
+ * the trace carries the count, replays and prints as C. A Welford layer norm (a tuple
+ * reduction, whose loads are in its sources) takes a prefetch at its reduction loop too. */
+static void test_lines_per_iteration(void **state)
+{
+    (void)state;
+    tt_rng g;
+    tt_rng_seed(&g, tt_seed(8));
+    float *x = malloc(sizeof(float) * M * N), *y0 = malloc(sizeof(float) * M * N),
+          *y1 = malloc(sizeof(float) * M * N);
+    tt_fill_f32(&g, x, (size_t)M * N);
+    rowop plain;
+    build_w(&plain, 32);
+    run(&plain, x, y0, NULL);
+    for (int lines = 1; lines <= 2; lines++) {
+        rowop r;
+        build_w(&r, 32);
+        assert_int_equal(te_prefetch_lines(r.sexp, r.chunk, r.X, r.row, 1, 2, lines == 2 ? 8 : 1),
+                         TE_OK);
+        char *src = NULL;
+        run(&r, x, y1, &src);
+        assert_int_equal(memcmp(y0, y1, sizeof(float) * M * N), 0);
+        assert_non_null(strstr(src, " * 96 + i1_o * 32], 0, 2);"));
+        assert_int_equal(strstr(src, " * 96 + i1_o * 32 + 16], 0, 2);") != NULL, lines == 2);
+        const char *tr = te_schedule_trace(r.s);
+        if (lines == 1) {
+            assert_non_null(strstr(tr, "prefetch softmax_exp i1_o X softmax i0 1 2 1"));
+            rowop re;
+            build_w(&re, 32);
+            assert_int_equal(te_schedule_apply_trace(re.s, strstr(tr, "prefetch ")), TE_OK);
+            char *src2 = NULL;
+            run(&re, x, y1, &src2);
+            assert_string_equal(src, src2);
+            char *c = te_trace_to_c(tr, "s");
+            assert_non_null(c);
+            assert_non_null(strstr(c, "te_prefetch_lines("));
+            free(c), free(src2);
+            te_ctx_free(re.ctx);
+            expect_refused(&r, te_prefetch_lines(r.sexp, r.chunk, r.X, r.row, 1, 2, 0), TE_ERR_ARG,
+                           "lines per iteration");
+            expect_refused(&r, te_prefetch_lines(r.sexp, r.chunk, r.X, r.row, 1, 2, 9), TE_ERR_ARG,
+                           "lines per iteration");
+            assert_int_not_equal(
+                te_schedule_apply_trace(r.s, "prefetch softmax_exp i1_o X softmax i0 1 2 0"),
+                TE_OK);
+            te_ctx_clear_error(r.ctx);
+        } else {
+            assert_non_null(strstr(tr, "prefetch softmax_exp i1_o X softmax i0 1 2\n"));
+        }
+        free(src);
+        te_ctx_free(r.ctx);
+    }
+    te_ctx_free(plain.ctx);
+
+    /* The tuple reduction: Welford statistics per row, partial results over 32-float steps. */
+    te_ctx *ctx = te_ctx_create();
+    te_tensor *X = te_placeholder(ctx, "X", TE_F32, 2, (int64_t[]){M, N});
+    te_tensor *Y = te_op_layer_norm_welford(ctx, X, NULL, NULL, 1e-5, -1, "ln");
+    assert_non_null(Y);
+    te_schedule *s = te_schedule_create(ctx, 1, &Y);
+    te_stage *sy = te_schedule_stage(s, Y), *sw = te_schedule_stage(s, te_op_find(Y, "ln_cnt"));
+    te_iter *row = te_stage_axis(sy, 0);
+    for (int q = te_schedule_nstages(s) - 2; q >= 0; q--)
+        assert_int_equal(te_compute_at(te_schedule_stage_at(s, q), sy, row), TE_OK);
+    te_iter *ko, *ki;
+    assert_int_equal(te_split(sw, te_stage_reduce_axis(sw, 0), 32, &ko, &ki), TE_OK);
+    assert_int_equal(te_prefetch_lines(sw, ko, X, row, 1, 2, 1), TE_OK);
+    te_target tgt = te_target_host();
+    te_module *m = NULL;
+    if (te_build(s, 2, (te_tensor *[]){X, Y}, "lnw_pf", &tgt, &m) != TE_OK)
+        fail_msg("build: %s", te_ctx_errmsg(ctx));
+    if (!strstr(te_module_source(m),
+                "__builtin_prefetch(&X[te_min_i64(i0 + 1, 36) * 96 + k_o * 32]"))
+        fail_msg("no prefetch in the Welford statistics:\n%s", te_module_source(m));
+    tt_poison_f32(y1, (size_t)M * N);
+    assert_int_equal(te_module_run(m, (void *[]){x, y1}), TE_OK);
+    double *want = malloc(sizeof(double) * M * N);
+    assert_int_equal(te_reference_eval(ctx, 1, &X, (const void *const[]){x}, 1, &Y, &want), TE_OK);
+    assert_true(tt_max_rel_err_f32(y1, want, (size_t)M * N) < 1e-4);
+    free(want);
+    te_module_free(m);
+    te_ctx_free(ctx);
+    free(x), free(y0), free(y1);
+}
+
 /* The row-op template prefetches the next row by default where the input is larger than a
  * private L2 (8 MiB here), and not by default for a small one (16 KiB); both are in its space. */
 static void test_rowop_template_default(void **state)
@@ -296,6 +384,7 @@ int main(void)
         cmocka_unit_test(test_own_loop_distance),
         cmocka_unit_test(test_cache_level),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_lines_per_iteration),
         cmocka_unit_test(test_rowop_template_default),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -213,6 +213,15 @@ int te_prefetch(te_stage *st, te_iter *at, te_tensor *t, te_iter *ahead, int64_t
  * and TE_ERR_ARG for a level outside [1, 3]. */
 int te_prefetch_level(te_stage *st, te_iter *at, te_tensor *t, te_iter *ahead, int64_t dist,
                       int level);
+/* te_prefetch_level with at most `lines` prefetches (cache lines) per iteration of `at`, in
+ * [1, 8]: te_prefetch_level issues one for every line the innermost loop covers, up to 8. One
+ * line per iteration of a pass that works from the cache spreads the next rows' fetch thinly
+ * over it, so that memory stays busy without a burst that stalls the pass (a row reduction's
+ * outer loop: each step reads 8 lines of a row from L2). The trace line gains the count as a
+ * last field (after the level) when it is not 8. Returns what te_prefetch_level returns, and
+ * TE_ERR_ARG for a count outside [1, 8]. */
+int te_prefetch_lines(te_stage *st, te_iter *at, te_tensor *t, te_iter *ahead, int64_t dist,
+                      int level, int lines);
 /* te_tensorize (a loop nest replaced by a tensor intrinsic: AMX, AVX-512 BF16 / VNNI, user
  * intrinsics) is declared in tessera/tensorize.h. */
 /* Bind loop x to a GPU block or thread index (CUDA backend), or to a virtual thread (TE_VTHREAD):
