@@ -150,6 +150,15 @@ te_stmt *te__pass_merge_guards(const te__pass_ctx *pc, te_stmt *s);
  * loop of unknown extent guards them; GPU thread loops are never moved out of. */
 te_stmt *te__pass_hoist_invariants(const te__pass_ctx *pc, te_stmt *s);
 
+/* ---- store_motion.c (C target) ----
+ * Vector registers' worth of elements one loop keeps in registers at most. */
+#define TE__STORE_MOTION_MAX_REGS 24
+/* Elements a serial loop of constant extent reads and writes at addresses it does not move
+ * (directly in its body, pairwise equal or disjoint, no streaming stores) are loaded into a
+ * local buffer before the loop and stored back after it; promote_registers then keeps them
+ * in registers. What gcc's store motion does, for compilers that do not (clang). */
+te_stmt *te__pass_store_motion(const te__pass_ctx *pc, te_stmt *s);
+
 /* ---- promote_registers.c (C target) ----
  * Largest buffer (elements) promoted to registers. */
 #define TE__PROMOTE_MAX 1024

@@ -47,6 +47,8 @@ const te__pass te__pipeline[] = {
      "ifs of one condition merged; invariant guards moved out of serial loops"},
     {"hoist_invariants", te__pass_hoist_invariants, TE_PASS_C,
      "math calls a loop does not move computed once before it"},
+    {"store_motion", te__pass_store_motion, TE_PASS_C,
+     "elements a loop reads and writes at fixed addresses kept in a local buffer"},
     {"legalize_vectors", te__pass_legalize_vectors, TE_PASS_C,
      "vectors wider than a register split into register-wide parts"},
     {"promote_registers", te__pass_promote_registers, TE_PASS_C,

@@ -178,7 +178,10 @@ static void test_root_row_sum(void **state)
     char *s0 = NULL, *s1 = NULL;
     run(plain.s, plain.X, plain.B, (void *[]){x, b0}, M, &s0);
     run(cw.s, cw.X, cw.B, (void *[]){x, b1}, M, &s1);
-    assert_int_equal(memcmp(b0, b1, sizeof b0), 0);
+    /* Not bit for bit: the plain row sum accumulates in a register (store_motion), which the C
+     * emitter lets the compiler vectorize (an OpenMP simd reduction), while the fused loop also
+     * stores A and stays in order. */
+    assert_true(tt_max_rel_diff_f32(b1, b0, M) < 1e-5);
     double want[M];
     assert_int_equal(
         te_reference_eval(cw.ctx, 1, &cw.X, (const void *const[]){x}, 1, &cw.B, (double *[]){want}),
