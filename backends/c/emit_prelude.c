@@ -1108,7 +1108,12 @@ void te__c_emit_prelude(emitter *u, te__sb *o, bool standalone)
         vectors |= u->vtypes[d] != 0;
     if (vectors)
         te__sb_puts(o,
-                    "#if defined(__GNUC__) && !defined(__clang__)\n"
+                    "#if defined(__clang__)\n"
+                    "#pragma clang diagnostic ignored \"-Wunknown-warning-option\"\n"
+                    "#pragma clang diagnostic ignored \"-Wpsabi\" /* vector arguments */\n"
+                    "/* helpers that only some ISA branches call (gcc does not warn) */\n"
+                    "#pragma clang diagnostic ignored \"-Wunused-function\"\n"
+                    "#elif defined(__GNUC__)\n"
                     "#pragma GCC diagnostic ignored \"-Wpsabi\" /* vector arguments */\n#endif\n");
     if (standalone)
         te__sb_puts(o, "#if defined(__GNUC__) && !defined(__clang__)\n"

@@ -10,6 +10,7 @@
 # 3. the consumer project (consumer.c + Makefile, copied to WORKDIR) builds them with plain cc
 #    (-std=c99 -Wall -Wextra -Werror -pedantic; serial, and with -fopenmp -march=native), with
 #    no Tessera include path or library, and checks every result (and matmul vs OpenBLAS);
+#    then the same with clang when it is installed;
 # 4. when nvcc is installed, the CUDA files of matmul and softmax compile with nvcc -c, and
 #    with a GPU present a CUDA consumer runs them against the same reference values.
 set -euo pipefail
@@ -49,6 +50,17 @@ echo "-- serial, portable build"
 "$work/consumer" "$work/data"
 echo "-- OpenMP build, 2 threads"
 OMP_NUM_THREADS=2 "$work/consumer_omp" "$work/data"
+# The same sources with clang, when it is installed (its warnings differ from gcc's: -Wpsabi,
+# unused static helpers; the generated prelude silences both).
+if command -v clang > /dev/null; then
+    echo "-- clang: the same two builds"
+    make -s -C "$work" clean
+    make -s -C "$work" CC=clang "${blas[@]}"
+    "$work/consumer" "$work/data"
+    OMP_NUM_THREADS=2 "$work/consumer_omp" "$work/data"
+else
+    echo "SKIP: clang not found; the consumer is built with cc only"
+fi
 
 echo "== CUDA"
 nvcc=$(command -v nvcc || true)
