@@ -361,6 +361,28 @@ static PT_UNUSED char *pt_print_expr(const te_expr *e)
     return buf;
 }
 
+/* Whether s prints as want; prints both on stderr when not. */
+static PT_UNUSED int pt_print_is(const te_stmt *s, const char *want)
+{
+    char *txt = pt_print(s);
+    int same = txt && strcmp(txt, want) == 0;
+    if (!same)
+        fprintf(stderr, "got:\n%s\nwant:\n%s\n", txt ? txt : "(null)", want);
+    free(txt);
+    return same;
+}
+
+/* One-index loads and stores: b[at] and b[at] = v. */
+static PT_UNUSED te_expr *pt_ld(te_ctx *c, te_buf *b, te_expr *at)
+{
+    return te__load(c, b, 1, &at);
+}
+
+static PT_UNUSED te_stmt *pt_st(te_ctx *c, te_buf *b, te_expr *at, te_expr *v)
+{
+    return te__store(c, b, 1, &at, v);
+}
+
 /* Counts occurrences of a substring. */
 static PT_UNUSED int pt_count(const char *hay, const char *needle)
 {

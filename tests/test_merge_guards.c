@@ -27,14 +27,7 @@ static te_stmt *put(te_ctx *c, te_buf *B, te_expr *at, double val)
     return te__store(c, B, 1, (te_expr *[]){at}, te_f32(c, (float)val));
 }
 
-static void expect(te_stmt *s, const char *want)
-{
-    char *txt = pt_print(s);
-    if (strcmp(txt, want) != 0)
-        fprintf(stderr, "got:\n%s\nwant:\n%s\n", txt, want);
-    assert_string_equal(txt, want);
-    free(txt);
-}
+static void expect(te_stmt *s, const char *want) { assert_true(pt_print_is(s, want)); }
 
 /* What unrolling leaves of a guarded tail: the same test on every statement, then a loop over
  * the rest behind it too. One if comes out, holding all of it. */

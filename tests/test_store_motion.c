@@ -16,13 +16,6 @@
 
 #define I(v) te_int(c, (v))
 
-static te_expr *ld(te_ctx *c, te_buf *b, te_expr *at) { return te__load(c, b, 1, &at); }
-
-static te_stmt *put(te_ctx *c, te_buf *b, te_expr *at, te_expr *v)
-{
-    return te__store(c, b, 1, &at, v);
-}
-
 static void check(te_stmt *prog, te_stmt *out, te_buf *C, te_buf *A, double *a, te_expr *v,
                   int64_t val)
 {
@@ -41,14 +34,7 @@ static void check(te_stmt *prog, te_stmt *out, te_buf *C, te_buf *A, double *a, 
                                          .any_stores = true}));
 }
 
-static void expect(te_stmt *s, const char *want)
-{
-    char *txt = pt_print(s);
-    if (strcmp(txt, want) != 0)
-        fprintf(stderr, "got:\n%s\nwant:\n%s\n", txt, want);
-    assert_string_equal(txt, want);
-    free(txt);
-}
+static void expect(te_stmt *s, const char *want) { assert_true(pt_print_is(s, want)); }
 
 /* Two accumulators and a read-only neighbour: all three move to C_acc, loaded before the loop;
  * only the two written are stored after it. */
@@ -63,14 +49,14 @@ static void test_accumulators_move_to_a_local_buffer(void **state)
     te_expr *at = te_mul(c, b, I(8));
     te_stmt *prog = te__for(
         c, k, I(0), I(8), TE_FOR_SERIAL,
-        te__seq(
-            c, 2,
-            (te_stmt *[]){
-                put(c, C, at,
-                    te_add(c, ld(c, C, at), te_mul(c, ld(c, A, k), ld(c, C, te_add(c, at, I(7)))))),
-                put(c, C, te_add(c, at, I(1)),
-                    te_sub(c, ld(c, C, te_add(c, at, I(1))), ld(c, A, k))),
-            }));
+        te__seq(c, 2,
+                (te_stmt *[]){
+                    pt_st(c, C, at,
+                          te_add(c, pt_ld(c, C, at),
+                                 te_mul(c, pt_ld(c, A, k), pt_ld(c, C, te_add(c, at, I(7)))))),
+                    pt_st(c, C, te_add(c, at, I(1)),
+                          te_sub(c, pt_ld(c, C, te_add(c, at, I(1))), pt_ld(c, A, k))),
+                }));
     te_stmt *out = te__pass_store_motion(TE_PC(c), prog);
     assert_non_null(out);
     expect(out, "allocate C_acc[f32 x 3], local\n"
@@ -98,21 +84,21 @@ static void test_what_stays_in_memory(void **state)
     te_buf *A = te__buf_new(c, "A", TE_F32, 1, (int64_t[]){8}, TE_SCOPE_GLOBAL);
     double a[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     te_expr *b = te__loop_var(c, "b", 8), *k = te__loop_var(c, "k", 8);
-    te_expr *inc3 = te_add(c, ld(c, C, I(3)), te_f32(c, 1));
-    te_stmt *nt = put(c, C, I(4), te_add(c, ld(c, C, I(4)), ld(c, A, k)));
+    te_expr *inc3 = te_add(c, pt_ld(c, C, I(3)), te_f32(c, 1));
+    te_stmt *nt = pt_st(c, C, I(4), te_add(c, pt_ld(c, C, I(4)), pt_ld(c, A, k)));
     nt->u.store.nontemporal = true;
     te_stmt *cases[] = {
         te__for(c, k, I(0), I(8), TE_FOR_SERIAL,
-                put(c, C, k, te_add(c, ld(c, C, k), te_f32(c, 1)))),
+                pt_st(c, C, k, te_add(c, pt_ld(c, C, k), te_f32(c, 1)))),
         te__for(c, k, I(0), I(8), TE_FOR_SERIAL,
                 te__seq(c, 2,
-                        (te_stmt *[]){put(c, C, I(3), inc3),
-                                      put(c, C, b, te_add(c, ld(c, C, b), ld(c, A, k)))})),
+                        (te_stmt *[]){pt_st(c, C, I(3), inc3),
+                                      pt_st(c, C, b, te_add(c, pt_ld(c, C, b), pt_ld(c, A, k)))})),
         te__for(c, k, I(0), I(8), TE_FOR_SERIAL,
-                te__if(c, te_lt(c, k, I(3)), put(c, C, I(3), inc3), NULL)),
+                te__if(c, te_lt(c, k, I(3)), pt_st(c, C, I(3), inc3), NULL)),
         te__for(c, k, I(0), I(8), TE_FOR_SERIAL, nt),
-        te__for(c, k, I(0), I(8), TE_FOR_SERIAL, put(c, C, I(5), ld(c, A, k))),
-        te__for(c, k, I(0), b, TE_FOR_SERIAL, put(c, C, I(3), inc3)),
+        te__for(c, k, I(0), I(8), TE_FOR_SERIAL, pt_st(c, C, I(5), pt_ld(c, A, k))),
+        te__for(c, k, I(0), b, TE_FOR_SERIAL, pt_st(c, C, I(3), inc3)),
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         te_stmt *out = te__pass_store_motion(TE_PC(c), cases[i]);
