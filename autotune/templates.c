@@ -635,8 +635,10 @@ static int row_init(te_space *sp)
     knob(sp, "pipe", pipe ? 2 : 1, (int64_t[]){0, 1});
     /* pfr: the reductions' passes prefetch too (stats_prefetch), where rows stream from memory
      * and a row prefetch is offered. Without it, memory idles while a row's statistics are
-     * computed from the cache: the Welford layer norm over 4096 x 4096 on one core of a Xeon
-     * went from 0.92-0.93 to 0.97-0.98 of the streaming copy (generated kernels, A/B). */
+     * computed from the cache. The bench's schedules, generated kernels side by side on one
+     * core of a Xeon: the Welford layer norm over 4096 x 4096 0.82-0.85 -> 0.86-0.88 of the
+     * streaming copy, the Kahan one within noise, the pipelined softmax slower (0.89 -> 0.65-
+     * 0.82): so a knob, measured per workload. */
     knob(sp, "pfr", rows && in_bytes > 1024.0 * 1024.0 ? 2 : 1, (int64_t[]){0, 1});
     return TE_OK;
 }
