@@ -75,7 +75,8 @@ static void test_accumulators_move_to_a_local_buffer(void **state)
 }
 
 /* Left alone: the loop moves the index; C[b] may be C[3]; a store behind an if; a streaming
- * store; an element only written; a loop of unknown extent. */
+ * store; an element only written; a loop of unknown extent; a read in one branch of an
+ * if_then_else (C[15] is never read here, so it must not be read before the loop either). */
 static void test_what_stays_in_memory(void **state)
 {
     (void)state;
@@ -99,6 +100,11 @@ static void test_what_stays_in_memory(void **state)
         te__for(c, k, I(0), I(8), TE_FOR_SERIAL, nt),
         te__for(c, k, I(0), I(8), TE_FOR_SERIAL, pt_st(c, C, I(5), pt_ld(c, A, k))),
         te__for(c, k, I(0), b, TE_FOR_SERIAL, pt_st(c, C, I(3), inc3)),
+        te__for(
+            c, k, I(0), I(8), TE_FOR_SERIAL,
+            pt_st(c, C, I(3),
+                  te_add(c, pt_ld(c, C, I(3)),
+                         te_if_then_else(c, te_lt(c, k, I(0)), pt_ld(c, C, I(15)), te_f32(c, 0))))),
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         te_stmt *out = te__pass_store_motion(TE_PC(c), cases[i]);

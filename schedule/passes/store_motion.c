@@ -17,13 +17,13 @@
  * indices, promote_registers makes them variables and any C compiler keeps them in registers.
  *
  * Conditions, per buffer, for a serial loop of a constant extent >= 1: every access of the
- * buffer inside the loop is a load or store directly in the loop's body (not inside an if or a
- * nested loop, which the pass visits first), at an index that reads no memory and that the loop
- * does not move; the indices are pairwise equal or provably disjoint (their difference is a
- * constant at least the access width), of one width; one element is both read and written; no
- * tensor intrinsic in the loop takes the buffer; no store is a streaming one. Distinct buffers
- * never overlap (kernel arguments are restrict), so only the buffer's own accesses matter. At
- * most TE__STORE_MOTION_MAX_REGS vector registers' worth of elements per loop.
+ * buffer inside the loop is a load or store directly in the loop's body (not inside an if, a
+ * branch of an if_then_else or a nested loop, which the pass visits first), at an index that reads
+ * no memory and that the loop does not move; the indices are pairwise equal or provably disjoint
+ * (their difference is a constant at least the access width), of one width; one element is both
+ * read and written; no tensor intrinsic in the loop takes the buffer; no store is a streaming one.
+ * Distinct buffers never overlap (kernel arguments are restrict), so only the buffer's own accesses
+ * matter. At most TE__STORE_MOTION_MAX_REGS vector registers' worth of elements per loop.
  */
 #include <stdio.h>
 #include <string.h>
@@ -145,6 +145,15 @@ static bool visit_load(const te_expr *e, void *user)
     load_visit *lv = user;
     if (e->kind == TE_E_LOAD)
         note(lv->m, e->u.load.buf, e->u.load.n, e->u.load.idx, false, lv->direct);
+    if (e->kind == TE_E_IF) {
+        /* only the taken branch is evaluated: its reads are conditional, and loading them
+         * before the loop could read outside the buffer */
+        load_visit branch = {lv->m, false};
+        te__expr_visit(e->u.sel.c, visit_load, lv);
+        te__expr_visit(e->u.sel.t, visit_load, &branch);
+        te__expr_visit(e->u.sel.f, visit_load, &branch);
+        return false;
+    }
     return true;
 }
 
