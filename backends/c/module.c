@@ -77,6 +77,25 @@ static int make_module(shared_lib *sl, const char *source, const char *name, te_
     return TE_OK;
 }
 
+/* The target a build uses (the host's, in *host, when target is NULL), or NULL with the error on
+ * ctx when it is not a C target: te_module is the C backend's kernel, other backends have their
+ * own builders. */
+static const te_target *c_target(te_ctx *ctx, const te_target *target, te_target *host,
+                                 const char *who)
+{
+    if (!target) {
+        *host = te_target_host();
+        target = host;
+    }
+    const te__backend *be = te__backend_get(target->backend);
+    if (!be || be->kind != TE_BACKEND_C) {
+        te_ctx_set_error(ctx, TE_ERR_UNSUPPORTED,
+                         "%s: the target is not a C target (use the CUDA backend)", who);
+        return NULL;
+    }
+    return target;
+}
+
 int te_build(te_schedule *s, int n_args, te_tensor *const *args, const char *name,
              const te_target *target, te_module **out)
 {
@@ -87,15 +106,8 @@ int te_build(te_schedule *s, int n_args, te_tensor *const *args, const char *nam
         return rc;
     te_ctx *ctx = te_schedule_ctx(s);
     te_target host;
-    if (!target) {
-        host = te_target_host();
-        target = &host;
-    }
-    const te__backend *be = te__backend_get(target->backend);
-    /* te_module is the C backend's kernel: other backends have their own builders. */
-    if (!be || be->kind != TE_BACKEND_C)
-        return te_ctx_set_error(ctx, TE_ERR_UNSUPPORTED,
-                                "te_build: the target is not a C target (use the CUDA backend)");
+    if (!(target = c_target(ctx, target, &host, "te_build")))
+        return te_ctx_errcode(ctx);
     te_lowered *f = te_lower(s, n_args, args, name, target);
     if (!f)
         return te_ctx_errcode(ctx) != TE_OK ? te_ctx_errcode(ctx) : TE_ERR_LOWER;
@@ -111,14 +123,9 @@ int te_build_lowered(te_ctx *ctx, const te_lowered *f, const char *name, const t
         return ctx ? te_ctx_set_error(ctx, TE_ERR_ARG, "te_build_lowered: bad arguments")
                    : TE_ERR_ARG;
     te_target host;
-    if (!target) {
-        host = te_target_host();
-        target = &host;
-    }
+    if (!(target = c_target(ctx, target, &host, "te_build_lowered")))
+        return te_ctx_errcode(ctx);
     const te__backend *be = te__backend_get(target->backend);
-    if (!be || be->kind != TE_BACKEND_C)
-        return te_ctx_set_error(ctx, TE_ERR_UNSUPPORTED,
-                                "te_build_lowered: the target is not a C target");
     const char *src = be->emit(ctx, f, target);
     if (!src)
         return te_ctx_errcode(ctx) != TE_OK ? te_ctx_errcode(ctx) : TE_ERR_INTERNAL;
