@@ -122,86 +122,38 @@ static bool collect_writes(const te_stmt *s, void *user)
     return true;
 }
 
-/* The number of enclosing loops expression e must stay inside: the deepest binding of its
- * variables and buffers, and of the loops that write what it reads. *reads is set when it
- * loads memory, *calls when it calls a math function. */
-static int need_depth(const hctx *h, const te_expr *e, bool *reads, bool *calls);
+/* What an expression depends on (need_visit): the number of enclosing loops it must stay
+ * inside (the deepest binding of its variables and buffers, and of the loops that write what
+ * it reads), whether it reads memory and whether it calls a math function. */
+typedef struct need {
+    const hctx *h;
+    int depth;
+    bool reads, calls;
+} need;
 
-static int need_children(const hctx *h, const te_expr *e, bool *reads, bool *calls)
+static bool need_visit(const te_expr *e, void *user)
 {
+    need *n = user;
+    const hctx *h = n->h;
     int d = 0;
-#define NEED(x)                                                                                    \
-    do {                                                                                           \
-        int d_ = need_depth(h, (x), reads, calls);                                                 \
-        d = d_ > d ? d_ : d;                                                                       \
-    } while (0)
-    switch (e->kind) {
-    case TE_E_BINARY:
-        NEED(e->u.bin.a);
-        NEED(e->u.bin.b);
-        break;
-    case TE_E_NOT:
-    case TE_E_NEG:
-    case TE_E_CAST:
-    case TE_E_BCAST:
-        NEED(e->u.un.a);
-        break;
-    case TE_E_SELECT:
-    case TE_E_IF:
-        NEED(e->u.sel.c);
-        NEED(e->u.sel.t);
-        NEED(e->u.sel.f);
-        break;
-    case TE_E_CALL:
-        for (int i = 0; i < e->u.call.n; i++)
-            NEED(e->u.call.args[i]);
-        break;
-    case TE_E_LOAD:
-        for (int i = 0; i < e->u.load.n; i++)
-            NEED(e->u.load.idx[i]);
-        break;
-    case TE_E_RAMP:
-        NEED(e->u.ramp.base);
-        break;
-    default:
-        break;
-    }
-#undef NEED
-    return d;
-}
-
-static int need_depth(const hctx *h, const te_expr *e, bool *reads, bool *calls)
-{
-    switch (e->kind) {
-    case TE_E_INT:
-    case TE_E_FLOAT:
-        return 0;
-    case TE_E_VAR:
-        return bound_depth(h, e);
-    case TE_E_READ:
-    case TE_E_REDUCE:
-        return h->nloops; /* not lowered: leave it */
-    case TE_E_CALL:
-        *calls = true;
-        break;
-    case TE_E_LOAD: {
-        *reads = true;
-        int d = bound_depth(h, e->u.load.buf);
-        for (int i = h->nloops - 1; i >= d; i--) {
-            const scope_loop *l = &h->loops[i];
-            for (int w = 0; w < l->nwritten; w++)
-                if (l->written[w] == e->u.load.buf) {
+    if (e->kind == TE_E_VAR) {
+        d = bound_depth(h, e);
+    } else if (e->kind == TE_E_READ || e->kind == TE_E_REDUCE) {
+        d = h->nloops; /* not lowered: leave it */
+    } else if (e->kind == TE_E_CALL) {
+        n->calls = true;
+    } else if (e->kind == TE_E_LOAD) {
+        n->reads = true;
+        d = bound_depth(h, e->u.load.buf);
+        for (int i = h->nloops - 1; i >= d; i--)
+            for (int w = 0; w < h->loops[i].nwritten; w++)
+                if (h->loops[i].written[w] == e->u.load.buf) {
                     d = i + 1;
                     break;
                 }
-        }
-        int c = need_children(h, e, reads, calls);
-        return c > d ? c : d;
     }
-    default:
-        break;
-    }
-    return need_children(h, e, reads, calls);
+    n->depth = d > n->depth ? d : n->depth;
+    return true;
 }
 
 /* The let variable holding `value` before loop `at`: an existing one for an equal value, else
@@ -222,105 +174,77 @@ static te_expr *hoist_to(hctx *h, int at, te_expr *value)
     return var;
 }
 
-/* e with its largest movable subexpressions replaced by let variables. `guarded`: e is only
- * evaluated on a condition (a branch of an if_then_else) inside the innermost loop. */
-static te_expr *rewrite(hctx *h, te_expr *e, bool guarded);
+/* The largest movable subexpressions of an expression, found top down (find_visit): each is
+ * recorded as a let before its loop and its node mapped to the let's variable. */
+typedef struct moved {
+    const te_expr *from;
+    te_expr *to;
+} moved;
 
-static te_expr *rewrite_children(hctx *h, te_expr *e, bool guarded)
+typedef struct found {
+    hctx *h;
+    bool guarded; /* inside a branch of an if_then_else: evaluated on a condition */
+    moved *m;
+    int n, cap;
+} found;
+
+static bool find_visit(const te_expr *e, void *user)
 {
-    te_ctx *c = h->ctx;
-    switch (e->kind) {
-    case TE_E_BINARY: {
-        te_expr *a = rewrite(h, e->u.bin.a, guarded), *b = rewrite(h, e->u.bin.b, guarded);
-        if (!a || !b)
-            return NULL;
-        if (a == e->u.bin.a && b == e->u.bin.b)
-            return e;
-        te_expr *r = te__new_expr(c, TE_E_BINARY, e->dtype);
-        if (r) {
-            r->lanes = e->lanes;
-            r->u.bin.op = e->u.bin.op;
-            r->u.bin.a = a;
-            r->u.bin.b = b;
-        }
-        return r;
+    found *f = user;
+    hctx *h = f->h;
+    if (h->oom)
+        return false;
+    if (e->kind == TE_E_IF && !f->guarded) {
+        /* only the taken branch is evaluated: reads in either may not move out */
+        te__expr_visit(e->u.sel.c, find_visit, f);
+        f->guarded = true;
+        te__expr_visit(e->u.sel.t, find_visit, f);
+        te__expr_visit(e->u.sel.f, find_visit, f);
+        f->guarded = false;
+        return false;
     }
-    case TE_E_NOT:
-    case TE_E_NEG:
-    case TE_E_CAST:
-    case TE_E_BCAST: {
-        te_expr *a = rewrite(h, e->u.un.a, guarded);
-        if (!a || a == e->u.un.a)
-            return a ? e : NULL;
-        te_expr *r = te__new_expr(c, e->kind, e->dtype);
-        if (r) {
-            r->lanes = e->lanes;
-            r->u.un.a = a;
-        }
-        return r;
+    if (e->lanes != 1 || !te_dtype_is_float(e->dtype) || e->kind == TE_E_LOAD ||
+        e->kind == TE_E_VAR)
+        return true;
+    need n = {h, 0, false, false};
+    te__expr_visit(e, need_visit, &n);
+    int d = n.depth > h->barrier ? n.depth : h->barrier;
+    if (n.reads && d < h->guard)
+        d = h->guard;
+    if (n.reads && f->guarded)
+        d = h->nloops;
+    if (!n.calls)
+        return false; /* nothing in it to move */
+    if (d >= h->nloops)
+        return true; /* a part of it may still move */
+    te_expr *var = hoist_to(h, d, (te_expr *)e);
+    if (!var || !grow(h, (void **)&f->m, f->n, &f->cap, sizeof *f->m)) {
+        h->oom = true;
+        return false;
     }
-    case TE_E_SELECT:
-    case TE_E_IF: {
-        bool g = guarded || e->kind == TE_E_IF;
-        te_expr *cc = rewrite(h, e->u.sel.c, guarded), *t = rewrite(h, e->u.sel.t, g),
-                *f = rewrite(h, e->u.sel.f, g);
-        if (!cc || !t || !f)
-            return NULL;
-        if (cc == e->u.sel.c && t == e->u.sel.t && f == e->u.sel.f)
-            return e;
-        te_expr *r = te__new_expr(c, e->kind, e->dtype);
-        if (r) {
-            r->lanes = e->lanes;
-            r->u.sel.c = cc;
-            r->u.sel.t = t;
-            r->u.sel.f = f;
-        }
-        return r;
-    }
-    case TE_E_CALL: {
-        te_expr *a[2] = {NULL, NULL};
-        bool same = true;
-        for (int i = 0; i < e->u.call.n; i++) {
-            if (!(a[i] = rewrite(h, e->u.call.args[i], guarded)))
-                return NULL;
-            same = same && a[i] == e->u.call.args[i];
-        }
-        if (same)
-            return e;
-        te_expr *r = te__new_expr(c, TE_E_CALL, e->dtype);
-        if (r) {
-            *r = *e;
-            r->u.call.args[0] = a[0];
-            r->u.call.args[1] = a[1];
-        }
-        return r;
-    }
-    default:
-        /* Loads, ramps and leaves: index arithmetic, which the C compiler moves itself. */
-        return e;
-    }
+    f->m[f->n++] = (moved){e, var};
+    return false;
 }
 
-static te_expr *rewrite(hctx *h, te_expr *e, bool guarded)
+static te_expr *replace_found(te_ctx *ctx, te_expr *e, void *user)
 {
-    if (!e || h->oom)
+    (void)ctx;
+    const found *f = user;
+    for (int i = 0; i < f->n; i++)
+        if (f->m[i].from == e)
+            return f->m[i].to;
+    return e;
+}
+
+/* e with its largest movable subexpressions replaced by let variables (NULL when out of
+ * memory). */
+static te_expr *rewrite(hctx *h, te_expr *e)
+{
+    found f = {h, false, NULL, 0, 0};
+    te__expr_visit(e, find_visit, &f);
+    if (h->oom)
         return NULL;
-    if (e->lanes == 1 && te_dtype_is_float(e->dtype) && e->kind != TE_E_LOAD &&
-        e->kind != TE_E_VAR) {
-        bool reads = false, calls = false;
-        int d = need_depth(h, e, &reads, &calls);
-        if (d < h->barrier)
-            d = h->barrier;
-        if (reads && d < h->guard)
-            d = h->guard;
-        if (reads && guarded)
-            d = h->nloops;
-        if (calls && d < h->nloops)
-            return hoist_to(h, d, e);
-        if (!calls)
-            return e;
-    }
-    return rewrite_children(h, e, guarded);
+    return f.n ? te__expr_mutate(h->ctx, e, replace_found, &f) : e;
 }
 
 static te_stmt *walk(hctx *h, te_stmt *s);
@@ -385,7 +309,7 @@ static te_stmt *walk(hctx *h, te_stmt *s)
     case TE_S_FOR:
         return walk_loop(h, s);
     case TE_S_STORE: {
-        te_expr *v = rewrite(h, s->u.store.value, false);
+        te_expr *v = rewrite(h, s->u.store.value);
         if (!v)
             return NULL;
         if (v == s->u.store.value)

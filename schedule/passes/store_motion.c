@@ -212,10 +212,9 @@ static void scan(sm *m, const te_stmt *s, bool direct)
 
 /* What a promoted buffer's accesses become: the slot's part of the local buffer. */
 typedef struct repl {
-    sm *m;
-    cand *c;
-    te_buf *acc;
+    cand *c; /* the promoted buffers, c[0 .. nc) */
     int nc;
+    te_buf *acc;
 } repl;
 
 static te_expr *slot_index(te_ctx *ctx, int k, int lanes)
@@ -224,45 +223,36 @@ static te_expr *slot_index(te_ctx *ctx, int k, int lanes)
     return lanes > 1 && at ? te__ramp(ctx, at, 1, lanes) : at;
 }
 
-static int find_slot(const repl *r, int ci, te_expr *idx)
+/* The index into acc of access b[idx]: *at stays NULL when b is not promoted. false when out
+ * of memory (or for an access of a promoted buffer that is no slot, which the scan rules out). */
+static bool acc_index(te_ctx *ctx, const repl *r, const te_buf *b, const te_expr *idx, te_expr **at)
 {
-    int k = 0;
-    for (int c = 0; c < ci; c++)
-        k += r->c[c].nslot;
-    for (int i = 0; i < r->c[ci].nslot; i++)
-        if (te__expr_equal(r->c[ci].s[i].idx, idx))
-            return k + i;
-    return -1;
-}
-
-static int promoted(const repl *r, const te_buf *b)
-{
-    for (int i = 0; i < r->nc; i++)
-        if (r->c[i].buf == b)
-            return i;
-    return -1;
+    *at = NULL;
+    for (int ci = 0, k = 0; ci < r->nc; k += r->c[ci].nslot, ci++) {
+        if (r->c[ci].buf != b)
+            continue;
+        for (int i = 0; i < r->c[ci].nslot; i++)
+            if (te__expr_equal(r->c[ci].s[i].idx, idx))
+                return (*at = slot_index(ctx, k + i, r->c[ci].lanes)) != NULL;
+        return false; /* every access was recorded as a slot */
+    }
+    return true;
 }
 
 static te_expr *repl_expr(te_ctx *ctx, te_expr *e, void *user)
 {
-    repl *r = user;
-    int ci = e->kind == TE_E_LOAD ? promoted(r, e->u.load.buf) : -1;
-    if (ci < 0)
-        return e;
-    int k = find_slot(r, ci, e->u.load.idx[0]);
-    te_expr *at = k >= 0 ? slot_index(ctx, k, r->c[ci].lanes) : NULL;
-    return at ? te__load(ctx, r->acc, 1, &at) : NULL;
+    te_expr *at;
+    if (e->kind != TE_E_LOAD || !acc_index(ctx, user, e->u.load.buf, e->u.load.idx[0], &at))
+        return e->kind == TE_E_LOAD ? NULL : e;
+    return at ? te__load(ctx, ((repl *)user)->acc, 1, &at) : e;
 }
 
 static te_stmt *repl_stmt(te_ctx *ctx, te_stmt *s, void *user)
 {
-    repl *r = user;
-    int ci = s->kind == TE_S_STORE ? promoted(r, s->u.store.buf) : -1;
-    if (ci < 0)
-        return s;
-    int k = find_slot(r, ci, s->u.store.idx[0]);
-    te_expr *at = k >= 0 ? slot_index(ctx, k, r->c[ci].lanes) : NULL;
-    return at ? te__store(ctx, r->acc, 1, &at, s->u.store.value) : NULL;
+    te_expr *at;
+    if (s->kind != TE_S_STORE || !acc_index(ctx, user, s->u.store.buf, s->u.store.idx[0], &at))
+        return s->kind == TE_S_STORE ? NULL : s;
+    return at ? te__store(ctx, ((repl *)user)->acc, 1, &at, s->u.store.value) : s;
 }
 
 static te_stmt *motion(te_ctx *ctx, te_stmt *s, void *user)
@@ -277,7 +267,7 @@ static te_stmt *motion(te_ctx *ctx, te_stmt *s, void *user)
     if (m.oom)
         return NULL;
     /* The candidates kept: read and written somewhere, within the register budget. */
-    repl r = {&m, m.c, NULL, 0};
+    repl r = {m.c, 0, NULL};
     int regs = 0, elems = 0;
     te_dtype dt = TE_F32;
     for (int i = 0; i < m.n; i++) {
